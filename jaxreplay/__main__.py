@@ -1,0 +1,5 @@
+import sys
+
+from jaxreplay.cli import main
+
+sys.exit(main())

@@ -1,0 +1,86 @@
+"""Argument checks shared by the public API.
+
+Every check runs in plain Python *before* any tracing or compilation, and only
+when the value is concrete (a Python number, a NumPy value, or a JAX array
+outside ``jit``). Traced values pass through unchecked: jitted code cannot
+raise, so the functions that accept them clip and flag instead (each says how
+in its docstring).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import jax
+import numpy as np
+
+
+def concrete_value(value: Any) -> Any | None:
+    """Return ``value`` as a NumPy scalar/array if it is concrete, else ``None``."""
+    if isinstance(value, jax.core.Tracer):
+        return None
+    try:
+        return np.asarray(value)
+    except Exception:  # e.g. a tracer hidden in a container: nothing to check
+        return None
+
+
+def check_int(name: str, value: Any, low: int | None = None, high: int | None = None) -> None:
+    """Raise ``ValueError`` unless every concrete entry of ``value`` is an integer in [low, high]."""
+    arr = concrete_value(value)
+    if arr is None:
+        return
+    if arr.dtype.kind == "b" or (arr.dtype.kind not in "iu" and not np.all(np.mod(arr, 1) == 0)):
+        raise ValueError(f"{name} must be an integer, got {value!r}.")
+    _check_range(name, arr, low, high)
+
+
+def check_float(
+    name: str,
+    value: Any,
+    low: float | None = None,
+    high: float | None = None,
+    high_inclusive: bool = True,
+) -> None:
+    """Raise ``ValueError`` unless every concrete entry is a finite number in the range."""
+    arr = concrete_value(value)
+    if arr is None:
+        return
+    if arr.dtype.kind not in "iuf":
+        raise ValueError(f"{name} must be a real number, got {value!r}.")
+    if not np.all(np.isfinite(arr)):
+        raise ValueError(f"{name} must be finite, got {value!r}.")
+    _check_range(name, arr, low, high, high_inclusive)
+
+
+def check_static_int(name: str, value: Any, low: int | None = None, high: int | None = None) -> int:
+    """Check a *static* integer (a shape): it must be a Python/NumPy int, not a traced value."""
+    if isinstance(value, jax.core.Tracer) or isinstance(value, bool) or not isinstance(value, (int, np.integer)):
+        raise ValueError(
+            f"{name} must be a Python int (it sets an array shape and is static), got {value!r}."
+        )
+    _check_range(name, np.asarray(value), low, high)
+    return int(value)
+
+
+def _check_range(name, arr, low, high, high_inclusive=True) -> None:
+    if low is not None and np.any(arr < low):
+        raise ValueError(f"{name} must be >= {low}{_allowed(low, high, high_inclusive)}, got {_show(arr)}.")
+    if high is not None:
+        bad = np.any(arr > high) if high_inclusive else np.any(arr >= high)
+        if bad:
+            op = "<=" if high_inclusive else "<"
+            raise ValueError(f"{name} must be {op} {high}{_allowed(low, high, high_inclusive)}, got {_show(arr)}.")
+
+
+def _allowed(low, high, high_inclusive) -> str:
+    if low is None or high is None:
+        return ""
+    close = "]" if high_inclusive else ")"
+    return f" (allowed range [{low}, {high}{close})"
+
+
+def _show(arr: np.ndarray) -> str:
+    if arr.ndim == 0:
+        return repr(arr.item())
+    return f"an array with min {arr.min()!r} and max {arr.max()!r}"

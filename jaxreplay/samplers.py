@@ -1,0 +1,201 @@
+"""Stateless samplers over the live window of a :class:`~jaxreplay.buffer.BufferState`.
+
+Each sampler returns a :class:`Sample`: the storage slots drawn, the
+probability with which each was drawn, and an importance weight. Fetch the
+transitions with :func:`jaxreplay.buffer.get`.
+
+* :func:`uniform`: uniform with replacement over the live transitions (ER).
+* :func:`exact_prioritized`: P(i) ∝ |δ_i|^β over the live transitions, from
+  TD errors the caller has just computed for *all* of them (the paper's pER).
+* :func:`combined`: combined experience replay (CER, Zhang & Sutton 2017): the
+  newest transition plus ``batch_size - 1`` uniform draws.
+
+Stored-priority replay (Schaul et al. 2016), which keeps priorities between
+steps, lives in :mod:`jaxreplay.prioritized`.
+
+Sampling from an empty memory is not an error inside ``jit`` (it cannot be
+detected at trace time): the returned slots are arbitrary and their
+probabilities are 0. Start learning only once ``size >= 1``.
+"""
+
+from __future__ import annotations
+
+from typing import Any, NamedTuple
+
+import jax
+import jax.numpy as jnp
+
+from jaxreplay import _validation
+from jaxreplay import buffer as buffer_lib
+
+
+class Sample(NamedTuple):
+    """A minibatch of slots.
+
+    Attributes:
+        indices: ``int32[batch_size]``; storage slots (pass to
+            :func:`jaxreplay.buffer.get`).
+        probabilities: ``float32[batch_size]``; the probability with which
+            each entry was drawn (per draw, over the live window).
+        weights: ``float32[batch_size]``; importance-sampling weights to
+            multiply the per-transition losses with (all ones where the
+            sampler makes no correction).
+    """
+
+    indices: jax.Array
+    probabilities: jax.Array
+    weights: jax.Array
+
+
+def _uniform_offsets(key: jax.Array, size: jax.Array, shape: tuple[int, ...]) -> jax.Array:
+    # One float draw per index is cheaper than randint (which needs two bit
+    # draws to stay unbiased for a traced span); the float32 bias is < 2**-24.
+    u = jax.random.uniform(key, shape)
+    return jnp.minimum((u * size).astype(jnp.int32), size - 1)
+
+
+def uniform(key: jax.Array, state: buffer_lib.BufferState, batch_size: int) -> Sample:
+    """Draw ``batch_size`` live transitions uniformly, with replacement.
+
+    Args:
+        key: PRNG key.
+        state: the memory.
+        batch_size: static number of draws (>= 1).
+
+    Returns:
+        A :class:`Sample`; probabilities are ``1 / size``, weights are 1.
+        Cost: O(batch_size).
+    """
+    batch_size = _validation.check_static_int("batch_size", batch_size, low=1)
+    offsets = _uniform_offsets(key, state.size, (batch_size,))
+    probability = jnp.where(state.size > 0, 1.0 / jnp.maximum(state.size, 1), 0.0)
+    return Sample(
+        indices=buffer_lib.slot_of(state, offsets),
+        probabilities=jnp.full((batch_size,), probability, jnp.float32),
+        weights=jnp.ones((batch_size,), jnp.float32),
+    )
+
+
+def combined(key: jax.Array, state: buffer_lib.BufferState, batch_size: int) -> Sample:
+    """Combined experience replay: the newest transition plus uniform draws.
+
+    Entry 0 is always the newest live transition (probability 1); entries
+    ``1 .. batch_size - 1`` are uniform with replacement over the live window
+    (probability ``1 / size`` each). Weights are 1.
+
+    Args:
+        key: PRNG key.
+        state: the memory.
+        batch_size: static minibatch size (>= 1; with 1 only the newest is used).
+
+    Returns:
+        A :class:`Sample`. Cost: O(batch_size).
+    """
+    batch_size = _validation.check_static_int("batch_size", batch_size, low=1)
+    rest = uniform(key, state, batch_size - 1) if batch_size > 1 else None
+    newest = buffer_lib.newest_index(state)[None]
+    has_any = (state.size > 0).astype(jnp.float32)[None]
+    if rest is None:
+        return Sample(newest, has_any, jnp.ones((1,), jnp.float32))
+    return Sample(
+        indices=jnp.concatenate([newest, rest.indices]),
+        probabilities=jnp.concatenate([has_any, rest.probabilities]),
+        weights=jnp.ones((batch_size,), jnp.float32),
+    )
+
+
+def exact_priorities(
+    state: buffer_lib.BufferState,
+    td_errors: jax.Array,
+    priority_exponent: Any,
+    error_floor: float = 1e-6,
+) -> jax.Array:
+    """Exact pER probabilities P(i) ∝ max(|δ_i|, floor)^β over the live window.
+
+    Args:
+        state: the memory.
+        td_errors: ``float[max_capacity]``, the TD error of the transition in
+            each slot (entries of slots that are not live are ignored).
+        priority_exponent: β >= 0; may be traced. β = 0 is uniform.
+        error_floor: |δ| below this counts as this, so that a transition whose
+            TD error is exactly zero keeps a (tiny) chance of being replayed
+            and an all-zero window falls back to uniform instead of 0/0.
+
+    Returns:
+        ``float32[max_capacity]`` probabilities per slot, zero outside the live
+        window, summing to 1 (when ``size >= 1``). Computed in log space, so any
+        β is safe from overflow and underflow. Cost: O(max_capacity).
+    """
+    _validation.check_float("priority_exponent", priority_exponent, low=0.0)
+    _validation.check_float("error_floor", error_floor, low=0.0)
+    td_errors = jnp.asarray(td_errors)
+    if td_errors.shape != (state.max_capacity,):
+        raise ValueError(
+            f"td_errors must have shape ({state.max_capacity},) (one per slot), got {td_errors.shape}."
+        )
+    valid = buffer_lib.valid_mask(state)
+    log_priority = priority_exponent * jnp.log(jnp.maximum(jnp.abs(td_errors), error_floor))
+    log_priority = jnp.where(valid, log_priority, -jnp.inf)
+    shifted = jnp.exp(log_priority - jnp.max(jnp.where(valid, log_priority, 0.0), initial=None))
+    shifted = jnp.where(valid, shifted, 0.0)
+    return (shifted / jnp.maximum(jnp.sum(shifted), jnp.finfo(shifted.dtype).tiny)).astype(jnp.float32)
+
+
+def exact_prioritized(
+    key: jax.Array,
+    state: buffer_lib.BufferState,
+    td_errors: jax.Array,
+    batch_size: int,
+    priority_exponent: Any,
+    importance_exponent: Any = 0.0,
+    error_floor: float = 1e-6,
+) -> Sample:
+    """The paper's prioritized replay: draw with P(i) ∝ |δ_i|^β from current TD errors.
+
+    The caller computes the TD error of every slot with the current
+    parameters (the paper recomputes them before each draw); nothing is stored
+    between calls. For priorities kept between steps see
+    :mod:`jaxreplay.prioritized`.
+
+    Args:
+        key: PRNG key.
+        state: the memory.
+        td_errors: ``float[max_capacity]`` TD error per slot.
+        batch_size: static number of draws, with replacement.
+        priority_exponent: β >= 0 (any value, traced or not).
+        importance_exponent: exponent of the importance weights
+            ``(size · P(i))^-exponent``, normalised by their batch maximum;
+            0 (the paper, default) gives weights of 1.
+        error_floor: see :func:`exact_priorities`.
+
+    Returns:
+        A :class:`Sample`. Cost: O(max_capacity + batch_size · log max_capacity)
+        (a cumulative sum in age order and a binary search per draw; one
+        uniform number per draw).
+    """
+    batch_size = _validation.check_static_int("batch_size", batch_size, low=1)
+    _validation.check_float("importance_exponent", importance_exponent, low=0.0)
+    probabilities = exact_priorities(state, td_errors, priority_exponent, error_floor)
+    # Cumulate in age order so that the live window is one contiguous prefix.
+    offsets = jnp.arange(state.max_capacity, dtype=jnp.int32)
+    in_order = probabilities[buffer_lib.slot_of(state, offsets)]
+    cdf = jnp.cumsum(in_order)
+    u = jax.random.uniform(key, (batch_size,)) * cdf[-1]
+    chosen = jnp.searchsorted(cdf, u, side="right").astype(jnp.int32)
+    chosen = jnp.clip(chosen, 0, jnp.maximum(state.size - 1, 0))
+    indices = buffer_lib.slot_of(state, chosen)
+    drawn = probabilities[indices]
+    return Sample(indices, drawn, importance_weights(drawn, state.size, importance_exponent))
+
+
+def importance_weights(probabilities: jax.Array, size: jax.Array, exponent: Any) -> jax.Array:
+    """Importance-sampling weights ``(size · P(i))^-exponent / max_batch``.
+
+    Normalising by the largest weight in the batch (Schaul et al. 2016) keeps
+    every weight in (0, 1] so they only ever scale updates down. Entries with
+    probability 0 get weight 0. ``float32``, shape of ``probabilities``.
+    """
+    scaled = jnp.maximum(size, 1) * probabilities
+    log_w = -exponent * jnp.log(jnp.where(scaled > 0, scaled, 1.0))
+    weights = jnp.exp(log_w - jnp.max(jnp.where(scaled > 0, log_w, -jnp.inf)))
+    return jnp.where(scaled > 0, weights, 0.0).astype(jnp.float32)
