@@ -1,0 +1,257 @@
+"""The ring buffer against a plain-Python deque model, under jit and vmap."""
+
+from __future__ import annotations
+
+import collections
+
+import hypothesis.strategies as st
+import jax
+import jax.numpy as jnp
+import numpy as np
+import pytest
+from hypothesis import HealthCheck, given, settings
+
+from jaxreplay import buffer, samplers
+
+MAX_CAPACITY = 8
+BATCH = 3  # the add_batch size used by the property test (one compiled shape)
+EXAMPLE = {"value": jnp.int32(0), "vec": jnp.zeros(2, jnp.float32)}
+
+
+def _transition(value):
+    """A transition whose every leaf encodes ``value`` (so contents can be checked)."""
+    value = jnp.asarray(value, jnp.int32)
+    return {"value": value, "vec": jnp.stack([value, -value], axis=-1).astype(jnp.float32)}
+
+
+class DequeModel:
+    """The reference: a FIFO of (value, insertion index) with a logical capacity."""
+
+    def __init__(self, capacity):
+        self.capacity = capacity
+        self.items = collections.deque()
+        self.total_added = 0
+
+    def add(self, value):
+        self.items.append((value, self.total_added))
+        self.total_added += 1
+        while len(self.items) > self.capacity:
+            self.items.popleft()
+
+    def resize(self, capacity):
+        self.capacity = capacity
+        while len(self.items) > capacity:
+            self.items.popleft()
+
+
+# Operation codes for one jitted, switch-based step: a single compilation serves
+# every sequence hypothesis generates.
+ADD, ADD_BATCH, RESIZE = 0, 1, 2
+
+
+@jax.jit
+def _apply(state, code, value, batch_values, new_capacity):
+    return jax.lax.switch(
+        code,
+        [
+            lambda s: buffer.add(s, _transition(value)),
+            lambda s: buffer.add_batch(s, _transition(batch_values)),
+            lambda s: buffer.resize(s, new_capacity),
+        ],
+        state,
+    )
+
+
+@jax.jit
+def _read(state, key):
+    contents, valid = buffer.in_age_order(state)
+    oldest, oldest_valid = buffer.oldest_indices(state, 3)
+    newest, newest_valid = buffer.newest_indices(state, 2)
+    sample = samplers.uniform(key, state, 16)
+    return {
+        "values": contents["value"],
+        "vec": contents["vec"],
+        "valid": valid,
+        "ages_in_order": buffer.ages(state, buffer.slot_of(state, jnp.arange(MAX_CAPACITY))),
+        "mask": buffer.valid_mask(state),
+        "oldest": buffer.get(state, oldest)["value"],
+        "oldest_valid": oldest_valid,
+        "newest": buffer.get(state, newest)["value"],
+        "newest_valid": newest_valid,
+        "newest_index_value": buffer.get(state, buffer.newest_index(state))["value"],
+        "sample_live": buffer.valid_mask(state)[sample.indices],
+        "sample_values": buffer.get(state, sample.indices)["value"],
+        "size": state.size,
+        "capacity": state.capacity,
+        "full": buffer.is_full(state),
+        "total_added": state.total_added,
+    }
+
+
+def _assert_matches(state, model, key):
+    got = jax.device_get(_read(state, key))
+    values = [v for v, _ in model.items]
+    n = len(values)
+    assert got["size"] == n
+    assert got["capacity"] == model.capacity
+    assert got["total_added"] == model.total_added
+    assert bool(got["full"]) == (n == model.capacity)
+    assert got["values"][:n].tolist() == values
+    np.testing.assert_array_equal(got["vec"][:n], np.stack([values, [-v for v in values]], -1).reshape(n, 2))
+    assert got["valid"].tolist() == [j < n for j in range(MAX_CAPACITY)]
+    assert int(got["mask"].sum()) == n
+    ages = [model.total_added - 1 - inserted for _, inserted in model.items]
+    assert got["ages_in_order"][:n].tolist() == ages
+    assert got["oldest"][got["oldest_valid"]].tolist() == values[:3]
+    assert got["newest"][got["newest_valid"]].tolist() == values[::-1][:2]
+    if n:
+        assert got["newest_index_value"] == values[-1]
+        assert got["sample_live"].all()
+        assert set(got["sample_values"].tolist()) <= set(values)
+
+
+operation = st.one_of(
+    st.tuples(st.just(ADD), st.integers(0, 10_000)),
+    st.tuples(st.just(ADD_BATCH), st.lists(st.integers(0, 10_000), min_size=BATCH, max_size=BATCH)),
+    st.tuples(st.just(RESIZE), st.integers(1, MAX_CAPACITY)),
+)
+
+
+@settings(max_examples=1500, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(capacity=st.integers(1, MAX_CAPACITY), operations=st.lists(operation, max_size=25), seed=st.integers(0, 2**31 - 1))
+def test_matches_deque_model(capacity, operations, seed):
+    state = buffer.init(EXAMPLE, MAX_CAPACITY, capacity)
+    model = DequeModel(capacity)
+    key = jax.random.key(seed)
+    _assert_matches(state, model, key)
+    for code, argument in operations:
+        value, batch_values, new_capacity = 0, [0] * BATCH, 1
+        if code == ADD:
+            value = argument
+            model.add(argument)
+        elif code == ADD_BATCH:
+            batch_values = argument
+            for v in argument:
+                model.add(v)
+        else:
+            new_capacity = argument
+            model.resize(argument)
+        state = _apply(state, code, value, jnp.asarray(batch_values), new_capacity)
+        key, read_key = jax.random.split(key)
+        _assert_matches(state, model, read_key)
+    assert not bool(state.capacity_clipped)
+
+
+def test_add_batch_larger_than_max_capacity_keeps_the_last_ones():
+    state = buffer.init(EXAMPLE, MAX_CAPACITY, 5)
+    state = buffer.add(state, _transition(-1))
+    state = buffer.add_batch(state, _transition(jnp.arange(20)))
+    contents, valid = buffer.in_age_order(state)
+    assert contents["value"][valid].tolist() == [15, 16, 17, 18, 19]
+    assert int(state.total_added) == 21
+    assert buffer.ages(state, buffer.newest_index(state)) == 0
+    # The insertion counter continues from the adds that were skipped.
+    assert state.insertion_index[buffer.newest_index(state)] == 20
+
+
+def test_growing_never_brings_forgotten_transitions_back():
+    state = buffer.init(EXAMPLE, MAX_CAPACITY, 6)
+    state = buffer.add_batch(state, _transition(jnp.arange(6)))
+    state = buffer.resize(state, 2)
+    state = buffer.resize(state, MAX_CAPACITY)
+    assert int(state.size) == 2
+    state = buffer.add(state, _transition(100))
+    contents, valid = buffer.in_age_order(state)
+    assert contents["value"][valid].tolist() == [4, 5, 100]
+
+
+def _scripted_run(capacity, values):
+    """A fixed sequence of adds, batch adds and capacity-relative resizes."""
+    _scripted_run.traces += 1
+    state = buffer.init(EXAMPLE, MAX_CAPACITY, capacity)
+    state = buffer.add_batch(state, _transition(values[:5]))
+    state = buffer.resize(state, jnp.maximum(capacity - 2, 1))
+    for v in values[5:9]:
+        state = buffer.add(state, _transition(v))
+    state = buffer.resize(state, capacity + 1)  # clipped (and flagged) when capacity = MAX_CAPACITY
+    state = buffer.add_batch(state, _transition(values[9:12]))
+    contents, valid = buffer.in_age_order(state)
+    return state, jnp.where(valid, contents["value"], -1)
+
+
+_scripted_run.traces = 0
+
+
+def test_vmap_over_capacity_equals_unbatched_with_one_trace():
+    values = jnp.arange(100, 112)
+    capacities = jnp.arange(1, MAX_CAPACITY + 1)
+    batched = jax.jit(jax.vmap(_scripted_run, in_axes=(0, None)))
+    states, contents = batched(capacities, values)
+    states2, contents2 = batched(capacities[::-1], values + 1)  # same shape: no retrace
+    assert _scripted_run.traces == 1
+    single = jax.jit(_scripted_run)
+    for i, c in enumerate(capacities.tolist()):
+        state, content = single(c, values)
+        jax.tree.map(np.testing.assert_array_equal, jax.tree.map(lambda x: x[i], states), state)
+        np.testing.assert_array_equal(contents[i], content)
+        # and against the deque model
+        model = DequeModel(c)
+        for v in range(100, 105):
+            model.add(v)
+        model.resize(max(c - 2, 1))
+        for v in range(105, 109):
+            model.add(v)
+        model.resize(min(c + 1, MAX_CAPACITY))
+        for v in range(109, 112):
+            model.add(v)
+        assert content[: len(model.items)].tolist() == [v for v, _ in model.items]
+        assert bool(state.capacity_clipped) == (c == MAX_CAPACITY)
+    # Reversed capacities and shifted values: the same windows, values + 1.
+    np.testing.assert_array_equal(contents2[::-1], jnp.where(contents >= 0, contents + 1, -1))
+
+
+def test_traced_capacity_outside_range_is_clipped_and_flagged():
+    state = jax.jit(lambda c: buffer.init(EXAMPLE, MAX_CAPACITY, c))(0)
+    assert int(state.capacity) == 1 and bool(state.capacity_clipped)
+    state = jax.jit(buffer.resize)(state, 50)
+    assert int(state.capacity) == MAX_CAPACITY and bool(state.capacity_clipped)
+    state = jax.jit(buffer.resize)(state, 3)
+    assert bool(state.capacity_clipped), "the flag is sticky"
+
+
+@pytest.mark.parametrize(
+    "call, argument",
+    [
+        (lambda: buffer.init(EXAMPLE, MAX_CAPACITY, 0), "capacity"),
+        (lambda: buffer.init(EXAMPLE, MAX_CAPACITY, MAX_CAPACITY + 1), "capacity"),
+        (lambda: buffer.init(EXAMPLE, MAX_CAPACITY, 2.5), "capacity"),
+        (lambda: buffer.init(EXAMPLE, 0), "max_capacity"),
+        (lambda: buffer.init(EXAMPLE, 4.0), "max_capacity"),
+        (lambda: buffer.init(EXAMPLE, jnp.int32(4)), "max_capacity"),
+        (lambda: buffer.init({}, 4), "example"),
+        (lambda: buffer.resize(buffer.init(EXAMPLE, 4), 5), "new_capacity"),
+        (lambda: buffer.resize(buffer.init(EXAMPLE, 4), 0), "new_capacity"),
+        (lambda: buffer.resize(buffer.init(EXAMPLE, 4), np.array([1, 9])), "new_capacity"),
+        (lambda: buffer.add(buffer.init(EXAMPLE, 4), {"value": 1}), "structure"),
+        (lambda: buffer.add(buffer.init(EXAMPLE, 4), {"value": 1, "vec": jnp.zeros(3)}), "vec"),
+        (lambda: buffer.add(buffer.init(EXAMPLE, 4), {"value": 1.5, "vec": jnp.zeros(2)}), "value"),
+        (lambda: buffer.add_batch(buffer.init(EXAMPLE, 4), _transition(3)), "batch axis"),
+        (
+            lambda: buffer.add_batch(buffer.init(EXAMPLE, 4), {"value": jnp.zeros(2, jnp.int32), "vec": jnp.zeros((3, 2))}),
+            "batch sizes",
+        ),
+        (lambda: buffer.oldest_indices(buffer.init(EXAMPLE, 4), 5), "num"),
+        (lambda: jax.jit(lambda n: buffer.oldest_indices(buffer.init(EXAMPLE, 4), n))(2), "max_num"),
+        (lambda: samplers.uniform(jax.random.key(0), buffer.init(EXAMPLE, 4), 0), "batch_size"),
+    ],
+)
+def test_bad_input_raises_value_error_naming_the_argument(call, argument):
+    with pytest.raises(ValueError, match=argument):
+        call()
+
+
+def test_traced_num_with_max_num():
+    state = buffer.add_batch(buffer.init(EXAMPLE, MAX_CAPACITY, 6), _transition(jnp.arange(10)))
+    indices, valid = jax.jit(lambda s, n: buffer.oldest_indices(s, n, max_num=5))(state, 2)
+    assert buffer.get(state, indices)["value"].tolist() == [4, 5, 6, 7, 8]
+    assert valid.tolist() == [True, True, False, False, False]

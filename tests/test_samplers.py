@@ -1,0 +1,157 @@
+"""Samplers against their exact probabilities (chi-square, fixed seeds)."""
+
+from __future__ import annotations
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+import pytest
+from scipy import stats
+
+from jaxreplay import buffer, samplers
+
+MAX_CAPACITY = 16
+DRAWS = 200_000
+P_VALUE = 1e-3  # fixed seeds: the test is deterministic; this only sets how strict it is
+
+
+def _filled(capacity, adds, shrink_to=None):
+    """A memory of floats 0..adds-1 (wrapped around when adds > MAX_CAPACITY)."""
+    state = buffer.init(jnp.float32(0), MAX_CAPACITY, capacity)
+    state = buffer.add_batch(state, jnp.arange(adds, dtype=jnp.float32))
+    if shrink_to is not None:
+        state = buffer.resize(state, shrink_to)
+    return state
+
+
+# Wrap-around (25 adds into 16 slots), a window that straddles the end of the
+# ring, a shrink, and a grow-after-shrink.
+STATES = {
+    "wrapped": _filled(12, 25),
+    "shrunk": _filled(16, 29, shrink_to=5),
+    "grown": buffer.add_batch(buffer.resize(_filled(10, 23, shrink_to=3), 16), jnp.array([100.0, 101.0])),
+    "partial": _filled(16, 7),
+}
+
+
+def _counts(indices):
+    return np.bincount(np.asarray(indices).ravel(), minlength=MAX_CAPACITY)
+
+
+def _assert_fits(counts, probabilities):
+    """Chi-square goodness of fit on the support; no draw outside the support."""
+    probabilities = np.asarray(probabilities, np.float64)
+    support = probabilities > 0
+    assert counts[~support].sum() == 0, f"draws outside the support: {counts[~support]}"
+    expected = probabilities[support] / probabilities[support].sum() * counts.sum()
+    result = stats.chisquare(counts[support], expected)
+    assert result.pvalue > P_VALUE, (counts, expected, result)
+
+
+_uniform = jax.jit(samplers.uniform, static_argnums=2)
+_combined = jax.jit(samplers.combined, static_argnums=2)
+_exact = jax.jit(samplers.exact_prioritized, static_argnums=3)
+
+
+@pytest.mark.parametrize("name", STATES)
+def test_uniform_is_uniform_over_the_live_window(name):
+    state = STATES[name]
+    sample = _uniform(jax.random.key(1), state, DRAWS)
+    mask = np.asarray(buffer.valid_mask(state))
+    _assert_fits(_counts(sample.indices), mask / mask.sum())
+    np.testing.assert_allclose(sample.probabilities, 1.0 / mask.sum())
+    np.testing.assert_array_equal(sample.weights, 1.0)
+
+
+def test_grown_window_holds_the_expected_values():
+    contents, valid = buffer.in_age_order(STATES["grown"])
+    assert contents[valid].tolist() == [20.0, 21.0, 22.0, 100.0, 101.0]
+
+
+def _numpy_exact(state, td_errors, beta, floor=1e-6):
+    mask = np.asarray(buffer.valid_mask(state))
+    p = np.where(mask, np.maximum(np.abs(np.asarray(td_errors, np.float64)), floor) ** beta, 0.0)
+    return p / p.sum()
+
+
+TD_ERRORS = jnp.asarray(np.random.default_rng(0).normal(size=MAX_CAPACITY).astype(np.float32))
+
+
+@pytest.mark.parametrize("name", STATES)
+@pytest.mark.parametrize("beta", [0.0, 0.5, 2.0, 5.0])
+def test_exact_prioritized_matches_its_probabilities(name, beta):
+    state = STATES[name]
+    expected = _numpy_exact(state, TD_ERRORS, beta)
+    np.testing.assert_allclose(samplers.exact_priorities(state, TD_ERRORS, beta), expected, rtol=2e-5, atol=1e-9)
+    sample = _exact(jax.random.key(2), state, TD_ERRORS, DRAWS, beta)
+    _assert_fits(_counts(sample.indices), expected)
+    np.testing.assert_allclose(sample.probabilities, expected[np.asarray(sample.indices)], rtol=2e-5)
+
+
+def test_exact_prioritized_vmaps_over_the_exponent():
+    state = STATES["wrapped"]
+    betas = jnp.array([0.0, 1.0, 3.0])
+    probabilities = jax.jit(jax.vmap(samplers.exact_priorities, in_axes=(None, None, 0)))(state, TD_ERRORS, betas)
+    for row, beta in zip(probabilities, betas.tolist()):
+        np.testing.assert_allclose(row, _numpy_exact(state, TD_ERRORS, beta), rtol=2e-5, atol=1e-9)
+
+
+def test_exact_prioritized_extreme_exponent_and_zero_errors():
+    state = STATES["wrapped"]
+    # β = 60: |δ|^β over/underflows float32, the log-space computation does not.
+    p = samplers.exact_priorities(state, TD_ERRORS * 100, 60.0)
+    assert np.all(np.isfinite(p)) and abs(float(p.sum()) - 1.0) < 1e-6
+    top = int(np.argmax(np.where(buffer.valid_mask(state), np.abs(TD_ERRORS), -1)))
+    assert float(p[top]) > 0.99
+    # All-zero TD errors: the floor makes it uniform instead of 0/0.
+    p = samplers.exact_priorities(state, jnp.zeros(MAX_CAPACITY), 2.0)
+    mask = np.asarray(buffer.valid_mask(state))
+    np.testing.assert_allclose(p, mask / mask.sum(), rtol=1e-6)
+    # One zero error among non-zero ones keeps a positive probability.
+    errors = TD_ERRORS.at[buffer.newest_index(state)].set(0.0)
+    assert float(samplers.exact_priorities(state, errors, 1.0)[buffer.newest_index(state)]) > 0.0
+
+
+def test_importance_weights_follow_the_formula():
+    state = STATES["shrunk"]
+    sample = samplers.exact_prioritized(jax.random.key(3), state, TD_ERRORS, 64, 2.0, importance_exponent=0.4)
+    p = np.asarray(sample.probabilities, np.float64)
+    expected = (5 * p) ** -0.4
+    np.testing.assert_allclose(sample.weights, expected / expected.max(), rtol=1e-5)
+    assert float(np.max(sample.weights)) == pytest.approx(1.0)
+
+
+def test_combined_always_holds_the_newest_and_is_otherwise_uniform():
+    state = STATES["wrapped"]
+    sample = _combined(jax.random.key(4), state, 50)
+    newest = int(buffer.newest_index(state))
+    assert int(sample.indices[0]) == newest and float(sample.probabilities[0]) == 1.0
+    many = jax.jit(jax.vmap(lambda k: samplers.combined(k, state, 50)))(jax.random.split(jax.random.key(5), 4000))
+    assert np.all(np.asarray(many.indices[:, 0]) == newest)
+    mask = np.asarray(buffer.valid_mask(state))
+    _assert_fits(_counts(many.indices[:, 1:]), mask / mask.sum())
+    single = samplers.combined(jax.random.key(6), state, 1)
+    assert single.indices.tolist() == [newest]
+
+
+def test_empty_memory_gives_zero_probabilities():
+    state = buffer.init(jnp.float32(0), MAX_CAPACITY, 4)
+    assert np.all(np.asarray(samplers.uniform(jax.random.key(0), state, 3).probabilities) == 0)
+    assert np.all(np.asarray(samplers.combined(jax.random.key(0), state, 3).probabilities) == 0)
+    assert np.all(np.asarray(samplers.exact_priorities(state, jnp.ones(MAX_CAPACITY), 1.0)) == 0)
+
+
+@pytest.mark.parametrize(
+    "call, argument",
+    [
+        (lambda s: samplers.exact_prioritized(jax.random.key(0), s, TD_ERRORS, 4, -1.0), "priority_exponent"),
+        (lambda s: samplers.exact_prioritized(jax.random.key(0), s, TD_ERRORS, 4, float("nan")), "priority_exponent"),
+        (lambda s: samplers.exact_prioritized(jax.random.key(0), s, TD_ERRORS, 4, 1.0, -0.5), "importance_exponent"),
+        (lambda s: samplers.exact_prioritized(jax.random.key(0), s, TD_ERRORS[:3], 4, 1.0), "td_errors"),
+        (lambda s: samplers.exact_prioritized(jax.random.key(0), s, TD_ERRORS, 0, 1.0), "batch_size"),
+        (lambda s: samplers.combined(jax.random.key(0), s, 0), "batch_size"),
+    ],
+)
+def test_bad_input(call, argument):
+    with pytest.raises(ValueError, match=argument):
+        call(STATES["wrapped"])
