@@ -1,0 +1,113 @@
+"""LineSearch: the paper's one-dimensional game, as a gymnax ``Environment``.
+
+The agent sits at a real position ``x``; action 0 moves it by ``-v``, action 1
+by ``+v``; the reward of a move is linear in the position it lands on::
+
+    x' = x + a,        r = β1 · (x + a) + β2,        a ∈ {-v, +v}.
+
+There is no natural terminal state; an episode is truncated after
+``horizon`` steps (the paper runs one episode of T = 1000 steps).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import jax
+import jax.numpy as jnp
+from flax import struct
+from gymnax.environments import environment, spaces
+
+from jaxreplay import _validation
+
+
+@struct.dataclass
+class LineSearchParams(environment.EnvParams):
+    """LineSearch parameters (the paper's defaults).
+
+    Attributes:
+        initial_position: x0, where every episode starts (paper: −5).
+        speed: v > 0, the length of a move (paper: 0.01).
+        reward_slope: β1 in r = β1·x' + β2 (paper: 0.1).
+        reward_intercept: β2 (paper: 0.5).
+        horizon: episode length in steps (paper: T = 1000).
+    """
+
+    initial_position: float = -5.0
+    speed: float = 0.01
+    reward_slope: float = 0.1
+    reward_intercept: float = 0.5
+    horizon: int = 1000
+
+
+@struct.dataclass
+class LineSearchState(environment.EnvState):
+    """``position``: float32[] x; ``time``: int32[] steps taken this episode."""
+
+    position: jax.Array
+
+
+def make_params(**overrides: Any) -> LineSearchParams:
+    """:class:`LineSearchParams` with checked overrides (ValueError naming a bad one)."""
+    params = LineSearchParams(**overrides)
+    _validation.check_float("initial_position", params.initial_position)
+    _validation.check_float("speed", params.speed, low=0.0)
+    _validation.check_float("reward_slope", params.reward_slope)
+    _validation.check_float("reward_intercept", params.reward_intercept)
+    _validation.check_int("horizon", params.horizon, low=1)
+    return params
+
+
+def move(action: jax.Array, params: LineSearchParams) -> jax.Array:
+    """The displacement a ∈ {−v, +v} of ``action`` ∈ {0, 1}. Shape of ``action``."""
+    return jnp.where(action == 1, params.speed, -params.speed)
+
+
+class LineSearch(environment.Environment[LineSearchState, LineSearchParams]):
+    """The LineSearch game with the gymnax API.
+
+    ``reset(key, params) -> (obs, state)`` and
+    ``step(key, state, action, params) -> (obs, state, reward, terminated,
+    truncated, info)``; the observation is ``float32[1]`` holding ``x``.
+    Deterministic: keys are accepted for the API and unused.
+    """
+
+    @property
+    def default_params(self) -> LineSearchParams:
+        return LineSearchParams()
+
+    def step_env(self, key, state, action, params):
+        del key
+        position = state.position + move(action, params)
+        reward = params.reward_slope * position + params.reward_intercept
+        state = LineSearchState(time=state.time + 1, position=position)
+        terminated = jnp.zeros((), bool)
+        return self.get_obs(state), state, reward, terminated, {}
+
+    def reset_env(self, key, params):
+        del key
+        state = LineSearchState(time=jnp.zeros((), jnp.int32), position=jnp.asarray(params.initial_position, jnp.float32))
+        return self.get_obs(state), state
+
+    def get_obs(self, state, params=None, key=None):
+        return jnp.reshape(state.position, (1,)).astype(jnp.float32)
+
+    def is_terminated(self, state, params):
+        return jnp.zeros((), bool)
+
+    def is_truncated(self, state, params):
+        return state.time >= params.horizon
+
+    @property
+    def name(self) -> str:
+        return "LineSearch"
+
+    @property
+    def num_actions(self) -> int:
+        return 2
+
+    def action_space(self, params=None):
+        return spaces.Discrete(2)
+
+    def observation_space(self, params):
+        return spaces.Box(-jnp.inf, jnp.inf, (1,), jnp.float32)

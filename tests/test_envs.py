@@ -1,0 +1,56 @@
+"""LineSearch dynamics and the environment factory."""
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+import pytest
+
+from jaxreplay import envs
+
+
+def test_linesearch_moves_and_rewards_as_the_paper_says():
+    env, params = envs.make("LineSearch", horizon=4)
+    obs, state = env.reset(jax.random.key(0), params)
+    assert obs.tolist() == [-5.0]
+    positions, rewards, truncations = [], [], []
+    for action in [1, 1, 0, 1]:
+        obs, state, reward, terminated, truncated, info = env.step(jax.random.key(0), state, action, params)
+        positions.append(float(info["final_observation"][0]))
+        rewards.append(float(reward))
+        truncations.append(bool(truncated))
+        assert not bool(terminated)
+    np.testing.assert_allclose(positions, [-4.99, -4.98, -4.99, -4.98], rtol=1e-6)
+    np.testing.assert_allclose(rewards, 0.1 * np.array(positions) + 0.5, rtol=1e-5)
+    assert truncations == [False, False, False, True]
+    assert obs.tolist() == [-5.0], "auto-reset after truncation"
+
+
+def test_linesearch_vmaps_over_params():
+    env = envs.LineSearch()
+    params = envs.LineSearchParams(initial_position=jnp.array([0.0, 1.0]), speed=jnp.array([0.5, 2.0]))
+    params = jax.tree.map(lambda leaf: jnp.broadcast_to(leaf, (2,)), params)
+    _, state = jax.vmap(env.reset, in_axes=(None, 0))(jax.random.key(0), params)
+    step = jax.vmap(env.step, in_axes=(None, 0, None, 0))
+    obs, state, reward, *_ = step(jax.random.key(0), state, 0, params)
+    np.testing.assert_allclose(obs[:, 0], [-0.5, -1.0])
+    np.testing.assert_allclose(reward, 0.1 * np.array([-0.5, -1.0]) + 0.5, rtol=1e-6)
+
+
+@pytest.mark.parametrize(
+    "kwargs, argument",
+    [({"speed": float("nan")}, "speed"), ({"speed": -1.0}, "speed"), ({"horizon": 0}, "horizon")],
+)
+def test_bad_params(kwargs, argument):
+    with pytest.raises(ValueError, match=argument):
+        envs.make("LineSearch", **kwargs)
+
+
+def test_unknown_env_id_lists_known_ones():
+    with pytest.raises(ValueError, match="env_id 'CartPole-v0'.*CartPole-v1"):
+        envs.make("CartPole-v0")
+
+
+def test_gymnax_ids_pass_through():
+    env, params = envs.make("CartPole-v1")
+    obs, _ = env.reset(jax.random.key(0), params)
+    assert obs.shape == (4,) and env.num_actions == 2
