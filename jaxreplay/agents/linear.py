@@ -1,0 +1,75 @@
+"""The linear Q agent of the LineSearch game.
+
+``Q(x, a; θ) = θ1 · (x + a) + θ2`` with ``θ = (θ1, θ2)``; the greedy policy
+moves right (``a = +v``) when ``θ1 >= 0`` and left otherwise, so
+``max_a' Q(x', a') = θ1 · x' + θ2 + |θ1| · v``. One TD update on a transition
+``(x, a, r, x')`` is ``θ ← θ + α · δ · ∇θQ`` with ``∇θQ = (x + a, 1)`` and
+``δ = r + γ · max_a' Q(x', a') − Q(x, a)``.
+
+A transition is the dict ``{"position": x, "move": a, "reward": r,
+"next_position": x'}`` of ``float32`` scalars (``move`` is ±v itself, not
+the action id, so the agent needs no environment parameters beyond ``v``).
+"""
+
+from __future__ import annotations
+
+import jax
+import jax.numpy as jnp
+
+EXAMPLE_TRANSITION = {
+    "position": jnp.float32(0),
+    "move": jnp.float32(0),
+    "reward": jnp.float32(0),
+    "next_position": jnp.float32(0),
+}
+
+
+def greedy_action(theta: jax.Array) -> jax.Array:
+    """``int32[]``: 1 (move right) when ``θ1 >= 0``, else 0."""
+    return (theta[..., 0] >= 0).astype(jnp.int32)
+
+
+def features(transition) -> jax.Array:
+    """``∇θQ = (x + a, 1)``, ``float32[..., 2]`` for transitions of leading shape ``...``."""
+    x_plus_a = transition["position"] + transition["move"]
+    return jnp.stack([x_plus_a, jnp.ones_like(x_plus_a)], axis=-1)
+
+
+def td_error(theta: jax.Array, transition, discount, speed) -> jax.Array:
+    """TD error ``δ`` of ``transition`` (any leading shape ``...``) under ``θ`` (``float32[2]``).
+
+    Args:
+        theta: ``(θ1, θ2)``.
+        transition: transition dict, leaves of shape ``...``.
+        discount: γ in [0, 1).
+        speed: v, the move length (the action set is {−v, +v}).
+
+    Returns:
+        ``float32[...]``.
+    """
+    q = features(transition) @ theta
+    best_next = theta[0] * transition["next_position"] + theta[1] + jnp.abs(theta[0]) * speed
+    return transition["reward"] + discount * best_next - q
+
+
+def td_update(theta, transition, step_size, discount, speed, trainable) -> jax.Array:
+    """One TD update on a single transition; ``trainable`` (``float32[2]`` of 0/1) freezes weights."""
+    delta = td_error(theta, transition, discount, speed)
+    return theta + step_size * delta * features(transition) * trainable
+
+
+def fixed_point(reward_slope, reward_intercept, discount, speed) -> jax.Array:
+    """The TD fixed point ``θ*`` of LineSearch under the greedy policy.
+
+    ``θ1* = β1 / (1 − γ)`` and ``θ2* = (β2 + γ · v · |θ1*|) / (1 − γ)``; with
+    γ = 0 it is the reward weights ``(β1, β2)``. ``float32[2]``.
+    """
+    slope = reward_slope / (1.0 - discount)
+    return jnp.stack([slope, (reward_intercept + discount * speed * jnp.abs(slope)) / (1.0 - discount)])
+
+
+def reward_weights(fixed_slope, fixed_intercept, discount, speed) -> jax.Array:
+    """Inverse of :func:`fixed_point`: the reward weights ``(β1, β2)`` whose fixed point is given."""
+    return jnp.stack(
+        [fixed_slope * (1.0 - discount), fixed_intercept * (1.0 - discount) - discount * speed * jnp.abs(fixed_slope)]
+    )

@@ -1,0 +1,288 @@
+"""The LineSearch experiment: Algorithm 1 (ER / pER) and Algorithm 2 (aER) of the paper.
+
+Each step ``t = 1 … T`` the linear agent (:mod:`jaxreplay.agents.linear`)
+acts greedily from its position, the transition is stored in the replay
+memory, and then ``m`` *sequential* single-transition TD updates are made,
+each on a transition drawn from the memory:
+
+* ``"uniform"`` (ER): uniformly over the live window;
+* ``"prioritized"`` (pER): with P(i) ∝ |δ_i|^β, the TD errors of *all* live
+  transitions recomputed with the current θ before each draw (exact, as the
+  paper; cost O(max_capacity) per update);
+* ``"adaptive"`` (aER): uniform draws, and after the updates the aER
+  controller (:mod:`jaxreplay.adaptive`) may resize the memory.
+
+One call of :func:`run` simulates one run; :func:`run_grid` vmaps it over any
+batch of seeds and hyperparameters in one compiled program. Everything in
+:class:`Hyperparameters` is traced (memory size, batch size up to a static
+maximum, step size, discount, priority exponent, aER interval/old count/ε);
+:class:`Setup` holds what sets shapes or code paths.
+
+Why the batch size is masked. ``m`` varies inside one program by running
+``max_batch_size`` update slots per step and masking those with index ``>= m``
+(a ``lax.scan`` with a mask). The alternative, a ``while_loop`` of ``m``
+iterations, runs under ``vmap`` until the largest ``m`` of the batch anyway
+and cannot be reverse-differentiated; masking costs the same in a sweep that
+contains the largest ``m`` and keeps the scan's fixed trip count.
+
+Errata choices (``../shared/paper/ERRATA.md``). Algorithm 1's indexing slip
+(item 9) is read as: the agent acts from its current position each step,
+starting at x0. With γ > 0 the deviation Δθ is measured from the TD fixed
+point θ*; item 8's two readings of the "real weights" are the option
+``Setup.weights``: ``"reward"`` (β = (β1, β2) are the reward weights, θ* is
+derived) or ``"fixed_point"`` (θ* = (β1, β2) is given and the reward weights
+are derived so that it is the fixed point). With γ = 0 they coincide.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from typing import Any, NamedTuple
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+
+from jaxreplay import _validation, adaptive, buffer, samplers
+from jaxreplay.agents import linear
+from jaxreplay.envs import linesearch as env_lib
+
+SAMPLERS = ("uniform", "prioritized", "adaptive")
+FROZEN = ("none", "slope", "intercept")
+WEIGHTS = ("reward", "fixed_point")
+
+
+@dataclasses.dataclass(frozen=True)
+class Setup:
+    """Static settings of a LineSearch experiment (hashable: a ``jit`` static argument).
+
+    Attributes:
+        steps: T, the number of environment steps (paper: 1000).
+        max_capacity: slots allocated for the memory; memory sizes (and aER's
+            growth) are limited to it. No run stores more than ``steps``
+            transitions, so ``steps`` is always enough.
+        max_batch_size: largest minibatch size ``m`` in the program.
+        sampler: ``"uniform"`` (ER), ``"prioritized"`` (pER) or ``"adaptive"`` (aER).
+        frozen: ``"none"``, ``"slope"`` (θ1 fixed at its target; only θ2
+            learns) or ``"intercept"`` (θ2 fixed; only θ1 learns).
+        weights: reading of (reward_slope, reward_intercept) when γ > 0, see
+            the module docstring: ``"reward"`` or ``"fixed_point"``.
+        initial_position, speed, reward_slope, reward_intercept: the game
+            (paper: x0 = −5, v = 0.01, β = (0.1, 0.5)).
+        initial_weights: θ⁰ (paper: (0, 1)); a frozen weight starts at its target.
+        max_num_old: static bound on aER's ``num_old`` (shape of its check).
+        subsample_size: aER estimates its sums from this many draws (None: exact).
+        shrink_reading: aER's reading of Algorithm 2's shrink recompute
+            (``"new"`` or ``"shrunk"``, see :mod:`jaxreplay.adaptive`).
+    """
+
+    steps: int = 1000
+    max_capacity: int = 1000
+    max_batch_size: int = 50
+    sampler: str = "uniform"
+    frozen: str = "none"
+    weights: str = "reward"
+    initial_position: float = -5.0
+    speed: float = 0.01
+    reward_slope: float = 0.1
+    reward_intercept: float = 0.5
+    initial_weights: tuple[float, float] = (0.0, 1.0)
+    max_num_old: int = 500
+    subsample_size: int | None = None
+    shrink_reading: str = "new"
+
+    def __post_init__(self):
+        _validation.check_static_int("steps", self.steps, low=1)
+        _validation.check_static_int("max_capacity", self.max_capacity, low=1)
+        _validation.check_static_int("max_batch_size", self.max_batch_size, low=1)
+        _validation.check_static_int("max_num_old", self.max_num_old, low=1)
+        if self.subsample_size is not None:
+            _validation.check_static_int("subsample_size", self.subsample_size, low=1)
+        for name, value, allowed in (
+            ("sampler", self.sampler, SAMPLERS),
+            ("frozen", self.frozen, FROZEN),
+            ("weights", self.weights, WEIGHTS),
+            ("shrink_reading", self.shrink_reading, adaptive.SHRINK_READINGS),
+        ):
+            if value not in allowed:
+                raise ValueError(f"{name} must be one of {allowed}, got {value!r}.")
+        for name in ("initial_position", "reward_slope", "reward_intercept"):
+            _validation.check_float(name, getattr(self, name))
+        _validation.check_float("speed", self.speed, low=0.0)
+        if len(self.initial_weights) != 2:
+            raise ValueError(f"initial_weights must be (θ1, θ2), got {self.initial_weights!r}.")
+        _validation.check_float("initial_weights", np.asarray(self.initial_weights, np.float64))
+
+
+class Hyperparameters(NamedTuple):
+    """Traced hyperparameters of one run (each field a scalar; batch them to sweep).
+
+    Attributes:
+        memory_size: N, the memory's capacity (aER: the initial N0), in [1, max_capacity].
+        batch_size: m, sequential updates per step, in [1, max_batch_size].
+        step_size: α > 0.
+        discount: γ in [0, 1).
+        priority_exponent: β >= 0 of pER (ignored by the other samplers).
+        adaptive_interval: aER's k >= 1 (ignored unless ``sampler="adaptive"``).
+        adaptive_num_old: aER's n_old in [1, max_num_old].
+        adaptive_tolerance: aER's ε >= 0; 0 is Algorithm 2 as printed except on exact ties.
+    """
+
+    memory_size: Any = 100
+    batch_size: Any = 5
+    step_size: Any = 0.01
+    discount: Any = 0.0
+    priority_exponent: Any = 2.0
+    adaptive_interval: Any = 20
+    adaptive_num_old: Any = 50
+    adaptive_tolerance: Any = 0.0
+
+
+class Result(NamedTuple):
+    """What one run records (add leading axes under vmap).
+
+    Attributes:
+        dtheta: ``float32[T, 2]``; θ(t) − θ* after the updates of step t = 1 … T.
+        memory_size: ``int32[T]``; the memory's capacity after step t (constant
+            unless aER).
+        final_metric: ``float32[]``; M = |Δθ1(T)| + |Δθ2(T)|.
+        diverged: ``bool[]``; θ became non-finite at some step.
+    """
+
+    dtheta: jax.Array
+    memory_size: jax.Array
+    final_metric: jax.Array
+    diverged: jax.Array
+
+
+def check_hyperparameters(hparams: Hyperparameters, setup: Setup) -> None:
+    """Raise ValueError naming any concrete hyperparameter outside its range."""
+    _validation.check_int("memory_size", hparams.memory_size, low=1, high=setup.max_capacity)
+    _validation.check_int("batch_size", hparams.batch_size, low=1, high=setup.max_batch_size)
+    _validation.check_float("step_size", hparams.step_size, low=0.0)
+    _validation.check_float("discount", hparams.discount, low=0.0, high=1.0, high_inclusive=False)
+    _validation.check_float("priority_exponent", hparams.priority_exponent, low=0.0)
+    _validation.check_int("adaptive_interval", hparams.adaptive_interval, low=1)
+    _validation.check_int("adaptive_num_old", hparams.adaptive_num_old, low=1, high=setup.max_num_old)
+    _validation.check_float("adaptive_tolerance", hparams.adaptive_tolerance, low=0.0)
+
+
+def targets(hparams: Hyperparameters, setup: Setup) -> tuple[jax.Array, jax.Array]:
+    """``(reward_weights, θ*)``, each ``float32[2]``, for the ``weights`` reading of ``setup``."""
+    given = jnp.array([setup.reward_slope, setup.reward_intercept], jnp.float32)
+    if setup.weights == "reward":
+        return given, linear.fixed_point(given[0], given[1], hparams.discount, setup.speed)
+    return linear.reward_weights(given[0], given[1], hparams.discount, setup.speed), given
+
+
+def run(key: jax.Array, hparams: Hyperparameters, setup: Setup) -> Result:
+    """Simulate one LineSearch run of ``setup.steps`` steps.
+
+    Args:
+        key: PRNG key of the run (all its randomness derives from it, per step
+            with ``fold_in``, so a run never depends on how a sweep is batched).
+        hparams: traced :class:`Hyperparameters` (scalars).
+        setup: static :class:`Setup`.
+
+    Returns:
+        A :class:`Result`. Cost per step: O(max_batch_size) for ER/aER (plus
+        O(max_num_old) for aER's check), O(max_batch_size · max_capacity) for pER.
+    """
+    check_hyperparameters(hparams, setup)
+    hparams = Hyperparameters(*(jnp.asarray(h) for h in hparams))
+    reward_weights, theta_star = targets(hparams, setup)
+    env = env_lib.LineSearch()
+    env_params = env_lib.LineSearchParams(
+        initial_position=setup.initial_position,
+        speed=setup.speed,
+        reward_slope=reward_weights[0],
+        reward_intercept=reward_weights[1],
+        horizon=setup.steps,
+    )
+    trainable = jnp.array({"none": [1.0, 1.0], "slope": [0.0, 1.0], "intercept": [1.0, 0.0]}[setup.frozen])
+    theta0 = jnp.where(trainable > 0, jnp.asarray(setup.initial_weights, jnp.float32), theta_star)
+    update = lambda theta, transition: linear.td_update(  # noqa: E731
+        theta, transition, hparams.step_size, hparams.discount, setup.speed, trainable
+    )
+    slots = jnp.arange(setup.max_batch_size)
+
+    def replay(theta, memory, key):
+        if setup.sampler == "prioritized":
+
+            def one(theta, inputs):
+                j, draw_key = inputs
+                td = linear.td_error(theta, memory.storage, hparams.discount, setup.speed)
+                sample = samplers.exact_prioritized(draw_key, memory, td, 1, hparams.priority_exponent)
+                new = update(theta, buffer.get(memory, sample.indices[0]))
+                return jnp.where(j < hparams.batch_size, new, theta), None
+
+            draw_keys = jax.random.split(key, setup.max_batch_size)
+            return jax.lax.scan(one, theta, (slots, draw_keys))[0]
+        # Uniform draws do not depend on θ: draw the whole minibatch at once.
+        batch = buffer.get(memory, samplers.uniform(key, memory, setup.max_batch_size).indices)
+
+        def one(theta, inputs):
+            j, transition = inputs
+            return jnp.where(j < hparams.batch_size, update(theta, transition), theta), None
+
+        return jax.lax.scan(one, theta, (slots, batch))[0]
+
+    def step(carry, t):
+        theta, env_state, memory, controller = carry
+        step_key = jax.random.fold_in(key, t)
+        replay_key, adaptive_key = jax.random.split(step_key)
+        action = linear.greedy_action(theta)
+        _, next_state, reward, _, _, info = env.step(step_key, env_state, action, env_params)
+        transition = {
+            "position": env_state.position,
+            "move": env_lib.move(action, env_params),
+            "reward": reward.astype(jnp.float32),
+            "next_position": info["final_observation"][0],
+        }
+        memory = buffer.add(memory, transition)
+        theta = replay(theta, memory, replay_key)
+        if setup.sampler == "adaptive":
+            td_fn = lambda transitions: linear.td_error(theta, transitions, hparams.discount, setup.speed)  # noqa: E731
+            controller, capacity = adaptive.update(
+                adaptive_key if setup.subsample_size else None,
+                controller,
+                memory,
+                td_fn,
+                t,
+                interval=hparams.adaptive_interval,
+                num_old=hparams.adaptive_num_old,
+                max_num_old=setup.max_num_old,
+                subsample_size=setup.subsample_size,
+                tolerance=hparams.adaptive_tolerance,
+                shrink_reading=setup.shrink_reading,
+            )
+            memory = buffer.resize(memory, capacity)
+        return (theta, next_state, memory, controller), (theta - theta_star, memory.capacity)
+
+    _, env_state = env.reset(key, env_params)
+    memory = buffer.init(linear.EXAMPLE_TRANSITION, setup.max_capacity, hparams.memory_size)
+    carry = (theta0, env_state, memory, adaptive.init())
+    (theta, *_), (dtheta, memory_size) = jax.lax.scan(step, carry, jnp.arange(1, setup.steps + 1))
+    return Result(
+        dtheta=dtheta,
+        memory_size=memory_size,
+        final_metric=jnp.abs(dtheta[-1]).sum(),
+        diverged=~jnp.all(jnp.isfinite(dtheta)),
+    )
+
+
+def run_grid(keys: jax.Array, hparams: Hyperparameters, setup: Setup) -> Result:
+    """:func:`run` vmapped over a leading run axis of ``keys`` and every field of ``hparams``.
+
+    ``keys`` has shape ``[R]`` and each hyperparameter ``[R]`` (broadcast
+    scalars with :func:`broadcast_hyperparameters`). Jit it with ``setup``
+    static: ``jax.jit(run_grid, static_argnums=2)``. Results gain the leading
+    axis ``R``.
+    """
+    check_hyperparameters(hparams, setup)
+    return jax.vmap(run, in_axes=(0, 0, None))(keys, hparams, setup)
+
+
+def broadcast_hyperparameters(hparams: Hyperparameters, runs: int) -> Hyperparameters:
+    """Give every field of ``hparams`` the leading shape ``[runs]`` (dtype kept)."""
+    return Hyperparameters(*(jnp.broadcast_to(jnp.asarray(h), (runs,)) for h in hparams))

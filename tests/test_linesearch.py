@@ -1,0 +1,114 @@
+"""The LineSearch experiment (Algorithm 1 / 2) against exact references."""
+
+from __future__ import annotations
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+import pytest
+
+from jaxreplay.experiments import linesearch as ls
+
+STEPS = 200
+SETUP = ls.Setup(steps=STEPS, max_capacity=STEPS, max_batch_size=8, max_num_old=64)
+_run_grid = jax.jit(ls.run_grid, static_argnums=2)
+
+
+def _grid(setup=SETUP, seeds=1, **hparams):
+    fields = {name: jnp.asarray(value) for name, value in hparams.items()}
+    runs = max([seeds, *(np.size(v) for v in fields.values())])
+    hp = ls.broadcast_hyperparameters(ls.Hyperparameters(**fields), runs)
+    keys = jax.random.split(jax.random.key(0), runs)
+    return _run_grid(keys, hp, setup)
+
+
+def _reference_newest_only(steps, batch_size, step_size, discount, x0=-5.0, v=0.01, beta=(0.1, 0.5), theta=(0.0, 1.0)):
+    """Algorithm 1 with N = 1 in plain Python: every update uses the newest transition."""
+    theta1, theta2 = theta
+    x = x0
+    out = []
+    for _ in range(steps):
+        a = v if theta1 >= 0 else -v
+        x_next = x + a
+        r = beta[0] * x_next + beta[1]
+        for _ in range(batch_size):
+            q = theta1 * x_next + theta2
+            best = theta1 * x_next + theta2 + abs(theta1) * v
+            delta = r + discount * best - q
+            theta1, theta2 = theta1 + step_size * delta * x_next, theta2 + step_size * delta
+        out.append((theta1, theta2))
+        x = x_next
+    return np.array(out)
+
+
+@pytest.mark.parametrize("batch_size, step_size, discount", [(1, 0.01, 0.0), (5, 0.01, 0.0), (8, 0.002, 0.5)])
+def test_memory_of_one_is_plain_td_learning(batch_size, step_size, discount):
+    result = _grid(memory_size=1, batch_size=batch_size, step_size=step_size, discount=discount)
+    theta = _reference_newest_only(STEPS, batch_size, step_size, discount)
+    slope = 0.1 / (1 - discount)
+    theta_star = np.array([slope, (0.5 + discount * 0.01 * abs(slope)) / (1 - discount)])
+    np.testing.assert_allclose(result.dtheta[0], theta - theta_star, rtol=2e-4, atol=2e-5)
+    np.testing.assert_allclose(result.final_metric[0], np.abs(theta[-1] - theta_star).sum(), rtol=2e-4, atol=2e-5)
+
+
+def test_frozen_slope_decays_geometrically_whatever_is_sampled():
+    # θ1 = β1: every transition has δ = −Δθ2, so Δθ2(t) = Δθ2⁰ (1 − α)^(m t) exactly.
+    setup = ls.Setup(steps=STEPS, max_capacity=STEPS, max_batch_size=8, frozen="slope")
+    m, alpha = np.array([1, 3, 8, 5]), np.array([0.01, 0.002, 0.003, 0.004])
+    result = _grid(setup, memory_size=np.array([1, 7, 50, 200]), batch_size=m, step_size=alpha)
+    t = np.arange(1, STEPS + 1)
+    expected = 0.5 * (1 - alpha[:, None]) ** (m[:, None] * t)
+    np.testing.assert_allclose(result.dtheta[..., 1], expected, rtol=1e-4, atol=5e-6)  # float32 rounding
+    np.testing.assert_array_equal(result.dtheta[..., 0], 0.0)
+
+
+def test_grid_equals_runs_one_by_one():
+    sizes, batches, alphas = np.array([1, 10, 60]), np.array([1, 4, 8]), np.array([0.01, 0.005, 0.001])
+    batched = _grid(seeds=3, memory_size=sizes, batch_size=batches, step_size=alphas)
+    keys = jax.random.split(jax.random.key(0), 3)
+    run = jax.jit(ls.run, static_argnums=2)
+    for i in range(3):
+        single = run(keys[i], ls.Hyperparameters(memory_size=sizes[i], batch_size=batches[i], step_size=alphas[i]), SETUP)
+        np.testing.assert_allclose(batched.dtheta[i], single.dtheta, rtol=1e-5, atol=1e-7)
+        np.testing.assert_array_equal(batched.memory_size[i], single.memory_size)
+
+
+def test_memory_size_is_recorded_and_constant_without_aer():
+    result = _grid(memory_size=np.array([3, 77]))
+    np.testing.assert_array_equal(result.memory_size, np.array([[3] * STEPS, [77] * STEPS]))
+    assert not bool(result.diverged.any())
+
+
+def test_a_diverging_run_is_flagged_not_fatal():
+    result = _grid(memory_size=np.array([10, 10]), step_size=np.array([0.01, 5.0]), batch_size=8)
+    assert result.diverged.tolist() == [False, True]
+    assert np.isfinite(result.final_metric[0])
+
+
+@pytest.mark.parametrize(
+    "hparams, argument",
+    [
+        ({"memory_size": 0}, "memory_size"),
+        ({"memory_size": STEPS + 1}, "memory_size"),
+        ({"batch_size": 0}, "batch_size"),
+        ({"batch_size": 9}, "batch_size"),
+        ({"step_size": float("nan")}, "step_size"),
+        ({"discount": 1.0}, "discount"),
+        ({"discount": -0.1}, "discount"),
+        ({"priority_exponent": -1.0}, "priority_exponent"),
+        ({"adaptive_interval": 0}, "adaptive_interval"),
+        ({"adaptive_num_old": 65}, "adaptive_num_old"),
+    ],
+)
+def test_bad_hyperparameters(hparams, argument):
+    with pytest.raises(ValueError, match=argument):
+        ls.run(jax.random.key(0), ls.Hyperparameters(**hparams), SETUP)
+
+
+@pytest.mark.parametrize(
+    "kwargs, argument",
+    [({"sampler": "greedy"}, "sampler"), ({"frozen": "both"}, "frozen"), ({"steps": 0}, "steps"), ({"speed": -1.0}, "speed")],
+)
+def test_bad_setup(kwargs, argument):
+    with pytest.raises(ValueError, match=argument):
+        ls.Setup(**kwargs)
