@@ -1,0 +1,469 @@
+"""The aER controller (Algorithm 2) against a plain-Python deque reference.
+
+The reference below is written from the paper's pseudo-code with *global*
+time indices ``i`` (transition ``i`` is stored at step ``i``), independently of
+the offset arithmetic in :mod:`jaxreplay.adaptive`. TD errors are scripted:
+``|δ|`` of transition ``i`` at check time ``t`` is ``table[t, i]`` for a table
+of small integers, so every float32 sum is exact and capacities and
+``|δ_old|`` values can be compared with ``==``.
+"""
+
+from __future__ import annotations
+
+import collections
+import functools
+
+import hypothesis.strategies as st
+import jax
+import jax.numpy as jnp
+import numpy as np
+import pytest
+from hypothesis import given, settings
+
+from jaxreplay import adaptive, buffer
+
+# Fixed shapes: every run below shares these, so each jitted runner compiles once.
+MAX_CAPACITY = 48
+MAX_NUM_OLD = 12
+STEPS = 160
+EXAMPLE = {"index": jnp.int32(0)}
+
+
+# ----------------------------------------------------------------------------
+# The reference: Algorithm 2 on a deque, global indices
+
+
+def reference_aer(table, initial_capacity, k, n_old, max_capacity, tolerance, reading, steps=STEPS):
+    """Run Algorithm 2; return (capacity after each step, |δ_old| after each step).
+
+    ``table[t][i]`` is |δ| of transition ``i`` evaluated at step ``t``.
+    Boundary rule (documented in the module): enlarge when a shrink would
+    leave fewer than ``k`` (the paper's ``N = k`` for multiples of ``k``);
+    enlarging at ``max_capacity`` keeps ``N``. ``tolerance=None`` is the
+    printed rule (shrink iff ``|δ_old|' <= |δ_old|``), a number the ε rule
+    (shrink iff ``|δ_old|' < |δ_old| - ε``).
+    """
+    memory = collections.deque()
+    capacity = initial_capacity
+    delta_old = 0
+    capacities, deltas = [], []
+
+    def sum_over(t, first, last):
+        live = set(memory)  # only stored transitions count
+        return sum(table[t][i] for i in range(first, last + 1) if i in live)
+
+    for t in range(1, steps + 1):
+        memory.append(t)  # transition t carries global index t
+        while len(memory) > capacity:
+            memory.popleft()
+        if t % k == 0 and len(memory) == capacity:
+            n = capacity
+            delta_new = sum_over(t, t - n + 1, t - n + n_old)
+            if tolerance is None:
+                shrink = not delta_new > delta_old
+            else:
+                shrink = delta_new < delta_old - tolerance
+            if not shrink or n - k < k:
+                capacity = min(n + k, max_capacity)
+                delta_old = delta_new
+            else:
+                capacity = n - k
+                for _ in range(k):
+                    memory.popleft()
+                m = capacity if reading == "new" else n  # which N the recompute uses
+                delta_old = sum_over(t, t - m + k + 1, t - m + k + n_old)
+        capacities.append(capacity)
+        deltas.append(delta_old)
+    return capacities, deltas
+
+
+# ----------------------------------------------------------------------------
+# The JAX side: one jitted scan over steps
+
+
+def _run(
+    table, initial_capacity, k, n_old, tolerance, *, reading, use_tolerance, subsample_size=None, key=None
+):
+    memory = buffer.init(EXAMPLE, MAX_CAPACITY, capacity=initial_capacity)
+    steps = jnp.arange(1, STEPS + 1, dtype=jnp.int32)
+    keys = None if key is None else jax.random.split(key, STEPS)
+
+    def body(carry, xs):
+        memory, ctrl = carry
+        t, step_key = xs
+        memory = buffer.add(memory, {"index": t})
+
+        def td_error_fn(transitions):  # the "agent" closes over the step
+            return table[t, transitions["index"]]
+
+        ctrl, capacity = adaptive.update(
+            step_key,
+            ctrl,
+            memory,
+            td_error_fn,
+            t,
+            interval=k,
+            num_old=n_old,
+            max_num_old=MAX_NUM_OLD,
+            subsample_size=subsample_size,
+            tolerance=tolerance if use_tolerance else None,
+            shrink_reading=reading,
+        )
+        memory = buffer.resize(memory, capacity)
+        return (memory, ctrl), (capacity, ctrl.delta_old)
+
+    (_, ctrl), (capacities, deltas) = jax.lax.scan(body, (memory, adaptive.init()), (steps, keys))
+    return capacities, deltas, ctrl
+
+
+run = jax.jit(_run, static_argnames=("reading", "use_tolerance", "subsample_size"))
+
+
+def run_jax(table, initial_capacity, k, n_old, tolerance, reading):
+    capacities, deltas, ctrl = run(
+        jnp.asarray(table, jnp.float32),
+        initial_capacity,
+        k,
+        n_old,
+        0.0 if tolerance is None else float(tolerance),
+        reading=reading,
+        use_tolerance=tolerance is not None,
+    )
+    return np.asarray(capacities), np.asarray(deltas), ctrl
+
+
+def check_against_reference(table, initial_capacity, k, n_old, tolerance, reading):
+    ref_caps, ref_deltas = reference_aer(
+        table.tolist(), initial_capacity, k, n_old, MAX_CAPACITY, tolerance, reading
+    )
+    caps, deltas, ctrl = run_jax(table, initial_capacity, k, n_old, tolerance, reading)
+    np.testing.assert_array_equal(caps, ref_caps)
+    np.testing.assert_array_equal(deltas, np.asarray(ref_deltas, np.float32))
+    assert int(ctrl.num_grows) + int(ctrl.num_shrinks) == int(ctrl.num_checks)
+    return ref_caps, ref_deltas, ctrl
+
+
+# ----------------------------------------------------------------------------
+# Scripted TD errors: table[t, i], small non-negative integers
+
+
+def make_table(kind, seed):
+    rng = np.random.default_rng(seed)
+    t = np.arange(STEPS + 1)[:, None]
+    i = np.arange(STEPS + 1)[None, :]
+    noise = rng.integers(0, 3, (STEPS + 1, STEPS + 1))
+    if kind == "rise":  # old TD errors grow over time: enlarge to max_capacity
+        table = t // 4 + noise
+    elif kind == "fall":  # they shrink: down to N = k, then alternate
+        table = (STEPS - t) // 2 + 0 * i
+    elif kind == "phases":  # rise, then fall, then rise
+        third = STEPS // 3
+        phase = np.where(t < third, t, np.where(t < 2 * third, 2 * third - t, t - third))
+        table = phase // 2 + noise
+    elif kind == "constant":  # exact ties everywhere
+        table = np.full((STEPS + 1, STEPS + 1), 2)
+    elif kind == "age":  # depends on the transition's age
+        table = (t - i) % 7 + noise
+    else:  # "random"
+        table = rng.integers(0, 6, (STEPS + 1, STEPS + 1))
+    return np.broadcast_to(table, (STEPS + 1, STEPS + 1)).astype(np.int64)
+
+
+# ----------------------------------------------------------------------------
+# Hand-checked examples (these also pin the reference itself)
+
+# k = 2, n_old = 2, N0 = 4, |δ_i| = i: worked out by hand from Algorithm 2.
+HAND_CAPS = {
+    "new": [4, 4, 4, 6, 6, 4, 4, 2, 2, 4, 4, 2, 2, 4],
+    "shrunk": [4, 4, 4, 6, 6, 4, 4, 6, 6, 4, 4, 6, 6, 4],
+}
+HAND_DELTAS = {
+    "new": [0, 0, 0, 3, 3, 11, 11, 0, 0, 19, 19, 0, 0, 27],
+    "shrunk": [0, 0, 0, 3, 3, 7, 7, 11, 11, 15, 15, 19, 19, 23],
+}
+
+
+@pytest.mark.parametrize("reading", ["new", "shrunk"])
+def test_hand_worked_example(reading):
+    table = np.broadcast_to(np.arange(STEPS + 1)[None, :], (STEPS + 1, STEPS + 1))
+    n = len(HAND_CAPS[reading])
+    ref_caps, ref_deltas = reference_aer(table.tolist(), 4, 2, 2, MAX_CAPACITY, None, reading, steps=n)
+    assert ref_caps == HAND_CAPS[reading]
+    assert ref_deltas == HAND_DELTAS[reading]
+    caps, deltas, _ = run_jax(table, 4, 2, 2, None, reading)
+    assert caps[:n].tolist() == HAND_CAPS[reading]
+    assert deltas[:n].tolist() == HAND_DELTAS[reading]
+
+
+@pytest.mark.parametrize("reading", ["new", "shrunk"])
+def test_grows_to_max_capacity_and_stays(reading):
+    caps, _, ctrl = check_against_reference(make_table("rise", 0), 8, 4, 6, None, reading)
+    assert max(caps) == MAX_CAPACITY and caps[-1] == MAX_CAPACITY
+    # Enlarging at max_capacity keeps N but still counts as a grow.
+    assert int(ctrl.num_shrinks) == 0
+    assert int(ctrl.num_grows) > (MAX_CAPACITY - 8) // 4
+
+
+@pytest.mark.parametrize("reading", ["new", "shrunk"])
+def test_shrinks_to_interval_then_forced_to_grow(reading):
+    caps, _, ctrl = check_against_reference(make_table("fall", 0), 40, 4, 6, None, reading)
+    assert min(caps) == 4  # N = k reached ...
+    first = caps.index(4)
+    assert 8 in caps[first:]  # ... and N = k forces an enlargement
+    assert int(ctrl.num_shrinks) >= 9
+
+
+def test_ties_shrink_without_tolerance_and_grow_with_zero_tolerance():
+    table = make_table("constant", 0)
+    # n_old = 2 <= N - k for every N >= 2k reached, so every sum is over 2 live transitions.
+    caps_plain, deltas_plain, _ = check_against_reference(table, 24, 4, 2, None, "new")
+    caps_eps0, _, ctrl = check_against_reference(table, 24, 4, 2, 0.0, "new")
+    # Printed rule: equal sums shrink (down to k, alternating with the forced grow).
+    assert min(caps_plain) == 4
+    # ε rule with ε = 0: equal sums are not a decrease, so the memory grows.
+    assert caps_eps0[-1] == MAX_CAPACITY and int(ctrl.num_shrinks) == 0
+
+
+def test_tolerance_band_enlarges():
+    # |δ_old|' falls by 1 per check: shrinks with ε = 0, enlarges with ε >= 1
+    # (|δ_old| - ε <= |δ_old|' <= |δ_old| is the band where neither holds).
+    t = np.arange(STEPS + 1)[:, None]
+    table = np.broadcast_to((STEPS - t) // 4, (STEPS + 1, STEPS + 1))  # with k = 4: -1 per check
+    caps0, _, _ = check_against_reference(table, 24, 4, 1, 0.0, "new")
+    caps1, _, ctrl1 = check_against_reference(table, 24, 4, 1, 1.0, "new")
+    caps2, _, _ = check_against_reference(table, 24, 4, 1, 0.5, "new")
+    assert min(caps0) == 4
+    assert int(ctrl1.num_shrinks) == 0 and caps1[-1] == MAX_CAPACITY
+    assert min(caps2) == 4
+
+
+@pytest.mark.parametrize("reading", ["new", "shrunk"])
+def test_initial_capacity_not_a_multiple_of_interval(reading):
+    # N0 = 3 < k = 5: the first check must enlarge; N stays in [k, max] after it.
+    caps, _, _ = check_against_reference(make_table("fall", 1), 3, 5, 4, None, reading)
+    checked = caps[4:]
+    assert min(checked) >= 5 and max(checked) <= MAX_CAPACITY
+
+
+def test_recompute_past_newest_counts_live_only():
+    # "new" reading with N_new = k < k + n_old: offsets 2k ... run past the newest.
+    table = np.ones((STEPS + 1, STEPS + 1), np.int64)
+    table[: STEPS // 2] = 5  # a drop halfway triggers shrinks
+    check_against_reference(table, 12, 4, 8, None, "new")
+    check_against_reference(table, 12, 4, 8, None, "shrunk")
+
+
+@settings(max_examples=40, deadline=None)
+@given(
+    kind=st.sampled_from(["rise", "fall", "phases", "constant", "age", "random"]),
+    seed=st.integers(0, 2**16),
+    k=st.integers(1, 12),
+    n_old=st.integers(1, MAX_NUM_OLD),
+    initial_capacity=st.integers(1, MAX_CAPACITY),
+    tolerance=st.one_of(st.none(), st.integers(0, 4).map(float)),
+    reading=st.sampled_from(["new", "shrunk"]),
+)
+def test_matches_reference(kind, seed, k, n_old, initial_capacity, tolerance, reading):
+    check_against_reference(make_table(kind, seed), initial_capacity, k, n_old, tolerance, reading)
+
+
+def test_scripts_cover_both_bounds():
+    """The scripted scenarios do reach N = k, max_capacity, shrinks and grows."""
+    seen_k = seen_max = False
+    for kind in ["rise", "fall", "phases"]:
+        for reading in ["new", "shrunk"]:
+            caps, _, ctrl = check_against_reference(make_table(kind, 3), 16, 4, 8, None, reading)
+            seen_k |= min(caps[4:]) == 4
+            seen_max |= max(caps) == MAX_CAPACITY
+            if kind == "phases":
+                assert int(ctrl.num_shrinks) > 0 and int(ctrl.num_grows) > 0
+    assert seen_k and seen_max
+
+
+# ----------------------------------------------------------------------------
+# vmap over (initial capacity, num_old, interval)
+
+
+def test_vmap_matches_unbatched():
+    table = jnp.asarray(make_table("phases", 7), jnp.float32)
+    initial = jnp.array([8, 24, 40, 5, 48], jnp.int32)
+    n_old = jnp.array([6, 1, 12, 3, 7], jnp.int32)
+    k = jnp.array([4, 3, 8, 6, 1], jnp.int32)
+    batched = jax.jit(
+        jax.vmap(
+            functools.partial(_run, reading="new", use_tolerance=True),
+            in_axes=(None, 0, 0, 0, None),
+        )
+    )
+    caps_b, deltas_b, ctrl_b = batched(table, initial, k, n_old, 1.0)
+    for j in range(initial.shape[0]):
+        caps, deltas, ctrl = run(table, initial[j], k[j], n_old[j], 1.0, reading="new", use_tolerance=True)
+        np.testing.assert_array_equal(caps_b[j], caps)
+        np.testing.assert_array_equal(deltas_b[j], deltas)
+        assert int(ctrl_b.num_shrinks[j]) == int(ctrl.num_shrinks)
+    assert len({tuple(np.asarray(c)) for c in caps_b}) == initial.shape[0]  # the runs really differ
+
+
+# ----------------------------------------------------------------------------
+# The TD errors are evaluated only when the check fires
+
+
+def test_td_error_fn_runs_only_at_checks():
+    calls = []
+    memory = buffer.init(EXAMPLE, MAX_CAPACITY, capacity=8)
+    table = jnp.asarray(make_table("phases", 2), jnp.float32)
+
+    @jax.jit
+    def go(memory):
+        def body(carry, t):
+            memory, ctrl = carry
+            memory = buffer.add(memory, {"index": t})
+
+            def td_error_fn(transitions):
+                jax.debug.callback(lambda: calls.append(1))
+                return table[t, transitions["index"]]
+
+            ctrl, capacity = adaptive.update(
+                None, ctrl, memory, td_error_fn, t, interval=4, num_old=4, max_num_old=MAX_NUM_OLD
+            )
+            return (buffer.resize(memory, capacity), ctrl), None
+
+        return jax.lax.scan(body, (memory, adaptive.init()), jnp.arange(1, STEPS + 1, dtype=jnp.int32))[0][1]
+
+    ctrl = go(memory)
+    jax.effects_barrier()
+    assert int(ctrl.num_checks) > 0 and int(ctrl.num_shrinks) > 0
+    # One evaluation per check, a second one per shrink.
+    assert len(calls) == int(ctrl.num_checks) + int(ctrl.num_shrinks)
+
+
+# ----------------------------------------------------------------------------
+# The subsample estimator
+
+SUB_MAX = 64
+
+
+def _filled_memory(capacity, adds):
+    """A memory of ``capacity`` after ``adds`` adds of indices 0 .. adds-1 (wraps the ring)."""
+    memory = buffer.init(EXAMPLE, SUB_MAX, capacity=capacity)
+    return buffer.add_batch(memory, {"index": jnp.arange(adds, dtype=jnp.int32)})
+
+
+VALUES = (np.arange(200) * 7 % 11).astype(np.float32) + 0.5  # |δ| of transition with index i
+
+
+@functools.partial(jax.jit, static_argnames=("subsample_size",))
+def _estimates(keys, memory, values, start, num_old, subsample_size):
+    def one(key):
+        return adaptive.old_td_error_sum(
+            key,
+            memory,
+            lambda tr: values[tr["index"]],
+            num_old=num_old,
+            max_num_old=32,
+            start=start,
+            subsample_size=subsample_size,
+        )
+
+    return jax.vmap(one)(keys)
+
+
+@pytest.mark.parametrize("start, num_old", [(0, 20), (8, 20), (30, 20)])
+def test_subsample_is_unbiased(start, num_old):
+    memory = _filled_memory(40, 70)  # oldest live index 30; ring wrapped
+    oldest = 70 - 40
+    live = max(0, min(num_old, 40 - start))
+    exact = VALUES[oldest + start : oldest + start + live].sum()
+    exact_jax = adaptive.old_td_error_sum(
+        None, memory, lambda tr: jnp.asarray(VALUES)[tr["index"]], num_old=num_old, max_num_old=32, start=start
+    )
+    assert float(exact_jax) == pytest.approx(exact, rel=1e-6)
+    keys = jax.random.split(jax.random.key(0), 4000)
+    estimates = np.asarray(_estimates(keys, memory, jnp.asarray(VALUES), start, num_old, 5))
+    standard_error = estimates.std() / np.sqrt(estimates.size)
+    assert estimates.std() > 0  # genuinely random
+    assert abs(estimates.mean() - exact) < 4 * standard_error
+    # Variance m² σ² / s of the with-replacement estimator.
+    population = VALUES[oldest + start : oldest + start + live]
+    assert estimates.var() == pytest.approx(live**2 * population.var() / 5, rel=0.1)
+
+
+@pytest.mark.parametrize("start, num_old", [(0, 20), (0, 32), (25, 32), (40, 5), (45, 5)])
+def test_subsample_is_exact_for_equal_errors(start, num_old):
+    memory = _filled_memory(40, 70)
+    values = jnp.full((200,), 2.5, jnp.float32)
+    keys = jax.random.split(jax.random.key(1), 4000)
+    estimates = np.asarray(_estimates(keys, memory, values, start, num_old, 5))
+    live = max(0, min(num_old, 40 - start))
+    np.testing.assert_array_equal(estimates, np.full(4000, 2.5 * live, np.float32))
+
+
+def test_subsampled_controller_runs_and_is_exact_for_equal_errors():
+    table = np.full((STEPS + 1, STEPS + 1), 3)
+    caps, deltas, ctrl = run(
+        jnp.asarray(table, jnp.float32), 16, 4, 6, 0.0,
+        reading="new", use_tolerance=False, subsample_size=5, key=jax.random.key(3),
+    )
+    ref_caps, ref_deltas = reference_aer(table.tolist(), 16, 4, 6, MAX_CAPACITY, None, "new")
+    np.testing.assert_array_equal(np.asarray(caps), ref_caps)
+    np.testing.assert_array_equal(np.asarray(deltas), np.asarray(ref_deltas, np.float32))
+
+
+# ----------------------------------------------------------------------------
+# Bad input
+
+
+def _memory():
+    """Capacity 8 of 16 slots, holding indices 0 .. 7: full, so a check at step 8 fires."""
+    return buffer.add_batch(buffer.init(EXAMPLE, 16, capacity=8), {"index": jnp.arange(8, dtype=jnp.int32)})
+
+
+def _td(transitions):
+    return jnp.zeros(transitions["index"].shape, jnp.float32)
+
+
+@pytest.mark.parametrize(
+    "overrides, name",
+    [
+        ({"interval": 0}, "interval"),
+        ({"interval": 17}, "interval"),
+        ({"interval": 2.5}, "interval"),
+        ({"num_old": 0}, "num_old"),
+        ({"num_old": 5}, "num_old"),
+        ({"max_num_old": 0}, "max_num_old"),
+        ({"max_num_old": jnp.int32(4)}, "max_num_old"),
+        ({"tolerance": -0.1}, "tolerance"),
+        ({"tolerance": float("nan")}, "tolerance"),
+        ({"tolerance": float("inf")}, "tolerance"),
+        ({"shrink_reading": "old"}, "shrink_reading"),
+        ({"subsample_size": 0}, "subsample_size"),
+        ({"subsample_size": 3, "key": None}, "key"),
+        ({"step": 0}, "step"),
+        ({"td_error_fn": 3}, "td_error_fn"),
+        ({"td_error_fn": lambda tr: jnp.zeros(())}, "td_error_fn"),
+    ],
+)
+def test_bad_input_raises_value_error_naming_argument(overrides, name):
+    args = dict(key=jax.random.key(0), td_error_fn=_td, step=8, interval=2, num_old=2, max_num_old=4)
+    args.update(overrides)
+    key, td_error_fn, step = args.pop("key"), args.pop("td_error_fn"), args.pop("step")
+    memory = _memory()
+    with pytest.raises(ValueError, match=name):
+        adaptive.update(key, adaptive.init(), memory, td_error_fn, step, **args)
+
+
+def test_bad_input_old_td_error_sum():
+    with pytest.raises(ValueError, match="start"):
+        adaptive.old_td_error_sum(None, _memory(), _td, num_old=1, max_num_old=2, start=-1)
+    with pytest.raises(ValueError, match="num_old"):
+        adaptive.old_td_error_sum(None, _memory(), _td, num_old=3, max_num_old=2)
+
+
+def test_valid_concrete_call_outside_jit():
+    memory = _memory()
+    ctrl, capacity = adaptive.update(
+        None, adaptive.init(), memory, lambda tr: tr["index"].astype(jnp.float32), 8,
+        interval=2, num_old=3, max_num_old=4,
+    )
+    # Memory holds indices 0..7 (full at 8); oldest three: 0+1+2 = 3 > 0: enlarge.
+    assert int(capacity) == 10 and float(ctrl.delta_old) == 3.0 and int(ctrl.num_grows) == 1
