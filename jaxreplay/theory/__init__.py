@@ -1,0 +1,50 @@
+"""Theory of replay on LineSearch (Liu & Zou 2018, Sections 2–3 and the appendix).
+
+* :mod:`jaxreplay.theory.ode`: the replay ODE (ER and pER, γ ≥ 0, fixed or
+  driven window, frozen weights) solved with diffrax in float64.
+* :mod:`jaxreplay.theory.analytic`: the appendix's closed forms, errata applied.
+
+No random keys anywhere. All computations run in float64 inside a scoped
+``jax.enable_x64`` context; the global JAX configuration is left alone.
+"""
+
+from jaxreplay.theory._common import TheoryParams, fixed_point_and_rewards
+from jaxreplay.theory import analytic
+from jaxreplay.theory.analytic import (
+    b_coefficients,
+    first_stage_limit,
+    first_stage_solution,
+    fixed_intercept_exponent,
+    fixed_intercept_solution,
+    fixed_slope_solution,
+    last_stage_limit,
+    last_stage_solution,
+    prioritized_rate_difference,
+    second_order_coefficients,
+    second_order_initial_slope,
+    second_order_terms,
+)
+from jaxreplay.theory.ode import MemorySizeSchedule, ODESolution, solve, solve_grid, window_averages
+
+__all__ = [
+    "TheoryParams",
+    "fixed_point_and_rewards",
+    "MemorySizeSchedule",
+    "ODESolution",
+    "solve",
+    "solve_grid",
+    "window_averages",
+    "analytic",
+    "b_coefficients",
+    "first_stage_limit",
+    "first_stage_solution",
+    "fixed_intercept_exponent",
+    "fixed_intercept_solution",
+    "fixed_slope_solution",
+    "last_stage_limit",
+    "last_stage_solution",
+    "prioritized_rate_difference",
+    "second_order_coefficients",
+    "second_order_initial_slope",
+    "second_order_terms",
+]

@@ -1,0 +1,130 @@
+"""Shared pieces of the theory package: parameters, validation, float64 scope."""
+
+from __future__ import annotations
+
+import functools
+from typing import Any, NamedTuple
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+
+from jaxreplay import _validation
+
+
+class TheoryParams(NamedTuple):
+    """LineSearch parameters for the theory (the paper's defaults).
+
+    A pytree of scalars (Python floats or arrays of one shape), so it can be
+    traced and vmapped.
+
+    Attributes:
+        initial_position: x0, the start of the state trajectory (paper: −5).
+        speed: v ≥ 0, the length of one move per unit time (paper: 0.01).
+        reward_slope: the first "real weight" (paper: β1 = 0.1). Read as the
+            reward slope β1 or as the fixed-point slope θ1*, depending on
+            ``real_weights`` (ERRATA item 8).
+        reward_intercept: the second "real weight" (paper: β2 = 0.5), read
+            likewise as β2 or θ2*.
+        initial_slope: θ1⁰ (paper: 0).
+        initial_intercept: θ2⁰ (paper: 1).
+    """
+
+    initial_position: Any = -5.0
+    speed: Any = 0.01
+    reward_slope: Any = 0.1
+    reward_intercept: Any = 0.5
+    initial_slope: Any = 0.0
+    initial_intercept: Any = 1.0
+
+
+REAL_WEIGHTS = ("reward", "fixed_point")
+
+
+def check_params(params: TheoryParams) -> None:
+    """ValueError naming the first bad field of ``params`` (concrete values only)."""
+    if not isinstance(params, TheoryParams):
+        raise ValueError(f"params must be a TheoryParams, got {type(params).__name__}.")
+    for name, value in params._asdict().items():
+        _validation.check_float(name, value, low=0.0 if name == "speed" else None)
+
+
+def check_hyper(memory_size, batch_size, step_size, discount, priority_exponent=None) -> None:
+    """ValueError naming a bad hyperparameter (concrete values only)."""
+    if memory_size is not None:
+        _validation.check_int("memory_size", memory_size, low=1)
+    _validation.check_int("batch_size", batch_size, low=1)
+    _validation.check_float("step_size", step_size, low=0.0)
+    _validation.check_float("discount", discount, low=0.0, high=1.0, high_inclusive=False)
+    if priority_exponent is not None:
+        _validation.check_float("priority_exponent", priority_exponent, low=0.0)
+
+
+def check_real_weights(real_weights: str) -> None:
+    if real_weights not in REAL_WEIGHTS:
+        raise ValueError(f"real_weights must be one of {REAL_WEIGHTS}, got {real_weights!r}.")
+
+
+def fixed_point_and_rewards(slope, intercept, speed, discount, real_weights: str):
+    """(β1, β2, θ1*, θ2*) from the given real weights, under either reading.
+
+    ``real_weights="reward"``: (slope, intercept) are the reward weights β;
+    the TD fixed point is θ* = (β1/(1−γ), (β2 + γ v |θ1*|)/(1−γ)).
+    ``real_weights="fixed_point"``: (slope, intercept) are θ* itself and
+    β1 = (1−γ)θ1*, β2 = (1−γ)θ2* − γ v |θ1*|. Both coincide at γ = 0.
+    """
+    g = discount
+    if real_weights == "reward":
+        beta1, beta2 = slope, intercept
+        th1 = beta1 / (1.0 - g)
+        th2 = (beta2 + g * speed * jnp.abs(th1)) / (1.0 - g)
+    else:
+        th1, th2 = slope, intercept
+        beta1 = (1.0 - g) * th1
+        beta2 = (1.0 - g) * th2 - g * speed * jnp.abs(th1)
+    return beta1, beta2, th1, th2
+
+
+def f64(x):
+    """``x`` as a float64 JAX array (call inside :func:`x64`)."""
+    return jnp.asarray(x, dtype=jnp.float64)
+
+
+def x64(fn):
+    """Run ``fn`` with 64-bit types enabled, scoped to the call.
+
+    The global ``jax_enable_x64`` setting of other modules is left alone; the
+    arrays returned are float64. Called on tracers of a transformation that
+    was started with 64-bit types disabled (mixed precision would fail deep in
+    XLA, or silently lose digits), it raises ``RuntimeError`` telling the user
+    to trace inside ``with jax.enable_x64(True):``.
+    """
+
+    @functools.wraps(fn)
+    def wrapper(*args, **kwargs):
+        if not jax.config.jax_enable_x64 and any(
+            isinstance(leaf, jax.core.Tracer) for leaf in jax.tree.leaves((args, kwargs))
+        ):
+            raise RuntimeError(
+                f"jaxreplay.theory.{fn.__name__} computes in float64 and cannot be traced by a "
+                "transformation started with 64-bit types disabled. Apply jit/vmap inside "
+                "`with jax.enable_x64(True):` (the setting is scoped to the block), or use "
+                "jaxreplay.theory.solve_grid, which vmaps internally."
+            )
+        with jax.enable_x64(True):
+            return fn(*args, **kwargs)
+
+    return wrapper
+
+
+def concrete_times(times) -> np.ndarray | None:
+    """Check a save-time grid when concrete; return it as NumPy or None if traced."""
+    arr = _validation.concrete_value(times)
+    if arr is None:
+        return None
+    if arr.ndim != 1 or arr.shape[0] < 1:
+        raise ValueError(f"times must be a non-empty 1-D array, got shape {arr.shape}.")
+    _validation.check_float("times", arr, low=0.0)
+    if arr.shape[0] > 1 and not np.all(np.diff(arr) > 0):
+        raise ValueError("times must be strictly increasing.")
+    return arr
