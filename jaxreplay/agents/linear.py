@@ -56,20 +56,3 @@ def td_update(theta, transition, step_size, discount, speed, trainable) -> jax.A
     """One TD update on a single transition; ``trainable`` (``float32[2]`` of 0/1) freezes weights."""
     delta = td_error(theta, transition, discount, speed)
     return theta + step_size * delta * features(transition) * trainable
-
-
-def fixed_point(reward_slope, reward_intercept, discount, speed) -> jax.Array:
-    """The TD fixed point ``θ*`` of LineSearch under the greedy policy.
-
-    ``θ1* = β1 / (1 − γ)`` and ``θ2* = (β2 + γ · v · |θ1*|) / (1 − γ)``; with
-    γ = 0 it is the reward weights ``(β1, β2)``. ``float32[2]``.
-    """
-    slope = reward_slope / (1.0 - discount)
-    return jnp.stack([slope, (reward_intercept + discount * speed * jnp.abs(slope)) / (1.0 - discount)])
-
-
-def reward_weights(fixed_slope, fixed_intercept, discount, speed) -> jax.Array:
-    """Inverse of :func:`fixed_point`: the reward weights ``(β1, β2)`` whose fixed point is given."""
-    return jnp.stack(
-        [fixed_slope * (1.0 - discount), fixed_intercept * (1.0 - discount) - discount * speed * jnp.abs(fixed_slope)]
-    )

@@ -43,7 +43,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from jaxreplay import _validation, adaptive, buffer, samplers
+from jaxreplay import _validation, adaptive, buffer, samplers, theory
 from jaxreplay.agents import linear
 from jaxreplay.envs import linesearch as env_lib
 
@@ -169,10 +169,10 @@ def check_hyperparameters(hparams: Hyperparameters, setup: Setup) -> None:
 
 def targets(hparams: Hyperparameters, setup: Setup) -> tuple[jax.Array, jax.Array]:
     """``(reward_weights, θ*)``, each ``float32[2]``, for the ``weights`` reading of ``setup``."""
-    given = jnp.array([setup.reward_slope, setup.reward_intercept], jnp.float32)
-    if setup.weights == "reward":
-        return given, linear.fixed_point(given[0], given[1], hparams.discount, setup.speed)
-    return linear.reward_weights(given[0], given[1], hparams.discount, setup.speed), given
+    beta1, beta2, theta1, theta2 = theory.fixed_point_and_rewards(
+        jnp.float32(setup.reward_slope), jnp.float32(setup.reward_intercept), setup.speed, hparams.discount, setup.weights
+    )
+    return jnp.stack([beta1, beta2]), jnp.stack([theta1, theta2])
 
 
 def run(key: jax.Array, hparams: Hyperparameters, setup: Setup) -> Result:
