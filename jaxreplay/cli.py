@@ -1,7 +1,9 @@
 """The ``jaxreplay`` command line.
 
 Subcommands:
-    info    versions of jaxreplay and its stack, and the devices JAX sees.
+    info        versions of jaxreplay and its stack, and the devices JAX sees.
+    linesearch  one LineSearch configuration: the ODE theory and the seed-averaged
+                experiment side by side.
 """
 
 from __future__ import annotations
@@ -37,12 +39,130 @@ def _info(args: argparse.Namespace) -> int:
     return 0
 
 
+def _linesearch(args: argparse.Namespace) -> int:
+    import json
+
+    import jax
+    import numpy as np
+
+    from jaxreplay import theory
+    from jaxreplay.experiments import linesearch as ls
+
+    adaptive = args.sampler == "adaptive"
+    hparams = ls.Hyperparameters(
+        memory_size=args.memory_size,
+        batch_size=args.batch_size,
+        step_size=args.step_size,
+        discount=args.discount,
+        priority_exponent=args.priority_exponent,
+        adaptive_interval=args.adaptive_interval,
+        adaptive_num_old=args.adaptive_num_old if args.adaptive_num_old else max(args.memory_size // 2, 1),
+    )
+    for name in ("memory_size", "batch_size", "seeds", "steps"):
+        _positive(name.replace("_", "-"), getattr(args, name))
+    # The smallest storage that can hold the run: N itself, or for aER as much
+    # as the memory can grow in `steps` steps (N grows by at most k every k steps).
+    max_capacity = max(args.memory_size, 1) + (args.steps if adaptive else 0)
+    setup = ls.Setup(
+        steps=args.steps,
+        max_capacity=max_capacity,
+        max_batch_size=max(args.batch_size, 1),
+        sampler=args.sampler,
+        max_num_old=max(int(hparams.adaptive_num_old), 1),
+    )
+    ls.check_hyperparameters(hparams, setup)
+    keys = jax.random.split(jax.random.key(args.seed), args.seeds)
+    result = jax.jit(ls.run_grid, static_argnums=2)(keys, ls.broadcast_hyperparameters(hparams, args.seeds), setup)
+    dtheta = np.asarray(result.dtheta, np.float64)  # [seeds, T, 2]
+    mean_curve = dtheta.mean(axis=0)
+    per_seed = np.asarray(result.final_metric, np.float64)
+    memory_mean = np.asarray(result.memory_size, np.float64).mean(axis=0)
+
+    times = np.arange(args.steps + 1, dtype=np.float64)
+    schedule = theory.MemorySizeSchedule(np.arange(args.steps + 1.0), np.concatenate([[args.memory_size], memory_mean]))
+    solution = theory.solve(
+        memory_size=None if adaptive else args.memory_size,
+        batch_size=args.batch_size,
+        step_size=args.step_size,
+        discount=args.discount,
+        priority_exponent=args.priority_exponent if args.sampler == "prioritized" else None,
+        times=times,
+        memory_size_fn=schedule if adaptive else None,
+    )
+    report = {
+        "config": {
+            "memory_size": args.memory_size,
+            "batch_size": args.batch_size,
+            "step_size": args.step_size,
+            "discount": args.discount,
+            "sampler": args.sampler,
+            "priority_exponent": args.priority_exponent,
+            "seeds": args.seeds,
+            "steps": args.steps,
+        },
+        "theory": {
+            "final_metric": float(solution.metric),
+            "t": times.tolist(),
+            "dtheta1": np.asarray(solution.dtheta1).tolist(),
+            "dtheta2": np.asarray(solution.dtheta2).tolist(),
+            "direction_changed": bool(solution.direction_changed),
+        },
+        "experiment": {
+            "final_metric": float(np.abs(mean_curve[-1]).sum()),
+            "final_metric_per_seed_mean": float(per_seed.mean()),
+            "final_metric_stderr": float(per_seed.std(ddof=1) / np.sqrt(args.seeds)) if args.seeds > 1 else 0.0,
+            "t": times[1:].tolist(),
+            "dtheta1_mean": mean_curve[:, 0].tolist(),
+            "dtheta2_mean": mean_curve[:, 1].tolist(),
+            "diverged_seeds": int(np.asarray(result.diverged).sum()),
+        },
+    }
+    if adaptive:
+        report["experiment"]["memory_size_mean"] = memory_mean.tolist()
+    if args.json:
+        print(json.dumps(report))
+        return 0
+    exp = report["experiment"]
+    print(f"LineSearch, sampler={args.sampler}, N={args.memory_size}, m={args.batch_size}, "
+          f"alpha={args.step_size}, gamma={args.discount}, {args.seeds} seeds, T={args.steps}")
+    print(f"  theory      M = {report['theory']['final_metric']:.6g}")
+    print(f"  experiment  M = {exp['final_metric']:.6g} (of the mean curve); "
+          f"per-seed mean {exp['final_metric_per_seed_mean']:.6g} ± {exp['final_metric_stderr']:.2g}")
+    gap = np.abs(mean_curve - np.stack([solution.dtheta1, solution.dtheta2], -1)[1:]).max()
+    print(f"  max |Δθ_experiment − Δθ_theory| over t = {gap:.3g}")
+    if adaptive:
+        print(f"  memory size: start {args.memory_size}, mean at T {memory_mean[-1]:.1f}")
+    if exp["diverged_seeds"]:
+        print(f"  {exp['diverged_seeds']} seed(s) diverged (non-finite weights)")
+    return 0
+
+
+def _positive(name: str, value: int) -> None:
+    if value < 1:
+        raise ValueError(f"--{name} must be >= 1, got {value}.")
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="jaxreplay", description=__doc__.splitlines()[0])
     parser.add_argument("--version", action="version", version=f"jaxreplay {jaxreplay.__version__}")
     commands = parser.add_subparsers(dest="command", metavar="COMMAND")
     info = commands.add_parser("info", help="print versions and the devices JAX sees")
     info.set_defaults(handler=_info)
+
+    ls = commands.add_parser("linesearch", help="one LineSearch configuration: theory and experiment side by side")
+    ls.add_argument("--memory-size", type=int, default=100, help="N, replay memory capacity (aER: initial N0)")
+    ls.add_argument("--batch-size", type=int, default=5, help="m, sequential updates per step")
+    ls.add_argument("--step-size", type=float, default=0.01, help="alpha")
+    ls.add_argument("--discount", type=float, default=0.0, help="gamma in [0, 1)")
+    ls.add_argument("--sampler", choices=("uniform", "prioritized", "adaptive"), default="uniform")
+    ls.add_argument("--priority-exponent", type=float, default=2.0, help="beta of pER, P(i) ~ |delta_i|^beta")
+    ls.add_argument("--adaptive-interval", type=int, default=20, help="aER's k")
+    ls.add_argument("--adaptive-num-old", type=int, default=None, help="aER's n_old (default N0 / 2)")
+    ls.add_argument("--seeds", type=int, default=16)
+    ls.add_argument("--seed", type=int, default=0, help="base seed; run i uses split(key(seed))[i]")
+    ls.add_argument("--steps", type=int, default=1000, help="T")
+    ls.add_argument("--json", action="store_true", help="print one JSON object")
+    ls.set_defaults(handler=_linesearch)
     return parser
 
 
@@ -52,7 +172,11 @@ def main(argv: list[str] | None = None) -> int:
     if not hasattr(args, "handler"):
         parser.print_help()
         return 2
-    return args.handler(args)
+    try:
+        return args.handler(args)
+    except ValueError as error:
+        print(f"jaxreplay {args.command}: error: {error}", file=sys.stderr)
+        return 2
 
 
 if __name__ == "__main__":

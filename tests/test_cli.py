@@ -39,3 +39,57 @@ def test_console_entry_point_runs():
 def test_no_command_prints_help_and_fails(capsys):
     assert cli.main([]) == 2
     assert "info" in capsys.readouterr().out
+
+
+def _linesearch_json(capsys, *args):
+    import json
+
+    assert cli.main(["linesearch", "--json", "--steps", "200", "--seeds", "4", *args]) == 0
+    return json.loads(capsys.readouterr().out)
+
+
+def test_linesearch_json_reports_theory_and_experiment(capsys):
+    import jax
+    import numpy as np
+
+    from jaxreplay import theory
+    from jaxreplay.experiments import linesearch as ls
+
+    out = _linesearch_json(capsys, "--memory-size", "50", "--batch-size", "3", "--step-size", "0.005")
+    solution = theory.solve(memory_size=50, batch_size=3, step_size=0.005, times=np.arange(201.0))
+    assert out["theory"]["final_metric"] == pytest.approx(float(solution.metric), rel=1e-12)
+    assert len(out["theory"]["t"]) == len(out["theory"]["dtheta1"]) == 201
+    # The experiment is the same runs as the library call with the same keys.
+    keys = jax.random.split(jax.random.key(0), 4)
+    setup = ls.Setup(steps=200, max_capacity=50, max_batch_size=3)
+    hp = ls.broadcast_hyperparameters(ls.Hyperparameters(memory_size=50, batch_size=3, step_size=0.005), 4)
+    result = jax.jit(ls.run_grid, static_argnums=2)(keys, hp, setup)
+    mean = np.asarray(result.dtheta, np.float64).mean(0)
+    np.testing.assert_allclose(out["experiment"]["dtheta1_mean"], mean[:, 0], rtol=1e-6, atol=1e-9)
+    assert out["experiment"]["final_metric"] == pytest.approx(np.abs(mean[-1]).sum(), rel=1e-6)
+    per_seed = np.asarray(result.final_metric, np.float64)
+    assert out["experiment"]["final_metric_per_seed_mean"] == pytest.approx(per_seed.mean(), rel=1e-6)
+    assert out["experiment"]["final_metric_stderr"] == pytest.approx(per_seed.std(ddof=1) / 2, rel=1e-5)
+    assert "memory_size_mean" not in out["experiment"]
+
+
+def test_linesearch_adaptive_reports_memory_size(capsys):
+    out = _linesearch_json(capsys, "--sampler", "adaptive", "--memory-size", "40", "--batch-size", "2",
+                           "--step-size", "0.001", "--adaptive-interval", "10")
+    sizes = out["experiment"]["memory_size_mean"]
+    assert len(sizes) == 200 and sizes[0] == 40
+    assert min(sizes) >= 10 and max(sizes) <= 240
+
+
+@pytest.mark.parametrize(
+    "args, message",
+    [
+        (["--memory-size", "0"], "memory-size"),
+        (["--discount", "1.0"], "discount"),
+        (["--step-size", "nan"], "step_size"),
+        (["--seeds", "0"], "seeds"),
+    ],
+)
+def test_linesearch_bad_input(capsys, args, message):
+    assert cli.main(["linesearch", *args]) == 2
+    assert message in capsys.readouterr().err

@@ -112,3 +112,45 @@ def test_bad_hyperparameters(hparams, argument):
 def test_bad_setup(kwargs, argument):
     with pytest.raises(ValueError, match=argument):
         ls.Setup(**kwargs)
+
+
+def test_seed_averaged_experiment_follows_the_ode():
+    # The check: m = 5, α = 0.01, N = 100, max |Δθ_exp − Δθ_ode| <= 1e-2 for t >= 10.
+    from jaxreplay import theory
+
+    setup = ls.Setup(steps=1000, max_capacity=100, max_batch_size=5)
+    result = _grid(setup, seeds=64, memory_size=100, batch_size=5, step_size=0.01)
+    experiment = np.asarray(result.dtheta, np.float64).mean(axis=0)
+    solution = theory.solve(memory_size=100, batch_size=5, step_size=0.01, times=np.arange(1, 1001.0))
+    ode = np.stack([solution.dtheta1, solution.dtheta2], axis=-1)
+    gap = np.abs(experiment - ode)[9:]
+    assert gap.max() <= 1e-2, gap.max(axis=0)
+    # and it is a real comparison: the curves move by far more than the tolerance
+    assert np.ptp(ode[:, 0]) > 0.2 and np.ptp(ode[:, 1]) > 0.5
+
+
+def test_prioritized_replay_draws_with_probability_proportional_to_td_error_power():
+    from scipy import stats
+
+    from jaxreplay import buffer
+    from jaxreplay.agents import linear
+
+    setup = ls.Setup(steps=10, max_capacity=12, max_batch_size=2, sampler="prioritized")
+    positions = jnp.linspace(-5.0, 1.0, 9)
+    transitions = {
+        "position": positions,
+        "move": jnp.full(9, 0.01),
+        "reward": 0.1 * (positions + 0.01) + 0.5,
+        "next_position": positions + 0.01,
+    }
+    memory = buffer.add_batch(buffer.init(linear.EXAMPLE_TRANSITION, 12, 7), transitions)  # keeps the last 7
+    theta = jnp.array([0.3, 0.2])
+    hparams = ls.Hyperparameters(batch_size=1, step_size=0.01, priority_exponent=1.5)
+    draw = jax.jit(jax.vmap(lambda k: ls.replay(k, theta, memory, hparams, setup, jnp.ones(2))[1][0]))
+    counts = np.bincount(np.asarray(draw(jax.random.split(jax.random.key(7), 50_000))), minlength=12)
+    delta = np.asarray(linear.td_error(theta, memory.storage, 0.0, 0.01), np.float64)
+    live = np.asarray(buffer.valid_mask(memory))
+    expected = np.where(live, np.abs(delta) ** 1.5, 0.0)
+    expected /= expected.sum()
+    assert counts[~live].sum() == 0
+    assert stats.chisquare(counts[live], expected[live] * counts.sum()).pvalue > 1e-3

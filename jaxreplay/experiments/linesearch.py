@@ -201,32 +201,6 @@ def run(key: jax.Array, hparams: Hyperparameters, setup: Setup) -> Result:
     )
     trainable = jnp.array({"none": [1.0, 1.0], "slope": [0.0, 1.0], "intercept": [1.0, 0.0]}[setup.frozen])
     theta0 = jnp.where(trainable > 0, jnp.asarray(setup.initial_weights, jnp.float32), theta_star)
-    update = lambda theta, transition: linear.td_update(  # noqa: E731
-        theta, transition, hparams.step_size, hparams.discount, setup.speed, trainable
-    )
-    slots = jnp.arange(setup.max_batch_size)
-
-    def replay(theta, memory, key):
-        if setup.sampler == "prioritized":
-
-            def one(theta, inputs):
-                j, draw_key = inputs
-                td = linear.td_error(theta, memory.storage, hparams.discount, setup.speed)
-                sample = samplers.exact_prioritized(draw_key, memory, td, 1, hparams.priority_exponent)
-                new = update(theta, buffer.get(memory, sample.indices[0]))
-                return jnp.where(j < hparams.batch_size, new, theta), None
-
-            draw_keys = jax.random.split(key, setup.max_batch_size)
-            return jax.lax.scan(one, theta, (slots, draw_keys))[0]
-        # Uniform draws do not depend on θ: draw the whole minibatch at once.
-        batch = buffer.get(memory, samplers.uniform(key, memory, setup.max_batch_size).indices)
-
-        def one(theta, inputs):
-            j, transition = inputs
-            return jnp.where(j < hparams.batch_size, update(theta, transition), theta), None
-
-        return jax.lax.scan(one, theta, (slots, batch))[0]
-
     def step(carry, t):
         theta, env_state, memory, controller = carry
         step_key = jax.random.fold_in(key, t)
@@ -240,7 +214,7 @@ def run(key: jax.Array, hparams: Hyperparameters, setup: Setup) -> Result:
             "next_position": info["final_observation"][0],
         }
         memory = buffer.add(memory, transition)
-        theta = replay(theta, memory, replay_key)
+        theta, _ = replay(replay_key, theta, memory, hparams, setup, trainable)
         if setup.sampler == "adaptive":
             td_fn = lambda transitions: linear.td_error(theta, transitions, hparams.discount, setup.speed)  # noqa: E731
             controller, capacity = adaptive.update(
@@ -269,6 +243,49 @@ def run(key: jax.Array, hparams: Hyperparameters, setup: Setup) -> Result:
         final_metric=jnp.abs(dtheta[-1]).sum(),
         diverged=~jnp.all(jnp.isfinite(dtheta)),
     )
+
+
+def replay(key, theta, memory, hparams: Hyperparameters, setup: Setup, trainable):
+    """The ``m`` sequential TD updates of one step, each on a transition drawn from ``memory``.
+
+    Args:
+        key: PRNG key of this step's draws.
+        theta: ``float32[2]``, the weights before the updates.
+        memory: the :class:`~jaxreplay.buffer.BufferState` (already holding this
+            step's transition).
+        hparams: traced :class:`Hyperparameters`; ``batch_size`` of the
+            ``setup.max_batch_size`` update slots are applied, the rest masked.
+        setup: static :class:`Setup` (its ``sampler`` picks the draws).
+        trainable: ``float32[2]`` of 0/1; a 0 freezes that weight.
+
+    Returns:
+        ``(theta, indices)``: the weights after the updates and the
+        ``int32[max_batch_size]`` slots drawn (masked slots included).
+    """
+    slots = jnp.arange(setup.max_batch_size)
+
+    def update(theta, transition):
+        return linear.td_update(theta, transition, hparams.step_size, hparams.discount, setup.speed, trainable)
+
+    if setup.sampler == "prioritized":
+        # P(i) ∝ |δ_i|^β with every δ recomputed under the current θ before each draw.
+        def one(theta, inputs):
+            j, draw_key = inputs
+            td = linear.td_error(theta, memory.storage, hparams.discount, setup.speed)
+            index = samplers.exact_prioritized(draw_key, memory, td, 1, hparams.priority_exponent).indices[0]
+            new = update(theta, buffer.get(memory, index))
+            return jnp.where(j < hparams.batch_size, new, theta), index
+
+        return jax.lax.scan(one, theta, (slots, jax.random.split(key, setup.max_batch_size)))
+
+    # Uniform draws do not depend on θ: draw the whole minibatch at once.
+    indices = samplers.uniform(key, memory, setup.max_batch_size).indices
+
+    def one(theta, inputs):
+        j, transition = inputs
+        return jnp.where(j < hparams.batch_size, update(theta, transition), theta), None
+
+    return jax.lax.scan(one, theta, (slots, buffer.get(memory, indices)))[0], indices
 
 
 def run_grid(keys: jax.Array, hparams: Hyperparameters, setup: Setup) -> Result:
