@@ -1,0 +1,359 @@
+"""Matplotlib figures of the LineSearch reproduction (Liu & Zou 2018), one function per figure.
+
+Every function takes plain NumPy-like arrays, draws one figure and returns a
+:class:`matplotlib.figure.Figure`; it knows nothing of JAX or of the
+simulation. Figures are created with the object-oriented API (no ``pyplot``
+state, Agg canvas), so nothing needs closing and no global backend is
+switched; :func:`save` writes a PNG and releases the figure.
+
+Conventions: theory is drawn as lines, experiment as markers (blue dots for
+Δθ1, orange squares for Δθ2, as in the paper), and titles name the parameters.
+"""
+
+from __future__ import annotations
+
+import pathlib
+import textwrap
+from collections.abc import Mapping, Sequence
+
+import numpy as np
+from matplotlib.backends.backend_agg import FigureCanvasAgg
+from matplotlib.colors import ListedColormap, TwoSlopeNorm
+from matplotlib.figure import Figure
+
+__all__ = [
+    "save",
+    "learning_curves",
+    "compare_learning_curves",
+    "metric_vs_memory",
+    "metric_contour",
+    "difference_contour",
+    "comparison_map",
+    "exponent_curves",
+    "metric_ratio_curves",
+    "steps_vs_memory",
+    "optimal_memory_vs_target",
+    "prioritized_vs_uniform_1d",
+    "adaptive_learning_curves",
+    "adaptive_memory",
+]
+
+C1, C2 = "tab:blue", "tab:orange"
+_LINESTYLES = ("-", "--", ":", "-.")
+_COLORS = ("tab:blue", "tab:orange", "tab:green", "tab:red", "tab:purple", "tab:brown")
+
+
+def _figure(figsize=(6.0, 4.2)) -> tuple[Figure, object]:
+    fig = Figure(figsize=figsize, dpi=110)
+    FigureCanvasAgg(fig)
+    ax = fig.add_subplot(1, 1, 1)
+    return fig, ax
+
+
+def _title(ax, title: str) -> None:
+    ax.set_title(textwrap.fill(title, 72), fontsize=10)
+
+
+def save(fig: Figure, path: str | pathlib.Path) -> pathlib.Path:
+    """Write ``fig`` as a PNG at ``path`` (parents created) and release its memory."""
+    path = pathlib.Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fig.tight_layout()
+    fig.savefig(path, format="png")
+    fig.clear()
+    return path
+
+
+def _markers(t, y, every):
+    t, y = np.asarray(t), np.asarray(y)
+    idx = np.arange(every - 1, t.shape[0], every) if every > 1 else np.arange(t.shape[0])
+    return t[idx], y[idx]
+
+
+def learning_curves(
+    t_theory,
+    dtheta_theory,
+    t_experiment=None,
+    dtheta_experiment=None,
+    *,
+    title: str,
+    marker_every: int = 25,
+    experiment_label: str = "experiment",
+) -> Figure:
+    """Fig. 2a/2b and the γ > 0 appendix figure: Δθ1, Δθ2 vs step.
+
+    Args:
+        t_theory: float[S] times of the theory curve.
+        dtheta_theory: float[S, 2] (Δθ1, Δθ2) from the ODE (lines).
+        t_experiment, dtheta_experiment: float[T], float[T, 2] seed-averaged
+            experiment (markers every ``marker_every`` steps), or None.
+    """
+    fig, ax = _figure()
+    dth = np.asarray(dtheta_theory)
+    ax.plot(t_theory, dth[:, 0], color=C1, lw=1.8, label=r"$\Delta\theta_1$ theory")
+    ax.plot(t_theory, dth[:, 1], color=C2, lw=1.8, label=r"$\Delta\theta_2$ theory")
+    if dtheta_experiment is not None:
+        de = np.asarray(dtheta_experiment)
+        ax.plot(*_markers(t_experiment, de[:, 0], marker_every), "o", color=C1, ms=4, mfc="none",
+                label=rf"$\Delta\theta_1$ {experiment_label}")
+        ax.plot(*_markers(t_experiment, de[:, 1], marker_every), "s", color=C2, ms=4, mfc="none",
+                label=rf"$\Delta\theta_2$ {experiment_label}")
+    ax.axhline(0.0, color="0.6", lw=0.8)
+    ax.set_xlabel("learning step t")
+    ax.set_ylabel(r"$\Delta\theta = \theta - \theta^*$")
+    _title(ax, title)
+    ax.legend(fontsize=8)
+    return fig
+
+
+def compare_learning_curves(
+    t_theory,
+    theory: Mapping[str, np.ndarray],
+    t_experiment=None,
+    experiment: Mapping[str, np.ndarray] | None = None,
+    *,
+    title: str,
+    marker_every: int = 25,
+) -> Figure:
+    """Appendix Fig. 2DExplain: Δθ1, Δθ2 of several settings (e.g. ER vs pER).
+
+    ``theory`` maps a label to float[S, 2] (lines, one line style per label);
+    ``experiment`` maps the same labels to float[T, 2] (markers).
+    """
+    fig, ax = _figure()
+    experiment = experiment or {}
+    for i, (label, dth) in enumerate(theory.items()):
+        dth = np.asarray(dth)
+        ls = _LINESTYLES[i % len(_LINESTYLES)]
+        ax.plot(t_theory, dth[:, 0], ls, color=C1, lw=1.6, label=rf"$\Delta\theta_1$ {label} (theory)")
+        ax.plot(t_theory, dth[:, 1], ls, color=C2, lw=1.6, label=rf"$\Delta\theta_2$ {label} (theory)")
+        if label in experiment and experiment[label] is not None:
+            de = np.asarray(experiment[label])
+            mk = ("o", "^", "v", "D")[i % 4]
+            ax.plot(*_markers(t_experiment, de[:, 0], marker_every), mk, color=C1, ms=3.5, mfc="none",
+                    label=rf"$\Delta\theta_1$ {label} (exp.)")
+            ax.plot(*_markers(t_experiment, de[:, 1], marker_every), mk, color=C2, ms=3.5, mfc="none",
+                    label=rf"$\Delta\theta_2$ {label} (exp.)")
+    ax.axhline(0.0, color="0.6", lw=0.8)
+    ax.set_xlabel("learning step t")
+    ax.set_ylabel(r"$\Delta\theta$")
+    _title(ax, title)
+    ax.legend(fontsize=7, ncol=2)
+    return fig
+
+
+def metric_vs_memory(
+    memory_sizes,
+    metrics: Mapping[str, np.ndarray],
+    experiment_memory_sizes=None,
+    experiment_metrics: Mapping[str, np.ndarray] | None = None,
+    *,
+    title: str,
+) -> Figure:
+    """Fig. 2c: final metric M vs memory size N, one curve per label (e.g. per m).
+
+    ``metrics[label]`` is float[len(memory_sizes)] (theory, lines);
+    ``experiment_metrics[label]`` float[len(experiment_memory_sizes)] (markers).
+    """
+    fig, ax = _figure()
+    experiment_metrics = experiment_metrics or {}
+    for i, (label, M) in enumerate(metrics.items()):
+        color = _COLORS[i % len(_COLORS)]
+        ax.plot(memory_sizes, M, color=color, lw=1.8, label=f"{label} (theory)")
+        if label in experiment_metrics:
+            ax.plot(experiment_memory_sizes, experiment_metrics[label], "o", color=color, mfc="none",
+                    label=f"{label} (experiment)")
+    ax.set_xlabel("memory size N")
+    ax.set_ylabel(r"$M = |\Delta\theta_1(T)| + |\Delta\theta_2(T)|$")
+    _title(ax, title)
+    ax.legend(fontsize=8)
+    return fig
+
+
+def metric_contour(memory_sizes, batch_sizes, metric, optimal_memory=None, *, title: str,
+                   levels: int = 20, log: bool = True) -> Figure:
+    """Fig. 2d/2f (and the appendix pER contour): M over (N, m), stars at the optimal N per m.
+
+    Args:
+        memory_sizes: float[nN]; batch_sizes: float[nm]; metric: float[nN, nm].
+        optimal_memory: float[nm], the N minimising M for each m (stars), or None.
+        log: colour by log10 M (M spans several decades), else by M.
+    """
+    fig, ax = _figure((6.2, 4.6))
+    M = np.asarray(metric, dtype=float)
+    if log:
+        Z = np.log10(np.maximum(M, 1e-12))
+        lo = max(float(np.nanmin(Z)), float(np.nanmax(Z)) - 5.0)  # clip the zero-crossing dips of M
+        cs = ax.contourf(memory_sizes, batch_sizes, np.maximum(Z, lo).T, levels=np.linspace(lo, np.nanmax(Z), levels),
+                         cmap="viridis")
+        fig.colorbar(cs, ax=ax, label=r"$\log_{10} M$")
+    else:
+        cs = ax.contourf(memory_sizes, batch_sizes, M.T, levels=levels, cmap="viridis")
+        fig.colorbar(cs, ax=ax, label=r"$M$")
+    if optimal_memory is not None:
+        ax.plot(optimal_memory, batch_sizes, "*", color="red", ms=8, mec="k", mew=0.4, label="optimal N per m")
+        ax.legend(fontsize=8, loc="upper right")
+    ax.set_xlabel("memory size N")
+    ax.set_ylabel("minibatch size m")
+    _title(ax, title)
+    return fig
+
+
+def difference_contour(memory_sizes, batch_sizes, difference, *, title: str, levels: int = 21) -> Figure:
+    """Appendix Fig. 2DComp: M_ER − M_pER over (N, m); positive = pER better."""
+    fig, ax = _figure((6.2, 4.6))
+    D = np.asarray(difference, dtype=float)
+    lim = float(np.nanmax(np.abs(D))) or 1.0
+    cs = ax.contourf(memory_sizes, batch_sizes, D.T, levels=np.linspace(-lim, lim, levels), cmap="RdBu_r",
+                     norm=TwoSlopeNorm(0.0, -lim, lim))
+    fig.colorbar(cs, ax=ax, label=r"$M_{ER} - M_{pER}$ (>0: pER better)")
+    ax.set_xlabel("memory size N")
+    ax.set_ylabel("minibatch size m")
+    _title(ax, title)
+    return fig
+
+
+def comparison_map(memory_sizes, batch_sizes, difference, threshold: float, *, title: str,
+                   experiment_points=None) -> Figure:
+    """Fig. 2e: red where pER is better (M_ER − M_pER > threshold), blue where ER is, white otherwise.
+
+    ``experiment_points``: optional iterable of (N, m, difference) spot checks
+    drawn as markers coloured by the same rule.
+    """
+    fig, ax = _figure((6.2, 4.6))
+    D = np.asarray(difference, dtype=float)
+    cls = np.where(D > threshold, 1, np.where(D < -threshold, -1, 0))
+    cmap = ListedColormap(["tab:blue", "white", "tab:red"])
+    N, m = np.asarray(memory_sizes, float), np.asarray(batch_sizes, float)
+    ax.pcolormesh(N, m, cls.T, cmap=cmap, vmin=-1.5, vmax=1.5, shading="nearest")
+    handles = [
+        ax.fill_between([], [], color="tab:red", label="pER better"),
+        ax.fill_between([], [], color="tab:blue", label="ER better"),
+        ax.fill_between([], [], color="white", ec="0.5", label=rf"$|\Delta M| < {threshold:g}$"),
+    ]
+    if experiment_points is not None:
+        pts = np.asarray(list(experiment_points), dtype=float).reshape(-1, 3)
+        if pts.size:
+            colors = np.where(pts[:, 2] > threshold, "tab:red", np.where(pts[:, 2] < -threshold, "tab:blue", "white"))
+            ax.scatter(pts[:, 0], pts[:, 1], c=list(colors), edgecolors="k", s=40, marker="D", zorder=3)
+            handles.append(ax.scatter([], [], c="white", edgecolors="k", marker="D", label="experiment spot check"))
+    ax.legend(handles=handles, fontsize=8, loc="upper right")
+    ax.set_xlabel("memory size N")
+    ax.set_ylabel("minibatch size m")
+    _title(ax, title)
+    return fig
+
+
+def _curves(t, curves: Mapping[str, np.ndarray], ylabel: str, title: str, logy: bool = False) -> Figure:
+    fig, ax = _figure()
+    for i, (label, y) in enumerate(curves.items()):
+        ax.plot(t, y, color=_COLORS[i % len(_COLORS)], lw=1.8, label=label)
+    if logy:
+        ax.set_yscale("log")
+    ax.set_xlabel("learning step t")
+    ax.set_ylabel(ylabel)
+    _title(ax, title)
+    ax.legend(fontsize=8)
+    return fig
+
+
+def exponent_curves(t, exponents: Mapping[str, np.ndarray], *, title: str) -> Figure:
+    """Appendix Fig. 1DLearning (a): the exponent k(t) for several N (labels)."""
+    return _curves(t, exponents, r"exponent $k(t)$", title)
+
+
+def metric_ratio_curves(t, ratios: Mapping[str, np.ndarray], *, title: str) -> Figure:
+    """Appendix Fig. 1DLearning (b): Δθ/Δθ⁰ = e^{−k(t)} for several N (labels)."""
+    return _curves(t, ratios, r"$\Delta\theta / \Delta\theta^0$", title)
+
+
+def steps_vs_memory(memory_sizes, steps: Mapping[str, np.ndarray], *, title: str) -> Figure:
+    """Appendix Fig. 1DStepsVsSize: steps needed to reach k = K vs N, one curve per K (labels)."""
+    fig, ax = _figure()
+    for i, (label, s) in enumerate(steps.items()):
+        s = np.asarray(s, dtype=float)
+        ax.plot(memory_sizes, s, color=_COLORS[i % len(_COLORS)], lw=1.6, label=label)
+        j = int(np.nanargmin(s))
+        ax.plot(memory_sizes[j], s[j], "*", color=_COLORS[i % len(_COLORS)], ms=9, mec="k", mew=0.4)
+    ax.set_xlabel("memory size N")
+    ax.set_ylabel("steps to reach k = K")
+    _title(ax, title)
+    ax.legend(fontsize=8, title="stars: optimal N")
+    return fig
+
+
+def optimal_memory_vs_target(targets, optimal_memory, *, title: str) -> Figure:
+    """Appendix Fig. 1DOptSize: the memory size minimising the steps to k = K, vs K."""
+    fig, ax = _figure()
+    ax.plot(targets, optimal_memory, ".-", color="tab:blue", lw=1.4, ms=3)
+    ax.set_xlabel("target exponent K")
+    ax.set_ylabel("optimal memory size N")
+    _title(ax, title)
+    return fig
+
+
+def prioritized_vs_uniform_1d(t, ratio_uniform, ratio_prioritized, *, title: str) -> Figure:
+    """Appendix Fig. 1DPriLearning: Δθ/Δθ⁰ for ER (blue) and pER (orange), fixed intercept."""
+    fig, ax = _figure()
+    ax.plot(t, ratio_uniform, color=C1, lw=1.8, label="ER (uniform)")
+    ax.plot(t, ratio_prioritized, color=C2, lw=1.8, label="pER (prioritized, β = 2)")
+    ax.set_xlabel("learning step t")
+    ax.set_ylabel(r"$\Delta\theta / \Delta\theta^0$")
+    _title(ax, title)
+    ax.legend(fontsize=8)
+    return fig
+
+
+def adaptive_learning_curves(
+    t_experiment,
+    adaptive_experiment,
+    fixed_experiment,
+    t_theory=None,
+    adaptive_theory=None,
+    fixed_theory=None,
+    *,
+    title: str,
+) -> Figure:
+    """Fig. 3a: Δθ1, Δθ2 with adaptive memory (solid) vs fixed memory (dashed).
+
+    Experiment curves are seed-averaged float[T, 2]; the optional theory curves
+    (float[S, 2]: the ODE driven by the mean N(t), and the fixed-N ODE) are
+    thin dotted/dash-dotted lines.
+    """
+    fig, ax = _figure()
+    a, f = np.asarray(adaptive_experiment), np.asarray(fixed_experiment)
+    ax.plot(t_experiment, a[:, 0], "-", color=C1, lw=1.8, label=r"$\Delta\theta_1$ aER (exp.)")
+    ax.plot(t_experiment, a[:, 1], "-", color=C2, lw=1.8, label=r"$\Delta\theta_2$ aER (exp.)")
+    ax.plot(t_experiment, f[:, 0], "--", color=C1, lw=1.8, label=r"$\Delta\theta_1$ fixed (exp.)")
+    ax.plot(t_experiment, f[:, 1], "--", color=C2, lw=1.8, label=r"$\Delta\theta_2$ fixed (exp.)")
+    if adaptive_theory is not None:
+        at = np.asarray(adaptive_theory)
+        ax.plot(t_theory, at[:, 0], ":", color="k", lw=1.2, label=r"ODE driven by mean $N(t)$")
+        ax.plot(t_theory, at[:, 1], ":", color="k", lw=1.2)
+    if fixed_theory is not None:
+        ft = np.asarray(fixed_theory)
+        ax.plot(t_theory, ft[:, 0], "-.", color="0.4", lw=1.0, label="ODE fixed N")
+        ax.plot(t_theory, ft[:, 1], "-.", color="0.4", lw=1.0)
+    ax.axhline(0.0, color="0.6", lw=0.8)
+    ax.set_xlabel("learning step t")
+    ax.set_ylabel(r"$\Delta\theta$")
+    _title(ax, title)
+    ax.legend(fontsize=7, ncol=2)
+    return fig
+
+
+def adaptive_memory(t, mean, lower=None, upper=None, samples: Sequence[np.ndarray] | None = None,
+                    *, title: str, band_label: str = "10–90% of seeds") -> Figure:
+    """Fig. 3b: the adaptive memory size N(t): seed mean, a band, and a few single seeds."""
+    fig, ax = _figure()
+    if samples is not None:
+        for i, s in enumerate(samples):
+            ax.plot(t, s, color="0.7", lw=0.7, label="single seeds" if i == 0 else None)
+    if lower is not None and upper is not None:
+        ax.fill_between(t, lower, upper, color="tab:blue", alpha=0.2, label=band_label)
+    ax.plot(t, mean, color="tab:blue", lw=2.0, label="mean over seeds")
+    ax.set_xlabel("learning step t")
+    ax.set_ylabel("memory size N(t)")
+    _title(ax, title)
+    ax.legend(fontsize=8)
+    return fig

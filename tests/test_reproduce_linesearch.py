@@ -1,0 +1,193 @@
+"""Tests of the LineSearch reproduction (jaxreplay.reproduce.linesearch) and its helpers.
+
+The end-to-end test runs the reproduction in its ``tiny`` mode (a few grid
+points and seeds; the compiles dominate, ~45 s cold on 2 cores) once per module.
+"""
+
+import csv
+import math
+
+import numpy as np
+import pytest
+
+from jaxreplay.reproduce import linesearch as rl
+
+
+@pytest.fixture(scope="module")
+def tiny(tmp_path_factory):
+    out = tmp_path_factory.mktemp("repro_tiny")
+    return rl.reproduce(out, mode="tiny", progress=False)
+
+
+# ---------------------------------------------------------------- end to end
+
+
+def test_tiny_writes_every_figure(tiny):
+    assert set(tiny["figures"]) == set(rl.FIGURES)
+    for name, path in tiny["figures"].items():
+        with open(path, "rb") as fh:
+            head = fh.read(8)
+            size = len(head) + len(fh.read())
+        assert head == b"\x89PNG\r\n\x1a\n", name
+        assert size > 5000, name
+
+
+def test_tiny_csv_columns_values_and_sources(tiny):
+    with open(tiny["csv"], newline="") as fh:
+        reader = csv.reader(fh)
+        header = next(reader)
+        rows = list(reader)
+    assert tuple(header) == rl.CSV_COLUMNS
+    assert rows
+    col = {c: i for i, c in enumerate(header)}
+    sources = {r[col["source"]] for r in rows}
+    assert sources == {"theory", "experiment"}
+    assert {r[col["sampler"]] for r in rows} == {"uniform", "prioritized", "adaptive"}
+    for r in rows:
+        assert len(r) == len(header)
+        M = float(r[col["final_metric"]])
+        assert math.isfinite(M) and M >= 0
+        for c in ("discount", "memory_size", "batch_size", "step_size"):
+            assert math.isfinite(float(r[col[c]]))
+        seeds = int(r[col["seeds"]])
+        assert (seeds == 0) if r[col["source"]] == "theory" else (seeds > 0)
+    # The contour grids are in (theory, both discounts for ER, pER at γ = 0).
+    plan = rl.make_plan("tiny")
+    er_grid = {(int(r[col["memory_size"]]), int(r[col["batch_size"]]), float(r[col["discount"]]))
+               for r in rows if r[col["source"]] == "theory" and r[col["sampler"]] == "uniform"
+               and float(r[col["step_size"]]) == 1e-3}
+    for N in plan.grid_memory_sizes:
+        for m in plan.grid_batch_sizes:
+            assert (N, m, 0.0) in er_grid and (N, m, 0.5) in er_grid
+
+
+def test_tiny_report_has_every_claim_row(tiny):
+    text = open(tiny["report"], encoding="utf-8").read()
+    assert "| claim | paper | ours | agrees? | source |" in text
+    assert [c["id"] for c in tiny["claims"]] == list(rl.CLAIM_IDS)
+    for c in tiny["claims"]:
+        assert c["agrees"] in ("yes", "no", "partly")
+        assert c["source"] in ("theory", "experiment", "experiment + theory")
+        row = [line for line in text.splitlines() if line.startswith("| " + c["claim"].replace("|", "\\|") + " |")]
+        assert len(row) == 1, c["claim"]
+    for name in rl.FIGURES:
+        assert f"`{name}`" in text
+
+
+def test_tiny_claim_numbers(tiny):
+    n = tiny["numbers"]
+    # Closed-form results do not depend on the mode's resolution.
+    assert n["fixed_slope_steps"] == pytest.approx(math.log(20) / (5 * 2e-5), rel=1e-9)
+    assert n["fixed_intercept_best_steps"] < 1200
+    assert n["fixed_intercept_best_N"] > 1000  # with t_K ≈ 1095 < N the whole history is kept
+    assert n["dtheta2_600"] < 0  # Fig. 2a narrative at N = 100 (theory)
+    assert 400 <= n["theta1_away_end"] <= 600
+    # Seed-averaged experiment vs ODE: a loose bound for 1–2 seeds.
+    for key in ("max_error_er", "max_error_per", "max_error_gamma05"):
+        assert 0 <= n[key] < 0.05
+    assert n["diverged"] == {"ER": 0, "pER": 0, "aER": 0}
+    assert n["aer_mean_final_memory"] >= rl.AER_K
+    for key in ("aer_M", "fixed_M", "aer_theory_M", "fixed_theory_M"):
+        assert math.isfinite(n[key]) and n[key] >= 0
+
+
+# ---------------------------------------------------------------- helpers
+
+
+def test_fixed_slope_steps_is_ln20_over_m_alpha():
+    m = np.array([1, 5, 10])
+    a = np.array([2e-5, 5e-5, 1e-3])
+    got = rl.fixed_slope_steps(0.05, m[:, None], a[None, :])
+    want = np.log(20.0) / (m[:, None] * a[None, :])
+    np.testing.assert_allclose(got, want, rtol=1e-9)
+    assert rl.fixed_slope_steps(0.05, 5, 2e-5) == pytest.approx(29957.3, abs=0.1)
+
+
+def test_steps_to_exponent_is_the_root_of_k():
+    from jaxreplay import theory
+
+    K = np.array([0.5, 1.0, math.log(20), 6.0])
+    N = np.array([1, 50, 500, 1000, 2000])
+    t = rl.steps_to_exponent(K[:, None], N[None, :])
+    assert np.all(np.isfinite(t))
+    k = np.asarray(theory.fixed_intercept_exponent(t, N[None, :], 5, 2e-5))
+    np.testing.assert_allclose(k, np.broadcast_to(K[:, None], k.shape), rtol=1e-9)
+    # Early branch (t ≤ N): root of μ(v² t³/9 + x0 v t²/2 + x0² t) = K, by numpy.roots.
+    mu, v, x0, Kt = 5 * 2e-5, 0.01, -5.0, 0.5
+    roots = np.roots([mu * v * v / 9, mu * x0 * v / 2, mu * x0 * x0, -Kt])
+    real = min(r.real for r in roots if abs(r.imag) < 1e-9 and r.real > 0)
+    assert rl.steps_to_exponent(Kt, 2000) == pytest.approx(real, rel=1e-9)
+    # More steps are needed for a larger target; unreachable targets give NaN.
+    assert np.all(np.diff(t, axis=0) > 0)
+    assert np.isnan(rl.steps_to_exponent(1e9, 10, t_high=1e3))
+
+
+def test_first_crossing():
+    got = rl.first_crossing(lambda t: t**2, np.array([4.0, 0.0, 1e6]), t_high=10.0)
+    assert got[0] == pytest.approx(2.0, rel=1e-12)
+    assert got[1] == 0.0
+    assert np.isnan(got[2])
+
+
+def test_optimal_memory_nonmonotone_and_threshold():
+    N = np.array([10, 100, 250, 500, 1000])
+    m = np.array([1, 5, 10, 20, 40])
+    M = np.array([
+        [0.9, 0.50, 0.40, 0.30, 0.20],
+        [0.8, 0.30, 0.20, 0.10, 0.05],
+        [0.7, 0.20, 0.05, 0.12, 0.02],
+        [0.6, 0.25, 0.10, 0.07, 0.01],
+        [0.5, 0.40, 0.15, 0.06, 0.00],
+    ])
+    np.testing.assert_array_equal(rl.optimal_memory(N, M), [1000, 250, 250, 1000, 1000])
+    # m = 20 has a bump (0.10 → 0.12) but its optimum is at N_max.
+    np.testing.assert_array_equal(rl.nonmonotone(M), [False, True, True, True, False])
+    np.testing.assert_array_equal(rl.nonmonotone(M, strict=False), [False, True, True, False, False])
+    strict = rl.monotone_threshold(m, M)
+    assert strict["threshold"] == 40
+    assert strict["largest_nonmonotone"] == 20
+    assert strict["nonmonotone_m"] == [5, 10, 20]
+    assert strict["all_below_nonmonotone"] is False  # m = 1 is monotone
+    glob = rl.monotone_threshold(m, M, strict=False)
+    assert glob["threshold"] == 20 and glob["nonmonotone_m"] == [5, 10]
+    # A tolerance absorbs small bumps.
+    assert rl.monotone_threshold(m, M, tol=0.03)["threshold"] == 20
+    # NaNs (e.g. a diverged run) are skipped by the optimum.
+    assert rl.optimal_memory(N, np.array([np.nan, 0.3, 0.1, 0.2, 0.4])) == 250
+    # Largest m non-monotone: no threshold.
+    assert math.isnan(rl.monotone_threshold(m, M[::-1])["threshold"])
+
+
+def test_true_intervals_and_seed_average():
+    t = np.arange(10.0)
+    mask = np.array([0, 1, 1, 0, 0, 1, 1, 1, 0, 1], bool)
+    assert rl.true_intervals(t, mask) == [(1.0, 2.0), (5.0, 7.0), (9.0, 9.0)]
+    d = np.zeros((2, 3, 2))
+    d[0, -1] = (0.1, -0.4)
+    d[1, -1] = (0.3, 0.2)
+    assert rl.seed_average_metric(d) == pytest.approx(0.2 + 0.1)
+
+
+def test_prioritized_exponent_1d_is_faster():
+    t = np.linspace(0.0, 2000.0, 4001)
+    k, kp = rl.prioritized_exponent_1d(t, 500)
+    assert k[0] == 0 and kp[0] == 0
+    assert np.all(kp[1:] > k[1:])
+    assert np.all(np.diff(kp - k) >= -1e-12)  # the rate difference is ≥ 0
+
+
+def test_make_plan():
+    default = rl.make_plan("default")
+    full = rl.make_plan("full")
+    assert full.grid_memory_sizes == tuple(range(10, 1001, 10))
+    assert full.grid_batch_sizes == tuple(range(1, 51))
+    assert full.er_seeds > default.er_seeds and full.per_seeds > default.per_seeds
+    p = rl.make_plan("default", seeds=12)
+    assert (p.er_seeds, p.aer_seeds, p.per_seeds) == (12, 12, 3)
+    for plan in (default, full, rl.make_plan("tiny")):
+        for m in (5, 10, 40):
+            assert m in plan.grid_batch_sizes and m in plan.spot_batch_sizes
+    with pytest.raises(ValueError, match="mode"):
+        rl.make_plan("huge")
+    with pytest.raises(ValueError, match="seeds"):
+        rl.make_plan("default", seeds=0)
