@@ -16,4 +16,5 @@ Performance is measured here, never in ``tests/``.
 # do not stop another from running).
 BENCHMARKS: dict[str, str] = {
     "buffer": "benchmarks.buffer",
+    "priority_structure": "benchmarks.priority_structure",
 }

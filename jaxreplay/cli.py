@@ -4,6 +4,7 @@ Subcommands:
     info        versions of jaxreplay and its stack, and the devices JAX sees.
     linesearch  one LineSearch configuration: the ODE theory and the seed-averaged
                 experiment side by side.
+    reproduce   reproduce the paper: ``reproduce linesearch --out DIR [--full]``.
 """
 
 from __future__ import annotations
@@ -137,6 +138,17 @@ def _linesearch(args: argparse.Namespace) -> int:
     return 0
 
 
+def _reproduce(args: argparse.Namespace) -> int:
+    from jaxreplay.reproduce import linesearch as reproduce_linesearch
+
+    if args.seeds is not None:
+        _positive("seeds", args.seeds)
+    summary = reproduce_linesearch.reproduce(args.out, full=args.full, seeds=args.seeds, progress=not args.quiet)
+    print(f"wrote {len(summary['figures'])} figures, {summary['csv']} and {summary['report']} "
+          f"in {summary['runtime_s']:.0f} s")
+    return 0
+
+
 def _positive(name: str, value: int) -> None:
     if value < 1:
         raise ValueError(f"--{name} must be >= 1, got {value}.")
@@ -163,6 +175,15 @@ def build_parser() -> argparse.ArgumentParser:
     ls.add_argument("--steps", type=int, default=1000, help="T")
     ls.add_argument("--json", action="store_true", help="print one JSON object")
     ls.set_defaults(handler=_linesearch)
+
+    reproduce = commands.add_parser("reproduce", help="reproduce the paper's figures and claims")
+    targets = reproduce.add_subparsers(dest="target", metavar="TARGET", required=True)
+    rls = targets.add_parser("linesearch", help="every LineSearch figure, metric_grid.csv and report.md")
+    rls.add_argument("--out", required=True, help="output folder")
+    rls.add_argument("--full", action="store_true", help="the paper's resolution (minutes, not seconds)")
+    rls.add_argument("--seeds", type=int, default=None, help="ER/aER seeds per setting (pER gets a quarter)")
+    rls.add_argument("--quiet", action="store_true", help="no progress bar")
+    rls.set_defaults(handler=_reproduce)
     return parser
 
 

@@ -49,7 +49,9 @@ class Sample(NamedTuple):
 
 def _uniform_offsets(key: jax.Array, size: jax.Array, shape: tuple[int, ...]) -> jax.Array:
     # One float draw per index is cheaper than randint (which needs two bit
-    # draws to stay unbiased for a traced span); the float32 bias is < 2**-24.
+    # draws to stay unbiased for a traced span). A float32 uniform takes 2**23
+    # values, so each offset's probability is off by at most size / 2**23
+    # relative (1e-4 at size 1000; use stored-priority or randint beyond ~10**6).
     u = jax.random.uniform(key, shape)
     return jnp.minimum((u * size).astype(jnp.int32), size - 1)
 
@@ -136,7 +138,10 @@ def exact_priorities(
     valid = buffer_lib.valid_mask(state)
     log_priority = priority_exponent * jnp.log(jnp.maximum(jnp.abs(td_errors), error_floor))
     log_priority = jnp.where(valid, log_priority, -jnp.inf)
-    shifted = jnp.exp(log_priority - jnp.max(jnp.where(valid, log_priority, 0.0), initial=None))
+    # Shift by the largest *live* log-priority (non-live slots are −inf and must
+    # not enter the max, or a window of tiny priorities would underflow to 0).
+    top = jnp.max(log_priority)
+    shifted = jnp.exp(log_priority - jnp.where(jnp.isfinite(top), top, 0.0))
     shifted = jnp.where(valid, shifted, 0.0)
     return (shifted / jnp.maximum(jnp.sum(shifted), jnp.finfo(shifted.dtype).tiny)).astype(jnp.float32)
 

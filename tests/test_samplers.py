@@ -112,6 +112,14 @@ def test_exact_prioritized_extreme_exponent_and_zero_errors():
     assert float(samplers.exact_priorities(state, errors, 1.0)[buffer.newest_index(state)]) > 0.0
 
 
+def test_tiny_priorities_in_a_partial_memory_do_not_underflow():
+    # Regression: empty slots must not enter the max used for the shift.
+    state = STATES["partial"]
+    p = samplers.exact_priorities(state, jnp.full(MAX_CAPACITY, 1e-3), 20.0)
+    mask = np.asarray(buffer.valid_mask(state))
+    np.testing.assert_allclose(p, mask / mask.sum(), rtol=1e-6)
+
+
 def test_importance_weights_follow_the_formula():
     state = STATES["shrunk"]
     sample = samplers.exact_prioritized(jax.random.key(3), state, TD_ERRORS, 64, 2.0, importance_exponent=0.4)
