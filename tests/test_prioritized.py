@@ -471,3 +471,20 @@ def test_traced_batch_size_is_rejected():
     state = _small(adds=3)
     with pytest.raises(ValueError, match="batch_size"):
         jax.jit(lambda n: prioritized.sample(jax.random.key(0), state, n, 0.5))(4)
+
+
+def test_refresh_and_rebuild_give_bit_identical_trees():
+    # Both code paths of the ancestor refresh (dependent scatters for few
+    # touched leaves, full rebuild for many) must give the same tree.
+    from jaxreplay.prioritized import _build_tree, _refresh_ancestors
+
+    rng = np.random.default_rng(3)
+    leaves = jnp.asarray(rng.random(1024).astype(np.float32))
+    tree = _build_tree(leaves)
+    touched = jnp.array([5, 700], jnp.int32)
+    new_leaves = leaves.at[touched].set(jnp.array([3.5, 0.25], jnp.float32))
+    stale = tree.at[1024 + touched].set(new_leaves[touched])
+    few = _refresh_ancestors(stale, 1024 + touched)  # 1024 > 64 · 2: scatter path
+    many = _refresh_ancestors(stale, jnp.concatenate([1024 + touched] * 16))  # 1024 <= 64 · 32: rebuild
+    np.testing.assert_array_equal(few, _build_tree(new_leaves))
+    np.testing.assert_array_equal(many, _build_tree(new_leaves))
