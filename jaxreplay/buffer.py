@@ -202,9 +202,11 @@ def add(state: BufferState, transition: Transition) -> BufferState:
 def add_batch(state: BufferState, transitions: Transition) -> BufferState:
     """Write ``k`` transitions at once (oldest first) with a single scatter per leaf.
 
-    Equivalent to ``k`` calls of :func:`add` in order. If ``k`` exceeds
+    The live contents, their order, ``size`` and the insertion counter are
+    those of ``k`` calls of :func:`add` in order. If ``k`` exceeds
     ``max_capacity`` only the last ``max_capacity`` are written (the earlier
-    ones would be overwritten anyway).
+    ones would be overwritten anyway), so the slot layout then differs from
+    ``k`` single adds (the write position advances by ``max_capacity``).
 
     Args:
         state: the memory.
