@@ -75,7 +75,7 @@ def flat_init(max_capacity: int) -> FlatState:
 def flat_add(state: FlatState, transition) -> FlatState:
     old = state.buffer
     n = state.priorities.shape[0]
-    forgotten = buffer_lib.oldest_position(old)
+    forgotten = buffer_lib.oldest_index(old)
     # One scatter: zero the forgotten slot (if full and not the one being
     # overwritten) and set the new one; out-of-bounds entries are dropped.
     zero_slot = jnp.where(buffer_lib.is_full(old) & (forgotten != old.write_position), forgotten, n)
@@ -102,7 +102,7 @@ def flat_sample(key, state: FlatState, batch_size: int, importance_exponent) -> 
 def flat_update(state: FlatState, indices, td_errors, alpha, floor=1e-6) -> FlatState:
     p = jnp.power(jnp.abs(td_errors) + floor, alpha)
     n = state.priorities.shape[0]
-    live = (indices - buffer_lib.oldest_position(state.buffer)) % n < state.buffer.size
+    live = (indices - buffer_lib.oldest_index(state.buffer)) % n < state.buffer.size
     target = jnp.where(live, indices, n)
     prio = state.priorities.at[target].set(0.0, mode="drop").at[target].max(p, mode="drop")
     max_priority = jnp.maximum(state.max_priority, jnp.max(jnp.where(live, p, 0.0)))

@@ -274,7 +274,7 @@ def resize(state: BufferState, new_capacity: Any) -> BufferState:
 # Reading
 
 
-def oldest_position(state: BufferState) -> jax.Array:
+def oldest_index(state: BufferState) -> jax.Array:
     """Slot of the oldest live transition (meaningless when empty). ``int32[]``, O(1)."""
     return (state.write_position - state.size) % state.max_capacity
 
@@ -290,7 +290,7 @@ def slot_of(state: BufferState, offsets: jax.Array) -> jax.Array:
     Offsets are not checked against ``size``. Shape of ``offsets`` is kept.
     Cost: O(len(offsets)).
     """
-    return (oldest_position(state) + jnp.asarray(offsets, jnp.int32)) % state.max_capacity
+    return (oldest_index(state) + jnp.asarray(offsets, jnp.int32)) % state.max_capacity
 
 
 def oldest_indices(state: BufferState, num: Any, max_num: int | None = None) -> tuple[jax.Array, jax.Array]:
@@ -332,7 +332,7 @@ def newest_indices(state: BufferState, num: int) -> tuple[jax.Array, jax.Array]:
 def valid_mask(state: BufferState) -> jax.Array:
     """``bool[max_capacity]``: true at the slots of live transitions. Cost: O(max_capacity)."""
     slots = jnp.arange(state.max_capacity, dtype=jnp.int32)
-    return (slots - oldest_position(state)) % state.max_capacity < state.size
+    return (slots - oldest_index(state)) % state.max_capacity < state.size
 
 
 def ages(state: BufferState, indices: jax.Array | None = None) -> jax.Array:

@@ -414,7 +414,7 @@ def update_priorities(
 
     in_range = (indices >= 0) & (indices < max_capacity)
     safe = jnp.clip(indices, 0, max_capacity - 1)
-    age_order = (safe - buffer_lib.oldest_position(state.buffer)) % max_capacity
+    age_order = (safe - buffer_lib.oldest_index(state.buffer)) % max_capacity
     accepted = in_range & (age_order < state.buffer.size)
     error_floor = jnp.asarray(error_floor, _FLOAT)
     priorities = jnp.power(jnp.abs(td_errors) + error_floor, jnp.asarray(priority_exponent, _FLOAT))

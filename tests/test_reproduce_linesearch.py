@@ -61,6 +61,20 @@ def test_tiny_csv_columns_values_and_sources(tiny):
             assert (N, m, 0.0) in er_grid and (N, m, 0.5) in er_grid
 
 
+def test_tiny_csv_experiment_rows_match_their_theory_twins(tiny):
+    # Each experiment row whose (sampler, γ, N, m, α) also has a theory row must
+    # agree with it: the seed-averaged simulation follows the ODE (O(α) error).
+    with open(tiny["csv"], newline="") as fh:
+        rows = list(csv.DictReader(fh))
+    key = lambda r: (r["sampler"], float(r["discount"]), int(r["memory_size"]), int(r["batch_size"]), float(r["step_size"]))  # noqa: E731
+    theory = {key(r): float(r["final_metric"]) for r in rows if r["source"] == "theory"}
+    pairs = [(float(r["final_metric"]), theory[key(r)]) for r in rows if r["source"] == "experiment" and key(r) in theory]
+    assert len(pairs) >= 9
+    gaps = [abs(e - t) for e, t in pairs]
+    assert max(gaps) <= 0.02, max(gaps)
+    assert max(t for _, t in pairs) > 0.1  # the compared values span far more than the tolerance
+
+
 def test_tiny_report_has_every_claim_row(tiny):
     text = open(tiny["report"], encoding="utf-8").read()
     assert "| claim | paper | ours | agrees? | source |" in text

@@ -54,7 +54,7 @@ from jaxreplay.envs import linesearch as env_lib
 
 SAMPLERS = ("uniform", "prioritized", "adaptive")
 FROZEN = ("none", "slope", "intercept")
-WEIGHTS = ("reward", "fixed_point")
+WEIGHTS = theory.REAL_WEIGHTS  # one definition of the two readings (ERRATA 8)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -241,7 +241,7 @@ def run(key: jax.Array, hparams: Hyperparameters, setup: Setup) -> Result:
     _, env_state = env.reset(key, env_params)
     memory = buffer.init(linear.EXAMPLE_TRANSITION, setup.max_capacity, hparams.memory_size)
     carry = (theta0, env_state, memory, adaptive.init())
-    (theta, *_), (dtheta, memory_size) = jax.lax.scan(step, carry, jnp.arange(1, setup.steps + 1))
+    _, (dtheta, memory_size) = jax.lax.scan(step, carry, jnp.arange(1, setup.steps + 1))
     return Result(
         dtheta=dtheta,
         memory_size=memory_size,

@@ -8,7 +8,7 @@ No random keys anywhere. All computations run in float64 inside a scoped
 ``jax.enable_x64`` context; the global JAX configuration is left alone.
 """
 
-from jaxreplay.theory._common import TheoryParams, fixed_point_and_rewards
+from jaxreplay.theory._common import REAL_WEIGHTS, TheoryParams, fixed_point_and_rewards
 from jaxreplay.theory import analytic
 from jaxreplay.theory.analytic import (
     b_coefficients,
@@ -27,6 +27,7 @@ from jaxreplay.theory.analytic import (
 from jaxreplay.theory.ode import MemorySizeSchedule, ODESolution, solve, solve_grid, window_averages
 
 __all__ = [
+    "REAL_WEIGHTS",
     "TheoryParams",
     "fixed_point_and_rewards",
     "MemorySizeSchedule",
