@@ -4,6 +4,7 @@ Subcommands:
     info        versions of jaxreplay and its stack, and the devices JAX sees.
     linesearch  one LineSearch configuration: the ODE theory and the seed-averaged
                 experiment side by side.
+    sweep       run a sweep declared in a TOML file: ``sweep CONFIG.toml --out DIR``.
     reproduce   reproduce the paper: ``reproduce linesearch --out DIR [--full]``.
 """
 
@@ -149,6 +150,35 @@ def _reproduce(args: argparse.Namespace) -> int:
     return 0
 
 
+def _sweep(args: argparse.Namespace) -> int:
+    import tomllib
+
+    from jaxreplay import sweep as sweep_lib
+
+    try:
+        with open(args.config, "rb") as f:
+            config = tomllib.load(f)
+    except FileNotFoundError:
+        raise ValueError(f"CONFIG: no such file {args.config!r}.") from None
+    except tomllib.TOMLDecodeError as e:
+        raise ValueError(f"{args.config}: not valid TOML: {e}") from None
+    options = sweep_lib.run_options(config)
+    if args.chunk_size is not None:
+        options["chunk_size"] = args.chunk_size
+    if args.memory_fraction is not None:
+        options["memory_fraction"] = args.memory_fraction
+    if args.memory_budget_mib is not None:
+        options["memory_budget"] = int(args.memory_budget_mib * 2**20)
+    sweep = sweep_lib.Sweep.from_dict(config)
+    try:
+        result = sweep_lib.run(sweep, args.out, progress=not args.quiet, **options)
+    except MemoryError as e:
+        raise ValueError(str(e)) from None
+    print(result.stats.describe())
+    print(f"results: {args.out}/results.nc (open with jaxreplay.sweep.load)")
+    return 0
+
+
 def _positive(name: str, value: int) -> None:
     if value < 1:
         raise ValueError(f"--{name} must be >= 1, got {value}.")
@@ -175,6 +205,15 @@ def build_parser() -> argparse.ArgumentParser:
     ls.add_argument("--steps", type=int, default=1000, help="T")
     ls.add_argument("--json", action="store_true", help="print one JSON object")
     ls.set_defaults(handler=_linesearch)
+
+    sw = commands.add_parser("sweep", help="run a sweep declared in a TOML file (resumable)")
+    sw.add_argument("config", help="TOML file: experiment, seeds, [setup], [fixed], [grid] or [[points]], [run]")
+    sw.add_argument("--out", required=True, help="output folder (rerun with the same config to resume)")
+    sw.add_argument("--chunk-size", type=int, default=None, help="most runs per compiled call")
+    sw.add_argument("--memory-fraction", type=float, default=None, help="fraction of free device memory to use")
+    sw.add_argument("--memory-budget-mib", type=float, default=None, help="device memory budget in MiB")
+    sw.add_argument("--quiet", action="store_true", help="no progress bar")
+    sw.set_defaults(handler=_sweep)
 
     reproduce = commands.add_parser("reproduce", help="reproduce the paper's figures and claims")
     targets = reproduce.add_subparsers(dest="target", metavar="TARGET", required=True)

@@ -8,16 +8,26 @@ __all__ = ["LineSearch", "LineSearchParams", "LineSearchState", "make", "make_pa
 
 
 def make(env_id: str, **env_kwargs):
-    """``(env, default_params)`` for ``"LineSearch"`` or any registered gymnax id.
+    """``(env, default_params)`` for ``"LineSearch"``, a probe (``"Probe-..."``) or any registered gymnax id.
+
+    For ``"LineSearch"`` and the probes (:mod:`jaxreplay.envs.probes`)
+    ``env_kwargs`` override the parameters; for gymnax ids they go to the
+    environment's constructor.
 
     Raises:
         ValueError: ``env_id`` is unknown; the message lists the known ids.
     """
     if env_id == "LineSearch":
         return LineSearch(), make_params(**env_kwargs)
+    if env_id.startswith("Probe-"):
+        from jaxreplay.envs import probes
+
+        return probes.make(env_id, **env_kwargs)
     import gymnax
 
     if env_id not in gymnax.registered_envs:
-        known = ", ".join(["LineSearch", *gymnax.registered_envs])
+        from jaxreplay.envs.probes import PROBE_IDS
+
+        known = ", ".join(["LineSearch", *PROBE_IDS, *gymnax.registered_envs])
         raise ValueError(f"env_id {env_id!r} is not a known environment; choose one of: {known}.")
     return gymnax.make(env_id, **env_kwargs)

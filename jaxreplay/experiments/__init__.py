@@ -1,0 +1,85 @@
+"""Experiments runnable by the sweep engine (:mod:`jaxreplay.sweep`).
+
+An experiment is an :class:`Experiment`: a small record of pure functions over
+*one run*. The engine vmaps them over the run axis, shards that axis over
+devices, and knows nothing else about the experiment. A run is split into
+``num_segments(setup)`` segments so that long runs (DQN) are a host loop over
+one compiled segment, with progress and memory that does not grow with the
+run's length:
+
+.. code-block:: text
+
+    state = init(key, hparams, setup)                 # one run's full state
+    for _ in range(num_segments(setup)):
+        state, record = advance(state, hparams, setup)   # record: dict of arrays [L, ...]
+    summary = summarize(state, hparams, setup)        # dict of arrays; "diverged": bool[]
+
+The engine concatenates each record leaf over segments along its first axis
+(named by ``record_dims``), so a run's curves have length ``L × num_segments``.
+
+Contract:
+
+* ``setup`` is a frozen (hashable) dataclass of static settings (shapes, code
+  paths); ``hparams`` a NamedTuple of scalar hyperparameters, each traced:
+  a sweep varies them without recompiling.
+* ``check(hparams, setup)`` raises ``ValueError`` naming any *concrete*
+  hyperparameter outside its range (it is called on the sweep's values, as
+  NumPy arrays, before anything is compiled).
+* All randomness of a run derives from its ``key``; nothing may depend on the
+  run's position in a batch (results must be identical whatever the chunking).
+* ``summarize`` returns ``"diverged"`` (``bool[]``): the run became non-finite.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any, NamedTuple
+
+
+class Experiment(NamedTuple):
+    """One experiment's functions, as the sweep engine uses them (see the module docstring).
+
+    Attributes:
+        name: registry name (``"linesearch"``, ``"dqn"``).
+        setup_type: the frozen dataclass of static settings.
+        hyperparameters_type: the NamedTuple of traced scalar hyperparameters
+            (its defaults are the experiment's defaults).
+        check: ``check(hparams, setup) -> None``; ValueError naming the field.
+        init: ``init(key, hparams, setup) -> state`` for one run.
+        advance: ``advance(state, hparams, setup) -> (state, record)``, one segment.
+        summarize: ``summarize(state, hparams, setup) -> dict`` with ``"diverged"``.
+        num_segments: ``num_segments(setup) -> int``.
+        record_dims: ``record_dims(setup) -> {name: dims}``: names of each record
+            leaf's axes (the first is concatenated over segments).
+        summary_dims: ``summary_dims(setup) -> {name: dims}`` (``()`` for scalars).
+        coords: ``coords(setup) -> {dim: values}``: coordinates of record/summary
+            dims (e.g. the step number of each recorded point).
+    """
+
+    name: str
+    setup_type: type
+    hyperparameters_type: type
+    check: Callable[[Any, Any], None]
+    init: Callable[..., Any]
+    advance: Callable[..., Any]
+    summarize: Callable[..., Any]
+    num_segments: Callable[[Any], int]
+    record_dims: Callable[[Any], dict]
+    summary_dims: Callable[[Any], dict]
+    coords: Callable[[Any], dict]
+
+
+def get(name: str) -> Experiment:
+    """The registered :class:`Experiment` called ``name`` (ValueError listing the known ones)."""
+    if name == "linesearch":
+        from jaxreplay.experiments import linesearch
+
+        return linesearch.EXPERIMENT
+    if name == "dqn":
+        from jaxreplay.experiments import dqn
+
+        return dqn.EXPERIMENT
+    raise ValueError(f"experiment must be one of {NAMES}, got {name!r}.")
+
+
+NAMES = ("linesearch", "dqn")

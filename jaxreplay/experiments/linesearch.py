@@ -51,6 +51,7 @@ import numpy as np
 from jaxreplay import _validation, adaptive, buffer, samplers, theory
 from jaxreplay.agents import linear
 from jaxreplay.envs import linesearch as env_lib
+from jaxreplay.experiments import Experiment
 
 SAMPLERS = ("uniform", "prioritized", "adaptive")
 FROZEN = ("none", "slope", "intercept")
@@ -180,34 +181,78 @@ def targets(hparams: Hyperparameters, setup: Setup) -> tuple[jax.Array, jax.Arra
     return jnp.stack([beta1, beta2]), jnp.stack([theta1, theta2])
 
 
-def run(key: jax.Array, hparams: Hyperparameters, setup: Setup) -> Result:
-    """Simulate one LineSearch run of ``setup.steps`` steps.
+class State(NamedTuple):
+    """One run's state between segments (the sweep engine's ``init``/``advance`` contract).
 
-    Args:
-        key: PRNG key of the run (all its randomness derives from it, per step
-            with ``fold_in``, so a run never depends on how a sweep is batched).
-        hparams: traced :class:`Hyperparameters` (scalars).
-        setup: static :class:`Setup`.
-
-    Returns:
-        A :class:`Result`. Cost per step: O(max_batch_size) for ER/aER (plus
-        O(max_num_old) for aER's check), O(max_batch_size · max_capacity) for pER.
+    Attributes:
+        key: the run's PRNG key.
+        step: ``int32[]``, steps done so far.
+        theta: ``float32[2]``, the agent's weights.
+        env_state: the environment's state.
+        memory: the :class:`~jaxreplay.buffer.BufferState`.
+        controller: the :class:`~jaxreplay.adaptive.AdaptiveState` (unused unless aER).
+        diverged: ``bool[]``, sticky: θ was non-finite after some step.
     """
-    check_hyperparameters(hparams, setup)
-    hparams = Hyperparameters(*(jnp.asarray(h) for h in hparams))
-    reward_weights, theta_star = targets(hparams, setup)
-    env = env_lib.LineSearch()
-    env_params = env_lib.LineSearchParams(
+
+    key: jax.Array
+    step: jax.Array
+    theta: jax.Array
+    env_state: Any
+    memory: buffer.BufferState
+    controller: adaptive.AdaptiveState
+    diverged: jax.Array
+
+
+def _as_arrays(hparams: Hyperparameters) -> Hyperparameters:
+    return Hyperparameters(*(jnp.asarray(h) for h in hparams))
+
+
+def _env_params(hparams: Hyperparameters, setup: Setup) -> env_lib.LineSearchParams:
+    reward_weights, _ = targets(hparams, setup)
+    return env_lib.LineSearchParams(
         initial_position=setup.initial_position,
         speed=setup.speed,
         reward_slope=reward_weights[0],
         reward_intercept=reward_weights[1],
         horizon=setup.steps,
     )
-    trainable = jnp.array({"none": [1.0, 1.0], "slope": [0.0, 1.0], "intercept": [1.0, 0.0]}[setup.frozen])
-    theta0 = jnp.where(trainable > 0, jnp.asarray(setup.initial_weights, jnp.float32), theta_star)
+
+
+def _trainable(setup: Setup) -> jax.Array:
+    return jnp.array({"none": [1.0, 1.0], "slope": [0.0, 1.0], "intercept": [1.0, 0.0]}[setup.frozen])
+
+
+def init(key: jax.Array, hparams: Hyperparameters, setup: Setup) -> State:
+    """The :class:`State` of a run before its first step (a frozen weight starts at its target)."""
+    hparams = _as_arrays(hparams)
+    _, theta_star = targets(hparams, setup)
+    theta0 = jnp.where(_trainable(setup) > 0, jnp.asarray(setup.initial_weights, jnp.float32), theta_star)
+    _, env_state = env_lib.LineSearch().reset(key, _env_params(hparams, setup))
+    memory = buffer.init(linear.EXAMPLE_TRANSITION, setup.max_capacity, hparams.memory_size)
+    return State(key, jnp.int32(0), theta0, env_state, memory, adaptive.init(), jnp.bool_(False))
+
+
+def advance(state: State, hparams: Hyperparameters, setup: Setup) -> tuple[State, dict]:
+    """Run all ``setup.steps`` steps (LineSearch runs are one segment).
+
+    Returns:
+        ``(state, record)`` with ``record["dtheta"]`` ``float32[T, 2]`` (θ − θ*
+        after the updates of each step) and ``record["capacity"]``
+        ``int32[T]`` (the memory's capacity after each step; named
+        ``capacity``, not ``memory_size``, because a sweep labels its runs by
+        the hyperparameter ``memory_size``). Cost per step:
+        O(max_batch_size) for ER/aER (plus O(max_num_old) for aER's check),
+        O(max_batch_size · max_capacity) for pER.
+    """
+    hparams = _as_arrays(hparams)
+    _, theta_star = targets(hparams, setup)
+    env = env_lib.LineSearch()
+    env_params = _env_params(hparams, setup)
+    trainable = _trainable(setup)
+    key = state.key
+
     def step(carry, t):
-        theta, env_state, memory, controller = carry
+        theta, env_state, memory, controller, diverged = carry
         step_key = jax.random.fold_in(key, t)
         replay_key, adaptive_key = jax.random.split(step_key)
         action = linear.greedy_action(theta)
@@ -236,18 +281,39 @@ def run(key: jax.Array, hparams: Hyperparameters, setup: Setup) -> Result:
                 shrink_reading=setup.shrink_reading,
             )
             memory = buffer.resize(memory, capacity)
-        return (theta, next_state, memory, controller), (theta - theta_star, memory.capacity)
+        diverged = diverged | ~jnp.all(jnp.isfinite(theta))
+        return (theta, next_state, memory, controller, diverged), (theta - theta_star, memory.capacity)
 
-    _, env_state = env.reset(key, env_params)
-    memory = buffer.init(linear.EXAMPLE_TRANSITION, setup.max_capacity, hparams.memory_size)
-    carry = (theta0, env_state, memory, adaptive.init())
-    _, (dtheta, memory_size) = jax.lax.scan(step, carry, jnp.arange(1, setup.steps + 1))
-    return Result(
-        dtheta=dtheta,
-        memory_size=memory_size,
-        final_metric=jnp.abs(dtheta[-1]).sum(),
-        diverged=~jnp.all(jnp.isfinite(dtheta)),
-    )
+    carry = (state.theta, state.env_state, state.memory, state.controller, state.diverged)
+    steps = state.step + jnp.arange(1, setup.steps + 1, dtype=jnp.int32)
+    (theta, env_state, memory, controller, diverged), (dtheta, memory_size) = jax.lax.scan(step, carry, steps)
+    new_state = State(key, state.step + setup.steps, theta, env_state, memory, controller, diverged)
+    return new_state, {"dtheta": dtheta, "capacity": memory_size}
+
+
+def summarize(state: State, hparams: Hyperparameters, setup: Setup) -> dict:
+    """``final_metric`` (``float32[]``, M = |Δθ1(T)| + |Δθ2(T)|) and ``diverged`` (``bool[]``)."""
+    _, theta_star = targets(_as_arrays(hparams), setup)
+    return {"final_metric": jnp.abs(state.theta - theta_star).sum(), "diverged": state.diverged}
+
+
+def run(key: jax.Array, hparams: Hyperparameters, setup: Setup) -> Result:
+    """Simulate one LineSearch run of ``setup.steps`` steps (:func:`init`, :func:`advance`, :func:`summarize`).
+
+    Args:
+        key: PRNG key of the run (all its randomness derives from it, per step
+            with ``fold_in``, so a run never depends on how a sweep is batched).
+        hparams: traced :class:`Hyperparameters` (scalars).
+        setup: static :class:`Setup`.
+
+    Returns:
+        A :class:`Result`. Cost per step: O(max_batch_size) for ER/aER (plus
+        O(max_num_old) for aER's check), O(max_batch_size · max_capacity) for pER.
+    """
+    check_hyperparameters(hparams, setup)
+    state, record = advance(init(key, hparams, setup), hparams, setup)
+    summary = summarize(state, hparams, setup)
+    return Result(record["dtheta"], record["capacity"], summary["final_metric"], summary["diverged"])
 
 
 def replay(key, theta, memory, hparams: Hyperparameters, setup: Setup, trainable):
@@ -308,3 +374,18 @@ def run_grid(keys: jax.Array, hparams: Hyperparameters, setup: Setup) -> Result:
 def broadcast_hyperparameters(hparams: Hyperparameters, runs: int) -> Hyperparameters:
     """Give every field of ``hparams`` the leading shape ``[runs]`` (dtype kept)."""
     return Hyperparameters(*(jnp.broadcast_to(jnp.asarray(h), (runs,)) for h in hparams))
+
+
+EXPERIMENT = Experiment(
+    name="linesearch",
+    setup_type=Setup,
+    hyperparameters_type=Hyperparameters,
+    check=check_hyperparameters,
+    init=init,
+    advance=advance,
+    summarize=summarize,
+    num_segments=lambda setup: 1,
+    record_dims=lambda setup: {"dtheta": ("step", "weight"), "capacity": ("step",)},
+    summary_dims=lambda setup: {"final_metric": (), "diverged": ()},
+    coords=lambda setup: {"step": np.arange(1, setup.steps + 1, dtype=np.int32), "weight": np.array(["theta1", "theta2"])},
+)

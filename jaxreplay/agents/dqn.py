@@ -1,0 +1,292 @@
+"""Deep Q-network (DQN) agent: pure functions over flax parameters and optax state.
+
+The Q-network is an MLP ``obs -> Q(obs, ·)`` with ReLU hidden layers
+(:class:`QNetwork`; the paper uses one hidden layer for CartPole and two for
+MountainCar and Acrobot). Everything here is a pure function that jits and
+vmaps; every number that a sweep may vary (step size, discount, ε schedule,
+target period or τ, Adam's ε) is an argument that may be traced. What changes
+code or shapes (network widths, loss, double DQN, optimizer) is a Python
+value fixed at trace time.
+
+A *transition batch* is a dict of arrays with a leading batch axis ``B``::
+
+    obs         float32[B, *obs_shape]
+    action      int32[B]
+    reward      float32[B]
+    next_obs    float32[B, *obs_shape]   the true next observation (before any auto-reset)
+    terminated  float32[B]               1.0 where the episode *terminated* (no bootstrap)
+
+Only ``terminated`` stops bootstrapping: a time-limit truncation is not a
+terminal state, so its target bootstraps from ``next_obs`` (the caller stores
+the final observation there, not the reset one).
+
+TD error and target (``Q`` online, ``Q̄`` target network)::
+
+    δ = r + γ (1 - terminated) Q̄(s', a*) - Q(s, a)
+    a* = argmax_a Q̄(s', a)        (DQN)
+    a* = argmax_a Q(s', a)        (double DQN, van Hasselt et al. 2016)
+
+Losses (per transition, then averaged with importance weights ``w``):
+``"mse"`` is ``δ² / 2`` (its gradient is the TD update ``-δ ∇Q``) and
+``"huber"`` is ``optax.huber_loss(δ, delta=1)`` (quadratic ``δ²/2`` for
+``|δ| <= 1``, linear beyond). The target is held fixed (``stop_gradient``).
+
+Optimizers are built with a *unit* learning rate and the step size is applied
+by :func:`apply_updates` as a multiplication, so the step size is an ordinary
+traced scalar (``optax.inject_hyperparams`` would do the same but stores the
+rate in the optimizer state; a plain product keeps the state free of it).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import flax.linen as nn
+import jax
+import jax.numpy as jnp
+import optax
+
+LOSSES = ("mse", "huber")
+OPTIMIZERS = ("adam", "sgd")
+
+Params = Any  # a flax parameter pytree
+Batch = dict  # see the module docstring
+
+
+class QNetwork(nn.Module):
+    """MLP Q-network: ``float32[..., obs_dim] -> float32[..., num_actions]``.
+
+    Observations with more than one axis (e.g. MinAtar's ``[10, 10, C]``)
+    are flattened: pass ``obs_ndim`` so the leading (batch) axes are kept.
+
+    Attributes:
+        hidden_sizes: widths of the ReLU hidden layers, e.g. ``(64,)``.
+        num_actions: number of discrete actions.
+        obs_ndim: number of trailing axes that form one observation (1 for a
+            flat vector).
+    """
+
+    hidden_sizes: tuple[int, ...]
+    num_actions: int
+    obs_ndim: int = 1
+
+    @nn.compact
+    def __call__(self, obs: jax.Array) -> jax.Array:
+        x = jnp.asarray(obs, jnp.float32)
+        lead = x.shape[: x.ndim - self.obs_ndim]
+        x = x.reshape(*lead, -1)
+        for width in self.hidden_sizes:
+            x = nn.relu(nn.Dense(width)(x))
+        return nn.Dense(self.num_actions)(x)
+
+
+def init_params(key: jax.Array, network: QNetwork, obs_shape: tuple[int, ...]) -> Params:
+    """Random initial parameters (flax defaults: LeCun-normal kernels, zero biases).
+
+    Args:
+        key: PRNG key.
+        network: the :class:`QNetwork`.
+        obs_shape: shape of one observation.
+
+    Returns:
+        The parameter pytree (``{"params": {...}}``). Cost: O(#parameters).
+    """
+    return network.init(key, jnp.zeros(obs_shape, jnp.float32))
+
+
+def make_optimizer(name: str, adam_epsilon: Any = 1e-8) -> optax.GradientTransformation:
+    """The optimizer *without* its step size (see :func:`apply_updates`).
+
+    Args:
+        name: ``"adam"`` (``optax.scale_by_adam``, β = (0.9, 0.999)) or
+            ``"sgd"`` (identity: plain gradient steps).
+        adam_epsilon: Adam's ε (may be traced; build the optimizer inside the
+            traced function then). Ignored for ``"sgd"``.
+
+    Returns:
+        An ``optax.GradientTransformation`` whose ``init`` does not depend on
+        ``adam_epsilon`` (so the optimizer state can be created with any ε).
+    """
+    if name == "adam":
+        return optax.scale_by_adam(eps=adam_epsilon)
+    if name == "sgd":
+        return optax.identity()
+    raise ValueError(f"optimizer must be one of {OPTIMIZERS}, got {name!r}.")
+
+
+def apply_updates(params: Params, updates: Params, step_size: Any) -> Params:
+    """``params - step_size · updates`` (gradient *descent*; ``step_size`` may be traced)."""
+    step_size = jnp.asarray(step_size, jnp.float32)
+    return jax.tree.map(lambda p, u: p - step_size * u.astype(p.dtype), params, updates)
+
+
+def epsilon_schedule(step: Any, start: Any, end: Any, decay_steps: Any) -> jax.Array:
+    """Linear ε schedule: ``start`` at step 0, ``end`` from ``decay_steps`` on.
+
+    Args:
+        step: environment steps done so far (integer, may be traced).
+        start, end: ε at the two ends (in [0, 1]; may be traced).
+        decay_steps: length of the ramp (integer >= 0; 0 means ``end`` at once).
+
+    Returns:
+        ``float32[]``.
+    """
+    step = jnp.asarray(step, jnp.float32)
+    decay_steps = jnp.asarray(decay_steps, jnp.float32)
+    fraction = jnp.where(decay_steps > 0, jnp.clip(step / jnp.maximum(decay_steps, 1.0), 0.0, 1.0), 1.0)
+    return (start + fraction * (end - start)).astype(jnp.float32)
+
+
+def epsilon_greedy(key: jax.Array, q_values: jax.Array, epsilon: Any) -> jax.Array:
+    """Pick ``argmax q`` with probability ``1 - ε``, else a uniform random action.
+
+    Args:
+        key: PRNG key.
+        q_values: ``float32[num_actions]``.
+        epsilon: exploration probability (may be traced).
+
+    Returns:
+        ``int32[]``. Ties in ``argmax`` go to the lowest action. Cost: two
+        random numbers.
+    """
+    explore_key, action_key = jax.random.split(key)
+    greedy = jnp.argmax(q_values, axis=-1).astype(jnp.int32)
+    random_action = jax.random.randint(action_key, (), 0, q_values.shape[-1], jnp.int32)
+    return jnp.where(jax.random.uniform(explore_key) < epsilon, random_action, greedy)
+
+
+def td_errors(
+    network: QNetwork,
+    params: Params,
+    target_params: Params,
+    batch: Batch,
+    discount: Any,
+    *,
+    double: bool = False,
+) -> jax.Array:
+    """TD errors ``δ = r + γ (1 - terminated) Q̄(s', a*) - Q(s, a)`` of a batch.
+
+    Args:
+        network: the :class:`QNetwork`.
+        params: online parameters (``Q``).
+        target_params: target-network parameters (``Q̄``).
+        batch: transition batch with leading axis ``B`` (module docstring).
+        discount: γ in [0, 1) (may be traced).
+        double: choose ``a*`` with the online network (double DQN).
+
+    Returns:
+        ``float32[B]``; the target part carries no gradient. Cost: two
+        (three with ``double``) forward passes on ``B`` observations.
+    """
+    q = network.apply(params, batch["obs"])
+    q_taken = jnp.take_along_axis(q, batch["action"][:, None].astype(jnp.int32), axis=-1)[:, 0]
+    return _target(network, params, target_params, batch, discount, double) - q_taken
+
+
+def _target(network, params, target_params, batch, discount, double):
+    next_target = network.apply(target_params, batch["next_obs"])
+    if double:
+        best = jnp.argmax(network.apply(params, batch["next_obs"]), axis=-1)
+        bootstrap = jnp.take_along_axis(next_target, best[:, None], axis=-1)[:, 0]
+    else:
+        bootstrap = jnp.max(next_target, axis=-1)
+    not_terminal = 1.0 - batch["terminated"].astype(jnp.float32)
+    target = batch["reward"].astype(jnp.float32) + discount * not_terminal * bootstrap
+    return jax.lax.stop_gradient(target)
+
+
+def elementwise_loss(delta: jax.Array, loss: str) -> jax.Array:
+    """``δ²/2`` (``"mse"``) or the Huber loss with threshold 1 (``"huber"``); shape of ``delta``."""
+    if loss == "mse":
+        return 0.5 * jnp.square(delta)
+    if loss == "huber":
+        return optax.huber_loss(delta, delta=1.0)
+    raise ValueError(f"loss must be one of {LOSSES}, got {loss!r}.")
+
+
+def loss_fn(
+    params: Params,
+    network: QNetwork,
+    target_params: Params,
+    batch: Batch,
+    weights: jax.Array,
+    discount: Any,
+    *,
+    loss: str = "mse",
+    double: bool = False,
+) -> tuple[jax.Array, jax.Array]:
+    """Importance-weighted mean TD loss and the TD errors.
+
+    Args:
+        params: online parameters (differentiated).
+        network, target_params, batch, discount, double: as :func:`td_errors`.
+        weights: ``float32[B]`` importance weights (ones for uniform replay).
+        loss: ``"mse"`` or ``"huber"`` (module docstring).
+
+    Returns:
+        ``(loss float32[], td_errors float32[B])``: the loss is
+        ``mean(weights · ℓ(δ))``.
+    """
+    delta = td_errors(network, params, target_params, batch, discount, double=double)
+    return jnp.mean(weights * elementwise_loss(delta, loss)), delta
+
+
+def train_step(
+    network: QNetwork,
+    optimizer: optax.GradientTransformation,
+    params: Params,
+    target_params: Params,
+    opt_state: Any,
+    batch: Batch,
+    weights: jax.Array,
+    step_size: Any,
+    discount: Any,
+    *,
+    loss: str = "mse",
+    double: bool = False,
+) -> tuple[Params, Any, jax.Array, jax.Array]:
+    """One gradient step on the TD loss of ``batch``.
+
+    Args:
+        network: the :class:`QNetwork`.
+        optimizer: from :func:`make_optimizer` (unit step size).
+        params, target_params: online and target parameters.
+        opt_state: the optimizer state for ``params``.
+        batch: transition batch, leading axis ``B``.
+        weights: ``float32[B]`` importance weights.
+        step_size: learning rate α (may be traced).
+        discount: γ (may be traced).
+        loss, double: static choices (see :func:`loss_fn`).
+
+    Returns:
+        ``(params, opt_state, loss float32[], td_errors float32[B])``; the TD
+        errors are those *before* the step (what prioritized replay stores).
+        Cost: one forward and backward pass on ``B`` transitions plus the
+        target's forward pass(es).
+    """
+    (value, delta), grads = jax.value_and_grad(loss_fn, has_aux=True)(
+        params, network, target_params, batch, weights, discount, loss=loss, double=double
+    )
+    updates, opt_state = optimizer.update(grads, opt_state, params)
+    return apply_updates(params, updates, step_size), opt_state, value, delta
+
+
+def hard_target_update(params: Params, target_params: Params, copy: jax.Array) -> Params:
+    """``params`` where ``copy`` (``bool[]``, may be traced) else ``target_params``."""
+    return jax.tree.map(lambda p, t: jnp.where(copy, p, t), params, target_params)
+
+
+def polyak_target_update(params: Params, target_params: Params, tau: Any) -> Params:
+    """``τ · params + (1 - τ) · target_params`` (τ in [0, 1], may be traced)."""
+    tau = jnp.asarray(tau, jnp.float32)
+    return jax.tree.map(lambda p, t: tau * p + (1.0 - tau) * t, params, target_params)
+
+
+def greedy_action(network: QNetwork, params: Params, obs: jax.Array) -> jax.Array:
+    """``argmax_a Q(obs, a)``: ``int32[...]`` for observations of leading shape ``...``."""
+    return jnp.argmax(network.apply(params, obs), axis=-1).astype(jnp.int32)
+
+
+def is_finite(params: Params) -> jax.Array:
+    """``bool[]``: every parameter is finite."""
+    return jnp.all(jnp.stack([jnp.all(jnp.isfinite(leaf)) for leaf in jax.tree.leaves(params)]))

@@ -1,0 +1,218 @@
+"""Probe environments with known Q-values, for testing value-based agents.
+
+Each is a tiny gymnax :class:`~gymnax.environments.environment.Environment`
+(``reset(key, params) -> (obs, state)``; ``step(key, state, action, params)
+-> (obs, state, reward, terminated, truncated, info)`` with auto-reset and
+``info["final_observation"]``) whose action values under any policy are
+known in closed form, given by its ``true_q(obs, params, discount)``. A
+correct learner must converge to them; each probe isolates one piece of the
+learner (Andy Jones's "debugging RL" probes, plus a time-limit probe):
+
+* ``"Probe-OneStep"`` (:class:`OneStepProbe`): observation ``[0]``, two
+  actions, one step, then termination. Reward ``reward + action_bonus ·
+  action``. ``Q(0, a) = reward + action_bonus · a``: checks the regression
+  and the action indexing; no bootstrapping.
+* ``"Probe-TwoStep"`` (:class:`TwoStepProbe`): observations ``[0]`` then
+  ``[1]``, two actions that do the same, reward ``first_reward`` on the
+  first step and ``reward`` on the second, which terminates.
+  ``Q([1], ·) = reward`` and ``Q([0], ·) = first_reward + γ · reward``:
+  checks discounting and bootstrapping through a non-terminal step.
+* ``"Probe-Truncation"`` (:class:`TruncationProbe`): a flag ``f = ±1`` drawn
+  at reset is the observation and never changes; every step pays
+  ``reward``. With ``f = +1`` the first step *terminates*; with ``f = -1``
+  the episode never terminates but is *truncated* by the time limit
+  ``max_steps_in_episode`` (default 1). The continuing task's values are
+  ``Q([+1], ·) = reward`` and ``Q([-1], ·) = reward / (1 - γ)``. A learner
+  that treats truncation as termination learns ``Q([-1]) = reward`` (for
+  ``max_steps_in_episode = 1``); one that bootstraps through termination
+  learns ``Q([+1]) = reward / (1 - γ)``.
+
+All are deterministic apart from the truncation probe's flag; keys are
+accepted for the API.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import jax
+import jax.numpy as jnp
+from flax import struct
+from gymnax.environments import environment, spaces
+
+from jaxreplay import _validation
+
+PROBE_IDS = ("Probe-OneStep", "Probe-TwoStep", "Probe-Truncation")
+
+
+@struct.dataclass
+class ProbeState(environment.EnvState):
+    """``time``: int32[] steps taken this episode; ``flag``: float32[] (the truncation probe's ±1, else 0)."""
+
+    flag: jax.Array
+
+
+@struct.dataclass
+class OneStepParams(environment.EnvParams):
+    """``reward``: reward of action 0; ``action_bonus``: extra reward of action 1."""
+
+    reward: float = 1.0
+    action_bonus: float = 0.0
+    max_steps_in_episode: int = 10
+
+
+@struct.dataclass
+class TwoStepParams(environment.EnvParams):
+    """``first_reward``: reward of the first step; ``reward``: of the second (terminal) one."""
+
+    first_reward: float = 0.0
+    reward: float = 1.0
+    max_steps_in_episode: int = 10
+
+
+@struct.dataclass
+class TruncationParams(environment.EnvParams):
+    """``reward`` per step; ``max_steps_in_episode``: the time limit that truncates ``f = -1`` episodes."""
+
+    reward: float = 1.0
+    max_steps_in_episode: int = 1
+
+
+class _Probe(environment.Environment):
+    """Shared plumbing: one-dimensional float observation, two actions."""
+
+    def get_obs(self, state, params=None, key=None):
+        return jnp.reshape(self._obs_value(state), (1,)).astype(jnp.float32)
+
+    def _obs_value(self, state):
+        raise NotImplementedError
+
+    @property
+    def num_actions(self) -> int:
+        return 2
+
+    def action_space(self, params=None):
+        return spaces.Discrete(2)
+
+    def observation_space(self, params):
+        return spaces.Box(-1.0, 1.0, (1,), jnp.float32)
+
+    def is_terminated(self, state, params):
+        return jnp.zeros((), bool)
+
+    def _state(self, time, flag=0.0):
+        return ProbeState(time=jnp.asarray(time, jnp.int32), flag=jnp.asarray(flag, jnp.float32))
+
+
+class OneStepProbe(_Probe):
+    """One step, reward ``reward + action_bonus · action``, then termination (module docstring)."""
+
+    @property
+    def default_params(self) -> OneStepParams:
+        return OneStepParams()
+
+    def _obs_value(self, state):
+        return jnp.zeros((), jnp.float32)
+
+    def reset_env(self, key, params):
+        state = self._state(0)
+        return self.get_obs(state), state
+
+    def step_env(self, key, state, action, params):
+        reward = params.reward + params.action_bonus * jnp.asarray(action, jnp.float32)
+        state = self._state(state.time + 1)
+        return self.get_obs(state), state, jnp.asarray(reward, jnp.float32), jnp.ones((), bool), {}
+
+    def true_q(self, obs: jax.Array, params: OneStepParams, discount: Any) -> jax.Array:
+        """``float32[..., 2]`` for observations ``float32[..., 1]`` (only ``[0]`` occurs)."""
+        q = jnp.stack([jnp.float32(params.reward), jnp.float32(params.reward + params.action_bonus)])
+        return jnp.broadcast_to(q, (*obs.shape[:-1], 2))
+
+    @property
+    def name(self) -> str:
+        return "Probe-OneStep"
+
+
+class TwoStepProbe(_Probe):
+    """Observations ``[0]`` then ``[1]``; the second step pays ``reward`` and terminates."""
+
+    @property
+    def default_params(self) -> TwoStepParams:
+        return TwoStepParams()
+
+    def _obs_value(self, state):
+        return state.time.astype(jnp.float32)
+
+    def reset_env(self, key, params):
+        state = self._state(0)
+        return self.get_obs(state), state
+
+    def step_env(self, key, state, action, params):
+        last = state.time >= 1
+        reward = jnp.where(last, params.reward, params.first_reward).astype(jnp.float32)
+        state = self._state(state.time + 1)
+        return self.get_obs(state), state, reward, last, {}
+
+    def true_q(self, obs: jax.Array, params: TwoStepParams, discount: Any) -> jax.Array:
+        """``float32[..., 2]``: ``reward`` at ``[1]``, ``first_reward + γ·reward`` at ``[0]``."""
+        value = jnp.where(obs[..., 0] >= 0.5, params.reward, params.first_reward + discount * params.reward)
+        return jnp.repeat(value[..., None], 2, axis=-1).astype(jnp.float32)
+
+    @property
+    def name(self) -> str:
+        return "Probe-TwoStep"
+
+
+class TruncationProbe(_Probe):
+    """Flag ``f = ±1``: ``+1`` terminates after one step, ``-1`` is only truncated by the time limit."""
+
+    @property
+    def default_params(self) -> TruncationParams:
+        return TruncationParams()
+
+    def _obs_value(self, state):
+        return state.flag
+
+    def reset_env(self, key, params):
+        flag = jnp.where(jax.random.bernoulli(key), 1.0, -1.0)
+        state = self._state(0, flag)
+        return self.get_obs(state), state
+
+    def step_env(self, key, state, action, params):
+        state = self._state(state.time + 1, state.flag)
+        terminated = state.flag > 0
+        return self.get_obs(state), state, jnp.asarray(params.reward, jnp.float32), terminated, {}
+
+    def true_q(self, obs: jax.Array, params: TruncationParams, discount: Any) -> jax.Array:
+        """``float32[..., 2]``: ``reward`` at ``[+1]``, ``reward / (1 - γ)`` at ``[-1]``."""
+        value = jnp.where(obs[..., 0] > 0, params.reward, params.reward / (1.0 - discount))
+        return jnp.repeat(value[..., None], 2, axis=-1).astype(jnp.float32)
+
+    @property
+    def name(self) -> str:
+        return "Probe-Truncation"
+
+
+_CLASSES = {"Probe-OneStep": OneStepProbe, "Probe-TwoStep": TwoStepProbe, "Probe-Truncation": TruncationProbe}
+
+
+def make(env_id: str, **overrides: Any):
+    """``(env, params)`` for a probe id, with checked parameter overrides.
+
+    Raises:
+        ValueError: unknown id, unknown parameter, non-finite reward or
+            ``max_steps_in_episode < 1`` (the message names the argument).
+    """
+    if env_id not in _CLASSES:
+        raise ValueError(f"env_id {env_id!r} is not a probe; choose one of {PROBE_IDS}.")
+    env = _CLASSES[env_id]()
+    defaults = env.default_params
+    unknown = set(overrides) - set(defaults.__dataclass_fields__)
+    if unknown:
+        raise ValueError(f"{sorted(unknown)} are not parameters of {env_id}; it has {sorted(defaults.__dataclass_fields__)}.")
+    params = defaults.replace(**overrides)
+    for name in ("reward", "action_bonus", "first_reward"):
+        if hasattr(params, name):
+            _validation.check_float(name, getattr(params, name))
+    _validation.check_int("max_steps_in_episode", params.max_steps_in_episode, low=1)
+    return env, params
