@@ -355,7 +355,7 @@ def estimate_bytes_per_run(sweep: Sweep) -> int:
     """
     exp, setup = sweep.exp, sweep.make_setup()
     hparams = jax.tree.map(lambda x: jax.ShapeDtypeStruct((), x.dtype), sweep.hyperparameters(np.arange(1)))
-    key = jax.ShapeDtypeStruct((), jax.random.key(0).dtype)
+    key = jax.eval_shape(lambda: jax.random.key(0))  # shapes only: nothing compiled
     state = jax.eval_shape(lambda k, h: exp.init(k, h, setup), key, hparams)
     state2, record = jax.eval_shape(lambda s, h: exp.advance(s, h, setup), state, hparams)
     summary = jax.eval_shape(lambda s, h: exp.summarize(s, h, setup), state2, hparams)

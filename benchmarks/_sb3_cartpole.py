@@ -1,0 +1,145 @@
+"""Baseline for DQN throughput: Stable-Baselines3's DQN on gymnasium's CartPole-v1.
+
+:func:`measure_sb3` trains one SB3 ``DQN`` (PyTorch, CPU) for ``total_steps``
+environment steps and reports how fast it went: environment steps per second
+and gradient updates per second, both over the wall time of
+``model.learn(...)`` alone. Importing torch / SB3, building the environment
+and the model (network, optimizer, replay-buffer allocation) are setup and
+are timed apart (``setup_seconds``), never mixed into the rates.
+
+The configuration is SB3's defaults (Adam at 1e-4, Huber loss, gradient-norm
+clip 10, target copy every 10 000 steps, ε decayed over the first 10 % of the
+steps) except what a throughput comparison has to fix: the MLP's hidden
+sizes, the minibatch size, one environment step per ``train_freq`` updates
+(``gradient_steps=1``), ``learning_starts`` and the replay capacity (default:
+``total_steps``, so nothing is forgotten and no unused memory is allocated;
+SB3's uniform sampling costs the same whatever the capacity). One
+environment, one process: SB3 trains one agent at a time.
+
+Both rates are aggregates over the whole ``learn`` call, which includes the
+``learning_starts`` steps taken before the first update (those steps are
+cheaper, so keep ``learning_starts`` small next to ``total_steps``).
+
+Threads: torch uses ``torch_threads`` intra-op threads (default 1). For a
+50 × 64 MLP one matrix product is microseconds of work, less than handing it
+to a second thread costs; on the 2-core machine of this project 1 thread was
+faster than 2 (see the module's ``__main__`` to compare). The setting is
+process-wide and is restored after the measurement.
+
+Needs the ``bench`` extra (torch, stable-baselines3, gymnasium); without
+them :func:`measure_sb3` raises ``ImportError`` saying what to install.
+"""
+
+from __future__ import annotations
+
+import time
+from typing import Sequence
+
+INSTALL_HINT = (
+    "benchmarks._sb3_cartpole needs torch, stable-baselines3 and gymnasium. Install the benchmark extra "
+    "from the repository root: pip install -e '.[bench]' (install a CPU build of torch first if you do not "
+    "want pip to fetch a CUDA one)."
+)
+
+
+def _import_sb3():
+    try:
+        import gymnasium
+        import stable_baselines3
+        import torch
+    except ImportError as error:
+        raise ImportError(f"{INSTALL_HINT} ({error})") from error
+    return gymnasium, stable_baselines3, torch
+
+
+def measure_sb3(
+    total_steps: int = 20_000,
+    hidden_sizes: Sequence[int] = (64,),
+    batch_size: int = 50,
+    train_freq: int = 1,
+    learning_starts: int = 100,
+    seed: int = 0,
+    *,
+    buffer_size: int | None = None,
+    torch_threads: int = 1,
+) -> dict[str, float]:
+    """Train SB3's DQN on CartPole-v1 for ``total_steps`` steps and time it.
+
+    Args:
+        total_steps: environment steps to train for (``learn(total_timesteps=...)``).
+        hidden_sizes: widths of the Q-network's ReLU hidden layers (SB3's ``net_arch``).
+        batch_size: minibatch size of each gradient update.
+        train_freq: environment steps between updates (one update each time).
+        learning_starts: environment steps before the first update (SB3's
+            default 100).
+        seed: seed of the model, its action sampling and the environment.
+        buffer_size: replay capacity; ``None`` means ``total_steps``.
+        torch_threads: torch's intra-op threads during the run (see the
+            module docstring); the previous value is restored afterwards.
+
+    Returns:
+        A dict with ``env_steps_per_s`` and ``updates_per_s`` (each over the
+        ``learn`` wall time), ``seconds`` (that wall time), ``env_steps`` and
+        ``updates`` (counted by SB3), ``setup_seconds`` (environment + model
+        construction, excluded from the rates) and ``torch_threads``.
+
+    Raises:
+        ImportError: torch, stable-baselines3 or gymnasium is missing.
+        ValueError: a size or count is not a positive integer.
+    """
+    hidden_sizes = [int(width) for width in hidden_sizes]
+    for name, value in (("total_steps", total_steps), ("batch_size", batch_size), ("train_freq", train_freq),
+                        ("torch_threads", torch_threads), *(("hidden_sizes", w) for w in hidden_sizes)):
+        if int(value) != value or value < 1:
+            raise ValueError(f"{name} must be a positive integer, got {value!r}.")
+    if int(learning_starts) != learning_starts or learning_starts < 0:
+        raise ValueError(f"learning_starts must be an integer >= 0, got {learning_starts!r}.")
+    gymnasium, sb3, torch = _import_sb3()
+
+    previous_threads = torch.get_num_threads()
+    torch.set_num_threads(torch_threads)
+    try:
+        start = time.perf_counter()
+        env = gymnasium.make("CartPole-v1")
+        model = sb3.DQN(
+            "MlpPolicy",
+            env,
+            buffer_size=int(buffer_size or total_steps),
+            learning_starts=int(learning_starts),
+            batch_size=int(batch_size),
+            train_freq=int(train_freq),
+            gradient_steps=1,
+            policy_kwargs=dict(net_arch=hidden_sizes),
+            seed=seed,
+            device="cpu",
+            verbose=0,
+        )
+        setup_seconds = time.perf_counter() - start
+
+        start = time.perf_counter()
+        model.learn(total_timesteps=int(total_steps), progress_bar=False)
+        seconds = time.perf_counter() - start
+        env.close()
+    finally:
+        torch.set_num_threads(previous_threads)
+
+    env_steps, updates = int(model.num_timesteps), int(model._n_updates)
+    return dict(
+        env_steps_per_s=env_steps / seconds,
+        updates_per_s=updates / seconds,
+        seconds=seconds,
+        env_steps=float(env_steps),
+        updates=float(updates),
+        setup_seconds=setup_seconds,
+        torch_threads=float(torch_threads),
+    )
+
+
+if __name__ == "__main__":
+    # python -m benchmarks._sb3_cartpole [total_steps]: the rates with 1 and 2 torch threads.
+    import sys
+
+    steps = int(sys.argv[1]) if len(sys.argv) > 1 else 20_000
+    for threads in (1, 2):
+        result = measure_sb3(steps, torch_threads=threads)
+        print(", ".join(f"{key}={value:.6g}" for key, value in result.items()), flush=True)

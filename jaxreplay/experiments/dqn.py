@@ -1,0 +1,869 @@
+"""DQN on gymnax environments with uniform, prioritized or combined replay and aER.
+
+The paper's "Performance on OpenAI Games with DQN" experiment (CartPole,
+MountainCar, Acrobot; fixed memories vs the adaptive memory aER) as an
+:class:`~jaxreplay.experiments.Experiment`: ``init`` / ``advance`` /
+``summarize`` over *one run*, which the sweep engine vmaps over runs. The
+memory size is traced, so runs with different fixed sizes, and aER runs with
+different initial sizes, share one compiled program.
+
+One environment step ``t = 1, 2, ...`` (``t`` counts steps done)::
+
+    ε_t   = linear schedule(t - 1)                       (epsilon_start -> epsilon_end)
+    a     = ε_t-greedy in Q(obs)
+    obs', r, terminated, truncated = env.step(a)         (gymnax auto-resets)
+    store (obs, a, r, final_obs, terminated)             (final_obs: before the reset)
+    every train_frequency steps, once t >= learning_starts:
+        sample a batch (uniform / prioritized / CER), one gradient step,
+        prioritized: store the batch's new priorities,
+        target network: hard copy when t crosses a multiple of target_period,
+                        or Polyak averaging with target_tau after every update
+    aER (adaptive=True): Algorithm 2 at every t that is a multiple of
+        adaptive_interval (jaxreplay.adaptive.update, then resize)
+
+Only ``terminated`` stops bootstrapping; a time-limit truncation bootstraps
+from the true final observation (``info["final_observation"]`` of gymnax's
+``step``), which is also what is stored as the next observation
+(``Setup.truncation_bootstrap=False`` treats truncation as termination, the
+common mistake studied by Pardo et al. 2018, for comparison).
+
+Why the step loop is nested. Under ``vmap`` a ``lax.cond`` whose predicate
+differs per run becomes a ``select`` that runs both branches every time. The
+gradient step and the aER check would then be computed at every environment
+step. Instead a segment is a ``lax.scan`` over *cycles* with a static shape:
+a cycle is ``adaptive_check_every / train_frequency`` *units*, a unit is
+``train_frequency`` environment steps followed by one (masked) gradient step,
+and the aER controller is consulted once at the end of each cycle. The
+controller itself fires only when ``t`` is a multiple of the traced
+``adaptive_interval``, which must therefore be a multiple of the static
+``adaptive_check_every`` (``check`` says so). A consultation costs its TD
+errors (``subsample_size`` forward passes, twice when shrinking) whether or
+not it fires, so consulting every ``20`` steps instead of every step cuts aER's
+overhead 20-fold. Gradient steps before ``learning_starts`` are computed and
+discarded (masked), which keeps ``learning_starts`` traced.
+
+Randomness. Every draw derives from the run's key with ``fold_in`` on the
+step count (per step: action, environment, minibatch, aER subsample; at a
+segment end: the evaluation episodes), so a run does not depend on how it is
+batched or segmented.
+
+What is recorded (one point per segment, dim ``"segment"``, coordinate: the
+environment steps done at its end): the mean return of the training episodes
+completed in the segment (NaN if none) and their number, the greedy
+evaluation return at its end (``eval_episodes > 0``), the memory's capacity at
+its end and averaged over its steps, the mean TD loss of its gradient steps
+(NaN if none), ε at its end and the environment steps done. Nothing grows with
+the run's length except the records themselves (a few scalars per segment).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import functools
+import math
+from typing import Any, NamedTuple
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+
+from jaxreplay import _validation, adaptive, buffer, prioritized, samplers
+from jaxreplay import envs as envs_lib
+from jaxreplay.agents import dqn as agent
+from jaxreplay.experiments import Experiment
+
+SAMPLERS = ("uniform", "prioritized", "cer")
+TARGET_UPDATES = ("hard", "polyak")
+
+# Independent key streams derived from a run's key (fold_in data).
+_STREAM_STEP, _STREAM_EVAL, _STREAM_PARAMS, _STREAM_RESET = 0, 1, 2, 3
+
+
+@dataclasses.dataclass(frozen=True)
+class Setup:
+    """Static settings of a DQN experiment (hashable: a ``jit`` static argument).
+
+    Attributes:
+        env_id: any id of :func:`jaxreplay.envs.make` (gymnax ids, ``"Probe-..."``).
+        env_params: ``((name, value), ...)`` overrides of the environment's
+            default parameters (a dict is accepted and sorted into pairs),
+            e.g. ``(("max_steps_in_episode", 200),)``.
+        total_steps: environment steps per run; a multiple of ``steps_per_segment``.
+        steps_per_segment: steps per :func:`advance` call (one record point);
+            a multiple of the cycle length (``train_frequency``, or
+            ``adaptive_check_every`` with ``adaptive``).
+        hidden_sizes: widths of the Q-network's ReLU hidden layers.
+        max_capacity: replay slots allocated (memory sizes and aER's growth
+            are limited to it).
+        batch_size: minibatch size (paper: 50).
+        sampler: ``"uniform"``, ``"prioritized"`` (stored priorities on a sum
+            tree with importance weights, :mod:`jaxreplay.prioritized`) or
+            ``"cer"`` (newest transition + uniform, :func:`jaxreplay.samplers.combined`).
+        adaptive: resize the memory with aER (Algorithm 2) on top of ``sampler``.
+        adaptive_check_every: static granularity, in environment steps, at
+            which aER is consulted; a multiple of ``train_frequency``. The
+            traced ``adaptive_interval`` must be a multiple of it (module
+            docstring: why).
+        max_num_old: static upper bound of ``adaptive_num_old`` (``None``:
+            ``max_capacity``). Only an array length without subsampling.
+        subsample_size: aER estimates each sum of old TD errors from this many
+            draws (paper: 50 for CartPole, 1000 for MountainCar and Acrobot);
+            ``None`` sums exactly over ``max_num_old`` transitions.
+        shrink_reading: aER's reading of the shrink recompute (``"new"`` or
+            ``"shrunk"``, :mod:`jaxreplay.adaptive`, ERRATA item 9).
+        loss: ``"mse"`` (δ²/2) or ``"huber"``.
+        double: double DQN targets.
+        target_update: ``"hard"`` (copy every ``target_period`` steps) or
+            ``"polyak"`` (``target_tau`` after every gradient step).
+        optimizer: ``"adam"`` or ``"sgd"`` (step size ``Hyperparameters.step_size``).
+        train_frequency: environment steps per gradient step.
+        eval_episodes: greedy evaluation episodes at each segment end
+            (vmapped, each a scan of the environment's ``max_steps_in_episode``
+            steps); 0 disables (no ``"eval_return"`` record).
+        truncation_bootstrap: bootstrap through time-limit truncations (the
+            correct target). ``False`` treats them as terminal.
+        recent_episodes: length of the window of the last training-episode
+            returns kept for the summary's ``"recent_return"``.
+    """
+
+    env_id: str = "CartPole-v1"
+    env_params: tuple = ()
+    total_steps: int = 10_000
+    steps_per_segment: int = 1_000
+    hidden_sizes: tuple = (64,)
+    max_capacity: int = 10_000
+    batch_size: int = 50
+    sampler: str = "uniform"
+    adaptive: bool = False
+    adaptive_check_every: int = 20
+    max_num_old: int | None = None
+    subsample_size: int | None = 50
+    shrink_reading: str = "new"
+    loss: str = "mse"
+    double: bool = False
+    target_update: str = "hard"
+    optimizer: str = "adam"
+    train_frequency: int = 1
+    eval_episodes: int = 0
+    truncation_bootstrap: bool = True
+    recent_episodes: int = 100
+
+    def __post_init__(self):
+        if isinstance(self.env_params, dict):
+            object.__setattr__(self, "env_params", tuple(sorted(self.env_params.items())))
+        object.__setattr__(self, "env_params", tuple(tuple(pair) for pair in self.env_params))
+        object.__setattr__(self, "hidden_sizes", tuple(self.hidden_sizes))
+        for name in ("total_steps", "steps_per_segment", "max_capacity", "batch_size",
+                     "adaptive_check_every", "train_frequency", "recent_episodes"):
+            _validation.check_static_int(name, getattr(self, name), low=1)
+        _validation.check_static_int("eval_episodes", self.eval_episodes, low=0)
+        for width in self.hidden_sizes:
+            _validation.check_static_int("hidden_sizes", width, low=1)
+        if self.max_num_old is not None:
+            _validation.check_static_int("max_num_old", self.max_num_old, low=1, high=self.max_capacity)
+        if self.subsample_size is not None:
+            _validation.check_static_int("subsample_size", self.subsample_size, low=1)
+        for name, value, allowed in (
+            ("sampler", self.sampler, SAMPLERS),
+            ("shrink_reading", self.shrink_reading, adaptive.SHRINK_READINGS),
+            ("loss", self.loss, agent.LOSSES),
+            ("target_update", self.target_update, TARGET_UPDATES),
+            ("optimizer", self.optimizer, agent.OPTIMIZERS),
+        ):
+            if value not in allowed:
+                raise ValueError(f"{name} must be one of {allowed}, got {value!r}.")
+        for name in ("adaptive", "double", "truncation_bootstrap"):
+            if not isinstance(getattr(self, name), bool):
+                raise ValueError(f"{name} must be a bool, got {getattr(self, name)!r}.")
+        if self.total_steps % self.steps_per_segment:
+            raise ValueError(
+                f"total_steps ({self.total_steps}) must be a multiple of steps_per_segment ({self.steps_per_segment})."
+            )
+        if self.adaptive and self.adaptive_check_every % self.train_frequency:
+            raise ValueError(
+                f"adaptive_check_every ({self.adaptive_check_every}) must be a multiple of "
+                f"train_frequency ({self.train_frequency})."
+            )
+        if self.steps_per_segment % self.cycle_length:
+            raise ValueError(
+                f"steps_per_segment ({self.steps_per_segment}) must be a multiple of the cycle length "
+                f"{self.cycle_length} (train_frequency, or adaptive_check_every with adaptive=True)."
+            )
+        _environment(self.env_id, self.env_params)  # ValueError for an unknown id or parameter
+
+    @property
+    def cycle_length(self) -> int:
+        """Environment steps per scan cycle (static; module docstring)."""
+        return self.adaptive_check_every if self.adaptive else self.train_frequency
+
+    @property
+    def num_old_bound(self) -> int:
+        """The static bound of ``adaptive_num_old``."""
+        return self.max_capacity if self.max_num_old is None else self.max_num_old
+
+
+class Hyperparameters(NamedTuple):
+    """Traced hyperparameters of one run (each a scalar; give them a leading run axis to sweep).
+
+    Attributes:
+        memory_size: the memory's capacity N (aER: the initial N0), in [1, max_capacity].
+        step_size: the optimizer's learning rate α >= 0.
+        discount: γ in [0, 1).
+        epsilon_start, epsilon_end: ε-greedy exploration at step 0 and after
+            the ramp, in [0, 1].
+        epsilon_decay_steps: length of the linear ε ramp in environment steps (>= 0).
+        learning_starts: no gradient step before this many environment steps (>= 0).
+        target_period: hard target copy every this many environment steps (>= 1).
+        target_tau: Polyak coefficient τ in [0, 1] (``target_update="polyak"``).
+        priority_exponent: α >= 0 of stored-priority replay.
+        importance_exponent: β >= 0 of its importance weights (0: none, 1: full).
+        priority_floor: ε >= 0 added to |δ| before the exponent.
+        adaptive_interval: aER's k >= 1, a multiple of ``Setup.adaptive_check_every``.
+        adaptive_num_old: aER's n_old (old transitions checked), in [1, max_num_old]
+            (paper: half the initial memory).
+        adaptive_tolerance: aER's ε >= 0 (shrink iff |δ_old|' < |δ_old| - ε;
+            0 is Algorithm 2 except on exact ties, where it enlarges).
+        adam_epsilon: Adam's ε >= 0.
+    """
+
+    memory_size: Any = 10_000
+    step_size: Any = 1e-3
+    discount: Any = 0.99
+    epsilon_start: Any = 1.0
+    epsilon_end: Any = 0.05
+    epsilon_decay_steps: Any = 5_000
+    learning_starts: Any = 1_000
+    target_period: Any = 500
+    target_tau: Any = 0.005
+    priority_exponent: Any = 0.6
+    importance_exponent: Any = 0.4
+    priority_floor: Any = 1e-6
+    adaptive_interval: Any = 20
+    adaptive_num_old: Any = 50
+    adaptive_tolerance: Any = 0.0
+    adam_epsilon: Any = 1e-8
+
+
+_INT_FIELDS = frozenset(
+    {"memory_size", "epsilon_decay_steps", "learning_starts", "target_period", "adaptive_interval", "adaptive_num_old"}
+)
+
+
+def as_arrays(hparams: Hyperparameters) -> Hyperparameters:
+    """Each field as a JAX array of its canonical dtype (``int32`` or ``float32``), shape kept."""
+    return Hyperparameters(
+        *(jnp.asarray(value, jnp.int32 if name in _INT_FIELDS else jnp.float32)
+          for name, value in zip(Hyperparameters._fields, hparams))
+    )
+
+
+def check(hparams: Hyperparameters, setup: Setup) -> None:
+    """Raise ValueError naming any concrete hyperparameter outside its range.
+
+    Each field may be a scalar or an array (e.g. ``[R]`` for a sweep); every
+    entry is checked. Traced fields pass unchecked.
+    """
+    if not isinstance(hparams, Hyperparameters):
+        raise ValueError(f"hparams must be a dqn.Hyperparameters, got {type(hparams).__name__}.")
+    if not isinstance(setup, Setup):
+        raise ValueError(f"setup must be a dqn.Setup, got {type(setup).__name__}.")
+    h = hparams
+    _validation.check_int("memory_size", h.memory_size, low=1, high=setup.max_capacity)
+    _validation.check_float("step_size", h.step_size, low=0.0)
+    _validation.check_float("discount", h.discount, low=0.0, high=1.0, high_inclusive=False)
+    _validation.check_float("epsilon_start", h.epsilon_start, low=0.0, high=1.0)
+    _validation.check_float("epsilon_end", h.epsilon_end, low=0.0, high=1.0)
+    _validation.check_int("epsilon_decay_steps", h.epsilon_decay_steps, low=0)
+    _validation.check_int("learning_starts", h.learning_starts, low=0)
+    _validation.check_int("target_period", h.target_period, low=1)
+    _validation.check_float("target_tau", h.target_tau, low=0.0, high=1.0)
+    _validation.check_float("priority_exponent", h.priority_exponent, low=0.0)
+    _validation.check_float("importance_exponent", h.importance_exponent, low=0.0)
+    _validation.check_float("priority_floor", h.priority_floor, low=0.0)
+    _validation.check_int("adaptive_interval", h.adaptive_interval, low=1, high=setup.max_capacity)
+    interval = _validation.concrete_value(h.adaptive_interval)
+    if setup.adaptive and interval is not None and np.any(np.asarray(interval) % setup.adaptive_check_every):
+        raise ValueError(
+            f"adaptive_interval must be a multiple of Setup.adaptive_check_every ({setup.adaptive_check_every}), "
+            f"got {h.adaptive_interval!r}; lower adaptive_check_every (a divisor of every interval) to allow it."
+        )
+    _validation.check_int("adaptive_num_old", h.adaptive_num_old, low=1, high=setup.num_old_bound)
+    _validation.check_float("adaptive_tolerance", h.adaptive_tolerance, low=0.0)
+    _validation.check_float("adam_epsilon", h.adam_epsilon, low=0.0)
+
+
+# ----------------------------------------------------------------------------
+# Pieces shared by init / advance / summarize
+
+
+@functools.lru_cache(maxsize=None)
+def _environment(env_id: str, env_params: tuple):
+    """``(env, params)``; cached so that gymnax's jitted ``step`` sees one hashable ``env``."""
+    if env_id.startswith("Probe-") or env_id == "LineSearch":
+        return envs_lib.make(env_id, **dict(env_params))
+    env, params = envs_lib.make(env_id)
+    if env_params:
+        fields = set(getattr(params, "__dataclass_fields__", {}))
+        unknown = sorted(set(dict(env_params)) - fields)
+        if unknown:
+            raise ValueError(f"env_params {unknown} are not parameters of {env_id}; it has {sorted(fields)}.")
+        params = params.replace(**dict(env_params))
+    return env, params
+
+
+def environment(setup: Setup):
+    """``(env, env_params)`` of ``setup`` (a gymnax environment and its parameters)."""
+    return _environment(setup.env_id, setup.env_params)
+
+
+def network(setup: Setup) -> agent.QNetwork:
+    """The :class:`~jaxreplay.agents.dqn.QNetwork` of ``setup``."""
+    env, params = environment(setup)
+    return agent.QNetwork(setup.hidden_sizes, env.num_actions, len(_obs_shape(setup)))
+
+
+def _obs_shape(setup: Setup) -> tuple[int, ...]:
+    env, params = environment(setup)
+    return tuple(jax.eval_shape(lambda k: env.reset(k, params)[0], jax.random.key(0)).shape)
+
+
+def _max_episode_steps(setup: Setup) -> int:
+    _, params = environment(setup)
+    return int(params.max_steps_in_episode)
+
+
+def example_transition(setup: Setup) -> dict:
+    """One stored transition (zeros): ``obs``/``next_obs`` float32[*obs_shape], ``action`` int32,
+    ``reward`` and ``terminated`` float32."""
+    obs = jnp.zeros(_obs_shape(setup), jnp.float32)
+    return {"obs": obs, "action": jnp.int32(0), "reward": jnp.float32(0), "next_obs": obs, "terminated": jnp.float32(0)}
+
+
+def _buffer_of(memory) -> buffer.BufferState:
+    return memory.buffer if isinstance(memory, prioritized.PrioritizedState) else memory
+
+
+class DQNState(NamedTuple):
+    """One run's full state (a pytree; gains a leading run axis under vmap).
+
+    Attributes:
+        params, target_params: online and target Q-network parameters.
+        opt_state: optimizer state.
+        memory: :class:`~jaxreplay.buffer.BufferState`, or
+            :class:`~jaxreplay.prioritized.PrioritizedState` for ``sampler="prioritized"``.
+        controller: :class:`~jaxreplay.adaptive.AdaptiveState` (unused unless ``adaptive``).
+        env_state, obs: the environment's state and current observation.
+        episode_return: ``float32[]``; return of the current training episode so far.
+        recent_returns: ``float32[recent_episodes]``; ring of the last completed
+            episodes' returns (slot ``episodes % recent_episodes`` is next).
+        episodes: ``int32[]``; training episodes completed.
+        step: ``int32[]``; environment steps done.
+        gradient_steps: ``int32[]``; gradient steps made.
+        key: the run's PRNG key (constant; draws use ``fold_in``).
+    """
+
+    params: Any
+    target_params: Any
+    opt_state: Any
+    memory: Any
+    controller: adaptive.AdaptiveState
+    env_state: Any
+    obs: jax.Array
+    episode_return: jax.Array
+    recent_returns: jax.Array
+    episodes: jax.Array
+    step: jax.Array
+    gradient_steps: jax.Array
+    key: jax.Array
+
+
+def _strip_weak_types(tree):
+    # gymnax resets put Python ints in the state (weakly typed after tracing),
+    # steps return strong int32: give scan one carry type.
+    return jax.tree.map(lambda x: jnp.asarray(x, jnp.result_type(x)), tree)
+
+
+# ----------------------------------------------------------------------------
+# The protocol
+
+
+def init(key: jax.Array, hparams: Hyperparameters, setup: Setup) -> DQNState:
+    """One run's initial state: random Q-network (target = online), empty memory
+    of capacity ``memory_size``, reset environment.
+
+    Args:
+        key: the run's PRNG key.
+        hparams: scalar :class:`Hyperparameters` (traced or concrete).
+        setup: static :class:`Setup`.
+
+    Returns:
+        A :class:`DQNState`. Cost: O(max_capacity) memory.
+    """
+    hp = as_arrays(hparams)
+    env, env_params = environment(setup)
+    net = network(setup)
+    params = agent.init_params(jax.random.fold_in(key, _STREAM_PARAMS), net, _obs_shape(setup))
+    opt_state = agent.make_optimizer(setup.optimizer).init(params)
+    example = example_transition(setup)
+    if setup.sampler == "prioritized":
+        memory = prioritized.init(example, setup.max_capacity, hp.memory_size)
+    else:
+        memory = buffer.init(example, setup.max_capacity, hp.memory_size)
+    obs, env_state = env.reset(jax.random.fold_in(key, _STREAM_RESET), env_params)
+    zero_i = jnp.zeros((), jnp.int32)
+    return DQNState(
+        params=params,
+        target_params=params,
+        opt_state=opt_state,
+        memory=memory,
+        controller=adaptive.init(),
+        env_state=_strip_weak_types(env_state),
+        obs=jnp.asarray(obs, jnp.float32),
+        episode_return=jnp.zeros((), jnp.float32),
+        recent_returns=jnp.full((setup.recent_episodes,), jnp.nan, jnp.float32),
+        episodes=zero_i,
+        step=zero_i,
+        gradient_steps=zero_i,
+        key=key,
+    )
+
+
+class _Accumulators(NamedTuple):
+    """Sums over one segment (reset by every :func:`advance`)."""
+
+    return_sum: jax.Array
+    episodes: jax.Array
+    loss_sum: jax.Array
+    losses: jax.Array
+    capacity_sum: jax.Array
+
+
+def _repeat(body, carry, length: int):
+    """``body`` applied ``length`` (static) times; a scan unless ``length == 1``."""
+    if length == 1:
+        return body(carry)
+    return jax.lax.scan(lambda c, _: (body(c), None), carry, None, length=length)[0]
+
+
+def _step_keys(state: DQNState) -> jax.Array:
+    """Keys of the step that comes after ``state.step`` steps: (action, env, minibatch, aER)."""
+    step_stream = jax.random.fold_in(state.key, _STREAM_STEP)
+    return jax.random.split(jax.random.fold_in(step_stream, state.step), 4)
+
+
+def advance(state: DQNState, hparams: Hyperparameters, setup: Setup) -> tuple[DQNState, dict]:
+    """Run ``setup.steps_per_segment`` environment steps (with training and aER) and record them.
+
+    Args:
+        state: from :func:`init` or a previous :func:`advance`.
+        hparams: scalar :class:`Hyperparameters`.
+        setup: static :class:`Setup`.
+
+    Returns:
+        ``(state, record)``; ``record`` maps each name of :func:`record_dims` to
+        an array with a leading axis of length 1 (this segment). Cost per
+        step: one forward pass, one environment step, a buffer add; per
+        ``train_frequency`` steps one gradient step on ``batch_size``; per
+        ``adaptive_check_every`` steps an aER consultation; per segment
+        ``eval_episodes × max_steps_in_episode`` forward passes.
+    """
+    hp = as_arrays(hparams)
+    env, env_params = environment(setup)
+    net = network(setup)
+    optimizer = agent.make_optimizer(setup.optimizer, hp.adam_epsilon)
+
+    def env_step(carry):
+        s, acc = carry
+        action_key, env_key, _, _ = _step_keys(s)
+        epsilon = agent.epsilon_schedule(s.step, hp.epsilon_start, hp.epsilon_end, hp.epsilon_decay_steps)
+        action = agent.epsilon_greedy(action_key, net.apply(s.params, s.obs), epsilon)
+        obs, env_state, reward, terminated, truncated, info = env.step(env_key, s.env_state, action, env_params)
+        reward = jnp.asarray(reward, jnp.float32)
+        no_bootstrap = terminated if setup.truncation_bootstrap else terminated | truncated
+        transition = {
+            "obs": s.obs,
+            "action": action,
+            "reward": reward,
+            "next_obs": jnp.asarray(info["final_observation"], jnp.float32),
+            "terminated": no_bootstrap.astype(jnp.float32),
+        }
+        add = prioritized.add if setup.sampler == "prioritized" else buffer.add
+        memory = add(s.memory, transition)
+        done = terminated | truncated
+        episode_return = s.episode_return + reward
+        slot = s.episodes % setup.recent_episodes
+        recent = s.recent_returns.at[slot].set(jnp.where(done, episode_return, s.recent_returns[slot]))
+        s = s._replace(
+            memory=memory,
+            env_state=_strip_weak_types(env_state),
+            obs=jnp.asarray(obs, jnp.float32),
+            episode_return=jnp.where(done, 0.0, episode_return),
+            recent_returns=recent,
+            episodes=s.episodes + done.astype(jnp.int32),
+            step=s.step + 1,
+        )
+        acc = acc._replace(
+            return_sum=acc.return_sum + jnp.where(done, episode_return, 0.0),
+            episodes=acc.episodes + done.astype(jnp.int32),
+            capacity_sum=acc.capacity_sum + _buffer_of(memory).capacity.astype(jnp.float32),
+        )
+        return s, acc
+
+    def train(carry):
+        s, acc = carry
+        # Keys of the unit's last step (index s.step - 1): one draw per unit.
+        _, _, sample_key, _ = _step_keys(s._replace(step=s.step - 1))
+        do_train = s.step >= hp.learning_starts
+        memory = s.memory
+        if setup.sampler == "prioritized":
+            sample = prioritized.sample(sample_key, memory, setup.batch_size, hp.importance_exponent)
+        elif setup.sampler == "cer":
+            sample = samplers.combined(sample_key, memory, setup.batch_size)
+        else:
+            sample = samplers.uniform(sample_key, memory, setup.batch_size)
+        batch = buffer.get(_buffer_of(memory), sample.indices)
+        params, opt_state, loss, delta = agent.train_step(
+            net, optimizer, s.params, s.target_params, s.opt_state, batch, sample.weights,
+            hp.step_size, hp.discount, loss=setup.loss, double=setup.double,
+        )
+        keep = lambda new, old: jax.tree.map(lambda n, o: jnp.where(do_train, n, o), new, old)  # noqa: E731
+        params, opt_state = keep(params, s.params), keep(opt_state, s.opt_state)
+        if setup.sampler == "prioritized":
+            # Slot -1 is ignored by update_priorities: a masked step stores nothing.
+            indices = jnp.where(do_train, sample.indices, -1)
+            memory = prioritized.update_priorities(memory, indices, delta, hp.priority_exponent, hp.priority_floor)
+        if setup.target_update == "hard":
+            # Copy when a multiple of target_period lies in (t - train_frequency, t].
+            crossed = s.step // hp.target_period > (s.step - setup.train_frequency) // hp.target_period
+            target = agent.hard_target_update(params, s.target_params, do_train & crossed)
+        else:
+            target = keep(agent.polyak_target_update(params, s.target_params, hp.target_tau), s.target_params)
+        s = s._replace(
+            params=params, target_params=target, opt_state=opt_state, memory=memory,
+            gradient_steps=s.gradient_steps + do_train.astype(jnp.int32),
+        )
+        acc = acc._replace(
+            loss_sum=acc.loss_sum + jnp.where(do_train, loss, 0.0),
+            losses=acc.losses + do_train.astype(jnp.int32),
+        )
+        return s, acc
+
+    def unit(carry):
+        return train(_repeat(env_step, carry, setup.train_frequency))
+
+    def consult_adaptive(carry):
+        s, acc = carry
+        _, _, _, adaptive_key = _step_keys(s._replace(step=s.step - 1))
+        params, target_params = s.params, s.target_params
+
+        def td_error_fn(transitions):
+            return agent.td_errors(net, params, target_params, transitions, hp.discount, double=setup.double)
+
+        controller, capacity = adaptive.update(
+            adaptive_key if setup.subsample_size is not None else None,
+            s.controller,
+            _buffer_of(s.memory),
+            td_error_fn,
+            s.step,
+            interval=hp.adaptive_interval,
+            num_old=hp.adaptive_num_old,
+            max_num_old=setup.num_old_bound,
+            subsample_size=setup.subsample_size,
+            tolerance=hp.adaptive_tolerance,
+            shrink_reading=setup.shrink_reading,
+        )
+        resize = prioritized.resize if setup.sampler == "prioritized" else buffer.resize
+        return s._replace(controller=controller, memory=resize(s.memory, capacity)), acc
+
+    def cycle(carry):
+        carry = _repeat(unit, carry, setup.cycle_length // setup.train_frequency)
+        return consult_adaptive(carry) if setup.adaptive else carry
+
+    zero_f, zero_i = jnp.zeros((), jnp.float32), jnp.zeros((), jnp.int32)
+    acc = _Accumulators(zero_f, zero_i, zero_f, zero_i, zero_f)
+    state, acc = _repeat(cycle, (state, acc), setup.steps_per_segment // setup.cycle_length)
+
+    nan = jnp.float32(jnp.nan)
+    memory = _buffer_of(state.memory)
+    record = {
+        "train_return": jnp.where(acc.episodes > 0, acc.return_sum / jnp.maximum(acc.episodes, 1), nan),
+        "train_episodes": acc.episodes,
+        "td_loss": jnp.where(acc.losses > 0, acc.loss_sum / jnp.maximum(acc.losses, 1), nan),
+        "memory_size": memory.capacity,
+        "memory_size_mean": acc.capacity_sum / setup.steps_per_segment,
+        "epsilon": agent.epsilon_schedule(state.step, hp.epsilon_start, hp.epsilon_end, hp.epsilon_decay_steps),
+        "env_steps": state.step,
+    }
+    if setup.eval_episodes > 0:
+        eval_key = jax.random.fold_in(jax.random.fold_in(state.key, _STREAM_EVAL), state.step)
+        record["eval_return"] = evaluate(eval_key, state.params, setup)
+    return state, {name: value[None] for name, value in record.items()}
+
+
+def evaluate(key: jax.Array, params: Any, setup: Setup) -> jax.Array:
+    """Mean return of ``setup.eval_episodes`` greedy episodes (ε = 0), run in parallel.
+
+    Each episode is a ``lax.scan`` of the environment's ``max_steps_in_episode``
+    steps on ``step_env`` (no auto-reset); rewards after the episode ends
+    (termination or the time limit) are masked out.
+
+    Returns:
+        ``float32[]``. Cost: ``eval_episodes × max_steps_in_episode`` forward
+        passes and environment steps.
+    """
+    env, env_params = environment(setup)
+    net = network(setup)
+
+    def episode(episode_key):
+        reset_key, steps_key = jax.random.split(episode_key)
+        obs, env_state = env.reset(reset_key, env_params)
+
+        def step(carry, step_key):
+            obs, env_state, total, done = carry
+            action = agent.greedy_action(net, params, obs)
+            obs, env_state, reward, terminated, _ = env.step_env(step_key, env_state, action, env_params)
+            total = total + jnp.where(done, 0.0, jnp.asarray(reward, jnp.float32))
+            done = done | terminated | env.is_truncated(env_state, env_params)
+            return (jnp.asarray(obs, jnp.float32), _strip_weak_types(env_state), total, done), None
+
+        carry = (jnp.asarray(obs, jnp.float32), _strip_weak_types(env_state), jnp.float32(0), jnp.bool_(False))
+        steps = jax.random.split(steps_key, _max_episode_steps(setup))
+        return jax.lax.scan(step, carry, steps)[0][2]
+
+    return jnp.mean(jax.vmap(episode)(jax.random.split(key, setup.eval_episodes)))
+
+
+def summarize(state: DQNState, hparams: Hyperparameters, setup: Setup) -> dict:
+    """Scalars describing the run's end (names: :func:`summary_dims`).
+
+    Returns:
+        ``{"diverged": bool[]`` (a parameter is non-finite),
+        ``"recent_return": float32[]`` (mean of the last ``recent_episodes``
+        training-episode returns; NaN if none), ``"episodes": int32[]``,
+        ``"gradient_steps": int32[]``, ``"memory_size": int32[]`` (final
+        capacity), ``"adaptive_checks"``, ``"adaptive_grows"``,
+        ``"adaptive_shrinks"``: ``int32[]`` (0 without aER),
+        ``"capacity_clipped": bool[]}``.
+    """
+    del hparams
+    recent = state.recent_returns
+    count = jnp.minimum(state.episodes, setup.recent_episodes)
+    recent_mean = jnp.where(count > 0, jnp.nansum(recent) / jnp.maximum(count, 1), jnp.nan)
+    memory = _buffer_of(state.memory)
+    return {
+        "diverged": ~(agent.is_finite(state.params) & agent.is_finite(state.target_params)),
+        "recent_return": recent_mean.astype(jnp.float32),
+        "episodes": state.episodes,
+        "gradient_steps": state.gradient_steps,
+        "memory_size": memory.capacity,
+        "adaptive_checks": state.controller.num_checks,
+        "adaptive_grows": state.controller.num_grows,
+        "adaptive_shrinks": state.controller.num_shrinks,
+        "capacity_clipped": memory.capacity_clipped,
+    }
+
+
+def num_segments(setup: Setup) -> int:
+    """``total_steps // steps_per_segment``."""
+    return setup.total_steps // setup.steps_per_segment
+
+
+_RECORD_NAMES = ("train_return", "train_episodes", "td_loss", "memory_size", "memory_size_mean", "epsilon", "env_steps")
+_SUMMARY_NAMES = ("diverged", "recent_return", "episodes", "gradient_steps", "memory_size",
+                  "adaptive_checks", "adaptive_grows", "adaptive_shrinks", "capacity_clipped")
+
+
+def record_dims(setup: Setup) -> dict:
+    """Every record leaf has the single dim ``"segment"`` (one point per segment)."""
+    names = _RECORD_NAMES + (("eval_return",) if setup.eval_episodes > 0 else ())
+    return {name: ("segment",) for name in names}
+
+
+def summary_dims(setup: Setup) -> dict:
+    """Every summary leaf is a scalar."""
+    return {name: () for name in _SUMMARY_NAMES}
+
+
+def coords(setup: Setup) -> dict:
+    """``{"segment": int64[num_segments]}``: environment steps done at each segment's end."""
+    return {"segment": np.arange(1, num_segments(setup) + 1, dtype=np.int64) * setup.steps_per_segment}
+
+
+EXPERIMENT = Experiment(
+    name="dqn",
+    setup_type=Setup,
+    hyperparameters_type=Hyperparameters,
+    check=check,
+    init=init,
+    advance=advance,
+    summarize=summarize,
+    num_segments=num_segments,
+    record_dims=record_dims,
+    summary_dims=summary_dims,
+    coords=coords,
+)
+
+
+# ----------------------------------------------------------------------------
+# Convenience runners
+
+
+def run(key: jax.Array, hparams: Hyperparameters, setup: Setup) -> tuple[dict, dict]:
+    """One whole run: ``init``, ``advance`` × ``num_segments`` (a ``lax.scan``), ``summarize``.
+
+    Jittable with ``setup`` static (``jax.jit(run, static_argnums=2)``).
+
+    Returns:
+        ``(records, summary)``: each record leaf ``[num_segments]`` (the
+        segments concatenated), the summary as :func:`summarize`.
+    """
+    check(hparams, setup)
+    state = init(key, hparams, setup)
+    state, records = jax.lax.scan(lambda s, _: advance(s, hparams, setup), state, None, length=num_segments(setup))
+    records = jax.tree.map(lambda r: r.reshape(-1, *r.shape[2:]), records)
+    return records, summarize(state, hparams, setup)
+
+
+@functools.partial(jax.jit, static_argnums=2)
+def _run_batch(keys, hparams, setup):
+    return jax.vmap(run, in_axes=(0, 0, None))(keys, hparams, setup)
+
+
+def broadcast_hyperparameters(hparams: Hyperparameters, runs: int) -> Hyperparameters:
+    """Every field as an array of shape ``[runs]`` in its canonical dtype."""
+    return Hyperparameters(*(jnp.broadcast_to(value, (runs,)) for value in as_arrays(hparams)))
+
+
+def run_batch(keys: jax.Array, hparams: Hyperparameters, setup: Setup) -> tuple[dict, dict]:
+    """:func:`run` for ``R`` runs at once: ``jit(vmap(run))``, compiled once per ``setup`` and ``R``.
+
+    Args:
+        keys: ``[R]`` PRNG keys.
+        hparams: each field a scalar (shared) or ``[R]``.
+        setup: static :class:`Setup`.
+
+    Returns:
+        ``(records, summary)`` with a leading axis ``R`` on every leaf.
+
+    Raises:
+        ValueError: a bad concrete hyperparameter (named), before compiling.
+    """
+    check(hparams, setup)
+    runs = jnp.shape(keys)[0]
+    return _run_batch(keys, broadcast_hyperparameters(hparams, runs), setup)
+
+
+# ----------------------------------------------------------------------------
+# The paper's settings
+
+
+PAPER_TOTAL_STEPS = {"CartPole-v1": 40_000, "MountainCar-v0": 300_000, "Acrobot-v1": 200_000}
+"""Environment steps per run. The paper gives none: CartPole's 40,000 is implied by
+"fixed as 40000, i.e., no experience is discarded"; MountainCar's and Acrobot's
+are our choice, twice the largest memory compared (150,000 and 100,000), so that
+every memory size of the figures forgets something."""
+
+PAPER_MEMORY_SIZES = {"CartPole-v1": (100, 40_000), "MountainCar-v0": (20_000, 50_000, 150_000),
+                      "Acrobot-v1": (25_000, 100_000)}
+"""Fixed memory sizes of the paper's figures (aER starts from the first of CartPole and
+from 20,000 / 150,000 and 25,000 / 100,000 for the others)."""
+
+
+def paper_setting(
+    env_id: str, memory_size: int, adaptive: bool, *, tuned: bool = False, quick: bool = False
+) -> tuple[Setup, Hyperparameters]:
+    """The paper's DQN configuration for one game and memory size, as ``(Setup, Hyperparameters)``.
+
+    From the paper: minibatch 50; aER interval k = 20, n_old = half the initial
+    memory, estimated from 50 (CartPole) or 1000 (MountainCar, Acrobot)
+    sampled old transitions; γ = 0.9 / 0.99 / 0.99; step size 2e-5 / 6e-4 /
+    1e-3; one hidden layer for CartPole, two for the others. Not in the paper,
+    chosen here (and documented as such): 64 units per hidden layer, Adam,
+    MSE loss, a hard target copy every 500 steps, ε from 1 to 0.05 over the
+    first 10% of the steps, training every step from step 1,000 (or the
+    memory size if smaller), greedy evaluation of 10 episodes every
+    segment, and the run lengths of :data:`PAPER_TOTAL_STEPS`.
+
+    Args:
+        env_id: ``"CartPole-v1"``, ``"MountainCar-v0"`` or ``"Acrobot-v1"``.
+        memory_size: the fixed memory size, or aER's initial size.
+        adaptive: aER on top of uniform replay.
+        tuned: CartPole only: a configuration that learns CartPole to a
+            greedy return of about 500 (two hidden layers of 64, γ = 0.99,
+            Adam 1e-3, Huber loss, double DQN, hard target copy every 500
+            steps, ε 1 → 0.05 over 10,000 steps, training every step from
+            step 1,000, 50,000 steps). ``memory_size`` and ``adaptive`` apply.
+        quick: the same experiment shrunk in time by 1/10 (CartPole: 1/4):
+            ``total_steps``, ``memory_size``, ``max_capacity``, ``n_old``,
+            the ε ramp and ``learning_starts`` scaled together (so memory
+            sizes relative to the run, and aER's behaviour, are kept); k,
+            the batch and the network are unchanged. About 1-2 minutes for a
+            few seeds per game on a 2-core CPU.
+
+    Returns:
+        ``(setup, hparams)``; ``hparams`` holds Python scalars.
+
+    Raises:
+        ValueError: unknown ``env_id``, ``tuned`` for another game, or a
+            ``memory_size`` outside ``[1, max_capacity]``.
+    """
+    if env_id not in PAPER_TOTAL_STEPS:
+        raise ValueError(f"env_id must be one of {tuple(PAPER_TOTAL_STEPS)}, got {env_id!r}.")
+    if tuned and env_id != "CartPole-v1":
+        raise ValueError(f"tuned is only available for CartPole-v1, got env_id={env_id!r}.")
+    _validation.check_static_int("memory_size", memory_size, low=1)
+    scale = (0.25 if env_id == "CartPole-v1" else 0.1) if quick else 1.0
+
+    def scaled(n: int) -> int:
+        return max(1, int(round(n * scale)))
+
+    if tuned:
+        total, max_capacity = 50_000, 50_000
+        hidden, discount, step_size, loss, double = (64, 64), 0.99, 1e-3, "huber", True
+        decay = 10_000
+    else:
+        total = PAPER_TOTAL_STEPS[env_id]
+        max_capacity = max(max(PAPER_MEMORY_SIZES[env_id]), total if env_id == "CartPole-v1" else 0)
+        hidden = (64,) if env_id == "CartPole-v1" else (64, 64)
+        discount = 0.9 if env_id == "CartPole-v1" else 0.99
+        step_size = {"CartPole-v1": 2e-5, "MountainCar-v0": 6e-4, "Acrobot-v1": 1e-3}[env_id]
+        loss, double, decay = "mse", False, total // 10
+    total, max_capacity = scaled(total), scaled(max_capacity)
+    memory = scaled(memory_size)
+    if memory > max_capacity:
+        raise ValueError(f"memory_size must be <= {round(max_capacity / scale)} for {env_id}, got {memory_size}.")
+    segments = 50 if not quick else 25
+    steps_per_segment = total // segments
+    steps_per_segment -= steps_per_segment % 20
+    total = steps_per_segment * segments
+    setup = Setup(
+        env_id=env_id,
+        total_steps=total,
+        steps_per_segment=steps_per_segment,
+        hidden_sizes=hidden,
+        max_capacity=max_capacity,
+        batch_size=50,
+        sampler="uniform",
+        adaptive=adaptive,
+        adaptive_check_every=20,
+        subsample_size=50 if env_id == "CartPole-v1" else 1000,
+        loss=loss,
+        double=double,
+        target_update="hard",
+        optimizer="adam",
+        train_frequency=1,
+        eval_episodes=10,
+    )
+    hparams = Hyperparameters(
+        memory_size=memory,
+        step_size=step_size,
+        discount=discount,
+        epsilon_start=1.0,
+        epsilon_end=0.05,
+        epsilon_decay_steps=scaled(decay),
+        learning_starts=min(scaled(1_000), memory),
+        target_period=500,
+        adaptive_interval=20,
+        adaptive_num_old=max(1, memory // 2),
+    )
+    return setup, hparams

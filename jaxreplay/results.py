@@ -1,0 +1,189 @@
+"""Statistics and plots over labeled sweep results (``xarray`` objects from :mod:`jaxreplay.sweep`).
+
+Everything here reduces over the ``seed`` dimension by default and keeps every
+other label, so ``mean_ci(ds.final_metric)`` is indexed by the grid axes.
+
+* :func:`mean_ci`: mean and a Student-t confidence interval over seeds.
+* :func:`iqm` and :func:`bootstrap_ci`: the interquartile mean (rliable's
+  robust aggregate) and a percentile-bootstrap interval of any statistic
+  (SciPy's ``scipy.stats.bootstrap``).
+* :func:`best`: the best setting along each axis, and overall.
+* :func:`plot_metric`: a metric against one axis (mean ± CI, one line per
+  value of a second axis) or a filled contour over two axes.
+
+Non-finite values (diverged runs) are ignored by the statistics; ``count`` in
+:func:`mean_ci` says how many seeds entered each mean.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+
+import numpy as np
+
+__all__ = ["mean_ci", "iqm", "bootstrap_ci", "best", "plot_metric"]
+
+SEED_DIM = "seed"
+
+
+def mean_ci(data, dim: str = SEED_DIM, confidence: float = 0.95):
+    """Mean over ``dim`` with a Student-t interval: a Dataset with ``mean``, ``low``, ``high``, ``count``.
+
+    Args:
+        data: an ``xarray.DataArray`` (e.g. ``ds.final_metric``).
+        dim: the dimension to reduce (default ``"seed"``).
+        confidence: two-sided level in (0, 1).
+
+    Non-finite entries are dropped; where fewer than two remain the interval is NaN.
+    """
+    import xarray as xr
+    from scipy import stats
+
+    _check_confidence(confidence)
+    finite = data.where(np.isfinite(data))
+    count = finite.count(dim)
+    mean = finite.mean(dim)
+    sem = finite.std(dim, ddof=1) / np.sqrt(count)
+    t = xr.apply_ufunc(lambda n: stats.t.ppf(0.5 + confidence / 2, np.maximum(n - 1, 1)), count)
+    half = xr.where(count >= 2, t * sem, np.nan)
+    return xr.Dataset({"mean": mean, "low": mean - half, "high": mean + half, "count": count})
+
+
+def _iqm_numpy(x: np.ndarray, axis: int = -1) -> np.ndarray:
+    """Mean of the middle 50% (25%–75% trimmed mean) along ``axis``, NaNs dropped per slice."""
+    from scipy import stats
+
+    x = np.moveaxis(np.asarray(x, np.float64), axis, -1)
+    out = np.full(x.shape[:-1], np.nan)
+    for idx in np.ndindex(out.shape):
+        v = x[idx]
+        v = v[np.isfinite(v)]
+        if v.size:
+            out[idx] = stats.trim_mean(v, 0.25)
+    return out
+
+
+def iqm(data, dim: str = SEED_DIM):
+    """Interquartile mean over ``dim`` (scipy's ``trim_mean(·, 0.25)``; non-finite entries dropped)."""
+    import xarray as xr
+
+    return xr.apply_ufunc(_iqm_numpy, data, input_core_dims=[[dim]], kwargs={"axis": -1})
+
+
+def bootstrap_ci(data, statistic: Callable[[np.ndarray, int], np.ndarray] | str = "mean", dim: str = SEED_DIM,
+                 confidence: float = 0.95, resamples: int = 2000, seed: int = 0):
+    """Point estimate and percentile-bootstrap interval of ``statistic`` over ``dim``.
+
+    Args:
+        data: an ``xarray.DataArray``.
+        statistic: ``"mean"``, ``"iqm"`` or a function ``f(x, axis) -> array``.
+        dim: the dimension resampled (seeds).
+        confidence: two-sided level.
+        resamples: bootstrap resamples (``scipy.stats.bootstrap``'s ``n_resamples``).
+        seed: NumPy seed of the resampling (the interval is reproducible).
+
+    Returns:
+        A Dataset with ``estimate``, ``low`` and ``high``. Each slice drops its
+        non-finite entries first; fewer than two finite seeds give NaN bounds.
+    """
+    import xarray as xr
+    from scipy import stats
+
+    _check_confidence(confidence)
+    fn = {"mean": lambda x, axis: np.mean(x, axis=axis), "iqm": _iqm_numpy}.get(statistic, statistic)
+    if isinstance(fn, str):
+        raise ValueError(f"statistic must be 'mean', 'iqm' or a function, got {statistic!r}.")
+
+    def one(x: np.ndarray) -> np.ndarray:
+        x = np.asarray(x, np.float64)  # apply_ufunc put the seed axis last
+        est = np.full(x.shape[:-1], np.nan)
+        low, high = est.copy(), est.copy()
+        for idx in np.ndindex(est.shape):
+            v = x[idx]
+            v = v[np.isfinite(v)]
+            if v.size == 0:
+                continue
+            est[idx] = fn(v, -1)
+            if v.size >= 2 and np.ptp(v) > 0:
+                res = stats.bootstrap((v,), lambda s, axis: fn(s, axis), confidence_level=confidence,
+                                      n_resamples=resamples, method="percentile", vectorized=True,
+                                      rng=np.random.default_rng(seed))
+                low[idx], high[idx] = res.confidence_interval
+            elif v.size >= 2:
+                low[idx] = high[idx] = est[idx]
+        return np.stack([est, low, high], axis=-1)
+
+    out = xr.apply_ufunc(one, data, input_core_dims=[[dim]], output_core_dims=[["_stat"]])
+    return xr.Dataset({"estimate": out.isel(_stat=0), "low": out.isel(_stat=1), "high": out.isel(_stat=2)})
+
+
+def best(data, axes: Sequence[str] | None = None, minimize: bool = True, dim: str = SEED_DIM) -> dict:
+    """The best settings of the seed-mean of ``data``.
+
+    Args:
+        data: an ``xarray.DataArray`` with the grid axes (and ``dim``).
+        axes: the axes to report (default: every dimension but ``dim``).
+        minimize: whether lower is better.
+
+    Returns:
+        ``{"overall": {axis: value, ..., "value": v}, "per_axis": {axis:
+        DataArray}}``: the single best configuration, and for each axis the
+        best value of that axis at every setting of the others
+        (``idxmin``/``idxmax`` of the seed mean).
+    """
+    mean = data.where(np.isfinite(data)).mean(dim) if dim in data.dims else data
+    axes = list(axes) if axes is not None else [d for d in mean.dims]
+    unknown = [a for a in axes if a not in mean.dims]
+    if unknown:
+        raise ValueError(f"axes: {unknown[0]!r} is not a dimension of the data; dimensions: {list(mean.dims)}.")
+    filled = mean.fillna(np.inf if minimize else -np.inf)
+    flat = int(np.argmin(filled.values) if minimize else np.argmax(filled.values))
+    position = np.unravel_index(flat, filled.shape)
+    overall = {d: mean[d].values[i].item() for d, i in zip(mean.dims, position)}
+    overall["value"] = float(mean.values[position])
+    per_axis = {a: (filled.idxmin(a) if minimize else filled.idxmax(a)) for a in axes}
+    return {"overall": overall, "per_axis": per_axis}
+
+
+def plot_metric(data, x: str, hue: str | None = None, y: str | None = None, dim: str = SEED_DIM,
+                confidence: float = 0.95, ax=None, **contour_kwargs):
+    """Plot the seed mean of ``data`` over one or two axes; returns the matplotlib Axes.
+
+    * ``x`` only (and optionally ``hue``): mean ± ``confidence`` interval
+      (:func:`mean_ci`) against ``x``, one line per value of ``hue``.
+    * ``x`` and ``y``: a filled contour of the mean over the two axes.
+
+    Every other dimension must already be selected away (``data.sel(...)``).
+    """
+    import matplotlib.pyplot as plt
+
+    if ax is None:
+        _, ax = plt.subplots(figsize=(6, 4))
+    stats = mean_ci(data, dim, confidence) if dim in data.dims else None
+    mean = stats["mean"] if stats is not None else data
+    used = {x} | ({hue} if hue else set()) | ({y} if y else set())
+    extra = [d for d in mean.dims if d not in used]
+    if extra:
+        raise ValueError(f"select or reduce the dimensions {extra} first (e.g. data.sel({extra[0]}=...)).")
+    if y is not None:
+        values = mean.transpose(y, x)
+        cs = ax.contourf(values[x].values, values[y].values, values.values, **contour_kwargs)
+        plt.colorbar(cs, ax=ax, label=data.name or "")
+        ax.set_xlabel(x)
+        ax.set_ylabel(y)
+        return ax
+    groups = [(None, stats)] if hue is None else [(v, stats.sel({hue: v})) for v in stats[hue].values]
+    for value, s in groups:
+        label = None if value is None else f"{hue} = {value}"
+        line, = ax.plot(s[x].values, s["mean"].values, marker="o", label=label)
+        ax.fill_between(s[x].values, s["low"].values, s["high"].values, color=line.get_color(), alpha=0.2)
+    ax.set_xlabel(x)
+    ax.set_ylabel(f"{data.name or ''} (mean, {int(confidence * 100)}% CI over {dim})")
+    if hue is not None:
+        ax.legend()
+    return ax
+
+
+def _check_confidence(confidence: float) -> None:
+    if not 0.0 < confidence < 1.0:
+        raise ValueError(f"confidence must be in (0, 1), got {confidence!r}.")

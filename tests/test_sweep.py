@@ -1,0 +1,338 @@
+"""The sweep engine: labels, determinism (chunks, devices, processes, kill -9), compile count, memory, config errors."""
+
+from __future__ import annotations
+
+import json
+import os
+import pathlib
+import signal
+import socket
+import subprocess
+import sys
+import textwrap
+import time
+
+import jax
+import numpy as np
+import pytest
+
+from jaxreplay import sweep as sw
+from jaxreplay.experiments import linesearch as ls
+
+REPO = pathlib.Path(__file__).resolve().parents[1]
+
+# Small but not trivial: aER (data-dependent resizing) with sums over old transitions.
+AER_TOML = """
+experiment = "linesearch"
+seeds = 3
+seed = 7
+[setup]
+steps = 60
+max_capacity = 40
+max_batch_size = 4
+sampler = "adaptive"
+max_num_old = 8
+[fixed]
+step_size = 0.05
+adaptive_interval = 5
+[grid]
+memory_size = [4, 10, 40]
+batch_size = [1, 4]
+adaptive_num_old = [2, 8]
+"""
+
+
+def _write(tmp_path, text, name="sweep.toml"):
+    path = tmp_path / name
+    path.write_text(textwrap.dedent(text))
+    return path
+
+
+def _same(a, b):
+    assert set(a.data_vars) == set(b.data_vars)
+    for name in a.data_vars:
+        np.testing.assert_array_equal(a[name].values, b[name].values, err_msg=name)
+
+
+@pytest.fixture(scope="module")
+def aer_reference(tmp_path_factory):
+    """The aER sweep in this process: 1 device, one chunk, in memory."""
+    tmp = tmp_path_factory.mktemp("ref")
+    sweep = sw.Sweep.from_toml(_write(tmp, AER_TOML))
+    return sweep, sw.run(sweep, None, progress=False)
+
+
+# ----------------------------------------------------------------------------
+# Labels and values
+# ----------------------------------------------------------------------------
+
+
+def test_results_are_labeled_runs_of_the_experiment(aer_reference):
+    sweep, result = aer_reference
+    ds = result.dataset
+    assert dict(ds.sizes) == {"memory_size": 3, "batch_size": 2, "adaptive_num_old": 2, "seed": 3, "step": 60,
+                              "weight": 2}
+    assert list(ds.memory_size.values) == [4, 10, 40] and list(ds.step.values[[0, -1]]) == [1, 60]
+    setup = sweep.make_setup()
+    run = jax.jit(ls.run, static_argnums=2)
+    for N, m, n_old, seed in [(4, 1, 2, 0), (10, 4, 8, 2), (40, 4, 2, 1)]:
+        key = jax.random.fold_in(jax.random.key(7), seed)
+        hp = ls.Hyperparameters(memory_size=N, batch_size=m, step_size=np.float32(0.05), adaptive_interval=5,
+                                adaptive_num_old=n_old)
+        direct = run(key, hp, setup)
+        cell = ds.sel(memory_size=N, batch_size=m, adaptive_num_old=n_old, seed=seed)
+        np.testing.assert_array_equal(cell.dtheta.values, np.asarray(direct.dtheta))
+        np.testing.assert_array_equal(cell.capacity.values, np.asarray(direct.memory_size))
+        assert cell.final_metric.item() == float(direct.final_metric)
+    # aER really resized (the grid is not a no-op) and nothing diverged.
+    assert ds.capacity.min() < 40 and ds.capacity.sel(memory_size=4).max() > 4
+    assert not ds.diverged.any() and result.stats.diverged == 0
+    config = json.loads(ds.attrs["config"])
+    assert config["grid"]["memory_size"] == [4, 10, 40] and config["seed"] == 7
+    assert json.loads(ds.attrs["versions"])["jax"] == jax.__version__
+
+
+def test_points_sweep_and_chunking_give_identical_runs(aer_reference):
+    sweep, result = aer_reference
+    points = [{"memory_size": 10, "batch_size": 4, "adaptive_num_old": 8},
+              {"memory_size": 40, "batch_size": 1, "adaptive_num_old": 2}]
+    psweep = sw.Sweep("linesearch", seeds=3, seed=7, setup=sweep.setup, fixed=sweep.fixed, points=points)
+    pres = sw.run(psweep, None, chunk_size=2, progress=False)  # 3 chunks, the last one padded
+    assert pres.stats.chunks == 3 and pres.stats.compilations == 1
+    ds = pres.dataset
+    assert list(ds.memory_size.values) == [10, 40] and ds.memory_size.dims == ("config",)
+    for c, p in enumerate(points):
+        np.testing.assert_array_equal(ds.dtheta.isel(config=c).values, result.dataset.dtheta.sel(**p).values)
+
+
+def test_divergence_is_flagged_not_fatal():
+    sweep = sw.Sweep("linesearch", seeds=2, setup={"steps": 200, "max_capacity": 50, "max_batch_size": 5},
+                     fixed={"batch_size": 5, "memory_size": 50}, grid={"step_size": [0.01, 50.0]})
+    result = sw.run(sweep, None, progress=False)
+    diverged = result.dataset.diverged.values
+    np.testing.assert_array_equal(diverged, [[False, False], [True, True]])
+    assert result.stats.diverged == 2
+    assert np.isfinite(result.dataset.final_metric.sel(step_size=0.01)).all()
+
+
+# ----------------------------------------------------------------------------
+# Compilation and memory
+# ----------------------------------------------------------------------------
+
+
+class _Lowerings:
+    """Counts JAX lowerings (one per program compiled, cache hit or not)."""
+
+    def __init__(self):
+        self.names = []
+        jax.monitoring.register_event_duration_secs_listener(self)
+
+    def __call__(self, name, duration, **kwargs):
+        if name == "/jax/core/compile/jaxpr_to_mlir_module_duration":
+            self.names.append(name)
+
+
+_LOWERINGS = _Lowerings()
+
+
+@pytest.mark.parametrize("num_sizes", [1, 50])
+def test_one_compilation_for_any_number_of_memory_sizes(num_sizes):
+    sweep = sw.Sweep("linesearch", seeds=2, setup={"steps": 20, "max_capacity": 64, "max_batch_size": 3},
+                     fixed={"batch_size": 2}, grid={"memory_size": list(range(1, num_sizes + 1))})
+    _LOWERINGS.names.clear()
+    result = sw.run(sweep, None, chunk_size=16, progress=False)
+    assert result.stats.compilations == 1
+    assert len(_LOWERINGS.names) == 1
+    assert result.stats.chunks == (1 if num_sizes == 1 else 7)
+    assert result.dataset.capacity.isel(step=-1, seed=0).values.tolist() == list(range(1, num_sizes + 1))
+
+
+@pytest.mark.parametrize("setup", [
+    {"steps": 400, "max_capacity": 2000, "max_batch_size": 20, "sampler": "uniform"},
+    {"steps": 100, "max_capacity": 500, "max_batch_size": 4, "sampler": "prioritized"},
+    {"steps": 200, "max_capacity": 1000, "max_batch_size": 10, "sampler": "adaptive", "max_num_old": 50},
+])
+def test_memory_estimate_within_factor_two_of_compiled_program(setup):
+    sweep = sw.Sweep("linesearch", seeds=32, setup=setup, fixed={"batch_size": 4})
+    estimate = sw.estimate_bytes_per_run(sweep)
+    programs = sw._Programs(sweep, 32, jax.local_devices())
+    hparams = jax.device_put(sweep.hyperparameters(np.arange(32)), programs.batched)
+    compiled = programs._first.lower(np.uint32(0), np.zeros(32, np.uint32), hparams).compile()
+    m = compiled.memory_analysis()
+    measured = (m.argument_size_in_bytes + m.output_size_in_bytes + m.temp_size_in_bytes - m.alias_size_in_bytes) / 32
+    assert 0.5 <= estimate / measured <= 2.0, (estimate, measured)
+
+
+def test_impossible_sweep_is_refused_before_anything_is_compiled(tmp_path):
+    sweep = sw.Sweep("linesearch", seeds=4, setup={"steps": 10, "max_capacity": 100_000, "max_batch_size": 2},
+                     fixed={"batch_size": 1})
+    per_run = sw.estimate_bytes_per_run(sweep)
+    assert per_run > 100_000 * 16  # four float32 fields per slot
+    _LOWERINGS.names.clear()
+    with pytest.raises(MemoryError, match=r"one run needs about .*MiB.*budget is"):
+        sw.run(sweep, tmp_path / "out", memory_budget=per_run // 2, progress=False)
+    assert _LOWERINGS.names == []
+    assert not list((tmp_path / "out" / "chunks").glob("*.npz"))
+    # A budget of a few runs gives chunks of that many runs.
+    result = sw.run(sweep, None, memory_budget=3 * per_run, progress=False)
+    assert result.stats.chunk_size == 3 and result.stats.chunks == 2
+
+
+# ----------------------------------------------------------------------------
+# Persistence and resume
+# ----------------------------------------------------------------------------
+
+
+def test_saved_results_round_trip_and_resume_computes_nothing(tmp_path, aer_reference):
+    sweep, result = aer_reference
+    first = sw.run(sweep, tmp_path / "out", chunk_size=5, progress=False)
+    _same(first.dataset, result.dataset)
+    _same(sw.load(tmp_path / "out"), result.dataset)
+    manifest = json.loads((tmp_path / "out" / "sweep.json").read_text())
+    assert manifest["fingerprint"] == sweep.fingerprint() and manifest["versions"]["jax"] == jax.__version__
+    again = sw.run(sweep, tmp_path / "out", chunk_size=5, progress=False)
+    assert again.stats.runs_computed == 0 and again.stats.runs_resumed == sweep.num_runs
+    _same(again.dataset, result.dataset)
+
+
+def test_a_changed_config_is_refused_in_the_same_directory(tmp_path, aer_reference):
+    sweep, _ = aer_reference
+    small = sw.Sweep("linesearch", seeds=1, setup={"steps": 20, "max_capacity": 10, "max_batch_size": 2},
+                     fixed={"batch_size": 1, "memory_size": 10})
+    sw.run(small, tmp_path / "out", progress=False)
+    changed = sw.Sweep("linesearch", seeds=2, setup=small.setup, fixed=small.fixed)
+    with pytest.raises(ValueError, match=r"different sweep \(differs in: seeds\)"):
+        sw.run(changed, tmp_path / "out", progress=False)
+
+
+def test_sweep_killed_with_sigkill_resumes_to_identical_results(tmp_path):
+    config = _write(tmp_path, """
+        experiment = "linesearch"
+        seeds = 40
+        [setup]
+        steps = 500
+        max_capacity = 256
+        max_batch_size = 4
+        sampler = "prioritized"
+        [fixed]
+        batch_size = 4
+        step_size = 0.01
+        [grid]
+        memory_size = [16, 256]
+        """)
+    out = tmp_path / "out"
+    env = dict(os.environ, JAX_PLATFORMS="cpu")
+    proc = subprocess.Popen([sys.executable, "-m", "jaxreplay", "sweep", str(config), "--out", str(out),
+                             "--chunk-size", "1", "--quiet"], env=env, cwd=REPO,
+                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    deadline = time.time() + 180
+    while time.time() < deadline and len(list((out / "chunks").glob("runs-*.npz"))) < 5:
+        time.sleep(0.005)
+    proc.send_signal(signal.SIGKILL)
+    proc.wait()
+    finished = len(list((out / "chunks").glob("runs-*.npz")))
+    assert 5 <= finished < 80, f"the kill did not land mid-sweep ({finished} of 80 chunks)"
+    assert not (out / "results.nc").exists()
+
+    sweep = sw.Sweep.from_toml(config)
+    resumed = sw.run(sweep, out, chunk_size=16, progress=False)
+    assert resumed.stats.runs_resumed == finished and resumed.stats.runs_computed == 80 - finished
+    assert not list(out.rglob(".tmp-*")), "a partial file was left behind"
+    for path in (out / "chunks").glob("*.npz"):
+        with np.load(path, allow_pickle=False) as data:
+            assert data["run_index"].size >= 1
+    _same(resumed.dataset, sw.run(sweep, None, progress=False).dataset)
+
+
+# ----------------------------------------------------------------------------
+# Devices and processes (subprocesses: the device count is fixed at JAX start)
+# ----------------------------------------------------------------------------
+
+
+def test_four_devices_and_any_chunk_size_match_one_device(tmp_path, aer_reference):
+    _, result = aer_reference
+    config = _write(tmp_path, AER_TOML)
+    script = textwrap.dedent(f"""
+        import jax
+        from jaxreplay import sweep as sw
+        assert jax.device_count() == 4
+        for chunk in (100, 8):
+            r = sw.run(sw.Sweep.from_toml({str(config)!r}), {str(tmp_path)!r} + f"/d4_{{chunk}}", chunk_size=chunk,
+                       progress=False)
+            print("devices", r.stats.devices, "chunks", r.stats.chunks)
+        """)
+    env = dict(os.environ, JAX_PLATFORMS="cpu", XLA_FLAGS="--xla_force_host_platform_device_count=4")
+    proc = subprocess.run([sys.executable, "-c", script], env=env, cwd=REPO, capture_output=True, text=True,
+                          timeout=240)
+    assert proc.returncode == 0, proc.stderr
+    assert proc.stdout.split() == ["devices", "4", "chunks", "1", "devices", "4", "chunks", "5"]
+    for chunk in (100, 8):
+        _same(sw.load(tmp_path / f"d4_{chunk}"), result.dataset)
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def test_two_processes_under_jax_distributed_match_one(tmp_path, aer_reference):
+    _, result = aer_reference
+    config = _write(tmp_path, AER_TOML)
+    out = tmp_path / "mp"
+    script = textwrap.dedent(f"""
+        import sys, jax
+        jax.distributed.initialize(coordinator_address="127.0.0.1:{_free_port()}", num_processes=2,
+                                   process_id=int(sys.argv[1]))
+        from jaxreplay import sweep as sw
+        r = sw.run(sw.Sweep.from_toml({str(config)!r}), {str(out)!r}, chunk_size=4, progress=False)
+        print("computed", r.stats.runs_computed, "processes", r.stats.processes)
+        """)
+    env = dict(os.environ, JAX_PLATFORMS="cpu")
+    procs = [subprocess.Popen([sys.executable, "-c", script, str(i)], env=env, cwd=REPO, text=True,
+                              stdout=subprocess.PIPE, stderr=subprocess.PIPE) for i in range(2)]
+    outputs = [p.communicate(timeout=240) for p in procs]
+    for p, (stdout, stderr) in zip(procs, outputs):
+        assert p.returncode == 0, stderr
+        assert "processes 2" in stdout
+    computed = [int(line.split()[1]) for stdout, _ in outputs for line in stdout.splitlines()
+                if line.startswith("computed")]
+    assert sum(computed) == 36 and min(computed) > 0  # each process ran its share
+    _same(sw.load(out), result.dataset)
+
+
+# ----------------------------------------------------------------------------
+# Config errors
+# ----------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("text, message", [
+    ('experiment = "linesearch"\nseeds = 2\ncolour = "red"\n', r"unknown key 'colour'"),
+    ('experiment = "cartpole"\n', r"experiment: experiment must be one of"),
+    ('seeds = 2\n', r"experiment: missing"),
+    ('experiment = "linesearch"\n[setup]\nmax_capacty = 10\n', r"setup\.max_capacty: unknown setting"),
+    ('experiment = "linesearch"\n[setup]\nsteps = "ten"\n', r"setup\.steps must be of type int"),
+    ('experiment = "linesearch"\n[fixed]\nstep_size = "big"\n', r"fixed\.step_size must be a number"),
+    ('experiment = "linesearch"\n[fixed]\nlearning_rate = 0.1\n', r"fixed\.learning_rate: unknown hyperparameter"),
+    ('experiment = "linesearch"\n[grid]\nmemory_size = []\n', r"grid\.memory_size is empty"),
+    ('experiment = "linesearch"\n[grid]\nmemory_size = [10.5]\n', r"grid\.memory_size must be an integer"),
+    ('experiment = "linesearch"\n[grid]\nmemory_size = [10, 10]\n', r"grid\.memory_size has repeated values"),
+    ('experiment = "linesearch"\n[grid]\nmemory_size = [10, 5000]\n', r"memory_size must be <= 1000"),
+    ('experiment = "linesearch"\n[grid]\ndiscount = [0.5, 1.0]\n', r"discount must be < 1"),
+    ('experiment = "linesearch"\nseeds = 0\n', r"seeds must be an integer >= 1"),
+    ('experiment = "linesearch"\n[run]\nchunks = 3\n', r"run\.chunks: unknown run option"),
+])
+def test_bad_config_files_name_the_key(tmp_path, text, message):
+    path = _write(tmp_path, text)
+    with pytest.raises(ValueError, match=message):
+        config = __import__("tomllib").loads(path.read_text())
+        sw.run_options(config)
+        sw.Sweep.from_toml(path)
+
+
+def test_cli_reports_config_errors_with_exit_code_2(tmp_path):
+    from jaxreplay import cli
+
+    path = _write(tmp_path, 'experiment = "linesearch"\n[grid]\nmemory_size = []\n')
+    assert cli.main(["sweep", str(path), "--out", str(tmp_path / "o")]) == 2
+    assert cli.main(["sweep", str(tmp_path / "missing.toml"), "--out", str(tmp_path / "o")]) == 2
