@@ -1,0 +1,81 @@
+"""Statistics helpers over labeled results, checked against direct NumPy/SciPy computations."""
+
+from __future__ import annotations
+
+import matplotlib
+
+matplotlib.use("Agg")
+
+import numpy as np
+import pytest
+import xarray as xr
+from scipy import stats
+
+from jaxreplay import results
+
+
+@pytest.fixture(scope="module")
+def metric():
+    rng = np.random.default_rng(0)
+    values = rng.normal(size=(3, 4, 10)) + np.arange(3)[:, None, None] - 0.5 * np.arange(4)[None, :, None]
+    values[0, 0, 3] = np.nan  # a diverged run
+    return xr.DataArray(values, dims=("memory_size", "batch_size", "seed"),
+                        coords={"memory_size": [10, 100, 1000], "batch_size": [1, 5, 10, 20], "seed": np.arange(10)},
+                        name="final_metric")
+
+
+def test_mean_ci_matches_student_t(metric):
+    ci = results.mean_ci(metric, confidence=0.9)
+    x = metric.sel(memory_size=100, batch_size=5).values
+    half = stats.t.ppf(0.95, 9) * x.std(ddof=1) / np.sqrt(10)
+    cell = ci.sel(memory_size=100, batch_size=5)
+    assert cell["mean"].item() == pytest.approx(x.mean())
+    assert cell["high"].item() - cell["mean"].item() == pytest.approx(half)
+    # The NaN run is dropped, not propagated.
+    x0 = metric.sel(memory_size=10, batch_size=1).values
+    assert ci["count"].sel(memory_size=10, batch_size=1).item() == 9
+    assert ci["mean"].sel(memory_size=10, batch_size=1).item() == pytest.approx(np.nanmean(x0))
+
+
+def test_iqm_is_the_25_percent_trimmed_mean():
+    x = xr.DataArray(np.array([[1.0, 2, 3, 4, 5, 6, 7, 100]]), dims=("a", "seed"))
+    # Trim 2 of 8 from each end: mean of 3, 4, 5, 6.
+    assert results.iqm(x).values.tolist() == [4.5]
+
+
+def test_bootstrap_ci_is_reproducible_and_brackets_the_estimate(metric):
+    a = results.bootstrap_ci(metric, "iqm", resamples=500, seed=3)
+    b = results.bootstrap_ci(metric, "iqm", resamples=500, seed=3)
+    np.testing.assert_array_equal(a["low"].values, b["low"].values)
+    assert (a["low"] <= a["estimate"]).all() and (a["estimate"] <= a["high"]).all()
+    x = metric.sel(memory_size=1000, batch_size=20).values
+    ref = stats.bootstrap((x,), np.mean, n_resamples=500, method="percentile", rng=np.random.default_rng(3))
+    mean = results.bootstrap_ci(metric, "mean", resamples=500, seed=3).sel(memory_size=1000, batch_size=20)
+    assert mean["low"].item() == pytest.approx(ref.confidence_interval.low)
+    with pytest.raises(ValueError, match="statistic"):
+        results.bootstrap_ci(metric, "median")
+
+
+def test_best_finds_the_minimum_per_axis_and_overall(metric):
+    out = results.best(metric)
+    mean = metric.mean("seed", skipna=True).values
+    i, j = np.unravel_index(np.nanargmin(mean), mean.shape)
+    assert out["overall"]["memory_size"] == [10, 100, 1000][i]
+    assert out["overall"]["batch_size"] == [1, 5, 10, 20][j]
+    assert out["overall"]["value"] == pytest.approx(mean[i, j])
+    best_m = out["per_axis"]["batch_size"]
+    assert best_m.dims == ("memory_size",)
+    assert best_m.values.tolist() == [[1, 5, 10, 20][k] for k in np.nanargmin(mean, axis=1)]
+    assert results.best(metric, minimize=False)["overall"]["value"] == pytest.approx(np.nanmax(mean))
+    with pytest.raises(ValueError, match="axes: 'step'"):
+        results.best(metric, axes=["step"])
+
+
+def test_plot_metric_lines_and_contour(metric):
+    ax = results.plot_metric(metric, x="memory_size", hue="batch_size")
+    assert len(ax.lines) == 4
+    np.testing.assert_allclose(ax.lines[1].get_ydata(), metric.sel(batch_size=5).mean("seed").values)
+    ax2 = results.plot_metric(metric, x="memory_size", y="batch_size")
+    assert ax2.get_xlabel() == "memory_size" and ax2.get_ylabel() == "batch_size"
+    with pytest.raises(ValueError, match=r"select or reduce the dimensions \['batch_size'\]"):
+        results.plot_metric(metric, x="memory_size")
