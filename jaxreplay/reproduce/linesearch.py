@@ -429,44 +429,26 @@ def _solve_theory(registry: _Registry, prioritized: bool, times: np.ndarray) -> 
     )
 
 
-def _run_experiments(registry: _Registry, setup, seeds: int, chunk: int, seed: int, tick=None,
-                     **extra_hparams) -> dict:
-    """Every configuration of ``registry`` × ``seeds`` (common random numbers), chunked."""
-    import jax
-    import jax.numpy as jnp
+def _run_experiments(registry: _Registry, setup, seeds: int, chunk: int, seed: int, **fixed) -> dict:
+    """Every configuration of ``registry`` × ``seeds`` through the sweep engine (common random numbers).
 
-    from jaxreplay.experiments import linesearch as ls
+    One :class:`~jaxreplay.sweep.Sweep` of explicit points; kept in memory (the
+    reproduction is a one-minute job; its labeled numbers go to the CSV).
+    """
+    from jaxreplay import sweep as sweep_lib
 
     N, m, a, g = registry.columns()
-    C = len(N)
-    rep = lambda x: np.repeat(x, seeds)  # noqa: E731
-    hp = dict(memory_size=rep(N).astype(np.int32), batch_size=rep(m).astype(np.int32),
-              step_size=rep(a).astype(np.float32), discount=rep(g).astype(np.float32))
-    R = C * seeds
-    for name, value in extra_hparams.items():
-        hp[name] = np.broadcast_to(np.asarray(value), (R,))
-    base = ls.Hyperparameters()
-    fields = {f: np.broadcast_to(np.asarray(getattr(base, f)), (R,)) for f in ls.Hyperparameters._fields}
-    fields.update(hp)
-    seed_keys = jax.random.split(jax.random.key(seed), seeds)
-    key_idx = np.tile(np.arange(seeds), C)
-    chunk = min(chunk, R)
-    fn = jax.jit(ls.run_grid, static_argnums=2)
-    outs = []
-    for start in range(0, R, chunk):
-        idx = np.arange(start, start + chunk)
-        idx = np.where(idx < R, idx, R - 1)  # pad the last chunk (same shape: no recompile)
-        hparams = ls.Hyperparameters(**{f: jnp.asarray(v[idx]) for f, v in fields.items()})
-        res = fn(seed_keys[key_idx[idx]], hparams, setup)
-        n_valid = min(chunk, R - start)
-        outs.append(jax.tree.map(lambda x: np.asarray(x)[:n_valid], res))
-        if tick is not None:
-            tick()
-    dtheta = np.concatenate([o.dtheta for o in outs]).reshape(C, seeds, setup.steps, 2)
-    memory = np.concatenate([o.memory_size for o in outs]).reshape(C, seeds, setup.steps)
-    diverged = np.concatenate([o.diverged for o in outs]).reshape(C, seeds)
-    dtheta = np.where(diverged[..., None, None], np.nan, dtheta.astype(np.float64))
-    return dict(dtheta=dtheta, memory_size=memory, diverged=diverged)
+    points = [{"memory_size": int(n), "batch_size": int(b), "step_size": float(al), "discount": float(ga)}
+              for n, b, al, ga in zip(N, m, a, g)]
+    sweep = sweep_lib.Sweep(
+        "linesearch", seeds=seeds, seed=seed,
+        setup={f.name: getattr(setup, f.name) for f in dataclasses.fields(setup)},
+        fixed={k: np.asarray(v).item() for k, v in fixed.items()}, points=points,
+    )
+    ds = sweep_lib.run(sweep, None, chunk_size=chunk, progress=False).dataset
+    diverged = ds.diverged.values
+    dtheta = np.where(diverged[..., None, None], np.nan, ds.dtheta.values.astype(np.float64))
+    return dict(dtheta=dtheta, memory_size=ds.capacity.values, diverged=diverged)
 
 
 # ----------------------------------------------------------------------------
