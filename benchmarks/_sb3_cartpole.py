@@ -79,7 +79,10 @@ def measure_sb3(
 
     Returns:
         A dict with ``env_steps_per_s`` and ``updates_per_s`` (each over the
-        ``learn`` wall time), ``seconds`` (that wall time), ``env_steps`` and
+        ``learn`` wall time), ``seconds`` (that wall time), ``cpu_seconds``
+        (CPU time of this process during it, all threads: with one thread,
+        ``env_steps / cpu_seconds`` is close to the rate on an otherwise idle
+        machine even when the machine is shared), ``env_steps`` and
         ``updates`` (counted by SB3), ``setup_seconds`` (environment + model
         construction, excluded from the rates) and ``torch_threads``.
 
@@ -116,9 +119,10 @@ def measure_sb3(
         )
         setup_seconds = time.perf_counter() - start
 
-        start = time.perf_counter()
+        start, cpu_start = time.perf_counter(), time.process_time()
         model.learn(total_timesteps=int(total_steps), progress_bar=False)
         seconds = time.perf_counter() - start
+        cpu_seconds = time.process_time() - cpu_start
         env.close()
     finally:
         torch.set_num_threads(previous_threads)
@@ -128,6 +132,7 @@ def measure_sb3(
         env_steps_per_s=env_steps / seconds,
         updates_per_s=updates / seconds,
         seconds=seconds,
+        cpu_seconds=cpu_seconds,
         env_steps=float(env_steps),
         updates=float(updates),
         setup_seconds=setup_seconds,

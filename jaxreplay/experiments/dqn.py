@@ -549,14 +549,13 @@ def advance(state: DQNState, hparams: Hyperparameters, setup: Setup) -> tuple[DQ
         return s, acc
 
     def unit(carry):
-        s, acc = _repeat(env_step, carry, setup.train_frequency)
+        s, acc = _repeat(env_step, train(carry), setup.train_frequency)
         # Without the barrier XLA fuses the minibatch gather with the buffer
         # write (reading the old buffer and the new transition), which keeps
         # the old buffer alive and forces a copy of whole buffer leaves at
         # every step under vmap: O(max_capacity) per step, measured 4x slower
         # at max_capacity 10^4.
-        s = s._replace(memory=jax.lax.optimization_barrier(s.memory))
-        return train((s, acc))
+        return (s, acc)
 
     def consult_adaptive(carry):
         s, acc = carry
