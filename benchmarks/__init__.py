@@ -4,7 +4,9 @@ Each benchmark is a module of this package listed in :data:`BENCHMARKS`. It
 exposes ``TITLE`` (a heading) and ``run(mode, progress) -> str``: ``mode`` is
 ``"quick"`` (minutes on a laptop-class CPU) or ``"full"``; ``progress`` takes
 one-line progress messages (printed to stderr); the return value is the
-benchmark's markdown section. :mod:`benchmarks.__main__` runs the selected
+benchmark's markdown section. A module may also fill a list ``HEADLINES`` of
+``(quantity, measured, target)`` string triples during ``run``; they are
+gathered into the one summary table of ratios at the top of the report. :mod:`benchmarks.__main__` runs the selected
 ones and writes one markdown document headed by the machine description
 (:func:`benchmarks._timing.machine_markdown`). Shared timing rules live in
 :mod:`benchmarks._timing`.
@@ -17,4 +19,5 @@ Performance is measured here, never in ``tests/``.
 BENCHMARKS: dict[str, str] = {
     "buffer": "benchmarks.buffer",
     "priority_structure": "benchmarks.priority_structure",
+    "sweep": "benchmarks.sweep",
 }

@@ -45,6 +45,7 @@ def main(argv: list[str] | None = None) -> int:
     started = time.perf_counter()
     machine = _timing.machine_markdown()
     sections = []
+    headlines = []
     for name in names:
         module = importlib.import_module(BENCHMARKS[name])
         progress(f"== {name}: {module.TITLE} ({args.mode})")
@@ -52,6 +53,7 @@ def main(argv: list[str] | None = None) -> int:
         body = module.run(args.mode, progress)
         elapsed = time.perf_counter() - t0
         sections.append(f"## {module.TITLE}\n\n{body}\n\n_`{name}` took {elapsed:.0f} s._")
+        headlines += [[f"`{name}`", *row] for row in getattr(module, "HEADLINES", [])]
     total = time.perf_counter() - started
     now = datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%d %H:%M UTC")
     report = "\n\n".join(
@@ -60,6 +62,8 @@ def main(argv: list[str] | None = None) -> int:
             f"`python -m benchmarks --{args.mode}{''.join(' --only ' + n for n in args.only or [])}`, "
             f"{now}, {total:.0f} s in total.",
             machine,
+            "## Summary of ratios\n\n" + _timing.markdown_table(["benchmark", "quantity", "measured", "target"], headlines)
+            if headlines else "",
             *sections,
         ]
     )
