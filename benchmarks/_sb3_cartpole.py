@@ -10,21 +10,24 @@ are timed apart (``setup_seconds``), never mixed into the rates.
 The configuration is SB3's defaults (Adam at 1e-4, Huber loss, gradient-norm
 clip 10, target copy every 10 000 steps, ε decayed over the first 10 % of the
 steps) except what a throughput comparison has to fix: the MLP's hidden
-sizes, the minibatch size, one environment step per ``train_freq`` updates
-(``gradient_steps=1``), ``learning_starts`` and the replay capacity (default:
-``total_steps``, so nothing is forgotten and no unused memory is allocated;
-SB3's uniform sampling costs the same whatever the capacity). One
-environment, one process: SB3 trains one agent at a time.
+sizes, the minibatch size, one gradient update every ``train_freq``
+environment steps (``gradient_steps=1``), ``learning_starts`` and the replay
+capacity (default ``total_steps``, so nothing is forgotten and no unused
+memory is allocated; SB3's uniform sampling costs the same whatever the
+capacity). One environment, one process: SB3 trains one agent at a time.
 
 Both rates are aggregates over the whole ``learn`` call, which includes the
 ``learning_starts`` steps taken before the first update (those steps are
 cheaper, so keep ``learning_starts`` small next to ``total_steps``).
 
 Threads: torch uses ``torch_threads`` intra-op threads (default 1). For a
-50 × 64 MLP one matrix product is microseconds of work, less than handing it
-to a second thread costs; on the 2-core machine of this project 1 thread was
-faster than 2 (see the module's ``__main__`` to compare). The setting is
-process-wide and is restored after the measurement.
+50 × 64 MLP one matrix product is microseconds of work, so a second thread
+has nothing to gain: on this project's 2-core machine, idle, 2 threads ran
+CartPole within noise of 1 thread at twice the CPU time, and while another
+process used one core, 2 threads ran 5–10× *slower* than 1 (the second
+thread waits for a core at every operation). ``python -m
+benchmarks._sb3_cartpole`` prints both. The setting is process-wide and is
+restored after the measurement.
 
 Needs the ``bench`` extra (torch, stable-baselines3, gymnasium); without
 them :func:`measure_sb3` raises ``ImportError`` saying what to install.
@@ -80,9 +83,9 @@ def measure_sb3(
     Returns:
         A dict with ``env_steps_per_s`` and ``updates_per_s`` (each over the
         ``learn`` wall time), ``seconds`` (that wall time), ``cpu_seconds``
-        (CPU time of this process during it, all threads: with one thread,
-        ``env_steps / cpu_seconds`` is close to the rate on an otherwise idle
-        machine even when the machine is shared), ``env_steps`` and
+        (CPU time of this process during it, all threads; with one thread,
+        well below ``seconds`` means other processes took the core: rerun),
+        ``env_steps`` and
         ``updates`` (counted by SB3), ``setup_seconds`` (environment + model
         construction, excluded from the rates) and ``torch_threads``.
 
@@ -90,11 +93,12 @@ def measure_sb3(
         ImportError: torch, stable-baselines3 or gymnasium is missing.
         ValueError: a size or count is not a positive integer.
     """
-    hidden_sizes = [int(width) for width in hidden_sizes]
+    hidden_sizes = list(hidden_sizes)
     for name, value in (("total_steps", total_steps), ("batch_size", batch_size), ("train_freq", train_freq),
                         ("torch_threads", torch_threads), *(("hidden_sizes", w) for w in hidden_sizes)):
         if int(value) != value or value < 1:
             raise ValueError(f"{name} must be a positive integer, got {value!r}.")
+    hidden_sizes = [int(width) for width in hidden_sizes]
     if int(learning_starts) != learning_starts or learning_starts < 0:
         raise ValueError(f"learning_starts must be an integer >= 0, got {learning_starts!r}.")
     gymnasium, sb3, torch = _import_sb3()
