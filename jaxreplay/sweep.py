@@ -310,7 +310,7 @@ def _check_setup_value(exp, name: str, value):
         int: lambda v: isinstance(v, (int, np.integer)) and not isinstance(v, bool),
         float: lambda v: isinstance(v, (int, float, np.integer, np.floating)) and not isinstance(v, bool),
         str: lambda v: isinstance(v, str),
-        tuple: lambda v: isinstance(v, tuple),
+        tuple: lambda v: isinstance(v, (tuple, dict)),  # a table where the Setup takes pairs
     }.get(type(default), lambda v: True)
     if not ok(value):
         raise ValueError(f"setup.{name} must be of type {type(default).__name__} (like its default {default!r}), "
