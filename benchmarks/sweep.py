@@ -35,7 +35,7 @@ MEMORY_SIZES = (10, 50, 100, 200, 300, 400, 500, 600, 800, 1000)
 STEPS, MAX_CAPACITY, BATCH, STEP_SIZE = 1000, 1000, 5, 1e-3
 
 MODES = {
-    "quick": dict(runs=(100, 1000, 10_000), repeats=3, numpy_runs=200, loop_runs=20),
+    "quick": dict(runs=(100, 1000, 10_000), repeats=3, numpy_runs=1000, loop_runs=20),
     "full": dict(runs=(100, 300, 1000, 3000, 10_000, 30_000), repeats=5, numpy_runs=1000, loop_runs=100),
 }
 
