@@ -134,7 +134,8 @@ def epsilon_schedule(step: Any, start: Any, end: Any, decay_steps: Any) -> jax.A
     step = jnp.asarray(step, jnp.float32)
     decay_steps = jnp.asarray(decay_steps, jnp.float32)
     fraction = jnp.where(decay_steps > 0, jnp.clip(step / jnp.maximum(decay_steps, 1.0), 0.0, 1.0), 1.0)
-    return (start + fraction * (end - start)).astype(jnp.float32)
+    # (1 - f)·start + f·end is exactly ``end`` at f = 1 (start + f·(end - start) is not, in float32).
+    return ((1.0 - fraction) * start + fraction * end).astype(jnp.float32)
 
 
 def epsilon_greedy(key: jax.Array, q_values: jax.Array, epsilon: Any) -> jax.Array:
