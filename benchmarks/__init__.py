@@ -20,4 +20,5 @@ BENCHMARKS: dict[str, str] = {
     "buffer": "benchmarks.buffer",
     "priority_structure": "benchmarks.priority_structure",
     "sweep": "benchmarks.sweep",
+    "dqn": "benchmarks.dqn",
 }

@@ -4,6 +4,7 @@ Subcommands:
     info        versions of jaxreplay and its stack, and the devices JAX sees.
     linesearch  one LineSearch configuration: the ODE theory and the seed-averaged
                 experiment side by side.
+    dqn         one DQN setting on a gymnax game, vmapped over seeds.
     sweep       run a sweep declared in a TOML file: ``sweep CONFIG.toml --out DIR``.
     reproduce   reproduce the paper: ``reproduce linesearch --out DIR [--full]``.
 """
@@ -140,13 +141,86 @@ def _linesearch(args: argparse.Namespace) -> int:
 
 
 def _reproduce(args: argparse.Namespace) -> int:
-    from jaxreplay.reproduce import linesearch as reproduce_linesearch
-
     if args.seeds is not None:
         _positive("seeds", args.seeds)
+    if args.target == "dqn":
+        from jaxreplay.reproduce import dqn as reproduce_dqn
+
+        summary = reproduce_dqn.reproduce(args.out, args.env, seeds=args.seeds, quick=args.quick,
+                                          progress=not args.quiet, tuned=args.tuned, steps=args.steps)
+        for N0, p in summary["percent"].items():
+            print(f"aER from {N0}: beats the averaged static memory in {p['percent']:.0f}% of seeds "
+                  f"(95% CI [{p['low']:.0f}%, {p['high']:.0f}%], paper {reproduce_dqn.PAPER_PERCENT[args.env][N0]:.0f}%)")
+        print(f"wrote {len(summary['figures'])} figures, {summary['csv']} and {summary['report']} "
+              f"in {summary['runtime_s']:.0f} s")
+        return 0
+    from jaxreplay.reproduce import linesearch as reproduce_linesearch
+
     summary = reproduce_linesearch.reproduce(args.out, full=args.full, seeds=args.seeds, progress=not args.quiet)
     print(f"wrote {len(summary['figures'])} figures, {summary['csv']} and {summary['report']} "
           f"in {summary['runtime_s']:.0f} s")
+    return 0
+
+
+def _dqn(args: argparse.Namespace) -> int:
+    import dataclasses
+    import json
+
+    import numpy as np
+    import xarray as xr
+
+    from jaxreplay import results, sweep as sweep_lib
+    from jaxreplay.experiments import dqn
+
+    _positive("seeds", args.seeds)
+    if args.env in dqn.PAPER_TOTAL_STEPS:
+        setup, hparams = dqn.paper_setting(args.env, args.memory_size, args.adaptive, tuned=args.tuned)
+    else:
+        if args.tuned:
+            raise ValueError("--tuned is only available for CartPole-v1.")
+        setup, hparams = dqn.Setup(env_id=args.env, max_capacity=max(args.memory_size, 1)), dqn.Hyperparameters(
+            memory_size=args.memory_size, adaptive_num_old=max(args.memory_size // 2, 1))
+        setup = dataclasses.replace(setup, adaptive=args.adaptive)
+    changes = {"sampler": args.sampler}
+    if args.steps is not None:
+        _positive("steps", args.steps)
+        segment = min(setup.steps_per_segment, args.steps)
+        segment -= segment % setup.cycle_length
+        if segment < 1 or args.steps % segment:
+            raise ValueError(f"--steps must be a multiple of {setup.cycle_length} (the aER check interval / "
+                             f"train frequency), got {args.steps}.")
+        changes.update(total_steps=args.steps, steps_per_segment=segment,
+                       max_capacity=max(setup.max_capacity if setup.max_capacity <= args.steps else args.steps,
+                                        hparams.memory_size))
+    setup = dataclasses.replace(setup, **changes)
+    sweep = sweep_lib.Sweep("dqn", seeds=args.seeds, seed=args.seed,
+                            setup={f.name: getattr(setup, f.name) for f in dataclasses.fields(setup)},
+                            fixed=hparams._asdict())
+    ds = sweep_lib.run(sweep, None, progress=not args.quiet and not args.json).dataset
+    final = ds.train_return.isel(segment=-1).values.astype(np.float64)
+    if "eval_return" in ds:
+        final = ds.eval_return.isel(segment=-1).values.astype(np.float64)
+    ci = results.bootstrap_ci(xr.DataArray(final, dims=("seed",)), "iqm")
+    report = {
+        "env": args.env, "memory_size": args.memory_size, "adaptive": args.adaptive, "sampler": args.sampler,
+        "seeds": args.seeds, "steps": setup.total_steps,
+        "final_return_kind": "eval_return" if "eval_return" in ds else "train_return",
+        "final_returns": [None if not np.isfinite(x) else float(x) for x in final],
+        "iqm": float(ci.estimate), "iqm_ci95": [float(ci.low), float(ci.high)],
+        "segment_steps": ds.segment.values.tolist(),
+        "memory_size_mean": ds.capacity.mean("seed").values.astype(float).tolist(),
+        "diverged": int(ds.diverged.values.sum()),
+    }
+    if args.json:
+        print(json.dumps(report))
+        return 0
+    print(f"DQN {args.env}, {'aER from' if args.adaptive else 'fixed memory'} {args.memory_size}, sampler "
+          f"{args.sampler}, {args.seeds} seeds, {setup.total_steps} steps")
+    print(f"  final {report['final_return_kind']} per seed: " + ", ".join(f"{x:.1f}" for x in final))
+    print(f"  IQM {report['iqm']:.1f} (95% bootstrap CI [{ci.low.item():.1f}, {ci.high.item():.1f}])")
+    print(f"  memory size: start {args.memory_size}, mean at the end {report['memory_size_mean'][-1]:.0f}")
+    if report["diverged"]:
+        print(f"  {report['diverged']} seed(s) diverged (non-finite parameters)")
     return 0
 
 
@@ -206,6 +280,19 @@ def build_parser() -> argparse.ArgumentParser:
     ls.add_argument("--json", action="store_true", help="print one JSON object")
     ls.set_defaults(handler=_linesearch)
 
+    dq = commands.add_parser("dqn", help="one DQN setting on a gymnax game, vmapped over seeds")
+    dq.add_argument("--env", default="CartPole-v1", help="gymnax id (CartPole-v1, MountainCar-v0, Acrobot-v1, ...)")
+    dq.add_argument("--memory-size", type=int, default=100, help="N (aER: the initial N0)")
+    dq.add_argument("--adaptive", action="store_true", help="aER: adapt the memory size (k = 20, n_old = N0/2)")
+    dq.add_argument("--sampler", choices=("uniform", "prioritized", "cer"), default="uniform")
+    dq.add_argument("--seeds", type=int, default=8)
+    dq.add_argument("--seed", type=int, default=0, help="base seed")
+    dq.add_argument("--steps", type=int, default=None, help="environment steps per run (default: the paper's)")
+    dq.add_argument("--tuned", action="store_true", help="CartPole: a configuration that learns (not the paper's)")
+    dq.add_argument("--json", action="store_true", help="print one JSON object")
+    dq.add_argument("--quiet", action="store_true", help="no progress bar")
+    dq.set_defaults(handler=_dqn)
+
     sw = commands.add_parser("sweep", help="run a sweep declared in a TOML file (resumable)")
     sw.add_argument("config", help="TOML file: experiment, seeds, [setup], [fixed], [grid] or [[points]], [run]")
     sw.add_argument("--out", required=True, help="output folder (rerun with the same config to resume)")
@@ -223,6 +310,15 @@ def build_parser() -> argparse.ArgumentParser:
     rls.add_argument("--seeds", type=int, default=None, help="ER/aER seeds per setting (pER gets a quarter)")
     rls.add_argument("--quiet", action="store_true", help="no progress bar")
     rls.set_defaults(handler=_reproduce)
+    rdq = targets.add_parser("dqn", help="the paper's fixed-vs-adaptive DQN comparison for one game")
+    rdq.add_argument("--env", required=True, choices=("CartPole-v1", "MountainCar-v0", "Acrobot-v1"))
+    rdq.add_argument("--out", required=True, help="output folder (rerun the same command to resume)")
+    rdq.add_argument("--seeds", type=int, default=None, help="seeds per setting (default 4 quick, 100 otherwise)")
+    rdq.add_argument("--quick", action="store_true", help="shortened runs for a CPU")
+    rdq.add_argument("--tuned", action="store_true", help="CartPole: a configuration that learns (not the paper's)")
+    rdq.add_argument("--steps", type=int, default=None, help="cut every run to this many steps (smoke runs)")
+    rdq.add_argument("--quiet", action="store_true", help="no progress bar")
+    rdq.set_defaults(handler=_reproduce)
     return parser
 
 

@@ -603,8 +603,9 @@ def run(
     if progress and mine:
         from tqdm.auto import tqdm
 
-        bar = tqdm(total=sum(len(c) for c in mine), unit="run", desc=f"sweep {sweep.experiment}", file=sys.stderr,
-                   dynamic_ncols=True, bar_format="{l_bar}{bar}| {n:.0f}/{total} [{elapsed}<{remaining}, {rate_fmt}]")
+        # Counted in run-segments (integers: no float drift) and shown in runs.
+        bar = tqdm(total=sum(len(c) for c in mine) * num_segments, unit="run", unit_scale=1 / num_segments,
+                   desc=f"sweep {sweep.experiment}", file=sys.stderr, dynamic_ncols=True)
     t_start = time.perf_counter()
     base_seed = jax.device_put(np.uint32(sweep.seed), programs.replicated)
     # Host work on segment k's outputs (transfer, saving) overlaps the device's work on
@@ -618,7 +619,7 @@ def run(
         valid = len(runs)
         collected.setdefault(chunk_id, []).append(jax.tree.map(lambda x: np.asarray(x)[:valid], record))
         if bar is not None:
-            bar.update(valid / num_segments)
+            bar.update(valid)
         if summary is None:
             return
         records = collected.pop(chunk_id)

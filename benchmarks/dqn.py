@@ -1,0 +1,144 @@
+"""DQN throughput on CartPole-v1: a 100-seed sweep vs the same code one seed at a time, and vs Stable-Baselines3.
+
+All three do the same training: an MLP Q-network (one hidden layer of 64),
+minibatch 50, one gradient step per environment step, uniform replay.
+
+* **ours, 100 seeds**: :func:`jaxreplay.sweep.run` over 100 seeds (one
+  compiled program, vmapped); aggregate env steps/s = seeds × steps / run time.
+* **ours, 1 seed × 100 in sequence**: the same experiment jitted for one seed
+  and called seed after seed. Timed on a few seeds (its cost is linear in the
+  number of seeds) and reported per seed.
+* **SB3**: ``stable_baselines3.DQN`` on ``gymnasium``'s CartPole-v1 with the
+  same network and batch (:mod:`benchmarks._sb3_cartpole`; needs the
+  ``bench`` extra: torch, stable-baselines3). Skipped with a note if missing.
+
+Compile time is reported apart. Targets (issue 5): ≥ 10× the sequential
+single-seed runs, ≥ 100× SB3 (aggregate env steps/s).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import sys
+import time
+from collections.abc import Callable
+
+import jax
+import numpy as np
+
+from benchmarks import _timing
+
+TITLE = "DQN on CartPole-v1: 100-seed sweep vs sequential seeds vs Stable-Baselines3"
+
+MODES = {
+    "quick": dict(steps=4_000, seeds=100, sequential=3, sb3_steps=4_000),
+    "full": dict(steps=20_000, seeds=100, sequential=5, sb3_steps=20_000),
+}
+HEADLINES: list[list[str]] = []  # filled by run(): the summary rows of `python -m benchmarks`
+
+
+def _setup(steps: int):
+    from jaxreplay.experiments import dqn
+
+    segment = steps // 4
+    setup = dqn.Setup(env_id="CartPole-v1", total_steps=steps, steps_per_segment=segment, hidden_sizes=(64,),
+                      max_capacity=steps, batch_size=50, sampler="uniform", train_frequency=1, eval_episodes=0)
+    hparams = dqn.Hyperparameters(memory_size=steps, step_size=1e-3, discount=0.99, learning_starts=100,
+                                  epsilon_decay_steps=steps // 2, target_period=500)
+    return setup, hparams
+
+
+def _ours_sweep(steps: int, seeds: int) -> dict:
+    from jaxreplay import sweep as sw
+
+    setup, hparams = _setup(steps)
+    sweep = sw.Sweep("dqn", seeds=seeds, setup={f.name: getattr(setup, f.name) for f in dataclasses.fields(setup)},
+                     fixed=hparams._asdict())
+    result = sw.run(sweep, None, progress=False)
+    grads = float(result.dataset.gradient_steps.sum())
+    s = result.stats
+    return dict(seconds=s.run_seconds, compile_s=s.compile_seconds, env_steps=seeds * steps, updates=grads,
+                chunk=s.chunk_size)
+
+
+def _ours_sequential(steps: int, seeds: int) -> dict:
+    from jaxreplay.experiments import dqn
+
+    setup, hparams = _setup(steps)
+    fn = jax.jit(dqn.run, static_argnums=2)
+    t0 = time.perf_counter()
+    jax.block_until_ready(fn(jax.random.key(0), hparams, setup))
+    compile_s = time.perf_counter() - t0
+    t0 = time.perf_counter()
+    grads = 0
+    for i in range(seeds):
+        _, summary = jax.block_until_ready(fn(jax.random.key(i + 1), hparams, setup))
+        grads += int(summary["gradient_steps"])
+    seconds = time.perf_counter() - t0
+    return dict(seconds=seconds, compile_s=compile_s, env_steps=seeds * steps, updates=grads, seeds=seeds)
+
+
+def _sb3(steps: int) -> dict | str:
+    try:
+        from benchmarks import _sb3_cartpole
+    except ImportError as e:
+        return f"skipped: {e}"
+    try:
+        out = _sb3_cartpole.measure_sb3(total_steps=steps, hidden_sizes=(64,), batch_size=50, train_freq=1,
+                                        learning_starts=100)
+    except ImportError as e:
+        return f"skipped: {e}"
+    return dict(seconds=out["seconds"], env_steps=out["env_steps"], updates=out["updates"])
+
+
+def run(mode_name: str = "quick", progress: Callable[[str], None] = lambda s: print(s, file=sys.stderr)) -> str:
+    _timing.disable_compilation_cache()
+    mode = MODES[mode_name]
+    progress(f"  ours: {mode['seeds']} seeds × {mode['steps']} steps, one program")
+    sweep = _ours_sweep(mode["steps"], mode["seeds"])
+    progress(f"  ours: 1 seed at a time, {mode['sequential']} seeds")
+    seq = _ours_sequential(mode["steps"], mode["sequential"])
+    progress(f"  SB3: {mode['sb3_steps']} steps")
+    sb3 = _sb3(mode["sb3_steps"])
+    return _report(mode_name, mode, sweep, seq, sb3)
+
+
+def _rate(d: dict, key: str) -> float:
+    return d[key] / d["seconds"]
+
+
+def _report(mode_name, mode, sweep, seq, sb3) -> str:
+    rows = [
+        [f"ours, {mode['seeds']} seeds in one program", f"{_rate(sweep, 'env_steps'):,.0f}",
+         f"{_rate(sweep, 'updates'):,.0f}", f"{sweep['compile_s']:.1f} s", "1×"],
+        [f"ours, 1 seed at a time ({seq['seeds']} timed)", f"{_rate(seq, 'env_steps'):,.0f}",
+         f"{_rate(seq, 'updates'):,.0f}", f"{seq['compile_s']:.1f} s",
+         f"**{_rate(sweep, 'env_steps') / _rate(seq, 'env_steps'):.1f}×** slower"],
+    ]
+    ratio_seq = _rate(sweep, "env_steps") / _rate(seq, "env_steps")
+    HEADLINES[:] = [["DQN CartPole, 100-seed sweep vs seeds in sequence (aggregate env steps/s)",
+                     f"{ratio_seq:.1f}×", "≥ 10×"]]
+    if isinstance(sb3, dict):
+        ratio_sb3 = _rate(sweep, "env_steps") / _rate(sb3, "env_steps")
+        rows.append(["Stable-Baselines3 DQN (torch, 1 thread), 1 seed", f"{_rate(sb3, 'env_steps'):,.0f}",
+                     f"{_rate(sb3, 'updates'):,.0f}", "–", f"**{ratio_sb3:.1f}×** slower"])
+        HEADLINES.append(["DQN CartPole, 100-seed sweep vs Stable-Baselines3 (aggregate env steps/s)",
+                          f"{ratio_sb3:.0f}×", "≥ 100×"])
+        sb3_note = ""
+    else:
+        sb3_note = f"Stable-Baselines3: {sb3} (`pip install -e '.[bench]'`)."
+        HEADLINES.append(["DQN CartPole vs Stable-Baselines3", "not measured", "≥ 100×"])
+    table = _timing.markdown_table(["implementation", "env steps/s", "gradient updates/s", "compile",
+                                    "vs ours (100 seeds)"], rows)
+    text = [
+        f"CartPole-v1, MLP (64), minibatch 50, one update per env step, {mode['steps']:,} steps per seed; "
+        f"backend `{jax.default_backend()}`, mode `{mode_name}`. Rates are aggregate over seeds, compile excluded.",
+        table,
+    ]
+    if sb3_note:
+        text.append(sb3_note)
+    return "\n\n".join(text)
+
+
+if __name__ == "__main__":
+    print(run(sys.argv[1] if len(sys.argv) > 1 else "quick"))

@@ -1,0 +1,312 @@
+"""The paper's DQN study (Fig. 4): fixed vs adaptive memory on CartPole, MountainCar and Acrobot.
+
+Entry point: :func:`reproduce` (``jaxreplay reproduce dqn --env ENV --out DIR
+[--seeds S] [--quick]``). Per game it runs two sweeps through the engine
+(:mod:`jaxreplay.sweep`), persisted under ``DIR/sweeps/`` and so resumable:
+
+* **fixed**: every fixed memory size of the paper's figure, one compiled
+  program (the size is traced);
+* **adaptive**: aER from each initial size of the figure (k = 20, n_old = N0/2,
+  the paper's subsample of old transitions), one more program.
+
+Settings are :func:`jaxreplay.experiments.dqn.paper_setting` (the paper's γ,
+step size, minibatch, network depth; what the paper leaves open is chosen and
+documented there). ``quick`` shrinks every run in time (the same experiment,
+shorter) for a 2-core CPU.
+
+Outputs in ``out_dir``:
+
+* ``learning_curves.png``: training-episode return per segment, mean over
+  seeds with a 95% bootstrap band, per setting (the paper's Fig. 4a–c);
+* ``memory_size.png``: aER's memory size over time, mean and 10–90% band
+  (Fig. 4d–f);
+* ``runs.csv``: one row per run (setting, seed, score, final return, final
+  memory size, diverged);
+* ``report.md``: per setting the IQM of the score with a bootstrap CI, and the
+  paper's headline statistic: the percentage of aER seeds whose score beats the
+  average score of all static runs, with a Clopper–Pearson 95% interval.
+
+The *score* of a run is the mean, over the run's segments, of the mean return
+of the training episodes completed in each segment: the area under its
+learning curve, which is what "outperforms" compares in a learning-curve
+figure. The paper does not define its comparison further.
+"""
+
+from __future__ import annotations
+
+import csv
+import dataclasses
+import pathlib
+import time
+
+import numpy as np
+
+__all__ = ["ENVS", "PAPER_PERCENT", "settings", "reproduce", "run_scores", "beats_static_average"]
+
+ENVS = ("CartPole-v1", "MountainCar-v0", "Acrobot-v1")
+
+# The paper's headline: % of seeds where aER beats the averaged static memory, per initial size.
+PAPER_PERCENT = {
+    "CartPole-v1": {100: 71.0},
+    "MountainCar-v0": {20_000: 62.0, 150_000: 86.0},
+    "Acrobot-v1": {25_000: 100.0, 100_000: 95.0},
+}
+ADAPTIVE_FROM = {"CartPole-v1": (100,), "MountainCar-v0": (20_000, 150_000), "Acrobot-v1": (25_000, 100_000)}
+DEFAULT_SEEDS = {"quick": 4, "paper": 100}
+
+
+def settings(env_id: str, quick: bool, tuned: bool = False, steps: int | None = None):
+    """``(fixed_setup, adaptive_setup, common_hparams, fixed_points, adaptive_points)`` of ``env_id``.
+
+    The points are lists of ``{hyperparameter: value}`` (memory size and what
+    is derived from it); ``common_hparams`` is what every run shares.
+    ``tuned``: CartPole's learning configuration instead of the paper's (see
+    :func:`~jaxreplay.experiments.dqn.paper_setting`). ``steps``: cut every run
+    to this many environment steps (a multiple of 100; for tests and smoke
+    runs), keeping the memory sizes and everything else.
+    """
+    from jaxreplay.experiments import dqn
+
+    if env_id not in ENVS:
+        raise ValueError(f"env must be one of {ENVS}, got {env_id!r}.")
+    per_point = ("memory_size", "learning_starts", "adaptive_num_old")
+    fixed_setup = adaptive_setup = common = None
+    fixed_points, adaptive_points = [], []
+    for adaptive, sizes in ((False, dqn.PAPER_MEMORY_SIZES[env_id]), (True, ADAPTIVE_FROM[env_id])):
+        for size in sizes:
+            setup, hp = dqn.paper_setting(env_id, size, adaptive, quick=quick, tuned=tuned)
+            if steps is not None:
+                if isinstance(steps, bool) or not isinstance(steps, (int, np.integer)) or steps < 100 or steps % 100:
+                    raise ValueError(f"steps must be a positive multiple of 100, got {steps!r}.")
+                segment = steps // 5 if steps % 500 == 0 else steps // 1 if steps < 500 else 100
+                setup = dataclasses.replace(setup, total_steps=int(steps), steps_per_segment=int(segment))
+            shared = {k: v for k, v in hp._asdict().items() if k not in per_point}
+            if common is None:
+                common = shared
+            if shared != common:
+                raise AssertionError(f"paper_setting changed a shared hyperparameter for N = {size}")
+            point = {k: getattr(hp, k) for k in per_point}
+            if adaptive:
+                adaptive_setup = adaptive_setup or setup
+                adaptive_points.append(point)
+            else:
+                fixed_setup = fixed_setup or setup
+                fixed_points.append(point)
+    return fixed_setup, adaptive_setup, common, fixed_points, adaptive_points
+
+
+def run_scores(ds) -> np.ndarray:
+    """Score of every run of a DQN sweep dataset: ``nanmean`` over segments of ``train_return`` ([config, seed])."""
+    curve = ds.train_return.values.astype(np.float64)
+    with np.errstate(all="ignore"):
+        score = np.nanmean(np.where(np.isfinite(curve), curve, np.nan), axis=-1)
+    return np.where(ds.diverged.values, np.nan, score)
+
+
+def beats_static_average(adaptive_scores: np.ndarray, static_scores: np.ndarray) -> dict:
+    """Share of aER runs whose score exceeds the mean score of all static runs, with a 95% interval.
+
+    Args:
+        adaptive_scores: ``[seeds]`` scores of aER runs from one initial size.
+        static_scores: scores of every static run (all fixed sizes × seeds).
+
+    Returns:
+        ``percent``, ``low``, ``high`` (Clopper–Pearson 95%, in percent),
+        ``wins``, ``n`` (finite aER runs) and ``static_mean``. Diverged
+        (NaN) aER runs count as losses; NaN static runs are left out of the mean.
+    """
+    from scipy import stats
+
+    static_mean = float(np.nanmean(static_scores))
+    adaptive_scores = np.asarray(adaptive_scores, np.float64)
+    wins = int(np.sum(np.nan_to_num(adaptive_scores, nan=-np.inf) > static_mean))
+    n = int(adaptive_scores.size)
+    ci = stats.binomtest(wins, n).proportion_ci(confidence_level=0.95, method="exact") if n else None
+    return dict(percent=100.0 * wins / n if n else float("nan"), low=100.0 * ci.low if ci else float("nan"),
+                high=100.0 * ci.high if ci else float("nan"), wins=wins, n=n, static_mean=static_mean)
+
+
+def _sweep_dir(out: pathlib.Path, label: str, sweep) -> pathlib.Path:
+    # Named by the config's fingerprint: changing --seeds or --quick starts a new
+    # sweep beside the old one instead of being refused; rerunning resumes.
+    return out / "sweeps" / f"{label}-{sweep.fingerprint()[:10]}"
+
+
+def reproduce(out_dir, env_id: str, *, seeds: int | None = None, quick: bool = False, progress: bool = True,
+              seed: int = 0, tuned: bool = False, steps: int | None = None) -> dict:
+    """Run the paper's fixed-vs-adaptive comparison for ``env_id`` into ``out_dir``.
+
+    Args:
+        out_dir: output folder (created); see the module docstring.
+        env_id: ``"CartPole-v1"``, ``"MountainCar-v0"`` or ``"Acrobot-v1"``.
+        seeds: seeds per setting (default 4 with ``quick``, else the paper's 100).
+        quick: shorter runs (``paper_setting(..., quick=True)``).
+        progress: progress bars and summaries on stderr.
+        seed: base seed of the sweeps.
+        tuned: CartPole only: the configuration that learns instead of the paper's.
+        steps: cut every run to this many steps (see :func:`settings`).
+
+    Returns:
+        A dict with ``report``, ``csv``, ``figures``, ``percent`` (per initial
+        size: the statistic of :func:`beats_static_average`), ``iqm`` (per
+        setting: estimate, low, high) and ``runtime_s``.
+    """
+    from jaxreplay import results, sweep as sweep_lib
+
+    t0 = time.perf_counter()
+    if seeds is None:
+        seeds = DEFAULT_SEEDS["quick" if quick else "paper"]
+    if isinstance(seeds, bool) or not isinstance(seeds, (int, np.integer)) or seeds < 1:
+        raise ValueError(f"seeds must be a positive integer, got {seeds!r}.")
+    fixed_setup, adaptive_setup, common, fixed_points, adaptive_points = settings(env_id, quick, tuned, steps)
+    out = pathlib.Path(out_dir)
+    out.mkdir(parents=True, exist_ok=True)
+
+    def as_dict(setup):
+        return {f.name: getattr(setup, f.name) for f in dataclasses.fields(setup)}
+
+    datasets = {}
+    for label, setup, points in (("fixed", fixed_setup, fixed_points), ("adaptive", adaptive_setup, adaptive_points)):
+        sweep = sweep_lib.Sweep("dqn", seeds=int(seeds), seed=seed, setup=as_dict(setup), fixed=common, points=points)
+        datasets[label] = sweep_lib.run(sweep, _sweep_dir(out, label, sweep), progress=progress).dataset
+
+    paper_fixed = fixed_sizes = list(_paper_sizes(env_id, False))
+    paper_adaptive = list(_paper_sizes(env_id, True))
+    scores = {label: run_scores(ds) for label, ds in datasets.items()}
+    static = scores["fixed"].ravel()
+    percent = {N0: beats_static_average(scores["adaptive"][i], static) for i, N0 in enumerate(paper_adaptive)}
+
+    # IQM of the score per setting, with a bootstrap CI over seeds.
+    import xarray as xr
+
+    iqm = {}
+    for label, ds in datasets.items():
+        names = paper_fixed if label == "fixed" else paper_adaptive
+        da = xr.DataArray(scores[label], dims=("config", "seed"))
+        ci = results.bootstrap_ci(da, "iqm", resamples=2000, seed=0)
+        for i, N in enumerate(names):
+            key = f"{'aER from' if label == 'adaptive' else 'fixed'} {N}"
+            iqm[key] = dict(estimate=float(ci.estimate[i]), low=float(ci.low[i]), high=float(ci.high[i]))
+
+    figures = _figures(out, env_id, datasets, fixed_sizes, paper_adaptive)
+    csv_path = _write_csv(out, env_id, datasets, scores, paper_fixed, paper_adaptive)
+    report_path = out / "report.md"
+    report_path.write_text(_report(env_id, seeds, quick, fixed_setup, common, percent, iqm, datasets,
+                                   time.perf_counter() - t0, tuned))
+    return dict(report=report_path, csv=csv_path, figures=figures, percent=percent, iqm=iqm,
+                runtime_s=time.perf_counter() - t0)
+
+
+def _paper_sizes(env_id: str, adaptive: bool):
+    from jaxreplay.experiments import dqn
+
+    return ADAPTIVE_FROM[env_id] if adaptive else dqn.PAPER_MEMORY_SIZES[env_id]
+
+
+def _band(values: np.ndarray, seed: int = 0):
+    """Mean and a 95% bootstrap band of the seed mean, per column (values: [seeds, T])."""
+    rng = np.random.default_rng(seed)
+    finite = np.where(np.isfinite(values), values, np.nan)
+    mean = np.nanmean(finite, axis=0)
+    n = finite.shape[0]
+    if n < 2:
+        return mean, mean, mean
+    boots = np.stack([np.nanmean(finite[rng.integers(0, n, n)], axis=0) for _ in range(1000)])
+    return mean, np.nanpercentile(boots, 2.5, axis=0), np.nanpercentile(boots, 97.5, axis=0)
+
+
+def _figures(out, env_id, datasets, fixed_sizes, adaptive_sizes) -> dict:
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    figures = {}
+    fig, ax = plt.subplots(figsize=(7, 4.5))
+    import warnings
+
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", RuntimeWarning)  # all-NaN segments (no episode finished)
+        for label, sizes, style in (("fixed", fixed_sizes, "--"), ("adaptive", adaptive_sizes, "-")):
+            ds = datasets[label]
+            steps = ds.segment.values
+            for i, N in enumerate(sizes):
+                mean, low, high = _band(ds.train_return.values[i].astype(np.float64))
+                name = f"aER from {N}" if label == "adaptive" else f"fixed {N}"
+                line, = ax.plot(steps, mean, style, label=name)
+                ax.fill_between(steps, low, high, color=line.get_color(), alpha=0.15)
+    ax.set_xlabel("environment steps")
+    ax.set_ylabel("training episode return (mean, 95% bootstrap CI)")
+    ax.set_title(f"{env_id}: fixed vs adaptive memory")
+    ax.legend()
+    fig.tight_layout()
+    figures["learning_curves.png"] = out / "learning_curves.png"
+    fig.savefig(figures["learning_curves.png"], dpi=120)
+    plt.close(fig)
+
+    fig, ax = plt.subplots(figsize=(7, 4.5))
+    ds = datasets["adaptive"]
+    steps = ds.segment.values
+    for i, N in enumerate(adaptive_sizes):
+        cap = ds.capacity.values[i].astype(np.float64)  # [seeds, segments]
+        line, = ax.plot(steps, cap.mean(0), label=f"aER from {N} (initial {int(ds.memory_size.values[i])})")
+        ax.fill_between(steps, np.percentile(cap, 10, 0), np.percentile(cap, 90, 0), color=line.get_color(), alpha=0.2)
+        ax.axhline(float(ds.memory_size.values[i]), color=line.get_color(), ls=":", lw=1)
+    ax.set_xlabel("environment steps")
+    ax.set_ylabel("memory size (mean, 10–90% of seeds)")
+    ax.set_title(f"{env_id}: aER memory size")
+    ax.legend()
+    fig.tight_layout()
+    figures["memory_size.png"] = out / "memory_size.png"
+    fig.savefig(figures["memory_size.png"], dpi=120)
+    plt.close(fig)
+    return figures
+
+
+def _write_csv(out, env_id, datasets, scores, fixed_sizes, adaptive_sizes) -> pathlib.Path:
+    path = out / "runs.csv"
+    with open(path, "w", newline="") as f:
+        w = csv.writer(f)
+        w.writerow(["env", "setting", "adaptive", "paper_memory_size", "memory_size", "seed", "score",
+                    "final_train_return", "final_eval_return", "final_memory_size", "diverged"])
+        for label, sizes in (("fixed", fixed_sizes), ("adaptive", adaptive_sizes)):
+            ds = datasets[label]
+            for i, N in enumerate(sizes):
+                for s in range(ds.sizes["seed"]):
+                    final_eval = float(ds.eval_return.values[i, s, -1]) if "eval_return" in ds else float("nan")
+                    w.writerow([env_id, f"{'aER from' if label == 'adaptive' else 'fixed'} {N}", label == "adaptive",
+                                N, int(ds.memory_size.values[i]), s, f"{scores[label][i, s]:.6g}",
+                                f"{float(ds.train_return.values[i, s, -1]):.6g}", f"{final_eval:.6g}",
+                                int(ds.final_capacity.values[i, s]), bool(ds.diverged.values[i, s])])
+    return path
+
+
+def _report(env_id, seeds, quick, setup, common, percent, iqm, datasets, runtime, tuned=False) -> str:
+    lines = [f"# DQN on {env_id}: fixed vs adaptive memory (paper Fig. 4)", ""]
+    if tuned:
+        lines += ["Configuration: **tuned** (learns CartPole; not the paper's γ = 0.9, step size 2e-5).", ""]
+    lines.append(f"{seeds} seeds per setting, {'quick (shortened runs)' if quick else 'paper-length runs'}: "
+                 f"{setup.total_steps} environment steps per run, network {setup.hidden_sizes}, minibatch "
+                 f"{setup.batch_size}, γ = {common['discount']}, step size {common['step_size']}; "
+                 f"{runtime:.0f} s.")
+    lines += ["", "## Headline: share of aER seeds beating the averaged static memory", "",
+              "| aER from | paper | ours | 95% CI (Clopper–Pearson) | wins / seeds |", "| --- | --- | --- | --- | --- |"]
+    for N0, p in percent.items():
+        paper = PAPER_PERCENT[env_id].get(N0)
+        lines.append(f"| {N0} | {paper:.0f}% | {p['percent']:.0f}% | [{p['low']:.0f}%, {p['high']:.0f}%] | "
+                     f"{p['wins']} / {p['n']} |")
+    lines += ["", "Score of a run: mean over segments of its training-episode return (area under the learning "
+              "curve); the static average is over every fixed size and seed.", "",
+              "## Score per setting (IQM over seeds, 95% bootstrap CI)", "", "| setting | IQM | 95% CI |",
+              "| --- | --- | --- |"]
+    for name, v in iqm.items():
+        lines.append(f"| {name} | {v['estimate']:.2f} | [{v['low']:.2f}, {v['high']:.2f}] |")
+    div = {k: int(ds.diverged.values.sum()) for k, ds in datasets.items()}
+    ad = datasets["adaptive"]
+    lines += ["", f"Diverged runs: {div['fixed']} fixed, {div['adaptive']} adaptive.",
+              f"aER final memory size (mean over seeds): "
+              + ", ".join(f"from {int(ad.memory_size.values[i])}: {ad.final_capacity.values[i].mean():.0f}"
+                          for i in range(ad.sizes['config'])), ""]
+    lines.append("Figures: `learning_curves.png`, `memory_size.png`; every run: `runs.csv`; labeled results: "
+                 "`sweeps/*/results.nc` (`jaxreplay.sweep.load`).")
+    return "\n".join(lines) + "\n"

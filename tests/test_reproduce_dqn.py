@@ -1,0 +1,84 @@
+"""The DQN reproduction (through the sweep engine) and the `jaxreplay dqn` command, on cut-down runs."""
+
+from __future__ import annotations
+
+import csv
+import json
+
+import numpy as np
+import pytest
+
+from jaxreplay import cli, sweep as sweep_lib
+from jaxreplay.reproduce import dqn as rdqn
+
+
+def test_beats_static_average_counts_and_interval():
+    out = rdqn.beats_static_average(np.array([5.0, 1.0, 3.0, np.nan]), np.array([[2.0, 2.0], [2.0, np.nan]]))
+    assert out["static_mean"] == 2.0 and out["wins"] == 2 and out["n"] == 4 and out["percent"] == 50.0
+    # Clopper-Pearson for 2 of 4: [6.76%, 93.24%].
+    assert out["low"] == pytest.approx(6.76, abs=0.01) and out["high"] == pytest.approx(93.24, abs=0.01)
+
+
+def test_settings_follow_the_paper():
+    fixed, adaptive, common, fixed_points, adaptive_points = rdqn.settings("MountainCar-v0", quick=False)
+    assert [p["memory_size"] for p in fixed_points] == [20_000, 50_000, 150_000]
+    assert [p["memory_size"] for p in adaptive_points] == [20_000, 150_000]
+    assert [p["adaptive_num_old"] for p in adaptive_points] == [10_000, 75_000]  # half the initial memory
+    assert common["discount"] == 0.99 and common["step_size"] == pytest.approx(6e-4)
+    assert fixed.batch_size == 50 and len(fixed.hidden_sizes) == 2 and adaptive.adaptive and not fixed.adaptive
+    assert adaptive.subsample_size == 1000 and adaptive.adaptive_check_every == 20
+    with pytest.raises(ValueError, match="env must be one of"):
+        rdqn.settings("Pong", quick=True)
+    with pytest.raises(ValueError, match="steps must be a positive multiple of 100"):
+        rdqn.settings("CartPole-v1", quick=True, steps=150)
+
+
+@pytest.fixture(scope="module")
+def cartpole(tmp_path_factory):
+    out = tmp_path_factory.mktemp("dqn")
+    return out, rdqn.reproduce(out, "CartPole-v1", seeds=2, quick=True, steps=500, progress=False)
+
+
+def test_reproduction_writes_figures_table_and_statistic(cartpole):
+    out, summary = cartpole
+    assert set(summary["figures"]) == {"learning_curves.png", "memory_size.png"}
+    assert all(p.stat().st_size > 10_000 for p in summary["figures"].values())
+    rows = list(csv.DictReader(open(summary["csv"])))
+    assert len(rows) == (2 + 1) * 2  # (fixed 100, fixed 40000, aER from 100) × 2 seeds
+    assert {r["setting"] for r in rows} == {"fixed 100", "fixed 40000", "aER from 100"}
+    # The headline statistic is recomputed from the table.
+    static = np.array([float(r["score"]) for r in rows if r["adaptive"] == "False"])
+    aer = np.array([float(r["score"]) for r in rows if r["adaptive"] == "True"])
+    wins = int(np.sum(aer > static.mean()))
+    assert summary["percent"][100]["wins"] == wins and summary["percent"][100]["n"] == 2
+    report = summary["report"].read_text()
+    assert "| 100 | 71% |" in report and "IQM" in report
+    # Both sweeps were persisted through the engine and reload as labeled datasets.
+    sweeps = sorted((out / "sweeps").iterdir())
+    assert [p.name.split("-")[0] for p in sweeps] == ["adaptive", "fixed"]
+    ds = sweep_lib.load(sweeps[1])
+    assert ds.sizes["config"] == 2 and ds.sizes["seed"] == 2 and ds.memory_size.values.tolist() == [50, 20_000]
+
+
+def test_reproduction_resumes_without_recomputing(cartpole):
+    out, first = cartpole
+    again = rdqn.reproduce(out, "CartPole-v1", seeds=2, quick=True, steps=500, progress=False)
+    assert again["percent"] == first["percent"]
+    summaries = [json.loads((p / "summary.json").read_text()) for p in (out / "sweeps").iterdir()]
+    assert all(s["runs_computed"] == 0 for s in summaries)
+
+
+def test_dqn_command_json(capsys):
+    code = cli.main(["dqn", "--env", "CartPole-v1", "--memory-size", "100", "--adaptive", "--seeds", "2",
+                     "--steps", "400", "--json"])
+    assert code == 0
+    report = json.loads(capsys.readouterr().out)
+    assert report["seeds"] == 2 and report["steps"] == 400 and len(report["final_returns"]) == 2
+    assert report["adaptive"] and len(report["memory_size_mean"]) == len(report["segment_steps"])
+    assert report["iqm_ci95"][0] <= report["iqm"] <= report["iqm_ci95"][1]
+
+
+def test_dqn_command_rejects_bad_input(capsys):
+    assert cli.main(["dqn", "--env", "Pong-v0", "--steps", "400"]) == 2
+    assert "Pong-v0" in capsys.readouterr().err
+    assert cli.main(["dqn", "--seeds", "0"]) == 2
