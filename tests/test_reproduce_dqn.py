@@ -82,3 +82,19 @@ def test_dqn_command_rejects_bad_input(capsys):
     assert cli.main(["dqn", "--env", "Pong-v0", "--steps", "400"]) == 2
     assert "Pong-v0" in capsys.readouterr().err
     assert cli.main(["dqn", "--seeds", "0"]) == 2
+
+
+def test_dqn_sweep_results_do_not_depend_on_chunk_size():
+    import dataclasses
+
+    from jaxreplay.experiments import dqn
+
+    setup, hp = dqn.paper_setting("CartPole-v1", 100, True, quick=True)
+    setup = dataclasses.replace(setup, total_steps=600, steps_per_segment=600)
+    sweep = sweep_lib.Sweep("dqn", seeds=3, setup={f.name: getattr(setup, f.name) for f in dataclasses.fields(setup)},
+                            fixed=dict(hp._asdict(), learning_starts=100))
+    a = sweep_lib.run(sweep, None, chunk_size=3, progress=False).dataset
+    b = sweep_lib.run(sweep, None, chunk_size=1, progress=False).dataset
+    assert float(a.td_loss.mean()) > 0 and int(a.gradient_steps.min()) > 0
+    for name in a.data_vars:
+        np.testing.assert_array_equal(a[name].values, b[name].values, err_msg=name)

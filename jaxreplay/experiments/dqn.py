@@ -621,7 +621,6 @@ def advance(state: DQNState, hparams: Hyperparameters, setup: Setup) -> tuple[DQ
 
     zero_f, zero_i = jnp.zeros((), jnp.float32), jnp.zeros((), jnp.int32)
     acc = _Accumulators(zero_f, zero_i, zero_f, zero_i, zero_f)
-    start = state.step
     state, acc = _scan_indexed(cycle, (state, acc), 0, setup.steps_per_segment // setup.cycle_length, always_scan=True)
 
     nan = jnp.float32(jnp.nan)
@@ -631,8 +630,10 @@ def advance(state: DQNState, hparams: Hyperparameters, setup: Setup) -> tuple[DQ
         "train_episodes": acc.episodes,
         "td_loss": jnp.where(acc.losses > 0, acc.loss_sum / jnp.maximum(acc.losses, 1), nan),
         "capacity": memory.capacity,
-        # A traced divisor: XLA turns a division by a constant into an inexact reciprocal product.
-        "capacity_mean": acc.capacity_sum / (state.step - start).astype(jnp.float32),
+        # A static divisor: XLA multiplies by its (rounded) reciprocal, which gives the
+        # same bits at every batch size; a traced divisor is divided exactly in scalar
+        # code but to 1 ulp in vectorised code, so a chunk of 1 run differed.
+        "capacity_mean": acc.capacity_sum.astype(jnp.float32) * jnp.float32(1.0 / setup.steps_per_segment),
         "epsilon": agent.epsilon_schedule(state.step, hp.epsilon_start, hp.epsilon_end, hp.epsilon_decay_steps),
         "env_steps": state.step,
     }
