@@ -43,12 +43,12 @@ def _info(args: argparse.Namespace) -> int:
 
 
 def _linesearch(args: argparse.Namespace) -> int:
+    import dataclasses
     import json
 
-    import jax
     import numpy as np
 
-    from jaxreplay import theory
+    from jaxreplay import sweep as sweep_lib, theory
     from jaxreplay.experiments import linesearch as ls
 
     adaptive = args.sampler == "adaptive"
@@ -74,12 +74,15 @@ def _linesearch(args: argparse.Namespace) -> int:
         max_num_old=max(int(hparams.adaptive_num_old), 1),
     )
     ls.check_hyperparameters(hparams, setup)
-    keys = jax.random.split(jax.random.key(args.seed), args.seeds)
-    result = jax.jit(ls.run_grid, static_argnums=2)(keys, ls.broadcast_hyperparameters(hparams, args.seeds), setup)
-    dtheta = np.asarray(result.dtheta, np.float64)  # [seeds, T, 2]
+    # One configuration × seeds through the sweep engine (run i's key: fold_in(key(seed), i)).
+    sweep = sweep_lib.Sweep("linesearch", seeds=args.seeds, seed=args.seed,
+                            setup={f.name: getattr(setup, f.name) for f in dataclasses.fields(setup)},
+                            fixed={k: np.asarray(v).item() for k, v in hparams._asdict().items()})
+    ds = sweep_lib.run(sweep, None, progress=False).dataset
+    dtheta = ds.dtheta.values.astype(np.float64)  # [seeds, T, 2]
     mean_curve = dtheta.mean(axis=0)
-    per_seed = np.asarray(result.final_metric, np.float64)
-    memory_mean = np.asarray(result.memory_size, np.float64).mean(axis=0)
+    per_seed = ds.final_metric.values.astype(np.float64)
+    memory_mean = ds.capacity.values.astype(np.float64).mean(axis=0)
 
     times = np.arange(args.steps + 1, dtype=np.float64)
     schedule = theory.MemorySizeSchedule(np.arange(args.steps + 1.0), np.concatenate([[args.memory_size], memory_mean]))
@@ -117,7 +120,7 @@ def _linesearch(args: argparse.Namespace) -> int:
             "t": times[1:].tolist(),
             "dtheta1_mean": mean_curve[:, 0].tolist(),
             "dtheta2_mean": mean_curve[:, 1].tolist(),
-            "diverged_seeds": int(np.asarray(result.diverged).sum()),
+            "diverged_seeds": int(ds.diverged.values.sum()),
         },
     }
     if adaptive:
@@ -275,7 +278,7 @@ def build_parser() -> argparse.ArgumentParser:
     ls.add_argument("--adaptive-interval", type=int, default=20, help="aER's k")
     ls.add_argument("--adaptive-num-old", type=int, default=None, help="aER's n_old (default N0 / 2)")
     ls.add_argument("--seeds", type=int, default=16)
-    ls.add_argument("--seed", type=int, default=0, help="base seed; run i uses split(key(seed))[i]")
+    ls.add_argument("--seed", type=int, default=0, help="base seed; run i uses fold_in(key(seed), i)")
     ls.add_argument("--steps", type=int, default=1000, help="T")
     ls.add_argument("--json", action="store_true", help="print one JSON object")
     ls.set_defaults(handler=_linesearch)

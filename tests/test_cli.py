@@ -60,7 +60,7 @@ def test_linesearch_json_reports_theory_and_experiment(capsys):
     assert out["theory"]["final_metric"] == pytest.approx(float(solution.metric), rel=1e-12)
     assert len(out["theory"]["t"]) == len(out["theory"]["dtheta1"]) == 201
     # The experiment is the same runs as the library call with the same keys.
-    keys = jax.random.split(jax.random.key(0), 4)
+    keys = jax.vmap(lambda i: jax.random.fold_in(jax.random.key(0), i))(jax.numpy.arange(4))
     setup = ls.Setup(steps=200, max_capacity=50, max_batch_size=3)
     hp = ls.broadcast_hyperparameters(ls.Hyperparameters(memory_size=50, batch_size=3, step_size=0.005), 4)
     result = jax.jit(ls.run_grid, static_argnums=2)(keys, hp, setup)
