@@ -18,7 +18,6 @@ single-seed runs, ≥ 100× SB3 (aggregate env steps/s).
 
 from __future__ import annotations
 
-import dataclasses
 import sys
 import time
 from collections.abc import Callable
@@ -52,7 +51,7 @@ def _ours_sweep(steps: int, seeds: int) -> dict:
     from jaxreplay import sweep as sw
 
     setup, hparams = _setup(steps)
-    sweep = sw.Sweep("dqn", seeds=seeds, setup={f.name: getattr(setup, f.name) for f in dataclasses.fields(setup)},
+    sweep = sw.Sweep("dqn", seeds=seeds, setup=setup,
                      fixed=hparams._asdict())
     result = sw.run(sweep, None, progress=False)
     grads = float(result.dataset.gradient_steps.sum())

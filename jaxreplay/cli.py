@@ -43,7 +43,6 @@ def _info(args: argparse.Namespace) -> int:
 
 
 def _linesearch(args: argparse.Namespace) -> int:
-    import dataclasses
     import json
 
     import numpy as np
@@ -76,7 +75,7 @@ def _linesearch(args: argparse.Namespace) -> int:
     ls.check_hyperparameters(hparams, setup)
     # One configuration × seeds through the sweep engine (run i's key: fold_in(key(seed), i)).
     sweep = sweep_lib.Sweep("linesearch", seeds=args.seeds, seed=args.seed,
-                            setup={f.name: getattr(setup, f.name) for f in dataclasses.fields(setup)},
+                            setup=setup,
                             fixed={k: np.asarray(v).item() for k, v in hparams._asdict().items()})
     ds = sweep_lib.run(sweep, None, progress=False).dataset
     dtheta = ds.dtheta.values.astype(np.float64)  # [seeds, T, 2]
@@ -181,23 +180,15 @@ def _dqn(args: argparse.Namespace) -> int:
     else:
         if args.tuned:
             raise ValueError("--tuned is only available for CartPole-v1.")
-        setup, hparams = dqn.Setup(env_id=args.env, max_capacity=max(args.memory_size, 1)), dqn.Hyperparameters(
-            memory_size=args.memory_size, adaptive_num_old=max(args.memory_size // 2, 1))
-        setup = dataclasses.replace(setup, adaptive=args.adaptive)
-    changes = {"sampler": args.sampler}
+        setup = dqn.Setup(env_id=args.env, max_capacity=max(args.memory_size, 1), adaptive=args.adaptive)
+        hparams = dqn.Hyperparameters(memory_size=args.memory_size, adaptive_num_old=max(args.memory_size // 2, 1))
+    setup = dataclasses.replace(setup, sampler=args.sampler)
     if args.steps is not None:
-        _positive("steps", args.steps)
-        segment = min(setup.steps_per_segment, args.steps)
-        segment -= segment % setup.cycle_length
-        if segment < 1 or args.steps % segment:
-            raise ValueError(f"--steps must be a multiple of {setup.cycle_length} (the aER check interval / "
-                             f"train frequency), got {args.steps}.")
-        changes.update(total_steps=args.steps, steps_per_segment=segment,
-                       max_capacity=max(setup.max_capacity if setup.max_capacity <= args.steps else args.steps,
-                                        hparams.memory_size))
-    setup = dataclasses.replace(setup, **changes)
+        # A run of T steps never stores more than T transitions: allocate no more.
+        setup = dataclasses.replace(dqn.with_total_steps(setup, args.steps),
+                                    max_capacity=max(min(setup.max_capacity, args.steps), hparams.memory_size))
     sweep = sweep_lib.Sweep("dqn", seeds=args.seeds, seed=args.seed,
-                            setup={f.name: getattr(setup, f.name) for f in dataclasses.fields(setup)},
+                            setup=setup,
                             fixed=hparams._asdict())
     ds = sweep_lib.run(sweep, None, progress=not args.quiet and not args.json).dataset
     final = ds.train_return.isel(segment=-1).values.astype(np.float64)

@@ -58,6 +58,7 @@ from __future__ import annotations
 
 import dataclasses
 import hashlib
+import io
 import itertools
 import json
 import math
@@ -69,7 +70,7 @@ import tomllib
 import uuid
 import warnings
 from collections.abc import Mapping, Sequence
-from typing import Any
+from typing import Any, NamedTuple
 
 import jax
 import jax.numpy as jnp
@@ -100,7 +101,8 @@ class Sweep:
         experiment: registered experiment name (:data:`jaxreplay.experiments.NAMES`).
         seeds: seeds per configuration (>= 1).
         seed: base seed; run keys are ``fold_in(key(seed), seed_index)``.
-        setup: static settings (fields of the experiment's ``Setup``).
+        setup: static settings: a table of fields of the experiment's
+            ``Setup``, or a ``Setup`` instance.
         fixed: hyperparameters held fixed (fields of its ``Hyperparameters``);
             the others take their defaults.
         grid: ``{hyperparameter: values}``, crossed in the order given.
@@ -125,6 +127,9 @@ class Sweep:
             value = getattr(self, name)
             if isinstance(value, bool) or not isinstance(value, (int, np.integer)) or value < (1 if name == "seeds" else 0):
                 raise ValueError(f"{name} must be an integer >= {1 if name == 'seeds' else 0}, got {value!r}.")
+        if isinstance(self.setup, exp.setup_type):  # a Setup instance: its fields, as a table
+            object.__setattr__(self, "setup", {f.name: getattr(self.setup, f.name)
+                                               for f in dataclasses.fields(self.setup)})
         for name in ("setup", "fixed", "grid"):
             if not isinstance(getattr(self, name), Mapping):
                 raise ValueError(f"{name} must be a table (mapping), got {type(getattr(self, name)).__name__}.")
@@ -223,14 +228,20 @@ class Sweep:
     def num_runs(self) -> int:
         return self.num_configs * self.seeds
 
-    def configurations(self) -> dict[str, np.ndarray]:
-        """Each varied hyperparameter's value per configuration, ``[C]`` (grid in C order)."""
+    def configurations(self, configs: np.ndarray | None = None) -> dict[str, np.ndarray]:
+        """Each varied hyperparameter's value for the configurations ``configs`` (default: all), ``[C]``.
+
+        Grid configurations are numbered in C order (the last axis varies
+        fastest); their values come from ``np.unravel_index``, so a chunk costs
+        O(chunk), not O(grid).
+        """
+        configs = np.arange(self.num_configs) if configs is None else np.asarray(configs)
         if self.points is not None:
-            return {k: np.array([p[k] for p in self.points]) for k in self.axes}
+            return {k: np.array([p[k] for p in self.points])[configs] for k in self.axes}
         if not self.grid:
             return {}
-        combos = list(itertools.product(*self.grid.values()))
-        return {k: np.array([c[i] for c in combos]) for i, k in enumerate(self.grid)}
+        index = np.unravel_index(configs, tuple(len(v) for v in self.grid.values()))
+        return {k: np.array(v)[i] for (k, v), i in zip(self.grid.items(), index)}
 
     def hyperparameters(self, runs: np.ndarray | None = None):
         """The experiment's ``Hyperparameters`` with NumPy fields ``[R]`` for ``runs`` (default: all).
@@ -239,14 +250,13 @@ class Sweep:
         """
         exp = self.exp
         runs = np.arange(self.num_runs) if runs is None else np.asarray(runs)
-        config_of_run = runs // self.seeds
-        varied = self.configurations()
+        varied = self.configurations(runs // self.seeds)
         defaults = exp.hyperparameters_type()
         fields = {}
         for name in exp.hyperparameters_type._fields:
             dtype = np.int32 if _is_int_field(defaults, name) else np.float32
             if name in varied:
-                fields[name] = varied[name][config_of_run].astype(dtype)
+                fields[name] = varied[name].astype(dtype)
             else:
                 fields[name] = np.full(runs.shape, self.fixed.get(name, getattr(defaults, name)), dtype=dtype)
         return exp.hyperparameters_type(**fields)
@@ -455,21 +465,17 @@ class SweepStats:
                 f"~{_mib(self.bytes_per_run)} per run, budget {_mib(self.memory_budget)}")
 
 
-class SweepResult:
+class SweepResult(NamedTuple):
     """``dataset`` (labeled results, see :func:`to_dataset`) and ``stats`` (:class:`SweepStats`)."""
 
-    def __init__(self, dataset, stats: SweepStats):
-        self.dataset = dataset
-        self.stats = stats
-
-    def __repr__(self):
-        return f"SweepResult(stats={self.stats.describe()!r})"
+    dataset: Any
+    stats: SweepStats
 
 
 class _Programs:
     """The compiled programs of one sweep: ``first`` (init + segment + summary) and ``rest`` (segment + summary)."""
 
-    def __init__(self, sweep: Sweep, chunk: int, devices: Sequence[jax.Device]):
+    def __init__(self, sweep: Sweep, devices: Sequence[jax.Device]):
         from jax.sharding import AxisType, Mesh, NamedSharding, PartitionSpec
 
         exp, setup = sweep.exp, sweep.make_setup()
@@ -478,7 +484,6 @@ class _Programs:
         mesh = Mesh(np.array(devices), (RUN_AXIS,), axis_types=(AxisType.Auto,))
         self.batched = NamedSharding(mesh, PartitionSpec(RUN_AXIS))
         self.replicated = NamedSharding(mesh, PartitionSpec())
-        self.chunk = chunk
         self.compilations = 0
         self.compile_seconds = 0.0
 
@@ -580,7 +585,7 @@ def run(
         if process == 0:
             chunk_dir.mkdir(parents=True, exist_ok=True)
             _write_or_check_manifest(out, sweep)
-            for stale in chunk_dir.glob(".tmp-*"):  # a killed writer's partial file
+            for stale in out.rglob(".tmp-*"):  # a killed writer's partial file
                 stale.unlink(missing_ok=True)
         _barrier("jaxreplay-sweep-start")
         if process != 0:
@@ -596,7 +601,7 @@ def run(
                           CPU_RUNS_PER_DEVICE * len(devices) if on_cpu else None)
     chunks = [missing[i:i + chunk] for i in range(0, len(missing), chunk)]
     mine = chunks[process::processes]
-    programs = _Programs(sweep, chunk, devices)
+    programs = _Programs(sweep, devices)
     in_memory: list[dict] = []
 
     bar = None
@@ -665,9 +670,7 @@ def run(
     )
     if out is not None and process == 0:
         _atomic_write(out / "summary.json", json.dumps(dataclasses.asdict(stats), indent=2).encode())
-        tmp = out / f".tmp-{uuid.uuid4().hex}.nc"
-        dataset.to_netcdf(tmp, engine="scipy")
-        os.replace(tmp, out / "results.nc")
+        _atomic_write(out / "results.nc", bytes(dataset.to_netcdf(engine="scipy")))
     if progress and process == 0:
         print(stats.describe(), file=sys.stderr)
     return SweepResult(dataset, stats)
@@ -692,6 +695,10 @@ def software_versions() -> dict[str, str]:
 
 
 def _atomic_write(path: pathlib.Path, data: bytes) -> None:
+    """Write ``data`` to ``path`` so a reader sees the whole file or none of it (temp file, fsync, rename).
+
+    Temp files are named ``.tmp-*``; :func:`run` deletes any a killed writer left.
+    """
     tmp = path.parent / f".tmp-{uuid.uuid4().hex}-{path.name}"
     with open(tmp, "wb") as f:
         f.write(data)
@@ -719,13 +726,9 @@ def _write_or_check_manifest(out: pathlib.Path, sweep: Sweep) -> None:
 
 def _save_chunk(chunk_dir: pathlib.Path, result: dict) -> None:
     runs = result["run_index"]
-    name = f"runs-{int(runs[0]):09d}-{len(runs):07d}-{uuid.uuid4().hex[:8]}.npz"
-    tmp = chunk_dir / f".tmp-{name}"
-    with open(tmp, "wb") as f:
-        np.savez(f, **result)
-        f.flush()
-        os.fsync(f.fileno())
-    os.replace(tmp, chunk_dir / name)  # atomic: a reader sees the whole chunk or none of it
+    buf = io.BytesIO()
+    np.savez(buf, **result)
+    _atomic_write(chunk_dir / f"runs-{int(runs[0]):09d}-{len(runs):07d}-{uuid.uuid4().hex[:8]}.npz", buf.getvalue())
 
 
 def _load_chunks(chunk_dir: pathlib.Path) -> list[dict]:

@@ -29,8 +29,12 @@ def test_settings_follow_the_paper():
     assert adaptive.subsample_size == 1000 and adaptive.adaptive_check_every == 20
     with pytest.raises(ValueError, match="env must be one of"):
         rdqn.settings("Pong", quick=True)
-    with pytest.raises(ValueError, match="steps must be a positive multiple of 100"):
+    with pytest.raises(ValueError, match="steps must be a positive multiple of 20"):
         rdqn.settings("CartPole-v1", quick=True, steps=150)
+    # Runs cut to 600 steps keep whole aER cycles per segment.
+    cut = rdqn.settings("CartPole-v1", quick=True, steps=600)[1]
+    assert cut.total_steps == 600 and cut.total_steps % cut.steps_per_segment == 0
+    assert cut.steps_per_segment % 20 == 0 and cut.total_steps // cut.steps_per_segment == 15
 
 
 @pytest.fixture(scope="module")
@@ -91,7 +95,7 @@ def test_dqn_sweep_results_do_not_depend_on_chunk_size():
 
     setup, hp = dqn.paper_setting("CartPole-v1", 100, True, quick=True)
     setup = dataclasses.replace(setup, total_steps=600, steps_per_segment=600)
-    sweep = sweep_lib.Sweep("dqn", seeds=3, setup={f.name: getattr(setup, f.name) for f in dataclasses.fields(setup)},
+    sweep = sweep_lib.Sweep("dqn", seeds=3, setup=setup,
                             fixed=dict(hp._asdict(), learning_starts=100))
     a = sweep_lib.run(sweep, None, chunk_size=3, progress=False).dataset
     b = sweep_lib.run(sweep, None, chunk_size=1, progress=False).dataset

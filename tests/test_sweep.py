@@ -155,7 +155,7 @@ def test_one_compilation_for_any_number_of_memory_sizes(num_sizes):
 def test_memory_estimate_within_factor_two_of_compiled_program(setup):
     sweep = sw.Sweep("linesearch", seeds=32, setup=setup, fixed={"batch_size": 4})
     estimate = sw.estimate_bytes_per_run(sweep)
-    programs = sw._Programs(sweep, 32, jax.local_devices())
+    programs = sw._Programs(sweep, jax.local_devices())
     hparams = jax.device_put(sweep.hyperparameters(np.arange(32)), programs.batched)
     compiled = programs._first.lower(np.uint32(0), np.zeros(32, np.uint32), hparams).compile()
     m = compiled.memory_analysis()

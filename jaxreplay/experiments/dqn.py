@@ -712,6 +712,24 @@ def num_segments(setup: Setup) -> int:
     return setup.total_steps // setup.steps_per_segment
 
 
+def with_total_steps(setup: Setup, steps: int) -> Setup:
+    """``setup`` with runs of ``steps`` environment steps, in as many segments as before where they fit.
+
+    ``steps`` must be a positive multiple of the cycle length
+    (``train_frequency``, or ``adaptive_check_every`` with aER); the segment
+    count is the largest one, up to the current count, that splits ``steps``
+    into whole cycles. Everything else (memory sizes included) is kept.
+    """
+    cycle = setup.cycle_length
+    if isinstance(steps, bool) or not isinstance(steps, (int, np.integer)) or steps < cycle or steps % cycle:
+        raise ValueError(f"steps must be a positive multiple of {cycle} (the train frequency, or the aER check "
+                         f"interval with aER), got {steps!r}.")
+    segments = min(num_segments(setup), steps // cycle)
+    while steps % segments or (steps // segments) % cycle:
+        segments -= 1
+    return dataclasses.replace(setup, total_steps=int(steps), steps_per_segment=int(steps) // segments)
+
+
 _RECORD_NAMES = ("train_return", "train_episodes", "td_loss", "capacity", "capacity_mean", "epsilon", "env_steps")
 _SUMMARY_NAMES = ("diverged", "recent_return", "episodes", "gradient_steps", "final_capacity",
                   "adaptive_checks", "adaptive_grows", "adaptive_shrinks", "capacity_clipped")

@@ -35,7 +35,6 @@ figure. The paper does not define its comparison further.
 from __future__ import annotations
 
 import csv
-import dataclasses
 import pathlib
 import time
 
@@ -62,8 +61,9 @@ def settings(env_id: str, quick: bool, tuned: bool = False, steps: int | None = 
     is derived from it); ``common_hparams`` is what every run shares.
     ``tuned``: CartPole's learning configuration instead of the paper's (see
     :func:`~jaxreplay.experiments.dqn.paper_setting`). ``steps``: cut every run
-    to this many environment steps (a multiple of 100; for tests and smoke
-    runs), keeping the memory sizes and everything else.
+    to this many environment steps (for tests and smoke runs;
+    :func:`~jaxreplay.experiments.dqn.with_total_steps`), keeping the
+    memory sizes and everything else.
     """
     from jaxreplay.experiments import dqn
 
@@ -76,10 +76,7 @@ def settings(env_id: str, quick: bool, tuned: bool = False, steps: int | None = 
         for size in sizes:
             setup, hp = dqn.paper_setting(env_id, size, adaptive, quick=quick, tuned=tuned)
             if steps is not None:
-                if isinstance(steps, bool) or not isinstance(steps, (int, np.integer)) or steps < 100 or steps % 100:
-                    raise ValueError(f"steps must be a positive multiple of 100, got {steps!r}.")
-                segment = steps // 5 if steps % 500 == 0 else steps // 1 if steps < 500 else 100
-                setup = dataclasses.replace(setup, total_steps=int(steps), steps_per_segment=int(segment))
+                setup = dqn.with_total_steps(setup, steps)
             shared = {k: v for k, v in hp._asdict().items() if k not in per_point}
             if common is None:
                 common = shared
@@ -151,7 +148,10 @@ def reproduce(out_dir, env_id: str, *, seeds: int | None = None, quick: bool = F
         size: the statistic of :func:`beats_static_average`), ``iqm`` (per
         setting: estimate, low, high) and ``runtime_s``.
     """
+    import xarray as xr
+
     from jaxreplay import results, sweep as sweep_lib
+    from jaxreplay.experiments import dqn
 
     t0 = time.perf_counter()
     if seeds is None:
@@ -162,34 +162,25 @@ def reproduce(out_dir, env_id: str, *, seeds: int | None = None, quick: bool = F
     out = pathlib.Path(out_dir)
     out.mkdir(parents=True, exist_ok=True)
 
-    def as_dict(setup):
-        return {f.name: getattr(setup, f.name) for f in dataclasses.fields(setup)}
-
     datasets = {}
     for label, setup, points in (("fixed", fixed_setup, fixed_points), ("adaptive", adaptive_setup, adaptive_points)):
-        sweep = sweep_lib.Sweep("dqn", seeds=int(seeds), seed=seed, setup=as_dict(setup), fixed=common, points=points)
+        sweep = sweep_lib.Sweep("dqn", seeds=int(seeds), seed=seed, setup=setup, fixed=common, points=points)
         datasets[label] = sweep_lib.run(sweep, _sweep_dir(out, label, sweep), progress=progress).dataset
 
-    paper_fixed = fixed_sizes = list(_paper_sizes(env_id, False))
-    paper_adaptive = list(_paper_sizes(env_id, True))
+    sizes = {"fixed": dqn.PAPER_MEMORY_SIZES[env_id], "adaptive": ADAPTIVE_FROM[env_id]}  # the paper's labels
     scores = {label: run_scores(ds) for label, ds in datasets.items()}
     static = scores["fixed"].ravel()
-    percent = {N0: beats_static_average(scores["adaptive"][i], static) for i, N0 in enumerate(paper_adaptive)}
+    percent = {N0: beats_static_average(scores["adaptive"][i], static) for i, N0 in enumerate(sizes["adaptive"])}
 
     # IQM of the score per setting, with a bootstrap CI over seeds.
-    import xarray as xr
-
     iqm = {}
     for label, ds in datasets.items():
-        names = paper_fixed if label == "fixed" else paper_adaptive
-        da = xr.DataArray(scores[label], dims=("config", "seed"))
-        ci = results.bootstrap_ci(da, "iqm", resamples=2000, seed=0)
-        for i, N in enumerate(names):
-            key = f"{'aER from' if label == 'adaptive' else 'fixed'} {N}"
-            iqm[key] = dict(estimate=float(ci.estimate[i]), low=float(ci.low[i]), high=float(ci.high[i]))
+        ci = results.bootstrap_ci(xr.DataArray(scores[label], dims=("config", "seed")), "iqm", resamples=2000, seed=0)
+        for i, N in enumerate(sizes[label]):
+            iqm[_label(label, N)] = dict(estimate=float(ci.estimate[i]), low=float(ci.low[i]), high=float(ci.high[i]))
 
-    figures = _figures(out, env_id, datasets, fixed_sizes, paper_adaptive)
-    csv_path = _write_csv(out, env_id, datasets, scores, paper_fixed, paper_adaptive)
+    figures = _figures(out, env_id, datasets, sizes)
+    csv_path = _write_csv(out, env_id, datasets, scores, sizes)
     report_path = out / "report.md"
     report_path.write_text(_report(env_id, seeds, quick, fixed_setup, common, percent, iqm, datasets,
                                    time.perf_counter() - t0, tuned))
@@ -197,44 +188,26 @@ def reproduce(out_dir, env_id: str, *, seeds: int | None = None, quick: bool = F
                 runtime_s=time.perf_counter() - t0)
 
 
-def _paper_sizes(env_id: str, adaptive: bool):
-    from jaxreplay.experiments import dqn
-
-    return ADAPTIVE_FROM[env_id] if adaptive else dqn.PAPER_MEMORY_SIZES[env_id]
+def _label(kind: str, memory_size: int) -> str:
+    return f"aER from {memory_size}" if kind == "adaptive" else f"fixed {memory_size}"
 
 
-def _band(values: np.ndarray, seed: int = 0):
-    """Mean and a 95% bootstrap band of the seed mean, per column (values: [seeds, T])."""
-    rng = np.random.default_rng(seed)
-    finite = np.where(np.isfinite(values), values, np.nan)
-    mean = np.nanmean(finite, axis=0)
-    n = finite.shape[0]
-    if n < 2:
-        return mean, mean, mean
-    boots = np.stack([np.nanmean(finite[rng.integers(0, n, n)], axis=0) for _ in range(1000)])
-    return mean, np.nanpercentile(boots, 2.5, axis=0), np.nanpercentile(boots, 97.5, axis=0)
-
-
-def _figures(out, env_id, datasets, fixed_sizes, adaptive_sizes) -> dict:
+def _figures(out, env_id, datasets, sizes) -> dict:
     import matplotlib
 
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
+    from jaxreplay import results
+
     figures = {}
     fig, ax = plt.subplots(figsize=(7, 4.5))
-    import warnings
-
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore", RuntimeWarning)  # all-NaN segments (no episode finished)
-        for label, sizes, style in (("fixed", fixed_sizes, "--"), ("adaptive", adaptive_sizes, "-")):
-            ds = datasets[label]
-            steps = ds.segment.values
-            for i, N in enumerate(sizes):
-                mean, low, high = _band(ds.train_return.values[i].astype(np.float64))
-                name = f"aER from {N}" if label == "adaptive" else f"fixed {N}"
-                line, = ax.plot(steps, mean, style, label=name)
-                ax.fill_between(steps, low, high, color=line.get_color(), alpha=0.15)
+    for label, style in (("fixed", "--"), ("adaptive", "-")):
+        ds = datasets[label]
+        band = results.bootstrap_ci(ds.train_return, "mean", resamples=1000, seed=0)  # [config, segment]
+        for i, N in enumerate(sizes[label]):
+            line, = ax.plot(ds.segment.values, band.estimate[i], style, label=_label(label, N))
+            ax.fill_between(ds.segment.values, band.low[i], band.high[i], color=line.get_color(), alpha=0.15)
     ax.set_xlabel("environment steps")
     ax.set_ylabel("training episode return (mean, 95% bootstrap CI)")
     ax.set_title(f"{env_id}: fixed vs adaptive memory")
@@ -247,7 +220,7 @@ def _figures(out, env_id, datasets, fixed_sizes, adaptive_sizes) -> dict:
     fig, ax = plt.subplots(figsize=(7, 4.5))
     ds = datasets["adaptive"]
     steps = ds.segment.values
-    for i, N in enumerate(adaptive_sizes):
+    for i, N in enumerate(sizes["adaptive"]):
         cap = ds.capacity.values[i].astype(np.float64)  # [seeds, segments]
         line, = ax.plot(steps, cap.mean(0), label=f"aER from {N} (initial {int(ds.memory_size.values[i])})")
         ax.fill_between(steps, np.percentile(cap, 10, 0), np.percentile(cap, 90, 0), color=line.get_color(), alpha=0.2)
@@ -263,18 +236,17 @@ def _figures(out, env_id, datasets, fixed_sizes, adaptive_sizes) -> dict:
     return figures
 
 
-def _write_csv(out, env_id, datasets, scores, fixed_sizes, adaptive_sizes) -> pathlib.Path:
+def _write_csv(out, env_id, datasets, scores, sizes) -> pathlib.Path:
     path = out / "runs.csv"
     with open(path, "w", newline="") as f:
         w = csv.writer(f)
         w.writerow(["env", "setting", "adaptive", "paper_memory_size", "memory_size", "seed", "score",
                     "final_train_return", "final_eval_return", "final_memory_size", "diverged"])
-        for label, sizes in (("fixed", fixed_sizes), ("adaptive", adaptive_sizes)):
-            ds = datasets[label]
-            for i, N in enumerate(sizes):
+        for label, ds in datasets.items():
+            for i, N in enumerate(sizes[label]):
                 for s in range(ds.sizes["seed"]):
                     final_eval = float(ds.eval_return.values[i, s, -1]) if "eval_return" in ds else float("nan")
-                    w.writerow([env_id, f"{'aER from' if label == 'adaptive' else 'fixed'} {N}", label == "adaptive",
+                    w.writerow([env_id, _label(label, N), label == "adaptive",
                                 N, int(ds.memory_size.values[i]), s, f"{scores[label][i, s]:.6g}",
                                 f"{float(ds.train_return.values[i, s, -1]):.6g}", f"{final_eval:.6g}",
                                 int(ds.final_capacity.values[i, s]), bool(ds.diverged.values[i, s])])

@@ -442,7 +442,7 @@ def _run_experiments(registry: _Registry, setup, seeds: int, chunk: int, seed: i
               for n, b, al, ga in zip(N, m, a, g)]
     sweep = sweep_lib.Sweep(
         "linesearch", seeds=seeds, seed=seed,
-        setup={f.name: getattr(setup, f.name) for f in dataclasses.fields(setup)},
+        setup=setup,
         fixed={k: np.asarray(v).item() for k, v in fixed.items()}, points=points,
     )
     ds = sweep_lib.run(sweep, None, chunk_size=chunk, progress=False).dataset
