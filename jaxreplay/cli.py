@@ -145,6 +145,15 @@ def _linesearch(args: argparse.Namespace) -> int:
 def _reproduce(args: argparse.Namespace) -> int:
     if args.seeds is not None:
         _positive("seeds", args.seeds)
+    if args.target == "all":
+        from jaxreplay.reproduce import paper
+
+        summary = paper.reproduce(args.out, quick=args.quick, seeds=args.seeds, progress=not args.quiet,
+                                  envs=args.env, readme=args.readme)
+        print(f"{len(summary['claims'])} claims: {paper.tally(summary['claims'])}")
+        print(f"wrote {summary['report']} and {summary['claims_json']} in {summary['runtime_s']:.0f} s"
+              + (f"; updated {args.readme}" if args.readme else ""))
+        return 0
     if args.target == "dqn":
         from jaxreplay.reproduce import dqn as reproduce_dqn
 
@@ -313,6 +322,16 @@ def build_parser() -> argparse.ArgumentParser:
     rdq.add_argument("--steps", type=int, default=None, help="cut every run to this many steps (smoke runs)")
     rdq.add_argument("--quiet", action="store_true", help="no progress bar")
     rdq.set_defaults(handler=_reproduce)
+    ral = targets.add_parser("all", help="LineSearch and the three DQN games: every figure and one claims report")
+    ral.add_argument("--out", required=True, help="output folder (rerun the same command to resume)")
+    ral.add_argument("--quick", action="store_true", help="CPU scale: about 10 minutes on 2 cores")
+    ral.add_argument("--seeds", type=int, default=None, help="DQN seeds per setting (default 4 quick, 100 otherwise)")
+    ral.add_argument("--env", action="append", choices=("CartPole-v1", "MountainCar-v0", "Acrobot-v1"),
+                     help="only this DQN game (repeatable; default all three)")
+    ral.add_argument("--readme", default=None, metavar="README.md",
+                     help="also write the claims table into this file's <!-- claims:begin/end --> block")
+    ral.add_argument("--quiet", action="store_true", help="no progress bars")
+    ral.set_defaults(handler=_reproduce)
     return parser
 
 

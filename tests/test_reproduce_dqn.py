@@ -38,9 +38,10 @@ def test_settings_follow_the_paper():
 
 
 @pytest.fixture(scope="module")
-def cartpole(tmp_path_factory):
-    out = tmp_path_factory.mktemp("dqn")
-    return out, rdqn.reproduce(out, "CartPole-v1", seeds=2, quick=True, steps=500, progress=False)
+def cartpole(paper_tiny):
+    # The CartPole part of the session's tiny whole-paper run (tests/conftest.py).
+    out, summary = paper_tiny
+    return out / "dqn" / "CartPole-v1", summary["dqn"]["CartPole-v1"]
 
 
 def test_reproduction_writes_figures_table_and_statistic(cartpole):

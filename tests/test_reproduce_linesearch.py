@@ -1,7 +1,7 @@
 """Tests of the LineSearch reproduction (jaxreplay.reproduce.linesearch) and its helpers.
 
 The end-to-end test runs the reproduction in its ``tiny`` mode (a few grid
-points and seeds; the compiles dominate, ~45 s cold on 2 cores) once per module.
+points and seeds; the compiles dominate, ~45 s cold on 2 cores) once per session (the ``paper_tiny`` fixture of ``tests/conftest.py``).
 """
 
 import csv
@@ -14,9 +14,9 @@ from jaxreplay.reproduce import linesearch as rl
 
 
 @pytest.fixture(scope="module")
-def tiny(tmp_path_factory):
-    out = tmp_path_factory.mktemp("repro_tiny")
-    return rl.reproduce(out, mode="tiny", progress=False)
+def tiny(paper_tiny):
+    # The LineSearch part of the session's tiny whole-paper run (tests/conftest.py).
+    return paper_tiny[1]["linesearch"]
 
 
 # ---------------------------------------------------------------- end to end

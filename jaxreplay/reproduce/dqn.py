@@ -146,7 +146,8 @@ def reproduce(out_dir, env_id: str, *, seeds: int | None = None, quick: bool = F
     Returns:
         A dict with ``report``, ``csv``, ``figures``, ``percent`` (per initial
         size: the statistic of :func:`beats_static_average`), ``iqm`` (per
-        setting: estimate, low, high) and ``runtime_s``.
+        setting: estimate, low, high), ``seeds``, ``total_steps`` (per run)
+        and ``runtime_s``.
     """
     import xarray as xr
 
@@ -184,8 +185,8 @@ def reproduce(out_dir, env_id: str, *, seeds: int | None = None, quick: bool = F
     report_path = out / "report.md"
     report_path.write_text(_report(env_id, seeds, quick, fixed_setup, common, percent, iqm, datasets,
                                    time.perf_counter() - t0, tuned))
-    return dict(report=report_path, csv=csv_path, figures=figures, percent=percent, iqm=iqm,
-                runtime_s=time.perf_counter() - t0)
+    return dict(report=report_path, csv=csv_path, figures=figures, percent=percent, iqm=iqm, seeds=int(seeds),
+                total_steps=int(fixed_setup.total_steps), runtime_s=time.perf_counter() - t0)
 
 
 def _label(kind: str, memory_size: int) -> str:

@@ -1,0 +1,296 @@
+"""The whole paper in one command: LineSearch and the three DQN games, one report.
+
+Entry point: :func:`reproduce` (``jaxreplay reproduce all --out DIR
+[--quick] [--seeds S] [--readme README.md]``). It runs, in order,
+
+* ``DIR/linesearch/``: :func:`jaxreplay.reproduce.linesearch.reproduce`
+  (every LineSearch figure of the paper and its claims; the ``default``
+  resolution with ``quick``, the paper's ``full`` resolution otherwise);
+* ``DIR/dqn/<game>/``: :func:`jaxreplay.reproduce.dqn.reproduce` for
+  CartPole-v1, MountainCar-v0 and Acrobot-v1 (4 seeds and shortened runs with
+  ``quick``; the paper's 100 seeds and run lengths otherwise),
+
+every experiment through the sweep engine (:mod:`jaxreplay.sweep`), and writes
+
+* ``DIR/report.md``: one table of every quantitative claim of the paper next
+  to our number (LineSearch claims from the ODE and the simulation, and the
+  DQN headline statistic per game and initial memory size), then every figure;
+* ``DIR/claims.json``: the same table as data (a list of rows with ``part``,
+  ``id``, ``claim``, ``paper``, ``ours``, ``agrees``, ``source``);
+* with ``readme=``, the claims table between the ``<!-- claims:begin -->`` and
+  ``<!-- claims:end -->`` markers of that file (the README's table is
+  generated, never typed).
+
+**Resuming.** The DQN sweeps are persisted and resume (see
+:mod:`jaxreplay.sweep`); the finished LineSearch part is recorded in
+``DIR/linesearch/summary.json`` and skipped when rerun with the same settings.
+A run killed in the third game therefore redoes only that game's missing runs.
+
+**Scale.** ``quick`` is sized for a 2-core CPU (about 10 minutes: LineSearch
+~1 min, CartPole ~1, MountainCar ~5, Acrobot ~3). Without it the DQN part is
+the paper's scale (100 seeds per setting, 300k–500k-step runs): meant for an
+accelerator, where the seeds of one setting run as one compiled program.
+"""
+
+from __future__ import annotations
+
+import datetime
+import json
+import pathlib
+import time
+from typing import Iterable, Sequence
+
+import numpy as np
+
+__all__ = ["reproduce", "dqn_claims", "claims_table", "replace_block", "update_readme", "tally", "AGREEMENT"]
+
+#: Values of the ``agrees`` column, best first.
+AGREEMENT = ("yes", "consistent", "partly", "no")
+
+# A DQN claim counts as reproduced ("yes") when the paper's share of winning
+# seeds lies inside our 95% Clopper–Pearson interval and that interval is
+# narrower than this many percentage points; inside but wider is only
+# "consistent" (few seeds cannot say much).
+_DQN_DECISIVE_WIDTH = 40.0
+
+_README_BEGIN = "<!-- {name}:begin -->"
+_README_END = "<!-- {name}:end -->"
+
+
+def dqn_claims(env_id: str, percent: dict, *, tuned: bool = False) -> list[dict]:
+    """Claim rows for one game's DQN headline statistic.
+
+    Args:
+        env_id: the game (a key of :data:`jaxreplay.reproduce.dqn.PAPER_PERCENT`).
+        percent: ``{N0: statistic}`` as returned by
+            :func:`jaxreplay.reproduce.dqn.reproduce` (``percent``, ``low``,
+            ``high`` in %, ``wins``, ``n``).
+        tuned: the run used the tuned CartPole configuration (said in the row).
+
+    Returns:
+        One row per initial memory size ``N0``: ``part``, ``id``, ``claim``,
+        ``paper``, ``ours``, ``agrees`` (``yes``: the paper's share is inside
+        our 95% interval and the interval is narrower than 40 points;
+        ``consistent``: inside a wider one; ``no``: outside), ``source``.
+    """
+    from jaxreplay.reproduce.dqn import PAPER_PERCENT
+
+    rows = []
+    for N0, stat in percent.items():
+        paper = PAPER_PERCENT[env_id][int(N0)]
+        inside = stat["low"] <= paper <= stat["high"]
+        if not inside:
+            agrees = "no"
+        elif stat["high"] - stat["low"] <= _DQN_DECISIVE_WIDTH:
+            agrees = "yes"
+        else:
+            agrees = "consistent"
+        config = " (tuned configuration)" if tuned else ""
+        rows.append(dict(
+            part=f"dqn/{env_id}", id=f"dqn_{env_id}_aer_from_{int(N0)}",
+            claim=f"{env_id}: aER from N0 = {int(N0)} beats the averaged static memory{config} (share of seeds)",
+            paper=f"{paper:.0f}%",
+            ours=f"{stat['percent']:.0f}% [{stat['low']:.0f}%, {stat['high']:.0f}%] ({stat['wins']}/{stat['n']} seeds)",
+            agrees=agrees, source="experiment",
+        ))
+    return rows
+
+
+def _cell(text) -> str:
+    return str(text).replace("|", "\\|").replace("\n", " ")
+
+
+def claims_table(claims: Sequence[dict]) -> str:
+    """The claims as a markdown table (columns part, claim, paper, ours, agrees?, source)."""
+    lines = ["| part | claim | paper | ours | agrees? | source |", "| --- | --- | --- | --- | --- | --- |"]
+    lines += [f"| {_cell(c['part'])} | {_cell(c['claim'])} | {_cell(c['paper'])} | {_cell(c['ours'])} | "
+              f"{_cell(c['agrees'])} | {_cell(c['source'])} |" for c in claims]
+    return "\n".join(lines)
+
+
+def tally(claims: Iterable[dict]) -> str:
+    """``"20 yes, 3 partly, 1 no"``: how many claims agree, by value of ``agrees``."""
+    counts = {a: 0 for a in AGREEMENT}
+    for c in claims:
+        counts[c["agrees"]] = counts.get(c["agrees"], 0) + 1
+    return ", ".join(f"{n} {a}" for a, n in counts.items() if n)
+
+
+def replace_block(text: str, name: str, content: str) -> str:
+    """Replace what lies between ``<!-- name:begin -->`` and ``<!-- name:end -->`` in ``text``.
+
+    Raises:
+        ValueError: the markers are missing, repeated or out of order.
+    """
+    begin, end = _README_BEGIN.format(name=name), _README_END.format(name=name)
+    if text.count(begin) != 1 or text.count(end) != 1 or text.index(begin) > text.index(end):
+        raise ValueError(f"expected exactly one '{begin}' followed by one '{end}'; add them where the "
+                         f"generated {name} block belongs.")
+    head, rest = text.split(begin)
+    _, tail = rest.split(end)
+    return f"{head}{begin}\n{content.strip()}\n{end}{tail}"
+
+
+def update_readme(path: str | pathlib.Path, claims: Sequence[dict], note: str) -> pathlib.Path:
+    """Write the claims table (with ``note`` above it) into the ``claims`` block of ``path``."""
+    path = pathlib.Path(path)
+    path.write_text(replace_block(path.read_text(), "claims", f"{note}\n\n{claims_table(claims)}"))
+    return path
+
+
+def _jsonable(value):
+    if isinstance(value, dict):
+        return {str(k): _jsonable(v) for k, v in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [_jsonable(v) for v in value]
+    if isinstance(value, (np.integer, np.floating, np.bool_)):
+        return value.item()
+    if isinstance(value, pathlib.Path):
+        return str(value)
+    return value
+
+
+def _linesearch_part(out: pathlib.Path, mode: str, seeds, seed: int, progress: bool) -> dict:
+    from jaxreplay.reproduce import linesearch
+
+    record = out / "summary.json"
+    settings = dict(mode=mode, seeds=seeds, seed=seed)
+    if record.exists():
+        previous = json.loads(record.read_text())
+        if previous.get("settings") == settings and all(pathlib.Path(p).exists() for p in previous["figures"].values()):
+            previous["resumed"] = True
+            return previous
+    summary = _jsonable(linesearch.reproduce(out, mode=mode, seeds=seeds, seed=seed, progress=progress))
+    summary["settings"] = settings
+    record.write_text(json.dumps(summary, indent=1, allow_nan=True))
+    summary["resumed"] = False
+    return summary
+
+
+def reproduce(out_dir, *, quick: bool = False, seeds: int | None = None, progress: bool = True, seed: int = 0,
+              envs: Sequence[str] | None = None, readme: str | pathlib.Path | None = None,
+              linesearch_mode: str | None = None, dqn_steps: int | None = None) -> dict:
+    """Reproduce every experiment of the paper into ``out_dir`` and write one report.
+
+    Args:
+        out_dir: output folder (created); layout in the module docstring.
+        quick: CPU scale (LineSearch ``default`` mode, DQN 4 seeds and
+            shortened runs); otherwise the paper's scale.
+        seeds: DQN seeds per setting (default 4 with ``quick``, else 100).
+        progress: progress bars on stderr.
+        seed: base PRNG seed of every part.
+        envs: DQN games to run (default all three).
+        readme: also write the claims table into this markdown file's
+            ``claims`` block (see :func:`update_readme`).
+        linesearch_mode: override the LineSearch mode (``"tiny"`` for tests).
+        dqn_steps: cut every DQN run to this many steps (tests, smoke runs).
+
+    Returns:
+        A dict: ``report`` and ``claims_json`` (paths), ``claims`` (rows),
+        ``linesearch`` (that part's summary), ``dqn`` (game → summary),
+        ``runtime_s`` and ``part_seconds``.
+    """
+    import jax
+
+    from jaxreplay.reproduce import dqn as reproduce_dqn
+
+    envs = tuple(reproduce_dqn.ENVS if envs is None else envs)
+    unknown = [e for e in envs if e not in reproduce_dqn.ENVS]
+    if unknown or not envs:
+        raise ValueError(f"envs must be a non-empty subset of {reproduce_dqn.ENVS}, got {envs!r}.")
+    if seeds is not None and (isinstance(seeds, bool) or not isinstance(seeds, (int, np.integer)) or seeds < 1):
+        raise ValueError(f"seeds must be a positive integer, got {seeds!r}.")
+    t0 = time.perf_counter()
+    out = pathlib.Path(out_dir)
+    out.mkdir(parents=True, exist_ok=True)
+    part_seconds = {}
+
+    mode = linesearch_mode or ("default" if quick else "full")
+    start = time.perf_counter()
+    ls = _linesearch_part(out / "linesearch", mode, None, seed, progress)
+    part_seconds["linesearch"] = time.perf_counter() - start
+
+    dqn = {}
+    for env_id in envs:
+        start = time.perf_counter()
+        dqn[env_id] = reproduce_dqn.reproduce(out / "dqn" / env_id, env_id, seeds=seeds, quick=quick,
+                                              progress=progress, seed=seed, steps=dqn_steps)
+        part_seconds[env_id] = time.perf_counter() - start
+
+    claims = [dict(part="linesearch", **{k: c[k] for k in ("id", "claim", "paper", "ours", "agrees", "source")})
+              for c in ls["claims"]]
+    for env_id, summary in dqn.items():
+        claims += dqn_claims(env_id, summary["percent"])
+    runtime = time.perf_counter() - t0
+    devices = jax.devices()
+    context = dict(
+        date=datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%d %H:%M UTC"),
+        command="jaxreplay reproduce all" + (" --quick" if quick else "") + (f" --seeds {seeds}" if seeds else ""),
+        devices=f"{len(devices)} × {devices[0].device_kind} ({jax.default_backend()})",
+        linesearch_mode=mode, dqn_seeds=next(iter(dqn.values()))["seeds"] if dqn else None,
+        dqn_steps={e: s["total_steps"] for e, s in dqn.items()}, runtime_s=runtime, part_seconds=part_seconds,
+    )
+    claims_path = out / "claims.json"
+    claims_path.write_text(json.dumps(dict(context=context, claims=claims), indent=1))
+    report_path = out / "report.md"
+    report_path.write_text(_report(out, claims, ls, dqn, context))
+    if readme is not None:
+        note = (f"Generated by `{context['command']} --out DIR --readme README.md` on {context['date']} "
+                f"({context['devices']}, {runtime / 60:.0f} min; LineSearch mode `{mode}`, DQN "
+                f"{context['dqn_seeds']} seeds per setting): {tally(claims)}.")
+        update_readme(readme, claims, note)
+    return dict(report=report_path, claims_json=claims_path, claims=claims, linesearch=ls, dqn=dqn,
+                runtime_s=runtime, part_seconds=part_seconds)
+
+
+def _report(out: pathlib.Path, claims, ls: dict, dqn: dict, context: dict) -> str:
+    from jaxreplay.reproduce import linesearch as reproduce_linesearch
+
+    def rel(path) -> str:
+        return pathlib.Path(path).resolve().relative_to(out.resolve()).as_posix()
+
+    lines = [
+        "# Liu & Zou (2018), *The Effects of Memory Replay in Reinforcement Learning*: reproduced",
+        "",
+        f"`{context['command']}`, {context['date']}, on {context['devices']}; "
+        f"{context['runtime_s'] / 60:.1f} min in total ("
+        + ", ".join(f"{k} {v:.0f} s" for k, v in context["part_seconds"].items())
+        + (", LineSearch reused from an earlier run" if ls.get("resumed") else "") + ").",
+        "",
+        f"LineSearch: mode `{context['linesearch_mode']}` (theory: the replay ODE; experiment: seed-averaged "
+        f"simulation). DQN: {context['dqn_seeds']} seeds per setting, "
+        + ", ".join(f"{e} {s:,} steps per run" for e, s in context["dqn_steps"].items()) + ".",
+        "",
+        f"## Claims ({len(claims)}: {tally(claims)})",
+        "",
+        "`agrees?` for LineSearch claims is decided by the reproduction's own rule (see "
+        "`linesearch/report.md`); for DQN, `yes` means the paper's share of winning seeds is inside our 95% "
+        f"Clopper–Pearson interval and the interval is narrower than {_DQN_DECISIVE_WIDTH:.0f} points, "
+        "`consistent` inside a wider one, `no` outside.",
+        "",
+        claims_table(claims),
+        "",
+        "## LineSearch figures",
+        "",
+        "Details, choices where the paper is silent, and the CSV: [`linesearch/report.md`](linesearch/report.md).",
+        "",
+    ]
+    for name, desc in reproduce_linesearch.FIGURES.items():
+        if name in ls["figures"]:
+            lines += [f"### {desc}", "", f"![{name}]({rel(ls['figures'][name])})", ""]
+    lines += ["## DQN: fixed vs adaptive memory (Fig. 4)", ""]
+    for env_id, summary in dqn.items():
+        lines += [f"### {env_id}", "", f"Report: [`{rel(summary['report'])}`]({rel(summary['report'])}); every "
+                  f"run: `{rel(summary['csv'])}`.", ""]
+        lines += ["| setting | score IQM | 95% CI |", "| --- | --- | --- |"]
+        lines += [f"| {name} | {v['estimate']:.2f} | [{v['low']:.2f}, {v['high']:.2f}] |"
+                  for name, v in summary["iqm"].items()]
+        lines.append("")
+        for name, path in summary["figures"].items():
+            lines += [f"![{env_id} {name}]({rel(path)})", ""]
+    if any(e == "CartPole-v1" for e in dqn):
+        lines += ["Under the paper's own CartPole setting (γ = 0.9, step size 2e-5) our DQN does not learn "
+                  "CartPole, so its headline row compares two non-learning agents; "
+                  "`jaxreplay reproduce dqn --env CartPole-v1 --tuned` runs a configuration that learns.", ""]
+    return "\n".join(lines) + "\n"
+
