@@ -147,7 +147,7 @@ class AdaptiveState(NamedTuple):
 
 
 def init() -> AdaptiveState:
-    """The initial controller state: ``|δ_old| = 0``, all counters 0. O(1)."""
+    """The initial :class:`AdaptiveState`: ``|δ_old| = 0`` (``float32[]``), all counters 0 (``int32[]``). O(1)."""
     zero_f = jnp.zeros((), jnp.float32)
     zero_i = jnp.zeros((), jnp.int32)
     return AdaptiveState(zero_f, zero_f, zero_i, zero_i, zero_i)

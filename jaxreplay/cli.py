@@ -262,6 +262,7 @@ def _positive(name: str, value: int) -> None:
 
 
 def build_parser() -> argparse.ArgumentParser:
+    """The ``jaxreplay`` argument parser (subcommands info, linesearch, dqn, sweep, reproduce)."""
     parser = argparse.ArgumentParser(prog="jaxreplay", description=__doc__.splitlines()[0])
     parser.add_argument("--version", action="version", version=f"jaxreplay {jaxreplay.__version__}")
     commands = parser.add_subparsers(dest="command", metavar="COMMAND")
@@ -336,6 +337,7 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def main(argv: list[str] | None = None) -> int:
+    """Run the command line on ``argv`` (default ``sys.argv[1:]``); returns the exit status (2: bad input)."""
     parser = build_parser()
     args = parser.parse_args(argv)
     if not hasattr(args, "handler"):

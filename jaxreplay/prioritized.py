@@ -280,10 +280,11 @@ def add(state: PrioritizedState, transition: Transition) -> PrioritizedState:
 
     Args:
         state: the memory.
-        transition: one transition matching the ``example`` given to :func:`init`.
+        transition: one transition matching the ``example`` given to :func:`init`
+            (every leaf without the leading ``max_capacity`` axis).
 
     Returns:
-        The new state. Cost: O(log max_capacity) (two leaves and their paths).
+        The new :class:`PrioritizedState`. Cost: O(log max_capacity) (two leaves and their paths).
 
     Raises:
         ValueError: ``transition`` does not match the stored pytree.
@@ -306,7 +307,7 @@ def add_batch(state: PrioritizedState, transitions: Transition) -> PrioritizedSt
             every leaf.
 
     Returns:
-        The new state. Cost: O(min(k, max_capacity) · log max_capacity).
+        The new :class:`PrioritizedState`. Cost: O(min(k, max_capacity) · log max_capacity).
 
     Raises:
         ValueError: ``transitions`` do not match the stored pytree.

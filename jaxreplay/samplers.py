@@ -65,8 +65,8 @@ def uniform(key: jax.Array, state: buffer_lib.BufferState, batch_size: int) -> S
         batch_size: static number of draws (>= 1).
 
     Returns:
-        A :class:`Sample`; probabilities are ``1 / size``, weights are 1.
-        Cost: O(batch_size).
+        A :class:`Sample` (``int32[batch_size]`` slots, ``float32[batch_size]``
+        probabilities ``1 / size`` and weights 1). Cost: O(batch_size).
     """
     batch_size = _validation.check_static_int("batch_size", batch_size, low=1)
     offsets = _uniform_offsets(key, state.size, (batch_size,))
@@ -91,7 +91,8 @@ def combined(key: jax.Array, state: buffer_lib.BufferState, batch_size: int) -> 
         batch_size: static minibatch size (>= 1; with 1 only the newest is used).
 
     Returns:
-        A :class:`Sample`. Cost: O(batch_size).
+        A :class:`Sample` (``int32[batch_size]`` slots, ``float32[batch_size]``
+        probabilities and weights 1). Cost: O(batch_size).
     """
     batch_size = _validation.check_static_int("batch_size", batch_size, low=1)
     rest = uniform(key, state, batch_size - 1) if batch_size > 1 else None

@@ -458,6 +458,7 @@ class SweepStats:
     memory_budget: int
 
     def describe(self) -> str:
+        """One line: runs computed/resumed, chunks, devices, compilations, timings, runs/s, diverged runs."""
         return (f"{self.runs} runs ({self.runs_computed} computed, {self.runs_resumed} resumed) in {self.chunks} "
                 f"chunk(s) of {self.chunk_size} on {self.devices} device(s) × {self.processes} process(es); "
                 f"{self.compilations} compilation(s) in {self.compile_seconds:.1f} s; run {self.run_seconds:.1f} s "

@@ -77,6 +77,7 @@ class LineSearch(environment.Environment[LineSearchState, LineSearchParams]):
         return LineSearchParams()
 
     def step_env(self, key, state, action, params):
+        """One move: ``(obs float32[1], state, reward float32[], terminated bool[] (always False), info {})``; x' = x + a, r = β1·x' + β2."""
         del key
         position = state.position + move(action, params)
         reward = params.reward_slope * position + params.reward_intercept
@@ -85,17 +86,21 @@ class LineSearch(environment.Environment[LineSearchState, LineSearchParams]):
         return self.get_obs(state), state, reward, terminated, {}
 
     def reset_env(self, key, params):
+        """``(obs float32[1], state)`` at x = x0, time 0."""
         del key
         state = LineSearchState(time=jnp.zeros((), jnp.int32), position=jnp.asarray(params.initial_position, jnp.float32))
         return self.get_obs(state), state
 
     def get_obs(self, state, params=None, key=None):
+        """``float32[1]``: the position x."""
         return jnp.reshape(state.position, (1,)).astype(jnp.float32)
 
     def is_terminated(self, state, params):
+        """Always False: LineSearch has no terminal state."""
         return jnp.zeros((), bool)
 
     def is_truncated(self, state, params):
+        """True once ``time >= horizon``."""
         return state.time >= params.horizon
 
     @property
@@ -107,7 +112,9 @@ class LineSearch(environment.Environment[LineSearchState, LineSearchParams]):
         return 2
 
     def action_space(self, params=None):
+        """``Discrete(2)``: 0 moves by −v, 1 by +v."""
         return spaces.Discrete(2)
 
     def observation_space(self, params):
+        """``Box(-inf, inf, (1,), float32)``: the position."""
         return spaces.Box(-jnp.inf, jnp.inf, (1,), jnp.float32)
