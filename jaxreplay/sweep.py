@@ -48,6 +48,13 @@ process per host with the same command, e.g. under SLURM::
 itself; elsewhere pass ``coordinator_address``, ``num_processes`` and
 ``process_id``). ``out/`` must be on a file system all hosts share.
 
+Compilation cache. The compiled programs depend only on the experiment, its
+``setup`` and the devices; the process keeps them (the last
+:data:`PROGRAM_CACHE_SIZE` setups), so running a sweep again, or another grid
+or seed count over the same setup -- a notebook cell edited and rerun --
+compiles nothing new unless the chunk shape changes
+(:func:`clear_program_cache` frees them).
+
 The output directory holds ``sweep.json`` (the config, its fingerprint and the
 software versions), ``chunks/*.npz`` (finished runs), ``results.nc`` and
 ``summary.json`` (timings). Rerunning the same sweep into it computes only the
@@ -69,6 +76,7 @@ import time
 import tomllib
 import uuid
 import warnings
+from collections import OrderedDict
 from collections.abc import Mapping, Sequence
 from typing import Any, NamedTuple
 
@@ -79,7 +87,7 @@ import numpy as np
 from jaxreplay import experiments
 
 __all__ = ["Sweep", "SweepStats", "SweepResult", "run", "estimate_bytes_per_run", "default_memory_budget",
-           "software_versions", "load"]
+           "software_versions", "load", "clear_program_cache", "PROGRAM_CACHE_SIZE"]
 
 RUN_AXIS = "runs"
 SEED_DIM = "seed"
@@ -474,7 +482,13 @@ class SweepResult(NamedTuple):
 
 
 class _Programs:
-    """The compiled programs of one sweep: ``first`` (init + segment + summary) and ``rest`` (segment + summary)."""
+    """The compiled programs of one sweep: ``first`` (init + segment + summary) and ``rest`` (segment + summary).
+
+    Compiled ahead of time on first use, once per argument signature (the
+    chunk's shapes and dtypes), and kept: :func:`_programs_for` keeps this
+    object for the process, so a sweep run again (a notebook cell) or another
+    grid over the same setup compiles nothing.
+    """
 
     def __init__(self, sweep: Sweep, devices: Sequence[jax.Device]):
         from jax.sharding import AxisType, Mesh, NamedSharding, PartitionSpec
@@ -503,29 +517,53 @@ class _Programs:
                               out_shardings=self.batched)
         self._rest = jax.jit(jax.vmap(segment), in_shardings=(self.batched, self.batched),
                              out_shardings=self.batched, donate_argnums=0)
-        self.first = None
-        self.rest = None
+        self._compiled: dict = {}
 
-    def _compile(self, jitted, *args):
-        t0 = time.perf_counter()
-        with warnings.catch_warnings():
-            warnings.filterwarnings("ignore", message="Some donated buffers were not usable")
-            compiled = jitted.lower(*args).compile()
-        self.compile_seconds += time.perf_counter() - t0
-        self.compilations += 1
+    def _get(self, name, jitted, *args):
+        leaves, treedef = jax.tree.flatten(args)
+        signature = (name, treedef, tuple((np.shape(x), getattr(x, "dtype", None) or np.asarray(x).dtype)
+                                         for x in leaves))
+        compiled = self._compiled.get(signature)
+        if compiled is None:
+            t0 = time.perf_counter()
+            with warnings.catch_warnings():
+                warnings.filterwarnings("ignore", message="Some donated buffers were not usable")
+                compiled = jitted.lower(*args).compile()
+            self.compile_seconds += time.perf_counter() - t0
+            self.compilations += 1
+            self._compiled[signature] = compiled
         return compiled
 
     def run_first(self, base_seed, seed_index, hparams):
-        if self.first is None:
-            self.first = self._compile(self._first, base_seed, seed_index, hparams)
-        return self.first(base_seed, seed_index, hparams)
+        return self._get("first", self._first, base_seed, seed_index, hparams)(base_seed, seed_index, hparams)
 
     def run_rest(self, state, hparams):
-        if self.rest is None:
-            self.rest = self._compile(self._rest, state, hparams)
+        compiled = self._get("rest", self._rest, state, hparams)
         with warnings.catch_warnings():
             warnings.filterwarnings("ignore", message="Some donated buffers were not usable")
-            return self.rest(state, hparams)
+            return compiled(state, hparams)
+
+
+#: How many sweeps' compiled programs the process keeps (least recently used dropped first).
+PROGRAM_CACHE_SIZE = 8
+_PROGRAM_CACHE: OrderedDict = OrderedDict()
+
+
+def _programs_for(sweep: Sweep, devices: Sequence[jax.Device]) -> _Programs:
+    # What a program depends on: the experiment, its static setup and the devices.
+    # Hyperparameters, seeds and grids are arguments, so they share the programs.
+    key = (sweep.experiment, json.dumps(sweep.to_dict()["setup"], sort_keys=True, default=repr),
+           tuple((d.platform, d.id) for d in devices))
+    programs = _PROGRAM_CACHE.pop(key, None) or _Programs(sweep, devices)
+    _PROGRAM_CACHE[key] = programs
+    while len(_PROGRAM_CACHE) > PROGRAM_CACHE_SIZE:
+        _PROGRAM_CACHE.popitem(last=False)
+    return programs
+
+
+def clear_program_cache() -> None:
+    """Forget every compiled sweep program kept by this process (frees their device memory)."""
+    _PROGRAM_CACHE.clear()
 
 
 def _barrier(name: str) -> None:
@@ -602,7 +640,8 @@ def run(
                           CPU_RUNS_PER_DEVICE * len(devices) if on_cpu else None)
     chunks = [missing[i:i + chunk] for i in range(0, len(missing), chunk)]
     mine = chunks[process::processes]
-    programs = _Programs(sweep, devices)
+    programs = _programs_for(sweep, devices)
+    compilations_before, compile_seconds_before = programs.compilations, programs.compile_seconds
     in_memory: list[dict] = []
 
     bar = None
@@ -652,7 +691,8 @@ def run(
             pending = (chunk_id, runs, record, summary if segment == num_segments - 1 else None)
     if pending is not None:
         drain(pending)
-    run_seconds = time.perf_counter() - t_start - programs.compile_seconds
+    compile_seconds = programs.compile_seconds - compile_seconds_before
+    run_seconds = time.perf_counter() - t_start - compile_seconds
     if bar is not None:
         bar.close()
     _barrier("jaxreplay-sweep-end")
@@ -663,8 +703,8 @@ def run(
     computed = int(sum(len(c) for c in mine))
     stats = SweepStats(
         runs=R, runs_computed=computed, runs_resumed=int(done.sum()), chunks=len(mine), chunk_size=chunk,
-        devices=len(devices), processes=processes, compilations=programs.compilations,
-        compile_seconds=programs.compile_seconds, run_seconds=max(run_seconds, 0.0),
+        devices=len(devices), processes=processes, compilations=programs.compilations - compilations_before,
+        compile_seconds=compile_seconds, run_seconds=max(run_seconds, 0.0),
         runs_per_second=computed / run_seconds if run_seconds > 0 and computed else 0.0,
         diverged=int(np.sum(dataset["diverged"].values)) if "diverged" in dataset else 0,
         bytes_per_run=bytes_per_run, memory_budget=budget,

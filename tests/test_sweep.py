@@ -135,16 +135,24 @@ class _Lowerings:
 _LOWERINGS = _Lowerings()
 
 
-@pytest.mark.parametrize("num_sizes", [1, 50])
-def test_one_compilation_for_any_number_of_memory_sizes(num_sizes):
-    sweep = sw.Sweep("linesearch", seeds=2, setup={"steps": 20, "max_capacity": 64, "max_batch_size": 3},
-                     fixed={"batch_size": 2}, grid={"memory_size": list(range(1, num_sizes + 1))})
+def test_one_compilation_for_any_number_of_memory_sizes_and_none_when_run_again():
+    setup = {"steps": 20, "max_capacity": 64, "max_batch_size": 3}
+    sw.clear_program_cache()
+    for num_sizes, compilations in ((1, 1), (50, 0)):  # the second grid reuses the first one's program
+        sweep = sw.Sweep("linesearch", seeds=16, setup=setup, fixed={"batch_size": 2},
+                         grid={"memory_size": list(range(1, num_sizes + 1))})
+        _LOWERINGS.names.clear()
+        result = sw.run(sweep, None, chunk_size=16, progress=False)
+        assert result.stats.compilations == compilations
+        assert len(_LOWERINGS.names) == compilations
+        assert result.stats.chunks == num_sizes  # chunks of 16 runs = one memory size × 16 seeds
+        assert result.dataset.capacity.isel(step=-1, seed=0).values.tolist() == list(range(1, num_sizes + 1))
+    # A different chunk shape is a new signature of the same programs; another setup, new programs.
     _LOWERINGS.names.clear()
-    result = sw.run(sweep, None, chunk_size=16, progress=False)
-    assert result.stats.compilations == 1
-    assert len(_LOWERINGS.names) == 1
-    assert result.stats.chunks == (1 if num_sizes == 1 else 7)
-    assert result.dataset.capacity.isel(step=-1, seed=0).values.tolist() == list(range(1, num_sizes + 1))
+    assert sw.run(sweep, None, chunk_size=8, progress=False).stats.compilations == 1
+    other = sw.Sweep("linesearch", seeds=2, setup={**setup, "steps": 21}, fixed={"batch_size": 2, "memory_size": 8})
+    assert sw.run(other, None, chunk_size=8, progress=False).stats.compilations == 1
+    assert len(_LOWERINGS.names) == 2
 
 
 @pytest.mark.parametrize("setup", [
