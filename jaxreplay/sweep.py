@@ -183,6 +183,10 @@ class Sweep:
             raise ValueError(f"setup: {e}") from None
         except TypeError as e:
             raise ValueError(f"setup: {e}") from None
+        # Canonical form: every field of the Setup. A table and an instance with the same
+        # settings are then one sweep (one fingerprint), and a later change of a default
+        # cannot change what a stored sweep's config means.
+        object.__setattr__(self, "setup", {f.name: getattr(setup_obj, f.name) for f in dataclasses.fields(setup_obj)})
         # The experiment's own range checks, on every value at once, before compiling.
         exp.check(self.hyperparameters(), setup_obj)
 
@@ -280,6 +284,27 @@ class Sweep:
             out["grid"] = {k: [_plain(x) for x in v] for k, v in self.grid.items()}
         return out
 
+    def to_toml(self) -> str:
+        """The sweep as TOML text; :meth:`from_toml` reads it back as the same sweep (same fingerprint).
+
+        Settings whose value is ``None`` are left out (TOML has no null): they
+        are the ``Setup``'s defaults. Raises ``ValueError`` for a ``None`` that
+        is not a default.
+        """
+        config = self.to_dict()
+        defaults = {f.name: f.default for f in dataclasses.fields(self.exp.setup_type)}
+        for name, value in config["setup"].items():
+            if value is None and defaults.get(name) is not None:
+                raise ValueError(f"setup.{name} is None, which TOML cannot hold and is not its default.")
+        config["setup"] = {k: v for k, v in config["setup"].items() if v is not None}
+        lines = [f"{k} = {_toml_value(config[k])}" for k in ("experiment", "seeds", "seed")]
+        for table in ("setup", "fixed", "grid"):
+            if config.get(table):
+                lines += ["", f"[{table}]"] + [f"{_toml_key(k)} = {_toml_value(v)}" for k, v in config[table].items()]
+        for point in config.get("points", []):
+            lines += ["", "[[points]]"] + [f"{_toml_key(k)} = {_toml_value(v)}" for k, v in point.items()]
+        return "\n".join(lines) + "\n"
+
     def fingerprint(self) -> str:
         """SHA-256 of the canonical config: equal exactly when two sweeps give the same results."""
         return hashlib.sha256(json.dumps(self.to_dict(), sort_keys=True).encode()).hexdigest()
@@ -291,6 +316,27 @@ def _plain(v):
     if isinstance(v, np.generic):
         return v.item()
     return v
+
+
+def _toml_key(key: str) -> str:
+    return key if key and all(c.isalnum() or c in "_-" for c in key) else json.dumps(key)
+
+
+def _toml_value(value) -> str:
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    if isinstance(value, (int, np.integer)):
+        return str(int(value))
+    if isinstance(value, (float, np.floating)):
+        value = float(value)
+        return repr(value) if math.isfinite(value) else ("nan" if math.isnan(value) else ("inf" if value > 0 else "-inf"))
+    if isinstance(value, str):
+        return json.dumps(value, ensure_ascii=False)
+    if isinstance(value, (list, tuple)):
+        return "[" + ", ".join(_toml_value(v) for v in value) + "]"
+    if isinstance(value, Mapping):
+        return "{" + ", ".join(f"{_toml_key(k)} = {_toml_value(v)}" for k, v in value.items()) + "}"
+    raise ValueError(f"cannot write {value!r} ({type(value).__name__}) as TOML.")
 
 
 def _is_int_field(defaults, name) -> bool:
@@ -482,9 +528,13 @@ class SweepResult(NamedTuple):
 
 
 class _Programs:
-    """The compiled programs of one sweep: ``first`` (init + segment + summary) and ``rest`` (segment + summary).
+    """The compiled programs of one sweep.
 
-    Compiled ahead of time on first use, once per argument signature (the
+    ``rest`` runs one segment and the summary on a chunk of states. A
+    one-segment experiment (LineSearch) fuses the initialisation into it as
+    ``first`` (one program); a multi-segment one (DQN) runs a small ``init``
+    program and then ``rest`` for every segment, the first included, so the
+    segment (the costly compile) is compiled once, not twice. Compiled ahead of time on first use, once per argument signature (the
     chunk's shapes and dtypes), and kept: :func:`_programs_for` keeps this
     object for the process, so a sweep run again (a notebook cell) or another
     grid over the same setup compiles nothing.
@@ -506,14 +556,17 @@ class _Programs:
             state, record = exp.advance(state, hparams, setup)
             return state, record, exp.summarize(state, hparams, setup)
 
-        def first(base_seed, seed_index, hparams):
+        def init(base_seed, seed_index, hparams):
             def one(s, h):
-                key = jax.random.fold_in(jax.random.key(base_seed), s)
-                return segment(exp.init(key, h, setup), h)
+                return exp.init(jax.random.fold_in(jax.random.key(base_seed), s), h, setup)
 
             return jax.vmap(one)(seed_index, hparams)
 
-        self._first = jax.jit(first, in_shardings=(self.replicated, self.batched, self.batched),
+        def first(base_seed, seed_index, hparams):
+            return jax.vmap(segment)(init(base_seed, seed_index, hparams), hparams)
+
+        self.fused = int(exp.num_segments(setup)) == 1
+        self._first = jax.jit(first if self.fused else init, in_shardings=(self.replicated, self.batched, self.batched),
                               out_shardings=self.batched)
         self._rest = jax.jit(jax.vmap(segment), in_shardings=(self.batched, self.batched),
                              out_shardings=self.batched, donate_argnums=0)
@@ -535,7 +588,8 @@ class _Programs:
         return compiled
 
     def run_first(self, base_seed, seed_index, hparams):
-        return self._get("first", self._first, base_seed, seed_index, hparams)(base_seed, seed_index, hparams)
+        out = self._get("first", self._first, base_seed, seed_index, hparams)(base_seed, seed_index, hparams)
+        return out if self.fused else self.run_rest(out, hparams)
 
     def run_rest(self, state, hparams):
         compiled = self._get("rest", self._rest, state, hparams)

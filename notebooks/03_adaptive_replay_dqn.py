@@ -173,18 +173,12 @@ print(f"JAX {jax.__version__}, devices: {jax.devices()}")
 
 # %% [markdown]
 # One helper builds the two sweeps of a game, `Sweep("dqn", seeds, seed, setup, fixed,
-# points)`: the static `setup` (a table of `dqn.Setup` fields), the hyperparameters shared
+# points)`: the static `setup` (a `dqn.Setup`), the hyperparameters shared
 # by every run (`fixed`) and one point per memory size (memory size, `learning_starts`, and
 # aER's n_old = N₀/2). At paper scale it is `rdqn.settings(env, quick=False, tuned=...)`
 # unchanged; in small mode `shrink` scales time and memory as described above.
 
 # %%
-def setup_table(setup):
-    """The fields of a dqn.Setup that differ from the defaults (a TOML-friendly table)."""
-    return {f.name: getattr(setup, f.name) for f in dataclasses.fields(setup)
-            if getattr(setup, f.name) != f.default}
-
-
 def shrink(env, steps, fixed_setup, adaptive_setup, common, fixed_points, adaptive_points):
     """Small mode: the same study with runs of `steps` steps; memory, ε ramp and learning start scaled with it."""
     time_scale = steps / fixed_setup.total_steps  # schedules: relative to this configuration's run
@@ -220,7 +214,7 @@ def game_sweeps(env, seeds=SEEDS, paper_scale=PAPER_SCALE):
     if not paper_scale:
         parts = shrink(env, SMALL_STEPS[env], *parts)
     fixed_setup, adaptive_setup, common, fixed_points, adaptive_points = parts
-    return {label: sweep.Sweep("dqn", seeds=seeds, seed=SEED, setup=setup_table(setup), fixed=common, points=points)
+    return {label: sweep.Sweep("dqn", seeds=seeds, seed=SEED, setup=setup, fixed=common, points=points)
             for label, setup, points in (("fixed", fixed_setup, fixed_points),
                                          ("adaptive", adaptive_setup, adaptive_points))}
 
@@ -526,34 +520,11 @@ print(f"paper scale: {paper_plan['runs'].sum()} runs, {paper_plan['env steps (to
 # %% [markdown]
 # A sweep is also a TOML file: `Sweep.to_dict()` is its canonical config and
 # `Sweep.fingerprint()` its hash (equal fingerprints, equal results). Here is the paper-scale
-# Acrobot aER sweep as TOML (a small writer, since the standard library reads TOML but does
-# not write it), read back with `Sweep.from_dict(tomllib.loads(...))`:
+# Acrobot aER sweep as TOML (`Sweep.to_toml()`), read back with `Sweep.from_dict(tomllib.loads(...))`:
 
 # %%
-def to_toml(config):
-    """A sweep config (Sweep.to_dict()) as TOML text: scalars, lists, tables and [[points]]."""
-    def value(v):
-        if isinstance(v, bool):
-            return "true" if v else "false"
-        if isinstance(v, (int, float)):
-            return repr(v)
-        if isinstance(v, str):
-            return json.dumps(v)
-        if isinstance(v, (list, tuple)):
-            return "[" + ", ".join(value(x) for x in v) + "]"
-        raise TypeError(f"no TOML for {v!r}")
-
-    lines = [f"{k} = {value(v)}" for k, v in config.items() if not isinstance(v, (dict, list))]
-    for table in ("setup", "fixed", "grid"):
-        if config.get(table):
-            lines += ["", f"[{table}]"] + [f"{k} = {value(v)}" for k, v in config[table].items()]
-    for point in config.get("points", []):
-        lines += ["", "[[points]]"] + [f"{k} = {value(v)}" for k, v in point.items()]
-    return "\n".join(lines) + "\n"
-
-
 paper_acrobot = PAPER_SWEEPS["Acrobot-v1"]["adaptive"]
-ACROBOT_TOML = to_toml(paper_acrobot.to_dict())
+ACROBOT_TOML = paper_acrobot.to_toml()
 print(ACROBOT_TOML)
 from_toml = sweep.Sweep.from_dict(tomllib.loads(ACROBOT_TOML))
 print("same sweep as the Python object:", from_toml.fingerprint() == paper_acrobot.fingerprint(),
@@ -578,7 +549,7 @@ demo_dir = sweep_dir(*DEMO)
 first = sweep.load(demo_dir)
 
 config_path = OUT / "cartpole_fixed.toml"
-config_path.write_text(to_toml(demo.to_dict()))
+config_path.write_text(demo.to_toml())
 t = time.perf_counter()
 # JAX_PLATFORMS=cpu: the command finds nothing to compute, so it need not claim an accelerator's memory.
 cli = subprocess.run([sys.executable, "-m", "jaxreplay", "sweep", str(config_path), "--out", str(demo_dir), "--quiet"],

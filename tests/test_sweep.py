@@ -344,3 +344,40 @@ def test_cli_reports_config_errors_with_exit_code_2(tmp_path):
     path = _write(tmp_path, 'experiment = "linesearch"\n[grid]\nmemory_size = []\n')
     assert cli.main(["sweep", str(path), "--out", str(tmp_path / "o")]) == 2
     assert cli.main(["sweep", str(tmp_path / "missing.toml"), "--out", str(tmp_path / "o")]) == 2
+
+
+# ----------------------------------------------------------------------------
+# Canonical config and TOML round trip
+# ----------------------------------------------------------------------------
+
+
+def test_setup_table_and_instance_are_one_sweep_and_round_trip_through_toml(tmp_path):
+    import dataclasses
+    import tomllib
+
+    from jaxreplay.experiments import dqn
+    from jaxreplay.reproduce import dqn as rdqn
+
+    fixed_setup, _, common, points, _ = rdqn.settings("MountainCar-v0", quick=True)
+    defaults = {f.name: f.default for f in dataclasses.fields(dqn.Setup)}
+    table = {k: v for k, v in dataclasses.asdict(fixed_setup).items() if v != defaults[k]}
+    from_instance = sw.Sweep("dqn", seeds=3, setup=fixed_setup, fixed=common, points=points)
+    from_table = sw.Sweep("dqn", seeds=3, setup=table, fixed=common, points=points)
+    assert from_instance.fingerprint() == from_table.fingerprint()
+    assert set(from_table.setup) == set(defaults)  # canonical: every field of the Setup
+    path = tmp_path / "mc.toml"
+    path.write_text(from_instance.to_toml())
+    assert sw.Sweep.from_toml(path).fingerprint() == from_instance.fingerprint()
+    assert "[[points]]" in path.read_text() and "max_num_old" not in path.read_text()  # None: the default
+
+    grid = sw.Sweep("linesearch", seeds=2, setup={"max_capacity": 50}, fixed={"step_size": 1e-5, "discount": 0.5},
+                    grid={"memory_size": [5, 50], "priority_exponent": [0.0, 2.5]})
+    back = sw.Sweep.from_dict(tomllib.loads(grid.to_toml()))
+    assert back.fingerprint() == grid.fingerprint() and back.grid == grid.grid
+
+
+def test_toml_values():
+    assert sw._toml_value([1, 2.5, True, "a\"b", float("inf"), float("-inf")]) == '[1, 2.5, true, "a\\"b", inf, -inf]'
+    assert sw._toml_value({"x y": 1e-05}) == '{"x y" = 1e-05}'
+    with pytest.raises(ValueError, match="TOML"):
+        sw._toml_value(object())
