@@ -325,7 +325,7 @@ def build_parser() -> argparse.ArgumentParser:
     rdq.set_defaults(handler=_reproduce)
     ral = targets.add_parser("all", help="LineSearch and the three DQN games: every figure and one claims report")
     ral.add_argument("--out", required=True, help="output folder (rerun the same command to resume)")
-    ral.add_argument("--quick", action="store_true", help="CPU scale: about 10 minutes on 2 cores")
+    ral.add_argument("--quick", action="store_true", help="CPU scale: about 6-7 minutes on 2 cores")
     ral.add_argument("--seeds", type=int, default=None, help="DQN seeds per setting (default 4 quick, 100 otherwise)")
     ral.add_argument("--env", action="append", choices=("CartPole-v1", "MountainCar-v0", "Acrobot-v1"),
                      help="only this DQN game (repeatable; default all three)")
