@@ -96,3 +96,14 @@ def test_readme_claims_table_is_the_generated_one():
     assert parts == ["linesearch"] * len(rl.CLAIM_IDS) + [f"dqn/{env}" for env in rdqn.ENVS for _ in rdqn.ADAPTIVE_FROM[env]]
     for row in rows:
         assert row.count(" | ") == 5 and row.split(" | ")[4] in paper.AGREEMENT
+
+
+def test_command_line_refuses_bad_input(tmp_path, capsys):
+    from jaxreplay import cli
+
+    assert cli.main(["reproduce", "all", "--out", str(tmp_path), "--seeds", "0"]) == 2
+    assert "seeds" in capsys.readouterr().err
+    with pytest.raises(SystemExit) as exit_info:
+        cli.main(["reproduce", "all", "--out", str(tmp_path), "--env", "Pong-v0"])
+    assert exit_info.value.code == 2 and "invalid choice" in capsys.readouterr().err
+    assert not (tmp_path / "linesearch").exists()
