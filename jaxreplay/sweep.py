@@ -66,7 +66,6 @@ from __future__ import annotations
 import dataclasses
 import hashlib
 import io
-import itertools
 import json
 import math
 import os
@@ -81,7 +80,6 @@ from collections.abc import Mapping, Sequence
 from typing import Any, NamedTuple
 
 import jax
-import jax.numpy as jnp
 import numpy as np
 
 from jaxreplay import experiments
@@ -136,8 +134,7 @@ class Sweep:
             if isinstance(value, bool) or not isinstance(value, (int, np.integer)) or value < (1 if name == "seeds" else 0):
                 raise ValueError(f"{name} must be an integer >= {1 if name == 'seeds' else 0}, got {value!r}.")
         if isinstance(self.setup, exp.setup_type):  # a Setup instance: its fields, as a table
-            object.__setattr__(self, "setup", {f.name: getattr(self.setup, f.name)
-                                               for f in dataclasses.fields(self.setup)})
+            object.__setattr__(self, "setup", _fields_of(self.setup))
         for name in ("setup", "fixed", "grid"):
             if not isinstance(getattr(self, name), Mapping):
                 raise ValueError(f"{name} must be a table (mapping), got {type(getattr(self, name)).__name__}.")
@@ -186,7 +183,7 @@ class Sweep:
         # Canonical form: every field of the Setup. A table and an instance with the same
         # settings are then one sweep (one fingerprint), and a later change of a default
         # cannot change what a stored sweep's config means.
-        object.__setattr__(self, "setup", {f.name: getattr(setup_obj, f.name) for f in dataclasses.fields(setup_obj)})
+        object.__setattr__(self, "setup", _fields_of(setup_obj))
         # The experiment's own range checks, on every value at once, before compiling.
         exp.check(self.hyperparameters(), setup_obj)
 
@@ -316,6 +313,11 @@ def _plain(v):
     if isinstance(v, np.generic):
         return v.item()
     return v
+
+
+def _fields_of(setup) -> dict:
+    """A ``Setup`` instance as the table ``{field: value}`` of all its fields (shallow, unlike ``asdict``)."""
+    return {f.name: getattr(setup, f.name) for f in dataclasses.fields(setup)}
 
 
 def _toml_key(key: str) -> str:
@@ -534,10 +536,12 @@ class _Programs:
     one-segment experiment (LineSearch) fuses the initialisation into it as
     ``first`` (one program); a multi-segment one (DQN) runs a small ``init``
     program and then ``rest`` for every segment, the first included, so the
-    segment (the costly compile) is compiled once, not twice. Compiled ahead of time on first use, once per argument signature (the
-    chunk's shapes and dtypes), and kept: :func:`_programs_for` keeps this
-    object for the process, so a sweep run again (a notebook cell) or another
-    grid over the same setup compiles nothing.
+    segment (the costly compile) is compiled once, not twice.
+
+    Programs are compiled ahead of time on first use, once per argument
+    signature (the chunk's shapes and dtypes), and kept: :func:`_programs_for`
+    keeps this object for the process, so a sweep run again (a notebook cell)
+    or another grid over the same setup compiles nothing.
     """
 
     def __init__(self, sweep: Sweep, devices: Sequence[jax.Device]):
@@ -574,8 +578,8 @@ class _Programs:
 
     def _get(self, name, jitted, *args):
         leaves, treedef = jax.tree.flatten(args)
-        signature = (name, treedef, tuple((np.shape(x), getattr(x, "dtype", None) or np.asarray(x).dtype)
-                                         for x in leaves))
+        # Shapes and dtypes only (never np.asarray on a device array: that would copy it to the host).
+        signature = (name, treedef, tuple((np.shape(x), x.dtype) for x in leaves))
         compiled = self._compiled.get(signature)
         if compiled is None:
             t0 = time.perf_counter()

@@ -65,12 +65,14 @@ SEED = 0  # base seed; run s uses key fold_in(key(SEED), s), the sweep engine's 
 # ## Setup: one compiled program per sampler, one per ODE kind
 #
 # Memory size, batch size, step size and discount are *traced* values in jaxreplay, so
-# every ER setting of this notebook runs through **one** compiled simulation
+# every ER setting of this notebook runs through the same compiled simulation
 # (`Setup(max_capacity=1000, max_batch_size=50)`, the update slots beyond m are masked)
-# and every pER setting through one more. The ODE is solved by `theory.solve_grid` in
+# and every pER setting through one more (a call with fewer runs than one chunk compiles
+# its own, smaller shape once). The ODE is solved by `theory.solve_grid` in
 # fixed blocks of 64 settings, so ER solves (including the frozen-weight 1-D cases, whose
 # choice is a traced mask) share one compilation and pER solves another. The two
-# helpers below only batch, pad and reshape; the science is in the library.
+# helpers below only declare the runs (a points sweep through `jaxreplay.sweep`) or batch
+# the ODE solves and reshape; the science is in the library.
 #
 # The game: x0 = −5, v = 0.01, real weights β = (0.1, 0.5), initial weights θ⁰ = (0, 1)
 # (so Δθ⁰ = (−0.1, 0.5)), T = 1000 steps; the greedy policy moves right while θ1 ≥ 0.
@@ -79,12 +81,10 @@ SEED = 0  # base seed; run s uses key fold_in(key(SEED), s), the sweep engine's 
 import math
 import time
 
-import jax
-import jax.numpy as jnp
 import matplotlib.pyplot as plt
 import numpy as np
 
-from jaxreplay import theory
+from jaxreplay import sweep, theory
 from jaxreplay.experiments import linesearch as ls
 from jaxreplay.reproduce import linesearch as rep
 
@@ -107,40 +107,25 @@ SETUPS = {
     "uniform": ls.Setup(steps=T, max_capacity=1000, max_batch_size=max(50, BATCH_SIZE), sampler="uniform"),
     "prioritized": ls.Setup(steps=T, max_capacity=1000, max_batch_size=max(10, BATCH_SIZE), sampler="prioritized"),
 }
-CHUNK = {"uniform": 256, "prioritized": 8}  # runs per compiled call (the last one is padded)
-_run_grid = jax.jit(ls.run_grid, static_argnums=2)
+CHUNK = {"uniform": 256, "prioritized": 8}  # runs per compiled call (pER's exact sampler is ~100x costlier per run)
 
 
 def simulate(sampler, configs, seeds):
-    """Simulate every (N, m, α, γ) in ``configs`` with ``seeds`` seeds.
+    """Simulate every (N, m, α, γ) in ``configs`` with ``seeds`` seeds through the sweep engine.
 
     Returns Δθ(t) after steps 1 … T as float64 [configs, seeds, T, 2] (NaN for a
     diverged run). Seed s of every setting uses key fold_in(key(SEED), s): common random
-    numbers across settings, and the same keys as ``jaxreplay sweep``.
+    numbers across settings, as in ``jaxreplay sweep``. The engine keeps its compiled
+    programs for the session, so a call whose chunks have a shape seen before compiles
+    nothing.
     """
-    setup, chunk = SETUPS[sampler], CHUNK[sampler]
     cfg = np.asarray(configs, dtype=np.float64).reshape(-1, 4)
-    runs = len(cfg) * seeds
-    col = lambda j: np.repeat(cfg[:, j], seeds)  # noqa: E731
-    hp = ls.Hyperparameters(
-        memory_size=col(0).astype(np.int32), batch_size=col(1).astype(np.int32),
-        step_size=col(2).astype(np.float32), discount=col(3).astype(np.float32),
-        priority_exponent=np.full(runs, PRIORITY_EXPONENT, np.float32),
-        adaptive_interval=np.full(runs, 20, np.int32), adaptive_num_old=np.full(runs, 50, np.int32),
-        adaptive_tolerance=np.zeros(runs, np.float32))
-    ls.check_hyperparameters(hp, setup)  # ValueError naming a bad value, before compiling
-    seed_index = np.tile(np.arange(seeds), len(cfg))
-    padded = -(-runs // chunk) * chunk
-    pad = lambda a: np.concatenate([a, np.repeat(a[-1:], padded - runs)])  # noqa: E731
-    hp, seed_index = ls.Hyperparameters(*map(pad, hp)), pad(seed_index)
-    base = jax.random.key(SEED)
-    out = []
-    for i in range(0, padded, chunk):
-        keys = jax.vmap(lambda s: jax.random.fold_in(base, s))(jnp.asarray(seed_index[i:i + chunk], jnp.uint32))
-        res = _run_grid(keys, ls.Hyperparameters(*(a[i:i + chunk] for a in hp)), setup)
-        d = np.asarray(res.dtheta, np.float64)
-        out.append(np.where(np.asarray(res.diverged)[:, None, None], np.nan, d))
-    return np.concatenate(out)[:runs].reshape(len(cfg), seeds, T, 2)
+    points = [dict(memory_size=int(N), batch_size=int(m), step_size=float(a), discount=float(g)) for N, m, a, g in cfg]
+    sw = sweep.Sweep("linesearch", seeds=seeds, seed=SEED, setup=SETUPS[sampler], points=points,
+                     fixed=dict(priority_exponent=PRIORITY_EXPONENT, adaptive_interval=20, adaptive_num_old=50))
+    ds = sweep.run(sw, None, chunk_size=CHUNK[sampler], progress=False).dataset
+    d = ds.dtheta.values.astype(np.float64)  # [configs, seeds, T, 2]
+    return np.where(ds.diverged.values[..., None, None], np.nan, d)
 
 
 ODE_BLOCK = 64
