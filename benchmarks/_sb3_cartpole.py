@@ -38,6 +38,8 @@ from __future__ import annotations
 import time
 from typing import Sequence
 
+from jaxreplay import _validation
+
 INSTALL_HINT = (
     "benchmarks._sb3_cartpole needs torch, stable-baselines3 and gymnasium. Install the benchmark extra "
     "from the repository root: pip install -e '.[bench]' (install a CPU build of torch first if you do not "
@@ -91,16 +93,16 @@ def measure_sb3(
 
     Raises:
         ImportError: torch, stable-baselines3 or gymnasium is missing.
-        ValueError: a size or count is not a positive integer.
+        ValueError: a size or count is not a positive integer (``learning_starts``: >= 0).
     """
-    hidden_sizes = list(hidden_sizes)
-    for name, value in (("total_steps", total_steps), ("batch_size", batch_size), ("train_freq", train_freq),
-                        ("torch_threads", torch_threads), *(("hidden_sizes", w) for w in hidden_sizes)):
-        if int(value) != value or value < 1:
-            raise ValueError(f"{name} must be a positive integer, got {value!r}.")
-    hidden_sizes = [int(width) for width in hidden_sizes]
-    if int(learning_starts) != learning_starts or learning_starts < 0:
-        raise ValueError(f"learning_starts must be an integer >= 0, got {learning_starts!r}.")
+    total_steps, batch_size, train_freq, torch_threads = (
+        _validation.check_static_int(name, value, low=1)
+        for name, value in (("total_steps", total_steps), ("batch_size", batch_size), ("train_freq", train_freq),
+                            ("torch_threads", torch_threads))
+    )
+    hidden_sizes = [_validation.check_static_int("hidden_sizes", width, low=1) for width in hidden_sizes]
+    learning_starts = _validation.check_static_int("learning_starts", learning_starts, low=0)
+    buffer_size = total_steps if buffer_size is None else _validation.check_static_int("buffer_size", buffer_size, low=1)
     gymnasium, sb3, torch = _import_sb3()
 
     previous_threads = torch.get_num_threads()
@@ -111,10 +113,10 @@ def measure_sb3(
         model = sb3.DQN(
             "MlpPolicy",
             env,
-            buffer_size=int(buffer_size or total_steps),
-            learning_starts=int(learning_starts),
-            batch_size=int(batch_size),
-            train_freq=int(train_freq),
+            buffer_size=buffer_size,
+            learning_starts=learning_starts,
+            batch_size=batch_size,
+            train_freq=train_freq,
             gradient_steps=1,
             policy_kwargs=dict(net_arch=hidden_sizes),
             seed=seed,
@@ -124,7 +126,7 @@ def measure_sb3(
         setup_seconds = time.perf_counter() - start
 
         start, cpu_start = time.perf_counter(), time.process_time()
-        model.learn(total_timesteps=int(total_steps), progress_bar=False)
+        model.learn(total_timesteps=total_steps, progress_bar=False)
         seconds = time.perf_counter() - start
         cpu_seconds = time.process_time() - cpu_start
         env.close()

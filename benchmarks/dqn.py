@@ -23,7 +23,6 @@ import time
 from collections.abc import Callable
 
 import jax
-import numpy as np
 
 from benchmarks import _timing
 
@@ -78,10 +77,8 @@ def _ours_sequential(steps: int, seeds: int) -> dict:
 
 
 def _sb3(steps: int) -> dict | str:
-    try:
-        from benchmarks import _sb3_cartpole
-    except ImportError as e:
-        return f"skipped: {e}"
+    from benchmarks import _sb3_cartpole  # imports torch / SB3 only inside measure_sb3
+
     try:
         out = _sb3_cartpole.measure_sb3(total_steps=steps, hidden_sizes=(64,), batch_size=50, train_freq=1,
                                         learning_starts=100)

@@ -134,8 +134,8 @@ def _report(mode_name, engine, numpy, loop) -> str:
     )
     HEADLINES[:] = [
         ["LineSearch sweep per-run cost growth, worst size / 10² runs (10² … 10⁴ runs)", f"{growth:.2f}×", "≤ 1.5×"],
-        [f"LineSearch sweep vs NumPy vectorised over runs (per run)", f"{ratio_numpy:.1f}×", "≥ 20×"],
-        [f"LineSearch sweep vs jitted single run in a Python loop (per run)", f"{ratio_loop:.1f}×", "≥ 100×"],
+        ["LineSearch sweep vs NumPy vectorised over runs (per run)", f"{ratio_numpy:.1f}×", "≥ 20×"],
+        ["LineSearch sweep vs jitted single run in a Python loop (per run)", f"{ratio_loop:.1f}×", "≥ 100×"],
     ]
     sanity = (f"Sanity: mean final metric M over the sweep {largest['metric']:.4f} (ours) vs {numpy['metric']:.4f} "
               "(NumPy, same settings, its own random draws): the two do the same experiment.")

@@ -200,14 +200,13 @@ def _dqn(args: argparse.Namespace) -> int:
                             setup=setup,
                             fixed=hparams._asdict())
     ds = sweep_lib.run(sweep, None, progress=not args.quiet and not args.json).dataset
-    final = ds.train_return.isel(segment=-1).values.astype(np.float64)
-    if "eval_return" in ds:
-        final = ds.eval_return.isel(segment=-1).values.astype(np.float64)
+    final_kind = "eval_return" if "eval_return" in ds else "train_return"
+    final = ds[final_kind].isel(segment=-1).values.astype(np.float64)
     ci = results.bootstrap_ci(xr.DataArray(final, dims=("seed",)), "iqm")
     report = {
         "env": args.env, "memory_size": args.memory_size, "adaptive": args.adaptive, "sampler": args.sampler,
         "seeds": args.seeds, "steps": setup.total_steps,
-        "final_return_kind": "eval_return" if "eval_return" in ds else "train_return",
+        "final_return_kind": final_kind,
         "final_returns": [None if not np.isfinite(x) else float(x) for x in final],
         "iqm": float(ci.estimate), "iqm_ci95": [float(ci.low), float(ci.high)],
         "segment_steps": ds.segment.values.tolist(),
@@ -263,6 +262,8 @@ def _positive(name: str, value: int) -> None:
 
 def build_parser() -> argparse.ArgumentParser:
     """The ``jaxreplay`` argument parser (subcommands info, linesearch, dqn, sweep, reproduce)."""
+    from jaxreplay.reproduce import dqn as reproduce_dqn  # the games of the paper (no JAX import)
+
     parser = argparse.ArgumentParser(prog="jaxreplay", description=__doc__.splitlines()[0])
     parser.add_argument("--version", action="version", version=f"jaxreplay {jaxreplay.__version__}")
     commands = parser.add_subparsers(dest="command", metavar="COMMAND")
@@ -315,7 +316,7 @@ def build_parser() -> argparse.ArgumentParser:
     rls.add_argument("--quiet", action="store_true", help="no progress bar")
     rls.set_defaults(handler=_reproduce)
     rdq = targets.add_parser("dqn", help="the paper's fixed-vs-adaptive DQN comparison for one game")
-    rdq.add_argument("--env", required=True, choices=("CartPole-v1", "MountainCar-v0", "Acrobot-v1"))
+    rdq.add_argument("--env", required=True, choices=reproduce_dqn.ENVS)
     rdq.add_argument("--out", required=True, help="output folder (rerun the same command to resume)")
     rdq.add_argument("--seeds", type=int, default=None, help="seeds per setting (default 4 quick, 100 otherwise)")
     rdq.add_argument("--quick", action="store_true", help="shortened runs for a CPU")
@@ -327,7 +328,7 @@ def build_parser() -> argparse.ArgumentParser:
     ral.add_argument("--out", required=True, help="output folder (rerun the same command to resume)")
     ral.add_argument("--quick", action="store_true", help="CPU scale: about 6-7 minutes on 2 cores")
     ral.add_argument("--seeds", type=int, default=None, help="DQN seeds per setting (default 4 quick, 100 otherwise)")
-    ral.add_argument("--env", action="append", choices=("CartPole-v1", "MountainCar-v0", "Acrobot-v1"),
+    ral.add_argument("--env", action="append", choices=reproduce_dqn.ENVS,
                      help="only this DQN game (repeatable; default all three)")
     ral.add_argument("--readme", default=None, metavar="README.md",
                      help="also write the claims table into this file's <!-- claims:begin/end --> block")

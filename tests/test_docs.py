@@ -37,8 +37,9 @@ def _public(module):
 
 
 def _has_doc(obj, name) -> bool:
-    doc = obj.__doc__
-    # dataclasses and NamedTuples get a generated "Name(field, ...)" docstring: not documentation.
+    # A method may inherit its docstring from a base class (what help() shows); a class may not:
+    # dataclasses and NamedTuples get a generated "Name(field, ...)" docstring.
+    doc = obj.__doc__ if inspect.isclass(obj) else inspect.getdoc(obj)
     return bool(doc and doc.strip()) and not doc.startswith(name.split(".")[-1] + "(")
 
 

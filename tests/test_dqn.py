@@ -8,6 +8,8 @@ fixtures (one compiled program each) and the tests only look at their results.
 
 from __future__ import annotations
 
+import dataclasses
+import functools
 import time
 
 import jax
@@ -260,8 +262,10 @@ def test_memory_sizes_share_one_compilation(one_step):
     assert records["capacity"].tolist() == [[100] * 4, [900] * 4]
     # Other traced values too (step size, discount, ε): still no compilation.
     other = PROBE_HPARAMS._replace(step_size=np.array([1e-3, 1e-2]), discount=0.9, epsilon_end=0.2)
-    _, count = _compiles_during(lambda: dqn.run_batch(SEEDS, other, ONE_STEP, return_state=True))
+    (records, _, _), count = _compiles_during(lambda: dqn.run_batch(SEEDS, other, ONE_STEP, return_state=True))
     assert count == 0
+    # The new traced values took effect: ε ramps from 1 towards 0.2 over the default 5,000 steps.
+    np.testing.assert_allclose(records["epsilon"], [[0.92, 0.84, 0.76, 0.68]] * 2, rtol=1e-6)
 
 
 # ----------------------------------------------------------------------------
@@ -486,6 +490,20 @@ def test_defaults_are_valid_and_sane():
     dqn.check(dqn.Hyperparameters(), dqn.Setup())
     with pytest.raises(ValueError, match="hparams"):
         dqn.check({"memory_size": 1}, dqn.Setup())
+
+
+def test_with_total_steps_keeps_whole_cycles_and_at_most_the_segment_count():
+    plain = dqn.Setup()  # 10 segments of 1,000 steps; cycle 1
+    short = dqn.with_total_steps(plain, 3_000)
+    assert (short.total_steps, short.steps_per_segment, dqn.num_segments(short)) == (3_000, 300, 10)
+    assert dataclasses.replace(short, total_steps=10_000, steps_per_segment=1_000) == plain
+    cycled = dqn.Setup(adaptive=True)  # cycle 20
+    assert [(s.total_steps, s.steps_per_segment) for s in map(functools.partial(dqn.with_total_steps, cycled),
+                                                               (100, 140, 1_000, 260))] == [
+        (100, 20), (140, 20), (1_000, 100), (260, 260)]
+    for bad in (30, 0, 20.0, True):
+        with pytest.raises(ValueError, match="multiple of 20"):
+            dqn.with_total_steps(cycled, bad)
 
 
 # ----------------------------------------------------------------------------

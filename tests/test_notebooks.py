@@ -72,8 +72,22 @@ def test_notebook_runs_and_draws_its_figures(name, tmp_path, monkeypatch):
 
 
 @pytest.mark.parametrize("name", sorted(EXPECTED_FIGURES))
-def test_notebook_has_a_paper_scale_switch_and_no_outputs(name):
+def test_notebook_has_a_paper_scale_switch(name):
     text = (NOTEBOOKS / name).read_text()
     assert "\nPAPER_SCALE = False" in text, "the default (small) mode must be the committed one"
-    nb = jupytext.read(NOTEBOOKS / name)
-    assert all(not c.get("outputs") for c in nb.cells if c.cell_type == "code")
+    assert text.count("\nPAPER_SCALE = ") == 1, "one switch, set in one place"
+
+
+def test_no_notebook_with_stored_outputs_is_committed():
+    """Only the jupytext scripts are tracked: an .ipynb (which stores outputs) must stay untracked."""
+    import shutil
+    import subprocess
+
+    if shutil.which("git") is None or not (ROOT / ".git").exists():
+        pytest.skip("not a git checkout")
+    tracked = subprocess.run(["git", "ls-files", "notebooks"], cwd=ROOT, capture_output=True, text=True,
+                             check=True).stdout.split()
+    assert sorted(pathlib.Path(t).name for t in tracked if t.endswith(".py")) == sorted(EXPECTED_FIGURES)
+    assert not [t for t in tracked if t.endswith(".ipynb")]
+    ignored = subprocess.run(["git", "check-ignore", "-q", "notebooks/x.ipynb"], cwd=ROOT)
+    assert ignored.returncode == 0, "notebooks/*.ipynb must be git-ignored (jupytext --to ipynb writes them there)"

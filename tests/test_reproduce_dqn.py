@@ -56,8 +56,15 @@ def test_reproduction_writes_figures_table_and_statistic(cartpole):
     aer = np.array([float(r["score"]) for r in rows if r["adaptive"] == "True"])
     wins = int(np.sum(aer > static.mean()))
     assert summary["percent"][100]["wins"] == wins and summary["percent"][100]["n"] == 2
+    # The IQM of each setting is scipy's 25%-trimmed mean of that setting's scores in the table.
+    from scipy import stats
+
+    for setting in ("fixed 100", "fixed 40000", "aER from 100"):
+        x = np.array([float(r["score"]) for r in rows if r["setting"] == setting])
+        assert summary["iqm"][setting]["estimate"] == pytest.approx(stats.trim_mean(x[np.isfinite(x)], 0.25), rel=1e-5)
     report = summary["report"].read_text()
     assert "| 100 | 71% |" in report and "IQM" in report
+    assert rdqn.iqm_table(summary["iqm"]) in report
     # Both sweeps were persisted through the engine and reload as labeled datasets.
     sweeps = sorted((out / "sweeps").iterdir())
     assert [p.name.split("-")[0] for p in sweeps] == ["adaptive", "fixed"]
@@ -81,6 +88,10 @@ def test_dqn_command_json(capsys):
     assert report["seeds"] == 2 and report["steps"] == 400 and len(report["final_returns"]) == 2
     assert report["adaptive"] and len(report["memory_size_mean"]) == len(report["segment_steps"])
     assert report["iqm_ci95"][0] <= report["iqm"] <= report["iqm_ci95"][1]
+    from scipy import stats
+
+    finite = np.array([x for x in report["final_returns"] if x is not None])
+    assert report["iqm"] == pytest.approx(stats.trim_mean(finite, 0.25))
 
 
 def test_dqn_command_rejects_bad_input(capsys):

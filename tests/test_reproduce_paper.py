@@ -27,6 +27,7 @@ def test_report_has_every_claim_and_every_figure(paper_tiny):
     assert f"## Claims ({len(ids)}: " in report
     for claim in summary["claims"]:
         assert paper.claims_table([claim]).splitlines()[-1] in report
+    assert rdqn.iqm_table(summary["dqn"]["CartPole-v1"]["iqm"]) in report
     # Every figure of every part is embedded, and every link resolves to a PNG.
     links = re.findall(r"!\[[^\]]*\]\(([^)]+)\)", report)
     assert len(links) == len(rl.FIGURES) + 2

@@ -52,6 +52,10 @@ def test_bootstrap_ci_is_reproducible_and_brackets_the_estimate(metric):
     ref = stats.bootstrap((x,), np.mean, n_resamples=500, method="percentile", rng=np.random.default_rng(3))
     mean = results.bootstrap_ci(metric, "mean", resamples=500, seed=3).sel(memory_size=1000, batch_size=20)
     assert mean["low"].item() == pytest.approx(ref.confidence_interval.low)
+    assert mean["high"].item() == pytest.approx(ref.confidence_interval.high)
+    assert mean["estimate"].item() == pytest.approx(x.mean())
+    # The "iqm" estimate is the plain IQM of each cell (NaN run dropped).
+    np.testing.assert_allclose(a["estimate"].values, results.iqm(metric).values)
     with pytest.raises(ValueError, match="statistic"):
         results.bootstrap_ci(metric, "median")
 

@@ -103,6 +103,16 @@ class _Probe(environment.Environment):
     def _state(self, time, flag=0.0):
         return ProbeState(time=jnp.asarray(time, jnp.int32), flag=jnp.asarray(flag, jnp.float32))
 
+    # The probes' reset_env / step_env share these contracts; inspect.getdoc (help())
+    # finds the docstrings here for each probe's override.
+    def reset_env(self, key, params):
+        """``(obs float32[1], state)`` at the probe's first observation."""
+        raise NotImplementedError
+
+    def step_env(self, key, state, action, params):
+        """``(obs float32[1], state, reward float32[], terminated bool[], info {})`` (gymnax adds truncation and auto-reset)."""
+        raise NotImplementedError
+
 
 class OneStepProbe(_Probe):
     """One step, reward ``reward + action_bonus · action``, then termination (module docstring)."""
@@ -115,12 +125,10 @@ class OneStepProbe(_Probe):
         return jnp.zeros((), jnp.float32)
 
     def reset_env(self, key, params):
-        """``(obs float32[1], state)`` at the probe's first observation."""
         state = self._state(0)
         return self.get_obs(state), state
 
     def step_env(self, key, state, action, params):
-        """``(obs float32[1], state, reward float32[], terminated bool[], info {})`` (gymnax adds truncation and auto-reset)."""
         reward = params.reward + params.action_bonus * jnp.asarray(action, jnp.float32)
         state = self._state(state.time + 1)
         return self.get_obs(state), state, jnp.asarray(reward, jnp.float32), jnp.ones((), bool), {}
@@ -146,12 +154,10 @@ class TwoStepProbe(_Probe):
         return state.time.astype(jnp.float32)
 
     def reset_env(self, key, params):
-        """``(obs float32[1], state)`` at the probe's first observation."""
         state = self._state(0)
         return self.get_obs(state), state
 
     def step_env(self, key, state, action, params):
-        """``(obs float32[1], state, reward float32[], terminated bool[], info {})`` (gymnax adds truncation and auto-reset)."""
         last = state.time >= 1
         reward = jnp.where(last, params.reward, params.first_reward).astype(jnp.float32)
         state = self._state(state.time + 1)
@@ -178,13 +184,11 @@ class TruncationProbe(_Probe):
         return state.flag
 
     def reset_env(self, key, params):
-        """``(obs float32[1], state)`` at the probe's first observation."""
         flag = jnp.where(jax.random.bernoulli(key), 1.0, -1.0)
         state = self._state(0, flag)
         return self.get_obs(state), state
 
     def step_env(self, key, state, action, params):
-        """``(obs float32[1], state, reward float32[], terminated bool[], info {})`` (gymnax adds truncation and auto-reset)."""
         state = self._state(state.time + 1, state.flag)
         terminated = state.flag > 0
         return self.get_obs(state), state, jnp.asarray(params.reward, jnp.float32), terminated, {}

@@ -331,7 +331,9 @@ def network(setup: Setup) -> agent.QNetwork:
     return agent.QNetwork(setup.hidden_sizes, env.num_actions, len(_obs_shape(setup)))
 
 
+@functools.lru_cache(maxsize=None)
 def _obs_shape(setup: Setup) -> tuple[int, ...]:
+    # Cached: network() asks for it in every init / advance / evaluate / q_values trace.
     env, params = environment(setup)
     return tuple(jax.eval_shape(lambda k: env.reset(k, params)[0], jax.random.key(0)).shape)
 
@@ -350,6 +352,11 @@ def example_transition(setup: Setup) -> dict:
 
 def _buffer_of(memory) -> buffer.BufferState:
     return memory.buffer if isinstance(memory, prioritized.PrioritizedState) else memory
+
+
+def _memory_module(setup: Setup):
+    """:mod:`jaxreplay.prioritized` or :mod:`jaxreplay.buffer` (same ``init`` / ``add`` / ``resize``)."""
+    return prioritized if setup.sampler == "prioritized" else buffer
 
 
 class DQNState(NamedTuple):
@@ -414,10 +421,7 @@ def init(key: jax.Array, hparams: Hyperparameters, setup: Setup) -> DQNState:
     params = agent.init_params(jax.random.fold_in(key, _STREAM_PARAMS), net, _obs_shape(setup))
     opt_state = agent.make_optimizer(setup.optimizer).init(params)
     example = example_transition(setup)
-    if setup.sampler == "prioritized":
-        memory = prioritized.init(example, setup.max_capacity, hp.memory_size)
-    else:
-        memory = buffer.init(example, setup.max_capacity, hp.memory_size)
+    memory = _memory_module(setup).init(example, setup.max_capacity, hp.memory_size)
     obs, env_state = env.reset(jax.random.fold_in(key, _STREAM_RESET), env_params)
     zero_i = jnp.zeros((), jnp.int32)
     return DQNState(
@@ -525,8 +529,7 @@ def advance(state: DQNState, hparams: Hyperparameters, setup: Setup) -> tuple[DQ
             "next_obs": jnp.asarray(info["final_observation"], jnp.float32),
             "terminated": no_bootstrap.astype(jnp.float32),
         }
-        add = prioritized.add if setup.sampler == "prioritized" else buffer.add
-        memory = add(s.memory, transition)
+        memory = _memory_module(setup).add(s.memory, transition)
         done = terminated | truncated
         episode_return = s.episode_return + reward
         slot = s.episodes % setup.recent_episodes
@@ -611,8 +614,7 @@ def advance(state: DQNState, hparams: Hyperparameters, setup: Setup) -> tuple[DQ
             tolerance=hp.adaptive_tolerance,
             shrink_reading=setup.shrink_reading,
         )
-        resize = prioritized.resize if setup.sampler == "prioritized" else buffer.resize
-        return s._replace(controller=controller, memory=resize(s.memory, capacity)), acc
+        return s._replace(controller=controller, memory=_memory_module(setup).resize(s.memory, capacity)), acc
 
     def cycle(carry, index):
         units = setup.cycle_length // setup.train_frequency

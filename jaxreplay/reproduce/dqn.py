@@ -40,7 +40,7 @@ import time
 
 import numpy as np
 
-__all__ = ["ENVS", "PAPER_PERCENT", "settings", "reproduce", "run_scores", "beats_static_average"]
+__all__ = ["ENVS", "PAPER_PERCENT", "settings", "reproduce", "run_scores", "beats_static_average", "iqm_table"]
 
 ENVS = ("CartPole-v1", "MountainCar-v0", "Acrobot-v1")
 
@@ -118,9 +118,11 @@ def beats_static_average(adaptive_scores: np.ndarray, static_scores: np.ndarray)
     adaptive_scores = np.asarray(adaptive_scores, np.float64)
     wins = int(np.sum(np.nan_to_num(adaptive_scores, nan=-np.inf) > static_mean))
     n = int(adaptive_scores.size)
-    ci = stats.binomtest(wins, n).proportion_ci(confidence_level=0.95, method="exact") if n else None
-    return dict(percent=100.0 * wins / n if n else float("nan"), low=100.0 * ci.low if ci else float("nan"),
-                high=100.0 * ci.high if ci else float("nan"), wins=wins, n=n, static_mean=static_mean)
+    if n == 0:
+        return dict(percent=float("nan"), low=float("nan"), high=float("nan"), wins=0, n=0, static_mean=static_mean)
+    ci = stats.binomtest(wins, n).proportion_ci(confidence_level=0.95, method="exact")
+    return dict(percent=100.0 * wins / n, low=100.0 * ci.low, high=100.0 * ci.high, wins=wins, n=n,
+                static_mean=static_mean)
 
 
 def _sweep_dir(out: pathlib.Path, label: str, sweep) -> pathlib.Path:
@@ -151,21 +153,20 @@ def reproduce(out_dir, env_id: str, *, seeds: int | None = None, quick: bool = F
     """
     import xarray as xr
 
-    from jaxreplay import results, sweep as sweep_lib
+    from jaxreplay import _validation, results, sweep as sweep_lib
     from jaxreplay.experiments import dqn
 
     t0 = time.perf_counter()
     if seeds is None:
         seeds = DEFAULT_SEEDS["quick" if quick else "paper"]
-    if isinstance(seeds, bool) or not isinstance(seeds, (int, np.integer)) or seeds < 1:
-        raise ValueError(f"seeds must be a positive integer, got {seeds!r}.")
+    seeds = _validation.check_static_int("seeds", seeds, low=1)
     fixed_setup, adaptive_setup, common, fixed_points, adaptive_points = settings(env_id, quick, tuned, steps)
     out = pathlib.Path(out_dir)
     out.mkdir(parents=True, exist_ok=True)
 
     datasets = {}
     for label, setup, points in (("fixed", fixed_setup, fixed_points), ("adaptive", adaptive_setup, adaptive_points)):
-        sweep = sweep_lib.Sweep("dqn", seeds=int(seeds), seed=seed, setup=setup, fixed=common, points=points)
+        sweep = sweep_lib.Sweep("dqn", seeds=seeds, seed=seed, setup=setup, fixed=common, points=points)
         datasets[label] = sweep_lib.run(sweep, _sweep_dir(out, label, sweep), progress=progress).dataset
 
     sizes = {"fixed": dqn.PAPER_MEMORY_SIZES[env_id], "adaptive": ADAPTIVE_FROM[env_id]}  # the paper's labels
@@ -185,7 +186,7 @@ def reproduce(out_dir, env_id: str, *, seeds: int | None = None, quick: bool = F
     report_path = out / "report.md"
     report_path.write_text(_report(env_id, seeds, quick, fixed_setup, common, percent, iqm, datasets,
                                    time.perf_counter() - t0, tuned))
-    return dict(report=report_path, csv=csv_path, figures=figures, percent=percent, iqm=iqm, seeds=int(seeds),
+    return dict(report=report_path, csv=csv_path, figures=figures, percent=percent, iqm=iqm, seeds=seeds,
                 total_steps=int(fixed_setup.total_steps), runtime_s=time.perf_counter() - t0)
 
 
@@ -194,15 +195,9 @@ def _label(kind: str, memory_size: int) -> str:
 
 
 def _figures(out, env_id, datasets, sizes) -> dict:
-    import matplotlib
+    from jaxreplay import plots, results
 
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-
-    from jaxreplay import results
-
-    figures = {}
-    fig, ax = plt.subplots(figsize=(7, 4.5))
+    fig, ax = plots._figure(figsize=(7, 4.5))
     for label, style in (("fixed", "--"), ("adaptive", "-")):
         ds = datasets[label]
         band = results.bootstrap_ci(ds.train_return, "mean", resamples=1000, seed=0)  # [config, segment]
@@ -213,12 +208,9 @@ def _figures(out, env_id, datasets, sizes) -> dict:
     ax.set_ylabel("training episode return (mean, 95% bootstrap CI)")
     ax.set_title(f"{env_id}: fixed vs adaptive memory")
     ax.legend()
-    fig.tight_layout()
-    figures["learning_curves.png"] = out / "learning_curves.png"
-    fig.savefig(figures["learning_curves.png"], dpi=120)
-    plt.close(fig)
+    figures = {"learning_curves.png": plots.save(fig, out / "learning_curves.png")}
 
-    fig, ax = plt.subplots(figsize=(7, 4.5))
+    fig, ax = plots._figure(figsize=(7, 4.5))
     ds = datasets["adaptive"]
     steps = ds.segment.values
     for i, N in enumerate(sizes["adaptive"]):
@@ -230,11 +222,15 @@ def _figures(out, env_id, datasets, sizes) -> dict:
     ax.set_ylabel("memory size (mean, 10–90% of seeds)")
     ax.set_title(f"{env_id}: aER memory size")
     ax.legend()
-    fig.tight_layout()
-    figures["memory_size.png"] = out / "memory_size.png"
-    fig.savefig(figures["memory_size.png"], dpi=120)
-    plt.close(fig)
+    figures["memory_size.png"] = plots.save(fig, out / "memory_size.png")
     return figures
+
+
+def iqm_table(iqm: dict) -> str:
+    """Markdown table of the per-setting score IQM and its 95% CI (``iqm`` as returned by :func:`reproduce`)."""
+    lines = ["| setting | score IQM | 95% CI |", "| --- | --- | --- |"]
+    lines += [f"| {name} | {v['estimate']:.2f} | [{v['low']:.2f}, {v['high']:.2f}] |" for name, v in iqm.items()]
+    return "\n".join(lines)
 
 
 def _write_csv(out, env_id, datasets, scores, sizes) -> pathlib.Path:
@@ -270,14 +266,11 @@ def _report(env_id, seeds, quick, setup, common, percent, iqm, datasets, runtime
                      f"{p['wins']} / {p['n']} |")
     lines += ["", "Score of a run: mean over segments of its training-episode return (area under the learning "
               "curve); the static average is over every fixed size and seed.", "",
-              "## Score per setting (IQM over seeds, 95% bootstrap CI)", "", "| setting | IQM | 95% CI |",
-              "| --- | --- | --- |"]
-    for name, v in iqm.items():
-        lines.append(f"| {name} | {v['estimate']:.2f} | [{v['low']:.2f}, {v['high']:.2f}] |")
+              "## Score per setting (IQM over seeds, 95% bootstrap CI)", "", iqm_table(iqm)]
     div = {k: int(ds.diverged.values.sum()) for k, ds in datasets.items()}
     ad = datasets["adaptive"]
     lines += ["", f"Diverged runs: {div['fixed']} fixed, {div['adaptive']} adaptive.",
-              f"aER final memory size (mean over seeds): "
+              "aER final memory size (mean over seeds): "
               + ", ".join(f"from {int(ad.memory_size.values[i])}: {ad.final_capacity.values[i].mean():.0f}"
                           for i in range(ad.sizes['config'])), ""]
     lines.append("Figures: `learning_curves.png`, `memory_size.png`; every run: `runs.csv`; labeled results: "

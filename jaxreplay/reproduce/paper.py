@@ -192,14 +192,15 @@ def reproduce(out_dir, *, quick: bool = False, seeds: int | None = None, progres
     """
     import jax
 
+    from jaxreplay import _validation
     from jaxreplay.reproduce import dqn as reproduce_dqn
 
     envs = tuple(reproduce_dqn.ENVS if envs is None else envs)
     unknown = [e for e in envs if e not in reproduce_dqn.ENVS]
     if unknown or not envs:
         raise ValueError(f"envs must be a non-empty subset of {reproduce_dqn.ENVS}, got {envs!r}.")
-    if seeds is not None and (isinstance(seeds, bool) or not isinstance(seeds, (int, np.integer)) or seeds < 1):
-        raise ValueError(f"seeds must be a positive integer, got {seeds!r}.")
+    if seeds is not None:
+        seeds = _validation.check_static_int("seeds", seeds, low=1)
     t0 = time.perf_counter()
     out = pathlib.Path(out_dir)
     out.mkdir(parents=True, exist_ok=True)
@@ -244,7 +245,7 @@ def reproduce(out_dir, *, quick: bool = False, seeds: int | None = None, progres
 
 
 def _report(out: pathlib.Path, claims, ls: dict, dqn: dict, context: dict) -> str:
-    from jaxreplay.reproduce import linesearch as reproduce_linesearch
+    from jaxreplay.reproduce import dqn as reproduce_dqn, linesearch as reproduce_linesearch
 
     def rel(path) -> str:
         return pathlib.Path(path).resolve().relative_to(out.resolve()).as_posix()
@@ -282,10 +283,7 @@ def _report(out: pathlib.Path, claims, ls: dict, dqn: dict, context: dict) -> st
     for env_id, summary in dqn.items():
         lines += [f"### {env_id}", "", f"Report: [`{rel(summary['report'])}`]({rel(summary['report'])}); every "
                   f"run: `{rel(summary['csv'])}`.", ""]
-        lines += ["| setting | score IQM | 95% CI |", "| --- | --- | --- |"]
-        lines += [f"| {name} | {v['estimate']:.2f} | [{v['low']:.2f}, {v['high']:.2f}] |"
-                  for name, v in summary["iqm"].items()]
-        lines.append("")
+        lines += [reproduce_dqn.iqm_table(summary["iqm"]), ""]
         for name, path in summary["figures"].items():
             lines += [f"![{env_id} {name}]({rel(path)})", ""]
     if any(e == "CartPole-v1" for e in dqn):
