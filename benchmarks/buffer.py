@@ -59,7 +59,7 @@ MODES: dict[str, dict[str, Any]] = {
         buffers=(1, 100),  # at N = 1000
         capacities=(100, 1000, 10_000),  # at B = 100
         work_per_call=10_000,  # buffer·steps per timed call (T = work / B, clipped)
-        repeats=3,  # timed rounds (at least MIN_REPEATS)
+        repeats=7,  # timed rounds (at least MIN_REPEATS; fewer past max_seconds)
         max_seconds=1.0,  # per group: stop adding rounds after this much timed wall time
     ),
     "full": dict(

@@ -476,7 +476,7 @@ def test_traced_batch_size_is_rejected():
 def test_refresh_and_rebuild_give_bit_identical_trees():
     # Both code paths of the ancestor refresh (dependent scatters for few
     # touched leaves, full rebuild for many) must give the same tree.
-    from jaxreplay.prioritized import _build_tree, _refresh_ancestors
+    from jaxreplay.prioritized import _build_tree, _write_leaves
 
     rng = np.random.default_rng(3)
     leaves = jnp.asarray(rng.random(1024).astype(np.float32))
@@ -484,7 +484,81 @@ def test_refresh_and_rebuild_give_bit_identical_trees():
     touched = jnp.array([5, 700], jnp.int32)
     new_leaves = leaves.at[touched].set(jnp.array([3.5, 0.25], jnp.float32))
     stale = tree.at[1024 + touched].set(new_leaves[touched])
-    few = _refresh_ancestors(stale, 1024 + touched)  # 1024 > 64 · 2: scatter path
-    many = _refresh_ancestors(stale, jnp.concatenate([1024 + touched] * 16))  # 1024 <= 64 · 32: rebuild
+    few = _write_leaves(stale, 1024 + touched)  # 1024 > 64 · 2: per-path refresh
+    many = _write_leaves(stale, jnp.concatenate([1024 + touched] * 16))  # 1024 <= 64 · 32: rebuild
+    given = _write_leaves(tree, 1024 + touched, new_leaves[touched])  # leaves written by the call
     np.testing.assert_array_equal(few, _build_tree(new_leaves))
     np.testing.assert_array_equal(many, _build_tree(new_leaves))
+    np.testing.assert_array_equal(given, _build_tree(new_leaves))
+
+
+# Every way the tree can be updated: (levels unrolled?, refresh mode, rebuild factor).
+_TREE_MODES = [
+    (False, "levels", 64),
+    (True, "levels", 64),
+    (False, "paths", 64),
+    (True, "paths", 64),
+    (None, None, 64),  # what this platform picks
+    (None, None, 0),  # never rebuild: every write goes through the per-path refresh
+]
+
+
+def _tree_history(unroll, refresh, rebuild_factor):
+    """Trees after a scripted sequence exercising every write path, in one mode.
+
+    max_capacity 5000 (P = 8192) so that small writes take the per-path
+    refresh: add (2 paths, elementwise crossings), update of 10 (crossings by
+    comparison), add_batch of 40 (80 paths > 64: levels everywhere).
+    """
+    saved = (prioritized._UNROLL, prioritized._REFRESH, prioritized._REBUILD_FACTOR)
+    prioritized._UNROLL, prioritized._REFRESH, prioritized._REBUILD_FACTOR = unroll, refresh, rebuild_factor
+    try:
+
+        def script(key):
+            keys = jax.random.split(key, 8)
+            state = prioritized.init(jnp.zeros((), jnp.float32), 5000, capacity=700)
+            trees = []
+            state = prioritized.add_batch(state, jnp.arange(900.0))  # wraps: 200 forgotten
+            trees.append(state.sum_tree)
+            for i in range(3):
+                batch = prioritized.sample(keys[i], state, 10, 0.5)  # duplicates likely
+                errors = jax.random.normal(keys[i + 3], (10,))
+                state = prioritized.update_priorities(state, batch.indices, errors, 0.7)
+                state = prioritized.add(state, jnp.float32(i))
+                trees.append(state.sum_tree)
+            # Duplicate slots with different errors (the largest priority wins).
+            state = prioritized.update_priorities(
+                state, state.buffer.write_position - jnp.array([1, 1, 2, 3, 2]), jnp.arange(5.0), 0.5
+            )
+            trees.append(state.sum_tree)
+            state = prioritized.resize(state, 300)
+            state = prioritized.add_batch(state, jnp.arange(40.0))
+            trees.append(state.sum_tree)
+            state = prioritized.resize(state, 5000)
+            for i in range(3):
+                state = prioritized.add_batch(state, jnp.arange(3.0))
+                trees.append(state.sum_tree)
+            return jnp.stack(trees)
+
+        return np.asarray(jax.jit(script)(jax.random.key(11)))
+    finally:
+        prioritized._UNROLL, prioritized._REFRESH, prioritized._REBUILD_FACTOR = saved
+
+
+def test_every_tree_update_mode_gives_the_same_consistent_tree():
+    # The descent/refresh loops are unrolled on accelerators and loops on CPU,
+    # and few leaves refresh their paths by levels (CPU) or all at once
+    # (accelerators); the tree must be bit-identical in every mode, and equal
+    # to the tree rebuilt from its leaves.
+    from jaxreplay.prioritized import _build_tree
+
+    histories = [_tree_history(*mode) for mode in _TREE_MODES]
+    reference = histories[0]
+    for mode, history in zip(_TREE_MODES, histories):
+        np.testing.assert_array_equal(history, reference, err_msg=f"mode {mode}")
+    for tree in reference:
+        np.testing.assert_array_equal(tree, np.asarray(_build_tree(jnp.asarray(tree[8192:]))))
+    # The script changes the tree at every step, and wrapped / resized windows
+    # leave forgotten slots at 0.
+    assert len({t.tobytes() for t in reference}) == len(reference)
+    assert np.count_nonzero(reference[0][8192:]) == 700
