@@ -15,7 +15,15 @@ slot live). Two priority structures, same semantics:
   takes its ``cumsum`` and ``searchsorted`` (O(N) per batch), an update is a
   scatter (O(1) per slot).
 
-Both programs are compiled ahead of time (compile time reported apart), run
+A second table times the sum tree itself compiled four ways, the choices
+:mod:`jaxreplay.prioritized` makes per platform when lowering: its per-level
+loops (tree descent, ancestor refresh) as ``fori_loop`` s or unrolled, and a
+few written leaves refreshing their ancestors level by level (one scatter
+per level) or all paths at once (one scatter). Every mode gives a
+bit-identical tree (``tests/test_prioritized.py``); the defaults are loops +
+levels on CPU and unrolled + paths elsewhere.
+
+All programs are compiled ahead of time (compile time reported apart), run
 once as a warm-up, then timed in interleaved rounds (tree, cumsum, tree,
 ...) so that their ratio is robust to the load of a shared machine; each
 round continues from the previous state (donated, so no per-call copy).
@@ -49,9 +57,22 @@ BETA = 0.4  # importance exponent
 EXAMPLE = jnp.zeros((), jnp.float32)
 
 MODES: dict[str, dict[str, Any]] = {
-    "quick": {"buffers": (1, 100), "slots": (1_000, 10_000), "steps": 50, "repeats": 5},
-    "full": {"buffers": (1, 100, 1000), "slots": (1_000, 10_000, 100_000), "steps": 50, "repeats": 5},
+    "quick": {"buffers": (1, 100), "slots": (1_000, 10_000), "steps": 50, "repeats": 5, "compiled_as": ((100, 1_000),)},
+    "full": {
+        "buffers": (1, 100, 1000),
+        "slots": (1_000, 10_000, 100_000),
+        "steps": 50,
+        "repeats": 5,
+        "compiled_as": ((1, 1_000), (100, 1_000), (100, 100_000)),
+    },
 }
+# (label, prioritized._UNROLL, prioritized._REFRESH); the last is what the platform picks.
+COMPILED_AS = (
+    ("loops + levels (CPU default)", False, "levels"),
+    ("unrolled + levels", True, "levels"),
+    ("unrolled + paths (accelerator default)", True, "paths"),
+    ("loops + paths", False, "paths"),
+)
 
 
 # ----------------------------------------------------------------------------
@@ -161,6 +182,20 @@ def _program(structure: str, buffers: int, slots: int, steps: int) -> tuple[Call
     return jax.vmap(one_buffer), jax.jit(make_carry)()
 
 
+def measure_compiled_as(buffers: int, slots: int, steps: int, repeats: int) -> list[_timing.Timing]:
+    """Timings of the sum tree compiled in each of :data:`COMPILED_AS` (same order)."""
+    programs = []
+    saved = prioritized._UNROLL, prioritized._REFRESH
+    try:
+        for _, unroll, refresh in COMPILED_AS:
+            prioritized._UNROLL, prioritized._REFRESH = unroll, refresh  # read while tracing
+            run, carry = _program("sum tree", buffers, slots, steps)
+            programs.append(_timing.compile_program(run, carry))
+    finally:
+        prioritized._UNROLL, prioritized._REFRESH = saved
+    return _timing.time_interleaved(programs, repeats=repeats)
+
+
 def _state_bytes(structure: str, buffers: int, slots: int) -> int:
     full = STRUCTURES[structure][0]
     return buffers * _timing.tree_bytes(jax.eval_shape(lambda: full(slots)))
@@ -219,10 +254,31 @@ def run(
         "cumsum / sum tree",
         "compile s (tree / cumsum)",
     ]
+    compiled_rows = []
+    for buffers, slots in mode["compiled_as"]:
+        progress(f"sum tree compiled four ways, B={buffers} N={slots} ...")
+        timings = measure_compiled_as(buffers, slots, steps, repeats)
+        fastest = min(t.median_s for t in timings)
+        for (label, _, _), timing in zip(COMPILED_AS, timings):
+            compiled_rows.append(
+                [
+                    f"{buffers}",
+                    f"{slots:,}",
+                    label,
+                    f"{timing.median_s * 1e6 / steps:,.0f}",
+                    f"{timing.median_s / fastest:.2f}",
+                    f"{timing.compile_s:.1f}",
+                ]
+            )
+            progress("  " + " | ".join(compiled_rows[-1]))
+    compiled_header = ["B buffers", "N slots", "sum tree compiled as", "µs/step", "vs fastest", "compile s"]
     return (
         f"Per step of `lax.scan`, every buffer: add 1, sample {BATCH}, update {BATCH} priorities. "
-        f"Median of {repeats} interleaved rounds of {steps} steps; µs per step for all B buffers together.\n\n"
+        f"Median of {repeats} interleaved rounds of {steps} steps; µs per step for all B buffers together; "
+        f"backend `{jax.default_backend()}`.\n\n"
         + _timing.markdown_table(header, rows)
+        + "\n\nThe sum tree compiled four ways (same step; bit-identical trees):\n\n"
+        + _timing.markdown_table(compiled_header, compiled_rows)
     )
 
 
