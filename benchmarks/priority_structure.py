@@ -185,14 +185,10 @@ def _program(structure: str, buffers: int, slots: int, steps: int) -> tuple[Call
 def measure_compiled_as(buffers: int, slots: int, steps: int, repeats: int) -> list[_timing.Timing]:
     """Timings of the sum tree compiled in each of :data:`COMPILED_AS` (same order)."""
     programs = []
-    saved = prioritized._UNROLL, prioritized._REFRESH
-    try:
-        for _, unroll, refresh in COMPILED_AS:
-            prioritized._UNROLL, prioritized._REFRESH = unroll, refresh  # read while tracing
+    for _, unroll, refresh in COMPILED_AS:
+        with prioritized._forced(unroll, refresh):  # read while tracing
             run, carry = _program("sum tree", buffers, slots, steps)
             programs.append(_timing.compile_program(run, carry))
-    finally:
-        prioritized._UNROLL, prioritized._REFRESH = saved
     return _timing.time_interleaved(programs, repeats=repeats)
 
 

@@ -114,6 +114,7 @@ weights 0 (as in :mod:`jaxreplay.samplers`).
 
 from __future__ import annotations
 
+import contextlib
 from typing import Any, NamedTuple
 
 import jax
@@ -206,6 +207,22 @@ _REBUILD_FACTOR = 64  # rebuild the whole tree when P <= 64 · (leaves touched)
 _REFRESH: str | None = None
 _MAX_PATHS = 64  # more written leaves than this: "levels" on every platform
 _ELEMENTWISE_PATHS = 8  # up to this many: path crossings found without reductions
+
+
+@contextlib.contextmanager
+def _forced(unroll: bool | None = None, refresh: str | None = None, rebuild_factor: int = 64):
+    """Force how the tree code is compiled while tracing inside the block (benchmarks, tests).
+
+    ``unroll`` / ``refresh`` None keep the per-platform choice. The knobs are
+    read at trace time, so only functions traced inside the block see them.
+    """
+    global _UNROLL, _REFRESH, _REBUILD_FACTOR
+    saved = _UNROLL, _REFRESH, _REBUILD_FACTOR
+    _UNROLL, _REFRESH, _REBUILD_FACTOR = unroll, refresh, rebuild_factor
+    try:
+        yield
+    finally:
+        _UNROLL, _REFRESH, _REBUILD_FACTOR = saved
 
 
 def _write_leaves(tree: jax.Array, leaf_nodes: jax.Array, leaf_values: jax.Array | None = None) -> jax.Array:

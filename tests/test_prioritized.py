@@ -507,9 +507,7 @@ def _tree_history(unroll, refresh, rebuild_factor):
     refresh: add (2 paths, elementwise crossings), update of 10 (crossings by
     comparison), add_batch of 40 (80 paths > 64: levels everywhere).
     """
-    saved = (prioritized._UNROLL, prioritized._REFRESH, prioritized._REBUILD_FACTOR)
-    prioritized._UNROLL, prioritized._REFRESH, prioritized._REBUILD_FACTOR = unroll, refresh, rebuild_factor
-    try:
+    with prioritized._forced(unroll, refresh, rebuild_factor):
 
         def script(key):
             keys = jax.random.split(key, 8)
@@ -538,8 +536,6 @@ def _tree_history(unroll, refresh, rebuild_factor):
             return jnp.stack(trees)
 
         return np.asarray(jax.jit(script)(jax.random.key(11)))
-    finally:
-        prioritized._UNROLL, prioritized._REFRESH, prioritized._REBUILD_FACTOR = saved
 
 
 def test_every_tree_update_mode_gives_the_same_consistent_tree():
