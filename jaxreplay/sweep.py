@@ -303,8 +303,23 @@ class Sweep:
         return "\n".join(lines) + "\n"
 
     def fingerprint(self) -> str:
-        """SHA-256 of the canonical config: equal exactly when two sweeps give the same results."""
-        return hashlib.sha256(json.dumps(self.to_dict(), sort_keys=True).encode()).hexdigest()
+        """SHA-256 of the canonical config: equal exactly when two sweeps give the same results.
+
+        It covers everything that maps a run index to its configuration: the
+        config's values and the *order* of the grid axes (run ``r`` is
+        configuration ``r // seeds`` in C order over the axes as declared, so
+        two grids with the same axes in another order number their runs
+        differently and are different sweeps). Other table keys are sorted
+        (their order changes nothing).
+        """
+        return hashlib.sha256(json.dumps(self._fingerprint_payload(), sort_keys=True).encode()).hexdigest()
+
+    def _fingerprint_payload(self) -> dict:
+        payload = self.to_dict()
+        if "grid" in payload:  # a list of [axis, values] pairs: sort_keys cannot reorder it
+            payload["grid"] = [[k, v] for k, v in payload["grid"].items()]
+        payload["run_layout"] = "run r: configuration r // seeds (C order over the grid axes), seed r % seeds"
+        return payload
 
 
 def _plain(v):
@@ -813,8 +828,14 @@ def _write_or_check_manifest(out: pathlib.Path, sweep: Sweep) -> None:
         if stored.get("fingerprint") != sweep.fingerprint():
             old, new = stored.get("config", {}), sweep.to_dict()
             diff = sorted(k for k in set(old) | set(new) if old.get(k) != new.get(k))
+            old_axes, new_axes = list(old.get("grid") or {}), list(new.get("grid") or {})
+            if "grid" not in diff and old_axes != new_axes:
+                diff.append(f"grid axis order: {old_axes} there, {new_axes} here; the order numbers the runs")
+            if not diff:
+                diff = ["fingerprint (sweep.json was written by another jaxreplay version, which fingerprints "
+                        "configs differently)"]
             raise ValueError(
-                f"{out} holds a different sweep (differs in: {', '.join(diff) or 'fingerprint'}). Results of two "
+                f"{out} holds a different sweep (differs in: {'; '.join(diff)}). Results of two "
                 "configs are never mixed: use a new output directory, or delete this one to start over."
             )
         return

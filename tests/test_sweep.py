@@ -213,6 +213,53 @@ def test_a_changed_config_is_refused_in_the_same_directory(tmp_path, aer_referen
         sw.run(changed, tmp_path / "out", progress=False)
 
 
+# A tiny grid shared by the results-integrity tests (one compilation for all of them).
+TINY_TOML = """
+experiment = "linesearch"
+seeds = 2
+[setup]
+steps = 20
+max_capacity = 20
+max_batch_size = 2
+[fixed]
+step_size = 0.05
+[grid]
+memory_size = [5, 20]
+batch_size = [1, 2]
+"""
+
+
+def _cli(*args):
+    from jaxreplay import cli
+
+    return cli.main([*map(str, args)])
+
+
+def test_swapped_grid_axes_are_a_different_sweep_end_to_end(tmp_path, capsys):
+    config = _write(tmp_path, TINY_TOML)
+    swapped = _write(tmp_path, TINY_TOML.replace("memory_size = [5, 20]\nbatch_size = [1, 2]",
+                                                 "batch_size = [1, 2]\nmemory_size = [5, 20]"), "swapped.toml")
+    a, b = sw.Sweep.from_toml(config), sw.Sweep.from_toml(swapped)
+    assert a.to_dict()["grid"] == b.to_dict()["grid"]  # equal as tables ...
+    assert a.fingerprint() != b.fingerprint()  # ... but they number their runs differently
+    out = tmp_path / "out"
+    assert _cli("sweep", config, "--out", out, "--quiet") == 0
+    reference = sw.load(out)
+    capsys.readouterr()
+    assert _cli("sweep", swapped, "--out", out, "--quiet") == 2
+    err = capsys.readouterr().err
+    assert "different sweep" in err and "grid axis order: ['memory_size', 'batch_size'] there" in err
+    _same(sw.load(out), reference)  # results.nc untouched
+    # Labels are right either way: the swapped sweep is the same runs, transposed.
+    assert _cli("sweep", swapped, "--out", tmp_path / "out2", "--quiet") == 0
+    other = sw.load(tmp_path / "out2")
+    assert other.dtheta.dims[:3] == ("batch_size", "memory_size", "seed")
+    for N, m, seed in [(5, 2, 0), (20, 1, 1), (20, 2, 0)]:
+        np.testing.assert_array_equal(other.dtheta.sel(memory_size=N, batch_size=m, seed=seed).values,
+                                      reference.dtheta.sel(memory_size=N, batch_size=m, seed=seed).values)
+        assert other.capacity.sel(memory_size=N, batch_size=m, seed=seed).values[-1] == N
+
+
 def test_sweep_killed_with_sigkill_resumes_to_identical_results(tmp_path):
     config = _write(tmp_path, """
         experiment = "linesearch"
