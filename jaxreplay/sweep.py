@@ -56,9 +56,12 @@ compiles nothing new unless the chunk shape changes
 (:func:`clear_program_cache` frees them).
 
 The output directory holds ``sweep.json`` (the config, its fingerprint and the
-software versions), ``chunks/*.npz`` (finished runs), ``results.nc`` and
+software versions), ``chunks/*.npz`` (finished runs; each also carries its
+sweep's fingerprint, run count and run range), ``results.nc`` and
 ``summary.json`` (timings). Rerunning the same sweep into it computes only the
-missing runs; a different sweep is refused.
+missing runs; a different sweep is refused, by ``sweep.json`` or, if that was
+deleted, by the chunks themselves (a chunk is only ever used by the sweep that
+wrote it).
 """
 
 from __future__ import annotations
@@ -696,13 +699,18 @@ def run(
         chunk_dir = out / "chunks"
         if process == 0:
             chunk_dir.mkdir(parents=True, exist_ok=True)
-            _write_or_check_manifest(out, sweep)
+            has_manifest = _check_manifest(out, sweep)
             for stale in out.rglob(".tmp-*"):  # a killed writer's partial file
                 stale.unlink(missing_ok=True)
+            # Chunks are checked before a missing manifest is written: chunks of another
+            # sweep (sweep.json deleted, config changed) must refuse the run, not be adopted.
+            _finished_runs(chunk_dir, sweep)
+            if not has_manifest:
+                _write_manifest(out, sweep)
         _barrier("jaxreplay-sweep-start")
         if process != 0:
-            _write_or_check_manifest(out, sweep)
-        done = _finished_runs(chunk_dir, R)
+            _check_manifest(out, sweep)
+        done = _finished_runs(chunk_dir, sweep)
     else:
         chunk_dir = None
         done = np.zeros(R, bool)
@@ -745,7 +753,7 @@ def run(
         result.update({f"summary.{k}": np.asarray(v)[:valid] for k, v in summary.items()})
         result["run_index"] = runs.astype(np.int64)
         if chunk_dir is not None:
-            _save_chunk(chunk_dir, result)
+            _save_chunk(chunk_dir, result, sweep.fingerprint(), R)
         else:
             in_memory.append(result)
 
@@ -770,7 +778,7 @@ def run(
         bar.close()
     _barrier("jaxreplay-sweep-end")
 
-    parts = _load_chunks(chunk_dir) if chunk_dir is not None else in_memory
+    parts = _load_chunks(chunk_dir, sweep) if chunk_dir is not None else in_memory
     arrays = _assemble(parts, R)
     dataset = to_dataset(sweep, arrays)
     computed = int(sum(len(c) for c in mine))
@@ -821,50 +829,89 @@ def _atomic_write(path: pathlib.Path, data: bytes) -> None:
     os.replace(tmp, path)
 
 
-def _write_or_check_manifest(out: pathlib.Path, sweep: Sweep) -> None:
+def _check_manifest(out: pathlib.Path, sweep: Sweep) -> bool:
+    """Whether ``out/sweep.json`` exists; ValueError if it describes another sweep."""
     path = out / "sweep.json"
-    if path.exists():
-        stored = json.loads(path.read_text())
-        if stored.get("fingerprint") != sweep.fingerprint():
-            old, new = stored.get("config", {}), sweep.to_dict()
-            diff = sorted(k for k in set(old) | set(new) if old.get(k) != new.get(k))
-            old_axes, new_axes = list(old.get("grid") or {}), list(new.get("grid") or {})
-            if "grid" not in diff and old_axes != new_axes:
-                diff.append(f"grid axis order: {old_axes} there, {new_axes} here; the order numbers the runs")
-            if not diff:
-                diff = ["fingerprint (sweep.json was written by another jaxreplay version, which fingerprints "
-                        "configs differently)"]
-            raise ValueError(
-                f"{out} holds a different sweep (differs in: {'; '.join(diff)}). Results of two "
-                "configs are never mixed: use a new output directory, or delete this one to start over."
-            )
-        return
-    out.mkdir(parents=True, exist_ok=True)
+    if not path.exists():
+        return False
+    stored = json.loads(path.read_text())
+    if stored.get("fingerprint") != sweep.fingerprint():
+        old, new = stored.get("config", {}), sweep.to_dict()
+        diff = sorted(k for k in set(old) | set(new) if old.get(k) != new.get(k))
+        old_axes, new_axes = list(old.get("grid") or {}), list(new.get("grid") or {})
+        if "grid" not in diff and old_axes != new_axes:
+            diff.append(f"grid axis order: {old_axes} there, {new_axes} here; the order numbers the runs")
+        if not diff:
+            diff = ["fingerprint (sweep.json was written by another jaxreplay version, which fingerprints "
+                    "configs differently)"]
+        raise ValueError(
+            f"{out} holds a different sweep (differs in: {'; '.join(diff)}). Results of two "
+            "configs are never mixed: use a new output directory, or delete this one to start over."
+        )
+    return True
+
+
+def _write_manifest(out: pathlib.Path, sweep: Sweep) -> None:
     manifest = {"fingerprint": sweep.fingerprint(), "config": sweep.to_dict(), "versions": software_versions()}
-    _atomic_write(path, json.dumps(manifest, indent=2).encode())
+    _atomic_write(out / "sweep.json", json.dumps(manifest, indent=2).encode())
 
 
-def _save_chunk(chunk_dir: pathlib.Path, result: dict) -> None:
+# A chunk is self-describing: besides its arrays (record.*, summary.*) and run_index it
+# carries the fingerprint of its sweep, the sweep's run count and its run range, so a
+# chunk is only ever used by the sweep that wrote it, with or without sweep.json.
+_META_FINGERPRINT, _META_NUM_RUNS, _META_RUN_RANGE = "meta.fingerprint", "meta.num_runs", "meta.run_range"
+
+
+def _save_chunk(chunk_dir: pathlib.Path, result: dict, fingerprint: str, num_runs: int) -> None:
     runs = result["run_index"]
+    meta = {_META_FINGERPRINT: np.array(fingerprint), _META_NUM_RUNS: np.array(num_runs, np.int64),
+            _META_RUN_RANGE: np.array([runs.min(), runs.max() + 1], np.int64)}
     buf = io.BytesIO()
-    np.savez(buf, **result)
+    np.savez(buf, **result, **meta)
     _atomic_write(chunk_dir / f"runs-{int(runs[0]):09d}-{len(runs):07d}-{uuid.uuid4().hex[:8]}.npz", buf.getvalue())
 
 
-def _load_chunks(chunk_dir: pathlib.Path) -> list[dict]:
-    parts = []
-    for path in sorted(chunk_dir.glob("runs-*.npz")):
-        with np.load(path, allow_pickle=False) as data:
-            parts.append({k: data[k] for k in data.files})
-    return parts
+def _chunk_paths(chunk_dir: pathlib.Path) -> list[pathlib.Path]:
+    return sorted(chunk_dir.glob("runs-*.npz"))
 
 
-def _finished_runs(chunk_dir: pathlib.Path, num_runs: int) -> np.ndarray:
-    done = np.zeros(num_runs, bool)
-    for path in chunk_dir.glob("runs-*.npz"):
-        with np.load(path, allow_pickle=False) as data:
-            done[data["run_index"]] = True
+def _chunk_runs(path: pathlib.Path, sweep: Sweep) -> np.ndarray:
+    """The run indices held by the chunk file ``path``; ValueError if it is not a chunk of ``sweep``."""
+    fingerprint, num_runs = sweep.fingerprint(), sweep.num_runs
+    with np.load(path, allow_pickle=False) as data:
+        if _META_FINGERPRINT not in data.files:
+            reason = "carries no fingerprint (written by an older jaxreplay)"
+        elif (stored := str(data[_META_FINGERPRINT])) != fingerprint:
+            reason = f"belongs to another sweep (fingerprint {stored[:12]}..., this sweep's is {fingerprint[:12]}...)"
+        else:
+            runs = np.asarray(data["run_index"])
+            lo, hi = (int(x) for x in data[_META_RUN_RANGE])
+            if (int(data[_META_NUM_RUNS]) != num_runs or runs.ndim != 1 or runs.size == 0
+                    or lo != runs.min() or hi != runs.max() + 1 or lo < 0 or hi > num_runs):
+                reason = f"holds runs outside this sweep's {num_runs}"
+            else:
+                return runs
+    raise ValueError(
+        f"{path} {reason}. Results of two configs are never mixed: run into a new output directory, or "
+        f"delete {path.parent.parent} to start over."
+    )
+
+
+def _finished_runs(chunk_dir: pathlib.Path, sweep: Sweep) -> np.ndarray:
+    """Which of the sweep's runs are in ``chunk_dir`` (every chunk checked to be this sweep's)."""
+    done = np.zeros(sweep.num_runs, bool)
+    for path in _chunk_paths(chunk_dir):
+        done[_chunk_runs(path, sweep)] = True
     return done
+
+
+def _load_chunks(chunk_dir: pathlib.Path, sweep: Sweep) -> list[dict]:
+    parts = []
+    for path in _chunk_paths(chunk_dir):
+        _chunk_runs(path, sweep)
+        with np.load(path, allow_pickle=False) as data:
+            parts.append({k: data[k] for k in data.files if not k.startswith("meta.")})
+    return parts
 
 
 def _assemble(parts: list[dict], num_runs: int) -> dict[str, np.ndarray]:

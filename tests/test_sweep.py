@@ -260,6 +260,33 @@ def test_swapped_grid_axes_are_a_different_sweep_end_to_end(tmp_path, capsys):
         assert other.capacity.sel(memory_size=N, batch_size=m, seed=seed).values[-1] == N
 
 
+def test_chunks_carry_their_sweep_so_a_deleted_manifest_never_mixes_configs(tmp_path, capsys):
+    config = _write(tmp_path, TINY_TOML)
+    out = tmp_path / "out"
+    assert _cli("sweep", config, "--out", out, "--quiet", "--chunk-size", "3") == 0
+    reference = sw.load(out)
+    sweep = sw.Sweep.from_toml(config)
+    chunks = sorted((out / "chunks").glob("runs-*.npz"))
+    assert len(chunks) == 3
+    with np.load(chunks[-1]) as data:  # self-describing: fingerprint, run count and run range
+        assert str(data["meta.fingerprint"]) == sweep.fingerprint() and int(data["meta.num_runs"]) == 8
+        assert data["meta.run_range"].tolist() == [6, 8] and data["run_index"].tolist() == [6, 7]
+    for changed in (TINY_TOML.replace("step_size = 0.05", "step_size = 0.01"),
+                    TINY_TOML.replace("seeds = 2", "seeds = 1"), TINY_TOML.replace("seeds = 2", "seeds = 3")):
+        (out / "sweep.json").unlink(missing_ok=True)
+        capsys.readouterr()
+        assert _cli("sweep", _write(tmp_path, changed, "changed.toml"), "--out", out, "--quiet") == 2
+        err = capsys.readouterr().err
+        assert "runs-000000000-0000003" in err and "belongs to another sweep" in err, err
+        assert not (out / "sweep.json").exists()  # no manifest written that would refuse the original
+        _same(sw.load(out), reference)
+    # The original config, manifest still deleted: its own chunks are recognised and reused.
+    assert _cli("sweep", config, "--out", out, "--quiet") == 0
+    assert "(0 computed, 8 resumed)" in capsys.readouterr().out
+    _same(sw.load(out), reference)
+    assert json.loads((out / "sweep.json").read_text())["fingerprint"] == sweep.fingerprint()
+
+
 def test_sweep_killed_with_sigkill_resumes_to_identical_results(tmp_path):
     config = _write(tmp_path, """
         experiment = "linesearch"
