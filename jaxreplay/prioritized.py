@@ -91,8 +91,14 @@ Costs (``M = max_capacity``, ``P <= 2M``): :func:`add` O(log M),
 depend on ``max_capacity`` only, so everything jits and vmaps over seeds
 *and* capacities with a single compilation.
 
-Numerics. Priorities are float32. One above ``finfo(float32).max / (2P)`` is
-clipped to it (so no sum can overflow); one below the smallest normal
+Numerics. Priorities are float32. One above ``2^100 / P`` is clipped to it,
+so every node, the total (the root) included, is at most ``2^100 ≈ 1.3e30``:
+finite, and with a reciprocal (``>= 2^-100``) that is a normal float32. A
+saturated memory -- all-``inf`` TD errors, or ``1e30`` raised to ``α = 2``
+-- thus keeps probabilities that sum to 1 and importance weights in (0, 1]
+(clipping at ``finfo(float32).max / (2P)``, as before, let the total reach
+``1.7e38``, whose reciprocal is subnormal and flushed to 0 on CPU: every
+probability and weight became 0 and learning stopped). One below the smallest normal
 float32 (~1.2e-38) is stored as 0 (so every node is 0 or normal, and a
 flush-to-zero CPU cannot disagree with the sampler about which subtrees are
 empty). A draw descends the tree taking a fresh uniform number every 8
@@ -127,6 +133,8 @@ from jaxreplay import samplers
 Transition = buffer_lib.Transition
 
 _FLOAT = jnp.float32
+# Largest total priority (the root): finite, with a normal float32 reciprocal (Numerics).
+_MAX_TOTAL = 2.0**100
 # Tree levels a draw descends per uniform number (see the module docstring, Numerics).
 _LEVELS_PER_UNIFORM = 8
 # How the per-level loops (descent, ancestor refresh) are compiled: None picks
@@ -321,9 +329,9 @@ def _leaf_values(state: PrioritizedState) -> jax.Array:
 
 
 def _clean_priorities(priorities: jax.Array, num_leaves: int) -> jax.Array:
-    """Clip into ``{0} ∪ [smallest normal, max / 2P]`` (see the module docstring)."""
+    """Clip into ``{0} ∪ [smallest normal, 2^100 / P]`` (see the module docstring, Numerics)."""
     info = jnp.finfo(_FLOAT)
-    ceiling = info.max / (2 * num_leaves)
+    ceiling = _MAX_TOTAL / num_leaves  # a power of two: P leaves at the ceiling sum to exactly _MAX_TOTAL
     priorities = jnp.minimum(priorities, ceiling)
     return jnp.where(priorities < info.tiny, 0.0, priorities).astype(_FLOAT)
 

@@ -229,8 +229,26 @@ def test_update_nan_gets_max_priority_and_inf_is_clipped():
     leaves = _leaves(state)
     assert leaves[0] == 1.0  # max_priority before the update
     assert np.isfinite(leaves).all() and np.isfinite(float(prioritized.total_priority(state)))
-    assert leaves[2] == np.float32(np.finfo(np.float32).max / (2 * S))
+    assert leaves[2] == np.float32(2.0**100 / S)  # the ceiling: S leaves of it sum to 2^100
     _assert_tree_invariant(state)
+
+
+@pytest.mark.parametrize("td_error, alpha", [(np.inf, 1.0), (1e30, 2.0), (1e10, 4.0)])
+def test_saturated_priorities_keep_probabilities_and_weights_positive(td_error, alpha):
+    # Every priority at the ceiling: the total stays finite with a normal reciprocal, so
+    # P(i) = 1/4 and the weights are 1 (before, the total was 1.7e38 and all were 0).
+    state = _update(_small(adds=4), jnp.arange(4), jnp.full(4, td_error, jnp.float32), alpha)
+    assert float(prioritized.total_priority(state)) == 4 * 2.0**100 / S
+    np.testing.assert_array_equal(np.asarray(_probabilities(state)), [0.25] * 4 + [0.0] * 4)
+    sample = _sample(jax.random.key(0), state, 64, 1.0)
+    np.testing.assert_array_equal(np.asarray(sample.probabilities), 0.25)
+    np.testing.assert_array_equal(np.asarray(sample.weights), 1.0)
+    # One saturated slot among ordinary ones: exact probabilities, positive weights.
+    mixed = _update(_small(adds=4), jnp.arange(4), jnp.array([td_error, 1.0, 1.0, 1.0], jnp.float32), alpha)
+    p = np.asarray(_probabilities(mixed), np.float64)
+    assert p.sum() == pytest.approx(1.0, rel=1e-6) and p[0] == pytest.approx(1.0, rel=1e-6) and (p[1:4] > 0).all()
+    weights = np.asarray(_sample(jax.random.key(1), mixed, 64, 1.0).weights)
+    assert ((weights > 0) & (weights <= 1)).all()
 
 
 def test_priority_formula_and_alpha_zero():
