@@ -70,20 +70,58 @@ Shrink reading (ERRATA item 9). After ``N ← N - k`` the paper recomputes
   of the shrunk memory: ``start = k``. The next comparison then involves
   transitions ``k`` steps newer than the ones summed here.
 
-Offsets at or past the newest transition are not live and count 0 (with
-``"new"`` and ``N_new < k + n_old`` fewer than ``n_old`` transitions are
-summed; the paper's index range would run past ``t``).
+Equal counts (``equal_counts=True``, default). Read literally, the two sums
+of a comparison can cover different numbers of transitions: after a shrink at
+``N_new < k + n_old`` the recompute runs past the newest transition and sums
+fewer than the next check will, which makes the next check likely to enlarge
+(a floor near ``n_old + 2k`` that has nothing to do with the TD errors). Here
+the controller remembers how many transitions its reference covers
+(``ref_count``) and the next check sums exactly that many of the oldest. The
+reference is always taken over the transitions that will be the oldest at the
+next check: offset ``N + k - N_new`` of the current memory (0 after an
+enlargement, ``2k`` after a shrink; at ``max_capacity`` the memory forgets, so
+``k``), ``min(n_old, live)`` of them; under the ``"shrunk"`` reading a
+shrink's reference starts at offset ``k`` as above. ``equal_counts=False``
+keeps the literal index ranges (live transitions only) for comparison.
 
-Subsampling. The paper's DQN experiments estimate the sums from a random
-sample of the checked transitions (50 for CartPole, 1000 otherwise). With
-``subsample_size=s`` each sum ``S(a)`` is estimated as ``m / s · Σ_j |δ_{o_j}|``
-where ``m`` is the number of live transitions among the ``n_old`` checked
-ones and ``o_1 ... o_s`` are drawn uniformly *with replacement* from them.
-The estimate is unbiased, exact when all ``|δ|`` are equal, and has variance
-``m² σ² / s`` (``σ²``: the population variance of ``|δ|`` over the ``m``
-transitions). Both sums of a check (``|δ_old|'`` and the shrink recompute) use
-independent draws from ``key``. Draws use one float per index (as
-:mod:`jaxreplay.samplers`; the bias of that is below ``2**-24``).
+Estimating the sums. The paper's DQN experiments estimate the sums from a
+random sample of the checked transitions (50 for CartPole, 1000 otherwise).
+With ``subsample_size=s`` a sum over ``m`` live transitions is estimated as
+``m / s · Σ_j |δ_{o_j}|`` over ``s`` draws with replacement (unbiased, variance
+``m² σ² / s``). Algorithm 2 compares the *same* transitions at two times, so:
+
+* ``paired=True`` (default): the next check evaluates the reference's own
+  draws again (the same transitions ``k`` steps later), so the comparison
+  sees only how their TD errors changed; when ``m <= s`` every transition is
+  summed once (exact: CartPole's 50 of 50).
+* ``paired=False``: independent draws at every sum. An enlargement then keeps
+  the *winning* noisy estimate as the reference while a shrink recomputes it:
+  when the errors do not trend, the next check is more likely to shrink (the
+  tests measure a grow share of 0.45 instead of 0.5).
+
+A note on Algorithm 2 itself: an enlargement keeps ``|δ_old|'`` as the next
+reference even with exact sums. When the old errors move like a random walk
+(independent increments) that is harmless: the grow share is 1/2 (tested). If
+they instead fluctuate around a constant level (independent values at every
+check), the kept reference is a selected maximum and the printed rule grows
+only about ``(e - 2) / (e - 1) ≈ 42%`` of the time: a share of the "tendency
+to shrink" that the paper attributes to learning.
+
+Diagnostics. Every check that has a reference records the estimated change
+``|δ_old|' - |δ_old|`` and its standard error (0 for exact sums; from the
+paired differences, or both sums' errors combined for independent draws), so
+a run reports how large the changes it must detect were against the noise of
+the estimate (``sum_abs_change``, ``sum_noise``, ``num_noisy``).
+
+Non-finite TD errors. A check whose sums are NaN or infinite keeps the
+capacity, drops the reference (the next check starts afresh, like the first)
+and counts in ``num_invalid``; without this a NaN comparison would enlarge at
+every check.
+
+The random-walk control (``random_walk=True``). The decision is a fair coin
+instead of the comparison, with the same boundaries, interval and
+bookkeeping: what aER's memory trajectory would look like if the TD errors
+carried no information.
 
 Cost of a check. ``td_error_fn`` is called on ``L`` transitions, ``L =
 subsample_size`` if given, else ``max_num_old`` (the entries beyond
@@ -116,6 +154,7 @@ from typing import Any, Callable, NamedTuple
 
 import jax
 import jax.numpy as jnp
+import numpy as np
 
 from jaxreplay import _validation
 from jaxreplay import buffer as buffer_lib
@@ -129,6 +168,9 @@ SHRINK_READINGS = ("new", "shrunk")
 class AdaptiveState(NamedTuple):
     """State of the aER controller (a pytree; fields may gain leading vmap axes).
 
+    ``s`` below is the ``subsample_size`` given to :func:`init` (0 for exact
+    sums, which need no record of their draws).
+
     Attributes:
         delta_old: ``float32[]``; the reference sum ``|δ_old|`` (0 initially).
         delta_new: ``float32[]``; ``|δ_old|'`` computed at the latest check
@@ -137,6 +179,24 @@ class AdaptiveState(NamedTuple):
         num_grows: ``int32[]``; checks that took the enlarge branch (including
             those at ``max_capacity``, where the capacity stays).
         num_shrinks: ``int32[]``; checks that shrank the memory by ``k``.
+        has_reference: ``bool[]``; a reference from an earlier check exists
+            (False before the first check and after an invalid one).
+        ref_count: ``int32[]``; how many of the oldest transitions the reference
+            covers (what the next check compares with equal counts).
+        ref_positions: ``int32[s]``; positions (within the reference's window)
+            of its draws, reused by the next check with paired draws.
+        ref_values: ``float32[s]``; ``|δ|`` of those draws (0 where unused).
+        ref_se: ``float32[]``; standard error of the reference sum (0: exact).
+        num_compared: ``int32[]``; valid checks that had a reference.
+        num_noisy: ``int32[]``; of those, checks where the change
+            ``|δ_old|' - |δ_old|`` was within two standard errors of 0 (the
+            decision was a coin toss of the estimator's noise).
+        num_invalid: ``int32[]``; checks whose sums were not finite (NaN or
+            inf TD errors): the capacity was kept and the reference dropped.
+        sum_abs_change: ``float32[]``; Σ over compared checks of the estimated
+            ``| |δ_old|' - |δ_old| |``.
+        sum_noise: ``float32[]``; Σ over compared checks of the standard error
+            of that estimated change.
     """
 
     delta_old: jax.Array
@@ -144,13 +204,37 @@ class AdaptiveState(NamedTuple):
     num_checks: jax.Array
     num_grows: jax.Array
     num_shrinks: jax.Array
+    has_reference: jax.Array
+    ref_count: jax.Array
+    ref_positions: jax.Array
+    ref_values: jax.Array
+    ref_se: jax.Array
+    num_compared: jax.Array
+    num_noisy: jax.Array
+    num_invalid: jax.Array
+    sum_abs_change: jax.Array
+    sum_noise: jax.Array
 
 
-def init() -> AdaptiveState:
-    """The initial :class:`AdaptiveState`: ``|δ_old| = 0`` (``float32[]``), all counters 0 (``int32[]``). O(1)."""
+def init(subsample_size: int | None = None) -> AdaptiveState:
+    """The initial :class:`AdaptiveState`: ``|δ_old| = 0``, no reference, all counters 0.
+
+    Args:
+        subsample_size: the ``subsample_size`` of the :func:`update` calls
+            that will use this state (``None``: exact sums). The state keeps
+            the reference's ``s`` draws (``O(s)`` memory; nothing for exact
+            sums).
+    """
+    length = 0 if subsample_size is None else _validation.check_static_int("subsample_size", subsample_size, low=1)
     zero_f = jnp.zeros((), jnp.float32)
     zero_i = jnp.zeros((), jnp.int32)
-    return AdaptiveState(zero_f, zero_f, zero_i, zero_i, zero_i)
+    return AdaptiveState(
+        delta_old=zero_f, delta_new=zero_f, num_checks=zero_i, num_grows=zero_i, num_shrinks=zero_i,
+        has_reference=jnp.zeros((), jnp.bool_), ref_count=zero_i,
+        ref_positions=jnp.zeros((length,), jnp.int32), ref_values=jnp.zeros((length,), jnp.float32),
+        ref_se=zero_f, num_compared=zero_i, num_noisy=zero_i, num_invalid=zero_i,
+        sum_abs_change=zero_f, sum_noise=zero_f,
+    )
 
 
 # ----------------------------------------------------------------------------
@@ -272,6 +356,34 @@ def old_td_error_sum(
 # The controller
 
 
+def _draw_positions(key, window, length: int, subsample_size: int | None, enumerate_small):
+    """Where to evaluate a sum over ``window`` live transitions: ``(positions, valid, scale, drawn)``.
+
+    Exact (no subsample): positions ``0 .. L-1``, valid below ``window``.
+    Subsampled: ``s`` uniform draws with replacement from ``[0, window)``
+    (``drawn``, each counted ``window / s``), unless ``enumerate_small`` and
+    ``window <= s``: then every transition once (exact, scale 1).
+    """
+    index = jnp.arange(length, dtype=jnp.int32)
+    if subsample_size is None:
+        return index, index < window, jnp.float32(1.0), jnp.bool_(False)
+    drawn = ~(jnp.asarray(enumerate_small, jnp.bool_) & (window <= subsample_size))
+    u = jax.random.uniform(key, (subsample_size,))
+    random_positions = jnp.clip((u * window).astype(jnp.int32), 0, jnp.maximum(window - 1, 0))
+    positions = jnp.where(drawn, random_positions, index)
+    valid = jnp.where(drawn, jnp.broadcast_to(window > 0, (subsample_size,)), index < window)
+    scale = jnp.where(drawn, window.astype(jnp.float32) / subsample_size, jnp.float32(1.0))
+    return positions, valid, scale, drawn
+
+
+def _standard_error(values, valid, scale, drawn, subsample_size: int | None):
+    """Standard error of ``scale · Σ values`` over draws with replacement (0 when exact)."""
+    if subsample_size is None or subsample_size < 2:
+        return jnp.float32(0.0)
+    sd = jnp.std(jnp.where(valid, values, 0.0), ddof=1)
+    return jnp.where(drawn & jnp.any(valid), scale * jnp.sqrt(jnp.float32(subsample_size)) * sd, 0.0)
+
+
 def update(
     key: jax.Array | None,
     state: AdaptiveState,
@@ -284,18 +396,24 @@ def update(
     max_num_old: int,
     subsample_size: int | None = None,
     tolerance: Any = None,
+    relative_tolerance: Any = None,
     shrink_reading: str = "new",
+    paired: Any = True,
+    equal_counts: Any = True,
+    random_walk: Any = False,
 ) -> tuple[AdaptiveState, jax.Array]:
     """One step of Algorithm 2: check every ``interval`` steps and return the new capacity.
 
     Call once per environment step *after* storing that step's transition(s),
     then apply ``buffer.resize(buffer_state, new_capacity)``. See the module
-    docstring for the algorithm, the boundary rule, ties, ε and the readings.
+    docstring for the algorithm, the boundary rule, ties, ε, the readings, and
+    the estimator (equal counts, paired draws).
 
     Args:
-        key: PRNG key for the subsample; may be ``None`` without
-            ``subsample_size``.
-        state: the controller state (from :func:`init`).
+        key: PRNG key for the subsample and the random walk; may be ``None``
+            without ``subsample_size`` and with ``random_walk=False``.
+        state: the controller state (from :func:`init` with
+            the same ``subsample_size``).
         buffer_state: the memory after this step's adds (its ``capacity`` is
             ``N``).
         td_error_fn: ``transitions -> float[L]`` with the agent's current
@@ -309,72 +427,176 @@ def update(
         subsample_size: static ``s`` (>= 1) to estimate each sum from ``s``
             uniform draws with replacement among the checked transitions
             (the paper's DQN setting); ``None`` (default) sums exactly.
-        tolerance: ``None`` (default): shrink iff ``|δ_old|' <= |δ_old|``
-            (Algorithm 2 as printed). A number ``ε >= 0`` (may be traced):
-            shrink iff ``|δ_old|' < |δ_old| - ε``, enlarge otherwise.
+        tolerance: ``None`` (default, with ``relative_tolerance=None``):
+            shrink iff ``|δ_old|' <= |δ_old|`` (Algorithm 2 as printed). A
+            number ``ε >= 0`` (may be traced): shrink iff
+            ``|δ_old|' < (1 - ρ) |δ_old| - ε``.
+        relative_tolerance: ``ρ`` in ``[0, 1]`` of the rule above (may be
+            traced; ``None`` is 0): the ε variant as a fraction of ``|δ_old|``,
+            free of the TD errors' scale.
         shrink_reading: ``"new"`` (default) or ``"shrunk"``: which
             transitions the shrink branch's recompute sums (age offsets
             ``2k ...`` or ``k ...`` of the pre-shrink memory).
+        paired: (default True; may be traced) reuse the reference's draws at
+            the next check, so both sums of a comparison cover the *same*
+            transitions; with ``window <= s`` sum every transition once
+            (exact). ``False``: independent draws with replacement at every
+            sum (the earlier estimator; noisy, and biased toward shrinking).
+        equal_counts: (default True; may be traced) compare sums over equally
+            many transitions: the next check sums the ``ref_count`` oldest.
+            ``False``: the literal index ranges (``n_old`` at every check, the
+            live part of them after a shrink), which biases small memories
+            toward growing.
+        random_walk: (default False; may be traced) a control: decide by a
+            fair coin instead of the TD errors (same boundaries, same
+            bookkeeping).
 
     Returns:
         ``(new_state, new_capacity)``; ``new_capacity`` is ``int32[]``, equal
         to ``buffer_state.capacity`` unless the check fired. Cost: O(1) when
-        the check does not fire; otherwise one (enlarge) or two (shrink)
-        ``td_error_fn`` calls on ``L = subsample_size or max_num_old``
-        transitions, plus O(L).
+        the check does not fire; otherwise one or two ``td_error_fn`` calls on
+        ``L = subsample_size or max_num_old`` transitions, plus O(L).
 
     Raises:
         ValueError: a concrete ``interval`` outside ``[1, max_capacity]``,
             ``num_old`` outside ``[1, max_num_old]``, ``step < 1``, a
-            negative or non-finite ``tolerance``, an unknown
-            ``shrink_reading``, ``max_num_old`` or ``subsample_size`` not a
-            Python int >= 1, a missing key with ``subsample_size``, a
-            non-callable ``td_error_fn``, or (at trace time) a
-            ``td_error_fn`` output of the wrong shape. Traced values are not
-            checked: an out-of-range traced ``num_old`` is clipped to
-            ``[1, max_num_old]``, a traced ``interval`` below 1 acts as 1.
+            negative or non-finite ``tolerance``, ``relative_tolerance``
+            outside ``[0, 1]``, an unknown ``shrink_reading``,
+            ``max_num_old`` or ``subsample_size`` not a Python int >= 1, a
+            missing key where randomness is needed, a ``state`` that is not an
+            :class:`AdaptiveState` of length ``L``, a non-callable
+            ``td_error_fn``, or (at trace time) a ``td_error_fn`` output of
+            the wrong shape. Traced values are not checked: an out-of-range
+            traced ``num_old`` is clipped to ``[1, max_num_old]``, a traced
+            ``interval`` below 1 acts as 1.
     """
+    if key is None and _validation.concrete_value(random_walk) is not None and bool(np.any(random_walk)):
+        raise ValueError("key must be a PRNG key when random_walk is set (the coin is random).")
+    if key is None and _validation.concrete_value(random_walk) is None:
+        raise ValueError("key must be a PRNG key when random_walk may be traced (the coin is random).")
     max_num_old, subsample_size = _check_common(buffer_state, num_old, max_num_old, subsample_size, key)
     _validation.check_int("interval", interval, low=1, high=buffer_state.max_capacity)
     _validation.check_int("step", step, low=1)
     if tolerance is not None:
         _validation.check_float("tolerance", tolerance, low=0.0)
+    if relative_tolerance is not None:
+        _validation.check_float("relative_tolerance", relative_tolerance, low=0.0, high=1.0)
     if shrink_reading not in SHRINK_READINGS:
         raise ValueError(f"shrink_reading must be one of {SHRINK_READINGS}, got {shrink_reading!r}.")
     _check_td_error_fn(td_error_fn)
+    length = max_num_old if subsample_size is None else subsample_size
+    if not isinstance(state, AdaptiveState):
+        raise ValueError(f"state must be an adaptive.AdaptiveState (from adaptive.init({subsample_size})), "
+                         f"got {type(state).__name__}.")
+    stored = jnp.shape(state.ref_values)[-1] if jnp.ndim(state.ref_values) else -1
+    if stored != (subsample_size or 0):
+        raise ValueError(f"state was made for subsample_size={stored or None}, this call uses "
+                         f"subsample_size={subsample_size}: make it with adaptive.init({subsample_size}).")
+    if key is None:
+        key = jax.random.key(0)  # unused: exact sums, no coin
 
     k = jnp.maximum(jnp.asarray(interval, jnp.int32), 1)
     num_old = jnp.clip(jnp.asarray(num_old, jnp.int32), 1, max_num_old)
     step = jnp.asarray(step, jnp.int32)
+    paired = jnp.asarray(paired, jnp.bool_)
+    equal_counts = jnp.asarray(equal_counts, jnp.bool_)
+    random_walk = jnp.asarray(random_walk, jnp.bool_)
     capacity = buffer_state.capacity
+    size = buffer_state.size
     fire = (step % k == 0) & buffer_lib.is_full(buffer_state)
 
-    def total(key_, start):
-        return _td_sum(key_, buffer_state, td_error_fn, start, num_old, max_num_old, subsample_size)
+    def evaluate(start, positions, valid):
+        offsets = jnp.asarray(start, jnp.int32) + positions
+        slots = buffer_lib.slot_of(buffer_state, offsets)
+        td = jnp.asarray(td_error_fn(buffer_lib.get(buffer_state, slots)))
+        if td.shape != (length,):
+            raise ValueError(
+                f"td_error_fn must return one TD error per transition, shape ({length},); got shape {td.shape}."
+            )
+        return jnp.where(valid, jnp.abs(td), 0.0).astype(jnp.float32)
 
     def check(state: AdaptiveState) -> tuple[AdaptiveState, jax.Array]:
         # Split inside the branch: steps without a check draw no random numbers.
-        key_new, key_recompute = (None, None) if subsample_size is None else jax.random.split(key)
-        delta_new = total(key_new, 0)
-        if tolerance is None:
+        key_new, key_ref, key_coin = jax.random.split(key, 3)
+        has_ref = state.has_reference
+        subsampled = subsample_size is not None
+        # |δ_old|': the oldest transitions, as many as the reference covers (equal counts).
+        n_full = jnp.minimum(num_old, size)
+        window = jnp.where(has_ref & equal_counts, jnp.minimum(state.ref_count, n_full), n_full)
+        positions, valid, scale, drawn = _draw_positions(key_new, window, length, subsample_size, paired)
+        reuse_draws = paired & has_ref & drawn & (window == state.ref_count)
+        if subsampled:
+            positions = jnp.where(reuse_draws, state.ref_positions, positions)
+        values = evaluate(0, positions, valid)
+        delta_new = scale * jnp.sum(values)
+        se_new = _standard_error(values, valid, scale, drawn, subsample_size)
+        change = delta_new - state.delta_old
+        if subsampled:
+            se_paired = _standard_error(values - state.ref_values, valid, scale, drawn, subsample_size)
+            se_change = jnp.where(reuse_draws, se_paired, jnp.sqrt(se_new**2 + state.ref_se**2))
+        else:
+            se_change = jnp.float32(0.0)
+
+        # The decision.
+        if tolerance is None and relative_tolerance is None:
             decreased = delta_new <= state.delta_old
         else:
-            decreased = delta_new < state.delta_old - jnp.asarray(tolerance, jnp.float32)
-        shrink = decreased & (capacity - k >= k)
-        start = 2 * k if shrink_reading == "new" else k
-        delta_old = jax.lax.cond(shrink, lambda: total(key_recompute, start), lambda: delta_new)
-        new_capacity = jnp.where(shrink, capacity - k, jnp.minimum(capacity + k, buffer_state.max_capacity))
-        shrink_i = shrink.astype(jnp.int32)
-        return (
-            AdaptiveState(
-                delta_old=delta_old,
-                delta_new=delta_new,
-                num_checks=state.num_checks + 1,
-                num_grows=state.num_grows + 1 - shrink_i,
-                num_shrinks=state.num_shrinks + shrink_i,
-            ),
-            new_capacity.astype(jnp.int32),
+            eps = jnp.float32(0.0) if tolerance is None else jnp.asarray(tolerance, jnp.float32)
+            rho = jnp.float32(0.0) if relative_tolerance is None else jnp.asarray(relative_tolerance, jnp.float32)
+            decreased = delta_new < (1.0 - rho) * state.delta_old - eps
+        coin = jax.random.uniform(key_coin) < 0.5
+        wants_shrink = jnp.where(random_walk, coin, decreased)
+        ok = jnp.isfinite(delta_new) & jnp.isfinite(state.delta_old)
+        shrink = ok & wants_shrink & (capacity - k >= k)
+        grow = ok & ~shrink
+        new_capacity = jnp.where(
+            shrink, capacity - k, jnp.where(grow, jnp.minimum(capacity + k, buffer_state.max_capacity), capacity)
         )
+
+        # The next reference: the transitions that will be the oldest at the next check.
+        # Equal counts: they sit at offset N + k - N' now (0 after a plain enlargement,
+        # 2k after a shrink ("new"), N + k - max_capacity at the ceiling); "shrunk" reads k.
+        start_equal = jnp.where(shrink & (shrink_reading == "shrunk"), k, capacity + k - new_capacity)
+        start_literal = jnp.where(shrink, 2 * k if shrink_reading == "new" else k, 0)
+        start = jnp.where(equal_counts, start_equal, start_literal)
+        live_from_start = jnp.clip(size - start, 0, None)
+        ref_window = jnp.minimum(num_old, live_from_start)
+        same = (start == 0) & (ref_window == window)
+        # Literal counts keep |δ_old|' after an enlargement whatever the count (Algorithm 2 as printed).
+        keep = same | (~equal_counts & grow)
+
+        def recompute():
+            pos, val, sc, dr = _draw_positions(key_ref, ref_window, length, subsample_size, paired)
+            vals = evaluate(start, pos, val)
+            return sc * jnp.sum(vals), pos, vals, _standard_error(vals, val, sc, dr, subsample_size)
+
+        def reuse():
+            return delta_new, positions, values, se_new
+
+        ref_sum, ref_positions, ref_values, ref_se = jax.lax.cond(keep | ~ok, reuse, recompute)
+        if not subsampled:  # exact sums need no record of their draws
+            ref_positions, ref_values = state.ref_positions, state.ref_values
+        compared = ok & has_ref
+        noisy = jnp.abs(change) <= 2.0 * se_change
+        shrink_i, grow_i, ok_i = shrink.astype(jnp.int32), grow.astype(jnp.int32), ok.astype(jnp.int32)
+        new_state = AdaptiveState(
+            delta_old=jnp.where(ok, ref_sum, 0.0).astype(jnp.float32),
+            delta_new=delta_new.astype(jnp.float32),
+            num_checks=state.num_checks + 1,
+            num_grows=state.num_grows + grow_i,
+            num_shrinks=state.num_shrinks + shrink_i,
+            has_reference=ok,
+            ref_count=jnp.where(ok, jnp.where(keep, window, ref_window), 0).astype(jnp.int32),
+            ref_positions=jnp.asarray(ref_positions, jnp.int32),
+            ref_values=jnp.where(ok, ref_values, 0.0).astype(jnp.float32),
+            ref_se=jnp.where(ok, ref_se, 0.0).astype(jnp.float32),
+            num_compared=state.num_compared + compared.astype(jnp.int32),
+            num_noisy=state.num_noisy + (compared & noisy).astype(jnp.int32),
+            num_invalid=state.num_invalid + 1 - ok_i,
+            sum_abs_change=state.sum_abs_change + jnp.where(compared, jnp.abs(change), 0.0).astype(jnp.float32),
+            sum_noise=state.sum_noise + jnp.where(compared, se_change, 0.0).astype(jnp.float32),
+        )
+        return new_state, new_capacity.astype(jnp.int32)
 
     def skip(state: AdaptiveState) -> tuple[AdaptiveState, jax.Array]:
         return state, capacity

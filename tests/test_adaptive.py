@@ -33,8 +33,17 @@ EXAMPLE = {"index": jnp.int32(0)}
 # The reference: Algorithm 2 on a deque, global indices
 
 
-def reference_aer(table, initial_capacity, k, n_old, max_capacity, tolerance, reading, steps=STEPS):
+def reference_aer(table, initial_capacity, k, n_old, max_capacity, tolerance, reading, steps=STEPS,
+                  equal_counts=True):
     """Run Algorithm 2; return (capacity after each step, |δ_old| after each step).
+
+    ``equal_counts=False`` is the literal pseudo-code: every check sums the
+    ``n_old`` oldest, the shrink recompute the live part of its index range.
+    ``equal_counts=True`` (the module's default) remembers how many
+    transitions the reference covers and compares the same number: the
+    reference is taken over the transitions that will be the oldest at the
+    next check (those ``N + k - N'`` past the current oldest, or ``k`` past it
+    after a shrink under the "shrunk" reading), ``min(n_old, live)`` of them.
 
     ``table[t][i]`` is |δ| of transition ``i`` evaluated at step ``t``.
     Boundary rule (documented in the module): enlarge when a shrink would
@@ -46,6 +55,7 @@ def reference_aer(table, initial_capacity, k, n_old, max_capacity, tolerance, re
     memory = collections.deque()
     capacity = initial_capacity
     delta_old = 0
+    ref_count = None
     capacities, deltas = [], []
 
     def sum_over(t, first, last):
@@ -58,20 +68,37 @@ def reference_aer(table, initial_capacity, k, n_old, max_capacity, tolerance, re
             memory.popleft()
         if t % k == 0 and len(memory) == capacity:
             n = capacity
-            delta_new = sum_over(t, t - n + 1, t - n + n_old)
+            c = min(n_old, n) if (ref_count is None or not equal_counts) else min(ref_count, n_old, n)
+            delta_new = sum_over(t, t - n + 1, t - n + c)
             if tolerance is None:
                 shrink = not delta_new > delta_old
             else:
                 shrink = delta_new < delta_old - tolerance
-            if not shrink or n - k < k:
-                capacity = min(n + k, max_capacity)
-                delta_old = delta_new
+            if not equal_counts:
+                if not shrink or n - k < k:
+                    capacity = min(n + k, max_capacity)
+                    delta_old = delta_new
+                else:
+                    capacity = n - k
+                    for _ in range(k):
+                        memory.popleft()
+                    m = capacity if reading == "new" else n  # which N the recompute uses
+                    delta_old = sum_over(t, t - m + k + 1, t - m + k + n_old)
             else:
-                capacity = n - k
-                for _ in range(k):
-                    memory.popleft()
-                m = capacity if reading == "new" else n  # which N the recompute uses
-                delta_old = sum_over(t, t - m + k + 1, t - m + k + n_old)
+                if not shrink or n - k < k:
+                    capacity = min(n + k, max_capacity)
+                    start = n + k - capacity  # 0 unless at the ceiling
+                else:
+                    capacity = n - k
+                    for _ in range(k):
+                        memory.popleft()
+                    start = 2 * k if reading == "new" else k
+                ref_count = min(n_old, n - start)
+                oldest = t - n + 1
+                if start == 0 and ref_count == c:
+                    delta_old = delta_new
+                else:
+                    delta_old = sum_over(t, oldest + start, oldest + start + ref_count - 1)
         capacities.append(capacity)
         deltas.append(delta_old)
     return capacities, deltas
@@ -82,7 +109,8 @@ def reference_aer(table, initial_capacity, k, n_old, max_capacity, tolerance, re
 
 
 def _run(
-    table, initial_capacity, k, n_old, tolerance, *, reading, use_tolerance, subsample_size=None, key=None
+    table, initial_capacity, k, n_old, tolerance, equal_counts=True, paired=True, *, reading, use_tolerance,
+    subsample_size=None, key=None
 ):
     memory = buffer.init(EXAMPLE, MAX_CAPACITY, capacity=initial_capacity)
     steps = jnp.arange(1, STEPS + 1, dtype=jnp.int32)
@@ -108,38 +136,43 @@ def _run(
             subsample_size=subsample_size,
             tolerance=tolerance if use_tolerance else None,
             shrink_reading=reading,
+            equal_counts=equal_counts,
+            paired=paired,
         )
         memory = buffer.resize(memory, capacity)
         return (memory, ctrl), (capacity, ctrl.delta_old)
 
-    (_, ctrl), (capacities, deltas) = jax.lax.scan(body, (memory, adaptive.init()), (steps, keys))
+    init = adaptive.init(subsample_size)
+    (_, ctrl), (capacities, deltas) = jax.lax.scan(body, (memory, init), (steps, keys))
     return capacities, deltas, ctrl
 
 
 run = jax.jit(_run, static_argnames=("reading", "use_tolerance", "subsample_size"))
 
 
-def run_jax(table, initial_capacity, k, n_old, tolerance, reading):
+def run_jax(table, initial_capacity, k, n_old, tolerance, reading, equal_counts=True):
     capacities, deltas, ctrl = run(
         jnp.asarray(table, jnp.float32),
         initial_capacity,
         k,
         n_old,
         0.0 if tolerance is None else float(tolerance),
+        equal_counts,
         reading=reading,
         use_tolerance=tolerance is not None,
     )
     return np.asarray(capacities), np.asarray(deltas), ctrl
 
 
-def check_against_reference(table, initial_capacity, k, n_old, tolerance, reading):
+def check_against_reference(table, initial_capacity, k, n_old, tolerance, reading, equal_counts=True):
     ref_caps, ref_deltas = reference_aer(
-        table.tolist(), initial_capacity, k, n_old, MAX_CAPACITY, tolerance, reading
+        table.tolist(), initial_capacity, k, n_old, MAX_CAPACITY, tolerance, reading, equal_counts=equal_counts
     )
-    caps, deltas, ctrl = run_jax(table, initial_capacity, k, n_old, tolerance, reading)
+    caps, deltas, ctrl = run_jax(table, initial_capacity, k, n_old, tolerance, reading, equal_counts)
     np.testing.assert_array_equal(caps, ref_caps)
     np.testing.assert_array_equal(deltas, np.asarray(ref_deltas, np.float32))
     assert int(ctrl.num_grows) + int(ctrl.num_shrinks) == int(ctrl.num_checks)
+    assert int(ctrl.num_invalid) == 0
     return ref_caps, ref_deltas, ctrl
 
 
@@ -187,10 +220,11 @@ HAND_DELTAS = {
 def test_hand_worked_example(reading):
     table = np.broadcast_to(np.arange(STEPS + 1)[None, :], (STEPS + 1, STEPS + 1))
     n = len(HAND_CAPS[reading])
-    ref_caps, ref_deltas = reference_aer(table.tolist(), 4, 2, 2, MAX_CAPACITY, None, reading, steps=n)
+    ref_caps, ref_deltas = reference_aer(table.tolist(), 4, 2, 2, MAX_CAPACITY, None, reading, steps=n,
+                                         equal_counts=False)
     assert ref_caps == HAND_CAPS[reading]
     assert ref_deltas == HAND_DELTAS[reading]
-    caps, deltas, _ = run_jax(table, 4, 2, 2, None, reading)
+    caps, deltas, _ = run_jax(table, 4, 2, 2, None, reading, equal_counts=False)
     assert caps[:n].tolist() == HAND_CAPS[reading]
     assert deltas[:n].tolist() == HAND_DELTAS[reading]
 
@@ -249,8 +283,9 @@ def test_recompute_past_newest_counts_live_only():
     # "new" reading with N_new = k < k + n_old: offsets 2k ... run past the newest.
     table = np.ones((STEPS + 1, STEPS + 1), np.int64)
     table[: STEPS // 2] = 5  # a drop halfway triggers shrinks
-    check_against_reference(table, 12, 4, 8, None, "new")
-    check_against_reference(table, 12, 4, 8, None, "shrunk")
+    for equal_counts in (False, True):
+        check_against_reference(table, 12, 4, 8, None, "new", equal_counts)
+        check_against_reference(table, 12, 4, 8, None, "shrunk", equal_counts)
 
 
 @settings(max_examples=40, deadline=None)
@@ -262,9 +297,10 @@ def test_recompute_past_newest_counts_live_only():
     initial_capacity=st.integers(1, MAX_CAPACITY),
     tolerance=st.one_of(st.none(), st.integers(0, 4).map(float)),
     reading=st.sampled_from(["new", "shrunk"]),
+    equal_counts=st.booleans(),
 )
-def test_matches_reference(kind, seed, k, n_old, initial_capacity, tolerance, reading):
-    check_against_reference(make_table(kind, seed), initial_capacity, k, n_old, tolerance, reading)
+def test_matches_reference(kind, seed, k, n_old, initial_capacity, tolerance, reading, equal_counts):
+    check_against_reference(make_table(kind, seed), initial_capacity, k, n_old, tolerance, reading, equal_counts)
 
 
 def test_scripts_cover_both_bounds():
@@ -324,11 +360,13 @@ def test_td_error_fn_runs_only_at_checks():
                 return table[t, transitions["index"]]
 
             ctrl, capacity = adaptive.update(
-                None, ctrl, memory, td_error_fn, t, interval=4, num_old=4, max_num_old=MAX_NUM_OLD
+                None, ctrl, memory, td_error_fn, t, interval=4, num_old=4, max_num_old=MAX_NUM_OLD,
+                equal_counts=False,
             )
             return (buffer.resize(memory, capacity), ctrl), None
 
-        return jax.lax.scan(body, (memory, adaptive.init()), jnp.arange(1, STEPS + 1, dtype=jnp.int32))[0][1]
+        init = adaptive.init()
+        return jax.lax.scan(body, (memory, init), jnp.arange(1, STEPS + 1, dtype=jnp.int32))[0][1]
 
     ctrl = go(memory)
     jax.effects_barrier()
@@ -449,7 +487,9 @@ def test_bad_input_raises_value_error_naming_argument(overrides, name):
     key, td_error_fn, step = args.pop("key"), args.pop("td_error_fn"), args.pop("step")
     memory = _memory()
     with pytest.raises(ValueError, match=name):
-        adaptive.update(key, adaptive.init(), memory, td_error_fn, step, **args)
+        sub = args.get("subsample_size")
+        adaptive.update(key, adaptive.init(sub if isinstance(sub, int) and sub > 0 else None), memory,
+                        td_error_fn, step, **args)
 
 
 def test_bad_input_old_td_error_sum():
@@ -467,3 +507,150 @@ def test_valid_concrete_call_outside_jit():
     )
     # Memory holds indices 0..7 (full at 8); oldest three: 0+1+2 = 3 > 0: enlarge.
     assert int(capacity) == 10 and float(ctrl.delta_old) == 3.0 and int(ctrl.num_grows) == 1
+
+
+# ----------------------------------------------------------------------------
+# The estimator: equal counts, paired draws, noise, random walk (issue: a faithful aER)
+
+WALK_RUNS = 96
+
+
+def _walk_tables(seed, runs=WALK_RUNS, trend=0.0, spread=10.0, step_sd=0.1, offset=0.0):
+    """``|δ|`` tables ``[runs, STEPS + 1, STEPS + 1]``: each transition's error does a random walk in time.
+
+    ``table[r, t, i] = base_i + trend · t + W_t(i)`` with ``base_i ~ U(0, spread)``
+    (differences across transitions: what a subsample sees as noise) and
+    ``W`` a Gaussian random walk with step ``step_sd`` (independent increments:
+    without a trend an error is as likely to rise as to fall over any k steps).
+    """
+    rng = np.random.default_rng(seed)
+    base = offset + rng.uniform(0, spread, (runs, 1, STEPS + 1))
+    walk = np.cumsum(rng.normal(0, step_sd, (runs, STEPS + 1, STEPS + 1)), axis=1)
+    t = np.arange(STEPS + 1)[None, :, None]
+    return np.abs(base + trend * t + walk).astype(np.float32)
+
+
+@functools.partial(jax.jit, static_argnames=("subsample_size",))
+def _walk_runs(tables, keys, paired, equal_counts, random_walk, subsample_size):
+    """Run the controller on each table; per step: capacity before and after, and whether it grew."""
+
+    def one(table, key):
+        memory = buffer.init(EXAMPLE, MAX_CAPACITY, capacity=24)
+
+        def body(carry, xs):
+            memory, ctrl = carry
+            t, step_key = xs
+            memory = buffer.add(memory, {"index": t})
+            before, grows = memory.capacity, ctrl.num_grows
+            ctrl, capacity = adaptive.update(
+                step_key, ctrl, memory, lambda tr: table[t, tr["index"]], t, interval=4, num_old=12,
+                max_num_old=MAX_NUM_OLD, subsample_size=subsample_size, paired=paired,
+                equal_counts=equal_counts, random_walk=random_walk,
+            )
+            return (buffer.resize(memory, capacity), ctrl), (before, ctrl.num_grows - grows, t % 4 == 0)
+
+        steps = jnp.arange(1, STEPS + 1, dtype=jnp.int32)
+        init = adaptive.init(subsample_size)
+        (_, ctrl), out = jax.lax.scan(body, (memory, init), (steps, jax.random.split(key, STEPS)))
+        return ctrl, out
+
+    return jax.vmap(one)(tables, keys)
+
+
+def _grow_fraction(tables, paired=True, equal_counts=True, random_walk=False, subsample_size=None, seed=0):
+    """Share of *unforced* decisions (N - k >= k) that enlarged, and how many there were."""
+    keys = jax.random.split(jax.random.key(seed), tables.shape[0])
+    ctrl, (before, grew, check_step) = _walk_runs(jnp.asarray(tables), keys, paired, equal_counts, random_walk,
+                                                  subsample_size)
+    before, grew, check_step = map(np.asarray, (before, grew, check_step))
+    decided = check_step & (before >= 8) & (np.arange(STEPS)[None] >= 24)  # full from step 24 on
+    return grew[decided].sum() / decided.sum(), int(decided.sum()), ctrl
+
+
+def _binomial_interval(successes_fraction, n, p=0.5):
+    from scipy import stats
+
+    ci = stats.binomtest(int(round(successes_fraction * n)), n).proportion_ci(0.999)
+    return ci.low, ci.high
+
+
+@pytest.mark.parametrize("subsample_size", [None, 5])
+def test_pure_noise_grows_half_the_time_with_paired_sums(subsample_size):
+    # No trend: each old error is as likely to rise as to fall over k steps. Exact sums
+    # (and paired draws: the same transitions at both times) see only that, so the
+    # share of enlargements is 1/2 within a binomial interval.
+    fraction, n, ctrl = _grow_fraction(_walk_tables(1), subsample_size=subsample_size)
+    low, high = _binomial_interval(fraction, n)
+    assert n > 1500
+    assert low <= 0.5 <= high, (fraction, n)
+    assert int(np.sum(ctrl.num_invalid)) == 0
+
+
+def test_independent_draws_bias_pure_noise_toward_shrinking():
+    # Independent draws estimate each sum from different transitions; an enlargement keeps
+    # the winning (high) estimate as the reference, so the next check tends to shrink.
+    fraction, n, _ = _grow_fraction(_walk_tables(1), paired=False, subsample_size=5)
+    low, high = _binomial_interval(fraction, n)
+    assert high < 0.49, (fraction, n)  # measured 0.45 over 3158 decisions
+
+
+def test_random_walk_control_grows_half_the_time_whatever_the_errors():
+    fraction, n, _ = _grow_fraction(_walk_tables(2, trend=-0.2), random_walk=True)
+    low, high = _binomial_interval(fraction, n)
+    assert low <= 0.5 <= high, (fraction, n)
+
+
+def test_rising_errors_grow_and_falling_errors_shrink():
+    rising, _, _ = _grow_fraction(_walk_tables(3, trend=0.05, offset=20), subsample_size=5)
+    falling, _, _ = _grow_fraction(_walk_tables(3, trend=-0.05, offset=20), subsample_size=5)
+    assert rising > 0.95 and falling < 0.05, (rising, falling)
+
+
+def test_equal_counts_remove_the_small_memory_floor():
+    # Old errors fall slowly and equally: every check should shrink, down to N = k.
+    # Literal counts sum fewer transitions in the shrink recompute than at the next
+    # check once N < n_old + 2k (here 20): the reference is too small, the memory
+    # grows back, and N hovers above a floor instead.
+    t = np.arange(STEPS + 1)[:, None]
+    table = np.broadcast_to(100 - 0.05 * t, (STEPS + 1, STEPS + 1)).astype(np.float32)
+    literal, _, _ = run(jnp.asarray(table), 40, 4, 12, 0.0, False, reading="new", use_tolerance=False)
+    equal, _, _ = run(jnp.asarray(table), 40, 4, 12, 0.0, True, reading="new", use_tolerance=False)
+    literal, equal = np.asarray(literal), np.asarray(equal)
+    assert equal[40:].min() == 4  # shrinks all the way to k ...
+    assert literal[40:].min() >= 12  # ... where literal counts stop well above it
+    assert np.mean(literal[80:]) > 2 * np.mean(equal[80:])
+
+
+def test_non_finite_errors_keep_the_capacity_and_are_counted():
+    table = np.full((STEPS + 1, STEPS + 1), np.nan, np.float32)
+    caps, _, ctrl = run(jnp.asarray(table), 24, 4, 6, 0.0, reading="new", use_tolerance=False)
+    assert np.all(np.asarray(caps) == 24)
+    assert int(ctrl.num_invalid) == int(ctrl.num_checks) > 0
+    assert int(ctrl.num_grows) == int(ctrl.num_shrinks) == 0
+
+
+def test_noise_diagnostics_measure_the_estimators_spread():
+    # Paired draws see the k-step change of the same transitions: a small spread. Independent
+    # draws also see the spread of |δ| across transitions (spread 10 vs steps of 0.1).
+    _, _, paired = _grow_fraction(_walk_tables(4, runs=16), subsample_size=5)
+    _, _, independent = _grow_fraction(_walk_tables(4, runs=16), paired=False, subsample_size=5)
+    _, _, exact = _grow_fraction(_walk_tables(4, runs=16))
+
+    def noise(c):
+        return float(np.sum(c.sum_noise) / np.sum(c.num_compared))
+
+    assert noise(exact) == 0.0
+    assert 0 < noise(paired) < noise(independent) / 5
+    assert np.sum(independent.num_noisy) / np.sum(independent.num_compared) > 0.8
+    assert np.all(np.asarray(paired.num_compared) == np.asarray(paired.num_checks) - 1)
+
+
+def test_errors_that_fluctuate_around_a_level_show_algorithm_2s_selection_effect():
+    # Independent values at every step: an enlargement keeps the winning sum as the next
+    # reference, so the printed rule enlarges (e - 2) / (e - 1) ≈ 0.418 of the time (a run
+    # of n enlargements has probability 1/(n+1)!), documented in the module.
+    rng = np.random.default_rng(5)
+    tables = rng.uniform(0, 1, (WALK_RUNS, STEPS + 1, STEPS + 1)).astype(np.float32)
+    fraction, n, _ = _grow_fraction(tables)
+    low, high = _binomial_interval(fraction, n)
+    assert low <= (np.e - 2) / (np.e - 1) <= high, (fraction, n)

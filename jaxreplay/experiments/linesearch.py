@@ -229,7 +229,7 @@ def init(key: jax.Array, hparams: Hyperparameters, setup: Setup) -> State:
     theta0 = jnp.where(_trainable(setup) > 0, jnp.asarray(setup.initial_weights, jnp.float32), theta_star)
     _, env_state = env_lib.LineSearch().reset(key, _env_params(hparams, setup))
     memory = buffer.init(linear.EXAMPLE_TRANSITION, setup.max_capacity, hparams.memory_size)
-    return State(key, jnp.int32(0), theta0, env_state, memory, adaptive.init(), jnp.bool_(False))
+    return State(key, jnp.int32(0), theta0, env_state, memory, adaptive.init(setup.subsample_size), jnp.bool_(False))
 
 
 def advance(state: State, hparams: Hyperparameters, setup: Setup) -> tuple[State, dict]:
