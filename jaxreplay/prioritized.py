@@ -156,11 +156,17 @@ class PrioritizedState(NamedTuple):
         max_priority: ``float32[]``; the priority given to new transitions:
             the running maximum of all priorities stored by
             :func:`update_priorities`, starting at 1.0. It never decreases.
+        invalid_parameters: ``bool[]``; set (and kept) when
+            :func:`update_priorities` was given a traced ``priority_exponent``
+            or ``error_floor`` that is NaN, infinite or negative. That update
+            was ignored (no priority changed), like ``buffer.capacity_clipped``
+            a flag to check after a jitted run, since jitted code cannot raise.
     """
 
     buffer: buffer_lib.BufferState
     sum_tree: jax.Array
     max_priority: jax.Array
+    invalid_parameters: jax.Array
 
     @property
     def max_capacity(self) -> int:
@@ -365,6 +371,7 @@ def init(example: Transition, max_capacity: int, capacity: Any = None) -> Priori
         buffer=buffer,
         sum_tree=jnp.zeros((2 * num_leaves,), _FLOAT),
         max_priority=jnp.ones((), _FLOAT),
+        invalid_parameters=jnp.zeros((), bool),
     )
 
 
@@ -509,6 +516,10 @@ def update_priorities(
     * a NaN TD error (traced, so not caught) stores the current
       ``max_priority``, as for a new transition; ``inf`` and huge priorities
       are clipped and tiny ones flushed to 0 (module docstring, Numerics);
+    * a traced ``priority_exponent`` or ``error_floor`` that is NaN,
+      infinite or negative makes the whole update a no-op and sets the
+      sticky flag ``invalid_parameters`` (it does not reset every priority
+      to ``max_priority``, nor invert them);
     * ``max_priority`` becomes the maximum of itself and the stored
       priorities. It never decreases, so it may be much larger than
       the current maximum after a change of ``priority_exponent``.
@@ -551,9 +562,12 @@ def update_priorities(
     in_range = (indices >= 0) & (indices < max_capacity)
     safe = jnp.clip(indices, 0, max_capacity - 1)
     age_order = (safe - buffer_lib.oldest_index(state.buffer)) % max_capacity
-    accepted = in_range & (age_order < state.buffer.size)
     error_floor = jnp.asarray(error_floor, _FLOAT)
-    priorities = jnp.power(jnp.abs(td_errors) + error_floor, jnp.asarray(priority_exponent, _FLOAT))
+    priority_exponent = jnp.asarray(priority_exponent, _FLOAT)
+    valid_parameters = ((priority_exponent >= 0) & jnp.isfinite(priority_exponent)
+                        & (error_floor >= 0) & jnp.isfinite(error_floor))
+    accepted = in_range & (age_order < state.buffer.size) & valid_parameters
+    priorities = jnp.power(jnp.abs(td_errors) + error_floor, priority_exponent)
     priorities = jnp.where(jnp.isnan(priorities), state.max_priority, priorities)
     priorities = _clean_priorities(priorities, num_leaves)
 
@@ -562,7 +576,8 @@ def update_priorities(
     tree = state.sum_tree.at[target].set(0.0, mode="drop").at[target].max(priorities, mode="drop")
     tree = _write_leaves(tree, nodes)
     max_priority = jnp.maximum(state.max_priority, jnp.max(jnp.where(accepted, priorities, 0.0)))
-    return state._replace(sum_tree=tree, max_priority=max_priority.astype(_FLOAT))
+    return state._replace(sum_tree=tree, max_priority=max_priority.astype(_FLOAT),
+                          invalid_parameters=state.invalid_parameters | ~valid_parameters)
 
 
 # ----------------------------------------------------------------------------
@@ -628,7 +643,9 @@ def sample(
     Returns:
         A :class:`~jaxreplay.samplers.Sample` with ``int32[batch_size]``
         slots, their probabilities :func:`probabilities` and importance
-        weights in (0, 1]. If all live priorities are 0, uniform over the live
+        weights in (0, 1] (all NaN if a traced ``importance_exponent`` is NaN,
+        infinite or negative: see :func:`jaxreplay.samplers.importance_weights`).
+        If all live priorities are 0, uniform over the live
         window; if the memory is empty, arbitrary slots with probability and
         weight 0. Cost: O(batch_size · log max_capacity), with
         ``batch_size · ceil(log2(P) / 8)`` uniform numbers.

@@ -127,7 +127,10 @@ def exact_priorities(
     Returns:
         ``float32[max_capacity]`` probabilities per slot, zero outside the live
         window, summing to 1 (when ``size >= 1``). Computed in log space, so any
-        β is safe from overflow and underflow. Cost: O(max_capacity).
+        β is safe from overflow and underflow. A traced β or floor that is NaN,
+        infinite or negative (jitted code cannot raise) gives all-NaN
+        probabilities, and so NaN draws' probabilities and weights in
+        :func:`exact_prioritized`: never a silent fallback. Cost: O(max_capacity).
     """
     _validation.check_float("priority_exponent", priority_exponent, low=0.0)
     _validation.check_float("error_floor", error_floor, low=0.0)
@@ -144,7 +147,10 @@ def exact_priorities(
     top = jnp.max(log_priority)
     shifted = jnp.exp(log_priority - jnp.where(jnp.isfinite(top), top, 0.0))
     shifted = jnp.where(valid, shifted, 0.0)
-    return (shifted / jnp.maximum(jnp.sum(shifted), jnp.finfo(shifted.dtype).tiny)).astype(jnp.float32)
+    probabilities = shifted / jnp.maximum(jnp.sum(shifted), jnp.finfo(shifted.dtype).tiny)
+    exponent, floor = jnp.asarray(priority_exponent), jnp.asarray(error_floor)
+    valid = (exponent >= 0) & jnp.isfinite(exponent) & (floor >= 0) & jnp.isfinite(floor)
+    return jnp.where(valid, probabilities, jnp.nan).astype(jnp.float32)
 
 
 def exact_prioritized(
@@ -168,7 +174,8 @@ def exact_prioritized(
         state: the memory.
         td_errors: ``float[max_capacity]`` TD error per slot.
         batch_size: static number of draws, with replacement.
-        priority_exponent: β >= 0 (any value, traced or not).
+        priority_exponent: β >= 0 (traced or not; a traced invalid one gives NaN, see
+            :func:`exact_priorities`).
         importance_exponent: exponent of the importance weights
             ``(size · P(i))^-exponent``, normalised by their batch maximum;
             0 (the paper, default) gives weights of 1.
@@ -200,8 +207,18 @@ def importance_weights(probabilities: jax.Array, size: jax.Array, exponent: Any)
     Normalising by the largest weight in the batch (Schaul et al. 2016) keeps
     every weight in (0, 1] so they only ever scale updates down. Entries with
     probability 0 get weight 0. ``float32``, shape of ``probabilities``.
+
+    Invalid input that jitted code cannot refuse is made loud, not silent: an
+    ``exponent`` that is NaN, infinite or negative (possible only when traced;
+    a concrete one raises in the samplers) makes *every* weight NaN, and a NaN
+    probability gives a NaN weight. A loss multiplied by them turns NaN, which
+    the experiments report as diverged -- rather than training on inverted
+    weights (> 1) or on weights of 0.
     """
+    exponent = jnp.asarray(exponent, jnp.float32)
     scaled = jnp.maximum(size, 1) * probabilities
     log_w = -exponent * jnp.log(jnp.where(scaled > 0, scaled, 1.0))
     weights = jnp.exp(log_w - jnp.max(jnp.where(scaled > 0, log_w, -jnp.inf)))
-    return jnp.where(scaled > 0, weights, 0.0).astype(jnp.float32)
+    weights = jnp.where(scaled > 0, weights, 0.0)
+    invalid = ~((exponent >= 0) & jnp.isfinite(exponent)) | jnp.isnan(probabilities)
+    return jnp.where(invalid, jnp.nan, weights).astype(jnp.float32)

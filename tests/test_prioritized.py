@@ -251,6 +251,30 @@ def test_saturated_priorities_keep_probabilities_and_weights_positive(td_error, 
     assert ((weights > 0) & (weights <= 1)).all()
 
 
+@pytest.mark.parametrize("alpha, floor", [(np.nan, FLOOR), (-1.0, FLOOR), (np.inf, FLOOR), (ALPHA, np.nan),
+                                          (ALPHA, -1.0), (ALPHA, np.inf)])
+def test_traced_invalid_priority_parameters_are_flagged_and_ignored(alpha, floor):
+    state = _update(_small(adds=4), jnp.arange(4), jnp.array([0.5, 2.0, 3.0, 0.1]), ALPHA)
+    assert not bool(state.invalid_parameters)
+    before = np.asarray(state.sum_tree)
+    bad = _update(state, jnp.arange(4), jnp.array([7.0, 7.0, 7.0, 7.0]), alpha, floor)
+    # Not "every priority reset to max_priority": the update is a no-op, and flagged.
+    np.testing.assert_array_equal(np.asarray(bad.sum_tree), before)
+    assert float(bad.max_priority) == float(state.max_priority) and bool(bad.invalid_parameters)
+    later = _update(_add(bad, jnp.float32(9)), jnp.array([0]), jnp.array([1.0]), ALPHA)
+    assert bool(later.invalid_parameters), "the flag is sticky"
+    assert _leaves(later)[0] == np.float32(_priority(1.0))  # valid updates still apply
+
+
+@pytest.mark.parametrize("beta", [np.nan, -0.5, np.inf])
+def test_traced_invalid_importance_exponent_gives_nan_weights(beta):
+    state = _update(_small(adds=4), jnp.arange(4), jnp.array([0.5, 2.0, 3.0, 0.1]), ALPHA)
+    sample = _sample(jax.random.key(0), state, 64, beta)
+    assert np.isnan(np.asarray(sample.weights)).all()  # not inverted (> 1) or 0: loud
+    np.testing.assert_array_equal(np.asarray(sample.probabilities),
+                                  np.asarray(_probabilities(state))[np.asarray(sample.indices)])
+
+
 def test_priority_formula_and_alpha_zero():
     state = _small(adds=4)
     td = np.array([0.0, 0.3, -2.0, 7.5], np.float32)

@@ -129,6 +129,29 @@ def test_importance_weights_follow_the_formula():
     assert float(np.max(sample.weights)) == pytest.approx(1.0)
 
 
+@pytest.mark.parametrize("beta, importance, floor", [
+    (np.nan, 0.5, 1e-6), (-1.0, 0.5, 1e-6), (np.inf, 0.5, 1e-6),  # priority exponent
+    (2.0, np.nan, 1e-6), (2.0, -0.5, 1e-6),  # importance exponent
+    (2.0, 0.5, np.nan), (2.0, 0.5, -1.0),  # error floor
+])
+def test_traced_invalid_exponents_give_nan_not_silent_weights(beta, importance, floor):
+    # Traced, so nothing can raise: every weight is NaN (a weighted loss turns NaN and the
+    # run is reported diverged), never weights of 0, inverted weights > 1 or a silent fallback.
+    state = STATES["shrunk"]
+    sample = _exact(jax.random.key(3), state, TD_ERRORS, 64, beta, importance, floor)
+    assert np.isnan(np.asarray(sample.weights)).all()
+    if importance == 0.5:  # the priorities themselves are invalid: so are the probabilities
+        assert np.isnan(np.asarray(sample.probabilities)).all()
+    valid = _exact(jax.random.key(3), state, TD_ERRORS, 64, 2.0, 0.5, 1e-6)
+    weights = np.asarray(valid.weights)
+    assert ((weights > 0) & (weights <= 1)).all() and weights.max() == 1.0
+    w = np.asarray(jax.jit(samplers.importance_weights)(jnp.array([0.1, 0.2, 0.0]), 5, importance))
+    if importance == 0.5:
+        np.testing.assert_allclose(w, [1.0, 2.0**-0.5, 0.0], rtol=1e-6)
+    else:
+        assert np.isnan(w).all()
+
+
 def test_combined_always_holds_the_newest_and_is_otherwise_uniform():
     state = STATES["wrapped"]
     sample = _combined(jax.random.key(4), state, 50)
