@@ -15,7 +15,9 @@ steps, lives in :mod:`jaxreplay.prioritized`.
 
 Sampling from an empty memory is not an error inside ``jit`` (it cannot be
 detected at trace time): the returned slots are arbitrary and their
-probabilities are 0. Start learning only once ``size >= 1``.
+probabilities *and weights* are 0 (nothing valid was sampled), in every
+sampler here and in :func:`jaxreplay.prioritized.sample`, so a weighted loss
+over them is 0. Start learning only once ``size >= 1``.
 """
 
 from __future__ import annotations
@@ -66,7 +68,8 @@ def uniform(key: jax.Array, state: buffer_lib.BufferState, batch_size: int) -> S
 
     Returns:
         A :class:`Sample` (``int32[batch_size]`` slots, ``float32[batch_size]``
-        probabilities ``1 / size`` and weights 1). Cost: O(batch_size).
+        probabilities ``1 / size`` and weights 1; both 0 from an empty
+        memory). Cost: O(batch_size).
     """
     batch_size = _validation.check_static_int("batch_size", batch_size, low=1)
     offsets = _uniform_offsets(key, state.size, (batch_size,))
@@ -74,7 +77,7 @@ def uniform(key: jax.Array, state: buffer_lib.BufferState, batch_size: int) -> S
     return Sample(
         indices=buffer_lib.slot_of(state, offsets),
         probabilities=jnp.full((batch_size,), probability, jnp.float32),
-        weights=jnp.ones((batch_size,), jnp.float32),
+        weights=jnp.full((batch_size,), state.size > 0, jnp.float32),
     )
 
 
@@ -83,7 +86,7 @@ def combined(key: jax.Array, state: buffer_lib.BufferState, batch_size: int) -> 
 
     Entry 0 is always the newest live transition (probability 1); entries
     ``1 .. batch_size - 1`` are uniform with replacement over the live window
-    (probability ``1 / size`` each). Weights are 1.
+    (probability ``1 / size`` each). Weights are 1 (0 from an empty memory).
 
     Args:
         key: PRNG key.
@@ -99,11 +102,11 @@ def combined(key: jax.Array, state: buffer_lib.BufferState, batch_size: int) -> 
     newest = buffer_lib.newest_index(state)[None]
     has_any = (state.size > 0).astype(jnp.float32)[None]
     if rest is None:
-        return Sample(newest, has_any, jnp.ones((1,), jnp.float32))
+        return Sample(newest, has_any, has_any)
     return Sample(
         indices=jnp.concatenate([newest, rest.indices]),
         probabilities=jnp.concatenate([has_any, rest.probabilities]),
-        weights=jnp.ones((batch_size,), jnp.float32),
+        weights=jnp.concatenate([has_any, rest.weights]),
     )
 
 

@@ -165,11 +165,27 @@ def test_combined_always_holds_the_newest_and_is_otherwise_uniform():
     assert single.indices.tolist() == [newest]
 
 
-def test_empty_memory_gives_zero_probabilities():
+def test_empty_memory_gives_zero_probabilities_and_weights_in_every_sampler():
+    from jaxreplay import prioritized
+
     state = buffer.init(jnp.float32(0), MAX_CAPACITY, 4)
-    assert np.all(np.asarray(samplers.uniform(jax.random.key(0), state, 3).probabilities) == 0)
-    assert np.all(np.asarray(samplers.combined(jax.random.key(0), state, 3).probabilities) == 0)
     assert np.all(np.asarray(samplers.exact_priorities(state, jnp.ones(MAX_CAPACITY), 1.0)) == 0)
+    draws = {
+        "uniform": _uniform(jax.random.key(0), state, 3),
+        "combined": _combined(jax.random.key(0), state, 3),
+        "combined of 1": samplers.combined(jax.random.key(0), state, 1),
+        "exact_prioritized": _exact(jax.random.key(0), state, jnp.ones(MAX_CAPACITY), 3, 1.0, 0.5, 1e-6),
+        "prioritized": prioritized.sample(jax.random.key(0), prioritized.init(jnp.float32(0), MAX_CAPACITY, 4), 3,
+                                          0.5),
+    }
+    for name, sample in draws.items():  # nothing valid was sampled: probability and weight 0, all agree
+        np.testing.assert_array_equal(np.asarray(sample.probabilities), 0.0, err_msg=name)
+        np.testing.assert_array_equal(np.asarray(sample.weights), 0.0, err_msg=name)
+    # One transition in: weights 1 again.
+    one = buffer.add(state, jnp.float32(1))
+    for sample in (_uniform(jax.random.key(0), one, 3), _combined(jax.random.key(0), one, 3)):
+        np.testing.assert_array_equal(np.asarray(sample.weights), 1.0)
+        np.testing.assert_array_equal(np.asarray(sample.probabilities), 1.0)
 
 
 @pytest.mark.parametrize(
