@@ -185,13 +185,16 @@ def _dqn(args: argparse.Namespace) -> int:
 
     _positive("seeds", args.seeds)
     if args.env in dqn.PAPER_TOTAL_STEPS:
-        setup, hparams = dqn.paper_setting(args.env, args.memory_size, args.adaptive, tuned=args.tuned)
+        setup, hparams = dqn.paper_setting(args.env, args.memory_size, args.adaptive, tuned=args.tuned,
+                                           optimizer_reading=args.optimizer_reading)
     else:
         if args.tuned:
             raise ValueError("--tuned is only available for CartPole-v1.")
         setup = dqn.Setup(env_id=args.env, max_capacity=max(args.memory_size, 1), adaptive=args.adaptive)
         hparams = dqn.Hyperparameters(memory_size=args.memory_size, adaptive_num_old=max(args.memory_size // 2, 1))
     setup = dataclasses.replace(setup, sampler=args.sampler)
+    hparams = hparams._replace(adaptive_td_target=int(args.adaptive_td == "target"),
+                               adaptive_paired=int(args.adaptive_draws == "paired"))
     if args.steps is not None:
         # A run of T steps never stores more than T transitions: allocate no more.
         setup = dataclasses.replace(dqn.with_total_steps(setup, args.steps),
@@ -213,6 +216,8 @@ def _dqn(args: argparse.Namespace) -> int:
         "memory_size_mean": ds.capacity.mean("seed").values.astype(float).tolist(),
         "diverged": int(ds.diverged.values.sum()),
     }
+    if args.adaptive:
+        report["adaptive"] = _adaptive_report(ds)
     if args.json:
         print(json.dumps(report))
         return 0
@@ -221,9 +226,45 @@ def _dqn(args: argparse.Namespace) -> int:
     print(f"  final {report['final_return_kind']} per seed: " + ", ".join(f"{x:.1f}" for x in final))
     print(f"  IQM {report['iqm']:.1f} (95% bootstrap CI [{ci.low.item():.1f}, {ci.high.item():.1f}])")
     print(f"  memory size: start {args.memory_size}, mean at the end {report['memory_size_mean'][-1]:.0f}")
+    if args.adaptive:
+        a = report["adaptive"]
+        show = lambda x, spec: "n/a" if x is None else format(x, spec)  # noqa: E731
+        print(f"  aER checks {sum(a['checks'])}: grow fraction {show(a['grow_fraction'], '.2f')} "
+              f"({show(a['straddle_grow_fraction'], '.2f')} at checks straddling a target copy, "
+              f"{show(a['other_grow_fraction'], '.2f')} at the others); estimate's standard error "
+              f"{show(a['noise_mean'], '.3g')} vs mean |change| {show(a['change_mean'], '.3g')}")
     if report["diverged"]:
         print(f"  {report['diverged']} seed(s) diverged (non-finite parameters)")
     return 0
+
+
+def _adaptive_report(ds) -> dict:
+    """aER's per-check diagnostics of a DQN sweep with one configuration: per-seed lists and pooled shares."""
+    import numpy as np
+
+    def seeds(name):
+        return [int(x) for x in np.asarray(ds[name].values).reshape(-1)]
+
+    def share(num, den):
+        return float(num / den) if den else None
+
+    def mean(name):
+        values = np.asarray(ds[name].values, np.float64).reshape(-1)
+        return float(np.nanmean(values)) if np.isfinite(values).any() else None
+
+    checks, grows, shrinks = seeds("adaptive_checks"), seeds("adaptive_grows"), seeds("adaptive_shrinks")
+    straddle, straddle_grows = seeds("adaptive_straddle_checks"), seeds("adaptive_straddle_grows")
+    other = sum(checks) - sum(straddle)
+    return {
+        "checks": checks, "grows": grows, "shrinks": shrinks, "invalid": seeds("adaptive_invalid"),
+        "final_memory_size": seeds("final_capacity"),
+        "straddle_checks": straddle, "straddle_grows": straddle_grows,
+        "grow_fraction": share(sum(grows), sum(checks)),
+        "straddle_grow_fraction": share(sum(straddle_grows), sum(straddle)),
+        "other_grow_fraction": share(sum(grows) - sum(straddle_grows), other),
+        "noisy_fraction": share(sum(seeds("adaptive_noisy")), sum(seeds("adaptive_compared"))),
+        "change_mean": mean("adaptive_change_mean"), "noise_mean": mean("adaptive_noise_mean"),
+    }
 
 
 def _sweep(args: argparse.Namespace) -> int:
@@ -294,6 +335,13 @@ def build_parser() -> argparse.ArgumentParser:
     dq.add_argument("--seed", type=int, default=0, help="base seed")
     dq.add_argument("--steps", type=int, default=None, help="environment steps per run (default: the paper's)")
     dq.add_argument("--tuned", action="store_true", help="CartPole: a configuration that learns (not the paper's)")
+    dq.add_argument("--optimizer-reading", choices=("adam", "sgd"), default="adam",
+                    help="the paper's step size as Adam's rate on the mean loss (default) or as Algorithm 1's "
+                         "per-transition SGD step")
+    dq.add_argument("--adaptive-td", choices=("online", "target"), default="online",
+                    help="aER's TD errors: online network on both sides (Algorithm 2, default) or target bootstrap")
+    dq.add_argument("--adaptive-draws", choices=("paired", "independent"), default="paired",
+                    help="aER's subsample: the same transitions at both times (default) or fresh draws")
     dq.add_argument("--json", action="store_true", help="print one JSON object")
     dq.add_argument("--quiet", action="store_true", help="no progress bar")
     dq.set_defaults(handler=_dqn)

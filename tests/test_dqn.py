@@ -373,6 +373,122 @@ def test_adaptive_initial_sizes_and_intervals_share_one_compilation(adaptive_run
     assert_matches_model(records, summary, 2, 400, 60, td_falls=True)
 
 
+# aER's options on a real game: rules, TD network, draws (one compiled program)
+
+OPTIONS = dqn.Setup(env_id="CartPole-v1", total_steps=4_000, steps_per_segment=2_000, hidden_sizes=(16,),
+                    max_capacity=4_000, adaptive=True, subsample_size=20, eval_episodes=0)
+OPTION_ROWS = {  # name: (rule, td_target, paired, target_period)
+    "fixed": (dqn.RULE_FIXED, 0, 1, 500),
+    "random": (dqn.RULE_RANDOM, 0, 1, 500),
+    "online": (dqn.RULE_AER, 0, 1, 500),
+    "target": (dqn.RULE_AER, 1, 1, 500),
+    "independent": (dqn.RULE_AER, 0, 0, 500),
+    "online-copy-every-step": (dqn.RULE_AER, 0, 1, 1),
+    "target-copy-every-step": (dqn.RULE_AER, 1, 1, 1),
+}
+OPTION_SEEDS = 4
+
+
+@pytest.fixture(scope="module")
+def option_runs():
+    rows = np.repeat(np.array(list(OPTION_ROWS.values()), np.int32), OPTION_SEEDS, axis=0)
+    runs = rows.shape[0]
+    hparams = dqn.broadcast_hyperparameters(
+        dqn.Hyperparameters(memory_size=100, learning_starts=200, adaptive_num_old=50), runs)._replace(
+        adaptive_rule=rows[:, 0], adaptive_td_target=rows[:, 1], adaptive_paired=rows[:, 2],
+        target_period=rows[:, 3])
+    keys = jnp.concatenate([jax.random.split(jax.random.key(11), OPTION_SEEDS)] * len(OPTION_ROWS))
+    records, summary = dqn.run_batch(keys, hparams, OPTIONS)
+    rows_of = {name: slice(i * OPTION_SEEDS, (i + 1) * OPTION_SEEDS) for i, name in enumerate(OPTION_ROWS)}
+    return ({k: np.asarray(v) for k, v in records.items()}, {k: np.asarray(v) for k, v in summary.items()}, rows_of)
+
+
+def test_fixed_rule_keeps_the_size_and_never_checks(option_runs):
+    records, summary, rows = option_runs
+    assert np.all(records["capacity"][rows["fixed"]] == 100)
+    assert np.all(summary["adaptive_checks"][rows["fixed"]] == 0)
+
+
+def test_every_check_is_counted_once_and_sizes_move_by_k(option_runs):
+    records, summary, rows = option_runs
+    aer = slice(rows["random"].start, None)
+    checks = summary["adaptive_checks"][aer]
+    assert np.all(checks == 4_000 // 20 - 100 // 20 + 1)  # every 20 steps once the memory is full (step 100)
+    np.testing.assert_array_equal(summary["adaptive_grows"][aer] + summary["adaptive_shrinks"][aer]
+                                  + summary["adaptive_invalid"][aer], checks)
+    assert np.all((summary["final_capacity"][aer] - 100) % 20 == 0)
+    assert np.all(summary["adaptive_compared"][aer] == checks - 1)
+
+
+def test_random_walk_control_grows_about_half_the_time(option_runs):
+    from scipy import stats
+
+    _, summary, rows = option_runs
+    grows, checks = summary["adaptive_grows"][rows["random"]].sum(), summary["adaptive_checks"][rows["random"]].sum()
+    ci = stats.binomtest(int(grows), int(checks)).proportion_ci(0.999)
+    assert ci.low <= 0.5 <= ci.high, (grows, checks)
+
+
+def test_online_and_target_td_errors_differ_only_when_the_networks_differ(option_runs):
+    records, summary, rows = option_runs
+    # A target copied at every step equals the online network at every check: same run, bit for bit.
+    for name in ("final_capacity", "adaptive_grows", "adaptive_change_mean"):
+        np.testing.assert_array_equal(summary[name][rows["online-copy-every-step"]],
+                                      summary[name][rows["target-copy-every-step"]])
+    np.testing.assert_array_equal(records["capacity"][rows["online-copy-every-step"]],
+                                  records["capacity"][rows["target-copy-every-step"]])
+    # A target copied every 500 steps is not: the compared values, hence the decisions, differ.
+    assert not np.array_equal(summary["adaptive_change_mean"][rows["online"]],
+                              summary["adaptive_change_mean"][rows["target"]])
+
+
+def test_target_network_checks_grow_when_they_straddle_a_copy(option_runs):
+    """The sawtooth: between copies the online network fits the frozen target and the old
+    errors (with the target bootstrapping) fall; a copy moves the target and they jump."""
+    _, summary, rows = option_runs
+
+    def shares(name):
+        straddle = summary["adaptive_straddle_checks"][rows[name]].sum()
+        straddle_grows = summary["adaptive_straddle_grows"][rows[name]].sum()
+        other = summary["adaptive_checks"][rows[name]].sum() - straddle
+        other_grows = summary["adaptive_grows"][rows[name]].sum() - straddle_grows
+        return straddle_grows / straddle, other_grows / other, straddle
+
+    target_straddle, target_other, n = shares("target")
+    online_straddle, _, _ = shares("online")
+    assert n >= 4 * OPTION_SEEDS
+    assert target_straddle >= 0.75 and target_straddle > target_other + 0.25
+    assert online_straddle < target_straddle
+
+
+def test_independent_draws_are_noisier_than_paired(option_runs):
+    _, summary, rows = option_runs
+    paired = np.mean(summary["adaptive_noise_mean"][rows["online"]])
+    independent = np.mean(summary["adaptive_noise_mean"][rows["independent"]])
+    assert independent > 2 * paired > 0
+    noisy = lambda name: summary["adaptive_noisy"][rows[name]].sum() / summary["adaptive_compared"][rows[name]].sum()  # noqa: E731
+    assert noisy("independent") > noisy("online")
+
+
+def test_sum_reduction_with_sgd_is_the_mean_step_times_the_batch():
+    from jaxreplay.agents import dqn as agent
+
+    net = agent.QNetwork((8,), 2)
+    params = agent.init_params(jax.random.key(0), net, (3,))
+    batch = {"obs": jax.random.normal(jax.random.key(1), (5, 3)), "action": jnp.array([0, 1, 1, 0, 1]),
+             "reward": jnp.arange(5.0), "next_obs": jax.random.normal(jax.random.key(2), (5, 3)),
+             "terminated": jnp.array([0.0, 0, 1, 0, 0])}
+    sgd = agent.make_optimizer("sgd")
+    ones = jnp.ones(5)
+    summed = agent.train_step(net, sgd, params, params, sgd.init(params), batch, ones, 0.01, 0.9, reduction="sum")
+    mean = agent.train_step(net, sgd, params, params, sgd.init(params), batch, ones, 0.05, 0.9, reduction="mean")
+    for a, b in zip(jax.tree.leaves(summed[0]), jax.tree.leaves(mean[0])):
+        np.testing.assert_allclose(a, b, rtol=1e-5, atol=1e-7)
+    assert float(summed[2]) == pytest.approx(5 * float(mean[2]), rel=1e-6)
+    with pytest.raises(ValueError, match="reduction"):
+        agent.loss_fn(params, net, params, batch, ones, 0.9, reduction="max")
+
+
 # ----------------------------------------------------------------------------
 # The agent's pieces, by hand
 
@@ -520,14 +636,23 @@ def test_paper_settings():
     setup, hparams = dqn.paper_setting("MountainCar-v0", 150_000, adaptive=True)
     dqn.check(hparams, setup)
     assert (hparams.discount, hparams.step_size, setup.subsample_size, setup.hidden_sizes) == (0.99, 6e-4, 1000, (64, 64))
-    assert hparams.adaptive_num_old == 75_000 and setup.max_capacity == 150_000
+    # aER's ceiling is the run length, above every static size; one learning start for all sizes.
+    assert hparams.adaptive_num_old == 75_000 and setup.max_capacity == 300_000
+    assert hparams.learning_starts == 1_000
+    assert dqn.paper_setting("MountainCar-v0", 150_000, adaptive=False)[0].max_capacity == 150_000
+    assert dqn.paper_setting("CartPole-v1", 100, adaptive=False)[1].learning_starts == 1_000
+    sgd, _ = dqn.paper_setting("CartPole-v1", 100, adaptive=False, optimizer_reading="sgd")
+    assert (sgd.optimizer, sgd.batch_reduction) == ("sgd", "sum")
+    with pytest.raises(ValueError, match="optimizer_reading"):
+        dqn.paper_setting("CartPole-v1", 100, adaptive=False, optimizer_reading="rmsprop")
     setup, hparams = dqn.paper_setting("Acrobot-v1", 25_000, adaptive=False)
     dqn.check(hparams, setup)
     assert (hparams.discount, hparams.step_size, setup.adaptive) == (0.99, 1e-3, False)
     quick, quick_hparams = dqn.paper_setting("MountainCar-v0", 20_000, adaptive=True, quick=True)
     dqn.check(quick_hparams, quick)
     assert quick.total_steps == 75_000 and quick_hparams.memory_size == 5_000 and quick_hparams.adaptive_num_old == 2_500
-    assert quick.max_capacity == 37_500 and quick_hparams.epsilon_decay_steps == 7_500
+    assert quick.max_capacity == 75_000 and quick_hparams.epsilon_decay_steps == 7_500
+    assert quick_hparams.learning_starts == 250
     tuned, tuned_hparams = dqn.paper_setting("CartPole-v1", 10_000, adaptive=False, tuned=True)
     dqn.check(tuned_hparams, tuned)
     assert (tuned.total_steps, tuned.train_frequency, tuned.batch_size, tuned.hidden_sizes) == (200_000, 10, 128, (120, 84))

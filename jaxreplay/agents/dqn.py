@@ -48,6 +48,7 @@ import optax
 
 LOSSES = ("mse", "huber")
 OPTIMIZERS = ("adam", "sgd")
+REDUCTIONS = ("mean", "sum")
 
 Params = Any  # a flax parameter pytree
 Batch = dict  # see the module docstring
@@ -215,21 +216,32 @@ def loss_fn(
     *,
     loss: str = "mse",
     double: bool = False,
+    reduction: str = "mean",
 ) -> tuple[jax.Array, jax.Array]:
-    """Importance-weighted mean TD loss and the TD errors.
+    """Importance-weighted TD loss over the batch and the TD errors.
 
     Args:
         params: online parameters (differentiated).
         network, target_params, batch, discount, double: as :func:`td_errors`.
         weights: ``float32[B]`` importance weights (ones for uniform replay).
         loss: ``"mse"`` or ``"huber"`` (module docstring).
+        reduction: ``"mean"`` (the usual DQN loss: the step size applies to
+            the batch average) or ``"sum"`` (the step size applies to every
+            transition: with SGD, one step is the paper's Algorithm 1 update
+            ``θ += α Σ_i δ_i ∇Q_i`` with the batch's transitions applied at
+            once instead of one after another).
 
     Returns:
         ``(loss float32[], td_errors float32[B])``: the loss is
-        ``mean(weights · ℓ(δ))``.
+        ``mean(weights · ℓ(δ))`` or ``sum(weights · ℓ(δ))``.
     """
     delta = td_errors(network, params, target_params, batch, discount, double=double)
-    return jnp.mean(weights * elementwise_loss(delta, loss)), delta
+    weighted = weights * elementwise_loss(delta, loss)
+    if reduction == "mean":
+        return jnp.mean(weighted), delta
+    if reduction == "sum":
+        return jnp.sum(weighted), delta
+    raise ValueError(f"reduction must be one of {REDUCTIONS}, got {reduction!r}.")
 
 
 def train_step(
@@ -245,6 +257,7 @@ def train_step(
     *,
     loss: str = "mse",
     double: bool = False,
+    reduction: str = "mean",
 ) -> tuple[Params, Any, jax.Array, jax.Array]:
     """One gradient step on the TD loss of ``batch``.
 
@@ -257,7 +270,7 @@ def train_step(
         weights: ``float32[B]`` importance weights.
         step_size: learning rate α (may be traced).
         discount: γ (may be traced).
-        loss, double: static choices (see :func:`loss_fn`).
+        loss, double, reduction: static choices (see :func:`loss_fn`).
 
     Returns:
         ``(params, opt_state, loss float32[], td_errors float32[B])``; the TD
@@ -266,7 +279,7 @@ def train_step(
         target's forward pass(es).
     """
     (value, delta), grads = jax.value_and_grad(loss_fn, has_aux=True)(
-        params, network, target_params, batch, weights, discount, loss=loss, double=double
+        params, network, target_params, batch, weights, discount, loss=loss, double=double, reduction=reduction
     )
     updates, opt_state = optimizer.update(grads, opt_state, params)
     return apply_updates(params, updates, step_size), opt_state, value, delta

@@ -19,9 +19,10 @@ One environment step ``t = 1, 2, ...`` (``t`` counts steps done)::
         target network: hard copy when t crosses a multiple of target_period,
                         or Polyak averaging with target_tau after every update
     aER (adaptive=True): Algorithm 2 at every t that is a multiple of
-        adaptive_interval (jaxreplay.adaptive.update, then resize), with the
-        learner's own TD errors (target-network bootstrap, double if set)
-        under the parameters after step t's gradient step
+        adaptive_interval (jaxreplay.adaptive.update, then resize), with TD
+        errors under the parameters after step t's gradient step: the online
+        network on both sides, as Algorithm 2 writes Q(·; θ)
+        (adaptive_td_target=1: the target network bootstraps, as in the loss)
 
 Prioritized replay uses a constant importance exponent β (no annealing; sweep
 it instead) and stores ``(|δ| + priority_floor)^α`` for the replayed batch
@@ -83,6 +84,11 @@ from jaxreplay.experiments import Experiment
 
 SAMPLERS = ("uniform", "prioritized", "cer")
 TARGET_UPDATES = ("hard", "polyak")
+ADAPTIVE_RULES = ("fixed", "aer", "random")
+"""Values of ``Hyperparameters.adaptive_rule`` by index: 0 keeps the memory size
+(a static run inside an aER program), 1 is aER (Algorithm 2), 2 is the random
+±k walk control (a fair coin instead of the TD errors)."""
+RULE_FIXED, RULE_AER, RULE_RANDOM = 0, 1, 2
 
 # Independent key streams derived from a run's key (fold_in data).
 _STREAM_STEP, _STREAM_EVAL, _STREAM_PARAMS, _STREAM_RESET = 0, 1, 2, 3
@@ -125,6 +131,10 @@ class Setup:
         target_update: ``"hard"`` (copy every ``target_period`` steps) or
             ``"polyak"`` (``target_tau`` after every gradient step).
         optimizer: ``"adam"`` or ``"sgd"`` (step size ``Hyperparameters.step_size``).
+        batch_reduction: ``"mean"`` (the loss averages over the minibatch) or
+            ``"sum"`` (it sums: the step size is per transition; with
+            ``"sgd"`` this is the paper's Algorithm 1 reading,
+            :func:`jaxreplay.agents.dqn.loss_fn`).
         train_frequency: environment steps per gradient step.
         eval_episodes: greedy evaluation episodes at each segment end
             (vmapped, each a scan of the environment's ``max_steps_in_episode``
@@ -152,6 +162,7 @@ class Setup:
     double: bool = False
     target_update: str = "hard"
     optimizer: str = "adam"
+    batch_reduction: str = "mean"
     train_frequency: int = 1
     eval_episodes: int = 0
     truncation_bootstrap: bool = True
@@ -178,6 +189,7 @@ class Setup:
             ("loss", self.loss, agent.LOSSES),
             ("target_update", self.target_update, TARGET_UPDATES),
             ("optimizer", self.optimizer, agent.OPTIMIZERS),
+            ("batch_reduction", self.batch_reduction, agent.REDUCTIONS),
         ):
             if value not in allowed:
                 raise ValueError(f"{name} must be one of {allowed}, got {value!r}.")
@@ -230,8 +242,20 @@ class Hyperparameters(NamedTuple):
         adaptive_interval: aER's k >= 1, a multiple of ``Setup.adaptive_check_every``.
         adaptive_num_old: aER's n_old (old transitions checked), in [1, max_num_old]
             (paper: half the initial memory).
-        adaptive_tolerance: aER's ε >= 0 (shrink iff |δ_old|' < |δ_old| - ε;
+        adaptive_tolerance: aER's ε >= 0 (shrink iff |δ_old|' < (1 - ρ)|δ_old| - ε;
             0 is Algorithm 2 except on exact ties, where it enlarges).
+        adaptive_relative_tolerance: aER's ρ in [0, 1]: the ε variant as a
+            fraction of |δ_old| (free of the TD errors' scale).
+        adaptive_rule: 0 fixed (the controller is not consulted), 1 aER,
+            2 the random ±k walk control (:data:`ADAPTIVE_RULES`).
+        adaptive_td_target: 0 (default): aER's TD errors use the online
+            network on both sides (Algorithm 2); 1: the target network
+            bootstraps (as the loss does).
+        adaptive_paired: 1 (default): the next check re-evaluates the
+            reference's draws (the same transitions); 0: independent draws
+            (:func:`jaxreplay.adaptive.update`).
+        adaptive_equal_counts: 1 (default): both sums of a comparison cover
+            equally many transitions; 0: the literal index ranges.
         adam_epsilon: Adam's ε >= 0.
     """
 
@@ -250,11 +274,17 @@ class Hyperparameters(NamedTuple):
     adaptive_interval: Any = 20
     adaptive_num_old: Any = 50
     adaptive_tolerance: Any = 0.0
+    adaptive_relative_tolerance: Any = 0.0
+    adaptive_rule: Any = RULE_AER
+    adaptive_td_target: Any = 0
+    adaptive_paired: Any = 1
+    adaptive_equal_counts: Any = 1
     adam_epsilon: Any = 1e-8
 
 
 _INT_FIELDS = frozenset(
-    {"memory_size", "epsilon_decay_steps", "learning_starts", "target_period", "adaptive_interval", "adaptive_num_old"}
+    {"memory_size", "epsilon_decay_steps", "learning_starts", "target_period", "adaptive_interval", "adaptive_num_old",
+     "adaptive_rule", "adaptive_td_target", "adaptive_paired", "adaptive_equal_counts"}
 )
 
 
@@ -298,6 +328,10 @@ def check(hparams: Hyperparameters, setup: Setup) -> None:
         )
     _validation.check_int("adaptive_num_old", h.adaptive_num_old, low=1, high=setup.num_old_bound)
     _validation.check_float("adaptive_tolerance", h.adaptive_tolerance, low=0.0)
+    _validation.check_float("adaptive_relative_tolerance", h.adaptive_relative_tolerance, low=0.0, high=1.0)
+    _validation.check_int("adaptive_rule", h.adaptive_rule, low=0, high=len(ADAPTIVE_RULES) - 1)
+    for name in ("adaptive_td_target", "adaptive_paired", "adaptive_equal_counts"):
+        _validation.check_int(name, getattr(h, name), low=0, high=1)
     _validation.check_float("adam_epsilon", h.adam_epsilon, low=0.0)
 
 
@@ -375,6 +409,10 @@ class DQNState(NamedTuple):
         episodes: ``int32[]``; training episodes completed.
         step: ``int32[]``; environment steps done.
         gradient_steps: ``int32[]``; gradient steps made.
+        target_copies: ``int32[]``; hard target copies made (Polyak: updates).
+        copies_at_check: ``int32[]``; ``target_copies`` at aER's latest check.
+        straddle_checks, straddle_grows: ``int32[]``; aER checks (and of them
+            enlargements) with a target copy since the previous check.
         key: the run's PRNG key (constant; draws use ``fold_in``).
     """
 
@@ -390,6 +428,10 @@ class DQNState(NamedTuple):
     episodes: jax.Array
     step: jax.Array
     gradient_steps: jax.Array
+    target_copies: jax.Array
+    copies_at_check: jax.Array
+    straddle_checks: jax.Array
+    straddle_grows: jax.Array
     key: jax.Array
 
 
@@ -429,7 +471,7 @@ def init(key: jax.Array, hparams: Hyperparameters, setup: Setup) -> DQNState:
         target_params=params,
         opt_state=opt_state,
         memory=memory,
-        controller=adaptive.init(),
+        controller=adaptive.init(setup.subsample_size if setup.adaptive else None),
         env_state=_strip_weak_types(env_state),
         obs=jnp.asarray(obs, jnp.float32),
         episode_return=jnp.zeros((), jnp.float32),
@@ -437,6 +479,10 @@ def init(key: jax.Array, hparams: Hyperparameters, setup: Setup) -> DQNState:
         episodes=zero_i,
         step=zero_i,
         gradient_steps=zero_i,
+        target_copies=zero_i,
+        copies_at_check=zero_i,
+        straddle_checks=zero_i,
+        straddle_grows=zero_i,
         key=key,
     )
 
@@ -565,7 +611,7 @@ def advance(state: DQNState, hparams: Hyperparameters, setup: Setup) -> tuple[DQ
         batch = buffer.get(_buffer_of(memory), sample.indices)
         params, opt_state, loss, delta = agent.train_step(
             net, optimizer, s.params, s.target_params, s.opt_state, batch, sample.weights,
-            hp.step_size, hp.discount, loss=setup.loss, double=setup.double,
+            hp.step_size, hp.discount, loss=setup.loss, double=setup.double, reduction=setup.batch_reduction,
         )
         keep = lambda new, old: jax.tree.map(lambda n, o: jnp.where(do_train, n, o), new, old)  # noqa: E731
         params, opt_state = keep(params, s.params), keep(opt_state, s.opt_state)
@@ -576,12 +622,15 @@ def advance(state: DQNState, hparams: Hyperparameters, setup: Setup) -> tuple[DQ
         if setup.target_update == "hard":
             # Copy when a multiple of target_period lies in (t - train_frequency, t].
             crossed = s.step // hp.target_period > (s.step - setup.train_frequency) // hp.target_period
-            target = agent.hard_target_update(params, s.target_params, do_train & crossed)
+            copied = do_train & crossed
+            target = agent.hard_target_update(params, s.target_params, copied)
         else:
+            copied = do_train
             target = keep(agent.polyak_target_update(params, s.target_params, hp.target_tau), s.target_params)
         s = s._replace(
             params=params, target_params=target, opt_state=opt_state, memory=memory,
             gradient_steps=s.gradient_steps + do_train.astype(jnp.int32),
+            target_copies=s.target_copies + copied.astype(jnp.int32),
         )
         acc = acc._replace(
             loss_sum=acc.loss_sum + jnp.where(do_train, loss, 0.0),
@@ -596,13 +645,16 @@ def advance(state: DQNState, hparams: Hyperparameters, setup: Setup) -> tuple[DQ
     def consult_adaptive(carry):
         s, acc = carry
         _, _, _, adaptive_key = _step_keys(s._replace(step=s.step - 1))
-        params, target_params = s.params, s.target_params
+        params = s.params
+        # Algorithm 2 writes Q(·; θ) on both sides; the target network is the option.
+        use_target = hp.adaptive_td_target > 0
+        bootstrap = jax.tree.map(lambda t, p: jnp.where(use_target, t, p), s.target_params, params)
 
         def td_error_fn(transitions):
-            return agent.td_errors(net, params, target_params, transitions, hp.discount, double=setup.double)
+            return agent.td_errors(net, params, bootstrap, transitions, hp.discount, double=setup.double)
 
         controller, capacity = adaptive.update(
-            adaptive_key if setup.subsample_size is not None else None,
+            adaptive_key,
             s.controller,
             _buffer_of(s.memory),
             td_error_fn,
@@ -612,9 +664,27 @@ def advance(state: DQNState, hparams: Hyperparameters, setup: Setup) -> tuple[DQ
             max_num_old=setup.num_old_bound,
             subsample_size=setup.subsample_size,
             tolerance=hp.adaptive_tolerance,
+            relative_tolerance=hp.adaptive_relative_tolerance,
             shrink_reading=setup.shrink_reading,
+            paired=hp.adaptive_paired > 0,
+            equal_counts=hp.adaptive_equal_counts > 0,
+            random_walk=hp.adaptive_rule == RULE_RANDOM,
         )
-        return s._replace(controller=controller, memory=_memory_module(setup).resize(s.memory, capacity)), acc
+        # A fixed-rule run keeps its size and its (untouched) controller.
+        active = hp.adaptive_rule != RULE_FIXED
+        controller = jax.tree.map(lambda new, old: jnp.where(active, new, old), controller, s.controller)
+        capacity = jnp.where(active, capacity, _buffer_of(s.memory).capacity)
+        fired = controller.num_checks > s.controller.num_checks
+        straddle = fired & (s.target_copies > s.copies_at_check)
+        grew = controller.num_grows > s.controller.num_grows
+        s = s._replace(
+            controller=controller,
+            memory=_memory_module(setup).resize(s.memory, capacity),
+            copies_at_check=jnp.where(fired, s.target_copies, s.copies_at_check),
+            straddle_checks=s.straddle_checks + straddle.astype(jnp.int32),
+            straddle_grows=s.straddle_grows + (straddle & grew).astype(jnp.int32),
+        )
+        return s, acc
 
     def cycle(carry, index):
         units = setup.cycle_length // setup.train_frequency
@@ -688,7 +758,15 @@ def summarize(state: DQNState, hparams: Hyperparameters, setup: Setup) -> dict:
         ``"gradient_steps": int32[]``, ``"final_capacity": int32[]`` (the
         memory's capacity at the end; not ``memory_size``, which labels the
         hyperparameter in a sweep), ``"adaptive_checks"``, ``"adaptive_grows"``,
-        ``"adaptive_shrinks"``: ``int32[]`` (0 without aER),
+        ``"adaptive_shrinks"``, ``"adaptive_invalid"`` (checks with non-finite
+        sums), ``"adaptive_straddle_checks"``, ``"adaptive_straddle_grows"``
+        (checks, and enlargements among them, with a target copy since the
+        previous check), ``"adaptive_compared"``, ``"adaptive_noisy"``
+        (checks with a reference, and of them those whose change was within
+        two standard errors of 0): ``int32[]`` (0 without aER);
+        ``"adaptive_change_mean"``, ``"adaptive_noise_mean"``: ``float32[]``
+        mean estimated ``| |δ_old|' - |δ_old| |`` and mean standard error of
+        that change over compared checks (NaN if none);
         ``"capacity_clipped": bool[]}``.
     """
     del hparams
@@ -705,8 +783,19 @@ def summarize(state: DQNState, hparams: Hyperparameters, setup: Setup) -> dict:
         "adaptive_checks": state.controller.num_checks,
         "adaptive_grows": state.controller.num_grows,
         "adaptive_shrinks": state.controller.num_shrinks,
+        "adaptive_invalid": state.controller.num_invalid,
+        "adaptive_straddle_checks": state.straddle_checks,
+        "adaptive_straddle_grows": state.straddle_grows,
+        "adaptive_compared": state.controller.num_compared,
+        "adaptive_noisy": state.controller.num_noisy,
+        "adaptive_change_mean": _per_check(state.controller.sum_abs_change, state.controller.num_compared),
+        "adaptive_noise_mean": _per_check(state.controller.sum_noise, state.controller.num_compared),
         "capacity_clipped": memory.capacity_clipped,
     }
+
+
+def _per_check(total, count):
+    return jnp.where(count > 0, total / jnp.maximum(count, 1).astype(jnp.float32), jnp.nan).astype(jnp.float32)
 
 
 def num_segments(setup: Setup) -> int:
@@ -734,7 +823,9 @@ def with_total_steps(setup: Setup, steps: int) -> Setup:
 
 _RECORD_NAMES = ("train_return", "train_episodes", "td_loss", "capacity", "capacity_mean", "epsilon", "env_steps")
 _SUMMARY_NAMES = ("diverged", "recent_return", "episodes", "gradient_steps", "final_capacity",
-                  "adaptive_checks", "adaptive_grows", "adaptive_shrinks", "capacity_clipped")
+                  "adaptive_checks", "adaptive_grows", "adaptive_shrinks", "adaptive_invalid",
+                  "adaptive_straddle_checks", "adaptive_straddle_grows", "adaptive_compared", "adaptive_noisy",
+                  "adaptive_change_mean", "adaptive_noise_mean", "capacity_clipped")
 
 
 def record_dims(setup: Setup) -> dict:
@@ -861,8 +952,15 @@ PAPER_MEMORY_SIZES = {"CartPole-v1": (100, 40_000), "MountainCar-v0": (20_000, 5
 from 20,000 / 150,000 and 25,000 / 100,000 for the others)."""
 
 
+OPTIMIZER_READINGS = ("adam", "sgd")
+"""How the paper's step size α is read: ``"adam"`` (Adam with learning rate α on
+the minibatch-mean loss, the usual DQN practice) or ``"sgd"`` (Algorithm 1: plain
+gradient steps of α per transition, the minibatch's updates summed)."""
+
+
 def paper_setting(
-    env_id: str, memory_size: int, adaptive: bool, *, tuned: bool = False, quick: bool = False
+    env_id: str, memory_size: int, adaptive: bool, *, tuned: bool = False, quick: bool = False,
+    optimizer_reading: str = "adam", max_capacity: int | None = None,
 ) -> tuple[Setup, Hyperparameters]:
     """The paper's DQN configuration for one game and memory size, as ``(Setup, Hyperparameters)``.
 
@@ -872,9 +970,12 @@ def paper_setting(
     1e-3; one hidden layer for CartPole, two for the others. Not in the paper,
     chosen here: 64 units per hidden layer, Adam, MSE loss, a hard target copy
     every 500 steps, ε from 1 to 0.05 over the first 10% of the steps,
-    training every step from step 1,000 (or from the memory size if smaller),
-    greedy evaluation of 10 episodes at each of 50 segment ends, and the run
-    lengths of :data:`PAPER_TOTAL_STEPS`.
+    training every step from step 1,000 for every memory size (one value for
+    every run of a comparison, so small memories do not start learning
+    earlier), greedy evaluation of 10 episodes at each of 50 segment ends,
+    and the run lengths of :data:`PAPER_TOTAL_STEPS`. aER's ceiling
+    (``max_capacity``) is the run length: it can grow past every static size
+    compared, so starting from the largest one does not cap it.
 
     Args:
         env_id: ``"CartPole-v1"``, ``"MountainCar-v0"`` or ``"Acrobot-v1"``.
@@ -897,6 +998,13 @@ def paper_setting(
             2-core CPU, 4 seeds of one configuration: CartPole (20,000 steps)
             ~15 s, MountainCar (75,000) ~55 s, Acrobot (50,000) ~30 s,
             compilation included. Not with ``tuned``.
+        optimizer_reading: ``"adam"`` (default; the step size is Adam's
+            learning rate on the minibatch-mean loss) or ``"sgd"`` (the
+            paper's Algorithm 1: SGD with step α per transition, the
+            minibatch's updates summed). See :data:`OPTIMIZER_READINGS`.
+        max_capacity: slots to allocate (default: the largest paper size, and
+            the run length with ``adaptive`` or for CartPole); memory sizes
+            and aER's growth stay below it.
 
     Returns:
         ``(setup, hparams)``; ``hparams`` holds Python scalars.
@@ -908,11 +1016,17 @@ def paper_setting(
     if env_id not in PAPER_TOTAL_STEPS:
         raise ValueError(f"env_id must be one of {tuple(PAPER_TOTAL_STEPS)}, got {env_id!r}.")
     _validation.check_static_int("memory_size", memory_size, low=1)
+    if optimizer_reading not in OPTIMIZER_READINGS:
+        raise ValueError(f"optimizer_reading must be one of {OPTIMIZER_READINGS}, got {optimizer_reading!r}.")
+    if max_capacity is not None:
+        _validation.check_static_int("max_capacity", max_capacity, low=1)
     if tuned:
         if env_id != "CartPole-v1":
             raise ValueError(f"tuned is only available for CartPole-v1, got env_id={env_id!r}.")
         if quick:
             raise ValueError("tuned and quick cannot be combined (the tuned run is already short).")
+        if optimizer_reading != "adam":
+            raise ValueError("tuned uses Adam on the mean loss: optimizer_reading must be 'adam' with tuned.")
         _validation.check_int("memory_size", memory_size, high=50_000)
         setup = Setup(
             env_id=env_id, total_steps=200_000, steps_per_segment=10_000, hidden_sizes=(120, 84),
@@ -933,7 +1047,8 @@ def paper_setting(
         return max(1, int(round(n * scale)))
 
     total = PAPER_TOTAL_STEPS[env_id]
-    max_capacity = scaled(max(*PAPER_MEMORY_SIZES[env_id], total if env_id == "CartPole-v1" else 0))
+    if max_capacity is None:
+        max_capacity = scaled(max(*PAPER_MEMORY_SIZES[env_id], total if (adaptive or env_id == "CartPole-v1") else 0))
     memory = scaled(memory_size)
     if memory > max_capacity:
         raise ValueError(f"memory_size must be <= {round(max_capacity / scale)} for {env_id}, got {memory_size}.")
@@ -954,7 +1069,8 @@ def paper_setting(
         loss="mse",
         double=False,
         target_update="hard",
-        optimizer="adam",
+        optimizer=optimizer_reading,
+        batch_reduction="mean" if optimizer_reading == "adam" else "sum",
         train_frequency=1,
         eval_episodes=10,
     )
@@ -965,7 +1081,7 @@ def paper_setting(
         epsilon_start=1.0,
         epsilon_end=0.05,
         epsilon_decay_steps=scaled(total // 10),
-        learning_starts=min(scaled(1_000), memory),
+        learning_starts=scaled(1_000),
         target_period=500,
         adaptive_interval=20,
         adaptive_num_old=max(1, memory // 2),
