@@ -58,9 +58,10 @@ def _linesearch(args: argparse.Namespace) -> int:
         discount=args.discount,
         priority_exponent=args.priority_exponent,
         adaptive_interval=args.adaptive_interval,
-        adaptive_num_old=args.adaptive_num_old if args.adaptive_num_old else max(args.memory_size // 2, 1),
+        # `is None`, not falsiness: an explicit 0 is refused below, never replaced by the default.
+        adaptive_num_old=args.adaptive_num_old if args.adaptive_num_old is not None else max(args.memory_size // 2, 1),
     )
-    for name in ("memory_size", "batch_size", "seeds", "steps"):
+    for name in ("memory_size", "batch_size", "seeds", "steps", "adaptive_num_old", "adaptive_interval"):
         _positive(name.replace("_", "-"), getattr(args, name))
     # The smallest storage that can hold the run: N itself, or for aER as much
     # as the memory can grow in `steps` steps (N grows by at most k every k steps).
@@ -199,6 +200,7 @@ def _dqn(args: argparse.Namespace) -> int:
         # A run of T steps never stores more than T transitions: allocate no more.
         setup = dataclasses.replace(dqn.with_total_steps(setup, args.steps),
                                     max_capacity=max(min(setup.max_capacity, args.steps), hparams.memory_size))
+    _check_dqn_env(setup)
     sweep = sweep_lib.Sweep("dqn", seeds=args.seeds, seed=args.seed,
                             setup=setup,
                             fixed=hparams._asdict())
@@ -235,6 +237,10 @@ def _dqn(args: argparse.Namespace) -> int:
               f"{show(a['noise_mean'], '.3g')} vs mean |change| {show(a['change_mean'], '.3g')}")
     if report["diverged"]:
         print(f"  {report['diverged']} seed(s) diverged (non-finite parameters)")
+    unmeasured = int(np.sum(~np.isfinite(final) & ~ds.diverged.values.reshape(-1)))
+    if unmeasured:
+        print(f"  {unmeasured} seed(s) finished no {final_kind.split('_')[0]} episode in the last segment: "
+              "their return is NaN (not measured, not diverged)")
     return 0
 
 
@@ -299,6 +305,40 @@ def _sweep(args: argparse.Namespace) -> int:
 def _positive(name: str, value: int) -> None:
     if value < 1:
         raise ValueError(f"--{name} must be >= 1, got {value}.")
+
+
+def _check_dqn_env(setup) -> None:
+    """Refuse, before compiling, a game DQN cannot play or report (ValueError naming --env and why).
+
+    DQN picks an action by arg-max over one Q-value per action, so it needs a
+    discrete action space of at least two actions (a continuous ``Box`` such
+    as Pendulum-v1's would be trained as a one-action network). LineSearch
+    never terminates: its only episode end is at ``horizon``, so a run whose
+    last segment contains none would report a NaN return.
+    """
+    from gymnax.environments import spaces
+
+    from jaxreplay import envs
+
+    env_id = setup.env_id
+    env, params = envs.make(env_id, **dict(setup.env_params))
+    space = env.action_space(params)
+    if not isinstance(space, spaces.Discrete):
+        raise ValueError(
+            f"--env {env_id}: DQN needs a discrete action space (one Q-value per action), but {env_id} has "
+            f"continuous actions ({type(space).__name__} of shape {tuple(space.shape)}); choose a game with "
+            "discrete actions, e.g. CartPole-v1, Acrobot-v1 or MountainCar-v0.")
+    if int(space.n) < 2:
+        raise ValueError(f"--env {env_id}: DQN needs at least 2 actions to choose from, {env_id} has {int(space.n)}.")
+    if env_id == "LineSearch":
+        horizon, total = int(params.horizon), setup.total_steps
+        last_start = total - setup.steps_per_segment
+        if total // horizon * horizon <= last_start:
+            raise ValueError(
+                f"--env LineSearch: its episode never terminates and lasts horizon = {horizon} steps, so no "
+                f"episode ends in the last segment (steps {last_start + 1}-{total}) and the return would be NaN; "
+                f"use --steps {max(horizon, total // horizon * horizon)} (a multiple of {horizon}), or "
+                "`jaxreplay linesearch` for the paper's LineSearch experiment.")
 
 
 def build_parser() -> argparse.ArgumentParser:

@@ -93,3 +93,42 @@ def test_linesearch_adaptive_reports_memory_size(capsys):
 def test_linesearch_bad_input(capsys, args, message):
     assert cli.main(["linesearch", *args]) == 2
     assert message in capsys.readouterr().err
+
+
+class _Compiles:
+    """Counts JAX lowerings (each compiled program), to show a refusal comes before compiling."""
+
+    def __init__(self):
+        import jax
+
+        self.count = 0
+        jax.monitoring.register_event_duration_secs_listener(self)
+
+    def __call__(self, name, duration, **kwargs):
+        if name == "/jax/core/compile/jaxpr_to_mlir_module_duration":
+            self.count += 1
+
+
+_COMPILES = _Compiles()
+
+
+@pytest.mark.parametrize("value", ["0", "-5"])
+def test_linesearch_adaptive_num_old_is_checked_not_replaced(capsys, value):
+    # 0 used to be taken as "not given" (replaced by N0/2); -5 reported the range [1, 1].
+    assert cli.main(["linesearch", "--sampler", "adaptive", "--adaptive-num-old", value]) == 2
+    err = capsys.readouterr().err
+    assert f"--adaptive-num-old must be >= 1, got {value}." in err and "[1, 1]" not in err
+
+
+@pytest.mark.parametrize("args, message", [
+    (["--env", "Pendulum-v1"], "--env Pendulum-v1: DQN needs a discrete action space"),
+    (["--env", "MountainCarContinuous-v0", "--steps", "100"], "continuous actions (Box of shape (1,))"),
+    (["--env", "LineSearch", "--steps", "500"], "--env LineSearch: its episode never terminates and lasts horizon = "
+                                                "1000 steps, so no episode ends in the last segment (steps 451-500)"),
+    (["--env", "NoSuchGame-v0"], "env_id 'NoSuchGame-v0' is not a known environment"),
+])
+def test_dqn_refuses_games_it_cannot_play_before_compiling(capsys, args, message):
+    before = _COMPILES.count
+    assert cli.main(["dqn", "--quiet", "--seeds", "1", *args]) == 2
+    assert message in capsys.readouterr().err
+    assert _COMPILES.count == before
