@@ -61,8 +61,10 @@ def _linesearch(args: argparse.Namespace) -> int:
         # `is None`, not falsiness: an explicit 0 is refused below, never replaced by the default.
         adaptive_num_old=args.adaptive_num_old if args.adaptive_num_old is not None else max(args.memory_size // 2, 1),
     )
-    for name in ("memory_size", "batch_size", "seeds", "steps", "adaptive_num_old", "adaptive_interval"):
+    for name in ("memory_size", "batch_size", "seeds", "steps", "adaptive_interval"):
         _positive(name.replace("_", "-"), getattr(args, name))
+    if args.adaptive_num_old is not None:
+        _positive("adaptive-num-old", args.adaptive_num_old)
     # The smallest storage that can hold the run: N itself, or for aER as much
     # as the memory can grow in `steps` steps (N grows by at most k every k steps).
     max_capacity = max(args.memory_size, 1) + (args.steps if adaptive else 0)
