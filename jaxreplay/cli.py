@@ -80,7 +80,7 @@ def _linesearch(args: argparse.Namespace) -> int:
     sweep = sweep_lib.Sweep("linesearch", seeds=args.seeds, seed=args.seed,
                             setup=setup,
                             fixed={k: np.asarray(v).item() for k, v in hparams._asdict().items()})
-    ds = sweep_lib.run(sweep, None, progress=False).dataset
+    ds = _run(sweep, None, progress=False).dataset
     dtheta = ds.dtheta.values.astype(np.float64)  # [seeds, T, 2]
     mean_curve = dtheta.mean(axis=0)
     per_seed = ds.final_metric.values.astype(np.float64)
@@ -206,7 +206,7 @@ def _dqn(args: argparse.Namespace) -> int:
     sweep = sweep_lib.Sweep("dqn", seeds=args.seeds, seed=args.seed,
                             setup=setup,
                             fixed=hparams._asdict())
-    ds = sweep_lib.run(sweep, None, progress=not args.quiet and not args.json).dataset
+    ds = _run(sweep, None, progress=not args.quiet and not args.json).dataset
     final_kind = "eval_return" if "eval_return" in ds else "train_return"
     final = ds[final_kind].isel(segment=-1).values.astype(np.float64)
     ci = results.bootstrap_ci(xr.DataArray(final, dims=("seed",)), "iqm")
@@ -295,13 +295,21 @@ def _sweep(args: argparse.Namespace) -> int:
     if args.memory_budget_mib is not None:
         options["memory_budget"] = int(args.memory_budget_mib * 2**20)
     sweep = sweep_lib.Sweep.from_dict(config)
-    try:
-        result = sweep_lib.run(sweep, args.out, progress=not args.quiet, **options)
-    except MemoryError as e:
-        raise ValueError(str(e)) from None
+    result = _run(sweep, args.out, progress=not args.quiet, **options)
     print(result.stats.describe())
     print(f"results: {args.out}/results.nc (open with jaxreplay.sweep.load)")
     return 0
+
+
+def _run(sweep, out, **options):
+    """``sweep.run``; its refusals for device memory, host memory or disk (MemoryError, raised with the
+    numbers before anything runs) become a ValueError: one line, exit status 2."""
+    from jaxreplay import sweep as sweep_lib
+
+    try:
+        return sweep_lib.run(sweep, out, **options)
+    except MemoryError as e:
+        raise ValueError(str(e)) from None
 
 
 def _positive(name: str, value: int) -> None:

@@ -9,11 +9,14 @@ static ``setup``, hyperparameters ``fixed`` for the whole sweep, and either a
 
     validate (ValueError naming the key, before anything is compiled)
     → flatten configurations × seeds into one run axis (run r: configuration r // seeds, seed r % seeds)
-    → estimate bytes per run, choose a chunk size that fits the memory budget
+    → estimate bytes per run, choose a chunk size that fits the memory budget;
+      refuse (MemoryError with the numbers) results that cannot fit the host's
+      memory, or chunks + results.nc that cannot fit the disk
     → per chunk: jit(vmap(run one segment)) sharded over the local devices,
       one compilation shared by every chunk (the last chunk is padded)
     → each finished chunk persisted atomically (write, then rename)
-    → labeled results (an xarray Dataset) saved as NetCDF with config and versions
+    → labeled results (an xarray Dataset), assembled one chunk at a time into
+      preallocated arrays, saved as NetCDF (streamed) with config and versions
 
 Why xarray. A sweep's results are dense N-d arrays: one axis per grid axis,
 one for seeds, and the experiment's own axes (a learning curve per run). An
@@ -68,7 +71,6 @@ from __future__ import annotations
 
 import dataclasses
 import hashlib
-import io
 import json
 import math
 import os
@@ -87,8 +89,8 @@ import numpy as np
 
 from jaxreplay import experiments
 
-__all__ = ["Sweep", "SweepStats", "SweepResult", "run", "estimate_bytes_per_run", "default_memory_budget",
-           "software_versions", "load", "clear_program_cache", "PROGRAM_CACHE_SIZE"]
+__all__ = ["Sweep", "SweepStats", "SweepResult", "run", "estimate_bytes_per_run", "estimate_result_bytes_per_run",
+           "default_memory_budget", "software_versions", "load", "clear_program_cache", "PROGRAM_CACHE_SIZE"]
 
 RUN_AXIS = "runs"
 SEED_DIM = "seed"
@@ -187,8 +189,10 @@ class Sweep:
         # settings are then one sweep (one fingerprint), and a later change of a default
         # cannot change what a stored sweep's config means.
         object.__setattr__(self, "setup", _fields_of(setup_obj))
-        # The experiment's own range checks, on every value at once, before compiling.
-        exp.check(self.hyperparameters(), setup_obj)
+        # The experiment's own range checks, on every configuration at once, before compiling
+        # (one run per configuration: the seeds share their hyperparameters, and R-long
+        # arrays could themselves exhaust the host's memory for a huge seed count).
+        exp.check(self.hyperparameters(np.arange(self.num_configs, dtype=np.int64) * self.seeds), setup_obj)
 
     # -- construction from files ------------------------------------------------
 
@@ -426,6 +430,32 @@ def _itemsize(dtype) -> int:
     return np.dtype(dtype).itemsize
 
 
+def _shapes(sweep: Sweep):
+    """Shapes of one run's ``(state, record, summary, hparams)`` (``jax.eval_shape``: nothing compiled)."""
+    exp, setup = sweep.exp, sweep.make_setup()
+    hparams = jax.tree.map(lambda x: jax.ShapeDtypeStruct((), x.dtype), sweep.hyperparameters(np.arange(1)))
+    key = jax.eval_shape(lambda: jax.random.key(0))  # shapes only: nothing compiled
+    state = jax.eval_shape(lambda k, h: exp.init(k, h, setup), key, hparams)
+    state2, record = jax.eval_shape(lambda s, h: exp.advance(s, h, setup), state, hparams)
+    summary = jax.eval_shape(lambda s, h: exp.summarize(s, h, setup), state2, hparams)
+    return state, record, summary, hparams
+
+
+def estimate_result_bytes_per_run(sweep: Sweep) -> int:
+    """Host bytes of one run's results (its record over every segment, its summary and its index).
+
+    ``runs × this`` is the size of the assembled results in memory, of
+    ``results.nc`` and of the chunk files (up to their small headers).
+    """
+    _, record, summary, _ = _shapes(sweep)
+    return _result_bytes(sweep, record, summary)
+
+
+def _result_bytes(sweep: Sweep, record, summary) -> int:
+    num_segments = int(sweep.exp.num_segments(sweep.make_setup()))
+    return _tree_bytes(record) * num_segments + _tree_bytes(summary) + 8  # + the int64 run index
+
+
 def estimate_bytes_per_run(sweep: Sweep) -> int:
     """Device bytes one run needs, from shapes only (nothing is allocated or compiled).
 
@@ -437,12 +467,10 @@ def estimate_bytes_per_run(sweep: Sweep) -> int:
     program (``memory_analysis``): within 0.6–1.5× for LineSearch ER, pER and
     aER (tested).
     """
-    exp, setup = sweep.exp, sweep.make_setup()
-    hparams = jax.tree.map(lambda x: jax.ShapeDtypeStruct((), x.dtype), sweep.hyperparameters(np.arange(1)))
-    key = jax.eval_shape(lambda: jax.random.key(0))  # shapes only: nothing compiled
-    state = jax.eval_shape(lambda k, h: exp.init(k, h, setup), key, hparams)
-    state2, record = jax.eval_shape(lambda s, h: exp.advance(s, h, setup), state, hparams)
-    summary = jax.eval_shape(lambda s, h: exp.summarize(s, h, setup), state2, hparams)
+    return _device_bytes(*_shapes(sweep))
+
+
+def _device_bytes(state, record, summary, hparams) -> int:
     return int(1.5 * _tree_bytes(state)) + _tree_bytes(record) + _tree_bytes(summary) + 4 * len(hparams)
 
 
@@ -470,10 +498,77 @@ def default_memory_budget(fraction: float = 0.5, devices: Sequence[jax.Device] |
 
 
 def _host_memory_bytes() -> int:
+    """Host memory this process can still use: ``MemAvailable`` (free plus reclaimable cache), capped by
+    the cgroup's limit if one is set; ``os.sysconf``'s free pages where ``/proc`` is missing."""
+    available = None
     try:
-        return os.sysconf("SC_AVPHYS_PAGES") * os.sysconf("SC_PAGE_SIZE")
-    except (ValueError, OSError, AttributeError):
-        return 4 << 30
+        with open("/proc/meminfo") as f:
+            for line in f:
+                if line.startswith("MemAvailable:"):
+                    available = int(line.split()[1]) * 1024
+                    break
+    except (OSError, ValueError):
+        pass
+    if available is None:
+        try:
+            available = os.sysconf("SC_AVPHYS_PAGES") * os.sysconf("SC_PAGE_SIZE")
+        except (ValueError, OSError, AttributeError):
+            return 4 << 30
+    try:  # cgroup v2: a container's limit can be far below the machine's memory
+        limit = pathlib.Path("/sys/fs/cgroup/memory.max").read_text().strip()
+        if limit != "max":
+            used = int(pathlib.Path("/sys/fs/cgroup/memory.current").read_text())
+            available = min(available, max(int(limit) - used, 0))
+    except (OSError, ValueError):
+        pass
+    return available
+
+
+def _free_disk_bytes(path: pathlib.Path) -> int:
+    """Free bytes (for this user) on the file system that holds ``path`` or its nearest existing parent."""
+    import shutil
+
+    path = pathlib.Path(path).absolute()
+    while not path.exists() and path != path.parent:
+        path = path.parent
+    return shutil.disk_usage(path).free
+
+
+def _check_host_memory(runs: int, result_bytes: int, chunk: int, chunk_device_bytes: int) -> int:
+    """Refuse (MemoryError with the numbers) a sweep whose results cannot fit the host's memory.
+
+    Peak host use: the assembled results (``runs × result_bytes``, what
+    :func:`run` returns), two copies of one chunk's results (the segments
+    collected and their concatenation), the bookkeeping of which runs are
+    done (9 bytes per run), and on CPU the chunk's device memory, which is
+    host memory too. Returns that peak in bytes.
+    """
+    assembled = runs * result_bytes
+    need = assembled + 2 * chunk * result_bytes + 9 * runs + chunk_device_bytes
+    available = _host_memory_bytes()
+    if need > available:
+        raise MemoryError(
+            f"the sweep's results need about {_mib(need)} of host memory ({runs} runs × {_mib(result_bytes)} "
+            f"of results each = {_mib(assembled)} assembled, plus a chunk of {chunk} runs"
+            + (f" and its {_mib(chunk_device_bytes)} of CPU device memory" if chunk_device_bytes else "")
+            + f"), but only {_mib(available)} is available. Run fewer seeds or grid points, or record less "
+            "(e.g. a shorter setup.steps / fewer segments), or split the sweep into several."
+        )
+    return need
+
+
+def _check_disk(out: pathlib.Path, missing_runs: int, runs: int, result_bytes: int) -> int:
+    """Refuse (MemoryError with the numbers) a sweep whose chunks and ``results.nc`` cannot fit on disk."""
+    chunks, results = missing_runs * result_bytes, runs * result_bytes
+    need = chunks + results
+    free = _free_disk_bytes(out)
+    if need > free:
+        raise MemoryError(
+            f"the sweep needs about {_mib(need)} of disk in {out} ({_mib(chunks)} of chunk files for the "
+            f"{missing_runs} runs still to compute, {_mib(results)} for results.nc), but only {_mib(free)} is "
+            "free there. Free some space, choose another --out, or run fewer seeds or grid points."
+        )
+    return need
 
 
 # On CPU a chunk's working set should stay near the caches: measured on a 2-core
@@ -530,6 +625,7 @@ class SweepStats:
     diverged: int
     bytes_per_run: int
     memory_budget: int
+    result_bytes_per_run: int = 0
 
     def describe(self) -> str:
         """One line: runs computed/resumed, chunks, devices, compilations, timings, runs/s, diverged runs."""
@@ -680,20 +776,29 @@ def run(
 
     Raises:
         ValueError: ``out_dir`` holds a different sweep, or bad options.
-        MemoryError: a single run (per device) does not fit the budget; raised
-            before anything is allocated.
+        MemoryError: a single run (per device) does not fit the budget, the
+            results do not fit the host's available memory, or the chunks and
+            ``results.nc`` do not fit the free disk under ``out_dir``; raised
+            with the numbers before anything is written or compiled.
     """
     if chunk_size is not None and (isinstance(chunk_size, bool) or not isinstance(chunk_size, (int, np.integer))
                                    or chunk_size < 1):
         raise ValueError(f"chunk_size must be a positive integer, got {chunk_size!r}.")
     devices = list(devices or jax.local_devices())
     budget = default_memory_budget(memory_fraction, devices) if memory_budget is None else int(memory_budget)
-    bytes_per_run = estimate_bytes_per_run(sweep)
+    shapes = _shapes(sweep)
+    bytes_per_run, result_bytes = _device_bytes(*shapes), _result_bytes(sweep, shapes[1], shapes[2])
     exp, setup = sweep.exp, sweep.make_setup()
     num_segments = int(exp.num_segments(setup))
     R = sweep.num_runs
     out = pathlib.Path(out_dir) if out_dir is not None else None
     process, processes = jax.process_index(), jax.process_count()
+    on_cpu = all(d.platform == "cpu" for d in devices)
+    cpu_cap = CPU_RUNS_PER_DEVICE * len(devices) if on_cpu else None
+
+    # Host memory before anything is written or compiled (the largest chunk any resume state allows).
+    largest_chunk = _choose_chunk(bytes_per_run, budget, len(devices), R, chunk_size, cpu_cap)
+    _check_host_memory(R, result_bytes, largest_chunk, largest_chunk * bytes_per_run if on_cpu else 0)
 
     if out is not None:
         chunk_dir = out / "chunks"
@@ -704,26 +809,27 @@ def run(
                 stale.unlink(missing_ok=True)
             # Chunks are checked before a missing manifest is written: chunks of another
             # sweep (sweep.json deleted, config changed) must refuse the run, not be adopted.
-            _finished_runs(chunk_dir, sweep)
+            done = _finished_runs(chunk_dir, sweep)
+            _check_disk(out, int(R - done.sum()), R, result_bytes)
             if not has_manifest:
                 _write_manifest(out, sweep)
         _barrier("jaxreplay-sweep-start")
         if process != 0:
             _check_manifest(out, sweep)
-        done = _finished_runs(chunk_dir, sweep)
+            done = _finished_runs(chunk_dir, sweep)
     else:
         chunk_dir = None
         done = np.zeros(R, bool)
     missing = np.flatnonzero(~done)
 
-    on_cpu = all(d.platform == "cpu" for d in devices)
-    chunk = _choose_chunk(bytes_per_run, budget, len(devices), max(len(missing), 1), chunk_size,
-                          CPU_RUNS_PER_DEVICE * len(devices) if on_cpu else None)
+    chunk = _choose_chunk(bytes_per_run, budget, len(devices), max(len(missing), 1), chunk_size, cpu_cap)
     chunks = [missing[i:i + chunk] for i in range(0, len(missing), chunk)]
     mine = chunks[process::processes]
     programs = _programs_for(sweep, devices)
     compilations_before, compile_seconds_before = programs.compilations, programs.compile_seconds
-    in_memory: list[dict] = []
+    # Results go straight into preallocated [R, ...] arrays, one chunk at a time (never a list of
+    # every chunk plus a concatenated copy).
+    assembler = _Assembler(R)
 
     bar = None
     if progress and mine:
@@ -755,7 +861,7 @@ def run(
         if chunk_dir is not None:
             _save_chunk(chunk_dir, result, sweep.fingerprint(), R)
         else:
-            in_memory.append(result)
+            assembler.add(result)
 
     for chunk_id, runs in enumerate(mine):
         valid = len(runs)
@@ -778,9 +884,10 @@ def run(
         bar.close()
     _barrier("jaxreplay-sweep-end")
 
-    parts = _load_chunks(chunk_dir, sweep) if chunk_dir is not None else in_memory
-    arrays = _assemble(parts, R)
-    dataset = to_dataset(sweep, arrays)
+    if chunk_dir is not None:
+        for path in _chunk_paths(chunk_dir):  # one chunk file in memory at a time
+            assembler.add(_read_chunk(path, sweep))
+    dataset = to_dataset(sweep, assembler.finish())
     computed = int(sum(len(c) for c in mine))
     stats = SweepStats(
         runs=R, runs_computed=computed, runs_resumed=int(done.sum()), chunks=len(mine), chunk_size=chunk,
@@ -788,11 +895,11 @@ def run(
         compile_seconds=compile_seconds, run_seconds=max(run_seconds, 0.0),
         runs_per_second=computed / run_seconds if run_seconds > 0 and computed else 0.0,
         diverged=int(np.sum(dataset["diverged"].values)) if "diverged" in dataset else 0,
-        bytes_per_run=bytes_per_run, memory_budget=budget,
+        bytes_per_run=bytes_per_run, memory_budget=budget, result_bytes_per_run=result_bytes,
     )
     if out is not None and process == 0:
         _atomic_write(out / "summary.json", json.dumps(dataclasses.asdict(stats), indent=2).encode())
-        _atomic_write(out / "results.nc", bytes(dataset.to_netcdf(engine="scipy")))
+        _atomic_write(out / "results.nc", lambda f: _write_netcdf(dataset, f))
     if progress and process == 0:
         print(stats.describe(), file=sys.stderr)
     return SweepResult(dataset, stats)
@@ -816,17 +923,27 @@ def software_versions() -> dict[str, str]:
     return out
 
 
-def _atomic_write(path: pathlib.Path, data: bytes) -> None:
+def _atomic_write(path: pathlib.Path, data) -> None:
     """Write ``data`` to ``path`` so a reader sees the whole file or none of it (temp file, fsync, rename).
 
-    Temp files are named ``.tmp-*``; :func:`run` deletes any a killed writer left.
+    ``data`` is bytes, or a function that writes the file's contents to the
+    open binary file it is given (so large files are streamed, never held in
+    memory whole). Temp files are named ``.tmp-*``; :func:`run` deletes any a
+    killed writer left.
     """
     tmp = path.parent / f".tmp-{uuid.uuid4().hex}-{path.name}"
-    with open(tmp, "wb") as f:
-        f.write(data)
-        f.flush()
-        os.fsync(f.fileno())
-    os.replace(tmp, path)
+    try:
+        with open(tmp, "wb") as f:
+            if callable(data):
+                data(f)
+            else:
+                f.write(data)
+            f.flush()
+            os.fsync(f.fileno())
+        os.replace(tmp, path)
+    except BaseException:
+        tmp.unlink(missing_ok=True)
+        raise
 
 
 def _check_manifest(out: pathlib.Path, sweep: Sweep) -> bool:
@@ -866,9 +983,8 @@ def _save_chunk(chunk_dir: pathlib.Path, result: dict, fingerprint: str, num_run
     runs = result["run_index"]
     meta = {_META_FINGERPRINT: np.array(fingerprint), _META_NUM_RUNS: np.array(num_runs, np.int64),
             _META_RUN_RANGE: np.array([runs.min(), runs.max() + 1], np.int64)}
-    buf = io.BytesIO()
-    np.savez(buf, **result, **meta)
-    _atomic_write(chunk_dir / f"runs-{int(runs[0]):09d}-{len(runs):07d}-{uuid.uuid4().hex[:8]}.npz", buf.getvalue())
+    _atomic_write(chunk_dir / f"runs-{int(runs[0]):09d}-{len(runs):07d}-{uuid.uuid4().hex[:8]}.npz",
+                  lambda f: np.savez(f, **result, **meta))
 
 
 def _chunk_paths(chunk_dir: pathlib.Path) -> list[pathlib.Path]:
@@ -905,32 +1021,102 @@ def _finished_runs(chunk_dir: pathlib.Path, sweep: Sweep) -> np.ndarray:
     return done
 
 
-def _load_chunks(chunk_dir: pathlib.Path, sweep: Sweep) -> list[dict]:
-    parts = []
-    for path in _chunk_paths(chunk_dir):
-        _chunk_runs(path, sweep)
-        with np.load(path, allow_pickle=False) as data:
-            parts.append({k: data[k] for k in data.files if not k.startswith("meta.")})
-    return parts
+def _read_chunk(path: pathlib.Path, sweep: Sweep) -> dict:
+    """The arrays of one chunk of ``sweep`` (its ``meta.*`` entries left out)."""
+    _chunk_runs(path, sweep)
+    with np.load(path, allow_pickle=False) as data:
+        return {k: data[k] for k in data.files if not k.startswith("meta.")}
 
 
-def _assemble(parts: list[dict], num_runs: int) -> dict[str, np.ndarray]:
-    if not parts:
-        raise RuntimeError("no finished chunks to assemble")
-    arrays = {}
-    filled = np.zeros(num_runs, bool)
-    for part in parts:
+class _Assembler:
+    """Fills ``[num_runs, ...]`` arrays from chunks of runs, one chunk at a time."""
+
+    def __init__(self, num_runs: int):
+        self.num_runs = num_runs
+        self.arrays: dict[str, np.ndarray] = {}
+        self.filled = np.zeros(num_runs, bool)
+
+    def add(self, part: dict) -> None:
         idx = part["run_index"]
         for k, v in part.items():
             if k == "run_index":
                 continue
-            if k not in arrays:
-                arrays[k] = np.zeros((num_runs,) + v.shape[1:], v.dtype)
-            arrays[k][idx] = v
-        filled[idx] = True
-    if not filled.all():
-        raise RuntimeError(f"{int((~filled).sum())} runs missing after the sweep: a process failed; rerun to finish.")
-    return arrays
+            if k not in self.arrays:
+                self.arrays[k] = np.zeros((self.num_runs,) + v.shape[1:], v.dtype)
+            self.arrays[k][idx] = v
+        self.filled[idx] = True
+
+    def finish(self) -> dict[str, np.ndarray]:
+        if not self.arrays:
+            raise RuntimeError("no finished chunks to assemble")
+        if not self.filled.all():
+            raise RuntimeError(f"{int((~self.filled).sum())} runs missing after the sweep: a process failed; "
+                               "rerun to finish.")
+        return self.arrays
+
+
+def _write_netcdf(dataset, f) -> None:
+    """Write ``dataset`` to the binary file ``f`` as xarray's ``to_netcdf(engine="scipy")`` does (NetCDF-3,
+    the same bytes), but streaming each variable from its array in slices.
+
+    xarray's SciPy backend copies every variable into SciPy's in-memory
+    ``netcdf_file`` and then each into one more ``bytes`` object: up to three
+    times the results in memory. Here xarray still encodes the variables and
+    attributes (CF conventions, NetCDF-3 types), but the data are recorded
+    instead of copied, and written in slices of about 1 MiB (big-endian, as
+    NetCDF-3 requires) when SciPy writes the file.
+    """
+    import scipy.io
+    from xarray.backends.file_manager import DummyFileManager
+    from xarray.backends.locks import ensure_lock
+    from xarray.backends.scipy_ import ScipyDataStore
+
+    sources: dict[str, np.ndarray] = {}
+
+    class File(scipy.io.netcdf_file):
+        def _write_var_data(self, name):
+            var, source = self.variables[name], sources.get(name)
+            if source is None or var.isrec:
+                return super()._write_var_data(name)
+            begin = self.fp.tell()  # as SciPy: record where the data begins in the header
+            self.fp.seek(var._begin)
+            self._pack_begin(begin)
+            self.fp.seek(begin)
+            flat = np.ravel(source)  # C order, a view of a contiguous array
+            step = max(1, (1 << 20) // flat.itemsize)
+            for i in range(0, flat.size, step):
+                self.fp.write(np.ascontiguousarray(flat[i:i + step], dtype=var.data.dtype).tobytes())
+            self._write_var_padding(var, var._vsize - source.size * var.data.itemsize)
+
+        def close(self):  # flush only: the caller owns (fsyncs and closes) the file
+            if not self.fp.closed:
+                self.flush()
+
+        def __del__(self):  # SciPy's __del__ closes the file
+            pass
+
+    class Recorded:
+        def __init__(self, name):
+            self.name = name
+
+        def __setitem__(self, key, value):
+            if key is not Ellipsis:
+                raise NotImplementedError(key)
+            sources[self.name] = np.asarray(value)
+
+    class Store(ScipyDataStore):
+        def __init__(self, file):
+            self._manager = DummyFileManager(file)
+            self.lock = ensure_lock(False)
+
+        def prepare_variable(self, name, variable, check_encoding=False, unlimited_dims=None):
+            # SciPy's variable is np.empty, never written to: its pages are never touched.
+            _, data = super().prepare_variable(name, variable, check_encoding, unlimited_dims)
+            return Recorded(name), data
+
+    store = Store(File(f, mode="w", version=2))
+    dataset.dump_to_store(store)
+    store.close()
 
 
 # ----------------------------------------------------------------------------

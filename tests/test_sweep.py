@@ -186,6 +186,85 @@ def test_impossible_sweep_is_refused_before_anything_is_compiled(tmp_path):
     assert result.stats.chunk_size == 3 and result.stats.chunks == 2
 
 
+def test_host_memory_is_checked_before_anything_is_written_or_compiled(tmp_path, monkeypatch):
+    sweep = sw.Sweep.from_toml(_write(tmp_path, TINY_TOML))
+    per_run = sw.estimate_result_bytes_per_run(sweep)
+    assert per_run == 20 * 2 * 4 + 20 * 4 + 4 + 1 + 8  # dtheta, capacity, final_metric, diverged, run index
+    monkeypatch.setattr(sw, "_host_memory_bytes", lambda: 8 * per_run)  # the results alone need 8 runs' worth
+    _LOWERINGS.names.clear()
+    with pytest.raises(MemoryError, match=r"results need about .* of host memory \(8 runs × 253 B of results "
+                                          r"each = 2.0 KiB assembled.*but only 2.0 KiB is available"):
+        sw.run(sweep, tmp_path / "out", memory_budget=10**6, progress=False)
+    assert _LOWERINGS.names == [] and not (tmp_path / "out").exists()
+
+
+def test_disk_is_checked_before_anything_is_written_or_compiled(tmp_path, monkeypatch, capsys):
+    config = _write(tmp_path, TINY_TOML)
+    per_run = sw.estimate_result_bytes_per_run(sw.Sweep.from_toml(config))
+    monkeypatch.setattr(sw, "_free_disk_bytes", lambda path: 10 * per_run)
+    _LOWERINGS.names.clear()
+    assert _cli("sweep", config, "--out", tmp_path / "out", "--quiet") == 2
+    err = capsys.readouterr().err
+    assert f"the sweep needs about 4.0 KiB of disk in {tmp_path / 'out'} (2.0 KiB of chunk files for the 8 runs " \
+           "still to compute, 2.0 KiB for results.nc), but only 2.5 KiB is free there" in err, err
+    assert _LOWERINGS.names == []
+    assert not (tmp_path / "out" / "sweep.json").exists() and not list((tmp_path / "out").rglob("*.npz"))
+
+
+def test_a_billion_seeds_is_refused_by_the_cli_without_allocating_them(capsys):
+    import resource
+
+    from jaxreplay import cli
+
+    before = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+    assert cli.main(["linesearch", "--steps", "200", "--seeds", "1000000000"]) == 2
+    err = capsys.readouterr().err
+    assert "1000000000 runs × 2.4 KiB of results each = 2247.3 GiB assembled" in err and "is available" in err
+    assert resource.getrusage(resource.RUSAGE_SELF).ru_maxrss - before < 2**20  # KiB: under 1 GiB more at peak
+
+
+def _peak_rss_during(fn):
+    """(result of fn(), bytes the resident set grew at its peak), from /proc/self (Linux)."""
+    import gc
+
+    def status(field):
+        with open("/proc/self/status") as f:
+            return next(int(line.split()[1]) * 1024 for line in f if line.startswith(field))
+
+    gc.collect()
+    with open("/proc/self/clear_refs", "w") as f:
+        f.write("5")  # reset VmHWM (the peak) to the current resident set
+    base = status("VmRSS")
+    out = fn()
+    return out, status("VmHWM") - base
+
+
+@pytest.mark.skipif(not os.access("/proc/self/clear_refs", os.W_OK), reason="needs Linux /proc/self/clear_refs")
+def test_results_are_assembled_one_chunk_at_a_time_and_written_streaming(tmp_path):
+    import xarray as xr
+
+    # ~29 MiB of results in 8 chunk files: big enough that copies of them dominate the noise.
+    sweep = sw.Sweep("linesearch", seeds=16, setup={"steps": 40000, "max_capacity": 20, "max_batch_size": 2},
+                     fixed={"step_size": 0.05}, grid={"memory_size": [5, 20], "batch_size": [1, 2]})
+    out = tmp_path / "out"
+    first = sw.run(sweep, out, chunk_size=8, progress=False)
+    total = sum(v.nbytes for v in first.dataset.data_vars.values())
+    assert sweep.num_runs * sw.estimate_result_bytes_per_run(sweep) == total + 8 * sweep.num_runs
+    assert first.stats.result_bytes_per_run == sw.estimate_result_bytes_per_run(sweep)
+    # results.nc is exactly what xarray's own SciPy writer gives, without its copies.
+    reference = tmp_path / "reference.nc"
+    first.dataset.to_netcdf(reference, engine="scipy")
+    assert (out / "results.nc").read_bytes() == reference.read_bytes()
+    del first
+    # A resume computes nothing: it reads the chunks back, assembles and writes results.nc.
+    again, grew = _peak_rss_during(lambda: sw.run(sweep, out, chunk_size=8, progress=False))
+    assert again.stats.runs_computed == 0
+    # One copy of the results (what run returns) plus one chunk and small slices; xarray's
+    # writer alone adds 1.7-2.6 copies, and holding every chunk as well one more.
+    assert grew < 1.6 * total, (grew / total)
+    _same(again.dataset, xr.open_dataset(reference, engine="scipy").load())
+
+
 # ----------------------------------------------------------------------------
 # Persistence and resume
 # ----------------------------------------------------------------------------
