@@ -430,15 +430,49 @@ def _itemsize(dtype) -> int:
     return np.dtype(dtype).itemsize
 
 
-def _shapes(sweep: Sweep):
-    """Shapes of one run's ``(state, record, summary, hparams)`` (``jax.eval_shape``: nothing compiled)."""
+class _Footprint(NamedTuple):
+    """Shapes of one run: ``state``, ``record`` (one segment), ``summary``, ``hparams``, and ``temporary``,
+    the bytes of the largest array made inside a loop body of a segment other than a state-shaped one."""
+
+    state: Any
+    record: Any
+    summary: Any
+    hparams: Any
+    temporary: int
+
+
+def _shapes(sweep: Sweep) -> _Footprint:
+    """One run's :class:`_Footprint`, by tracing only (``jax.eval_shape``, ``jax.make_jaxpr``: nothing compiled)."""
     exp, setup = sweep.exp, sweep.make_setup()
     hparams = jax.tree.map(lambda x: jax.ShapeDtypeStruct((), x.dtype), sweep.hyperparameters(np.arange(1)))
     key = jax.eval_shape(lambda: jax.random.key(0))  # shapes only: nothing compiled
     state = jax.eval_shape(lambda k, h: exp.init(k, h, setup), key, hparams)
-    state2, record = jax.eval_shape(lambda s, h: exp.advance(s, h, setup), state, hparams)
+    jaxpr, (state2, record) = jax.make_jaxpr(lambda s, h: exp.advance(s, h, setup), return_shape=True)(state, hparams)
     summary = jax.eval_shape(lambda s, h: exp.summarize(s, h, setup), state2, hparams)
-    return state, record, summary, hparams
+    state_like = {(tuple(x.shape), str(x.dtype)) for x in jax.tree.leaves(state)}
+    return _Footprint(state, record, summary, hparams, _largest_loop_temporary(jaxpr.jaxpr, state_like))
+
+
+def _largest_loop_temporary(jaxpr, state_like: set, in_loop: bool = False) -> int:
+    """Bytes of the largest array an equation makes inside a ``scan``/``while`` body of ``jaxpr`` (nested
+    jaxprs searched), leaving out arrays shaped like a leaf of the state (in-place updates of it)."""
+    from jax.extend import core as jex_core
+
+    largest = 0
+    for eqn in jaxpr.eqns:
+        loop = in_loop or eqn.primitive.name in ("scan", "while")
+        for value in eqn.params.values():
+            for sub in value if isinstance(value, (tuple, list)) else (value,):
+                if isinstance(sub, jex_core.ClosedJaxpr):
+                    sub = sub.jaxpr
+                if isinstance(sub, jex_core.Jaxpr):
+                    largest = max(largest, _largest_loop_temporary(sub, state_like, loop))
+        if in_loop:
+            for var in eqn.outvars:
+                aval = var.aval
+                if hasattr(aval, "shape") and (tuple(aval.shape), str(aval.dtype)) not in state_like:
+                    largest = max(largest, math.prod(aval.shape) * _itemsize(aval.dtype))
+    return largest
 
 
 def estimate_result_bytes_per_run(sweep: Sweep) -> int:
@@ -447,8 +481,8 @@ def estimate_result_bytes_per_run(sweep: Sweep) -> int:
     ``runs × this`` is the size of the assembled results in memory, of
     ``results.nc`` and of the chunk files (up to their small headers).
     """
-    _, record, summary, _ = _shapes(sweep)
-    return _result_bytes(sweep, record, summary)
+    footprint = _shapes(sweep)
+    return _result_bytes(sweep, footprint.record, footprint.summary)
 
 
 def _result_bytes(sweep: Sweep, record, summary) -> int:
@@ -456,22 +490,33 @@ def _result_bytes(sweep: Sweep, record, summary) -> int:
     return _tree_bytes(record) * num_segments + _tree_bytes(summary) + 8  # + the int64 run index
 
 
+#: Temporaries of a step, as a multiple of its largest array (see :func:`estimate_bytes_per_run`).
+TEMPORARY_FACTOR = 8
+
+
 def estimate_bytes_per_run(sweep: Sweep) -> int:
     """Device bytes one run needs, from shapes only (nothing is allocated or compiled).
 
-    The estimate is ``1.5 × state + record + summary + hyperparameters``: the
-    run's state (replay storage × ``max_capacity``, parameters, optimizer and
-    environment state) is updated in place by the segment's scan (the input is
-    donated), plus room for the temporaries of an update; the record is one
-    segment's curves. Measured against XLA's own accounting of the compiled
-    program (``memory_analysis``): within 0.6–1.5× for LineSearch ER, pER and
-    aER (tested).
+    The estimate is ``1.5 × state + record + summary + hyperparameters + 8 ×
+    temporary``: the run's state (replay storage × ``max_capacity``,
+    parameters, optimizer and environment state) is updated in place by the
+    segment's scan (the input is donated), plus room for the temporaries of an
+    update; the record is one segment's curves; ``temporary`` is the largest
+    array made inside the segment's loops other than a state-shaped one (a
+    minibatch of draws or of gathered transitions, a layer's activations), and
+    a step keeps several alive: XLA's accounting for a LineSearch minibatch of
+    10^6 is 7.5 times its largest array, so a huge ``max_batch_size`` /
+    ``batch_size`` is refused (or chunked) by the memory checks instead of
+    exhausting memory. Measured against XLA's own accounting of the compiled
+    program (``memory_analysis``): within 0.6-2x for LineSearch ER, pER and
+    aER, and for a minibatch of 10^6 (tested).
     """
-    return _device_bytes(*_shapes(sweep))
+    return _device_bytes(_shapes(sweep))
 
 
-def _device_bytes(state, record, summary, hparams) -> int:
-    return int(1.5 * _tree_bytes(state)) + _tree_bytes(record) + _tree_bytes(summary) + 4 * len(hparams)
+def _device_bytes(footprint: _Footprint) -> int:
+    return (int(1.5 * _tree_bytes(footprint.state)) + _tree_bytes(footprint.record) + _tree_bytes(footprint.summary)
+            + 4 * len(footprint.hparams) + TEMPORARY_FACTOR * footprint.temporary)
 
 
 def default_memory_budget(fraction: float = 0.5, devices: Sequence[jax.Device] | None = None) -> int:
@@ -578,15 +623,22 @@ def _check_disk(out: pathlib.Path, missing_runs: int, runs: int, result_bytes: i
 CPU_RUNS_PER_DEVICE = 1024
 
 
+def _memory_hint(footprint: _Footprint | None) -> str:
+    """What to lower when one run does not fit: whichever of state and step temporaries dominates."""
+    if footprint is not None and TEMPORARY_FACTOR * footprint.temporary > 1.5 * _tree_bytes(footprint.state):
+        return (f"A step's temporaries dominate (its largest array is {_mib(footprint.temporary)}): lower the "
+                "minibatch size (setup.max_batch_size, setup.batch_size, --batch-size)")
+    return "Lower setup.max_capacity (replay storage dominates), shorten a segment"
+
+
 def _choose_chunk(bytes_per_run: int, budget: int, num_devices: int, runs: int, chunk_size: int | None,
-                  cpu_chunk_cap: int | None = None) -> int:
+                  cpu_chunk_cap: int | None = None, footprint: _Footprint | None = None) -> int:
     fit = budget // max(bytes_per_run, 1)
     if fit < num_devices:
         raise MemoryError(
             f"one run needs about {_mib(bytes_per_run)} of device memory and {num_devices} device(s) need at least "
             f"{num_devices} runs per chunk ({_mib(bytes_per_run * num_devices)}), but the memory budget is "
-            f"{_mib(budget)}. Lower setup.max_capacity (replay storage dominates), shorten a segment, or raise "
-            "memory_budget / memory_fraction."
+            f"{_mib(budget)}. {_memory_hint(footprint)}, or raise memory_budget / memory_fraction."
         )
     if chunk_size is None:
         chunk_size = cpu_chunk_cap if cpu_chunk_cap else fit
@@ -786,8 +838,9 @@ def run(
         raise ValueError(f"chunk_size must be a positive integer, got {chunk_size!r}.")
     devices = list(devices or jax.local_devices())
     budget = default_memory_budget(memory_fraction, devices) if memory_budget is None else int(memory_budget)
-    shapes = _shapes(sweep)
-    bytes_per_run, result_bytes = _device_bytes(*shapes), _result_bytes(sweep, shapes[1], shapes[2])
+    footprint = _shapes(sweep)
+    bytes_per_run = _device_bytes(footprint)
+    result_bytes = _result_bytes(sweep, footprint.record, footprint.summary)
     exp, setup = sweep.exp, sweep.make_setup()
     num_segments = int(exp.num_segments(setup))
     R = sweep.num_runs
@@ -797,7 +850,7 @@ def run(
     cpu_cap = CPU_RUNS_PER_DEVICE * len(devices) if on_cpu else None
 
     # Host memory before anything is written or compiled (the largest chunk any resume state allows).
-    largest_chunk = _choose_chunk(bytes_per_run, budget, len(devices), R, chunk_size, cpu_cap)
+    largest_chunk = _choose_chunk(bytes_per_run, budget, len(devices), R, chunk_size, cpu_cap, footprint)
     _check_host_memory(R, result_bytes, largest_chunk, largest_chunk * bytes_per_run if on_cpu else 0)
 
     if out is not None:

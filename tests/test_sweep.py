@@ -159,6 +159,8 @@ def test_one_compilation_for_any_number_of_memory_sizes_and_none_when_run_again(
     {"steps": 400, "max_capacity": 2000, "max_batch_size": 20, "sampler": "uniform"},
     {"steps": 100, "max_capacity": 500, "max_batch_size": 4, "sampler": "prioritized"},
     {"steps": 200, "max_capacity": 1000, "max_batch_size": 10, "sampler": "adaptive", "max_num_old": 50},
+    # A huge minibatch: its temporaries, not the state, set the memory (once ignored: estimate 0.0002x).
+    {"steps": 20, "max_capacity": 100, "max_batch_size": 10**6, "sampler": "uniform"},
 ])
 def test_memory_estimate_within_factor_two_of_compiled_program(setup):
     sweep = sw.Sweep("linesearch", seeds=32, setup=setup, fixed={"batch_size": 4})
@@ -263,6 +265,23 @@ def test_results_are_assembled_one_chunk_at_a_time_and_written_streaming(tmp_pat
     # writer alone adds 1.7-2.6 copies, and holding every chunk as well one more.
     assert grew < 1.6 * total, (grew / total)
     _same(again.dataset, xr.open_dataset(reference, engine="scipy").load())
+
+
+def test_a_huge_minibatch_is_refused_by_memory_before_compiling(capsys, monkeypatch):
+    # --batch-size 10^8 used to start 16 runs of ~3 GiB of step temporaries each and hang.
+    from jaxreplay import cli
+
+    monkeypatch.setattr(sw, "_host_memory_bytes", lambda: 4 << 30)  # a 4 GiB host: a 2 GiB CPU budget
+    _LOWERINGS.names.clear()
+    assert cli.main(["linesearch", "--steps", "200", "--batch-size", "100000000"]) == 2
+    err = capsys.readouterr().err
+    assert "one run needs about 3.0 GiB of device memory" in err and "budget is 2.0 GiB" in err, err
+    assert "A step's temporaries dominate (its largest array is 381.5 MiB): lower the minibatch size" in err
+    assert _LOWERINGS.names == []
+    # DQN: a minibatch of 10^5 (activations 10^5 x 64 float32) is counted too.
+    small = sw.estimate_bytes_per_run(sw.Sweep("dqn", setup={"batch_size": 50}))
+    huge = sw.estimate_bytes_per_run(sw.Sweep("dqn", setup={"batch_size": 100_000}))
+    assert huge - small >= sw.TEMPORARY_FACTOR * (100_000 - 50) * 64 * 4
 
 
 # ----------------------------------------------------------------------------
