@@ -88,7 +88,7 @@ def _linesearch(args: argparse.Namespace) -> int:
 
     times = np.arange(args.steps + 1, dtype=np.float64)
     schedule = theory.MemorySizeSchedule(np.arange(args.steps + 1.0), np.concatenate([[args.memory_size], memory_mean]))
-    solution = theory.solve(
+    solution = _solve_theory(
         memory_size=None if adaptive else args.memory_size,
         batch_size=args.batch_size,
         step_size=args.step_size,
@@ -109,11 +109,15 @@ def _linesearch(args: argparse.Namespace) -> int:
             "steps": args.steps,
         },
         "theory": {
+            "converged": True,
             "final_metric": float(solution.metric),
             "t": times.tolist(),
             "dtheta1": np.asarray(solution.dtheta1).tolist(),
             "dtheta2": np.asarray(solution.dtheta2).tolist(),
             "direction_changed": bool(solution.direction_changed),
+        } if solution is not None else {
+            "converged": False, "error": "solver did not converge (its step budget ran out: the ODE diverges)",
+            "final_metric": None, "t": times.tolist(), "dtheta1": None, "dtheta2": None, "direction_changed": None,
         },
         "experiment": {
             "final_metric": float(np.abs(mean_curve[-1]).sum()),
@@ -128,16 +132,20 @@ def _linesearch(args: argparse.Namespace) -> int:
     if adaptive:
         report["experiment"]["memory_size_mean"] = memory_mean.tolist()
     if args.json:
-        print(json.dumps(report))
+        print(json.dumps(_json_safe(report), allow_nan=False))  # strict JSON: NaN and ±inf become null
         return 0
     exp = report["experiment"]
     print(f"LineSearch, sampler={args.sampler}, N={args.memory_size}, m={args.batch_size}, "
           f"alpha={args.step_size}, gamma={args.discount}, {args.seeds} seeds, T={args.steps}")
-    print(f"  theory      M = {report['theory']['final_metric']:.6g}")
+    if solution is None:
+        print(f"  theory      {report['theory']['error']}")
+    else:
+        print(f"  theory      M = {report['theory']['final_metric']:.6g}")
     print(f"  experiment  M = {exp['final_metric']:.6g} (of the mean curve); "
           f"per-seed mean {exp['final_metric_per_seed_mean']:.6g} ± {exp['final_metric_stderr']:.2g}")
-    gap = np.abs(mean_curve - np.stack([solution.dtheta1, solution.dtheta2], -1)[1:]).max()
-    print(f"  max |Δθ_experiment − Δθ_theory| over t = {gap:.3g}")
+    if solution is not None:
+        gap = np.abs(mean_curve - np.stack([solution.dtheta1, solution.dtheta2], -1)[1:]).max()
+        print(f"  max |Δθ_experiment − Δθ_theory| over t = {gap:.3g}")
     if adaptive:
         print(f"  memory size: start {args.memory_size}, mean at T {memory_mean[-1]:.1f}")
     if exp["diverged_seeds"]:
@@ -299,6 +307,37 @@ def _sweep(args: argparse.Namespace) -> int:
     print(result.stats.describe())
     print(f"results: {args.out}/results.nc (open with jaxreplay.sweep.load)")
     return 0
+
+
+def _solve_theory(**kwargs):
+    """``theory.solve(**kwargs)``, or None when the ODE solver gives up (its step budget runs out where the
+    dynamics diverge): the experiment is still reported. JAX's log of the failed callback is silenced."""
+    import logging
+
+    from jaxreplay import theory
+
+    logger = logging.getLogger("jax._src.callback")
+    disabled, logger.disabled = logger.disabled, True
+    try:
+        return theory.solve(**kwargs)
+    except (RuntimeError, ValueError) as error:  # equinox's "maximum number of solver steps was reached"
+        # (a RuntimeError, or a ValueError once the solver's program is cached: JAX re-raises differently)
+        if "maximum number of solver steps" not in str(error):
+            raise
+        return None
+    finally:
+        logger.disabled = disabled
+
+
+def _json_safe(value):
+    """``value`` with every non-finite float (NaN, ±inf) replaced by None, for strict JSON."""
+    if isinstance(value, float):
+        return value if value == value and abs(value) != float("inf") else None
+    if isinstance(value, dict):
+        return {k: _json_safe(v) for k, v in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [_json_safe(v) for v in value]
+    return value
 
 
 def _run(sweep, out, **options):

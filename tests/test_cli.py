@@ -132,3 +132,24 @@ def test_dqn_refuses_games_it_cannot_play_before_compiling(capsys, args, message
     assert cli.main(["dqn", "--quiet", "--seeds", "1", *args]) == 2
     assert message in capsys.readouterr().err
     assert _COMPILES.count == before
+
+
+def test_linesearch_divergence_reports_the_experiment_and_strict_json(capsys):
+    import json
+
+    args = ["linesearch", "--step-size", "100", "--steps", "200", "--seeds", "2"]
+    assert cli.main(args) == 0  # used to end in a 48-line diffrax/equinox traceback
+    out, err = capsys.readouterr()
+    assert "theory      solver did not converge" in out and "experiment  M = nan" in out
+    assert "2 seed(s) diverged (non-finite weights)" in out
+    assert "Traceback" not in err and "pure_callback" not in err
+
+    assert cli.main([*args, "--json"]) == 0
+
+    def refuse(constant):
+        raise AssertionError(f"not strict JSON: {constant}")
+
+    report = json.loads(capsys.readouterr().out, parse_constant=refuse)  # NaN / Infinity are not JSON
+    assert report["theory"]["converged"] is False and report["theory"]["final_metric"] is None
+    assert report["experiment"]["diverged_seeds"] == 2 and report["experiment"]["final_metric"] is None
+    assert None in report["experiment"]["dtheta1_mean"] and len(report["experiment"]["t"]) == 200
