@@ -152,14 +152,19 @@ def metric_vs_memory(
 ) -> Figure:
     """Fig. 2c: final metric M vs memory size N, one curve per label (e.g. per m).
 
-    ``metrics[label]`` is float[len(memory_sizes)] (theory, lines);
+    ``metrics[label]`` is float[len(memory_sizes)] (theory, lines), or a pair
+    (float[n] N, float[n] M) on that curve's own N values (e.g. the grid with
+    the cusps of M(N) inserted, :meth:`jaxreplay.theory.MemoryCusps.curve`);
     ``experiment_metrics[label]`` float[len(experiment_memory_sizes)] (markers).
     """
     fig, ax = _figure()
     experiment_metrics = experiment_metrics or {}
     for i, (label, M) in enumerate(metrics.items()):
         color = _COLORS[i % len(_COLORS)]
-        ax.plot(memory_sizes, M, color=color, lw=1.8, label=f"{label} (theory)")
+        N = memory_sizes
+        if isinstance(M, tuple):
+            N, M = M
+        ax.plot(N, M, color=color, lw=1.8, label=f"{label} (theory)")
         if label in experiment_metrics:
             ax.plot(experiment_memory_sizes, experiment_metrics[label], "o", color=color, mfc="none",
                     label=f"{label} (experiment)")
@@ -171,13 +176,15 @@ def metric_vs_memory(
 
 
 def metric_contour(memory_sizes, batch_sizes, metric, optimal_memory=None, *, title: str,
-                   levels: int = 20, log: bool = True) -> Figure:
+                   levels: int = 20, log: bool = True, shallow=None, shallow_label: str = "") -> Figure:
     """Fig. 2d/2f (and the appendix pER contour): M over (N, m), stars at the optimal N per m.
 
     Args:
         memory_sizes: float[nN]; batch_sizes: float[nm]; metric: float[nN, nm].
         optimal_memory: float[nm], the N minimising M for each m (stars), or None.
         log: colour by log10 M (M spans several decades), else by M.
+        shallow: optional bool[nm]: m whose optimum is hardly below M(N_max)
+            (drawn as hollow stars, legend ``shallow_label``).
     """
     fig, ax = _figure((6.2, 4.6))
     M = np.asarray(metric, dtype=float)
@@ -191,7 +198,13 @@ def metric_contour(memory_sizes, batch_sizes, metric, optimal_memory=None, *, ti
         cs = ax.contourf(memory_sizes, batch_sizes, M.T, levels=levels, cmap="viridis")
         fig.colorbar(cs, ax=ax, label=r"$M$")
     if optimal_memory is not None:
-        ax.plot(optimal_memory, batch_sizes, "*", color="red", ms=8, mec="k", mew=0.4, label="optimal N per m")
+        opt = np.asarray(optimal_memory, dtype=float)
+        m = np.asarray(batch_sizes, dtype=float)
+        hollow = np.zeros(m.shape, bool) if shallow is None else np.asarray(shallow, bool)
+        ax.plot(opt[~hollow], m[~hollow], "*", color="red", ms=8, mec="k", mew=0.4, label="optimal N per m")
+        if hollow.any():
+            ax.plot(opt[hollow], m[hollow], "*", color="none", ms=8, mec="red", mew=0.8,
+                    label=shallow_label or "optimal N per m (shallow)")
         ax.legend(fontsize=8, loc="upper right")
     ax.set_xlabel("memory size N")
     ax.set_ylabel("minibatch size m")

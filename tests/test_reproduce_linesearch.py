@@ -205,3 +205,57 @@ def test_make_plan():
         rl.make_plan("huge")
     with pytest.raises(ValueError, match="seeds"):
         rl.make_plan("default", seeds=0)
+
+
+# ---------------------------------------------------------------- cusps of M(N)
+
+
+def test_monotone_threshold_accepts_curves_of_their_own_lengths():
+    m = np.array([5, 10, 20])
+    curves = [np.array([0.5, 0.2, 0.3]), np.array([0.4, 1e-9, 0.3, 0.2]), np.array([0.3, 0.2, 0.1])]
+    glob = rl.monotone_threshold(m, curves, strict=False)
+    assert glob["threshold"] == 20 and glob["nonmonotone_m"] == [5, 10]
+    # The dip of the second curve, missed by a grid without it, sets the boundary.
+    assert rl.monotone_threshold(m, [c[[0, 2, 3]] if len(c) == 4 else c for c in curves], strict=False)["threshold"] == 10
+
+
+@pytest.mark.parametrize("prioritized,grid_boundary,boundary", [(False, 16, 25), (True, 14, 18)], ids=["ER", "pER"])
+def test_cusps_move_the_boundary_on_the_default_grid(prioritized, grid_boundary, boundary):
+    """The default grid (N step 30) misses the cusps of M(N) near N ≈ 290–310 for m = 16–22 (ER):
+    their optimum reads N_max, so the boundary 'optimum at N_max for all m ≥ …' is 16 (pER 14).
+    With the cusps located it is 25 (pER 18): M(N_max) − M(cusp) > 1e-4 up to m = 22 (pER 16)."""
+    from jaxreplay import theory
+
+    plan = rl.make_plan("default")
+    N, m = np.asarray(plan.grid_memory_sizes, float), np.asarray(plan.grid_batch_sizes)
+    cusps = theory.memory_cusps(m, rl.ALPHA_GRID, 0.0, rl.PRIORITY_EXPONENT if prioritized else None, memory_sizes=N)
+    grid = np.stack([c.grid_metric for c in cusps], axis=1)
+    assert rl.monotone_threshold(m, grid, strict=False)["threshold"] == grid_boundary
+    assert rl.monotone_threshold(m, [c.curve()[1] for c in cusps], strict=False)["threshold"] == boundary
+    for mi, c in zip(m, cusps):
+        assert c.best_metric <= c.grid_best_metric
+        if grid_boundary <= mi < boundary:  # the m whose optimum the grid put at N_max
+            assert c.grid_best_memory == N[-1] and 285 < c.best_memory < 310, (mi, c.best_memory)
+            assert c.best_metric < 1e-8 and c.grid_metric[-1] - c.best_metric > rl.MONOTONE_TOL
+
+
+def test_tiny_uses_the_refined_optimum(tiny):
+    n = tiny["numbers"]
+    plan = rl.make_plan("tiny")
+    for name in ("ER", "pER", "ER_gamma0.5"):
+        assert len(n["optimal_memory"][name]) == len(plan.grid_batch_sizes)
+        for M, Mg in zip(n["optimal_metric"][name], n["optimal_metric_grid"][name]):
+            assert M <= Mg
+    j20 = plan.grid_batch_sizes.index(20)
+    assert n["optimal_memory_grid"]["ER"][j20] == 1000  # the coarse grid misses the cusp ...
+    assert 295 < n["optimal_memory"]["ER"][j20] < 305 and n["optimal_metric"]["ER"][j20] < 1e-7  # ... found
+    assert 245 < n["optimal_N_m10"] < 255 and n["optimal_N_m10_grid"] == 250
+    # The cusps can only lower min M, so the 'optimum at N_max' boundary can only rise.
+    for key in ("er", "per", "gamma05"):
+        assert n[f"{key}_threshold_global"] >= n[f"{key}_threshold_global_grid"]
+    claims = {c["id"]: c for c in tiny["claims"]}
+    for cid in ("er_monotone_threshold", "per_monotone_threshold", "gamma05_nonmonotone"):
+        assert "Grid alone" in claims[cid]["ours"] and math.isfinite(claims[cid]["grid_global_threshold"])
+    assert "m = 20 (N* = 301" in claims["er_monotone_threshold"]["ours"]
+    text = open(tiny["report"], encoding="utf-8").read()
+    assert text.count("## Cusps of M(N)") == 3

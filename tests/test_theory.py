@@ -329,6 +329,11 @@ def test_grid_equals_one_by_one():
         assert scaled_err(grid.dtheta1[idx], one.dtheta1) <= 1e-7
         assert scaled_err(grid.dtheta2[idx], one.dtheta2) <= 1e-7
         assert grid.metric[idx] == pytest.approx(float(one.metric), rel=1e-6, abs=1e-9)
+    # Solved in fixed batches (the compile memory_cusps shares): same values, same shapes.
+    chunked = np_sol(th.solve_grid(P, N, m, a, g, chunk=th.cusps.CHUNK))
+    assert jax.tree.map(np.shape, chunked) == jax.tree.map(np.shape, grid)
+    assert scaled_err(chunked.dtheta1, grid.dtheta1) <= 1e-7 and scaled_err(chunked.dtheta2, grid.dtheta2) <= 1e-7
+    np.testing.assert_array_equal(chunked.direction_changed, grid.direction_changed)
     th1s = B1 / (1 - gammas)
     np.testing.assert_allclose(grid.fixed_point[0, 0, 0, :, 0], th1s, rtol=1e-15)
     np.testing.assert_allclose(grid.fixed_point[0, 0, 0, :, 1], (B2 + gammas * V * th1s) / (1 - gammas), rtol=1e-15)
@@ -424,3 +429,108 @@ def test_analytic_bad_input_raises():
         th.fixed_slope_solution(1.0, 5, float("nan"), 1.0)
     with pytest.raises(ValueError, match="batch_size"):
         th.second_order_coefficients(100, 0, 1e-3)
+
+
+# --------------------------------------------------------------------------- cusps of M(N)
+
+GRID30 = np.arange(10.0, 1001.0, 30.0)  # the default reproduction's N grid
+
+
+@pytest.fixture(scope="module", params=[None, 2.0], ids=["ER", "pER"])
+def cusps_16_20(request):
+    """memory_cusps for m = 16, 18, 20 (α = 1e-3, γ = 0) on the step-30 grid, and a brute-force
+    scan of Δθ(T) over every integer N in [10, 1000] (one batched solve; pER, 6x dearer per
+    solve, scans m = 18 only)."""
+    pe = request.param
+    ms = np.array([16, 18, 20])
+    found = th.memory_cusps(ms, 1e-3, 0.0, pe, memory_sizes=GRID30)
+    scanned = [0, 1, 2] if pe is None else [1]
+    fine = np.arange(10.0, 1001.0)
+    scan = th.final_dtheta(fine[None, :], ms[scanned, None], 1e-3, 0.0, pe)  # [len(scanned), 991, 2]
+    return pe, ms, found, scanned, fine, scan
+
+
+def test_cusp_refined_minimum_beats_the_grid(cusps_16_20):
+    pe, ms, found = cusps_16_20[:3]
+    for m, c in zip(ms, found):
+        # On the step-30 grid the optimum of m = 16..20 sits at N_max ...
+        assert c.grid_best_memory == 1000, m
+        # ... but M(N) has a cusp near N ≈ 290–306 where Δθ(T) changes sign, far below it.
+        assert 280 < c.best_memory < 310, (m, c.best_memory)
+        assert c.best_metric < 1e-7 < 1e-2 * c.grid_best_metric, (m, c.best_metric, c.grid_best_metric)
+        j = int(np.argmin(np.abs(c.cusp_memory - c.best_memory)))
+        assert c.cusp_memory[j] == c.best_memory
+        # At the cusp the component that changes sign is ~0, and so is M.
+        assert abs(c.cusp_dtheta[j, c.cusp_component[j]]) < 1e-8
+        assert c.cusp_metric[j] == pytest.approx(np.abs(c.cusp_dtheta[j]).sum(), rel=1e-12)
+        # The merged curve holds the dip; the grid values are untouched.
+        N, M = c.curve()
+        assert np.all(np.diff(N) >= 0) and N.size == GRID30.size + c.cusp_memory.size
+        assert M.min() == c.best_metric
+        np.testing.assert_array_equal(c.grid_metric, np.abs(c.grid_dtheta).sum(-1))
+    if pe is None:  # ER: the cusp's N grows with m (Fig. 2d's ridge of stars)
+        assert found[0].best_memory < found[1].best_memory < found[2].best_memory
+
+
+def test_cusps_match_a_brute_force_scan(cusps_16_20):
+    pe, ms, found, scanned, fine, scan = cusps_16_20
+    for k, j in enumerate(scanned):
+        m, c = ms[j], found[j]
+        # Every sign change of a component between neighbouring integers (above solver noise) ...
+        brute = []
+        for comp in range(2):
+            v = scan[k, :, comp]
+            idx = np.nonzero((np.sign(v[:-1]) * np.sign(v[1:]) < 0)
+                             & (np.maximum(np.abs(v[:-1]), np.abs(v[1:])) >= 1e-9))[0]
+            brute += [(float(fine[i]), comp) for i in idx]
+        # ... is a located cusp of that component, within 1 in N (in [n, n + 1]), and there are no others.
+        assert len(brute) == c.cusp_memory.size, (m, brute, c.cusp_memory)
+        for comp in range(2):
+            xs = np.sort(c.cusp_memory[c.cusp_component == comp])
+            ns = sorted(n for n, cc in brute if cc == comp)
+            assert len(xs) == len(ns) and all(n <= x <= n + 1 for n, x in zip(ns, xs)), (m, comp, ns, xs)
+        # The brute-force optimum over integer N is next to the refined one, and not below it.
+        M_scan = np.abs(scan[k]).sum(-1)
+        assert abs(fine[np.argmin(M_scan)] - c.best_memory) <= 1
+        assert M_scan.min() >= c.best_metric
+        assert M_scan[np.nonzero(np.isin(fine, GRID30))[0]].min() == pytest.approx(c.grid_best_metric, rel=1e-6)
+
+
+def test_final_dtheta_agrees_with_solve():
+    for pe in (None, 2.0):
+        one = np_sol(th.solve(P, 300, 18, 1e-3, priority_exponent=pe))
+        d = th.final_dtheta(np.array([300.0, 300.5]), 18, 1e-3, 0.0, pe)
+        np.testing.assert_allclose(d[0], [one.dtheta1[-1], one.dtheta2[-1]], rtol=1e-6, atol=1e-12)
+        assert not np.allclose(d[1], d[0], rtol=1e-6)  # a non-integer N is used as given
+
+
+def test_memory_cusps_with_given_grid_and_chunked_grid():
+    ms = np.array([5, 18])
+    N, m = np.meshgrid(GRID30, ms)  # [2, 34]
+    grid = np_sol(th.solve_grid(P, N, m, 1e-3, chunk=th.cusps.CHUNK))
+    assert grid.dtheta1.shape == (2, GRID30.size, T.size)
+    gd = np.stack([grid.dtheta1[..., -1], grid.dtheta2[..., -1]], axis=-1)
+    given = th.memory_cusps(ms, 1e-3, memory_sizes=GRID30, grid_dtheta=gd)
+    solved = th.memory_cusps(ms, 1e-3, memory_sizes=GRID30)
+    for a, b in zip(given, solved):
+        np.testing.assert_allclose(a.cusp_memory, b.cusp_memory, rtol=0, atol=1e-2)
+        np.testing.assert_array_equal(a.cusp_component, b.cusp_component)
+        assert a.best_memory == pytest.approx(b.best_memory, abs=1e-2)
+    # m = 5: the optimum N ≈ 95 (grid: 100) is a cusp too; M drops by > 1e4.
+    assert 90 < given[0].best_memory < 100 and given[0].grid_best_memory == 100
+    assert given[0].best_metric < 1e-4 * given[0].grid_best_metric
+    scalar = th.memory_cusps(18, 1e-3, memory_sizes=GRID30, grid_dtheta=gd[1])
+    assert isinstance(scalar, th.MemoryCusps) and scalar.best_memory == given[1].best_memory
+
+
+def test_memory_cusps_bad_input_raises():
+    with pytest.raises(ValueError, match="memory_sizes"):
+        th.memory_cusps(18, memory_sizes=np.array([100.0, 50.0]))
+    with pytest.raises(ValueError, match="memory_sizes"):
+        th.memory_cusps(18, memory_sizes=np.array([0.5, 50.0]))
+    with pytest.raises(ValueError, match="batch_size"):
+        th.memory_cusps(0, memory_sizes=GRID30)
+    with pytest.raises(ValueError, match="grid_dtheta"):
+        th.memory_cusps(18, memory_sizes=GRID30, grid_dtheta=np.zeros((3, 2)))
+    with pytest.raises(ValueError, match="memory_size"):
+        th.final_dtheta(0.5, 18)

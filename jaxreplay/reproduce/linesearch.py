@@ -20,12 +20,24 @@ Modes (``mode=`` or ``full=True``):
 * ``"tiny"``: for tests only (a handful of grid points, 2/1 seeds).
 
 Cost structure: every distinct experiment ``Setup`` and every distinct shape of
-a theory solve is one XLA compile (5–10 s each on CPU), so all ER theory
-requests go through one :func:`jaxreplay.theory.solve_grid` call, all pER
-ones through another, and all ER experiments through one uniform ``Setup``
+a theory solve is one XLA compile (2–10 s each on CPU, tracing included), so all
+ER theory requests go through one :func:`jaxreplay.theory.solve_grid` call, all
+pER ones through another (each in fixed batches of
+:data:`jaxreplay.theory.cusps.CHUNK` configurations, the compile that the cusp
+refinement reuses), and all ER experiments through one uniform ``Setup``
 (``max_batch_size=50``, masking handles m < 50); pER and aER have one Setup each.
 The appendix's 1-D results use the closed forms of
 :mod:`jaxreplay.theory.analytic` (no compile).
+
+Cusps of M(N): where a component of Δθ(T) changes sign between two grid
+memory sizes, M(N) has a V-shaped dip (for m ≥ 5 both components vanish at
+nearly the same N ≈ 95–330, so M falls to ~1e-9 there) that an N grid steps
+over. :func:`jaxreplay.theory.memory_cusps` brackets those sign changes on the
+contour grid and refines them in continuous N (about ten batched solves each
+for ER and pER, no extra compile); the optimal N per m (Fig. 2d and
+the contour stars), Fig. 2c's curves and the monotonicity/boundary claims use
+the grid plus the cusps, and the boundary claims also state the grid-only
+boundary.
 
 Choices where the paper is silent (also listed in the report):
 
@@ -123,8 +135,8 @@ FIGURES = {
     "fig2a_er_learning_curves_N1000.png": "Fig. 2a variant: ER learning curves, N = 1000, m = 5, α = 0.01",
     "fig2b_per_learning_curves_N100.png": "Fig. 2b: pER learning curves, N = 100, m = 5, α = 0.01",
     "fig2b_per_learning_curves_N1000.png": "Fig. 2b variant: pER learning curves, N = 1000, m = 5, α = 0.01",
-    "fig2c_metric_vs_memory_size.png": "Fig. 2c (= appendix Fig. 2DMetricVsSize2): M vs N for m = 5, 10, 40, α = 1e-3 (theory lines, experiment markers)",
-    "fig2d_contour_er_gamma0.png": "Fig. 2d (= appendix Fig. 2D2D2): M over (N, m), ER, γ = 0, stars at the optimal N per m",
+    "fig2c_metric_vs_memory_size.png": "Fig. 2c (= appendix Fig. 2DMetricVsSize2): M vs N for m = 5, 10, 40, α = 1e-3 (theory lines through the grid and the cusps of M(N), experiment markers)",
+    "fig2d_contour_er_gamma0.png": "Fig. 2d (= appendix Fig. 2D2D2): M over (N, m), ER, γ = 0, stars at the optimal N per m (grid and cusps of M(N); hollow: less than 1e-4 below M(N_max))",
     "fig2e_er_vs_per_map.png": "Fig. 2e: where pER (red) or ER (blue) is better, white where |ΔM| < 1.5e-3 (theory; diamonds: experiment spot checks)",
     "fig2f_contour_er_gamma0.5.png": "Fig. 2f: M over (N, m), ER, γ = 0.5 (caption says 0.7: ERRATA 6)",
     "figA1a_exponent_k_fixed_intercept.png": "Appendix Fig. 1DLearning(a): k(t), fixed intercept, N = 1, 50, 500, 1000, m = 5, α = 2e-5",
@@ -337,9 +349,11 @@ def nonmonotone(metric: np.ndarray, tol: float = MONOTONE_TOL, strict: bool = Tr
     return (metric[-1] - np.nanmin(metric, axis=0)) > tol
 
 
-def monotone_threshold(batch_sizes: Sequence[float], metric: np.ndarray, tol: float = MONOTONE_TOL,
-                       strict: bool = True) -> dict:
-    """Where M(N) turns monotone (decreasing) in m. ``metric``: [nN, nm], N and m increasing.
+def monotone_threshold(batch_sizes: Sequence[float], metric: np.ndarray | Sequence[np.ndarray],
+                       tol: float = MONOTONE_TOL, strict: bool = True) -> dict:
+    """Where M(N) turns monotone (decreasing) in m. ``metric``: [nN, nm], N and m increasing,
+    or a list of nm curves M(N) of their own lengths (e.g. each m's grid with its cusps,
+    :meth:`jaxreplay.theory.MemoryCusps.curve`).
 
     Returns ``threshold`` (smallest m from which every larger m is monotone;
     NaN if the largest m is non-monotone), ``largest_nonmonotone`` (NaN if
@@ -347,7 +361,10 @@ def monotone_threshold(batch_sizes: Sequence[float], metric: np.ndarray, tol: fl
     below the threshold is non-monotone). ``strict``: see :func:`nonmonotone`.
     """
     m = np.asarray(batch_sizes, dtype=np.float64)
-    nm = nonmonotone(metric, tol, strict)
+    if isinstance(metric, (list, tuple)):
+        nm = np.array([bool(nonmonotone(np.asarray(c, dtype=np.float64), tol, strict)) for c in metric], dtype=bool)
+    else:
+        nm = nonmonotone(metric, tol, strict)
     if nm[-1]:
         threshold = math.nan
     else:
@@ -420,7 +437,7 @@ def _solve_theory(registry: _Registry, prioritized: bool, times: np.ndarray) -> 
     N, m, a, g = registry.columns()
     sol = theory.solve_grid(
         memory_size=N.astype(np.int64), batch_size=m.astype(np.int64), step_size=a, discount=g,
-        priority_exponent=PRIORITY_EXPONENT if prioritized else None, times=times,
+        priority_exponent=PRIORITY_EXPONENT if prioritized else None, times=times, chunk=theory.cusps.CHUNK,
     )
     return dict(
         dtheta=np.stack([np.asarray(sol.dtheta1), np.asarray(sol.dtheta2)], axis=-1),  # [C, S, 2]
@@ -501,7 +518,7 @@ def reproduce(out_dir: str | pathlib.Path, *, full: bool = False, seeds: int | N
     plan = make_plan(mode, seeds)
     out = pathlib.Path(out_dir)
     out.mkdir(parents=True, exist_ok=True)
-    stages = ["theory: ER grid + curves", "theory: pER grid + curves", "appendix closed forms",
+    stages = ["theory: ER grid + curves", "theory: pER grid + curves", "theory: cusps of M(N)", "appendix closed forms",
               "experiment: ER", "experiment: pER", "experiment: aER", "theory: ODE driven by aER N(t)",
               "claims, figures, CSV, report"]
     bar = tqdm(total=len(stages), desc="reproduce linesearch", disable=not progress, unit="stage")
@@ -568,8 +585,23 @@ def reproduce(out_dir: str | pathlib.Path, *, full: bool = False, seeds: int | N
     M_er5 = grid_metric(ter, th_er, GAMMA_NONZERO)
     M_per = grid_metric(tper, th_per, 0.0)
 
-    # ---------------- appendix: closed forms ----------------
+    # ---------------- theory: cusps of M(N) on the contour grids ----------------
     stage(stages[2])
+
+    def grid_final(reg, res, g):  # Δθ(T) on the grid, [nm, nN, 2]
+        return np.array([[res["dtheta"][reg[(N, m, ALPHA_GRID, g)], -1, :] for N in gridN] for m in gridm])
+
+    nm_grid = len(gridm)
+    cusps_er = theory.memory_cusps(
+        np.concatenate([gridm, gridm]), ALPHA_GRID, np.repeat([0.0, GAMMA_NONZERO], nm_grid), memory_sizes=gridN,
+        grid_dtheta=np.concatenate([grid_final(ter, th_er, 0.0), grid_final(ter, th_er, GAMMA_NONZERO)]))
+    cusps_er0, cusps_er5 = cusps_er[:nm_grid], cusps_er[nm_grid:]
+    cusps_per = theory.memory_cusps(gridm, ALPHA_GRID, 0.0, PRIORITY_EXPONENT, memory_sizes=gridN,
+                                    grid_dtheta=grid_final(tper, th_per, 0.0))
+    done(stages[2])
+
+    # ---------------- appendix: closed forms ----------------
+    stage(stages[3])
     t1d = np.linspace(0.0, 2000.0, 2001)
     k_curves = {N: np.asarray(theory.fixed_intercept_exponent(t1d, N, M_1D, ALPHA_1D)) for N in FIG1D_MEMORY}
     K_main = math.log(1.0 / TARGET_RATIO)
@@ -584,10 +616,10 @@ def reproduce(out_dir: str | pathlib.Path, *, full: bool = False, seeds: int | N
     slope_steps_5e5 = float(fixed_slope_steps(TARGET_RATIO, M_1D, 5e-5))
     t_pri = np.linspace(0.0, 2000.0, 20001)
     k_er1d, k_per1d = prioritized_exponent_1d(t_pri, 500, M_1D, ALPHA_1D)
-    done(stages[2])
+    done(stages[3])
 
     # ---------------- experiment: ER ----------------
-    stage(stages[3])
+    stage(stages[4])
     er_setup = ls.Setup(steps=T, max_capacity=1000, max_batch_size=50, sampler="uniform")
     eer = _Registry()
     for N in (100, 1000):
@@ -602,10 +634,10 @@ def reproduce(out_dir: str | pathlib.Path, *, full: bool = False, seeds: int | N
     for N, m in plan.per_spots:
         eer.add(N, m, ALPHA_GRID, 0.0)
     ex_er = _run_experiments(eer, er_setup, plan.er_seeds, plan.er_chunk, seed)
-    done(stages[3])
+    done(stages[4])
 
     # ---------------- experiment: pER ----------------
-    stage(stages[4])
+    stage(stages[5])
     per_setup = ls.Setup(steps=T, max_capacity=1000, max_batch_size=10, sampler="prioritized")
     eper = _Registry()
     for N in (100, 1000):
@@ -616,29 +648,29 @@ def reproduce(out_dir: str | pathlib.Path, *, full: bool = False, seeds: int | N
         eper.add(N, m, ALPHA_GRID, 0.0)
     ex_per = _run_experiments(eper, per_setup, plan.per_seeds, plan.per_chunk, seed,
                               priority_exponent=np.float32(PRIORITY_EXPONENT))
-    done(stages[4])
+    done(stages[5])
 
     # ---------------- experiment: aER ----------------
-    stage(stages[5])
+    stage(stages[6])
     aer_setup = ls.Setup(steps=T, max_capacity=1000, max_batch_size=AER_M, sampler="adaptive", max_num_old=AER_NOLD)
     eaer = _Registry()
     eaer.add(AER_N0, AER_M, ALPHA_GRID, 0.0)
     ex_aer = _run_experiments(eaer, aer_setup, plan.aer_seeds, plan.er_chunk, seed,
                               adaptive_interval=np.int32(AER_K), adaptive_num_old=np.int32(AER_NOLD))
-    done(stages[5])
+    done(stages[6])
 
     # ---------------- theory: ODE driven by the mean N(t) ----------------
-    stage(stages[6])
+    stage(stages[7])
     aer_mem = ex_aer["memory_size"][0].astype(np.float64)  # [seeds, T]
     mean_N = aer_mem.mean(axis=0)
     sched = theory.MemorySizeSchedule(times=np.arange(1.0, T + 1.0), sizes=mean_N)
     sol_aer = theory.solve(memory_size=None, batch_size=AER_M, step_size=ALPHA_GRID, memory_size_fn=sched, times=times)
     th_aer = np.stack([np.asarray(sol_aer.dtheta1), np.asarray(sol_aer.dtheta2)], axis=-1)
     th_aer_M = float(sol_aer.metric)
-    done(stages[6])
+    done(stages[7])
 
     # ---------------- claims ----------------
-    stage(stages[7])
+    stage(stages[8])
     t_exp = np.arange(1, T + 1, dtype=np.float64)
 
     def ex_mean(res, reg, N, m, a, g=0.0):
@@ -652,15 +684,21 @@ def reproduce(out_dir: str | pathlib.Path, *, full: bool = False, seeds: int | N
     def claim(cid, text, paper, ours, agrees, source, **numbers):
         claims.append(dict(id=cid, claim=text, paper=paper, ours=ours, agrees=agrees, source=source, **numbers))
 
-    # Optimal N for m = 10
+    # Optimal N per m: the grid and the cusps of M(N) (theory.memory_cusps).
     j10 = int(np.nonzero(gridm == 10)[0][0])
-    optN_er0 = optimal_memory(gridN, M_er0)
-    optN_er5 = optimal_memory(gridN, M_er5)
-    optN_per = optimal_memory(gridN, M_per)
-    n10 = float(optN_er0[j10])
+    optN_er0 = np.array([c.best_memory for c in cusps_er0])
+    optN_er5 = np.array([c.best_memory for c in cusps_er5])
+    optN_per = np.array([c.best_memory for c in cusps_per])
+    steps = np.diff(gridN)
+    step = (f"step {steps[0]:g}" if steps.size and np.all(steps == steps[0])
+            else f"{len(gridN)} values")  # how the N grid is described in the claims
+    c10 = cusps_er0[j10]
+    n10 = float(c10.best_memory)
     claim("optimal_N_m10_theory", "Optimal memory size for m = 10 (ER, γ = 0, α = 1e-3)", "≈ 250",
-          f"N* = {n10:g} (grid step {int(gridN[1] - gridN[0]) if len(gridN) > 1 else 0}), M = {M_er0[:, j10].min():.4g}",
-          _agree(200 <= n10 <= 300, 150 <= n10 <= 400), "theory", value=n10)
+          f"N* = {n10:.4g}, M = {c10.best_metric:.3g} "
+          + ("(a cusp: Δθ(T) changes sign there)" if n10 != c10.grid_best_memory else "(a grid point)")
+          + f"; grid alone (N {step}): N* = {c10.grid_best_memory:g}, M = {c10.grid_best_metric:.4g}",
+          _agree(200 <= n10 <= 300, 150 <= n10 <= 400), "theory", value=n10, grid_value=c10.grid_best_memory)
     spotN = np.asarray(plan.spot_memory_sizes)
     spot_M = {(g, m): np.array([ex_M(ex_er, eer, N, m, ALPHA_GRID, g) for N in spotN])
               for g in (0.0, GAMMA_NONZERO) for m in plan.spot_batch_sizes}
@@ -669,45 +707,73 @@ def reproduce(out_dir: str | pathlib.Path, *, full: bool = False, seeds: int | N
           f"N* = {n10e:g} among N = {list(map(int, spotN))} ({plan.er_seeds} seeds)",
           _agree(200 <= n10e <= 300, 100 < n10e < 1000), "experiment", value=n10e)
     j40 = int(np.nonzero(gridm == 40)[0][0])
-    dec40 = np.diff(M_er0[:, j40])
-    mono40 = not bool(nonmonotone(M_er0[:, j40], strict=False)[()])
+    c40 = cusps_er0[j40]
+    curve40 = c40.curve()[1]
+    dec40 = np.diff(curve40)
+    mono40 = not bool(nonmonotone(curve40, strict=False)[()])
     claim("monotone_m40_theory", "M decreases with N for m = 40 (ER, γ = 0, α = 1e-3)", "monotone decrease",
-          f"M(N_max) − min M = {M_er0[-1, j40] - M_er0[:, j40].min():.2g}; largest step-up {max(dec40.max(), 0):.2g}; "
-          f"N* = {optimal_memory(gridN, M_er0[:, j40]):g}",
+          f"M(N_max) − min M = {c40.grid_metric[-1] - c40.best_metric:.2g} (cusps of M(N) at N = "
+          + (", ".join(f"{x:.1f}" for x in np.unique(np.round(c40.cusp_memory, 1))) or "none")
+          + f" included); largest step-up {max(dec40.max(), 0):.2g}; N* = {c40.best_memory:.4g} "
+          f"(grid alone {c40.grid_best_memory:g})",
           _agree(mono40 and dec40.max() <= MONOTONE_TOL, mono40), "theory", value=float(mono40))
     e40 = spot_M[(0.0, 40)]
     mono40e = bool(np.all(np.diff(e40) <= MONOTONE_TOL))
     claim("monotone_m40_experiment", "M decreases with N for m = 40 (ER experiment, spot N grid)",
           "monotone decrease", "M = [" + ", ".join(f"{x:.3g}" for x in e40) + f"] at N = {list(map(int, spotN))}",
           _agree(mono40e, float(spotN[int(np.nanargmin(e40))]) == float(spotN[-1])), "experiment", value=float(mono40e))
-    def threshold_claim(cid, text, paper_m, metric, extra=""):
-        strict = monotone_threshold(gridm, metric, strict=True)
-        glob = monotone_threshold(gridm, metric, strict=False)
+
+    def thresholds(cusps):
+        """(strict, global) monotone thresholds with the cusps, then on the grid alone."""
+        curves = [c.curve()[1] for c in cusps]
+        grid = np.stack([c.grid_metric for c in cusps], axis=1)
+        return (monotone_threshold(gridm, curves, strict=True), monotone_threshold(gridm, curves, strict=False),
+                monotone_threshold(gridm, grid, strict=True), monotone_threshold(gridm, grid, strict=False))
+
+    def moved_txt(cusps, glob, glob_grid):
+        """The m whose optimum leaves N_max once the cusps are located, with the cusp N*."""
+        moved = [(m, c) for m, c in zip(gridm, cusps)
+                 if int(m) in glob["nonmonotone_m"] and int(m) not in glob_grid["nonmonotone_m"]]
+        if not moved:
+            return ""
+        return ("; the cusps move the optimum off N_max for "
+                + ", ".join(f"m = {int(m)} (N* = {c.best_memory:.1f}, M* = {c.best_metric:.1g} vs M(N_max) = "
+                            f"{c.grid_metric[-1]:.2g})" for m, c in moved))
+
+    def threshold_claim(cid, text, paper_m, cusps):
+        strict, glob, strict_g, glob_g = thresholds(cusps)
         ok_s = np.isfinite(strict["threshold"]) and abs(strict["threshold"] - paper_m) <= 5
         ok_g = np.isfinite(glob["threshold"]) and abs(glob["threshold"] - paper_m) <= 5
         near = np.isfinite(strict["threshold"]) and abs(strict["threshold"] - paper_m) <= 12
-        ours = (f"strictly decreasing (no rise > {MONOTONE_TOL:g} between grid neighbours) for all m ≥ "
-                f"{_fmt(strict['threshold'])}, non-monotone m: {strict['nonmonotone_m']}; "
-                f"optimum at N_max for all m ≥ {_fmt(glob['threshold'])}" + extra)
+        ours = (f"with the cusps of M(N) located (sign changes of Δθ(T), refined in continuous N): strictly decreasing "
+                f"(no rise > {MONOTONE_TOL:g} between neighbours of grid + cusps) for all m ≥ {_fmt(strict['threshold'])}, "
+                f"non-monotone m: {strict['nonmonotone_m']}; optimum at N_max (within {MONOTONE_TOL:g}) for all m ≥ "
+                f"{_fmt(glob['threshold'])}{moved_txt(cusps, glob, glob_g)}. Grid alone (N {step}): strictly "
+                f"decreasing for m ≥ {_fmt(strict_g['threshold'])}, optimum at N_max for m ≥ {_fmt(glob_g['threshold'])}")
         claim(cid, text, f"boundary m ≈ {paper_m}", ours,
               _agree(ok_s and strict["all_below_nonmonotone"], ok_s or ok_g or near), "theory",
-              value=strict["threshold"], global_threshold=glob["threshold"])
-        return strict, glob
+              value=strict["threshold"], global_threshold=glob["threshold"],
+              grid_threshold=strict_g["threshold"], grid_global_threshold=glob_g["threshold"])
+        return strict, glob, strict_g, glob_g
 
-    thr_er, thr_er_g = threshold_claim(
-        "er_monotone_threshold", "ER: M(N) non-monotone for m < 20, monotone for m > 20 (γ = 0, α = 1e-3)", 20, M_er0)
-    thr_per, thr_per_g = threshold_claim(
-        "per_monotone_threshold", "pER: M(N) non-monotone for m < 15, monotone above (γ = 0, α = 1e-3)", 15, M_per)
-    strict5 = monotone_threshold(gridm, M_er5, strict=True)
-    glob5 = monotone_threshold(gridm, M_er5, strict=False)
+    thr_er, thr_er_g, thr_er_grid, thr_er_g_grid = threshold_claim(
+        "er_monotone_threshold", "ER: M(N) non-monotone for m < 20, monotone for m > 20 (γ = 0, α = 1e-3)", 20,
+        cusps_er0)
+    thr_per, thr_per_g, thr_per_grid, thr_per_g_grid = threshold_claim(
+        "per_monotone_threshold", "pER: M(N) non-monotone for m < 15, monotone above (γ = 0, α = 1e-3)", 15,
+        cusps_per)
+    strict5, glob5, strict5_grid, glob5_grid = thresholds(cusps_er5)
     thr_g5 = strict5
     claim("gamma05_nonmonotone", "γ = 0.5: qualitatively like γ = 0 (non-monotone at small m, monotone at large m)",
           "similar to γ = 0",
-          f"strictly decreasing for all m ≥ {_fmt(strict5['threshold'])}, non-monotone m: {strict5['nonmonotone_m']}; "
-          f"optimum at N_max for all m ≥ {_fmt(glob5['threshold'])}; N*(m = 10) = {optN_er5[j10]:g}",
+          f"with the cusps of M(N): strictly decreasing for all m ≥ {_fmt(strict5['threshold'])}, non-monotone m: "
+          f"{strict5['nonmonotone_m']}; optimum at N_max for all m ≥ {_fmt(glob5['threshold'])}; "
+          f"N*(m = 10) = {optN_er5[j10]:.4g}. Grid alone: strictly decreasing for m ≥ {_fmt(strict5_grid['threshold'])}, "
+          f"optimum at N_max for m ≥ {_fmt(glob5_grid['threshold'])}",
           _agree(len(strict5["nonmonotone_m"]) > 0 and np.isfinite(strict5["threshold"]),
                  len(strict5["nonmonotone_m"]) > 0), "theory", value=strict5["threshold"],
-          global_threshold=glob5["threshold"])
+          global_threshold=glob5["threshold"], grid_threshold=strict5_grid["threshold"],
+          grid_global_threshold=glob5_grid["threshold"])
     dM = M_er0 - M_per  # > 0: pER better
     worse = dM < -WHITE_THRESHOLD
     better = dM > WHITE_THRESHOLD
@@ -898,18 +964,25 @@ def reproduce(out_dir: str | pathlib.Path, *, full: bool = False, seeds: int | N
             times, th(ter, th_er, *key5)[0], t_exp, ex_mean(ex_er, eer, *key5),
             title=f"ER, γ = 0.5 (β = (0.1, 0.5) reward weights), N = {N}, m = 5, α = 0.01 ({plan.er_seeds} seeds)"))
     put("fig2c_metric_vs_memory_size.png", plots.metric_vs_memory(
-        gridN, {f"m = {m}": M_er0[:, int(np.nonzero(gridm == m)[0][0])] for m in (5, 10, 40)},
+        gridN, {f"m = {m}": cusps_er0[int(np.nonzero(gridm == m)[0][0])].curve() for m in (5, 10, 40)},
         spotN, {f"m = {m}": spot_M[(0.0, m)] for m in (5, 10, 40)},
         title=f"Fig. 2c: M vs N, ER, α = 1e-3, γ = 0 ({plan.er_seeds} seeds)"))
+    def shallow(cusps):  # optimum less than MONOTONE_TOL below M(N_max): "monotone" in the claims
+        return np.array([c.grid_metric[-1] - c.best_metric <= MONOTONE_TOL for c in cusps])
+
+    shallow_label = f"optimal N, < {MONOTONE_TOL:g} below M(N_max)"
     put("fig2d_contour_er_gamma0.png", plots.metric_contour(
-        gridN, gridm, M_er0, optN_er0, title="Fig. 2d: M(N, m), ER, γ = 0, α = 1e-3 (theory)"))
+        gridN, gridm, M_er0, optN_er0, title="Fig. 2d: M(N, m), ER, γ = 0, α = 1e-3 (theory)",
+        shallow=shallow(cusps_er0), shallow_label=shallow_label))
     put("fig2f_contour_er_gamma0.5.png", plots.metric_contour(
-        gridN, gridm, M_er5, optN_er5, title="Fig. 2f: M(N, m), ER, γ = 0.5, α = 1e-3 (theory)"))
+        gridN, gridm, M_er5, optN_er5, title="Fig. 2f: M(N, m), ER, γ = 0.5, α = 1e-3 (theory)",
+        shallow=shallow(cusps_er5), shallow_label=shallow_label))
     put("fig2e_er_vs_per_map.png", plots.comparison_map(
         gridN, gridm, dM, WHITE_THRESHOLD, experiment_points=exp_points,
         title="Fig. 2e: pER (red) vs ER (blue), α = 1e-3, γ = 0"))
     put("figA4b_contour_per_gamma0.png", plots.metric_contour(
-        gridN, gridm, M_per, optN_per, title="M(N, m), pER (β = 2), γ = 0, α = 1e-3 (theory)"))
+        gridN, gridm, M_per, optN_per, title="M(N, m), pER (β = 2), γ = 0, α = 1e-3 (theory)",
+        shallow=shallow(cusps_per), shallow_label=shallow_label))
     put("figA4c_er_minus_per_contour.png", plots.difference_contour(
         gridN, gridm, dM, title=r"$M_{ER} - M_{pER}$, γ = 0, α = 1e-3 (theory)"))
     put("figA1a_exponent_k_fixed_intercept.png", plots.exponent_curves(
@@ -960,16 +1033,31 @@ def reproduce(out_dir: str | pathlib.Path, *, full: bool = False, seeds: int | N
     n_div = {name: int(res["diverged"].sum()) for name, res in (("ER", ex_er), ("pER", ex_per), ("aER", ex_aer))}
     n_changed = int(th_er["changed"].sum() + th_per["changed"].sum() + bool(sol_aer.direction_changed))
     runtime = time.perf_counter() - t_start
-    done(stages[7])
+    done(stages[8])
     bar.close()
     report_path = out / "report.md"
-    report_path.write_text(_report(plan, claims, figs, runtime, n_div, n_changed, len(rows), timings))
+    cusp_tables = {"ER, γ = 0": cusps_er0, "pER (β = 2), γ = 0": cusps_per, f"ER, γ = {GAMMA_NONZERO:g}": cusps_er5}
+    report_path.write_text(_report(plan, claims, figs, runtime, n_div, n_changed, len(rows), timings,
+                                   gridm, cusp_tables))
 
     numbers = {c["id"]: c.get("value", c.get("aer")) for c in claims}
     numbers.update(
         optimal_N_m10=n10, optimal_N_m10_experiment=n10e, er_threshold=thr_er["threshold"],
         per_threshold=thr_per["threshold"], gamma05_threshold=thr_g5["threshold"],
         er_threshold_global=thr_er_g["threshold"], per_threshold_global=thr_per_g["threshold"],
+        gamma05_threshold_global=glob5["threshold"],
+        er_threshold_grid=thr_er_grid["threshold"], per_threshold_grid=thr_per_grid["threshold"],
+        gamma05_threshold_grid=strict5_grid["threshold"], er_threshold_global_grid=thr_er_g_grid["threshold"],
+        per_threshold_global_grid=thr_per_g_grid["threshold"], gamma05_threshold_global_grid=glob5_grid["threshold"],
+        optimal_N_m10_grid=c10.grid_best_memory,
+        optimal_memory={name: [float(c.best_memory) for c in cs] for name, cs in
+                        (("ER", cusps_er0), ("pER", cusps_per), ("ER_gamma0.5", cusps_er5))},
+        optimal_memory_grid={name: [float(c.grid_best_memory) for c in cs] for name, cs in
+                             (("ER", cusps_er0), ("pER", cusps_per), ("ER_gamma0.5", cusps_er5))},
+        optimal_metric={name: [float(c.best_metric) for c in cs] for name, cs in
+                        (("ER", cusps_er0), ("pER", cusps_per), ("ER_gamma0.5", cusps_er5))},
+        optimal_metric_grid={name: [float(c.grid_best_metric) for c in cs] for name, cs in
+                             (("ER", cusps_er0), ("pER", cusps_per), ("ER_gamma0.5", cusps_er5))},
         fixed_slope_steps=slope_steps_2e5, fixed_intercept_best_steps=best_a5, fixed_intercept_best_N=best_N_a5,
         optimal_N_vs_K_drop=k_drop, max_error_er=max(v[0] for v in err_er.values()),
         max_error_per=max(v[0] for v in err_per.values()), max_error_gamma05=max(v[0] for v in err_g5.values()),
@@ -983,7 +1071,8 @@ def reproduce(out_dir: str | pathlib.Path, *, full: bool = False, seeds: int | N
                 stage_seconds=timings, plan=dataclasses.asdict(plan))
 
 
-def _report(plan: Plan, claims, figs, runtime, n_div, n_changed, n_rows, timings) -> str:
+def _report(plan: Plan, claims, figs, runtime, n_div, n_changed, n_rows, timings, batch_sizes=(),
+            cusp_tables=None) -> str:
     def cell(s):
         return str(s).replace("|", "\\|").replace("\n", " ")
 
@@ -1011,7 +1100,8 @@ def _report(plan: Plan, claims, figs, runtime, n_div, n_changed, n_rows, timings
         "- Appendix 1-D figures: m = 5, α = 2e-5 (Fig. 1DLearning's values) also for steps-to-K and optimal N vs K; "
         "the target Δθ/Δθ⁰ = 0.05 is K = ln 20 ≈ 3.00. Fixed-slope example: α = 2e-5 (ERRATA 2); "
         "fixed-intercept example: α = 5e-5.",
-        f"- Monotonicity: M(N) counts as non-monotone when M(N_max) − min_N M > {MONOTONE_TOL:g}; "
+        f"- Monotonicity: M(N) counts as non-monotone when M(N_max) − min_N M > {MONOTONE_TOL:g} "
+        "(min over the grid and the cusps of M(N), where a component of Δθ(T) changes sign, located in continuous N); "
         f"Fig. 2e white band |M_ER − M_pER| < {WHITE_THRESHOLD:g}.",
         "",
         "## Claims",
@@ -1032,6 +1122,16 @@ def _report(plan: Plan, claims, figs, runtime, n_div, n_changed, n_rows, timings
     for name, desc in FIGURES.items():
         if name in figs:
             lines.append(f"- `{name}`: {desc}")
+    for title, cusps in (cusp_tables or {}).items():
+        lines += ["", f"## Cusps of M(N): {title}, α = {ALPHA_GRID:g} (theory)", "",
+                  "Sign changes of Δθ1(T) / Δθ2(T) between grid neighbours, refined in continuous N "
+                  "(`jaxreplay.theory.memory_cusps`); the optimum is over the grid and these cusps.", "",
+                  "| m | cusps: N (component) | optimum N*, M* | grid alone N*, M* | M(N_max) |",
+                  "| --- | --- | --- | --- | --- |"]
+        for m, c in zip(batch_sizes, cusps):
+            where = ", ".join(f"{x:.1f} (Δθ{k + 1})" for x, k in zip(c.cusp_memory, c.cusp_component)) or "none"
+            lines.append(f"| {int(m)} | {where} | {c.best_memory:.5g}, {c.best_metric:.2g} | "
+                         f"{c.grid_best_memory:g}, {c.grid_best_metric:.2g} | {c.grid_metric[-1]:.2g} |")
     lines += ["", "## Stage timings (s)", ""]
     lines += [f"- {k}: {v:.1f}" for k, v in timings.items()]
     return "\n".join(lines) + "\n"

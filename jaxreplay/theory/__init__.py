@@ -3,6 +3,9 @@
 * :mod:`jaxreplay.theory.ode`: the replay ODE (ER and pER, γ ≥ 0, fixed or
   driven window, frozen weights) solved with diffrax in float64.
 * :mod:`jaxreplay.theory.analytic`: the appendix's closed forms, errata applied.
+* :mod:`jaxreplay.theory.cusps`: the cusps of M(N) (sign changes of a
+  component of Δθ(T) in a continuous memory size N) and the optimum of M
+  over N including them.
 
 No random keys anywhere. All computations run in float64 inside a scoped
 ``jax.enable_x64`` context; the global JAX configuration is left alone.
@@ -25,6 +28,7 @@ from jaxreplay.theory.analytic import (
     second_order_terms,
 )
 from jaxreplay.theory.ode import MemorySizeSchedule, ODESolution, solve, solve_grid, window_averages
+from jaxreplay.theory.cusps import MemoryCusps, final_dtheta, memory_cusps
 
 __all__ = [
     "REAL_WEIGHTS",
@@ -35,6 +39,9 @@ __all__ = [
     "solve",
     "solve_grid",
     "window_averages",
+    "MemoryCusps",
+    "final_dtheta",
+    "memory_cusps",
     "analytic",
     "b_coefficients",
     "first_stage_limit",

@@ -368,6 +368,29 @@ def _solve_grid_core(params, memory_size, batch_size, step_size, discount, prior
         params, memory_size, batch_size, step_size, discount, priority_exponent, times, schedule, learn)
 
 
+def _solve_flat(params, flat, times, schedule, learn, chunk, **static) -> ODESolution:
+    """:func:`_solve_grid_core` over the flat float64 hyperparameter columns ``flat`` (5 arrays [C]).
+
+    ``chunk=None`` (or traced columns): one call of size C (one compile per C).
+    ``chunk=k``: calls of exactly k configurations, the last padded with copies
+    of its final configuration, so every grid size shares one compile per
+    static configuration and save-time count; padding and slicing run in
+    NumPy (eager JAX ops would compile once per slice size). Call inside
+    ``jax.enable_x64``.
+    """
+    host = [_validation.concrete_value(x) for x in flat]
+    if chunk is None or any(h is None for h in host) or host[0].shape[0] == 0:
+        return _solve_grid_core(params, *flat, times, schedule, learn, **static)
+    n = host[0].shape[0]
+    parts = []
+    for start in range(0, n, chunk):
+        stop = min(start + chunk, n)
+        cols = [np.concatenate([h[start:stop], np.repeat(h[stop - 1:stop], chunk - (stop - start))]) for h in host]
+        out = _solve_grid_core(params, *map(f64, cols), times, schedule, learn, **static)
+        parts.append(jax.tree.map(lambda a, k=stop - start: np.asarray(a)[:k], out))
+    return jax.tree.map(lambda *a: f64(np.concatenate(a, axis=0)), *parts)
+
+
 @x64
 def solve_grid(
     params: TheoryParams = TheoryParams(),
@@ -385,6 +408,7 @@ def solve_grid(
     rtol: float = 1e-10,
     atol: float = 1e-13,
     max_steps: int = 200_000,
+    chunk: int | None = None,
 ) -> ODESolution:
     """:func:`solve` over a broadcast grid of hyperparameters, vmapped in one compilation.
 
@@ -393,18 +417,23 @@ def solve_grid(
     (e.g. build a grid with ``np.meshgrid``); ``params``, ``times`` and
     ``memory_size_fn`` are shared. Every field of the result gets the leading
     shape G: ``dtheta1`` is float64[*G, S], ``metric`` float64[*G], and so on.
-    Same arguments, checks and errors as :func:`solve`.
+    Same arguments, checks and errors as :func:`solve`, plus ``chunk``: None
+    solves the whole grid in one vmapped call (one compile per grid size);
+    an int solves it in calls of exactly ``chunk`` configurations (the last
+    padded), so grids of any size, and :func:`jaxreplay.theory.memory_cusps`
+    with the same ``chunk`` and save-time count, share one compile.
     """
     memory_size, priority_exponent, times, schedule, learn, kw = _prepare(
         params, memory_size, batch_size, step_size, discount, priority_exponent, times, horizon,
         memory_size_fn, frozen, real_weights)
     arrays = jnp.broadcast_arrays(
         f64(memory_size), f64(batch_size), f64(step_size), f64(discount), f64(priority_exponent))
+    if chunk is not None:
+        chunk = _validation.check_static_int("chunk", chunk, low=1)
     shape = arrays[0].shape
     flat = [a.reshape(-1) for a in arrays]
     if schedule is not None:
         schedule = MemorySizeSchedule(f64(schedule.times), f64(schedule.sizes))
-    out = _solve_grid_core(TheoryParams(*map(f64, params)), *flat, f64(times), schedule, f64(learn),
-                           real_weights=real_weights,
-                           rtol=rtol, atol=atol, max_steps=max_steps, **kw)
+    out = _solve_flat(TheoryParams(*map(f64, params)), flat, f64(times), schedule, f64(learn), chunk,
+                      real_weights=real_weights, rtol=rtol, atol=atol, max_steps=max_steps, **kw)
     return jax.tree.map(lambda a: a.reshape(shape + a.shape[1:]), out)

@@ -1,0 +1,282 @@
+"""Cusps of the final metric M(N) = |Δθ1(T; N)| + |Δθ2(T; N)| over the memory size N.
+
+Where a component of Δθ(T) changes sign as N varies, M(N) has a V-shaped
+cusp (a sharp local minimum) that a coarse N grid steps over: the minimum of
+M over the grid can then be far above the minimum over N. For 16 ≤ m ≤ 20
+(ER, γ = 0, α = 1e-3) such a cusp near N ≈ 290 decides where the optimal
+memory size is, and with it the paper's "monotone for m > 20" boundary.
+
+:func:`memory_cusps` brackets every sign change of Δθ1(T) and Δθ2(T) between
+neighbours of an N grid and refines it by the Illinois variant of regula
+falsi on the ODE solution as a function of a **continuous** N (the window
+n(t) = min(t, N) is continuous in N, and Δθ(T; N) is smooth in N below T),
+then returns the cusps and the minimum of M over the grid and the cusps.
+
+Cost: one XLA compile per static configuration (ER or pER) of a fixed-size
+batched solve (``chunk`` configurations, 1001 save times: the compile that
+:func:`jaxreplay.theory.solve_grid` with the same ``chunk`` uses, so a caller
+that solved its grid that way pays no second compile); every root-finding
+iteration is one call per ``chunk`` open brackets, about ten iterations
+(~20 ms per call for ER, ~0.1 s for pER on a CPU).
+
+No random keys. Float64 inside a scoped ``jax.enable_x64`` context.
+"""
+
+from __future__ import annotations
+
+from typing import Any, NamedTuple
+
+import numpy as np
+
+from jaxreplay import _validation
+from jaxreplay.theory._common import (
+    TheoryParams,
+    check_hyper,
+    check_params,
+    check_real_weights,
+    f64,
+    x64,
+)
+
+__all__ = ["CHUNK", "MemoryCusps", "memory_cusps", "final_dtheta"]
+
+CHUNK = 64  # configurations per compiled batched solve (fixed: one compile per ER/pER)
+_SAVE_POINTS = 1001  # save times of the batched solve (solve's default grid)
+
+
+class MemoryCusps(NamedTuple):
+    """The cusps of M(N) for one configuration (m, α, γ, ER or pER) and the refined optimum.
+
+    Attributes:
+        memory_sizes: float64[nN], the bracketing grid of N.
+        grid_dtheta: float64[nN, 2], Δθ(T) on the grid.
+        grid_metric: float64[nN], M on the grid.
+        cusp_memory: float64[c], the N (continuous) where a component of
+            Δθ(T) changes sign, increasing; c may be 0.
+        cusp_component: int64[c], which component vanishes there (0: Δθ1, 1: Δθ2).
+        cusp_dtheta: float64[c, 2], Δθ(T) at the cusps (the vanishing
+            component is ~0, to the root tolerance).
+        cusp_metric: float64[c], M at the cusps.
+        grid_best_memory, grid_best_metric: the optimum over the grid alone.
+        best_memory, best_metric: the optimum over the grid and the cusps
+            (``best_metric`` ≤ ``grid_best_metric``; equal when no cusp is lower).
+    """
+
+    memory_sizes: np.ndarray
+    grid_dtheta: np.ndarray
+    grid_metric: np.ndarray
+    cusp_memory: np.ndarray
+    cusp_component: np.ndarray
+    cusp_dtheta: np.ndarray
+    cusp_metric: np.ndarray
+    grid_best_memory: float
+    grid_best_metric: float
+    best_memory: float
+    best_metric: float
+
+    def curve(self) -> tuple[np.ndarray, np.ndarray]:
+        """(N, M) over the grid and the cusps merged, N increasing: M(N) with its dips resolved."""
+        N = np.concatenate([self.memory_sizes, self.cusp_memory])
+        M = np.concatenate([self.grid_metric, self.cusp_metric])
+        order = np.argsort(N, kind="stable")
+        return N[order], M[order]
+
+
+def _check_common(params, batch_size, step_size, discount, priority_exponent, horizon, real_weights):
+    check_params(params)
+    check_hyper(None, batch_size, step_size, discount, priority_exponent)
+    check_real_weights(real_weights)
+    _validation.check_float("horizon", horizon, low=0.0)
+    if not float(horizon) > 0:
+        raise ValueError(f"horizon must be > 0, got {horizon!r}.")
+
+
+@x64
+def _final_core(params, N, m, a, g, beta, horizon, prioritized, real_weights, rtol, atol, max_steps, chunk):
+    from jaxreplay.theory import ode
+
+    # The save grid of solve's default times: the compiled batched solve is the one
+    # solve_grid(..., chunk=chunk) uses at 1001 save times (no second compile).
+    times = f64(np.linspace(0.0, float(horizon), _SAVE_POINTS))
+    sol = ode._solve_flat(TheoryParams(*map(f64, params)), [f64(x) for x in (N, m, a, g, beta)], times, None,
+                          f64(np.ones(2)), chunk, prioritized=prioritized, real_weights=real_weights, rtol=rtol,
+                          atol=atol, max_steps=max_steps, size_fn=None, kind="fixed")
+    return np.stack([np.asarray(sol.dtheta1)[:, -1], np.asarray(sol.dtheta2)[:, -1]], axis=-1)
+
+
+def final_dtheta(
+    memory_size: Any,
+    batch_size: Any = 5,
+    step_size: Any = 1e-3,
+    discount: Any = 0.0,
+    priority_exponent: float | None = None,
+    *,
+    params: TheoryParams = TheoryParams(),
+    horizon: float = 1000.0,
+    real_weights: str = "reward",
+    rtol: float = 1e-10,
+    atol: float = 1e-13,
+    max_steps: int = 200_000,
+    chunk: int = CHUNK,
+) -> np.ndarray:
+    """Δθ(T) of the replay ODE for a **continuous** memory size N (ER or pER), broadcast over the arguments.
+
+    Same model and solver as :func:`jaxreplay.theory.solve` at its default
+    save times, but ``memory_size`` may be any real N ≥ 1 (the window
+    n(t) = min(t, N) is continuous in N). Returns float64[*G, 2] (Δθ1, Δθ2)
+    for the broadcast shape G; the solves run in fixed batches of ``chunk``
+    (one compile per ER/pER, reused by every call).
+    """
+    _check_common(params, batch_size, step_size, discount, priority_exponent, horizon, real_weights)
+    _validation.check_float("memory_size", memory_size, low=1.0)
+    chunk = _validation.check_static_int("chunk", chunk, low=1)
+    arrays = np.broadcast_arrays(*(np.asarray(x, dtype=np.float64) for x in (
+        memory_size, batch_size, step_size, discount, 0.0 if priority_exponent is None else priority_exponent)))
+    shape = arrays[0].shape
+    flat = [x.reshape(-1) for x in arrays]
+    if flat[0].size == 0:
+        return np.zeros(shape + (2,))
+    out = _final_core(params, *flat, horizon, priority_exponent is not None, real_weights, rtol, atol,
+                      max_steps, chunk)
+    return out.reshape(shape + (2,))
+
+
+def memory_cusps(
+    batch_size: Any,
+    step_size: Any = 1e-3,
+    discount: Any = 0.0,
+    priority_exponent: float | None = None,
+    *,
+    memory_sizes: Any,
+    grid_dtheta: Any = None,
+    params: TheoryParams = TheoryParams(),
+    horizon: float = 1000.0,
+    real_weights: str = "reward",
+    xtol: float = 1e-3,
+    ftol: float = 1e-10,
+    noise_floor: float = 1e-9,
+    max_iterations: int = 100,
+    rtol: float = 1e-10,
+    atol: float = 1e-13,
+    max_steps: int = 200_000,
+    chunk: int = CHUNK,
+) -> MemoryCusps | list[MemoryCusps]:
+    """Locate the cusps of M(N) on [N_min, N_max] and the minimum of M including them.
+
+    For each configuration (``batch_size``, ``step_size``, ``discount``
+    broadcast together; ``priority_exponent`` None for ER, β for pER) every
+    sign change of Δθ1(T; N) or Δθ2(T; N) between neighbours of
+    ``memory_sizes`` is refined to a root in continuous N (Illinois regula
+    falsi, all brackets of all configurations in lockstep, until the bracket
+    is narrower than ``xtol`` in N or the component is below ``ftol``). Two sign
+    changes of one component inside one grid cell (no net change) are not
+    seen: use a grid finer than the distance between such roots; a component
+    exactly 0 on a grid point is not listed as a cusp (M there is on the grid).
+
+    Args:
+        batch_size, step_size, discount: m, α, γ (scalars or arrays
+            broadcasting to a shape K; 0- or 1-D).
+        priority_exponent: None (ER) or β ≥ 0 (pER, P ∝ |δ|^β).
+        memory_sizes: float[nN], the bracketing grid, strictly increasing, ≥ 1.
+        grid_dtheta: optional float[*K, nN, 2], Δθ(T) already solved on the grid
+            (e.g. by :func:`jaxreplay.theory.solve_grid`); solved here if None.
+        params, horizon (T), real_weights, rtol, atol, max_steps: as in
+            :func:`jaxreplay.theory.solve`.
+        xtol, ftol: a root is accepted when its bracket is narrower than
+            ``xtol`` in N or the component is below ``ftol`` in magnitude
+            (about the solver's accuracy at the default rtol/atol).
+        noise_floor: sign changes where the component is below this on both
+            grid neighbours are ignored (at the default ODE tolerances a
+            component of ~1e-10 is solver noise; its "cusps" change M by less).
+        max_iterations: cap on the refinement iterations.
+        chunk: lanes of the compiled batched solve.
+
+    Returns:
+        One :class:`MemoryCusps` if the hyperparameters are all scalars, else
+        a list of them in the flattened order of K.
+    """
+    _check_common(params, batch_size, step_size, discount, priority_exponent, horizon, real_weights)
+    grid = np.asarray(memory_sizes, dtype=np.float64)
+    if grid.ndim != 1 or grid.size < 2 or not np.all(np.diff(grid) > 0):
+        raise ValueError("memory_sizes must be a strictly increasing 1-D array of at least 2 values.")
+    _validation.check_float("memory_sizes", grid, low=1.0)
+    _validation.check_float("xtol", xtol, low=0.0)
+    _validation.check_float("ftol", ftol, low=0.0)
+    _validation.check_float("noise_floor", noise_floor, low=0.0)
+    max_iterations = _validation.check_static_int("max_iterations", max_iterations, low=1)
+    hyper = np.broadcast_arrays(*(np.asarray(x, dtype=np.float64) for x in (batch_size, step_size, discount)))
+    scalar = hyper[0].ndim == 0
+    if hyper[0].ndim > 1:
+        raise ValueError(f"batch_size, step_size and discount must broadcast to 0-D or 1-D, got {hyper[0].shape}.")
+    m, a, g = (np.atleast_1d(x) for x in hyper)
+    K, nN = m.size, grid.size
+    solve_kw = dict(priority_exponent=priority_exponent, params=params, horizon=horizon, real_weights=real_weights,
+                    rtol=rtol, atol=atol, max_steps=max_steps, chunk=chunk)
+    if grid_dtheta is None:
+        gd = final_dtheta(grid[None, :], m[:, None], a[:, None], g[:, None], **solve_kw)
+    else:
+        want = ((nN, 2) if scalar else (K, nN, 2))
+        if np.shape(grid_dtheta) != want:
+            raise ValueError(f"grid_dtheta must have shape {want}, got {np.shape(grid_dtheta)}.")
+        _validation.check_float("grid_dtheta", grid_dtheta)
+        gd = np.asarray(grid_dtheta, dtype=np.float64).reshape(K, nN, 2)
+
+    # Brackets: (configuration, component, left grid index) with a strict sign change.
+    sign = np.sign(gd)  # [K, nN, 2]
+    big = np.maximum(np.abs(gd[:, :-1, :]), np.abs(gd[:, 1:, :])) >= noise_floor
+    kk, ii, cc = np.nonzero((sign[:, :-1, :] * sign[:, 1:, :] < 0) & big)
+    lo, hi = grid[ii].copy(), grid[ii + 1].copy()
+    flo, fhi = gd[kk, ii, cc].copy(), gd[kk, ii + 1, cc].copy()
+    dlo, dhi = gd[kk, ii].copy(), gd[kk, ii + 1].copy()  # both components at the bracket ends
+    open_ = np.ones(kk.size, bool)
+    side = np.zeros(kk.size, np.int8)  # last retained end: −1 lo, +1 hi (Illinois halving)
+    for _ in range(max_iterations):
+        idx = np.nonzero(open_)[0]
+        if idx.size == 0:
+            break
+        # Regula falsi point, kept inside the open bracket (bisection otherwise).
+        with np.errstate(divide="ignore", invalid="ignore"):
+            xr = (lo[idx] * fhi[idx] - hi[idx] * flo[idx]) / (fhi[idx] - flo[idx])
+        inside = np.isfinite(xr) & (xr > lo[idx]) & (xr < hi[idx])
+        xi = np.where(inside, xr, 0.5 * (lo[idx] + hi[idx]))
+        d = final_dtheta(xi, m[kk[idx]], a[kk[idx]], g[kk[idx]], **solve_kw)
+        f = d[np.arange(idx.size), cc[idx]]
+        left = np.sign(f) == np.sign(flo[idx])  # root in (x, hi): x replaces lo
+        zero = np.abs(f) <= ftol
+        # Illinois: when the same end is replaced twice in a row, halve the other end's value.
+        new_side = np.where(left, -1, 1).astype(np.int8)
+        same = side[idx] == new_side
+        fhi[idx] = np.where(left & same, 0.5 * fhi[idx], fhi[idx])
+        flo[idx] = np.where(~left & same, 0.5 * flo[idx], flo[idx])
+        lo[idx] = np.where(left, xi, lo[idx])
+        flo[idx] = np.where(left, f, flo[idx])
+        dlo[idx] = np.where(left[:, None], d, dlo[idx])
+        hi[idx] = np.where(left, hi[idx], xi)
+        fhi[idx] = np.where(left, fhi[idx], f)
+        dhi[idx] = np.where(left[:, None], dhi[idx], d)
+        side[idx] = new_side
+        open_[idx] = ~zero & (hi[idx] - lo[idx] > xtol)
+    # The root: the bracket end with the smaller |component| (halved Illinois values are not
+    # the function's: compare the stored solutions).
+    kb = np.arange(kk.size)
+    pick_lo = np.abs(dlo[kb, cc]) <= np.abs(dhi[kb, cc])
+    x = np.where(pick_lo, lo, hi)
+    dx = np.where(pick_lo[:, None], dlo, dhi)
+
+    results = []
+    grid_metric = np.abs(gd).sum(-1)  # [K, nN]
+    for k in range(K):
+        sel = np.nonzero(kk == k)[0]
+        sel = sel[np.lexsort((cc[sel], x[sel]))]
+        cN, cC, cD = x[sel], cc[sel].astype(np.int64), dx[sel].reshape(-1, 2)
+        cM = np.abs(cD).sum(-1)
+        Mg = grid_metric[k]
+        filled = np.where(np.isfinite(Mg), Mg, np.inf)
+        jg = int(np.argmin(filled))
+        best_N, best_M = float(grid[jg]), float(Mg[jg])
+        if cM.size and np.nanmin(cM) < best_M:
+            jc = int(np.nanargmin(cM))
+            best_N, best_M = float(cN[jc]), float(cM[jc])
+        results.append(MemoryCusps(grid.copy(), gd[k].copy(), Mg.copy(), cN, cC, cD, cM,
+                                   float(grid[jg]), float(Mg[jg]), best_N, best_M))
+    return results[0] if scalar else results
