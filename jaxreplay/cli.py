@@ -7,6 +7,7 @@ Subcommands:
     dqn         one DQN setting on a gymnax game, vmapped over seeds.
     sweep       run a sweep declared in a TOML file: ``sweep CONFIG.toml --out DIR``.
     reproduce   reproduce the paper: ``reproduce linesearch --out DIR [--full]``.
+    study       the DQN replay study: ``study dqn --env ENV --out DIR [--quick]``.
 """
 
 from __future__ import annotations
@@ -342,13 +343,26 @@ def _json_safe(value):
 
 def _run(sweep, out, **options):
     """``sweep.run``; its refusals for device memory, host memory or disk (MemoryError, raised with the
-    numbers before anything runs) become a ValueError: one line, exit status 2."""
+    numbers before anything runs) and a failed write (OSError, e.g. a full disk: it names the file) become a
+    ValueError: one line, exit status 2. Its warnings (a damaged chunk set aside, ...) print as one line each."""
+    import warnings
+
     from jaxreplay import sweep as sweep_lib
 
-    try:
-        return sweep_lib.run(sweep, out, **options)
-    except MemoryError as e:
-        raise ValueError(str(e)) from None
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always", sweep_lib.SweepWarning)
+        try:
+            return sweep_lib.run(sweep, out, **options)
+        except MemoryError as e:
+            raise ValueError(str(e)) from None
+        except OSError as e:
+            raise ValueError(f"cannot write {e.filename or out}: {e.strerror or e}.") from None
+        finally:
+            for warning in caught:
+                if issubclass(warning.category, sweep_lib.SweepWarning):
+                    print(f"jaxreplay: warning: {warning.message}", file=sys.stderr)
+                else:
+                    warnings.warn_explicit(warning.message, warning.category, warning.filename, warning.lineno)
 
 
 def _positive(name: str, value: int) -> None:
@@ -471,7 +485,42 @@ def build_parser() -> argparse.ArgumentParser:
                      help="also write the claims table into this file's <!-- claims:begin/end --> block")
     ral.add_argument("--quiet", action="store_true", help="no progress bars")
     ral.set_defaults(handler=_reproduce)
+    _add_study_parser(commands)
     return parser
+
+
+def _study(args: argparse.Namespace) -> int:
+    from jaxreplay.reproduce import study as study_lib
+
+    if args.seeds is not None:
+        _positive("seeds", args.seeds)
+    envs = study_lib.ENVS if args.env == "all" else (args.env,)
+    import pathlib
+
+    for env in envs:
+        out = pathlib.Path(args.out) / env if args.env == "all" else pathlib.Path(args.out)
+        result = study_lib.study(out, env, quick=args.quick, seeds=args.seeds, steps=args.steps,
+                                 progress=not args.quiet, optimizer_reading=args.optimizer_reading)
+        print(f"{env}: wrote {out / 'report.md'} and {out / 'study.json'} in {result['runtime_s']:.0f} s")
+        print("  " + result["verdict"]["summary"])
+    return 0
+
+
+def _add_study_parser(commands) -> None:
+    from jaxreplay.reproduce import study as study_lib  # no JAX import
+
+    st = commands.add_parser("study", help="the DQN replay study: response curves, aER from three starts, controls")
+    kinds = st.add_subparsers(dest="kind", metavar="KIND", required=True)
+    sd = kinds.add_parser("dqn", help="one game (or all) of the DQN replay study")
+    sd.add_argument("--env", required=True, choices=study_lib.ENVS + ("all",))
+    sd.add_argument("--out", required=True, help="output folder (rerun the same command to resume)")
+    sd.add_argument("--quick", action="store_true", help="CPU quick mode: shortened runs, fewer sizes and variants")
+    sd.add_argument("--seeds", type=int, default=None, help="seeds per setting (default 3 quick, 100 otherwise)")
+    sd.add_argument("--steps", type=int, default=None, help="cut every run to this many steps (smoke runs)")
+    sd.add_argument("--optimizer-reading", choices=("adam", "sgd"), default="adam",
+                    help="the main reading of the paper's step size (CartPole also runs the other)")
+    sd.add_argument("--quiet", action="store_true", help="no progress bar")
+    sd.set_defaults(handler=_study)
 
 
 def main(argv: list[str] | None = None) -> int:

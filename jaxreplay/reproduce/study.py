@@ -1,0 +1,637 @@
+"""A DQN replay study that can answer the paper's question: does aER find a good memory size?
+
+Entry point: :func:`study` (``jaxreplay study dqn --env ENV --out DIR [--quick]
+[--seeds S]``). Per game, every run goes through the sweep engine
+(:mod:`jaxreplay.sweep`, persisted under ``DIR/sweeps/``, so a rerun resumes)
+and every run of a game shares one compiled program: the study's setup has
+aER compiled in, and a fixed memory is the rule ``adaptive_rule = 0`` of the
+same program (:data:`jaxreplay.experiments.dqn.ADAPTIVE_RULES`). Runs with the
+same seed index share their random numbers across settings (the engine's
+common random numbers), so comparisons are *paired* by seed.
+
+Stages (each a sweep; later ones depend on earlier results):
+
+1. **Response curve**: static memories on a log grid from about 100 to the run
+   length (8 sizes; 5 with ``quick``), the memory-size response of the score.
+2. **aER** from three starts: the smallest size, the static optimum and the
+   largest (the grid's middle replaces an end that is the optimum), plus the
+   **random ±k walk** control from the same starts and the **sensitivity**
+   variants (one change at a time, from the smallest start): target-network
+   TD errors, independent draws, literal counts, k = 100 and 500, n_old
+   halved and doubled, the ε variant as a relative tolerance of 5%.
+3. **Fixed at aER's time-averaged size**, per start (the control for "aER
+   helps because it moves, not because of the size it sits at").
+4. CartPole only: the response curve and aER under the **other optimizer
+   reading** (Algorithm 1's per-transition SGD step vs Adam on the mean loss).
+
+Scores. ``auc``: the mean over segments of the mean training-episode return
+(the area under the learning curve, what the paper's figures compare);
+``final``: the greedy evaluation return at the end. Per setting: the IQM over
+seeds with a 95% percentile-bootstrap interval. Paired comparisons: the mean
+over seeds of the per-seed difference, with a bootstrap interval. The paper's
+statistic (share of aER seeds above the mean of every static run) is reported
+beside them with the static sizes that enter the average.
+
+Outputs in ``DIR``: ``report.md``, ``study.json`` (``response``, ``adaptive``,
+``controls``, ``sensitivity``, ``paper_share``, ``verdict``), ``runs.csv`` (one
+row per run), ``curves.csv`` (seed means per setting and segment), and the
+figures ``response.png`` (the response curve with aER's N(t) drawn under it on
+the same memory-size axis), ``learning_curves.png`` and ``memory_size.png``.
+"""
+
+from __future__ import annotations
+
+import csv
+import dataclasses
+import json
+import math
+import pathlib
+import time
+
+import numpy as np
+
+__all__ = ["ENVS", "StudyPlan", "make_plan", "study"]
+
+ENVS = ("CartPole-v1", "MountainCar-v0", "Acrobot-v1")
+DEFAULT_SEEDS = {"quick": 3, "full": 100}
+POINT_KEYS = ("memory_size", "adaptive_rule", "adaptive_num_old", "adaptive_interval", "adaptive_td_target",
+              "adaptive_paired", "adaptive_equal_counts", "adaptive_relative_tolerance")
+
+
+@dataclasses.dataclass(frozen=True)
+class StudyPlan:
+    """What a study of one game runs (from :func:`make_plan`).
+
+    Attributes:
+        env_id: the game.
+        quick: the CPU quick mode (shorter runs, fewer sizes and variants).
+        seeds: seeds per setting.
+        setup: the one static :class:`~jaxreplay.experiments.dqn.Setup` (aER compiled in).
+        common: hyperparameters every run shares.
+        sizes: the static memory sizes of the response curve (log grid).
+        sensitivity: names of the sensitivity variants run.
+        other_reading: the optimizer reading also run (CartPole), or ``None``.
+        reading: the main optimizer reading.
+        sensitivity_seeds: seeds per sensitivity variant (at most 30: each
+            variant is compared with default aER on the same seeds).
+    """
+
+    env_id: str
+    quick: bool
+    seeds: int
+    setup: object
+    common: dict
+    sizes: tuple
+    sensitivity: tuple
+    other_reading: str | None
+    reading: str
+    sensitivity_seeds: int
+
+
+SENSITIVITY = ("target TD errors", "independent draws", "literal counts", "k = 100", "k = 500",
+               "n_old halved", "n_old doubled", "relative ε = 5%")
+QUICK_SENSITIVITY = ("target TD errors", "independent draws", "k = 100")
+
+
+def _nice(x: float) -> int:
+    """``x`` rounded to two significant digits."""
+    digits = max(int(math.floor(math.log10(x))) - 1, 0)
+    return int(round(x / 10**digits) * 10**digits)
+
+
+def make_plan(env_id: str, *, quick: bool = False, seeds: int | None = None, steps: int | None = None,
+              optimizer_reading: str = "adam") -> StudyPlan:
+    """The study of ``env_id``: run length and settings from the paper (:func:`~jaxreplay.experiments.dqn.paper_setting`).
+
+    Args:
+        env_id: one of :data:`ENVS`.
+        quick: shorter runs (the paper's ``quick`` scaling), 5 sizes, 3 sensitivity variants.
+        seeds: seeds per setting (default 3 quick, 100 otherwise).
+        steps: cut every run to this many steps (tests); the size grid follows.
+        optimizer_reading: the main reading (``"adam"`` or ``"sgd"``).
+    """
+    from jaxreplay import _validation
+    from jaxreplay.experiments import dqn
+
+    if env_id not in ENVS:
+        raise ValueError(f"env must be one of {ENVS}, got {env_id!r}.")
+    seeds = _validation.check_static_int("seeds", DEFAULT_SEEDS["quick" if quick else "full"] if seeds is None
+                                         else seeds, low=1)
+    setup, hp = dqn.paper_setting(env_id, 100, adaptive=True, quick=quick, optimizer_reading=optimizer_reading)
+    if steps is not None:
+        setup = dqn.with_total_steps(setup, steps)
+    total = setup.total_steps
+    setup = dataclasses.replace(setup, max_capacity=total)
+    count = 5 if quick else 8
+    low = min(100, max(total // 20, 20))
+    sizes = tuple(sorted({min(_nice(x), total) for x in np.geomspace(low, total, count)}))
+    common = {k: v for k, v in hp._asdict().items() if k not in POINT_KEYS}
+    common["learning_starts"] = min(common["learning_starts"], total // 4)
+    other = None
+    if env_id == "CartPole-v1":
+        other = "sgd" if optimizer_reading == "adam" else "adam"
+    # An interval longer than a quarter of the run would check only a few times: left out.
+    sensitivity = tuple(v for v in (QUICK_SENSITIVITY if quick else SENSITIVITY)
+                        if not (v.startswith("k = ") and 4 * int(v[4:]) > total))
+    return StudyPlan(env_id=env_id, quick=quick, seeds=seeds, setup=setup, common=common, sizes=sizes,
+                     sensitivity=sensitivity, other_reading=other, sensitivity_seeds=min(seeds, 30),
+                     reading=optimizer_reading)
+
+
+def _point(size, rule, *, num_old=None, interval=20, td_target=0, paired=1, equal_counts=1, relative=0.0) -> dict:
+    return {"memory_size": int(size), "adaptive_rule": int(rule),
+            "adaptive_num_old": int(max(1, size // 2) if num_old is None else num_old),
+            "adaptive_interval": int(interval), "adaptive_td_target": int(td_target),
+            "adaptive_paired": int(paired), "adaptive_equal_counts": int(equal_counts),
+            "adaptive_relative_tolerance": float(relative)}
+
+
+def _variant(name: str, start: int) -> dict:
+    from jaxreplay.experiments.dqn import RULE_AER
+
+    changes = {
+        "target TD errors": dict(td_target=1), "independent draws": dict(paired=0),
+        "literal counts": dict(equal_counts=0), "k = 100": dict(interval=100), "k = 500": dict(interval=500),
+        "n_old halved": dict(num_old=max(1, start // 4)), "n_old doubled": dict(num_old=start),
+        "relative ε = 5%": dict(relative=0.05),
+    }[name]
+    return _point(start, RULE_AER, **changes)
+
+
+# ----------------------------------------------------------------------------
+# Running
+
+
+def _run_points_impl(plan: StudyPlan, out: pathlib.Path, label: str, points: list[dict], setup=None, progress=True,
+                     chunk_size=None):
+    from jaxreplay import sweep as sweep_lib
+
+    # Whole chunks only: the engine shrinks a chunk to the work left, and a program of
+    # another batch size may round differently (see study()'s chunk_size). Extra
+    # settings repeat the last one and are dropped from the results.
+    count = len(points)
+    per_chunk = max(chunk_size // plan.seeds, 1) if chunk_size else 1
+    points = list(points) + [points[-1]] * (-count % per_chunk)
+    sweep = sweep_lib.Sweep("dqn", seeds=plan.seeds, seed=0, setup=setup or plan.setup, fixed=plan.common,
+                            points=points)
+    directory = out / "sweeps" / f"{label}-{sweep.fingerprint()[:10]}"
+    return sweep_lib.run(sweep, directory, progress=progress, chunk_size=chunk_size).dataset.isel(config=slice(0, count))
+
+
+class _Runs:
+    """The per-run numbers of one sweep dataset (arrays ``[config, seed]``)."""
+
+    def __init__(self, ds):
+        from jaxreplay.reproduce.dqn import run_scores
+
+        self.ds = ds
+        self.auc = run_scores(ds)
+        final = ds.eval_return.values[..., -1] if "eval_return" in ds else ds.train_return.values[..., -1]
+        self.final = np.where(ds.diverged.values, np.nan, final.astype(np.float64))
+        self.mean_size = ds.capacity_mean.values.astype(np.float64).mean(-1)
+        self.final_size = ds.final_capacity.values.astype(np.float64)
+
+    def __getitem__(self, name):
+        return self.ds[name].values
+
+
+def _ci(values: np.ndarray, statistic: str = "iqm", seed: int = 0) -> dict:
+    import xarray as xr
+
+    from jaxreplay import results
+
+    values = np.asarray(values, np.float64)
+    if not np.isfinite(values).any():
+        return {"estimate": None, "low": None, "high": None}
+    ci = results.bootstrap_ci(xr.DataArray(values, dims=("seed",)), statistic, resamples=2000, seed=seed)
+    return {"estimate": float(ci.estimate), "low": float(ci.low), "high": float(ci.high)}
+
+
+def _paired(a: np.ndarray, b: np.ndarray) -> dict:
+    """Mean over seeds of ``a - b`` (same seed index: common random numbers) with a bootstrap CI."""
+    diff = np.asarray(a, np.float64) - np.asarray(b, np.float64)
+    out = _ci(diff[np.isfinite(diff)], "mean")
+    out["significant"] = out["low"] is not None and (out["low"] > 0 or out["high"] < 0)
+    return out
+
+
+def study(out_dir, env_id: str, *, quick: bool = False, seeds: int | None = None, steps: int | None = None,
+          progress: bool = True, optimizer_reading: str = "adam", chunk_size: int | None = None) -> dict:
+    """Run the study of ``env_id`` into ``out_dir`` (module docstring) and return ``study.json``'s content.
+
+    Args:
+        out_dir: output folder (created; a rerun resumes finished sweeps).
+        env_id: one of :data:`ENVS`.
+        quick: the CPU quick mode.
+        seeds: seeds per setting (default 3 quick, 100 otherwise).
+        steps: cut every run to this many environment steps (tests, smoke runs).
+        progress: progress bars on stderr.
+        optimizer_reading: the main optimizer reading (``"adam"`` or ``"sgd"``).
+        chunk_size: runs per compiled call in every stage (default on CPU:
+            four settings' worth, ``4 × seeds``; on an accelerator: as many as
+            fit, for throughput). One value for every stage compiles the
+            program once and runs every setting in identically shaped programs
+            (XLA's kernels may round differently at another batch size, and RL
+            amplifies one ulp into another trajectory); stages whose run count
+            is not a multiple of it are padded.
+    """
+    import functools
+
+    from jaxreplay.experiments.dqn import RULE_AER, RULE_FIXED, RULE_RANDOM
+
+    t0 = time.perf_counter()
+    plan = make_plan(env_id, quick=quick, seeds=seeds, steps=steps, optimizer_reading=optimizer_reading)
+    out = pathlib.Path(out_dir)
+    out.mkdir(parents=True, exist_ok=True)
+    import jax
+
+    if chunk_size is None and jax.default_backend() == "cpu":
+        chunk_size = 4 * plan.seeds
+    _run_points = functools.partial(_run_points_impl, chunk_size=chunk_size)  # noqa: N806
+
+    # 1. The response curve.
+    static = _Runs(_run_points(plan, out, "response", [_point(n, RULE_FIXED) for n in plan.sizes], progress=progress))
+    response = []
+    for i, n in enumerate(plan.sizes):
+        score, final = _ci(static.auc[i]), _ci(static.final[i])
+        response.append({"memory_size": int(n), "score_iqm": score["estimate"], "score_ci_low": score["low"],
+                         "score_ci_high": score["high"], "final_iqm": final["estimate"],
+                         "final_ci_low": final["low"], "final_ci_high": final["high"]})
+    iqms = np.array([r["score_iqm"] if r["score_iqm"] is not None else -np.inf for r in response])
+    best = int(np.argmax(iqms))
+    worst = int(np.argmin(np.where(np.isfinite(iqms), iqms, np.inf)))
+    starts = _starts(plan.sizes, best)
+
+    # 2. aER and the random walk from each start.
+    points = [_point(n, RULE_AER) for n in starts] + [_point(n, RULE_RANDOM) for n in starts]
+    second = _Runs(_run_points(plan, out, "adaptive", points, progress=progress))
+    aer_rows = list(range(len(starts)))
+    walk_rows = list(range(len(starts), 2 * len(starts)))
+    # The sensitivity variants from the smallest start, with default aER again (the same
+    # seeds as the variants, for the paired comparisons) in the first row.
+    sens_plan = dataclasses.replace(plan, seeds=plan.sensitivity_seeds)
+    sens = _Runs(_run_points(sens_plan, out, "sensitivity", [_point(starts[0], RULE_AER)]
+                             + [_variant(name, starts[0]) for name in plan.sensitivity], progress=progress,
+                             chunk_size=None if chunk_size is None else 4 * sens_plan.seeds))
+    sens_rows = list(range(1, len(plan.sensitivity) + 1))
+
+    # 3. Fixed memories at aER's time-averaged sizes.
+    mean_sizes = [int(min(max(round(np.nanmean(second.mean_size[r])), 1), plan.setup.max_capacity)) for r in aer_rows]
+    third = _Runs(_run_points(plan, out, "fixed-at-mean", [_point(n, RULE_FIXED) for n in mean_sizes],
+                              progress=progress))
+
+    def grow_fraction(runs, row):
+        checks = runs["adaptive_checks"][row].sum()
+        return float(runs["adaptive_grows"][row].sum() / checks) if checks else None
+
+    def diagnostics(runs, row):
+        straddle = runs["adaptive_straddle_checks"][row].sum()
+        checks = runs["adaptive_checks"][row].sum()
+        grows = runs["adaptive_grows"][row].sum()
+        s_grows = runs["adaptive_straddle_grows"][row].sum()
+        compared = runs["adaptive_compared"][row].sum()
+        return {"checks_mean": float(checks / runs["adaptive_checks"][row].size),
+                "straddle_grow_fraction": float(s_grows / straddle) if straddle else None,
+                "other_grow_fraction": float((grows - s_grows) / (checks - straddle)) if checks > straddle else None,
+                "noisy_fraction": float(runs["adaptive_noisy"][row].sum() / compared) if compared else None,
+                "change_mean": _nanmean(runs["adaptive_change_mean"][row]),
+                "noise_mean": _nanmean(runs["adaptive_noise_mean"][row])}
+
+    adaptive = []
+    static_all = static.auc.ravel()
+    from jaxreplay.reproduce.dqn import beats_static_average
+
+    paper_share = []
+    for j, (row, n0) in enumerate(zip(aer_rows, starts)):
+        score = _ci(second.auc[row])
+        start_index = plan.sizes.index(n0)
+        entry = {
+            "initial_size": int(n0), "final_size_mean": float(np.nanmean(second.final_size[row])),
+            "mean_size": float(np.nanmean(second.mean_size[row])), "grow_fraction": grow_fraction(second, row),
+            "score_iqm": score["estimate"], "score_ci_low": score["low"], "score_ci_high": score["high"],
+            "final_iqm": _ci(second.final[row])["estimate"],
+            "moves_toward_optimum": _toward(n0, float(np.nanmean(second.mean_size[row])), plan.sizes[best]),
+            "vs_best_static": _paired(second.auc[row], static.auc[best]),
+            "vs_start_static": _paired(second.auc[row], static.auc[start_index]),
+            "vs_random_walk": _paired(second.auc[row], second.auc[walk_rows[j]]),
+            "vs_fixed_at_mean": _paired(second.auc[row], third.auc[j]),
+            "diagnostics": diagnostics(second, row),
+        }
+        adaptive.append(entry)
+        share = beats_static_average(second.auc[row], static_all)
+        paper_share.append({"initial_size": int(n0), "static_sizes": [int(n) for n in plan.sizes], **share})
+
+    controls = []
+    for j, n0 in enumerate(starts):
+        walk, fixed = _ci(second.auc[walk_rows[j]]), _ci(third.auc[j])
+        controls.append({"initial_size": int(n0), "random_walk_final_size_mean": float(np.nanmean(second.final_size[walk_rows[j]])),
+                         "random_walk_grow_fraction": grow_fraction(second, walk_rows[j]),
+                         "random_walk_score_iqm": walk["estimate"], "random_walk_ci_low": walk["low"],
+                         "random_walk_ci_high": walk["high"], "fixed_at_mean_size": mean_sizes[j],
+                         "fixed_at_mean_score_iqm": fixed["estimate"], "fixed_at_mean_ci_low": fixed["low"],
+                         "fixed_at_mean_ci_high": fixed["high"]})
+
+    sensitivity = []
+    for name, row in zip(("default (aER)",) + plan.sensitivity, [0] + sens_rows):
+        score = _ci(sens.auc[row])
+        sensitivity.append({"variant": name, "initial_size": int(starts[0]), "seeds": sens_plan.seeds,
+                            "final_size_mean": float(np.nanmean(sens.final_size[row])),
+                            "grow_fraction": grow_fraction(sens, row), "score_iqm": score["estimate"],
+                            "score_ci_low": score["low"], "score_ci_high": score["high"],
+                            "vs_default": None if row == 0 else _paired(sens.auc[row], sens.auc[0]),
+                            "diagnostics": diagnostics(sens, row)})
+
+    # 4. The other optimizer reading (CartPole).
+    other = None
+    datasets = {"response": static.ds, "adaptive": second.ds, "sensitivity": sens.ds, "fixed-at-mean": third.ds}
+    if plan.other_reading is not None:
+        alt_setup = dataclasses.replace(plan.setup, optimizer=plan.other_reading,
+                                        batch_reduction="sum" if plan.other_reading == "sgd" else "mean")
+        alt = _Runs(_run_points(plan, out, f"reading-{plan.other_reading}",
+                                [_point(n, RULE_FIXED) for n in plan.sizes] + [_point(n, RULE_AER) for n in starts],
+                                setup=alt_setup, progress=progress))
+        datasets[f"reading-{plan.other_reading}"] = alt.ds
+        k = len(plan.sizes)
+        other = {"reading": plan.other_reading,
+                 "response": [{"memory_size": int(n), **_renamed(_ci(alt.auc[i]))} for i, n in enumerate(plan.sizes)],
+                 "adaptive": [{"initial_size": int(n0), "final_size_mean": float(np.nanmean(alt.final_size[k + j])),
+                               "grow_fraction": grow_fraction(alt, k + j), **_renamed(_ci(alt.auc[k + j]))}
+                              for j, n0 in enumerate(starts)]}
+
+    matters = _paired(static.auc[best], static.auc[worst])
+    verdict = _verdict(plan, response, best, worst, matters, adaptive, controls)
+    result = {
+        "env": env_id, "quick": quick, "seeds": plan.seeds, "total_steps": int(plan.setup.total_steps),
+        "steps_override": steps,
+        "optimizer_reading": plan.reading, "starts": [int(n) for n in starts],
+        "response": response, "best_static": int(plan.sizes[best]), "worst_static": int(plan.sizes[worst]),
+        "memory_size_effect": matters, "adaptive": adaptive, "controls": controls, "sensitivity": sensitivity,
+        "paper_share": paper_share, "other_reading": other, "verdict": verdict,
+        "settings": {"setup": _plain(dataclasses.asdict(plan.setup)), "common": _plain(plan.common)},
+    }
+    figures = _figures(out, plan, static, second, third, starts, aer_rows, walk_rows, best)
+    _write_csvs(out, plan, datasets)
+    result["runtime_s"] = time.perf_counter() - t0
+    result["figures"] = sorted(figures)
+    (out / "study.json").write_text(json.dumps(_plain(result), indent=1, allow_nan=False))
+    (out / "report.md").write_text(_report(result))
+    return result
+
+
+def _renamed(ci: dict) -> dict:
+    return {"score_iqm": ci["estimate"], "score_ci_low": ci["low"], "score_ci_high": ci["high"]}
+
+
+def _nanmean(values) -> float | None:
+    values = np.asarray(values, np.float64)
+    return float(np.nanmean(values)) if np.isfinite(values).any() else None
+
+
+def _plain(value):
+    """JSON-safe: NumPy scalars to Python, non-finite floats to ``None``."""
+    if isinstance(value, dict):
+        return {str(k): _plain(v) for k, v in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [_plain(v) for v in value]
+    if isinstance(value, (np.bool_, bool)):
+        return bool(value)
+    if isinstance(value, (np.integer, int)):
+        return int(value)
+    if isinstance(value, (np.floating, float)):
+        return float(value) if math.isfinite(value) else None
+    return value
+
+
+def _starts(sizes: tuple, best: int) -> list[int]:
+    """Below, near and above the static optimum: the smallest, the optimum and the largest size."""
+    chosen = [sizes[0], sizes[best], sizes[-1]]
+    if best in (0, len(sizes) - 1):  # the optimum is an end: add the middle
+        chosen.append(sizes[len(sizes) // 2])
+    return sorted(set(chosen))
+
+
+def _toward(start: float, mean_size: float, optimum: float) -> str:
+    """How aER's time-averaged size relates to the static optimum, compared with where it started (log scale)."""
+    before, after = abs(math.log(start / optimum)), abs(math.log(max(mean_size, 1.0) / optimum))
+    if before < math.log(1.5):
+        return "stays near" if after < math.log(2.0) else "moves away from"
+    if after < before - math.log(1.25):
+        return "moves toward"
+    return "moves away from" if after > before + math.log(1.25) else "moves little relative to"
+
+
+def _verdict(plan, response, best, worst, matters, adaptive, controls) -> dict:
+    sizes = plan.sizes
+    r = response
+    matter_text = (f"yes: the best static size {sizes[best]} beats the worst {sizes[worst]} by "
+                   f"{matters['estimate']:.3g} [{matters['low']:.3g}, {matters['high']:.3g}] (paired over seeds)"
+                   if matters["significant"] else
+                   f"not detectably: best {sizes[best]} vs worst {sizes[worst]} differ by "
+                   f"{_fmt(matters['estimate'])} [{_fmt(matters['low'])}, {_fmt(matters['high'])}], an interval "
+                   "that includes 0")
+    per_start = []
+    beats_controls = []
+    for a, c in zip(adaptive, controls):
+        vs_walk, vs_fixed, vs_best = a["vs_random_walk"], a["vs_fixed_at_mean"], a["vs_best_static"]
+        wins = [vs_walk["significant"] and vs_walk["estimate"] > 0, vs_fixed["significant"] and vs_fixed["estimate"] > 0]
+        beats_controls.append(all(wins))
+        per_start.append(
+            f"from {a['initial_size']}: mean size {a['mean_size']:.0f} (ends at {a['final_size_mean']:.0f}, grow share "
+            f"{_fmt(a['grow_fraction'], '.2f')}): {a['moves_toward_optimum']} the optimum; score "
+            f"{_fmt(a['score_iqm'])} vs best static {_fmt(r[best]['score_iqm'])} "
+            f"(paired {_fmt(vs_best['estimate'])} [{_fmt(vs_best['low'])}, {_fmt(vs_best['high'])}]); vs random walk "
+            f"{_fmt(vs_walk['estimate'])} [{_fmt(vs_walk['low'])}, {_fmt(vs_walk['high'])}]; vs fixed at its mean "
+            f"size {c['fixed_at_mean_size']}: {_fmt(vs_fixed['estimate'])} [{_fmt(vs_fixed['low'])}, "
+            f"{_fmt(vs_fixed['high'])}]")
+    toward = [a["moves_toward_optimum"] in ("moves toward", "stays near") for a in adaptive]
+    summary = (f"Memory size matters: {matter_text}. Static optimum: {sizes[best]}. aER moves toward it (or stays near "
+               f"it) from {sum(toward)} of {len(toward)} starts and beats both controls (random walk, fixed at its "
+               f"mean size) from {sum(beats_controls)} of {len(beats_controls)}.")
+    return {"memory_size_matters": bool(matters["significant"]), "static_optimum": int(sizes[best]),
+            "toward_optimum": toward, "beats_controls": beats_controls, "per_start": per_start, "summary": summary}
+
+
+def _fmt(x, spec: str = ".3g") -> str:
+    return "n/a" if x is None else format(x, spec)
+
+
+# ----------------------------------------------------------------------------
+# Figures, tables, report
+
+
+def _figures(out, plan, static, second, third, starts, aer_rows, walk_rows, best) -> list[str]:
+    from jaxreplay import plots
+
+    import matplotlib.pyplot as plt
+
+    names = []
+    fig, (top, bottom) = plt.subplots(2, 1, figsize=(7.5, 7.5), sharex=True, gridspec_kw={"height_ratios": [1, 1.2]})
+    sizes = np.array(plan.sizes, float)
+    est = np.array([_ci(static.auc[i])["estimate"] or np.nan for i in range(len(sizes))])
+    lo = np.array([_ci(static.auc[i])["low"] or np.nan for i in range(len(sizes))])
+    hi = np.array([_ci(static.auc[i])["high"] or np.nan for i in range(len(sizes))])
+    top.plot(sizes, est, "o-", color="k", label="static memory (IQM, 95% CI)")
+    top.fill_between(sizes, lo, hi, color="k", alpha=0.12)
+    colors = plt.rcParams["axes.prop_cycle"].by_key()["color"]
+    steps = second.ds.segment.values
+    for j, (row, n0) in enumerate(zip(aer_rows, starts)):
+        color = colors[j % len(colors)]
+        score = _ci(second.auc[row])
+        mean_size = float(np.nanmean(second.mean_size[row]))
+        top.errorbar([mean_size], [score["estimate"]], yerr=[[score["estimate"] - score["low"]],
+                     [score["high"] - score["estimate"]]], fmt="s", color=color, label=f"aER from {n0} (at its mean size)")
+        walk = _ci(second.auc[walk_rows[j]])
+        top.plot([float(np.nanmean(second.mean_size[walk_rows[j]]))], [walk["estimate"]], "x", color=color, ms=8)
+        fixed = _ci(third.auc[j])
+        top.plot([float(np.nanmean(third.mean_size[j]))], [fixed["estimate"]], "^", color=color, mfc="none", ms=8)
+        cap = second.ds.capacity.values[row].astype(float)
+        bottom.plot(cap.mean(0), steps, "-", color=color, label=f"aER from {n0}")
+        bottom.fill_betweenx(steps, np.percentile(cap, 10, 0), np.percentile(cap, 90, 0), color=color, alpha=0.15)
+        bottom.plot(second.ds.capacity.values[walk_rows[j]].astype(float).mean(0), steps, ":", color=color)
+    top.axvline(sizes[best], color="gray", ls="--", lw=1)
+    bottom.axvline(sizes[best], color="gray", ls="--", lw=1, label=f"static optimum {plan.sizes[best]}")
+    top.set_xscale("log")
+    top.set_ylabel("score: mean training return (AUC)")
+    top.set_title(f"{plan.env_id}: memory-size response (x: random walk, △: fixed at aER's mean size)")
+    top.legend(fontsize=7)
+    bottom.set_xlabel("memory size N")
+    bottom.set_ylabel("environment steps")
+    bottom.invert_yaxis()
+    bottom.set_title("aER's N(t) (mean, 10–90% of seeds; dotted: random walk)")
+    bottom.legend(fontsize=7)
+    fig.tight_layout()
+    plots.save(fig, out / "response.png")
+    names.append("response.png")
+
+    fig, ax = plots._figure(figsize=(7, 4.5))
+    for i, n in enumerate(plan.sizes):
+        if i in (0, best, len(plan.sizes) - 1):
+            ax.plot(steps, _seed_mean(static.ds.train_return.values[i]), "--", label=f"fixed {n}")
+    for j, (row, n0) in enumerate(zip(aer_rows, starts)):
+        ax.plot(steps, _seed_mean(second.ds.train_return.values[row]), "-", label=f"aER from {n0}")
+    ax.set_xlabel("environment steps")
+    ax.set_ylabel("training episode return (seed mean)")
+    ax.set_title(f"{plan.env_id}: learning curves")
+    ax.legend(fontsize=7)
+    plots.save(fig, out / "learning_curves.png")
+    names.append("learning_curves.png")
+
+    fig, ax = plots._figure(figsize=(7, 4.5))
+    for j, (row, n0) in enumerate(zip(aer_rows, starts)):
+        line, = ax.plot(steps, second.ds.capacity.values[row].astype(float).mean(0), label=f"aER from {n0}")
+        ax.plot(steps, second.ds.capacity.values[walk_rows[j]].astype(float).mean(0), ":", color=line.get_color(),
+                label=f"random walk from {n0}")
+    ax.axhline(plan.sizes[best], color="gray", ls="--", lw=1, label="static optimum")
+    ax.set_yscale("log")
+    ax.set_xlabel("environment steps")
+    ax.set_ylabel("memory size (seed mean)")
+    ax.set_title(f"{plan.env_id}: memory size over time")
+    ax.legend(fontsize=7)
+    plots.save(fig, out / "memory_size.png")
+    names.append("memory_size.png")
+    return names
+
+
+def _write_csvs(out, plan, datasets) -> None:
+    from jaxreplay.reproduce.dqn import run_scores
+
+    with open(out / "runs.csv", "w", newline="") as f_runs, open(out / "curves.csv", "w", newline="") as f_curves:
+        runs, curves = csv.writer(f_runs), csv.writer(f_curves)
+        runs.writerow(["env", "stage", *POINT_KEYS, "seed", "auc", "final_return", "mean_memory_size",
+                       "final_memory_size", "checks", "grows", "shrinks", "straddle_checks", "straddle_grows",
+                       "diverged"])
+        curves.writerow(["env", "stage", "memory_size", "adaptive_rule", "config", "step", "train_return_mean",
+                         "memory_size_mean"])
+        for stage, ds in datasets.items():
+            r = _Runs(ds)
+            auc = run_scores(ds)
+            for c in range(ds.sizes["config"]):
+                keys = [ds[k].values[c].item() if k in ds else "" for k in POINT_KEYS]
+                for s in range(ds.sizes["seed"]):
+                    runs.writerow([plan.env_id, stage, *keys, s, f"{auc[c, s]:.6g}", f"{r.final[c, s]:.6g}",
+                                   f"{r.mean_size[c, s]:.6g}", int(r.final_size[c, s]),
+                                   *(int(ds[n].values[c, s]) for n in ("adaptive_checks", "adaptive_grows",
+                                                                      "adaptive_shrinks", "adaptive_straddle_checks",
+                                                                      "adaptive_straddle_grows")),
+                                   bool(ds.diverged.values[c, s])])
+                ret = _seed_mean(ds.train_return.values[c])
+                cap = ds.capacity.values[c].astype(float).mean(0)
+                for step, a, b in zip(ds.segment.values, ret, cap):
+                    curves.writerow([plan.env_id, stage, keys[0], keys[1], c, int(step), f"{a:.6g}", f"{b:.6g}"])
+
+
+def _report(result: dict) -> str:
+    lines = [f"# DQN replay study: {result['env']}", ""]
+    mode = "quick mode (CPU; shortened runs, fewer sizes and variants)" if result["quick"] else "paper-length runs"
+    if result.get("steps_override"):
+        mode += f", cut to {result['steps_override']} steps (a smoke run)"
+    lines += [f"{result['seeds']} seeds per setting, {mode}: {result['total_steps']} environment steps per run; "
+              f"optimizer reading: {result['optimizer_reading']}; {result['runtime_s']:.0f} s.", "",
+              "## Verdict", "", result["verdict"]["summary"], ""]
+    lines += [f"- {line}" for line in result["verdict"]["per_start"]]
+    lines += ["", "Best and worst static sizes are chosen by their IQM and then compared on the same seeds, so the "
+              "effect is slightly favoured by the choice (8 sizes); an interval that includes 0 is a clear no."]
+    lines += ["", "## Memory-size response (static memories)", "",
+              "| memory size | score IQM | 95% CI | final greedy return IQM | 95% CI |", "| --- | --- | --- | --- | --- |"]
+    for r in result["response"]:
+        lines.append(f"| {r['memory_size']} | {_fmt(r['score_iqm'])} | [{_fmt(r['score_ci_low'])}, "
+                     f"{_fmt(r['score_ci_high'])}] | {_fmt(r['final_iqm'])} | [{_fmt(r['final_ci_low'])}, "
+                     f"{_fmt(r['final_ci_high'])}] |")
+    lines += ["", "## aER from each start, and its controls", "",
+              "| start | mean size | final size | grow share | score IQM [95% CI] | vs best static | vs start | "
+              "vs random walk | vs fixed at mean size |", "| --- | --- | --- | --- | --- | --- | --- | --- | --- |"]
+    for a in result["adaptive"]:
+        def p(d):
+            return f"{_fmt(d['estimate'])} [{_fmt(d['low'])}, {_fmt(d['high'])}]"
+        lines.append(f"| {a['initial_size']} | {a['mean_size']:.0f} | {a['final_size_mean']:.0f} | "
+                     f"{_fmt(a['grow_fraction'], '.2f')} | {_fmt(a['score_iqm'])} [{_fmt(a['score_ci_low'])}, "
+                     f"{_fmt(a['score_ci_high'])}] | {p(a['vs_best_static'])} | {p(a['vs_start_static'])} | "
+                     f"{p(a['vs_random_walk'])} | {p(a['vs_fixed_at_mean'])} |")
+    lines += ["", "Paired differences: mean over seeds of (aER − control) of the score, same seed index, 95% "
+              "bootstrap interval.", "", "| start | random walk: final size, grow share, score | fixed at aER's mean "
+              "size: size, score |", "| --- | --- | --- |"]
+    for c in result["controls"]:
+        lines.append(f"| {c['initial_size']} | {c['random_walk_final_size_mean']:.0f}, "
+                     f"{_fmt(c['random_walk_grow_fraction'], '.2f')}, {_fmt(c['random_walk_score_iqm'])} | "
+                     f"{c['fixed_at_mean_size']}, {_fmt(c['fixed_at_mean_score_iqm'])} |")
+    lines += ["", "## aER's checks: what drives the decisions", "",
+              "| start | checks per run | grow share at checks straddling a target copy | at the others | "
+              "checks within 2 SE of no change | mean change | mean SE |", "| --- | --- | --- | --- | --- | --- | --- |"]
+    for a in result["adaptive"]:
+        d = a["diagnostics"]
+        lines.append(f"| {a['initial_size']} | {d['checks_mean']:.0f} | {_fmt(d['straddle_grow_fraction'], '.2f')} | "
+                     f"{_fmt(d['other_grow_fraction'], '.2f')} | {_fmt(d['noisy_fraction'], '.2f')} | "
+                     f"{_fmt(d['change_mean'])} | {_fmt(d['noise_mean'])} |")
+    lines += ["", f"## Sensitivity (one change at a time, aER from {result['starts'][0]}, "
+              f"{result['sensitivity'][0]['seeds']} seeds)", "",
+              "| variant | final size | grow share | score IQM | vs default aER |", "| --- | --- | --- | --- | --- |"]
+    for s in result["sensitivity"]:
+        vs = s["vs_default"]
+        vs_text = "–" if vs is None else f"{_fmt(vs['estimate'])} [{_fmt(vs['low'])}, {_fmt(vs['high'])}]"
+        lines.append(f"| {s['variant']} | {s['final_size_mean']:.0f} | {_fmt(s['grow_fraction'], '.2f')} | "
+                     f"{_fmt(s['score_iqm'])} | {vs_text} |")
+    if result["other_reading"]:
+        o = result["other_reading"]
+        lines += ["", f"## The other optimizer reading: {o['reading']}", "",
+                  "| setting | score IQM | 95% CI |", "| --- | --- | --- |"]
+        lines += [f"| fixed {r['memory_size']} | {_fmt(r['score_iqm'])} | [{_fmt(r['score_ci_low'])}, "
+                  f"{_fmt(r['score_ci_high'])}] |" for r in o["response"]]
+        lines += [f"| aER from {a['initial_size']} (ends at {a['final_size_mean']:.0f}) | {_fmt(a['score_iqm'])} | "
+                  f"[{_fmt(a['score_ci_low'])}, {_fmt(a['score_ci_high'])}] |" for a in o["adaptive"]]
+    lines += ["", "## The paper's statistic", "", "Share of aER seeds whose score beats the mean score of every "
+              "static run (static sizes: " + ", ".join(str(n) for n in result["paper_share"][0]["static_sizes"])
+              + ").", "", "| start | share | 95% CI (Clopper–Pearson) |", "| --- | --- | --- |"]
+    for p in result["paper_share"]:
+        lines.append(f"| {p['initial_size']} | {_fmt(p['percent'], '.0f')}% | [{_fmt(p['low'], '.0f')}%, "
+                     f"{_fmt(p['high'], '.0f')}%] |")
+    lines += ["", "Figures: " + ", ".join(f"`{f}`" for f in result["figures"]) + "; every run: `runs.csv`; seed means: "
+              "`curves.csv`; labeled results: `sweeps/*/results.nc`.", ""]
+    lines += [f"![{f}]({f})" for f in result["figures"]]
+    return "\n".join(lines) + "\n"
+
+
+def _seed_mean(curves: np.ndarray) -> np.ndarray:
+    """Mean over seeds (axis 0) ignoring NaN (segments without a finished episode); NaN where all are."""
+    curves = np.asarray(curves, np.float64)
+    count = np.sum(np.isfinite(curves), 0)
+    return np.where(count > 0, np.nansum(curves, 0) / np.maximum(count, 1), np.nan)

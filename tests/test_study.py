@@ -1,0 +1,124 @@
+"""The DQN replay study (``jaxreplay study dqn``) and aER's diagnostics on the command line.
+
+One tiny study (CartPole cut to 400 steps, 2 seeds; every stage shares one
+compiled program) is run once per session; the tests check
+its numbers against the per-run table it writes (``runs.csv``), recomputed
+here with scipy/NumPy.
+"""
+
+from __future__ import annotations
+
+import csv
+import json
+
+import numpy as np
+import pytest
+from scipy import stats
+
+from jaxreplay import cli
+from jaxreplay.reproduce import study as study_lib
+
+STEPS, SEEDS = 400, 2
+
+
+@pytest.fixture(scope="module")
+def tiny_study(tmp_path_factory):
+    out = tmp_path_factory.mktemp("study")
+    result = study_lib.study(out, "CartPole-v1", steps=STEPS, seeds=SEEDS, progress=False)
+    with open(out / "runs.csv") as f:
+        rows = list(csv.DictReader(f))
+    return out, result, rows
+
+
+def _rows(rows, stage, **match):
+    return [r for r in rows if r["stage"] == stage and all(float(r[k]) == v for k, v in match.items())]
+
+
+def test_plan_grid_and_starts():
+    plan = study_lib.make_plan("MountainCar-v0")
+    assert plan.seeds == 100 and plan.setup.total_steps == 300_000
+    assert len(plan.sizes) == 8 and plan.sizes[0] == 100 and plan.sizes[-1] == 300_000
+    assert np.all(np.diff(np.log(plan.sizes)) > 0.5)  # a log grid
+    assert plan.setup.max_capacity == plan.setup.total_steps and plan.other_reading is None
+    assert study_lib._starts((10, 20, 40, 80, 160), 2) == [10, 40, 160]
+    assert study_lib._starts((10, 20, 40, 80, 160), 0) == [10, 40, 160]  # optimum at an end: the middle joins
+    assert study_lib._starts((10, 20, 40, 80, 160), 4) == [10, 40, 160]
+    with pytest.raises(ValueError, match="env"):
+        study_lib.make_plan("Pong")
+    with pytest.raises(ValueError, match="seeds"):
+        study_lib.make_plan("CartPole-v1", seeds=0)
+
+
+def test_study_json_has_the_specified_fields(tiny_study):
+    out, result, _ = tiny_study
+    saved = json.loads((out / "study.json").read_text())
+    for entry in saved["response"]:
+        assert set(entry) >= {"memory_size", "score_iqm", "score_ci_low", "score_ci_high"}
+    for entry in saved["adaptive"]:
+        assert set(entry) >= {"initial_size", "final_size_mean", "grow_fraction", "score_iqm", "score_ci_low",
+                              "score_ci_high"}
+    assert isinstance(saved["verdict"]["summary"], str) and len(saved["verdict"]["per_start"]) == len(saved["adaptive"])
+    assert [e["memory_size"] for e in saved["response"]][-1] == STEPS
+    assert len(saved["adaptive"]) >= 3 and len(saved["controls"]) == len(saved["adaptive"])
+    # Every variant but k = 500 (more than a quarter of a 400-step run).
+    assert [s["variant"] for s in saved["sensitivity"]][1:] == [v for v in study_lib.SENSITIVITY if v != "k = 500"]
+    assert saved["other_reading"]["reading"] == "sgd"
+    for name in ("report.md", "runs.csv", "curves.csv", "response.png", "learning_curves.png", "memory_size.png"):
+        assert (out / name).stat().st_size > 0
+    assert "## Verdict" in (out / "report.md").read_text()
+
+
+def test_response_scores_are_the_iqm_of_the_runs(tiny_study):
+    _, result, rows = tiny_study
+    for entry in result["response"]:
+        runs = _rows(rows, "response", memory_size=entry["memory_size"])
+        assert len(runs) == SEEDS
+        auc = np.array([float(r["auc"]) for r in runs])
+        assert entry["score_iqm"] == pytest.approx(stats.trim_mean(auc, 0.25), rel=1e-5)
+        assert entry["score_ci_low"] <= entry["score_iqm"] <= entry["score_ci_high"]
+        assert all(int(r["final_memory_size"]) == entry["memory_size"] for r in runs)  # fixed: never resized
+
+
+def test_adaptive_entries_and_controls_follow_from_the_runs(tiny_study):
+    _, result, rows = tiny_study
+    for entry, control in zip(result["adaptive"], result["controls"]):
+        n0 = entry["initial_size"]
+        aer = _rows(rows, "adaptive", memory_size=n0, adaptive_rule=1, adaptive_td_target=0, adaptive_paired=1,
+                    adaptive_equal_counts=1, adaptive_interval=20, adaptive_relative_tolerance=0,
+                    adaptive_num_old=max(1, n0 // 2))
+        walk = _rows(rows, "adaptive", memory_size=n0, adaptive_rule=2)
+        assert len(aer) == len(walk) == SEEDS
+        assert entry["final_size_mean"] == pytest.approx(np.mean([float(r["final_memory_size"]) for r in aer]))
+        checks = sum(int(r["checks"]) for r in aer)
+        assert entry["grow_fraction"] == pytest.approx(sum(int(r["grows"]) for r in aer) / checks)
+        for r in aer + walk:
+            assert int(r["grows"]) + int(r["shrinks"]) == int(r["checks"])  # no invalid check
+            assert (int(r["final_memory_size"]) - n0) % 20 == 0
+        # The paired comparison is the seed-mean of per-seed differences (same seed index).
+        diff = [float(a["auc"]) - float(w["auc"]) for a, w in zip(aer, walk)]
+        assert entry["vs_random_walk"]["estimate"] == pytest.approx(np.mean(diff), abs=1e-4)  # runs.csv: 6 digits
+        # The fixed control sits at aER's time-averaged size.
+        mean_size = np.mean([float(r["mean_memory_size"]) for r in aer])
+        assert control["fixed_at_mean_size"] == int(min(max(round(mean_size), 1), STEPS))
+        fixed = _rows(rows, "fixed-at-mean", memory_size=control["fixed_at_mean_size"])
+        assert len(fixed) >= SEEDS and all(int(r["checks"]) == 0 for r in fixed)
+
+
+def test_rerun_resumes_with_the_same_results(tiny_study):
+    out, result, _ = tiny_study
+    again = study_lib.study(out, "CartPole-v1", steps=STEPS, seeds=SEEDS, progress=False)
+    for key in ("response", "adaptive", "controls", "sensitivity", "verdict"):
+        assert again[key] == json.loads(json.dumps(study_lib._plain(result[key])))
+
+
+def test_dqn_cli_prints_aer_diagnostics_per_seed(capsys):
+    assert cli.main(["dqn", "--env", "CartPole-v1", "--memory-size", "100", "--adaptive", "--steps", "400",
+                     "--seeds", "2", "--json", "--quiet"]) == 0
+    report = json.loads(capsys.readouterr().out)
+    a = report["adaptive"]
+    assert len(a["checks"]) == len(a["grows"]) == len(a["shrinks"]) == len(a["final_memory_size"]) == 2
+    # Memory full at step 100, a check every 20 steps from then on.
+    assert a["checks"] == [(400 - 100) // 20 + 1] * 2
+    assert [g + s for g, s in zip(a["grows"], a["shrinks"])] == a["checks"]
+    assert all((n - 100) % 20 == 0 for n in a["final_memory_size"])
+    assert 0 <= a["grow_fraction"] <= 1
