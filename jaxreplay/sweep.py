@@ -89,8 +89,9 @@ import numpy as np
 
 from jaxreplay import experiments
 
-__all__ = ["Sweep", "SweepStats", "SweepResult", "run", "estimate_bytes_per_run", "estimate_result_bytes_per_run",
-           "default_memory_budget", "software_versions", "load", "clear_program_cache", "PROGRAM_CACHE_SIZE"]
+__all__ = ["Sweep", "SweepStats", "SweepResult", "SweepWarning", "run", "estimate_bytes_per_run",
+           "estimate_result_bytes_per_run", "default_memory_budget", "software_versions", "load",
+           "clear_program_cache", "PROGRAM_CACHE_SIZE"]
 
 RUN_AXIS = "runs"
 SEED_DIM = "seed"
@@ -853,23 +854,32 @@ def run(
     largest_chunk = _choose_chunk(bytes_per_run, budget, len(devices), R, chunk_size, cpu_cap, footprint)
     _check_host_memory(R, result_bytes, largest_chunk, largest_chunk * bytes_per_run if on_cpu else 0)
 
+    writable = True
     if out is not None:
         chunk_dir = out / "chunks"
         if process == 0:
-            chunk_dir.mkdir(parents=True, exist_ok=True)
+            _prepare_output_folder(out)
+            writable = _writable(out)
             has_manifest = _check_manifest(out, sweep)
-            for stale in out.rglob(".tmp-*"):  # a killed writer's partial file
-                stale.unlink(missing_ok=True)
+            if writable:
+                chunk_dir.mkdir(exist_ok=True)
+                for stale in out.rglob(".tmp-*"):  # a killed writer's partial file
+                    stale.unlink(missing_ok=True)
             # Chunks are checked before a missing manifest is written: chunks of another
             # sweep (sweep.json deleted, config changed) must refuse the run, not be adopted.
-            done = _finished_runs(chunk_dir, sweep)
-            _check_disk(out, int(R - done.sum()), R, result_bytes)
-            if not has_manifest:
-                _write_manifest(out, sweep)
+            done = _finished_runs(chunk_dir, sweep, quarantine=writable)
+            if not writable and not done.all():
+                raise ValueError(
+                    f"{out} is not writable (read-only or no permission) and {int((~done).sum())} of {R} runs are "
+                    "still to compute: make it writable, or choose another output folder.")
+            if writable:
+                _check_disk(out, int(R - done.sum()), R, result_bytes)
+                if not has_manifest:
+                    _write_manifest(out, sweep)
         _barrier("jaxreplay-sweep-start")
         if process != 0:
             _check_manifest(out, sweep)
-            done = _finished_runs(chunk_dir, sweep)
+            done = _finished_runs(chunk_dir, sweep, quarantine=False)
     else:
         chunk_dir = None
         done = np.zeros(R, bool)
@@ -939,7 +949,7 @@ def run(
 
     if chunk_dir is not None:
         for path in _chunk_paths(chunk_dir):  # one chunk file in memory at a time
-            assembler.add(_read_chunk(path, sweep))
+            assembler.add(_read_chunk(path, sweep, quarantine=writable and process == 0))
     dataset = to_dataset(sweep, assembler.finish())
     computed = int(sum(len(c) for c in mine))
     stats = SweepStats(
@@ -950,9 +960,12 @@ def run(
         diverged=int(np.sum(dataset["diverged"].values)) if "diverged" in dataset else 0,
         bytes_per_run=bytes_per_run, memory_budget=budget, result_bytes_per_run=result_bytes,
     )
-    if out is not None and process == 0:
+    if out is not None and process == 0 and writable:
         _atomic_write(out / "summary.json", json.dumps(dataclasses.asdict(stats), indent=2).encode())
         _atomic_write(out / "results.nc", lambda f: _write_netcdf(dataset, f))
+    elif out is not None and process == 0 and not (out / "results.nc").exists():
+        warnings.warn(f"{out} is not writable: results.nc was not written (the results are returned; save them "
+                      "elsewhere with dataset.to_netcdf).", SweepWarning, stacklevel=2)
     if progress and process == 0:
         print(stats.describe(), file=sys.stderr)
     return SweepResult(dataset, stats)
@@ -999,12 +1012,53 @@ def _atomic_write(path: pathlib.Path, data) -> None:
         raise
 
 
+class SweepWarning(UserWarning):
+    """Something in an output folder was repaired or skipped (a damaged chunk set aside to be recomputed,
+    results not written to a read-only folder); the message names the file."""
+
+
+def _prepare_output_folder(out: pathlib.Path) -> None:
+    """Create ``out`` if needed; ValueError (one line naming the path) if it is a file, lies under one, or
+    cannot be created."""
+    if out.exists() and not out.is_dir():
+        raise ValueError(f"the output folder {out} is a file, not a folder: choose a folder (new, or one holding "
+                         "this sweep).")
+    parent = out
+    while not parent.exists() and parent != parent.parent:
+        parent = parent.parent
+    if not parent.is_dir():
+        raise ValueError(f"the output folder {out} cannot be created: {parent} is a file. Choose another folder.")
+    try:
+        out.mkdir(parents=True, exist_ok=True)
+    except OSError as e:
+        raise ValueError(f"the output folder {out} cannot be created ({e.strerror}): choose another folder, or fix "
+                         f"the permissions of {parent}.") from None
+
+
+def _writable(folder: pathlib.Path) -> bool:
+    """Whether a file can be created in ``folder`` (tried, so read-only mounts count, even for root)."""
+    probe = folder / f".tmp-probe-{uuid.uuid4().hex}"
+    try:
+        probe.open("wb").close()
+        probe.unlink()
+        return True
+    except OSError:
+        return False
+
+
 def _check_manifest(out: pathlib.Path, sweep: Sweep) -> bool:
-    """Whether ``out/sweep.json`` exists; ValueError if it describes another sweep."""
+    """Whether ``out/sweep.json`` exists; ValueError if it describes another sweep or is damaged."""
     path = out / "sweep.json"
     if not path.exists():
         return False
-    stored = json.loads(path.read_text())
+    try:
+        stored = json.loads(path.read_text())
+        if not isinstance(stored, dict):
+            raise ValueError(f"a JSON {type(stored).__name__}, not an object")
+    except (ValueError, UnicodeDecodeError) as e:  # json.JSONDecodeError is a ValueError
+        raise ValueError(
+            f"{path} is damaged (not a sweep manifest: {e}). Delete it and rerun: the chunks carry their "
+            "sweep's fingerprint, so only this sweep's finished runs are reused.") from None
     if stored.get("fingerprint") != sweep.fingerprint():
         old, new = stored.get("config", {}), sweep.to_dict()
         diff = sorted(k for k in set(old) | set(new) if old.get(k) != new.get(k))
@@ -1044,41 +1098,96 @@ def _chunk_paths(chunk_dir: pathlib.Path) -> list[pathlib.Path]:
     return sorted(chunk_dir.glob("runs-*.npz"))
 
 
+class _DamagedChunk(Exception):
+    """A chunk file that cannot be read, or whose contents contradict themselves."""
+
+
 def _chunk_runs(path: pathlib.Path, sweep: Sweep) -> np.ndarray:
-    """The run indices held by the chunk file ``path``; ValueError if it is not a chunk of ``sweep``."""
+    """The run indices held by the chunk file ``path``.
+
+    Raises:
+        ValueError: it is not a chunk of ``sweep`` (another fingerprint, or none).
+        _DamagedChunk: it cannot be read (truncated, not an npz, ...) or its run range is inconsistent.
+    """
     fingerprint, num_runs = sweep.fingerprint(), sweep.num_runs
-    with np.load(path, allow_pickle=False) as data:
-        if _META_FINGERPRINT not in data.files:
-            reason = "carries no fingerprint (written by an older jaxreplay)"
-        elif (stored := str(data[_META_FINGERPRINT])) != fingerprint:
-            reason = f"belongs to another sweep (fingerprint {stored[:12]}..., this sweep's is {fingerprint[:12]}...)"
-        else:
-            runs = np.asarray(data["run_index"])
-            lo, hi = (int(x) for x in data[_META_RUN_RANGE])
-            if (int(data[_META_NUM_RUNS]) != num_runs or runs.ndim != 1 or runs.size == 0
-                    or lo != runs.min() or hi != runs.max() + 1 or lo < 0 or hi > num_runs):
-                reason = f"holds runs outside this sweep's {num_runs}"
-            else:
-                return runs
+    try:
+        with np.load(path, allow_pickle=False) as data:
+            stored = str(data[_META_FINGERPRINT]) if _META_FINGERPRINT in data.files else None
+            if stored == fingerprint:
+                runs = np.asarray(data["run_index"])
+                lo, hi = (int(x) for x in data[_META_RUN_RANGE])
+                stored_runs = int(data[_META_NUM_RUNS])
+    except Exception as e:  # BadZipFile, EOFError, "pickled data", zlib / CRC errors, a missing key, ...
+        if "pickled" in str(e):  # NumPy took it for a pickle (and suggests loading it unsafely: never)
+            raise _DamagedChunk("not an npz archive") from None
+        raise _DamagedChunk(f"{type(e).__name__}: {e}") from None
+    if stored is None:
+        reason = "carries no fingerprint (written by an older jaxreplay, or not a chunk)"
+    elif stored != fingerprint:
+        reason = f"belongs to another sweep (fingerprint {stored[:12]}..., this sweep's is {fingerprint[:12]}...)"
+    elif stored_runs != num_runs:
+        reason = f"holds runs of a sweep of {stored_runs} runs, this one has {num_runs}"
+    else:
+        if (runs.ndim != 1 or runs.size == 0 or runs.dtype.kind not in "iu" or lo != runs.min()
+                or hi != runs.max() + 1 or lo < 0 or hi > num_runs):
+            raise _DamagedChunk(f"its run range [{lo}, {hi}) does not match its run indices")
+        return runs
     raise ValueError(
         f"{path} {reason}. Results of two configs are never mixed: run into a new output directory, or "
         f"delete {path.parent.parent} to start over."
     )
 
 
-def _finished_runs(chunk_dir: pathlib.Path, sweep: Sweep) -> np.ndarray:
-    """Which of the sweep's runs are in ``chunk_dir`` (every chunk checked to be this sweep's)."""
+def _set_aside(path: pathlib.Path, reason: str, quarantine: bool, warn: bool = True) -> None:
+    """Handle the damaged chunk ``path``: rename it to ``*.npz.damaged`` (its runs are then recomputed) and
+    warn, or, where nothing may be renamed, ValueError saying what to do."""
+    if not quarantine:
+        raise ValueError(f"{path} is damaged ({reason}): delete it (its runs are then recomputed) and rerun "
+                         "from a writable folder.")
+    damaged = path.with_name(path.name + ".damaged")
+    os.replace(path, damaged)
+    if warn:
+        warnings.warn(f"{path} is damaged ({reason}): renamed to {damaged.name}; its runs are computed again.",
+                      SweepWarning, stacklevel=3)
+
+
+def _finished_runs(chunk_dir: pathlib.Path, sweep: Sweep, quarantine: bool = True) -> np.ndarray:
+    """Which of the sweep's runs are in ``chunk_dir`` (every chunk checked to be this sweep's; a damaged one
+    set aside, see :func:`_set_aside`)."""
     done = np.zeros(sweep.num_runs, bool)
+    if not chunk_dir.is_dir():
+        return done
     for path in _chunk_paths(chunk_dir):
-        done[_chunk_runs(path, sweep)] = True
+        try:
+            done[_chunk_runs(path, sweep)] = True
+        except _DamagedChunk as e:
+            _set_aside(path, str(e), quarantine)
     return done
 
 
-def _read_chunk(path: pathlib.Path, sweep: Sweep) -> dict:
-    """The arrays of one chunk of ``sweep`` (its ``meta.*`` entries left out)."""
-    _chunk_runs(path, sweep)
-    with np.load(path, allow_pickle=False) as data:
-        return {k: data[k] for k in data.files if not k.startswith("meta.")}
+def _read_chunk(path: pathlib.Path, sweep: Sweep, quarantine: bool = True) -> dict:
+    """The arrays of one chunk of ``sweep`` (its ``meta.*`` entries left out).
+
+    A chunk found damaged only now (a bad checksum in its data) is set aside
+    and the sweep stops with a ValueError saying to rerun: its runs are then
+    recomputed. Never are its contents used.
+    """
+    try:
+        runs = _chunk_runs(path, sweep)  # (a chunk of another sweep: its ValueError goes through)
+        try:
+            with np.load(path, allow_pickle=False) as data:
+                part = {k: data[k] for k in data.files if not k.startswith("meta.")}
+        except Exception as e:  # BadZipFile("Bad CRC-32"), zlib errors, ...
+            raise _DamagedChunk(f"{type(e).__name__}: {e}") from None
+        bad = [k for k, v in part.items() if v.ndim == 0 or v.shape[0] != runs.size]
+        if bad:
+            raise _DamagedChunk(f"{bad[0]} does not hold {runs.size} runs")
+        return part
+    except _DamagedChunk as e:
+        reason = str(e)
+    _set_aside(path, reason, quarantine, warn=False)
+    raise ValueError(f"{path} was found damaged while assembling the results ({reason}) and renamed to "
+                     f"{path.name}.damaged: rerun the same sweep to recompute its runs.")
 
 
 class _Assembler:

@@ -385,6 +385,95 @@ def test_chunks_carry_their_sweep_so_a_deleted_manifest_never_mixes_configs(tmp_
     assert json.loads((out / "sweep.json").read_text())["fingerprint"] == sweep.fingerprint()
 
 
+def _damage(path, how):
+    data = path.read_bytes()
+    if how == "truncated":
+        path.write_bytes(data[: len(data) // 2])
+    elif how == "empty":
+        path.write_bytes(b"")
+    elif how == "random":
+        path.write_bytes(np.random.default_rng(0).bytes(len(data)))
+    elif how == "flipped":  # one byte of the first array's data: the zip directory still reads
+        path.write_bytes(data[:200] + bytes([data[200] ^ 0xFF]) + data[201:])
+
+
+@pytest.mark.parametrize("how, found", [("truncated", "BadZipFile"), ("empty", "EOFError"),
+                                        ("random", "not an npz archive"), ("flipped", "Bad CRC-32")])
+def test_a_damaged_chunk_is_named_set_aside_and_recomputed_never_reused(tmp_path, capsys, how, found):
+    config = _write(tmp_path, TINY_TOML)
+    out = tmp_path / "out"
+    assert _cli("sweep", config, "--out", out, "--quiet", "--chunk-size", "3") == 0
+    reference = sw.load(out)
+    chunk = sorted((out / "chunks").glob("runs-*.npz"))[1]  # runs 3, 4, 5
+    _damage(chunk, how)
+    capsys.readouterr()
+    status = _cli("sweep", config, "--out", out, "--quiet")
+    captured = capsys.readouterr()
+    err = captured.err
+    assert f"{chunk} " in err and found in err and f"renamed to {chunk.name}.damaged" in err, err
+    assert "Traceback" not in err and len(err.strip().splitlines()) == 1
+    if how == "flipped":  # found only when its data is read: the message says to rerun
+        assert status == 2 and "rerun the same sweep to recompute its runs" in err
+        assert _cli("sweep", config, "--out", out, "--quiet") == 0
+        captured = capsys.readouterr()
+    else:
+        assert status == 0 and "its runs are computed again" in err
+    assert "(3 computed, 5 resumed)" in captured.out
+    assert (chunk.parent / (chunk.name + ".damaged")).exists()
+    _same(sw.load(out), reference)
+
+
+def test_unusable_output_folders_and_a_damaged_manifest_get_one_line(tmp_path, capsys, monkeypatch):
+    config = _write(tmp_path, TINY_TOML)
+    cases = {
+        "file": (config, f"the output folder {config} is a file, not a folder"),
+        "under a file": (config / "out", f"the output folder {config / 'out'} cannot be created: {config} is a file"),
+    }
+    for name, (out, message) in cases.items():
+        assert _cli("sweep", config, "--out", out, "--quiet") == 2, name
+        err = capsys.readouterr().err
+        assert message in err and len(err.strip().splitlines()) == 1, err
+    out = tmp_path / "out"
+    assert _cli("sweep", config, "--out", out, "--quiet", "--chunk-size", "3") == 0
+    reference = sw.load(out)
+    manifest = (out / "sweep.json").read_text()
+    (out / "sweep.json").write_text(manifest[: len(manifest) // 2])  # truncated
+    capsys.readouterr()
+    assert _cli("sweep", config, "--out", out, "--quiet") == 2
+    err = capsys.readouterr().err
+    assert f"{out / 'sweep.json'} is damaged (not a sweep manifest: " in err and "Delete it and rerun" in err
+    (out / "sweep.json").unlink()
+    assert _cli("sweep", config, "--out", out, "--quiet") == 0  # as it says: the chunks are reused
+    assert "(0 computed, 8 resumed)" in capsys.readouterr().out
+
+    # A read-only folder (simulated: tests may run as root, for whom permissions do not apply).
+    monkeypatch.setattr(sw, "_writable", lambda folder: False)
+    summary = (out / "summary.json").read_bytes()
+    again = sw.run(sw.Sweep.from_toml(config), out, progress=False)  # finished: read, nothing rewritten
+    assert again.stats.runs_computed == 0 and (out / "summary.json").read_bytes() == summary
+    _same(again.dataset, reference)
+    sorted((out / "chunks").glob("*.npz"))[0].unlink()
+    assert _cli("sweep", config, "--out", out, "--quiet") == 2
+    err = capsys.readouterr().err
+    assert f"{out} is not writable (read-only or no permission) and 3 of 8 runs are still to compute" in err
+
+
+@pytest.mark.skipif(os.geteuid() == 0, reason="root ignores file permissions")
+def test_a_really_read_only_folder(tmp_path, capsys):
+    config = _write(tmp_path, TINY_TOML)
+    out = tmp_path / "out"
+    assert _cli("sweep", config, "--out", out, "--quiet") == 0
+    for path in (out, out / "chunks"):
+        path.chmod(0o555)
+    try:
+        assert _cli("sweep", config, "--out", out, "--quiet") == 0  # finished: summary.json is not rewritten
+        assert _cli("sweep", config, "--out", out / "new", "--quiet") == 2
+        assert "cannot be created (Permission denied)" in capsys.readouterr().err
+    finally:
+        for path in (out, out / "chunks"):
+            path.chmod(0o755)
+
+
 def test_sweep_killed_with_sigkill_resumes_to_identical_results(tmp_path):
     config = _write(tmp_path, """
         experiment = "linesearch"
