@@ -500,7 +500,8 @@ def _study(args: argparse.Namespace) -> int:
     for env in envs:
         out = pathlib.Path(args.out) / env if args.env == "all" else pathlib.Path(args.out)
         result = study_lib.study(out, env, quick=args.quick, seeds=args.seeds, steps=args.steps,
-                                 progress=not args.quiet, optimizer_reading=args.optimizer_reading)
+                                 progress=not args.quiet, optimizer_reading=args.optimizer_reading,
+                                 chunk_size=args.chunk_size)
         print(f"{env}: wrote {out / 'report.md'} and {out / 'study.json'} in {result['runtime_s']:.0f} s")
         print("  " + result["verdict"]["summary"])
     return 0
@@ -519,6 +520,8 @@ def _add_study_parser(commands) -> None:
     sd.add_argument("--steps", type=int, default=None, help="cut every run to this many steps (smoke runs)")
     sd.add_argument("--optimizer-reading", choices=("adam", "sgd"), default="adam",
                     help="the main reading of the paper's step size (CartPole also runs the other)")
+    sd.add_argument("--chunk-size", type=int, default=None,
+                    help="runs per compiled call in every stage (default 4 x seeds; larger is faster on a GPU)")
     sd.add_argument("--quiet", action="store_true", help="no progress bar")
     sd.set_defaults(handler=_study)
 
