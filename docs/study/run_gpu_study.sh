@@ -13,7 +13,9 @@ start=$(date +%s)
 for spec in "CartPole-v1 100 400" "Acrobot-v1 50 400" "MountainCar-v0 50 400"; do
   set -- $spec
   t0=$(date +%s)
-  python3 -m jaxreplay study dqn --env "$1" --seeds "$2" --chunk-size "$3" --out "$OUT/$1" --quiet >> "$LOG" 2>&1
+  left=$(( ${DEADLINE_S:-540} - ($(date +%s) - start) ))
+  [ "$left" -gt 30 ] || { echo "$1: skipped (no time left)" >> "$LOG"; continue; }
+  timeout "$left" python3 -m jaxreplay study dqn --env "$1" --seeds "$2" --chunk-size "$3" --out "$OUT/$1" --quiet >> "$LOG" 2>&1
   echo "$1: exit $? in $(( $(date +%s) - t0 )) s (total $(( $(date +%s) - start )) s)" >> "$LOG"
   tar -czf "$OUT/$1.tar.gz" -C "$OUT" --exclude=chunks "$1" && rm -rf "$OUT/$1"
 done
