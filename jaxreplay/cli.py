@@ -81,7 +81,7 @@ def _linesearch(args: argparse.Namespace) -> int:
     sweep = sweep_lib.Sweep("linesearch", seeds=args.seeds, seed=args.seed,
                             setup=setup,
                             fixed={k: np.asarray(v).item() for k, v in hparams._asdict().items()})
-    ds = _run(sweep, None, progress=False).dataset
+    ds = _run(sweep, None, names=_LINESEARCH_NAMES, progress=False).dataset
     dtheta = ds.dtheta.values.astype(np.float64)  # [seeds, T, 2]
     mean_curve = dtheta.mean(axis=0)
     per_seed = ds.final_metric.values.astype(np.float64)
@@ -215,7 +215,7 @@ def _dqn(args: argparse.Namespace) -> int:
     sweep = sweep_lib.Sweep("dqn", seeds=args.seeds, seed=args.seed,
                             setup=setup,
                             fixed=hparams._asdict())
-    ds = _run(sweep, None, progress=not args.quiet and not args.json).dataset
+    ds = _run(sweep, None, names=_DQN_NAMES, progress=not args.quiet and not args.json).dataset
     final_kind = "eval_return" if "eval_return" in ds else "train_return"
     final = ds[final_kind].isel(segment=-1).values.astype(np.float64)
     ci = results.bootstrap_ci(xr.DataArray(final, dims=("seed",)), "iqm")
@@ -298,11 +298,16 @@ def _sweep(args: argparse.Namespace) -> int:
         raise ValueError(f"{args.config}: not valid TOML: {e}") from None
     options = sweep_lib.run_options(config)
     if args.chunk_size is not None:
+        _positive("chunk-size", args.chunk_size)
         options["chunk_size"] = args.chunk_size
     if args.memory_fraction is not None:
+        if not 0.0 < args.memory_fraction <= 1.0:  # (NaN fails too)
+            raise ValueError(f"--memory-fraction must be in (0, 1], got {args.memory_fraction}.")
         options["memory_fraction"] = args.memory_fraction
     if args.memory_budget_mib is not None:
-        options["memory_budget"] = int(args.memory_budget_mib * 2**20)
+        if not 0.0 < args.memory_budget_mib < float("inf"):
+            raise ValueError(f"--memory-budget-mib must be a positive number of MiB, got {args.memory_budget_mib}.")
+        options["memory_budget"] = max(int(args.memory_budget_mib * 2**20), 1)
     sweep = sweep_lib.Sweep.from_dict(config)
     result = _run(sweep, args.out, progress=not args.quiet, **options)
     print(result.stats.describe())
@@ -341,10 +346,26 @@ def _json_safe(value):
     return value
 
 
-def _run(sweep, out, **options):
+# How the sweep engine's advice reads for commands that build the sweep from their options.
+_LINESEARCH_NAMES = {
+    "(setup.max_batch_size, setup.batch_size, --batch-size)": "(--batch-size)",
+    "Lower setup.max_capacity (replay storage dominates), shorten a segment": "Lower --memory-size (replay storage "
+                                                                              "dominates)",
+    ", or raise memory_budget / memory_fraction.": ", or use a machine with more memory.",
+    "Run fewer seeds or grid points, or record less (e.g. a shorter setup.steps / fewer segments), or split the "
+    "sweep into several.": "Run fewer --seeds, or fewer --steps.",
+}
+_DQN_NAMES = {**_LINESEARCH_NAMES,
+              "Lower --memory-size (replay storage dominates)": "Lower --memory-size or --steps (replay storage "
+                                                               "dominates)",
+              "(--batch-size)": "(the Setup's batch_size: run it as a sweep)"}
+
+
+def _run(sweep, out, names=None, **options):
     """``sweep.run``; its refusals for device memory, host memory or disk (MemoryError, raised with the
     numbers before anything runs) and a failed write (OSError, e.g. a full disk: it names the file) become a
-    ValueError: one line, exit status 2. Its warnings (a damaged chunk set aside, ...) print as one line each."""
+    ValueError: one line, exit status 2. Its warnings (a damaged chunk set aside, ...) print as one line each.
+    ``names`` rewrites the engine's advice (``setup.max_capacity``) into the command's options (``--memory-size``)."""
     import warnings
 
     from jaxreplay import sweep as sweep_lib
@@ -354,7 +375,10 @@ def _run(sweep, out, **options):
         try:
             return sweep_lib.run(sweep, out, **options)
         except MemoryError as e:
-            raise ValueError(str(e)) from None
+            message = str(e)
+            for engine, command in (names or {}).items():
+                message = message.replace(engine, command)
+            raise ValueError(message) from None
         except OSError as e:
             raise ValueError(f"cannot write {e.filename or out}: {e.strerror or e}.") from None
         finally:
@@ -368,6 +392,8 @@ def _run(sweep, out, **options):
 def _positive(name: str, value: int) -> None:
     if value < 1:
         raise ValueError(f"--{name} must be >= 1, got {value}.")
+    if value > 2**31 - 1:  # counts, sizes and indices are int32 on the device
+        raise ValueError(f"--{name} must be <= {2**31 - 1} (an int32), got {value}.")
 
 
 def _check_dqn_env(setup) -> None:
@@ -381,10 +407,10 @@ def _check_dqn_env(setup) -> None:
     """
     from gymnax.environments import spaces
 
-    from jaxreplay import envs
+    from jaxreplay.experiments import dqn
 
     env_id = setup.env_id
-    env, params = envs.make(env_id, **dict(setup.env_params))
+    env, params = dqn.environment(setup)  # (its env_params applied as the experiment does)
     space = env.action_space(params)
     if not isinstance(space, spaces.Discrete):
         raise ValueError(

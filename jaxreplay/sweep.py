@@ -98,6 +98,7 @@ SEED_DIM = "seed"
 CONFIG_DIM = "config"
 _TOP_LEVEL_KEYS = ("experiment", "seeds", "seed", "setup", "fixed", "grid", "points", "run")
 _RUN_OPTIONS = ("chunk_size", "memory_fraction", "memory_budget")
+_INT32_MAX = 2**31 - 1
 
 
 # ----------------------------------------------------------------------------
@@ -135,10 +136,10 @@ class Sweep:
             exp = experiments.get(self.experiment)
         except ValueError as e:
             raise ValueError(f"experiment: {e}") from None
-        for name in ("seeds", "seed"):
+        for name, low, high in (("seeds", 1, _INT32_MAX), ("seed", 0, 2**32 - 1)):  # seed: a uint32 key
             value = getattr(self, name)
-            if isinstance(value, bool) or not isinstance(value, (int, np.integer)) or value < (1 if name == "seeds" else 0):
-                raise ValueError(f"{name} must be an integer >= {1 if name == 'seeds' else 0}, got {value!r}.")
+            if isinstance(value, bool) or not isinstance(value, (int, np.integer)) or not low <= value <= high:
+                raise ValueError(f"{name} must be an integer in [{low}, {high}], got {value!r}.")
         if isinstance(self.setup, exp.setup_type):  # a Setup instance: its fields, as a table
             object.__setattr__(self, "setup", _fields_of(self.setup))
         for name in ("setup", "fixed", "grid"):
@@ -376,11 +377,15 @@ def _check_hparam(exp, where: str, name: str, value):
     if isinstance(value, bool) or not isinstance(value, (int, float, np.integer, np.floating)):
         raise ValueError(f"{where} must be a number, got {value!r} ({type(value).__name__}).")
     if _is_int_field(exp.hyperparameters_type(), name):
-        if float(value) != int(value):
+        if not math.isfinite(float(value)) or float(value) != int(value):
             raise ValueError(f"{where} must be an integer, got {value!r}.")
+        if not -_INT32_MAX - 1 <= int(value) <= _INT32_MAX:  # traced as int32
+            raise ValueError(f"{where} = {int(value)} does not fit an int32 (at most {_INT32_MAX}).")
         return int(value)
     if not math.isfinite(float(value)):
         raise ValueError(f"{where} must be finite, got {value!r}.")
+    if abs(float(value)) > float(np.finfo(np.float32).max):  # traced as float32: would be inf
+        raise ValueError(f"{where} = {value!r} does not fit a float32 (at most {float(np.finfo(np.float32).max):.4g}).")
     return float(value)
 
 
@@ -404,16 +409,49 @@ def _check_setup_value(exp, name: str, value):
     if not ok(value):
         raise ValueError(f"setup.{name} must be of type {type(default).__name__} (like its default {default!r}), "
                          f"got {value!r} ({type(value).__name__}).")
+    if isinstance(default, int) and not isinstance(default, bool) and abs(int(value)) > _INT32_MAX:
+        raise ValueError(f"setup.{name} = {int(value)} does not fit an int32 (at most {_INT32_MAX}): it sets an "
+                         "array shape or an index.")
+    # A table of named parameters (e.g. DQN's env_params): traced numbers, so each value must be one.
+    pairs = value.items() if isinstance(value, dict) else (
+        value if isinstance(value, tuple) and value and all(
+            isinstance(p, (tuple, list)) and len(p) == 2 and isinstance(p[0], str) for p in value) else ())
+    for key, item in pairs:
+        if isinstance(item, str) or not isinstance(item, (bool, int, float, np.integer, np.floating)):
+            raise ValueError(f"setup.{name}.{key} must be a number, got {item!r} ({type(item).__name__}).")
     return float(value) if isinstance(default, float) else value
 
 
 def run_options(config: Mapping[str, Any]) -> dict:
-    """The optional ``[run]`` table of a TOML config (execution only: results do not depend on it)."""
-    options = dict(config.get("run", {}))
+    """The optional ``[run]`` table of a TOML config (execution only: results do not depend on it).
+
+    Checked here, naming the key: ``chunk_size`` a positive integer,
+    ``memory_fraction`` a number in (0, 1], ``memory_budget`` a positive
+    finite number of bytes.
+    """
+    run = config.get("run", {})
+    if not isinstance(run, Mapping):
+        raise ValueError(f"run must be a table of run options ({', '.join(_RUN_OPTIONS)}), got {run!r}.")
+    options = dict(run)
     unknown = sorted(set(options) - set(_RUN_OPTIONS))
     if unknown:
         raise ValueError(f"run.{unknown[0]}: unknown run option; known: {', '.join(_RUN_OPTIONS)}.")
+    _check_run_options("run.", **options)
     return options
+
+
+def _check_run_options(prefix: str = "", chunk_size=None, memory_fraction=None, memory_budget=None) -> None:
+    """ValueError naming ``prefix + option`` for a bad ``chunk_size``, ``memory_fraction`` or ``memory_budget``."""
+    def number(v):
+        return isinstance(v, (int, float, np.integer, np.floating)) and not isinstance(v, bool)
+
+    if chunk_size is not None and (not number(chunk_size) or not float(chunk_size).is_integer() or chunk_size < 1):
+        raise ValueError(f"{prefix}chunk_size must be a positive integer, got {chunk_size!r}.")
+    if memory_fraction is not None and (not number(memory_fraction) or not 0.0 < memory_fraction <= 1.0):
+        raise ValueError(f"{prefix}memory_fraction must be a number in (0, 1], got {memory_fraction!r}.")
+    if memory_budget is not None and (not number(memory_budget) or not math.isfinite(memory_budget)
+                                      or memory_budget < 1):
+        raise ValueError(f"{prefix}memory_budget must be a positive number of bytes, got {memory_budget!r}.")
 
 
 # ----------------------------------------------------------------------------
@@ -837,6 +875,7 @@ def run(
     if chunk_size is not None and (isinstance(chunk_size, bool) or not isinstance(chunk_size, (int, np.integer))
                                    or chunk_size < 1):
         raise ValueError(f"chunk_size must be a positive integer, got {chunk_size!r}.")
+    _check_run_options(memory_fraction=memory_fraction, memory_budget=memory_budget)
     devices = list(devices or jax.local_devices())
     budget = default_memory_budget(memory_fraction, devices) if memory_budget is None else int(memory_budget)
     footprint = _shapes(sweep)

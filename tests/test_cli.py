@@ -153,3 +153,31 @@ def test_linesearch_divergence_reports_the_experiment_and_strict_json(capsys):
     assert report["theory"]["converged"] is False and report["theory"]["final_metric"] is None
     assert report["experiment"]["diverged_seeds"] == 2 and report["experiment"]["final_metric"] is None
     assert None in report["experiment"]["dtheta1_mean"] and len(report["experiment"]["t"]) == 200
+
+
+@pytest.mark.parametrize("args, message", [
+    (["linesearch", "--memory-size", "1000000000000"],
+     "--memory-size must be <= 2147483647 (an int32), got 1000000000000."),
+    (["linesearch", "--memory-size", "2000000000", "--steps", "20"],
+     "one run needs about 55.9 GiB of device memory and 1 device(s) need at least 1 runs per chunk (55.9 GiB), "
+     "but the memory budget is 8.0 GiB."),  # refused before allocating, naming the CLI option
+    (["sweep", "CONFIG", "--out", "OUT", "--memory-budget-mib", "nan"],
+     "--memory-budget-mib must be a positive number"),
+    (["sweep", "CONFIG", "--out", "OUT", "--memory-fraction", "0"], "--memory-fraction must be in (0, 1], got 0.0."),
+    (["sweep", "CONFIG", "--out", "OUT", "--chunk-size", "0"], "--chunk-size must be >= 1, got 0."),
+])
+def test_once_tracebacks_are_one_line_naming_the_option(tmp_path, capsys, monkeypatch, args, message):
+    from jaxreplay import sweep
+
+    config = tmp_path / "s.toml"
+    config.write_text('experiment = "linesearch"\nseeds = 2\n[setup]\nsteps = 20\nmax_capacity = 20\n'
+                      'max_batch_size = 2\n[fixed]\nmemory_size = 5\nbatch_size = 2\n')
+    args = [str(config) if a == "CONFIG" else str(tmp_path / "out") if a == "OUT" else a for a in args]
+    monkeypatch.setattr(sweep, "_host_memory_bytes", lambda: 16 << 30)  # the same numbers on any machine
+    before = _COMPILES.count
+    assert cli.main(args) == 2
+    err = capsys.readouterr().err
+    assert message in err and len(err.strip().splitlines()) == 1, err
+    assert "setup.max_capacity" not in err and _COMPILES.count == before
+    if "2000000000" in args:
+        assert "Lower --memory-size (replay storage dominates), or use a machine with more memory." in err

@@ -588,8 +588,21 @@ def test_two_processes_under_jax_distributed_match_one(tmp_path, aer_reference):
     ('experiment = "linesearch"\n[grid]\nmemory_size = [10, 10]\n', r"grid\.memory_size has repeated values"),
     ('experiment = "linesearch"\n[grid]\nmemory_size = [10, 5000]\n', r"memory_size must be <= 1000"),
     ('experiment = "linesearch"\n[grid]\ndiscount = [0.5, 1.0]\n', r"discount must be < 1"),
-    ('experiment = "linesearch"\nseeds = 0\n', r"seeds must be an integer >= 1"),
+    ('experiment = "linesearch"\nseeds = 0\n', r"seeds must be an integer in \[1, 2147483647\], got 0"),
+    ('experiment = "linesearch"\nseed = -1\n', r"seed must be an integer in \[0, 4294967295\], got -1"),
     ('experiment = "linesearch"\n[run]\nchunks = 3\n', r"run\.chunks: unknown run option"),
+    # Once tracebacks: a TypeError, an int32 overflow, a JAX TypeError at compile time.
+    ('experiment = "linesearch"\n[run]\nmemory_fraction = "half"\n',
+     r"run\.memory_fraction must be a number in \(0, 1\], got 'half'"),
+    ('experiment = "linesearch"\n[run]\nmemory_budget = nan\n', r"run\.memory_budget must be a positive number"),
+    ('experiment = "linesearch"\n[run]\nchunk_size = 2.5\n', r"run\.chunk_size must be a positive integer"),
+    ('experiment = "dqn"\n[setup]\nenv_params = {gravity = "x"}\n',
+     r"setup\.env_params\.gravity must be a number, got 'x'"),
+    ('experiment = "linesearch"\n[setup]\nmax_capacity = 10000000000\n',
+     r"setup\.max_capacity = 10000000000 does not fit an int32 \(at most 2147483647\)"),
+    ('experiment = "linesearch"\n[fixed]\nmemory_size = 3000000000\n',
+     r"fixed\.memory_size = 3000000000 does not fit an int32"),
+    ('experiment = "linesearch"\n[fixed]\nstep_size = 1e300\n', r"fixed\.step_size = 1e\+300 does not fit a float32"),
 ])
 def test_bad_config_files_name_the_key(tmp_path, text, message):
     path = _write(tmp_path, text)
