@@ -83,4 +83,4 @@ def _allowed(low, high, high_inclusive) -> str:
 def _show(arr: np.ndarray) -> str:
     if arr.ndim == 0:
         return repr(arr.item())
-    return f"an array with min {arr.min()!r} and max {arr.max()!r}"
+    return f"an array with min {arr.min().item()!r} and max {arr.max().item()!r}"  # Python numbers, not NumPy reprs

@@ -76,7 +76,10 @@ def _linesearch(args: argparse.Namespace) -> int:
         sampler=args.sampler,
         max_num_old=max(int(hparams.adaptive_num_old), 1),
     )
-    ls.check_hyperparameters(hparams, setup)
+    try:
+        ls.check_hyperparameters(hparams, setup)
+    except ValueError as error:  # named as typed: --step-size, not step_size
+        raise ValueError(_as_option(str(error), hparams._fields)) from None
     # One configuration × seeds through the sweep engine (run i's key: fold_in(key(seed), i)).
     sweep = sweep_lib.Sweep("linesearch", seeds=args.seeds, seed=args.seed,
                             setup=setup,
@@ -387,6 +390,13 @@ def _run(sweep, out, names=None, **options):
                     print(f"jaxreplay: warning: {warning.message}", file=sys.stderr)
                 else:
                     warnings.warn_explicit(warning.message, warning.category, warning.filename, warning.lineno)
+
+
+def _as_option(message: str, fields) -> str:
+    """``message`` with its leading field name (``step_size must be ...``) written as the option the
+    user typed (``--step-size must be ...``)."""
+    field, _, rest = message.partition(" ")
+    return f"--{field.replace('_', '-')} {rest}" if field in fields else message
 
 
 def _positive(name: str, value: int) -> None:

@@ -173,13 +173,17 @@ class Sweep:
                     raise ValueError(f"points[{i}] must be a table, got {point!r}.")
                 if keys is None:
                     keys = tuple(point)
-                if tuple(point) != keys:
-                    raise ValueError(f"points[{i}] has keys {sorted(point)}, points[0] has {sorted(keys)}: "
-                                     "every point must set the same hyperparameters.")
+                if set(point) != set(keys):  # the same keys in another order are the same point
+                    missing, extra = sorted(set(keys) - set(point)), sorted(set(point) - set(keys))
+                    raise ValueError(
+                        f"points[{i}] sets {sorted(point)}, points[0] sets {sorted(keys)} ("
+                        + "; ".join(([f"missing {missing}"] if missing else []) + ([f"extra {extra}"] if extra else []))
+                        + "): every point must set the same hyperparameters.")
                 for k in point:
                     if k in self.fixed:
                         raise ValueError(f"points[{i}].{k}: {k!r} is also in fixed.")
-                points.append({k: _check_hparam(exp, f"points[{i}].{k}", k, v) for k, v in point.items()})
+                # In points[0]'s key order (the order of the dataset's coordinates).
+                points.append({k: _check_hparam(exp, f"points[{i}].{k}", k, point[k]) for k in keys})
             object.__setattr__(self, "points", tuple(points))
         try:
             setup_obj = exp.setup_type(**setup)
@@ -194,7 +198,37 @@ class Sweep:
         # The experiment's own range checks, on every configuration at once, before compiling
         # (one run per configuration: the seeds share their hyperparameters, and R-long
         # arrays could themselves exhaust the host's memory for a huge seed count).
-        exp.check(self.hyperparameters(np.arange(self.num_configs, dtype=np.int64) * self.seeds), setup_obj)
+        first_runs = np.arange(self.num_configs, dtype=np.int64) * self.seeds
+        try:
+            exp.check(self.hyperparameters(first_runs), setup_obj)
+        except ValueError as error:
+            raise ValueError(self._locate(error, setup_obj)) from None
+
+    def _locate(self, error: ValueError, setup_obj) -> str:
+        """``error`` (from the experiment's check of every configuration) said of the one configuration it
+        is about, prefixed with where its value came from: ``grid.k = v``, ``points[i].k = v``,
+        ``fixed.k = v`` or the default."""
+        exp = self.exp
+        for config in range(self.num_configs):
+            one_config = type(hp := self.hyperparameters(np.array([config * self.seeds])))(*(x[0] for x in hp))
+            try:
+                exp.check(one_config, setup_obj)
+            except ValueError as one:
+                message = str(one)
+                field = message.split(" ", 1)[0]
+                if field not in exp.hyperparameters_type._fields:
+                    return message
+                value = getattr(one_config, field).item()
+                if self.points is not None and field in self.points[config]:
+                    where = f"points[{config}].{field} = {value!r}"
+                elif field in self.grid:
+                    where = f"grid.{field} = {value!r}"
+                elif field in self.fixed:
+                    where = f"fixed.{field} = {value!r}"
+                else:
+                    where = f"{field} = {value!r} (its default; set it in [fixed] or [grid])"
+                return f"{where}: {message}"
+        return str(error)
 
     # -- construction from files ------------------------------------------------
 

@@ -85,8 +85,9 @@ def test_linesearch_adaptive_reports_memory_size(capsys):
     "args, message",
     [
         (["--memory-size", "0"], "memory-size"),
-        (["--discount", "1.0"], "discount"),
-        (["--step-size", "nan"], "step_size"),
+        (["--discount", "1.0"], "--discount must be < 1.0"),
+        (["--step-size", "nan"], "--step-size must be finite, got nan."),
+        (["--step-size", "-1"], "--step-size must be >= 0.0, got -1.0."),  # as typed, not the field step_size
         (["--seeds", "0"], "seeds"),
     ],
 )

@@ -586,7 +586,17 @@ def test_two_processes_under_jax_distributed_match_one(tmp_path, aer_reference):
     ('experiment = "linesearch"\n[grid]\nmemory_size = []\n', r"grid\.memory_size is empty"),
     ('experiment = "linesearch"\n[grid]\nmemory_size = [10.5]\n', r"grid\.memory_size must be an integer"),
     ('experiment = "linesearch"\n[grid]\nmemory_size = [10, 10]\n', r"grid\.memory_size has repeated values"),
-    ('experiment = "linesearch"\n[grid]\nmemory_size = [10, 5000]\n', r"memory_size must be <= 1000"),
+    # Where the value came from, as a plain number (once: "got an array with min np.int32(10) and max ...").
+    ('experiment = "linesearch"\n[grid]\nmemory_size = [10, 5000]\n',
+     r"^grid\.memory_size = 5000: memory_size must be <= 1000 \(allowed range \[1, 1000\]\), got 5000\.$"),
+    ('experiment = "linesearch"\n[[points]]\nmemory_size = 10\n[[points]]\nmemory_size = 1001\n',
+     r"^points\[1\]\.memory_size = 1001: memory_size must be <= 1000"),
+    ('experiment = "linesearch"\n[fixed]\nmemory_size = 0\n', r"^fixed\.memory_size = 0: memory_size must be >= 1"),
+    ('experiment = "linesearch"\n[setup]\nmax_capacity = 50\n',
+     r"^memory_size = 100 \(its default; set it in \[fixed\] or \[grid\]\): memory_size must be <= 50"),
+    ('experiment = "linesearch"\n[[points]]\nmemory_size = 10\nbatch_size = 2\n[[points]]\nmemory_size = 20\n',
+     r"points\[1\] sets \['memory_size'\], points\[0\] sets \['batch_size', 'memory_size'\] \(missing "
+     r"\['batch_size'\]\)"),
     ('experiment = "linesearch"\n[grid]\ndiscount = [0.5, 1.0]\n', r"discount must be < 1"),
     ('experiment = "linesearch"\nseeds = 0\n', r"seeds must be an integer in \[1, 2147483647\], got 0"),
     ('experiment = "linesearch"\nseed = -1\n', r"seed must be an integer in \[0, 4294967295\], got -1"),
@@ -610,6 +620,17 @@ def test_bad_config_files_name_the_key(tmp_path, text, message):
         config = __import__("tomllib").loads(path.read_text())
         sw.run_options(config)
         sw.Sweep.from_toml(path)
+
+
+def test_points_with_the_same_keys_in_another_order_are_one_sweep():
+    setup = {"steps": 20, "max_capacity": 20, "max_batch_size": 2}
+    mixed = sw.Sweep("linesearch", setup=setup, points=[{"memory_size": 5, "batch_size": 1},
+                                                        {"batch_size": 2, "memory_size": 7}])
+    ordered = sw.Sweep("linesearch", setup=setup, points=[{"memory_size": 5, "batch_size": 1},
+                                                          {"memory_size": 7, "batch_size": 2}])
+    assert mixed.points == ordered.points and mixed.fingerprint() == ordered.fingerprint()
+    assert mixed.axes == ("memory_size", "batch_size")
+    assert mixed.configurations()["memory_size"].tolist() == [5, 7]
 
 
 def test_cli_reports_config_errors_with_exit_code_2(tmp_path):
