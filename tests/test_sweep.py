@@ -458,6 +458,19 @@ def test_unusable_output_folders_and_a_damaged_manifest_get_one_line(tmp_path, c
     assert f"{out} is not writable (read-only or no permission) and 3 of 8 runs are still to compute" in err
 
 
+def test_a_failed_write_is_one_line_naming_the_file(tmp_path, capsys, monkeypatch):
+    config = _write(tmp_path, TINY_TOML)
+    out = tmp_path / "out"
+
+    def full(path, data):
+        raise OSError(28, "No space left on device", str(path))
+
+    monkeypatch.setattr(sw, "_atomic_write", full)
+    assert _cli("sweep", config, "--out", out, "--quiet") == 2
+    err = capsys.readouterr().err
+    assert err == f"jaxreplay sweep: error: cannot write {out / 'sweep.json'}: No space left on device.\n"
+
+
 @pytest.mark.skipif(os.geteuid() == 0, reason="root ignores file permissions")
 def test_a_really_read_only_folder(tmp_path, capsys):
     config = _write(tmp_path, TINY_TOML)
