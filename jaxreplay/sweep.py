@@ -933,26 +933,32 @@ def run(
         if process == 0:
             _prepare_output_folder(out)
             writable = _writable(out)
-            has_manifest = _check_manifest(out, sweep)
+            manifest = _check_manifest(out, sweep)
             if writable:
                 chunk_dir.mkdir(exist_ok=True)
                 for stale in out.rglob(".tmp-*"):  # a killed writer's partial file
                     stale.unlink(missing_ok=True)
             # Chunks are checked before a missing manifest is written: chunks of another
             # sweep (sweep.json deleted, config changed) must refuse the run, not be adopted.
-            done = _finished_runs(chunk_dir, sweep, quarantine=writable)
+            legacy = manifest is not None and manifest["legacy"]
+            vouched = True if legacy else (manifest["vouched"] if manifest else set())
+            unfingerprinted: list[str] = []
+            done = _finished_runs(chunk_dir, sweep, quarantine=writable, vouched=vouched,
+                                  unfingerprinted=unfingerprinted)
+            vouched = set(unfingerprinted)
             if not writable and not done.all():
                 raise ValueError(
                     f"{out} is not writable (read-only or no permission) and {int((~done).sum())} of {R} runs are "
                     "still to compute: make it writable, or choose another output folder.")
             if writable:
                 _check_disk(out, int(R - done.sum()), R, result_bytes)
-                if not has_manifest:
-                    _write_manifest(out, sweep)
+                if manifest is None or legacy:  # (an older jaxreplay's manifest of this sweep: upgraded)
+                    _write_manifest(out, sweep, unfingerprinted)
         _barrier("jaxreplay-sweep-start")
         if process != 0:
-            _check_manifest(out, sweep)
-            done = _finished_runs(chunk_dir, sweep, quarantine=False)
+            manifest = _check_manifest(out, sweep)
+            vouched = True if manifest is not None and manifest["legacy"] else (manifest or {}).get("vouched", set())
+            done = _finished_runs(chunk_dir, sweep, quarantine=False, vouched=vouched)
     else:
         chunk_dir = None
         done = np.zeros(R, bool)
@@ -1022,7 +1028,7 @@ def run(
 
     if chunk_dir is not None:
         for path in _chunk_paths(chunk_dir):  # one chunk file in memory at a time
-            assembler.add(_read_chunk(path, sweep, quarantine=writable and process == 0))
+            assembler.add(_read_chunk(path, sweep, quarantine=writable and process == 0, vouched=vouched))
     dataset = to_dataset(sweep, assembler.finish())
     computed = int(sum(len(c) for c in mine))
     stats = SweepStats(
@@ -1119,11 +1125,24 @@ def _writable(folder: pathlib.Path) -> bool:
         return False
 
 
-def _check_manifest(out: pathlib.Path, sweep: Sweep) -> bool:
-    """Whether ``out/sweep.json`` exists; ValueError if it describes another sweep or is damaged."""
+def _legacy_fingerprint(sweep: Sweep) -> str:
+    """The fingerprint jaxreplay wrote before it covered the grid axis order (and before chunks carried one)."""
+    return hashlib.sha256(json.dumps(sweep.to_dict(), sort_keys=True).encode()).hexdigest()
+
+
+def _check_manifest(out: pathlib.Path, sweep: Sweep) -> dict | None:
+    """``out/sweep.json`` checked against ``sweep``: None if absent, else ``{"legacy": bool, "vouched": set}``.
+
+    ``vouched`` names chunk files without a fingerprint that are this sweep's
+    (written by an older jaxreplay and adopted when the manifest was upgraded).
+    ``legacy`` is a manifest of that older jaxreplay that is this sweep's: its
+    old-scheme fingerprint matches and its grid axes are in the same order;
+    its fingerprint-less chunks are then this sweep's too. ValueError if the
+    manifest describes another sweep or is damaged.
+    """
     path = out / "sweep.json"
     if not path.exists():
-        return False
+        return None
     try:
         stored = json.loads(path.read_text())
         if not isinstance(stored, dict):
@@ -1132,24 +1151,31 @@ def _check_manifest(out: pathlib.Path, sweep: Sweep) -> bool:
         raise ValueError(
             f"{path} is damaged (not a sweep manifest: {e}). Delete it and rerun: the chunks carry their "
             "sweep's fingerprint, so only this sweep's finished runs are reused.") from None
-    if stored.get("fingerprint") != sweep.fingerprint():
-        old, new = stored.get("config", {}), sweep.to_dict()
-        diff = sorted(k for k in set(old) | set(new) if old.get(k) != new.get(k))
-        old_axes, new_axes = list(old.get("grid") or {}), list(new.get("grid") or {})
-        if "grid" not in diff and old_axes != new_axes:
-            diff.append(f"grid axis order: {old_axes} there, {new_axes} here; the order numbers the runs")
-        if not diff:
-            diff = ["fingerprint (sweep.json was written by another jaxreplay version, which fingerprints "
-                    "configs differently)"]
-        raise ValueError(
-            f"{out} holds a different sweep (differs in: {'; '.join(diff)}). Results of two "
-            "configs are never mixed: use a new output directory, or delete this one to start over."
-        )
-    return True
+    if stored.get("fingerprint") == sweep.fingerprint():
+        vouched = stored.get("unfingerprinted_chunks", [])
+        return {"legacy": False, "vouched": {str(name) for name in vouched} if isinstance(vouched, list) else set()}
+    old = stored.get("config", {})
+    if (stored.get("fingerprint") == _legacy_fingerprint(sweep) and isinstance(old, dict)
+            and list(old.get("grid") or {}) == list(sweep.grid)):  # (sweep.json keeps the order it was written in)
+        return {"legacy": True, "vouched": set()}
+    old, new = old if isinstance(old, dict) else {}, sweep.to_dict()
+    diff = sorted(k for k in set(old) | set(new) if old.get(k) != new.get(k))
+    old_axes, new_axes = list(old.get("grid") or {}), list(new.get("grid") or {})
+    if "grid" not in diff and old_axes != new_axes:
+        diff.append(f"grid axis order: {old_axes} there, {new_axes} here; the order numbers the runs")
+    if not diff:
+        diff = ["fingerprint (sweep.json was written by another jaxreplay version, which fingerprints "
+                "configs differently)"]
+    raise ValueError(
+        f"{out} holds a different sweep (differs in: {'; '.join(diff)}). Results of two "
+        "configs are never mixed: use a new output directory, or delete this one to start over."
+    )
 
 
-def _write_manifest(out: pathlib.Path, sweep: Sweep) -> None:
+def _write_manifest(out: pathlib.Path, sweep: Sweep, unfingerprinted: Sequence[str] = ()) -> None:
     manifest = {"fingerprint": sweep.fingerprint(), "config": sweep.to_dict(), "versions": software_versions()}
+    if unfingerprinted:  # an older jaxreplay's chunks of this sweep, adopted with its verified manifest
+        manifest["unfingerprinted_chunks"] = sorted(unfingerprinted)
     _atomic_write(out / "sweep.json", json.dumps(manifest, indent=2).encode())
 
 
@@ -1175,14 +1201,18 @@ class _DamagedChunk(Exception):
     """A chunk file that cannot be read, or whose contents contradict themselves."""
 
 
-def _chunk_runs(path: pathlib.Path, sweep: Sweep) -> np.ndarray:
+def _chunk_runs(path: pathlib.Path, sweep: Sweep, vouched: set | bool = frozenset()) -> np.ndarray:
     """The run indices held by the chunk file ``path``.
+
+    ``vouched``: names of fingerprint-less chunks known to be this sweep's (or
+    True: all of them), see :func:`_check_manifest`.
 
     Raises:
         ValueError: it is not a chunk of ``sweep`` (another fingerprint, or none).
         _DamagedChunk: it cannot be read (truncated, not an npz, ...) or its run range is inconsistent.
     """
     fingerprint, num_runs = sweep.fingerprint(), sweep.num_runs
+    legacy = vouched is True or path.name in vouched
     try:
         with np.load(path, allow_pickle=False) as data:
             stored = str(data[_META_FINGERPRINT]) if _META_FINGERPRINT in data.files else None
@@ -1190,6 +1220,10 @@ def _chunk_runs(path: pathlib.Path, sweep: Sweep) -> np.ndarray:
                 runs = np.asarray(data["run_index"])
                 lo, hi = (int(x) for x in data[_META_RUN_RANGE])
                 stored_runs = int(data[_META_NUM_RUNS])
+            elif stored is None and legacy:
+                runs = np.asarray(data["run_index"])
+                stored, stored_runs = fingerprint, num_runs
+                lo, hi = (int(runs.min()), int(runs.max()) + 1) if runs.size and runs.ndim == 1 else (0, 0)
     except Exception as e:  # BadZipFile, EOFError, "pickled data", zlib / CRC errors, a missing key, ...
         if "pickled" in str(e):  # NumPy took it for a pickle (and suggests loading it unsafely: never)
             raise _DamagedChunk("not an npz archive") from None
@@ -1224,21 +1258,29 @@ def _set_aside(path: pathlib.Path, reason: str, quarantine: bool, warn: bool = T
                       SweepWarning, stacklevel=3)
 
 
-def _finished_runs(chunk_dir: pathlib.Path, sweep: Sweep, quarantine: bool = True) -> np.ndarray:
+def _finished_runs(chunk_dir: pathlib.Path, sweep: Sweep, quarantine: bool = True, vouched: set | bool = frozenset(),
+                   unfingerprinted: list | None = None) -> np.ndarray:
     """Which of the sweep's runs are in ``chunk_dir`` (every chunk checked to be this sweep's; a damaged one
-    set aside, see :func:`_set_aside`)."""
+    set aside, see :func:`_set_aside`). The names of the fingerprint-less chunks accepted (``vouched``) are
+    appended to ``unfingerprinted``."""
     done = np.zeros(sweep.num_runs, bool)
     if not chunk_dir.is_dir():
         return done
     for path in _chunk_paths(chunk_dir):
         try:
-            done[_chunk_runs(path, sweep)] = True
+            done[_chunk_runs(path, sweep, vouched)] = True
         except _DamagedChunk as e:
             _set_aside(path, str(e), quarantine)
+            continue
+        if unfingerprinted is not None and (vouched is True or path.name in vouched):
+            with np.load(path, allow_pickle=False) as data:
+                if _META_FINGERPRINT not in data.files:
+                    unfingerprinted.append(path.name)
     return done
 
 
-def _read_chunk(path: pathlib.Path, sweep: Sweep, quarantine: bool = True) -> dict:
+def _read_chunk(path: pathlib.Path, sweep: Sweep, quarantine: bool = True,
+                vouched: set | bool = frozenset()) -> dict:
     """The arrays of one chunk of ``sweep`` (its ``meta.*`` entries left out).
 
     A chunk found damaged only now (a bad checksum in its data) is set aside
@@ -1246,7 +1288,7 @@ def _read_chunk(path: pathlib.Path, sweep: Sweep, quarantine: bool = True) -> di
     recomputed. Never are its contents used.
     """
     try:
-        runs = _chunk_runs(path, sweep)  # (a chunk of another sweep: its ValueError goes through)
+        runs = _chunk_runs(path, sweep, vouched)  # (a chunk of another sweep: its ValueError goes through)
         try:
             with np.load(path, allow_pickle=False) as data:
                 part = {k: data[k] for k in data.files if not k.startswith("meta.")}

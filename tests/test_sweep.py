@@ -385,6 +385,47 @@ def test_chunks_carry_their_sweep_so_a_deleted_manifest_never_mixes_configs(tmp_
     assert json.loads((out / "sweep.json").read_text())["fingerprint"] == sweep.fingerprint()
 
 
+def _make_legacy(out, sweep):
+    """Turn ``out`` into what jaxreplay wrote before chunks carried a fingerprint and the fingerprint covered
+    the grid order: chunks without meta.*, sweep.json with the old fingerprint."""
+    import hashlib
+
+    for path in (out / "chunks").glob("runs-*.npz"):
+        with np.load(path) as data:
+            arrays = {k: data[k] for k in data.files if not k.startswith("meta.")}
+        np.savez(path, **arrays)
+    manifest = json.loads((out / "sweep.json").read_text())
+    manifest["fingerprint"] = hashlib.sha256(json.dumps(sweep.to_dict(), sort_keys=True).encode()).hexdigest()
+    (out / "sweep.json").write_text(json.dumps(manifest, indent=2))
+
+
+def test_a_folder_of_an_older_jaxreplay_is_adopted_only_with_its_verified_manifest(tmp_path, capsys):
+    config = _write(tmp_path, TINY_TOML)
+    swapped = _write(tmp_path, TINY_TOML.replace("memory_size = [5, 20]\nbatch_size = [1, 2]",
+                                                 "batch_size = [1, 2]\nmemory_size = [5, 20]"), "swapped.toml")
+    sweep = sw.Sweep.from_toml(config)
+    out = tmp_path / "out"
+    assert _cli("sweep", config, "--out", out, "--quiet", "--chunk-size", "3") == 0
+    reference = sw.load(out)
+    _make_legacy(out, sweep)
+    legacy_manifest = (out / "sweep.json").read_text()
+    # The swapped grid has the same old fingerprint: the stored axis order still refuses it.
+    assert _cli("sweep", swapped, "--out", out, "--quiet") == 2
+    assert "grid axis order" in capsys.readouterr().err
+    # The same sweep: its manifest is verified (old fingerprint, same axis order), its chunks adopted.
+    assert _cli("sweep", config, "--out", out, "--quiet") == 0
+    assert "(0 computed, 8 resumed)" in capsys.readouterr().out
+    _same(sw.load(out), reference)
+    manifest = json.loads((out / "sweep.json").read_text())
+    assert manifest["fingerprint"] == sweep.fingerprint() and len(manifest["unfingerprinted_chunks"]) == 3
+    assert _cli("sweep", config, "--out", out, "--quiet") == 0  # and stays adopted
+    # Without a verified manifest, fingerprint-less chunks are never used.
+    (out / "sweep.json").write_text(legacy_manifest)
+    (out / "sweep.json").unlink()
+    assert _cli("sweep", config, "--out", out, "--quiet") == 2
+    assert "carries no fingerprint" in capsys.readouterr().err
+
+
 def _damage(path, how):
     data = path.read_bytes()
     if how == "truncated":
