@@ -30,6 +30,7 @@ EXPECTED_FIGURES = {
     "01_linesearch_theory_vs_experiment.py": 4,
     "02_memory_size_and_prioritization_maps.py": 4,
     "03_adaptive_replay_dqn.py": 3,
+    "04_dqn_replay_study.py": 4,
 }
 
 pytestmark = pytest.mark.slow
