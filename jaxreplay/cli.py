@@ -268,9 +268,10 @@ def _adaptive_report(ds) -> dict:
     def share(num, den):
         return float(num / den) if den else None
 
-    def mean(name):
-        values = np.asarray(ds[name].values, np.float64).reshape(-1)
-        return float(np.nanmean(values)) if np.isfinite(values).any() else None
+    compared = sum(seeds("adaptive_compared"))
+
+    def per_check(name):  # pooled over seeds
+        return float(np.sum(ds[name].values, dtype=np.float64) / compared) if compared else None
 
     checks, grows, shrinks = seeds("adaptive_checks"), seeds("adaptive_grows"), seeds("adaptive_shrinks")
     straddle, straddle_grows = seeds("adaptive_straddle_checks"), seeds("adaptive_straddle_grows")
@@ -282,8 +283,8 @@ def _adaptive_report(ds) -> dict:
         "grow_fraction": share(sum(grows), sum(checks)),
         "straddle_grow_fraction": share(sum(straddle_grows), sum(straddle)),
         "other_grow_fraction": share(sum(grows) - sum(straddle_grows), other),
-        "noisy_fraction": share(sum(seeds("adaptive_noisy")), sum(seeds("adaptive_compared"))),
-        "change_mean": mean("adaptive_change_mean"), "noise_mean": mean("adaptive_noise_mean"),
+        "noisy_fraction": share(sum(seeds("adaptive_noisy")), compared),
+        "change_mean": per_check("adaptive_change_sum"), "noise_mean": per_check("adaptive_noise_sum"),
     }
 
 
@@ -528,6 +529,11 @@ def build_parser() -> argparse.ArgumentParser:
 def _study(args: argparse.Namespace) -> int:
     from jaxreplay.reproduce import study as study_lib
 
+    if args.kind == "readme":
+        path = study_lib.update_readme(args.readme, args.dirs, note=args.note)
+        print(f"wrote the study block of {path} from {', '.join(args.dirs)}")
+        return 0
+
     if args.seeds is not None:
         _positive("seeds", args.seeds)
     envs = study_lib.ENVS if args.env == "all" else (args.env,)
@@ -560,6 +566,11 @@ def _add_study_parser(commands) -> None:
                     help="runs per compiled call in every stage (default 4 x seeds; larger is faster on a GPU)")
     sd.add_argument("--quiet", action="store_true", help="no progress bar")
     sd.set_defaults(handler=_study)
+    sr = kinds.add_parser("readme", help="write the summary of finished studies into a README's study block")
+    sr.add_argument("dirs", nargs="+", help="study output folders (or folders holding one per game)")
+    sr.add_argument("--readme", required=True, metavar="README.md")
+    sr.add_argument("--note", default="", help="a line written above the table")
+    sr.set_defaults(handler=_study)
 
 
 def main(argv: list[str] | None = None) -> int:

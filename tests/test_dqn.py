@@ -432,14 +432,14 @@ def test_random_walk_control_grows_about_half_the_time(option_runs):
 def test_online_and_target_td_errors_differ_only_when_the_networks_differ(option_runs):
     records, summary, rows = option_runs
     # A target copied at every step equals the online network at every check: same run, bit for bit.
-    for name in ("final_capacity", "adaptive_grows", "adaptive_change_mean"):
+    for name in ("final_capacity", "adaptive_grows", "adaptive_change_sum"):
         np.testing.assert_array_equal(summary[name][rows["online-copy-every-step"]],
                                       summary[name][rows["target-copy-every-step"]])
     np.testing.assert_array_equal(records["capacity"][rows["online-copy-every-step"]],
                                   records["capacity"][rows["target-copy-every-step"]])
     # A target copied every 500 steps is not: the compared values, hence the decisions, differ.
-    assert not np.array_equal(summary["adaptive_change_mean"][rows["online"]],
-                              summary["adaptive_change_mean"][rows["target"]])
+    assert not np.array_equal(summary["adaptive_change_sum"][rows["online"]],
+                              summary["adaptive_change_sum"][rows["target"]])
 
 
 def test_target_network_checks_grow_when_they_straddle_a_copy(option_runs):
@@ -463,8 +463,10 @@ def test_target_network_checks_grow_when_they_straddle_a_copy(option_runs):
 
 def test_independent_draws_are_noisier_than_paired(option_runs):
     _, summary, rows = option_runs
-    paired = np.mean(summary["adaptive_noise_mean"][rows["online"]])
-    independent = np.mean(summary["adaptive_noise_mean"][rows["independent"]])
+    def noise_per_check(name):
+        return summary["adaptive_noise_sum"][rows[name]].sum() / summary["adaptive_compared"][rows[name]].sum()
+
+    paired, independent = noise_per_check("online"), noise_per_check("independent")
     assert independent > 2 * paired > 0
     noisy = lambda name: summary["adaptive_noisy"][rows[name]].sum() / summary["adaptive_compared"][rows[name]].sum()  # noqa: E731
     assert noisy("independent") > noisy("online")
@@ -690,3 +692,9 @@ def test_tuned_dqn_learns_cartpole():
     assert curve.max() >= 400
     # It stays learned: the last quarter of the run averages well above random (~20).
     assert curve[-5:].mean() >= 300
+
+
+def test_setup_refuses_games_dqn_cannot_play():
+    with pytest.raises(ValueError, match="discrete action space"):
+        dqn.Setup(env_id="Pendulum-v1")
+    dqn.Setup(env_id="Acrobot-v1")  # three discrete actions: fine

@@ -122,3 +122,26 @@ def test_dqn_cli_prints_aer_diagnostics_per_seed(capsys):
     assert [g + s for g, s in zip(a["grows"], a["shrinks"])] == a["checks"]
     assert all((n - 100) % 20 == 0 for n in a["final_memory_size"])
     assert 0 <= a["grow_fraction"] <= 1
+
+
+def test_readme_block_is_generated_from_study_json(tiny_study, tmp_path):
+    out, result, _ = tiny_study
+    readme = tmp_path / "README.md"
+    readme.write_text("intro\n<!-- study:begin -->\nold\n<!-- study:end -->\nrest\n")
+    assert cli.main(["study", "readme", str(out), "--readme", str(readme), "--note", "tiny"]) == 0
+    text = readme.read_text()
+    rows = [line for line in text.splitlines() if line.startswith("| CartPole-v1 |")]
+    assert len(rows) == len(result["adaptive"]) and "old" not in text and text.endswith("rest\n")
+    first = result["adaptive"][0]
+    assert f"| {first['initial_size']} | {first['mean_size']:.0f} |" in rows[0]
+    with pytest.raises(ValueError, match="study.json"):
+        study_lib.update_readme(readme, [tmp_path / "empty"])
+
+
+def test_committed_gpu_study_is_in_the_readme():
+    """The README's study block is exactly what the committed docs/study results generate."""
+    import pathlib
+
+    root = pathlib.Path(__file__).resolve().parents[1]
+    results = [json.loads((root / "docs" / "study" / env / "study.json").read_text()) for env in study_lib.ENVS]
+    assert study_lib.summary_table(results) in (root / "README.md").read_text()

@@ -210,7 +210,13 @@ class Setup:
                 f"steps_per_segment ({self.steps_per_segment}) must be a multiple of the cycle length "
                 f"{self.cycle_length} (train_frequency, or adaptive_check_every with adaptive=True)."
             )
-        _environment(self.env_id, self.env_params)  # ValueError for an unknown id or parameter
+        env, env_params = _environment(self.env_id, self.env_params)  # ValueError: unknown id or parameter
+        space = env.action_space(env_params)
+        num_actions = getattr(space, "n", None)
+        if num_actions is None or getattr(space, "shape", ()) not in ((), None) or int(num_actions) < 2:
+            raise ValueError(
+                f"env_id {self.env_id!r}: DQN needs a discrete action space of at least 2 actions (one Q-value per "
+                f"action), got {type(space).__name__}; choose e.g. CartPole-v1, Acrobot-v1 or MountainCar-v0.")
 
     @property
     def cycle_length(self) -> int:
@@ -764,9 +770,11 @@ def summarize(state: DQNState, hparams: Hyperparameters, setup: Setup) -> dict:
         previous check), ``"adaptive_compared"``, ``"adaptive_noisy"``
         (checks with a reference, and of them those whose change was within
         two standard errors of 0): ``int32[]`` (0 without aER);
-        ``"adaptive_change_mean"``, ``"adaptive_noise_mean"``: ``float32[]``
-        mean estimated ``| |δ_old|' - |δ_old| |`` and mean standard error of
-        that change over compared checks (NaN if none);
+        ``"adaptive_change_sum"``, ``"adaptive_noise_sum"``: ``float32[]``
+        sums over compared checks of the estimated ``| |δ_old|' - |δ_old| |``
+        and of that change's standard error (divide by ``adaptive_compared``
+        on the host: a traced division rounds differently in vectorised code,
+        which would make results depend on the chunk size);
         ``"capacity_clipped": bool[]}``.
     """
     del hparams
@@ -788,14 +796,11 @@ def summarize(state: DQNState, hparams: Hyperparameters, setup: Setup) -> dict:
         "adaptive_straddle_grows": state.straddle_grows,
         "adaptive_compared": state.controller.num_compared,
         "adaptive_noisy": state.controller.num_noisy,
-        "adaptive_change_mean": _per_check(state.controller.sum_abs_change, state.controller.num_compared),
-        "adaptive_noise_mean": _per_check(state.controller.sum_noise, state.controller.num_compared),
+        "adaptive_change_sum": state.controller.sum_abs_change,
+        "adaptive_noise_sum": state.controller.sum_noise,
         "capacity_clipped": memory.capacity_clipped,
     }
 
-
-def _per_check(total, count):
-    return jnp.where(count > 0, total / jnp.maximum(count, 1).astype(jnp.float32), jnp.nan).astype(jnp.float32)
 
 
 def num_segments(setup: Setup) -> int:
@@ -825,7 +830,7 @@ _RECORD_NAMES = ("train_return", "train_episodes", "td_loss", "capacity", "capac
 _SUMMARY_NAMES = ("diverged", "recent_return", "episodes", "gradient_steps", "final_capacity",
                   "adaptive_checks", "adaptive_grows", "adaptive_shrinks", "adaptive_invalid",
                   "adaptive_straddle_checks", "adaptive_straddle_grows", "adaptive_compared", "adaptive_noisy",
-                  "adaptive_change_mean", "adaptive_noise_mean", "capacity_clipped")
+                  "adaptive_change_sum", "adaptive_noise_sum", "capacity_clipped")
 
 
 def record_dims(setup: Setup) -> dict:

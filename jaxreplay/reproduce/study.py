@@ -291,8 +291,8 @@ def study(out_dir, env_id: str, *, quick: bool = False, seeds: int | None = None
                 "straddle_grow_fraction": float(s_grows / straddle) if straddle else None,
                 "other_grow_fraction": float((grows - s_grows) / (checks - straddle)) if checks > straddle else None,
                 "noisy_fraction": float(runs["adaptive_noisy"][row].sum() / compared) if compared else None,
-                "change_mean": _nanmean(runs["adaptive_change_mean"][row]),
-                "noise_mean": _nanmean(runs["adaptive_noise_mean"][row])}
+                "change_mean": float(runs["adaptive_change_sum"][row].sum() / compared) if compared else None,
+                "noise_mean": float(runs["adaptive_noise_sum"][row].sum() / compared) if compared else None}
 
     adaptive = []
     static_all = static.auc.ravel()
@@ -378,10 +378,6 @@ def study(out_dir, env_id: str, *, quick: bool = False, seeds: int | None = None
 def _renamed(ci: dict) -> dict:
     return {"score_iqm": ci["estimate"], "score_ci_low": ci["low"], "score_ci_high": ci["high"]}
 
-
-def _nanmean(values) -> float | None:
-    values = np.asarray(values, np.float64)
-    return float(np.nanmean(values)) if np.isfinite(values).any() else None
 
 
 def _plain(value):
@@ -632,3 +628,45 @@ def _seed_mean(curves: np.ndarray) -> np.ndarray:
     curves = np.asarray(curves, np.float64)
     count = np.sum(np.isfinite(curves), 0)
     return np.where(count > 0, np.nansum(curves, 0) / np.maximum(count, 1), np.nan)
+
+
+def summary_table(results: list[dict]) -> str:
+    """Markdown: one row per game and aER start (response optimum, aER's sizes and scores, controls).
+
+    Args:
+        results: ``study.json`` contents (from :func:`study`), one per game.
+    """
+    lines = ["| game | seeds × steps | memory size matters (best − worst static) | static optimum | aER from | "
+             "mean size | grow share | aER − best static | aER − random walk | aER − fixed at its mean size |",
+             "| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |"]
+
+    def p(d):
+        return f"{_fmt(d['estimate'])} [{_fmt(d['low'])}, {_fmt(d['high'])}]"
+
+    for r in results:
+        effect = r["memory_size_effect"]
+        matters = ("yes" if r["verdict"]["memory_size_matters"] else "no") + f": {p(effect)}"
+        for a in r["adaptive"]:
+            lines.append(f"| {r['env']} | {r['seeds']} × {r['total_steps']} | {matters} | {r['best_static']} | "
+                         f"{a['initial_size']} | {a['mean_size']:.0f} | {_fmt(a['grow_fraction'], '.2f')} | "
+                         f"{p(a['vs_best_static'])} | {p(a['vs_random_walk'])} | {p(a['vs_fixed_at_mean'])} |")
+    return "\n".join(lines)
+
+
+def update_readme(readme, study_dirs, note: str = "") -> pathlib.Path:
+    """Write :func:`summary_table` of ``study_dirs/*/study.json`` (or ``DIR/study.json``) into the
+    ``<!-- study:begin -->`` … ``<!-- study:end -->`` block of ``readme``."""
+    from jaxreplay.reproduce.paper import replace_block
+
+    results = []
+    for d in study_dirs:
+        d = pathlib.Path(d)
+        files = [d / "study.json"] if (d / "study.json").exists() else sorted(d.glob("*/study.json"))
+        if not files:
+            raise ValueError(f"{d}: no study.json in it or in its subfolders; run jaxreplay study dqn --out {d} first.")
+        results += [json.loads(f.read_text()) for f in files]
+    order = {env: i for i, env in enumerate(ENVS)}
+    results.sort(key=lambda r: order.get(r["env"], len(order)))
+    readme = pathlib.Path(readme)
+    readme.write_text(replace_block(readme.read_text(), "study", f"{note}\n\n{summary_table(results)}".strip()))
+    return readme
