@@ -654,3 +654,12 @@ def test_errors_that_fluctuate_around_a_level_show_algorithm_2s_selection_effect
     fraction, n, _ = _grow_fraction(tables)
     low, high = _binomial_interval(fraction, n)
     assert low <= (np.e - 2) / (np.e - 1) <= high, (fraction, n)
+
+
+def test_bad_state_is_named():
+    memory = _memory()
+    args = dict(interval=2, num_old=2, max_num_old=4)
+    with pytest.raises(ValueError, match=r"state must be an adaptive.AdaptiveState"):
+        adaptive.update(None, None, memory, _td, 8, **args)
+    with pytest.raises(ValueError, match=r"adaptive.init\(3\)"):  # made for exact sums, used with a subsample
+        adaptive.update(jax.random.key(0), adaptive.init(), memory, _td, 8, subsample_size=3, **args)
