@@ -448,6 +448,11 @@ def _fmt(x, spec: str = ".3g") -> str:
     return "n/a" if x is None else format(x, spec)
 
 
+def _interval(d: dict) -> str:
+    """``estimate [low, high]`` of a confidence-interval dict."""
+    return f"{_fmt(d['estimate'])} [{_fmt(d['low'])}, {_fmt(d['high'])}]"
+
+
 # ----------------------------------------------------------------------------
 # Figures, tables, report
 
@@ -573,9 +578,8 @@ def _report(result: dict) -> str:
     lines += ["", "## aER from each start, and its controls", "",
               "| start | mean size | final size | grow share | score IQM [95% CI] | vs best static | vs start | "
               "vs random walk | vs fixed at mean size |", "| --- | --- | --- | --- | --- | --- | --- | --- | --- |"]
+    p = _interval
     for a in result["adaptive"]:
-        def p(d):
-            return f"{_fmt(d['estimate'])} [{_fmt(d['low'])}, {_fmt(d['high'])}]"
         lines.append(f"| {a['initial_size']} | {a['mean_size']:.0f} | {a['final_size_mean']:.0f} | "
                      f"{_fmt(a['grow_fraction'], '.2f')} | {_fmt(a['score_iqm'])} [{_fmt(a['score_ci_low'])}, "
                      f"{_fmt(a['score_ci_high'])}] | {p(a['vs_best_static'])} | {p(a['vs_start_static'])} | "
@@ -599,8 +603,7 @@ def _report(result: dict) -> str:
               f"{result['sensitivity'][0]['seeds']} seeds)", "",
               "| variant | final size | grow share | score IQM | vs default aER |", "| --- | --- | --- | --- | --- |"]
     for s in result["sensitivity"]:
-        vs = s["vs_default"]
-        vs_text = "–" if vs is None else f"{_fmt(vs['estimate'])} [{_fmt(vs['low'])}, {_fmt(vs['high'])}]"
+        vs_text = "–" if s["vs_default"] is None else _interval(s["vs_default"])
         lines.append(f"| {s['variant']} | {s['final_size_mean']:.0f} | {_fmt(s['grow_fraction'], '.2f')} | "
                      f"{_fmt(s['score_iqm'])} | {vs_text} |")
     if result["other_reading"]:
@@ -639,10 +642,7 @@ def summary_table(results: list[dict]) -> str:
     lines = ["| game | seeds × steps | memory size matters (best − worst static) | static optimum | aER from | "
              "mean size | grow share | aER − best static | aER − random walk | aER − fixed at its mean size |",
              "| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |"]
-
-    def p(d):
-        return f"{_fmt(d['estimate'])} [{_fmt(d['low'])}, {_fmt(d['high'])}]"
-
+    p = _interval
     for r in results:
         effect = r["memory_size_effect"]
         matters = ("yes" if r["verdict"]["memory_size_matters"] else "no") + f": {p(effect)}"
