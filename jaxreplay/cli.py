@@ -205,7 +205,11 @@ def _dqn(args: argparse.Namespace) -> int:
     else:
         if args.tuned:
             raise ValueError("--tuned is only available for CartPole-v1.")
-        setup = dqn.Setup(env_id=args.env, max_capacity=max(args.memory_size, 1), adaptive=args.adaptive)
+        try:
+            setup = dqn.Setup(env_id=args.env, max_capacity=max(args.memory_size, 1), adaptive=args.adaptive)
+        except ValueError as e:  # name the option the user typed
+            prefix = f"env_id {args.env!r}:"
+            raise ValueError(str(e).replace(prefix, f"--env {args.env}:", 1)) from None
         hparams = dqn.Hyperparameters(memory_size=args.memory_size, adaptive_num_old=max(args.memory_size // 2, 1))
     setup = dataclasses.replace(setup, sampler=args.sampler)
     hparams = hparams._replace(adaptive_td_target=int(args.adaptive_td == "target"),

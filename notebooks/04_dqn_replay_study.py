@@ -52,9 +52,9 @@ from jaxreplay.reproduce import study as study_lib
 
 PAPER_SCALE = False
 
-ROOT = pathlib.Path.cwd()
-if not (ROOT / "docs").exists():  # opened from notebooks/
-    ROOT = ROOT.parent
+import jaxreplay  # noqa: E402
+
+ROOT = pathlib.Path(jaxreplay.__file__).resolve().parents[1]  # the source checkout (docs/study/ is there)
 GAMES = study_lib.ENVS
 if PAPER_SCALE:
     OUT = ROOT / "results" / "04_dqn_replay_study"

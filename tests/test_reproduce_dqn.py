@@ -113,4 +113,9 @@ def test_dqn_sweep_results_do_not_depend_on_chunk_size():
     b = sweep_lib.run(sweep, None, chunk_size=1, progress=False).dataset
     assert float(a.td_loss.mean()) > 0 and int(a.gradient_steps.min()) > 0
     for name in a.data_vars:
-        np.testing.assert_array_equal(a[name].values, b[name].values, err_msg=name)
+        if name in ("adaptive_change_sum", "adaptive_noise_sum"):
+            # Float sums of |δ| over a check: XLA:CPU vectorises the reduction differently for a
+            # batch of 1 and of 3, so they may differ in the last bits (the decisions here do not).
+            np.testing.assert_allclose(a[name].values, b[name].values, rtol=1e-4, err_msg=name)
+        else:
+            np.testing.assert_array_equal(a[name].values, b[name].values, err_msg=name)

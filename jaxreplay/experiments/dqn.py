@@ -212,11 +212,15 @@ class Setup:
             )
         env, env_params = _environment(self.env_id, self.env_params)  # ValueError: unknown id or parameter
         space = env.action_space(env_params)
-        num_actions = getattr(space, "n", None)
-        if num_actions is None or getattr(space, "shape", ()) not in ((), None) or int(num_actions) < 2:
+        if getattr(space, "n", None) is None or getattr(space, "shape", ()) not in ((), None):
             raise ValueError(
-                f"env_id {self.env_id!r}: DQN needs a discrete action space of at least 2 actions (one Q-value per "
-                f"action), got {type(space).__name__}; choose e.g. CartPole-v1, Acrobot-v1 or MountainCar-v0.")
+                f"env_id {self.env_id!r}: DQN needs a discrete action space (one Q-value per action), but "
+                f"{self.env_id} has continuous actions ({type(space).__name__} of shape "
+                f"{tuple(getattr(space, 'shape', ()))}); choose a game with discrete actions, e.g. CartPole-v1, "
+                "Acrobot-v1 or MountainCar-v0.")
+        if int(space.n) < 2:
+            raise ValueError(f"env_id {self.env_id!r}: DQN needs at least 2 actions to choose from, {self.env_id} "
+                             f"has {int(space.n)}.")
 
     @property
     def cycle_length(self) -> int:
