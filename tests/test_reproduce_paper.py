@@ -72,6 +72,17 @@ def test_replace_block_and_its_errors():
             paper.replace_block(bad, "claims", "x")
 
 
+def test_update_readme_keeps_the_cpu_and_gpu_tables_apart(tmp_path):
+    readme = tmp_path / "README.md"
+    readme.write_text("<!-- claims:begin -->\ncpu\n<!-- claims:end -->\n<!-- claims-gpu:begin -->\n<!-- claims-gpu:end -->\n")
+    claims = [dict(part="p", claim="c", paper="1", ours="2", agrees="yes", source="theory")]
+    paper.update_readme(readme, claims, "gpu note", block="claims-gpu")
+    text = readme.read_text()
+    assert "cpu" in text.split("<!-- claims:end -->")[0]
+    gpu = text.split("<!-- claims-gpu:begin -->")[1].split("<!-- claims-gpu:end -->")[0]
+    assert "gpu note" in gpu and "| p | c | 1 | 2 | yes | theory |" in gpu
+
+
 def test_tally_counts_in_agreement_order():
     claims = [dict(agrees=a) for a in ("no", "yes", "yes", "partly")]
     assert paper.tally(claims) == "2 yes, 1 partly, 1 no"
