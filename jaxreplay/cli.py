@@ -589,6 +589,11 @@ def main(argv: list[str] | None = None) -> int:
     except ValueError as error:
         print(f"jaxreplay {args.command}: error: {error}", file=sys.stderr)
         return 2
+    except ModuleNotFoundError as error:
+        if "pip install 'jaxreplay[" not in str(error):  # not an optional dependency of ours
+            raise
+        print(f"jaxreplay {args.command}: error: {error}", file=sys.stderr)
+        return 2
 
 
 if __name__ == "__main__":

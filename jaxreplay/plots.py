@@ -12,6 +12,11 @@ Conventions: theory is drawn as lines, experiment as markers (blue dots for
 
 from __future__ import annotations
 
+from jaxreplay import _extras  # noqa: E402
+
+_extras.require('jaxreplay.plots', 'paper', 'matplotlib')
+
+
 import pathlib
 import textwrap
 from collections.abc import Mapping, Sequence

@@ -17,6 +17,11 @@ Non-finite values (diverged runs) are ignored by the statistics; ``count`` in
 
 from __future__ import annotations
 
+from jaxreplay import _extras  # noqa: E402
+
+_extras.require('jaxreplay.results', 'sweep', 'xarray', 'scipy')
+
+
 from collections.abc import Callable, Sequence
 
 import numpy as np

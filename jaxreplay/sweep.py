@@ -69,6 +69,11 @@ wrote it).
 
 from __future__ import annotations
 
+from jaxreplay import _extras  # noqa: E402
+
+_extras.require('jaxreplay.sweep', 'sweep')
+
+
 import dataclasses
 import hashlib
 import json

@@ -5,3 +5,7 @@
 * :mod:`jaxreplay.agents.dqn`: DQN (flax MLP, optax optimiser, target network,
   ε-greedy), its loss and update on a minibatch.
 """
+
+from jaxreplay import _extras  # noqa: E402
+
+_extras.require('jaxreplay.agents', 'rl', 'flax', 'optax')

@@ -2,6 +2,11 @@
 
 from __future__ import annotations
 
+from jaxreplay import _extras  # noqa: E402
+
+_extras.require('jaxreplay.envs', 'rl', 'flax', 'gymnax')
+
+
 from jaxreplay.envs.linesearch import LineSearch, LineSearchParams, LineSearchState, make_params
 
 __all__ = ["LineSearch", "LineSearchParams", "LineSearchState", "make", "make_params"]

@@ -20,6 +20,30 @@ from gymnax.environments import environment, spaces
 
 from jaxreplay import _validation
 
+REAL_WEIGHTS = ("reward", "fixed_point")
+"""The two readings of the paper's "real weights" (0.1, 0.5) for γ > 0 (ERRATA item 8): the
+reward weights β, or the TD fixed point θ* itself."""
+
+
+def fixed_point_and_rewards(slope, intercept, speed, discount, real_weights: str):
+    """(β1, β2, θ1*, θ2*) from the given real weights, under either reading.
+
+    ``real_weights="reward"``: (slope, intercept) are the reward weights β;
+    the TD fixed point is θ* = (β1/(1−γ), (β2 + γ v |θ1*|)/(1−γ)).
+    ``real_weights="fixed_point"``: (slope, intercept) are θ* itself and
+    β1 = (1−γ)θ1*, β2 = (1−γ)θ2* − γ v |θ1*|. Both coincide at γ = 0.
+    """
+    g = discount
+    if real_weights == "reward":
+        beta1, beta2 = slope, intercept
+        th1 = beta1 / (1.0 - g)
+        th2 = (beta2 + g * speed * jnp.abs(th1)) / (1.0 - g)
+    else:
+        th1, th2 = slope, intercept
+        beta1 = (1.0 - g) * th1
+        beta2 = (1.0 - g) * th2 - g * speed * jnp.abs(th1)
+    return beta1, beta2, th1, th2
+
 
 @struct.dataclass
 class LineSearchParams(environment.EnvParams):

@@ -32,6 +32,11 @@ Contract:
 
 from __future__ import annotations
 
+from jaxreplay import _extras  # noqa: E402
+
+_extras.require('jaxreplay.experiments', 'rl')
+
+
 from collections.abc import Callable
 from typing import Any, NamedTuple
 

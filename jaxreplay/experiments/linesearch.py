@@ -48,14 +48,14 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from jaxreplay import _validation, adaptive, buffer, samplers, theory
+from jaxreplay import _validation, adaptive, buffer, samplers
 from jaxreplay.agents import linear
 from jaxreplay.envs import linesearch as env_lib
 from jaxreplay.experiments import Experiment
 
 SAMPLERS = ("uniform", "prioritized", "adaptive")
 FROZEN = ("none", "slope", "intercept")
-WEIGHTS = theory.REAL_WEIGHTS  # one definition of the two readings (ERRATA 8)
+WEIGHTS = env_lib.REAL_WEIGHTS  # one definition of the two readings (ERRATA 8), with the game
 
 
 @dataclasses.dataclass(frozen=True)
@@ -175,7 +175,7 @@ def check_hyperparameters(hparams: Hyperparameters, setup: Setup) -> None:
 
 def targets(hparams: Hyperparameters, setup: Setup) -> tuple[jax.Array, jax.Array]:
     """``(reward_weights, θ*)``, each ``float32[2]``, for the ``weights`` reading of ``setup``."""
-    beta1, beta2, theta1, theta2 = theory.fixed_point_and_rewards(
+    beta1, beta2, theta1, theta2 = env_lib.fixed_point_and_rewards(
         jnp.float32(setup.reward_slope), jnp.float32(setup.reward_intercept), setup.speed, hparams.discount, setup.weights
     )
     return jnp.stack([beta1, beta2]), jnp.stack([theta1, theta2])

@@ -59,6 +59,10 @@ Choices where the paper is silent (also listed in the report):
 
 from __future__ import annotations
 
+from jaxreplay import _extras  # noqa: E402
+
+_extras.require('jaxreplay.reproduce.linesearch', 'paper')
+
 import csv
 import dataclasses
 import math

@@ -11,6 +11,10 @@ No random keys anywhere. All computations run in float64 inside a scoped
 ``jax.enable_x64`` context; the global JAX configuration is left alone.
 """
 
+from jaxreplay import _extras  # noqa: E402
+
+_extras.require('jaxreplay.theory', 'paper', 'diffrax', 'equinox')
+
 from jaxreplay.theory._common import REAL_WEIGHTS, TheoryParams, fixed_point_and_rewards
 from jaxreplay.theory import analytic
 from jaxreplay.theory.analytic import (

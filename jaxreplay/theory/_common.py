@@ -38,7 +38,9 @@ class TheoryParams(NamedTuple):
     initial_intercept: Any = 1.0
 
 
-REAL_WEIGHTS = ("reward", "fixed_point")
+# The game's TD fixed point under either reading of its "real weights" (ERRATA item 8) is a
+# property of the game: defined with it, re-exported here.
+from jaxreplay.envs.linesearch import REAL_WEIGHTS, fixed_point_and_rewards  # noqa: E402,F401
 
 
 def check_params(params: TheoryParams) -> None:
@@ -64,26 +66,6 @@ def check_real_weights(real_weights: str) -> None:
     """ValueError unless ``real_weights`` is one of :data:`REAL_WEIGHTS` (ERRATA item 8)."""
     if real_weights not in REAL_WEIGHTS:
         raise ValueError(f"real_weights must be one of {REAL_WEIGHTS}, got {real_weights!r}.")
-
-
-def fixed_point_and_rewards(slope, intercept, speed, discount, real_weights: str):
-    """(β1, β2, θ1*, θ2*) from the given real weights, under either reading.
-
-    ``real_weights="reward"``: (slope, intercept) are the reward weights β;
-    the TD fixed point is θ* = (β1/(1−γ), (β2 + γ v |θ1*|)/(1−γ)).
-    ``real_weights="fixed_point"``: (slope, intercept) are θ* itself and
-    β1 = (1−γ)θ1*, β2 = (1−γ)θ2* − γ v |θ1*|. Both coincide at γ = 0.
-    """
-    g = discount
-    if real_weights == "reward":
-        beta1, beta2 = slope, intercept
-        th1 = beta1 / (1.0 - g)
-        th2 = (beta2 + g * speed * jnp.abs(th1)) / (1.0 - g)
-    else:
-        th1, th2 = slope, intercept
-        beta1 = (1.0 - g) * th1
-        beta2 = (1.0 - g) * th2 - g * speed * jnp.abs(th1)
-    return beta1, beta2, th1, th2
 
 
 def f64(x):

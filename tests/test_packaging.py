@@ -1,0 +1,122 @@
+"""Packaging and layering: the replay core installs and imports with JAX alone, extras say what is missing,
+and each layer imports only from the layers below it."""
+
+from __future__ import annotations
+
+import ast
+import pathlib
+import subprocess
+import sys
+import tomllib
+
+import pytest
+
+ROOT = pathlib.Path(__file__).resolve().parents[1]
+PACKAGE = ROOT / "jaxreplay"
+CORE = ("jaxreplay.buffer", "jaxreplay.samplers", "jaxreplay.prioritized", "jaxreplay.adaptive")
+OPTIONAL = ("diffrax", "equinox", "gymnax", "flax", "optax", "xarray", "scipy", "matplotlib", "pandas", "tqdm")
+
+# Layers, bottom to top: a module may import jaxreplay modules of its own layer or below.
+LAYERS = {
+    "core": ("jaxreplay", "jaxreplay._validation", "jaxreplay._extras") + CORE,
+    "environments and agents": ("jaxreplay.envs", "jaxreplay.agents"),
+    "experiments": ("jaxreplay.experiments",),
+    "sweep engine and results": ("jaxreplay.sweep", "jaxreplay.results"),
+    "the paper": ("jaxreplay.theory", "jaxreplay.plots", "jaxreplay.reproduce", "jaxreplay.cli", "jaxreplay.__main__"),
+}
+
+
+def _run(code: str) -> subprocess.CompletedProcess:
+    return subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=ROOT, timeout=120)
+
+
+def test_core_imports_no_optional_dependency():
+    code = ("import sys\nimport " + ", ".join(CORE) + "\n"
+            f"print(','.join(m for m in {OPTIONAL!r} if m in sys.modules))")
+    result = _run(code)
+    assert result.returncode == 0, result.stderr
+    assert result.stdout.strip() == "", f"the core imported {result.stdout.strip()}"
+
+
+def test_core_dependencies_are_jax_and_numpy_with_ranges_and_a_lock():
+    project = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]
+    core = [d.split(">")[0].split("<")[0].split("=")[0].strip() for d in project["dependencies"]]
+    assert sorted(core) == ["jax", "numpy"]
+    assert not any("==" in d for d in project["dependencies"])  # ranges in the package ...
+    locked = {line.split("==")[0].lower() for line in (ROOT / "constraints.txt").read_text().splitlines()
+              if "==" in line}
+    extras = project["optional-dependencies"]
+    for extra in ("rl", "sweep", "paper", "test"):
+        for requirement in extras[extra]:
+            name = requirement.split(">")[0].split("<")[0].split("=")[0].split("[")[0].strip().lower()
+            if name != "jaxreplay":
+                assert name in locked, f"{name} ({extra}) is not pinned in constraints.txt"  # ... exact set in the lock
+    assert "jax" in locked and "numpy" in locked
+
+
+@pytest.mark.parametrize("module, missing, extra", [
+    ("jaxreplay.experiments.dqn", "flax", "rl"),
+    ("jaxreplay.sweep", "xarray", "sweep"),
+    ("jaxreplay.theory", "diffrax", "paper"),
+])
+def test_a_missing_extra_is_named(module, missing, extra):
+    result = _run(f"import sys\nsys.modules[{missing!r}] = None\nimport {module}")
+    assert result.returncode != 0
+    last = result.stderr.strip().splitlines()[-1]
+    assert f"pip install 'jaxreplay[{extra}]'" in last and missing in last
+
+
+def test_the_command_line_names_a_missing_extra_in_one_line():
+    result = _run("import sys\nsys.modules['diffrax'] = None\nfrom jaxreplay import cli\n"
+                  "sys.exit(cli.main(['linesearch', '--steps', '10', '--seeds', '1']))")
+    assert result.returncode == 2
+    assert result.stderr.strip().count("\n") == 0, result.stderr
+    assert "jaxreplay linesearch: error:" in result.stderr and "pip install 'jaxreplay[paper]'" in result.stderr
+
+
+def _module_name(path: pathlib.Path) -> str:
+    parts = path.relative_to(ROOT).with_suffix("").parts
+    return ".".join(parts[:-1] if parts[-1] == "__init__" else parts)
+
+
+def _imports(path: pathlib.Path) -> set[str]:
+    """jaxreplay modules imported anywhere in ``path`` (function-level imports included)."""
+    found = set()
+    for node in ast.walk(ast.parse(path.read_text())):
+        if isinstance(node, ast.Import):
+            found |= {a.name for a in node.names if a.name.startswith("jaxreplay")}
+        elif isinstance(node, ast.ImportFrom) and node.module and node.module.startswith("jaxreplay"):
+            found |= {f"{node.module}.{a.name}" for a in node.names} | {node.module}
+    return found
+
+
+def _layer(module: str) -> int:
+    best = None
+    for index, prefixes in enumerate(LAYERS.values()):
+        for prefix in prefixes:
+            if module == prefix or module.startswith(prefix + "."):
+                if best is None or len(prefix) > best[1]:
+                    best = (index, len(prefix))
+    return best[0]
+
+
+def test_each_layer_imports_only_from_the_layers_below():
+    modules = {_module_name(p): p for p in PACKAGE.rglob("*.py")}
+    assert set(CORE) <= set(modules)
+    violations = []
+    for name, path in sorted(modules.items()):
+        own = _layer(name)
+        for imported in sorted(_imports(path)):
+            target = imported if imported in modules or imported == "jaxreplay" else imported.rsplit(".", 1)[0]
+            if target == "jaxreplay" and imported != "jaxreplay":  # `from jaxreplay import x`: x is the module
+                continue
+            if _layer(target) > own:
+                violations.append(f"{name} ({list(LAYERS)[own]}) imports {imported} ({list(LAYERS)[_layer(target)]})")
+    assert not violations, "\n".join(violations)
+
+
+def test_the_core_imports_nothing_above_it():
+    for name in CORE:
+        path = PACKAGE / (name.split(".")[1] + ".py")
+        above = [m for m in _imports(path) if _layer(m if m != "jaxreplay" else m) > 0]
+        assert not above, f"{name} imports {above}"
