@@ -13,7 +13,7 @@ import pytest
 
 ROOT = pathlib.Path(__file__).resolve().parents[1]
 PACKAGE = ROOT / "jaxreplay"
-CORE = ("jaxreplay.buffer", "jaxreplay.samplers", "jaxreplay.prioritized", "jaxreplay.adaptive")
+CORE = ("jaxreplay.buffer", "jaxreplay.samplers", "jaxreplay.prioritized", "jaxreplay.adaptive", "jaxreplay.memory")
 OPTIONAL = ("diffrax", "equinox", "gymnax", "flax", "optax", "xarray", "scipy", "matplotlib", "pandas", "tqdm")
 
 # Layers, bottom to top: a module may import jaxreplay modules of its own layer or below.

@@ -77,12 +77,13 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from jaxreplay import _validation, adaptive, buffer, prioritized, samplers
+from jaxreplay import _validation, adaptive, buffer
+from jaxreplay import memory as memory_lib
 from jaxreplay import envs as envs_lib
 from jaxreplay.agents import dqn as agent
 from jaxreplay.experiments import Experiment
 
-SAMPLERS = ("uniform", "prioritized", "cer")
+SAMPLERS = memory_lib.KINDS
 TARGET_UPDATES = ("hard", "polyak")
 ADAPTIVE_RULES = ("fixed", "aer", "random")
 """Values of ``Hyperparameters.adaptive_rule`` by index: 0 keeps the memory size
@@ -394,13 +395,9 @@ def example_transition(setup: Setup) -> dict:
     return {"obs": obs, "action": jnp.int32(0), "reward": jnp.float32(0), "next_obs": obs, "terminated": jnp.float32(0)}
 
 
-def _buffer_of(memory) -> buffer.BufferState:
-    return memory.buffer if isinstance(memory, prioritized.PrioritizedState) else memory
-
-
-def _memory_module(setup: Setup):
-    """:mod:`jaxreplay.prioritized` or :mod:`jaxreplay.buffer` (same ``init`` / ``add`` / ``resize``)."""
-    return prioritized if setup.sampler == "prioritized" else buffer
+def replay_memory(setup: Setup) -> memory_lib.Memory:
+    """The replay memory of ``setup`` (:func:`jaxreplay.memory.make` of ``setup.sampler``)."""
+    return memory_lib.make(setup.sampler)
 
 
 class DQNState(NamedTuple):
@@ -473,7 +470,7 @@ def init(key: jax.Array, hparams: Hyperparameters, setup: Setup) -> DQNState:
     params = agent.init_params(jax.random.fold_in(key, _STREAM_PARAMS), net, _obs_shape(setup))
     opt_state = agent.make_optimizer(setup.optimizer).init(params)
     example = example_transition(setup)
-    memory = _memory_module(setup).init(example, setup.max_capacity, hp.memory_size)
+    memory = replay_memory(setup).init(example, setup.max_capacity, hp.memory_size)
     obs, env_state = env.reset(jax.random.fold_in(key, _STREAM_RESET), env_params)
     zero_i = jnp.zeros((), jnp.int32)
     return DQNState(
@@ -585,7 +582,7 @@ def advance(state: DQNState, hparams: Hyperparameters, setup: Setup) -> tuple[DQ
             "next_obs": jnp.asarray(info["final_observation"], jnp.float32),
             "terminated": no_bootstrap.astype(jnp.float32),
         }
-        memory = _memory_module(setup).add(s.memory, transition)
+        memory = replay_memory(setup).add(s.memory, transition)
         done = terminated | truncated
         episode_return = s.episode_return + reward
         slot = s.episodes % setup.recent_episodes
@@ -602,7 +599,7 @@ def advance(state: DQNState, hparams: Hyperparameters, setup: Setup) -> tuple[DQ
         acc = acc._replace(
             return_sum=acc.return_sum + jnp.where(done, episode_return, 0.0),
             episodes=acc.episodes + done.astype(jnp.int32),
-            capacity_sum=acc.capacity_sum + _buffer_of(memory).capacity.astype(jnp.float32),
+            capacity_sum=acc.capacity_sum + replay_memory(setup).buffer(memory).capacity.astype(jnp.float32),
         )
         return s, acc
 
@@ -611,24 +608,19 @@ def advance(state: DQNState, hparams: Hyperparameters, setup: Setup) -> tuple[DQ
         # Keys of the unit's last step (index s.step - 1): one draw per unit.
         _, _, sample_key, _ = _step_keys(s._replace(step=s.step - 1))
         do_train = s.step >= hp.learning_starts
-        memory = s.memory
-        if setup.sampler == "prioritized":
-            sample = prioritized.sample(sample_key, memory, setup.batch_size, hp.importance_exponent)
-        elif setup.sampler == "cer":
-            sample = samplers.combined(sample_key, memory, setup.batch_size)
-        else:
-            sample = samplers.uniform(sample_key, memory, setup.batch_size)
-        batch = buffer.get(_buffer_of(memory), sample.indices)
+        memory, replay = s.memory, replay_memory(setup)
+        sample = replay.sample(sample_key, memory, setup.batch_size, importance_exponent=hp.importance_exponent)
+        batch = buffer.get(replay.buffer(memory), sample.indices)
         params, opt_state, loss, delta = agent.train_step(
             net, optimizer, s.params, s.target_params, s.opt_state, batch, sample.weights,
             hp.step_size, hp.discount, loss=setup.loss, double=setup.double, reduction=setup.batch_reduction,
         )
         keep = lambda new, old: jax.tree.map(lambda n, o: jnp.where(do_train, n, o), new, old)  # noqa: E731
         params, opt_state = keep(params, s.params), keep(opt_state, s.opt_state)
-        if setup.sampler == "prioritized":
-            # Slot -1 is ignored by update_priorities: a masked step stores nothing.
-            indices = jnp.where(do_train, sample.indices, -1)
-            memory = prioritized.update_priorities(memory, indices, delta, hp.priority_exponent, hp.priority_floor)
+        # Slot -1 is skipped: a masked step stores nothing (uniform replay stores no priorities at all).
+        indices = jnp.where(do_train, sample.indices, -1)
+        memory = replay.update(memory, indices, delta, priority_exponent=hp.priority_exponent,
+                               priority_floor=hp.priority_floor)
         if setup.target_update == "hard":
             # Copy when a multiple of target_period lies in (t - train_frequency, t].
             crossed = s.step // hp.target_period > (s.step - setup.train_frequency) // hp.target_period
@@ -666,7 +658,7 @@ def advance(state: DQNState, hparams: Hyperparameters, setup: Setup) -> tuple[DQ
         controller, capacity = adaptive.update(
             adaptive_key,
             s.controller,
-            _buffer_of(s.memory),
+            replay_memory(setup).buffer(s.memory),
             td_error_fn,
             s.step,
             interval=hp.adaptive_interval,
@@ -683,13 +675,13 @@ def advance(state: DQNState, hparams: Hyperparameters, setup: Setup) -> tuple[DQ
         # A fixed-rule run keeps its size and its (untouched) controller.
         active = hp.adaptive_rule != RULE_FIXED
         controller = jax.tree.map(lambda new, old: jnp.where(active, new, old), controller, s.controller)
-        capacity = jnp.where(active, capacity, _buffer_of(s.memory).capacity)
+        capacity = jnp.where(active, capacity, replay_memory(setup).buffer(s.memory).capacity)
         fired = controller.num_checks > s.controller.num_checks
         straddle = fired & (s.target_copies > s.copies_at_check)
         grew = controller.num_grows > s.controller.num_grows
         s = s._replace(
             controller=controller,
-            memory=_memory_module(setup).resize(s.memory, capacity),
+            memory=replay_memory(setup).resize(s.memory, capacity),
             copies_at_check=jnp.where(fired, s.target_copies, s.copies_at_check),
             straddle_checks=s.straddle_checks + straddle.astype(jnp.int32),
             straddle_grows=s.straddle_grows + (straddle & grew).astype(jnp.int32),
@@ -706,7 +698,7 @@ def advance(state: DQNState, hparams: Hyperparameters, setup: Setup) -> tuple[DQ
     state, acc = _scan_indexed(cycle, (state, acc), 0, setup.steps_per_segment // setup.cycle_length, always_scan=True)
 
     nan = jnp.float32(jnp.nan)
-    memory = _buffer_of(state.memory)
+    memory = replay_memory(setup).buffer(state.memory)
     record = {
         "train_return": jnp.where(acc.episodes > 0, acc.return_sum / jnp.maximum(acc.episodes, 1), nan),
         "train_episodes": acc.episodes,
@@ -785,7 +777,7 @@ def summarize(state: DQNState, hparams: Hyperparameters, setup: Setup) -> dict:
     recent = state.recent_returns
     count = jnp.minimum(state.episodes, setup.recent_episodes)
     recent_mean = jnp.where(count > 0, jnp.nansum(recent) / jnp.maximum(count, 1), jnp.nan)
-    memory = _buffer_of(state.memory)
+    memory = replay_memory(setup).buffer(state.memory)
     return {
         "diverged": ~(agent.is_finite(state.params) & agent.is_finite(state.target_params)),
         "recent_return": recent_mean.astype(jnp.float32),
