@@ -48,7 +48,8 @@ def _linesearch(args: argparse.Namespace) -> int:
 
     import numpy as np
 
-    from jaxreplay import sweep as sweep_lib, theory
+    from jaxreplay import sweep as sweep_lib
+    from jaxreplay import theory
     from jaxreplay.experiments import linesearch as ls
 
     adaptive = args.sampler == "adaptive"
@@ -176,7 +177,8 @@ def _reproduce(args: argparse.Namespace) -> int:
                                           progress=not args.quiet, tuned=args.tuned, steps=args.steps)
         for N0, p in summary["percent"].items():
             print(f"aER from {N0}: beats the averaged static memory in {p['percent']:.0f}% of seeds "
-                  f"(95% CI [{p['low']:.0f}%, {p['high']:.0f}%], paper {reproduce_dqn.PAPER_PERCENT[args.env][N0]:.0f}%)")
+                  f"(95% CI [{p['low']:.0f}%, {p['high']:.0f}%], "
+                  f"paper {reproduce_dqn.PAPER_PERCENT[args.env][N0]:.0f}%)")
         print(f"wrote {len(summary['figures'])} figures, {summary['csv']} and {summary['report']} "
               f"in {summary['runtime_s']:.0f} s")
         return 0
@@ -195,7 +197,8 @@ def _dqn(args: argparse.Namespace) -> int:
     import numpy as np
     import xarray as xr
 
-    from jaxreplay import results, sweep as sweep_lib
+    from jaxreplay import results
+    from jaxreplay import sweep as sweep_lib
     from jaxreplay.experiments import dqn
 
     _positive("seeds", args.seeds)

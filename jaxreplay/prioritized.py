@@ -126,9 +126,8 @@ from typing import Any, NamedTuple
 import jax
 import jax.numpy as jnp
 
-from jaxreplay import _validation
+from jaxreplay import _validation, samplers
 from jaxreplay import buffer as buffer_lib
-from jaxreplay import samplers
 
 Transition = buffer_lib.Transition
 

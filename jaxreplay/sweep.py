@@ -169,7 +169,8 @@ class Sweep:
         if self.points is not None:
             if self.grid:
                 raise ValueError("points: give either grid or points, not both.")
-            if isinstance(self.points, (str, bytes, Mapping)) or not isinstance(self.points, Sequence) or not self.points:
+            points = self.points
+            if isinstance(points, (str, bytes, Mapping)) or not isinstance(points, Sequence) or not points:
                 raise ValueError("points must be a non-empty list of tables {hyperparameter: value}.")
             keys = None
             points = []
@@ -242,7 +243,8 @@ class Sweep:
         """A sweep from a TOML-shaped dict (unknown top-level keys are an error; ``run`` is ignored)."""
         unknown = sorted(set(config) - set(_TOP_LEVEL_KEYS))
         if unknown:
-            raise ValueError(f"unknown key {unknown[0]!r} in the sweep config; known keys: {', '.join(_TOP_LEVEL_KEYS)}.")
+            raise ValueError(f"unknown key {unknown[0]!r} in the sweep config; "
+                             f"known keys: {', '.join(_TOP_LEVEL_KEYS)}.")
         if "experiment" not in config:
             raise ValueError("experiment: missing; name one of " + ", ".join(experiments.NAMES) + ".")
         kwargs = {k: v for k, v in config.items() if k != "run"}
@@ -394,7 +396,9 @@ def _toml_value(value) -> str:
         return str(int(value))
     if isinstance(value, (float, np.floating)):
         value = float(value)
-        return repr(value) if math.isfinite(value) else ("nan" if math.isnan(value) else ("inf" if value > 0 else "-inf"))
+        if math.isfinite(value):
+            return repr(value)
+        return "nan" if math.isnan(value) else ("inf" if value > 0 else "-inf")
     if isinstance(value, str):
         return json.dumps(value, ensure_ascii=False)
     if isinstance(value, (list, tuple)):

@@ -101,7 +101,10 @@ class LineSearch(environment.Environment[LineSearchState, LineSearchParams]):
         return LineSearchParams()
 
     def step_env(self, key, state, action, params):
-        """One move: ``(obs float32[1], state, reward float32[], terminated bool[] (always False), info {})``; x' = x + a, r = β1·x' + β2."""
+        """One move, x' = x + a and r = β1·x' + β2.
+
+        Returns ``(obs float32[1], state, reward float32[], terminated bool[] (always False), info {})``.
+        """
         del key
         position = state.position + move(action, params)
         reward = params.reward_slope * position + params.reward_intercept
@@ -112,7 +115,8 @@ class LineSearch(environment.Environment[LineSearchState, LineSearchParams]):
     def reset_env(self, key, params):
         """``(obs float32[1], state)`` at x = x0, time 0."""
         del key
-        state = LineSearchState(time=jnp.zeros((), jnp.int32), position=jnp.asarray(params.initial_position, jnp.float32))
+        state = LineSearchState(time=jnp.zeros((), jnp.int32),
+                                position=jnp.asarray(params.initial_position, jnp.float32))
         return self.get_obs(state), state
 
     def get_obs(self, state, params=None, key=None):

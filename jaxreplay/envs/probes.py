@@ -110,7 +110,10 @@ class _Probe(environment.Environment):
         raise NotImplementedError
 
     def step_env(self, key, state, action, params):
-        """``(obs float32[1], state, reward float32[], terminated bool[], info {})`` (gymnax adds truncation and auto-reset)."""
+        """``(obs float32[1], state, reward float32[], terminated bool[], info {})``.
+
+        gymnax's ``step`` adds truncation and the auto-reset.
+        """
         raise NotImplementedError
 
 
@@ -219,7 +222,8 @@ def make(env_id: str, **overrides: Any):
     defaults = env.default_params
     unknown = set(overrides) - set(defaults.__dataclass_fields__)
     if unknown:
-        raise ValueError(f"{sorted(unknown)} are not parameters of {env_id}; it has {sorted(defaults.__dataclass_fields__)}.")
+        raise ValueError(f"{sorted(unknown)} are not parameters of {env_id}; "
+                         f"it has {sorted(defaults.__dataclass_fields__)}.")
     params = defaults.replace(**overrides)
     for name in ("reward", "action_bonus", "first_reward"):
         if hasattr(params, name):

@@ -78,8 +78,8 @@ import jax.numpy as jnp
 import numpy as np
 
 from jaxreplay import _validation, adaptive, buffer
-from jaxreplay import memory as memory_lib
 from jaxreplay import envs as envs_lib
+from jaxreplay import memory as memory_lib
 from jaxreplay.agents import dqn as agent
 from jaxreplay.experiments import Experiment
 

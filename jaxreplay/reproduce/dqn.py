@@ -153,7 +153,8 @@ def reproduce(out_dir, env_id: str, *, seeds: int | None = None, quick: bool = F
     """
     import xarray as xr
 
-    from jaxreplay import _validation, results, sweep as sweep_lib
+    from jaxreplay import _validation, results
+    from jaxreplay import sweep as sweep_lib
     from jaxreplay.experiments import dqn
 
     t0 = time.perf_counter()
@@ -259,7 +260,8 @@ def _report(env_id, seeds, quick, setup, common, percent, iqm, datasets, runtime
                  f"{setup.batch_size}, γ = {common['discount']}, step size {common['step_size']}; "
                  f"{runtime:.0f} s.")
     lines += ["", "## Headline: share of aER seeds beating the averaged static memory", "",
-              "| aER from | paper | ours | 95% CI (Clopper–Pearson) | wins / seeds |", "| --- | --- | --- | --- | --- |"]
+              "| aER from | paper | ours | 95% CI (Clopper–Pearson) | wins / seeds |",
+              "| --- | --- | --- | --- | --- |"]
     for N0, p in percent.items():
         paper = PAPER_PERCENT[env_id].get(N0)
         lines.append(f"| {N0} | {paper:.0f}% | {p['percent']:.0f}% | [{p['low']:.0f}%, {p['high']:.0f}%] | "

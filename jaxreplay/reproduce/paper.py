@@ -248,7 +248,8 @@ def reproduce(out_dir, *, quick: bool = False, seeds: int | None = None, progres
 
 
 def _report(out: pathlib.Path, claims, ls: dict, dqn: dict, context: dict) -> str:
-    from jaxreplay.reproduce import dqn as reproduce_dqn, linesearch as reproduce_linesearch
+    from jaxreplay.reproduce import dqn as reproduce_dqn
+    from jaxreplay.reproduce import linesearch as reproduce_linesearch
 
     def rel(path) -> str:
         return pathlib.Path(path).resolve().relative_to(out.resolve()).as_posix()

@@ -101,7 +101,7 @@ def _nice(x: float) -> int:
 
 def make_plan(env_id: str, *, quick: bool = False, seeds: int | None = None, steps: int | None = None,
               optimizer_reading: str = "adam") -> StudyPlan:
-    """The study of ``env_id``: run length and settings from the paper (:func:`~jaxreplay.experiments.dqn.paper_setting`).
+    """The study of ``env_id``, its run length and settings from :func:`~jaxreplay.experiments.dqn.paper_setting`.
 
     Args:
         env_id: one of :data:`ENVS`.
@@ -175,7 +175,8 @@ def _run_points_impl(plan: StudyPlan, out: pathlib.Path, label: str, points: lis
     sweep = sweep_lib.Sweep("dqn", seeds=plan.seeds, seed=0, setup=setup or plan.setup, fixed=plan.common,
                             points=points)
     directory = out / "sweeps" / f"{label}-{sweep.fingerprint()[:10]}"
-    return sweep_lib.run(sweep, directory, progress=progress, chunk_size=chunk_size).dataset.isel(config=slice(0, count))
+    result = sweep_lib.run(sweep, directory, progress=progress, chunk_size=chunk_size)
+    return result.dataset.isel(config=slice(0, count))
 
 
 class _Runs:
@@ -321,7 +322,8 @@ def study(out_dir, env_id: str, *, quick: bool = False, seeds: int | None = None
     controls = []
     for j, n0 in enumerate(starts):
         walk, fixed = _ci(second.auc[walk_rows[j]]), _ci(third.auc[j])
-        controls.append({"initial_size": int(n0), "random_walk_final_size_mean": float(np.nanmean(second.final_size[walk_rows[j]])),
+        controls.append({"initial_size": int(n0),
+                         "random_walk_final_size_mean": float(np.nanmean(second.final_size[walk_rows[j]])),
                          "random_walk_grow_fraction": grow_fraction(second, walk_rows[j]),
                          "random_walk_score_iqm": walk["estimate"], "random_walk_ci_low": walk["low"],
                          "random_walk_ci_high": walk["high"], "fixed_at_mean_size": mean_sizes[j],
@@ -426,7 +428,8 @@ def _verdict(plan, response, best, worst, matters, adaptive, controls) -> dict:
     beats_controls = []
     for a, c in zip(adaptive, controls):
         vs_walk, vs_fixed, vs_best = a["vs_random_walk"], a["vs_fixed_at_mean"], a["vs_best_static"]
-        wins = [vs_walk["significant"] and vs_walk["estimate"] > 0, vs_fixed["significant"] and vs_fixed["estimate"] > 0]
+        wins = [vs_walk["significant"] and vs_walk["estimate"] > 0,
+                vs_fixed["significant"] and vs_fixed["estimate"] > 0]
         beats_controls.append(all(wins))
         per_start.append(
             f"from {a['initial_size']}: mean size {a['mean_size']:.0f} (ends at {a['final_size_mean']:.0f}, grow share "
@@ -458,9 +461,9 @@ def _interval(d: dict) -> str:
 
 
 def _figures(out, plan, static, second, third, starts, aer_rows, walk_rows, best) -> list[str]:
-    from jaxreplay import plots
-
     import matplotlib.pyplot as plt
+
+    from jaxreplay import plots
 
     names = []
     fig, (top, bottom) = plt.subplots(2, 1, figsize=(7.5, 7.5), sharex=True, gridspec_kw={"height_ratios": [1, 1.2]})
@@ -477,7 +480,8 @@ def _figures(out, plan, static, second, third, starts, aer_rows, walk_rows, best
         score = _ci(second.auc[row])
         mean_size = float(np.nanmean(second.mean_size[row]))
         top.errorbar([mean_size], [score["estimate"]], yerr=[[score["estimate"] - score["low"]],
-                     [score["high"] - score["estimate"]]], fmt="s", color=color, label=f"aER from {n0} (at its mean size)")
+                     [score["high"] - score["estimate"]]], fmt="s", color=color,
+                    label=f"aER from {n0} (at its mean size)")
         walk = _ci(second.auc[walk_rows[j]])
         top.plot([float(np.nanmean(second.mean_size[walk_rows[j]]))], [walk["estimate"]], "x", color=color, ms=8)
         fixed = _ci(third.auc[j])
@@ -570,7 +574,8 @@ def _report(result: dict) -> str:
     lines += ["", "Best and worst static sizes are chosen by their IQM and then compared on the same seeds, so the "
               "effect is slightly favoured by the choice (8 sizes); an interval that includes 0 is a clear no."]
     lines += ["", "## Memory-size response (static memories)", "",
-              "| memory size | score IQM | 95% CI | final greedy return IQM | 95% CI |", "| --- | --- | --- | --- | --- |"]
+              "| memory size | score IQM | 95% CI | final greedy return IQM | 95% CI |",
+              "| --- | --- | --- | --- | --- |"]
     for r in result["response"]:
         lines.append(f"| {r['memory_size']} | {_fmt(r['score_iqm'])} | [{_fmt(r['score_ci_low'])}, "
                      f"{_fmt(r['score_ci_high'])}] | {_fmt(r['final_iqm'])} | [{_fmt(r['final_ci_low'])}, "
@@ -593,7 +598,8 @@ def _report(result: dict) -> str:
                      f"{c['fixed_at_mean_size']}, {_fmt(c['fixed_at_mean_score_iqm'])} |")
     lines += ["", "## aER's checks: what drives the decisions", "",
               "| start | checks per run | grow share at checks straddling a target copy | at the others | "
-              "checks within 2 SE of no change | mean change | mean SE |", "| --- | --- | --- | --- | --- | --- | --- |"]
+              "checks within 2 SE of no change | mean change | mean SE |",
+              "| --- | --- | --- | --- | --- | --- | --- |"]
     for a in result["adaptive"]:
         d = a["diagnostics"]
         lines.append(f"| {a['initial_size']} | {d['checks_mean']:.0f} | {_fmt(d['straddle_grow_fraction'], '.2f')} | "

@@ -15,8 +15,8 @@ from jaxreplay import _extras  # noqa: E402
 
 _extras.require('jaxreplay.theory', 'paper', 'diffrax', 'equinox')
 
-from jaxreplay.theory._common import REAL_WEIGHTS, TheoryParams, fixed_point_and_rewards
 from jaxreplay.theory import analytic
+from jaxreplay.theory._common import REAL_WEIGHTS, TheoryParams, fixed_point_and_rewards
 from jaxreplay.theory.analytic import (
     b_coefficients,
     first_stage_limit,
@@ -31,8 +31,8 @@ from jaxreplay.theory.analytic import (
     second_order_initial_slope,
     second_order_terms,
 )
-from jaxreplay.theory.ode import MemorySizeSchedule, ODESolution, solve, solve_grid, window_averages
 from jaxreplay.theory.cusps import MemoryCusps, final_dtheta, memory_cusps
+from jaxreplay.theory.ode import MemorySizeSchedule, ODESolution, solve, solve_grid, window_averages
 
 __all__ = [
     "REAL_WEIGHTS",
