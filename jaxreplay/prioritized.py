@@ -35,9 +35,10 @@ leaves give the same tree bit for bit, whatever operations led to them) and
 the root is the pairwise float32 sum of the leaves, within about ``log2(P) ·
 2^-24`` relative of the exact sum (``1e-6`` at ``P = 2^17``, typically far
 less) *however many updates were made*. A tree that propagates float32
-deltas upwards (dopamine's, flashbax's ``sum_tree``) adds one rounding error
-per update to every ancestor, so its total drifts away from its leaves
-(flashbax issue #52). Measured after 10^6 updates of batch 50 on 1000
+deltas upwards (flashbax's ``sum_tree``) adds one rounding error per update
+to every ancestor, so its total drifts away from its leaves (flashbax issue
+#52); Dopamine's sum tree also adds deltas, but in float64, where the drift
+is about 2^-29 times smaller. Measured after 10^6 updates of batch 50 on 1000
 leaves with priorities spanning 5 orders of magnitude: this tree's root is
 within 1.1e-8 relative of the float64 sum of its leaves; flashbax 0.1.3's
 ``set_batch_bincount`` tree is off by 2.6e-5.
