@@ -410,7 +410,7 @@ def _toward(start: float, mean_size: float, optimum: float) -> str:
     before, after = abs(math.log(start / optimum)), abs(math.log(max(mean_size, 1.0) / optimum))
     if before < math.log(1.5):
         return "stays near" if after < math.log(2.0) else "moves away from"
-    if after < before - math.log(1.25):
+    if after < before - max(math.log(1.25), before / 3):  # at least a third of the way, in log N
         return "moves toward"
     return "moves away from" if after > before + math.log(1.25) else "moves little relative to"
 
