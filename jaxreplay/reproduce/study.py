@@ -511,12 +511,8 @@ def _figures(out, plan, static, second, third, starts, aer_rows, walk_rows, best
             ax.plot(steps, _seed_mean(static.ds.train_return.values[i]), "--", label=f"fixed {n}")
     for j, (row, n0) in enumerate(zip(aer_rows, starts)):
         ax.plot(steps, _seed_mean(second.ds.train_return.values[row]), "-", label=f"aER from {n0}")
-    ax.set_xlabel("environment steps")
-    ax.set_ylabel("training episode return (seed mean)")
-    ax.set_title(f"{plan.env_id}: learning curves")
-    ax.legend(fontsize=7)
-    plots.save(fig, out / "learning_curves.png")
-    names.append("learning_curves.png")
+    names.append(_finish(fig, ax, "training episode return (seed mean)", f"{plan.env_id}: learning curves",
+                         out / "learning_curves.png"))
 
     fig, ax = plots._figure(figsize=(7, 4.5))
     for j, (row, n0) in enumerate(zip(aer_rows, starts)):
@@ -525,13 +521,21 @@ def _figures(out, plan, static, second, third, starts, aer_rows, walk_rows, best
                 label=f"random walk from {n0}")
     ax.axhline(plan.sizes[best], color="gray", ls="--", lw=1, label="static optimum")
     ax.set_yscale("log")
-    ax.set_xlabel("environment steps")
-    ax.set_ylabel("memory size (seed mean)")
-    ax.set_title(f"{plan.env_id}: memory size over time")
-    ax.legend(fontsize=7)
-    plots.save(fig, out / "memory_size.png")
-    names.append("memory_size.png")
+    names.append(_finish(fig, ax, "memory size (seed mean)", f"{plan.env_id}: memory size over time",
+                         out / "memory_size.png"))
     return names
+
+
+def _finish(fig, ax, ylabel: str, title: str, path: pathlib.Path) -> str:
+    """Label a curves-over-steps figure, save it, and return its file name."""
+    from jaxreplay import plots
+
+    ax.set_xlabel("environment steps")
+    ax.set_ylabel(ylabel)
+    ax.set_title(title)
+    ax.legend(fontsize=7)
+    plots.save(fig, path)
+    return path.name
 
 
 def _write_csvs(out, plan, datasets) -> None:
