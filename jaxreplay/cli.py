@@ -200,10 +200,11 @@ def _dqn(args: argparse.Namespace) -> int:
     from jaxreplay import results
     from jaxreplay import sweep as sweep_lib
     from jaxreplay.experiments import dqn
+    from jaxreplay.reproduce import settings as paper_settings
 
     _positive("seeds", args.seeds)
-    if args.env in dqn.PAPER_TOTAL_STEPS:
-        setup, hparams = dqn.paper_setting(args.env, args.memory_size, args.adaptive, tuned=args.tuned,
+    if args.env in paper_settings.PAPER_TOTAL_STEPS:
+        setup, hparams = paper_settings.paper_setting(args.env, args.memory_size, args.adaptive, tuned=args.tuned,
                                            optimizer_reading=args.optimizer_reading)
     else:
         if args.tuned:

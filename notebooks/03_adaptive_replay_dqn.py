@@ -98,7 +98,7 @@ PAPER_SCALE = False  # True = 100 seeds, paper-length runs, all sizes: meant for
 #
 # Everything below derives from `PAPER_SCALE`. The paper's settings come from
 # `jaxreplay.reproduce.dqn.settings(env, quick=False, tuned=...)` (which calls
-# `jaxreplay.experiments.dqn.paper_setting`; what the paper leaves open, such as the optimizer
+# `jaxreplay.reproduce.settings.paper_setting`; what the paper leaves open, such as the optimizer
 # (Adam), the width (64), the target network (hard copy every 500 steps) and the ε schedule,
 # is chosen and documented there).
 #
@@ -147,6 +147,7 @@ from scipy import stats
 from jaxreplay import results, sweep
 from jaxreplay.experiments import dqn
 from jaxreplay.reproduce import dqn as rdqn
+from jaxreplay.reproduce import settings as paper_settings
 
 pd.set_option("display.width", 200)
 T0 = time.perf_counter()
@@ -182,7 +183,7 @@ print(f"JAX {jax.__version__}, devices: {jax.devices()}")
 def shrink(env, steps, fixed_setup, adaptive_setup, common, fixed_points, adaptive_points):
     """Small mode: the same study with runs of `steps` steps; memory, ε ramp and learning start scaled with it."""
     time_scale = steps / fixed_setup.total_steps  # schedules: relative to this configuration's run
-    size_scale = steps / dqn.PAPER_TOTAL_STEPS[env]  # memories: relative to the paper's run length
+    size_scale = steps / paper_settings.PAPER_TOTAL_STEPS[env]  # memories: relative to the paper's run length
 
     def size(n):
         return max(1, round(n * size_scale))
@@ -220,7 +221,7 @@ def game_sweeps(env, seeds=SEEDS, paper_scale=PAPER_SCALE):
 
 
 # The paper's labels of each setting, per game (fixed sizes; aER initial sizes).
-PAPER_SIZES = {env: {"fixed": dqn.PAPER_MEMORY_SIZES[env], "adaptive": rdqn.ADAPTIVE_FROM[env]} for env in GAMES}
+PAPER_SIZES = {env: {"fixed": paper_settings.PAPER_MEMORY_SIZES[env], "adaptive": rdqn.ADAPTIVE_FROM[env]} for env in GAMES}
 SWEEPS = {env: game_sweeps(env) for env in GAMES}
 
 rows = []

@@ -20,6 +20,7 @@ import pytest
 from jaxreplay import buffer, envs, experiments, prioritized
 from jaxreplay.agents import dqn as agent
 from jaxreplay.experiments import dqn
+from jaxreplay.reproduce import settings as paper_settings
 
 GAMMA = 0.5
 SEEDS = jax.random.split(jax.random.key(2024), 2)
@@ -629,44 +630,44 @@ def test_with_total_steps_keeps_whole_cycles_and_at_most_the_segment_count():
 
 
 def test_paper_settings():
-    setup, hparams = dqn.paper_setting("CartPole-v1", 100, adaptive=True)
+    setup, hparams = paper_settings.paper_setting("CartPole-v1", 100, adaptive=True)
     dqn.check(hparams, setup)
     assert (setup.total_steps, setup.max_capacity, setup.batch_size, setup.hidden_sizes) == (40_000, 40_000, 50, (64,))
     assert (hparams.discount, hparams.step_size, hparams.memory_size) == (0.9, 2e-5, 100)
     assert (hparams.adaptive_interval, hparams.adaptive_num_old, setup.subsample_size) == (20, 50, 50)
     assert setup.adaptive and setup.sampler == "uniform"
-    setup, hparams = dqn.paper_setting("MountainCar-v0", 150_000, adaptive=True)
+    setup, hparams = paper_settings.paper_setting("MountainCar-v0", 150_000, adaptive=True)
     dqn.check(hparams, setup)
     assert (hparams.discount, hparams.step_size, setup.subsample_size, setup.hidden_sizes) == (0.99, 6e-4, 1000, (64, 64))
     # aER's ceiling is the run length, above every static size; one learning start for all sizes.
     assert hparams.adaptive_num_old == 75_000 and setup.max_capacity == 300_000
     assert hparams.learning_starts == 1_000
-    assert dqn.paper_setting("MountainCar-v0", 150_000, adaptive=False)[0].max_capacity == 150_000
-    assert dqn.paper_setting("CartPole-v1", 100, adaptive=False)[1].learning_starts == 1_000
-    sgd, _ = dqn.paper_setting("CartPole-v1", 100, adaptive=False, optimizer_reading="sgd")
+    assert paper_settings.paper_setting("MountainCar-v0", 150_000, adaptive=False)[0].max_capacity == 150_000
+    assert paper_settings.paper_setting("CartPole-v1", 100, adaptive=False)[1].learning_starts == 1_000
+    sgd, _ = paper_settings.paper_setting("CartPole-v1", 100, adaptive=False, optimizer_reading="sgd")
     assert (sgd.optimizer, sgd.batch_reduction) == ("sgd", "sum")
     with pytest.raises(ValueError, match="optimizer_reading"):
-        dqn.paper_setting("CartPole-v1", 100, adaptive=False, optimizer_reading="rmsprop")
-    setup, hparams = dqn.paper_setting("Acrobot-v1", 25_000, adaptive=False)
+        paper_settings.paper_setting("CartPole-v1", 100, adaptive=False, optimizer_reading="rmsprop")
+    setup, hparams = paper_settings.paper_setting("Acrobot-v1", 25_000, adaptive=False)
     dqn.check(hparams, setup)
     assert (hparams.discount, hparams.step_size, setup.adaptive) == (0.99, 1e-3, False)
-    quick, quick_hparams = dqn.paper_setting("MountainCar-v0", 20_000, adaptive=True, quick=True)
+    quick, quick_hparams = paper_settings.paper_setting("MountainCar-v0", 20_000, adaptive=True, quick=True)
     dqn.check(quick_hparams, quick)
     assert quick.total_steps == 75_000 and quick_hparams.memory_size == 5_000 and quick_hparams.adaptive_num_old == 2_500
     assert quick.max_capacity == 75_000 and quick_hparams.epsilon_decay_steps == 7_500
     assert quick_hparams.learning_starts == 250
-    tuned, tuned_hparams = dqn.paper_setting("CartPole-v1", 10_000, adaptive=False, tuned=True)
+    tuned, tuned_hparams = paper_settings.paper_setting("CartPole-v1", 10_000, adaptive=False, tuned=True)
     dqn.check(tuned_hparams, tuned)
     assert (tuned.total_steps, tuned.train_frequency, tuned.batch_size, tuned.hidden_sizes) == (200_000, 10, 128, (120, 84))
     assert (tuned_hparams.step_size, tuned_hparams.discount, tuned_hparams.target_period) == (2.5e-4, 0.99, 500)
     with pytest.raises(ValueError, match="tuned"):
-        dqn.paper_setting("Acrobot-v1", 25_000, adaptive=False, tuned=True)
+        paper_settings.paper_setting("Acrobot-v1", 25_000, adaptive=False, tuned=True)
     with pytest.raises(ValueError, match="quick"):
-        dqn.paper_setting("CartPole-v1", 10_000, adaptive=False, tuned=True, quick=True)
+        paper_settings.paper_setting("CartPole-v1", 10_000, adaptive=False, tuned=True, quick=True)
     with pytest.raises(ValueError, match="env_id"):
-        dqn.paper_setting("Pong", 100, adaptive=False)
+        paper_settings.paper_setting("Pong", 100, adaptive=False)
     with pytest.raises(ValueError, match="memory_size"):
-        dqn.paper_setting("CartPole-v1", 50_000, adaptive=False)
+        paper_settings.paper_setting("CartPole-v1", 50_000, adaptive=False)
 
 
 # ----------------------------------------------------------------------------
@@ -679,7 +680,7 @@ def test_tuned_dqn_learns_cartpole():
     CartPole-v1: the seed-mean greedy return (4 seeds, 10 episodes each)
     reaches >= 400 of 500 within 200,000 steps. About 40 s on a 2-core CPU
     (it first passes 400 at about 110,000 steps)."""
-    setup, hparams = dqn.paper_setting("CartPole-v1", 10_000, adaptive=False, tuned=True)
+    setup, hparams = paper_settings.paper_setting("CartPole-v1", 10_000, adaptive=False, tuned=True)
     start = time.perf_counter()
     records, summary = dqn.run_batch(jax.random.split(jax.random.key(0), 4), hparams, setup)
     jax.block_until_ready(records)

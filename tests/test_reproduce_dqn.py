@@ -103,9 +103,9 @@ def test_dqn_command_rejects_bad_input(capsys):
 def test_dqn_sweep_results_do_not_depend_on_chunk_size():
     import dataclasses
 
-    from jaxreplay.experiments import dqn
+    from jaxreplay.reproduce import settings as paper_settings
 
-    setup, hp = dqn.paper_setting("CartPole-v1", 100, True, quick=True)
+    setup, hp = paper_settings.paper_setting("CartPole-v1", 100, True, quick=True)
     setup = dataclasses.replace(setup, total_steps=600, steps_per_segment=600)
     sweep = sweep_lib.Sweep("dqn", seeds=3, setup=setup,
                             fixed=dict(hp._asdict(), learning_starts=100))

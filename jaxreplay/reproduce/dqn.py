@@ -9,7 +9,7 @@ Entry point: :func:`reproduce` (``jaxreplay reproduce dqn --env ENV --out DIR
 * **adaptive**: aER from each initial size of the figure (k = 20, n_old = N0/2,
   the paper's subsample of old transitions), one more program.
 
-Settings are :func:`jaxreplay.experiments.dqn.paper_setting` (the paper's γ,
+Settings are :func:`jaxreplay.reproduce.settings.paper_setting` (the paper's γ,
 step size, minibatch, network depth; what the paper leaves open is chosen and
 documented there). ``quick`` shrinks every run in time (the same experiment,
 shorter) for a 2-core CPU.
@@ -60,21 +60,22 @@ def settings(env_id: str, quick: bool, tuned: bool = False, steps: int | None = 
     The points are lists of ``{hyperparameter: value}`` (memory size and what
     is derived from it); ``common_hparams`` is what every run shares.
     ``tuned``: CartPole's learning configuration instead of the paper's (see
-    :func:`~jaxreplay.experiments.dqn.paper_setting`). ``steps``: cut every run
+    :func:`~jaxreplay.reproduce.settings.paper_setting`). ``steps``: cut every run
     to this many environment steps (for tests and smoke runs;
     :func:`~jaxreplay.experiments.dqn.with_total_steps`), keeping the
     memory sizes and everything else.
     """
     from jaxreplay.experiments import dqn
+    from jaxreplay.reproduce import settings as paper_settings
 
     if env_id not in ENVS:
         raise ValueError(f"env must be one of {ENVS}, got {env_id!r}.")
     per_point = ("memory_size", "learning_starts", "adaptive_num_old")
     fixed_setup = adaptive_setup = common = None
     fixed_points, adaptive_points = [], []
-    for adaptive, sizes in ((False, dqn.PAPER_MEMORY_SIZES[env_id]), (True, ADAPTIVE_FROM[env_id])):
+    for adaptive, sizes in ((False, paper_settings.PAPER_MEMORY_SIZES[env_id]), (True, ADAPTIVE_FROM[env_id])):
         for size in sizes:
-            setup, hp = dqn.paper_setting(env_id, size, adaptive, quick=quick, tuned=tuned)
+            setup, hp = paper_settings.paper_setting(env_id, size, adaptive, quick=quick, tuned=tuned)
             if steps is not None:
                 setup = dqn.with_total_steps(setup, steps)
             shared = {k: v for k, v in hp._asdict().items() if k not in per_point}
@@ -155,7 +156,7 @@ def reproduce(out_dir, env_id: str, *, seeds: int | None = None, quick: bool = F
 
     from jaxreplay import _validation, results
     from jaxreplay import sweep as sweep_lib
-    from jaxreplay.experiments import dqn
+    from jaxreplay.reproduce import settings as paper_settings
 
     t0 = time.perf_counter()
     if seeds is None:
@@ -170,7 +171,8 @@ def reproduce(out_dir, env_id: str, *, seeds: int | None = None, quick: bool = F
         sweep = sweep_lib.Sweep("dqn", seeds=seeds, seed=seed, setup=setup, fixed=common, points=points)
         datasets[label] = sweep_lib.run(sweep, _sweep_dir(out, label, sweep), progress=progress).dataset
 
-    sizes = {"fixed": dqn.PAPER_MEMORY_SIZES[env_id], "adaptive": ADAPTIVE_FROM[env_id]}  # the paper's labels
+    # the paper's labels
+    sizes = {"fixed": paper_settings.PAPER_MEMORY_SIZES[env_id], "adaptive": ADAPTIVE_FROM[env_id]}
     scores = {label: run_scores(ds) for label, ds in datasets.items()}
     static = scores["fixed"].ravel()
     percent = {N0: beats_static_average(scores["adaptive"][i], static) for i, N0 in enumerate(sizes["adaptive"])}

@@ -101,7 +101,7 @@ def _nice(x: float) -> int:
 
 def make_plan(env_id: str, *, quick: bool = False, seeds: int | None = None, steps: int | None = None,
               optimizer_reading: str = "adam") -> StudyPlan:
-    """The study of ``env_id``, its run length and settings from :func:`~jaxreplay.experiments.dqn.paper_setting`.
+    """The study of ``env_id``, its run length and settings from :func:`~jaxreplay.reproduce.settings.paper_setting`.
 
     Args:
         env_id: one of :data:`ENVS`.
@@ -112,12 +112,14 @@ def make_plan(env_id: str, *, quick: bool = False, seeds: int | None = None, ste
     """
     from jaxreplay import _validation
     from jaxreplay.experiments import dqn
+    from jaxreplay.reproduce import settings as paper_settings
 
     if env_id not in ENVS:
         raise ValueError(f"env must be one of {ENVS}, got {env_id!r}.")
     seeds = _validation.check_static_int("seeds", DEFAULT_SEEDS["quick" if quick else "full"] if seeds is None
                                          else seeds, low=1)
-    setup, hp = dqn.paper_setting(env_id, 100, adaptive=True, quick=quick, optimizer_reading=optimizer_reading)
+    setup, hp = paper_settings.paper_setting(env_id, 100, adaptive=True, quick=quick,
+                                             optimizer_reading=optimizer_reading)
     if steps is not None:
         setup = dqn.with_total_steps(setup, steps)
     total = setup.total_steps
