@@ -35,6 +35,7 @@ are skipped.
 from __future__ import annotations
 
 import argparse
+import functools
 import sys
 from pathlib import Path
 from typing import Any, Callable, NamedTuple
@@ -66,12 +67,12 @@ MODES: dict[str, dict[str, Any]] = {
         "compiled_as": ((1, 1_000), (100, 1_000), (100, 100_000)),
     },
 }
-# (label, prioritized._UNROLL, prioritized._REFRESH); the last is what the platform picks.
+# (label, prioritized.TreeMode): the tree compiled four ways.
 COMPILED_AS = (
-    ("loops + levels (CPU default)", False, "levels"),
-    ("unrolled + levels", True, "levels"),
-    ("unrolled + paths (accelerator default)", True, "paths"),
-    ("loops + paths", False, "paths"),
+    ("loops + levels (CPU default)", prioritized.TreeMode(unroll=False, refresh="levels")),
+    ("unrolled + levels", prioritized.TreeMode(unroll=True, refresh="levels")),
+    ("unrolled + paths (accelerator default)", prioritized.TreeMode(unroll=True, refresh="paths")),
+    ("loops + paths", prioritized.TreeMode(unroll=False, refresh="paths")),
 )
 
 
@@ -153,9 +154,14 @@ STRUCTURES = {
 # Programs
 
 
-def _program(structure: str, buffers: int, slots: int, steps: int) -> tuple[Callable, Any]:
-    """``(run, carry)``: ``run(carry) -> carry`` does ``steps`` steps of every buffer."""
+def _program(structure: str, buffers: int, slots: int, steps: int, tree=None) -> tuple[Callable, Any]:
+    """``(run, carry)``: ``run(carry) -> carry`` does ``steps`` steps of every buffer.
+
+    ``tree``: a :class:`jaxreplay.prioritized.TreeMode` for the sum tree (``None``: its default).
+    """
     full, add, sample, update = STRUCTURES[structure]
+    if tree is not None:
+        add, sample, update = (functools.partial(fn, tree=tree) for fn in (add, sample, update))
 
     def one_buffer(carry):
         key, state, checksum = carry
@@ -185,10 +191,9 @@ def _program(structure: str, buffers: int, slots: int, steps: int) -> tuple[Call
 def measure_compiled_as(buffers: int, slots: int, steps: int, repeats: int) -> list[_timing.Timing]:
     """Timings of the sum tree compiled in each of :data:`COMPILED_AS` (same order)."""
     programs = []
-    for _, unroll, refresh in COMPILED_AS:
-        with prioritized._forced(unroll, refresh):  # read while tracing
-            run, carry = _program("sum tree", buffers, slots, steps)
-            programs.append(_timing.compile_program(run, carry))
+    for _, mode in COMPILED_AS:
+        run, carry = _program("sum tree", buffers, slots, steps, tree=mode)
+        programs.append(_timing.compile_program(run, carry))
     return _timing.time_interleaved(programs, repeats=repeats)
 
 

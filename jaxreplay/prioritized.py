@@ -43,47 +43,21 @@ leaves with priorities spanning 5 orders of magnitude: this tree's root is
 within 1.1e-8 relative of the float64 sum of its leaves; flashbax 0.1.3's
 ``set_batch_bincount`` tree is off by 2.6e-5.
 
-Why this structure (measured). The alternative keeps one priority per slot
-and takes a cumulative sum plus a binary search at every draw: O(N) per
-batch instead of O(batch · log N), but a single perfectly vectorised pass
-and O(1) updates. ``python benchmarks/priority_structure.py`` times, per
-step of a ``lax.scan``, one :func:`add`, one :func:`sample` of 50 and one
-:func:`update_priorities` of those 50, ``jit(vmap)``-ed over ``B`` full
-buffers of ``N`` slots; microseconds per step for all ``B`` buffers together
-(``python benchmarks/priority_structure.py --full``; jax 0.10.2, XLA:CPU
-on 2 shared AMD EPYC cores; median of 5 interleaved rounds of 50 steps,
-compilation excluded)::
-
-    B buffers  N slots   sum tree µs/step   cumsum µs/step   cumsum / tree
-            1    1,000                 46               53             1.2
-          100    1,000              1,013            1,095             1.1
-         1000    1,000             10,095           10,546             1.0
-            1   10,000                 39               55             1.4
-          100   10,000              1,530            5,870             3.8
-         1000   10,000             19,350           56,897             2.9
-            1  100,000                 79              676             8.5
-          100  100,000              2,333           47,625            20.4
-         1000  100,000             29,591          433,663            14.7
-
-The per-slot cumsum at best ties (``N = 10^3``: 1.0-1.2x in the tree's
-favour); from ``N = 10^4`` the tree is 3-4x faster and at ``N = 10^5``
-8-20x, the gap growing as O(N / log N). On a GPU (one NVIDIA H200, jax
-0.11.2, ``python -m benchmarks --quick``) the tree is 4.7x faster than the
-cumsum at ``N = 10^3`` and 3.2x at ``N = 10^4`` (B = 100: 46 vs 217 and 80
-vs 252 µs per step). So the sum tree is the implementation.
-
-It is compiled differently per platform, chosen when lowering
-(:func:`jax.lax.platform_dependent`); every choice gives a bit-identical
-tree. On CPU the descent and the ancestor refresh are ``fori_loop`` s, as
-unrolled gather chains fuse into code 2-5x slower, and :func:`sample` reads
-the tree only inside its loop, so that no read is left to be scheduled after
-the caller's next in-place update (which would cost a copy of the whole
-tree per step). On accelerators both are unrolled, and the few leaves an
-:func:`add` writes refresh their ancestors with one scatter of precomputed
-path sums (:func:`_write_leaves`): a loop there pays kernel launches per
-level. Measured on the H200, add + sample + gather + update in
-``benchmarks/buffer.py`` at B = 100, N = 10^3: 362 µs per step with loops,
-57 unrolled, 47 with the one-scatter refresh (flashbax 0.1.3: 446-531).
+Why a sum tree, compiled per platform (measured; the tables are in
+``benchmarks/README.md``, "Sum tree vs cumsum"). A per-slot cumulative sum
+with a binary search at every draw is O(N) per batch against the tree's
+O(batch · log N): on XLA:CPU the two tie at ``N = 10^3`` and the tree wins
+3-4x at ``10^4`` and 8-20x at ``10^5``; on an H200 it wins 3-5x at
+``10^3``-``10^4``. How the tree is compiled is a static choice,
+:class:`TreeMode` (``tree="auto"``: chosen per platform when lowering, with
+:func:`jax.lax.platform_dependent`; every mode gives a bit-identical tree).
+On CPU the descent and the ancestor refresh are ``fori_loop`` s, as unrolled
+gather chains fuse into code 2-5x slower, and :func:`sample` reads the tree
+only inside its loop, so that no read is left to be scheduled after the
+caller's next in-place update (which would copy the whole tree per step). On
+accelerators both are unrolled, and the few leaves an :func:`add` writes
+refresh their ancestors with one scatter of precomputed path sums
+(:func:`_write_leaves`): a loop there pays kernel launches per level.
 
 Costs (``M = max_capacity``, ``P <= 2M``): :func:`add` O(log M),
 :func:`add_batch` O(k log M), :func:`sample` O(batch · log M),
@@ -121,7 +95,6 @@ weights 0 (as in :mod:`jaxreplay.samplers`).
 
 from __future__ import annotations
 
-import contextlib
 from typing import Any, NamedTuple
 
 import jax
@@ -137,10 +110,48 @@ _FLOAT = jnp.float32
 _MAX_TOTAL = 2.0**100
 # Tree levels a draw descends per uniform number (see the module docstring, Numerics).
 _LEVELS_PER_UNIFORM = 8
-# How the per-level loops (descent, ancestor refresh) are compiled: None picks
-# by platform when lowering (a loop on CPU, unrolled elsewhere: see
-# _over_levels); True / False force it (benchmarks and tests compare both).
-_UNROLL: bool | None = None
+class TreeMode(NamedTuple):
+    """How the sum-tree code is compiled: a static choice; every mode gives bit-identical trees and draws.
+
+    Pass one (or its name in :data:`TREE_MODES`) as ``tree=`` to :func:`add`,
+    :func:`add_batch`, :func:`update_priorities` and :func:`sample`. It is part
+    of the traced program, so a function jitted with one mode keeps it.
+
+    Attributes:
+        unroll: the per-level loops (the descent, the ancestor refresh):
+            ``None`` picks by platform when lowering (a ``fori_loop`` on CPU,
+            unrolled elsewhere, :func:`_over_levels`); ``True`` / ``False``
+            force unrolled / looped.
+        refresh: how a few written leaves refresh their ancestors: ``None``
+            by platform (``"levels"`` on CPU, ``"paths"`` elsewhere,
+            :func:`_write_leaves`), or ``"levels"`` / ``"paths"``.
+        rebuild_factor: rebuild the whole tree when ``P <= rebuild_factor ·
+            (leaves written)`` (cheaper than refreshing paths); 0 never does.
+    """
+
+    unroll: bool | None = None
+    refresh: str | None = None
+    rebuild_factor: int = 64
+
+
+TREE_MODES = {
+    "auto": TreeMode(),
+    "cpu": TreeMode(unroll=False, refresh="levels"),
+    "accelerator": TreeMode(unroll=True, refresh="paths"),
+}
+"""Named modes: ``"auto"`` (default: each platform its fastest), and the CPU and accelerator choices forced."""
+
+
+def _tree_mode(tree: Any) -> TreeMode:
+    """``tree`` as a :class:`TreeMode` (ValueError naming ``tree`` otherwise)."""
+    if isinstance(tree, TreeMode):
+        if tree.unroll not in (None, True, False) or tree.refresh not in (None, "levels", "paths"):
+            raise ValueError(f"tree has an unknown unroll / refresh: {tree!r}.")
+        _validation.check_static_int("tree.rebuild_factor", tree.rebuild_factor, low=0)
+        return tree
+    if isinstance(tree, str) and tree in TREE_MODES:
+        return TREE_MODES[tree]
+    raise ValueError(f"tree must be one of {tuple(TREE_MODES)} or a prioritized.TreeMode, got {tree!r}.")
 
 
 class PrioritizedState(NamedTuple):
@@ -189,7 +200,7 @@ def _tree_shape(tree: jax.Array) -> tuple[int, int]:
     return leaves, leaves.bit_length() - 1
 
 
-def _over_levels(depth: int, body, carry):
+def _over_levels(depth: int, body, carry, mode: TreeMode = TreeMode()):
     """``carry = body(level, carry)`` for ``level`` in ``0 .. depth-1``, compiled per platform.
 
     On CPU a ``fori_loop``: XLA:CPU fuses an unrolled chain of dependent
@@ -209,37 +220,17 @@ def _over_levels(depth: int, body, carry):
             carry = body(level, carry)
         return carry
 
-    if _UNROLL is None:
+    if mode.unroll is None:
         return jax.lax.platform_dependent(carry, cpu=looped, default=unrolled)
-    return unrolled(carry) if _UNROLL else looped(carry)
+    return unrolled(carry) if mode.unroll else looped(carry)
 
 
-_REBUILD_FACTOR = 64  # rebuild the whole tree when P <= 64 · (leaves touched)
-# How few written leaves refresh their ancestors: None picks by platform
-# ("levels" on CPU, "paths" elsewhere, see _write_leaves); benchmarks and
-# tests force one.
-_REFRESH: str | None = None
 _MAX_PATHS = 64  # more written leaves than this: "levels" on every platform
 _ELEMENTWISE_PATHS = 8  # up to this many: path crossings found without reductions
 
 
-@contextlib.contextmanager
-def _forced(unroll: bool | None = None, refresh: str | None = None, rebuild_factor: int = 64):
-    """Force how the tree code is compiled while tracing inside the block (benchmarks, tests).
-
-    ``unroll`` / ``refresh`` None keep the per-platform choice. The knobs are
-    read at trace time, so only functions traced inside the block see them.
-    """
-    global _UNROLL, _REFRESH, _REBUILD_FACTOR
-    saved = _UNROLL, _REFRESH, _REBUILD_FACTOR
-    _UNROLL, _REFRESH, _REBUILD_FACTOR = unroll, refresh, rebuild_factor
-    try:
-        yield
-    finally:
-        _UNROLL, _REFRESH, _REBUILD_FACTOR = saved
-
-
-def _write_leaves(tree: jax.Array, leaf_nodes: jax.Array, leaf_values: jax.Array | None = None) -> jax.Array:
+def _write_leaves(tree: jax.Array, leaf_nodes: jax.Array, leaf_values: jax.Array | None = None,
+                  mode: TreeMode = TreeMode()) -> jax.Array:
     """Write leaves, then make every ancestor of them the float32 sum of its children.
 
     Args:
@@ -282,7 +273,7 @@ def _write_leaves(tree: jax.Array, leaf_nodes: jax.Array, leaf_values: jax.Array
     def write(tree):
         return tree if prewritten else tree.at[leaf_nodes].set(leaf_values)
 
-    if num_leaves <= _REBUILD_FACTOR * count:
+    if num_leaves <= mode.rebuild_factor * count:
         return _build_tree(write(tree)[num_leaves:])
 
     def levels(tree):
@@ -291,7 +282,7 @@ def _write_leaves(tree: jax.Array, leaf_nodes: jax.Array, leaf_values: jax.Array
             nodes = nodes // 2
             return tree.at[nodes].set(tree[2 * nodes] + tree[2 * nodes + 1]), nodes
 
-        tree, _ = _over_levels(depth, refresh, (write(tree), leaf_nodes))
+        tree, _ = _over_levels(depth, refresh, (write(tree), leaf_nodes), mode)
         return tree
 
     def paths(tree):
@@ -314,10 +305,10 @@ def _write_leaves(tree: jax.Array, leaf_nodes: jax.Array, leaf_values: jax.Array
             written_values.append(values)
         return tree.at[jnp.concatenate(written_nodes)].set(jnp.concatenate(written_values))
 
-    mode = "levels" if count > _MAX_PATHS else _REFRESH
-    if mode is None:
+    how = "levels" if count > _MAX_PATHS else mode.refresh
+    if how is None:
         return jax.lax.platform_dependent(tree, cpu=levels, default=paths)
-    return {"levels": levels, "paths": paths}[mode](tree)
+    return {"levels": levels, "paths": paths}[how](tree)
 
 
 def _build_tree(leaves: jax.Array) -> jax.Array:
@@ -375,7 +366,8 @@ def init(example: Transition, max_capacity: int, capacity: Any = None) -> Priori
     )
 
 
-def _after_write(state: PrioritizedState, new_buffer: buffer_lib.BufferState, k: int) -> PrioritizedState:
+def _after_write(state: PrioritizedState, new_buffer: buffer_lib.BufferState, k: int,
+                 mode: TreeMode = TreeMode()) -> PrioritizedState:
     """Priorities after ``k`` transitions were written into ``state.buffer``, giving ``new_buffer``.
 
     Zeroes the leaves of the transitions that left the live window, then sets
@@ -409,11 +401,12 @@ def _after_write(state: PrioritizedState, new_buffer: buffer_lib.BufferState, k:
         state.sum_tree,
         jnp.concatenate([num_leaves + forgotten_slots, written_nodes]),
         jnp.concatenate([forgotten_values, new_values]),
+        mode,
     )
     return state._replace(buffer=new_buffer, sum_tree=tree)
 
 
-def add(state: PrioritizedState, transition: Transition) -> PrioritizedState:
+def add(state: PrioritizedState, transition: Transition, *, tree: Any = "auto") -> PrioritizedState:
     """Write one transition with priority ``max_priority``.
 
     If the memory is full the oldest transition is forgotten and its priority
@@ -424,6 +417,8 @@ def add(state: PrioritizedState, transition: Transition) -> PrioritizedState:
         state: the memory.
         transition: one transition matching the ``example`` given to :func:`init`
             (every leaf without the leading ``max_capacity`` axis).
+        tree: how the sum tree is compiled (static; ``"auto"``, ``"cpu"``,
+            ``"accelerator"`` or a :class:`TreeMode`; results are the same).
 
     Returns:
         The new :class:`PrioritizedState`. Cost: O(log max_capacity) (two leaves and their paths).
@@ -431,10 +426,11 @@ def add(state: PrioritizedState, transition: Transition) -> PrioritizedState:
     Raises:
         ValueError: ``transition`` does not match the stored pytree.
     """
-    return _after_write(state, buffer_lib.add(state.buffer, transition), 1)
+    mode = _tree_mode(tree)
+    return _after_write(state, buffer_lib.add(state.buffer, transition), 1, mode)
 
 
-def add_batch(state: PrioritizedState, transitions: Transition) -> PrioritizedState:
+def add_batch(state: PrioritizedState, transitions: Transition, *, tree: Any = "auto") -> PrioritizedState:
     """Write ``k`` transitions at once (oldest first), each with priority ``max_priority``.
 
     Same result as ``k`` calls of :func:`add` (for ``k > max_capacity`` up to
@@ -447,6 +443,8 @@ def add_batch(state: PrioritizedState, transitions: Transition) -> PrioritizedSt
         state: the memory.
         transitions: a transition pytree with a leading axis ``k`` (static) on
             every leaf.
+        tree: how the sum tree is compiled (static; ``"auto"``, ``"cpu"``,
+            ``"accelerator"`` or a :class:`TreeMode`; results are the same).
 
     Returns:
         The new :class:`PrioritizedState`. Cost: O(min(k, max_capacity) · log max_capacity).
@@ -454,11 +452,12 @@ def add_batch(state: PrioritizedState, transitions: Transition) -> PrioritizedSt
     Raises:
         ValueError: ``transitions`` do not match the stored pytree.
     """
+    mode = _tree_mode(tree)
     new_buffer = buffer_lib.add_batch(state.buffer, transitions)
     k = jax.tree.leaves(transitions)[0].shape[0]
     if k == 0:
         return state
-    return _after_write(state, new_buffer, k)
+    return _after_write(state, new_buffer, k, mode)
 
 
 def resize(state: PrioritizedState, new_capacity: Any) -> PrioritizedState:
@@ -497,6 +496,8 @@ def update_priorities(
     td_errors: jax.Array,
     priority_exponent: Any,
     error_floor: Any = 1e-6,
+    *,
+    tree: Any = "auto",
 ) -> PrioritizedState:
     """Store ``p_i = (|δ_i| + error_floor)^priority_exponent`` for the slots ``indices``.
 
@@ -532,6 +533,8 @@ def update_priorities(
             priority 1 (uniform replay).
         error_floor: ``ε >= 0``; may be traced. Keeps a transition whose TD
             error is 0 replayable.
+        tree: how the sum tree is compiled (static; ``"auto"``, ``"cpu"``,
+            ``"accelerator"`` or a :class:`TreeMode`; results are the same).
 
     Returns:
         The new state. Cost: O(|S| · log max_capacity).
@@ -542,6 +545,7 @@ def update_priorities(
             ``priority_exponent``/``error_floor`` (concrete) is negative or
             not finite.
     """
+    mode = _tree_mode(tree)
     max_capacity = state.max_capacity
     if not jnp.issubdtype(jnp.result_type(indices), jnp.integer):
         raise ValueError(f"indices must be an integer array, got dtype {jnp.result_type(indices)}.")
@@ -574,7 +578,7 @@ def update_priorities(
     nodes = num_leaves + safe
     target = jnp.where(accepted, nodes, 2 * num_leaves)  # out of bounds: dropped
     tree = state.sum_tree.at[target].set(0.0, mode="drop").at[target].max(priorities, mode="drop")
-    tree = _write_leaves(tree, nodes)
+    tree = _write_leaves(tree, nodes, mode=mode)
     max_priority = jnp.maximum(state.max_priority, jnp.max(jnp.where(accepted, priorities, 0.0)))
     return state._replace(sum_tree=tree, max_priority=max_priority.astype(_FLOAT),
                           invalid_parameters=state.invalid_parameters | ~valid_parameters)
@@ -624,6 +628,8 @@ def sample(
     state: PrioritizedState,
     batch_size: int,
     importance_exponent: Any,
+    *,
+    tree: Any = "auto",
 ) -> samplers.Sample:
     """Draw ``batch_size`` live transitions with replacement, ``P(i) = p_i / Σ_live p``.
 
@@ -639,6 +645,8 @@ def sample(
         importance_exponent: ``β >= 0``; may be traced. The weights are
             ``(size · P(i))^-β / max_batch``; ``β = 0`` gives weights of 1,
             ``β = 1`` the full correction.
+        tree: how the sum tree is compiled (static; ``"auto"``, ``"cpu"``,
+            ``"accelerator"`` or a :class:`TreeMode`; results are the same).
 
     Returns:
         A :class:`~jaxreplay.samplers.Sample` with ``int32[batch_size]``
@@ -654,6 +662,7 @@ def sample(
         ValueError: ``batch_size`` is not a Python int >= 1, or a concrete
             ``importance_exponent`` is negative or not finite.
     """
+    mode = _tree_mode(tree)
     batch_size = _validation.check_static_int("batch_size", batch_size, low=1)
     _validation.check_float("importance_exponent", importance_exponent, low=0.0)
     tree = state.sum_tree
@@ -688,7 +697,7 @@ def sample(
         # left to be scheduled after a following in-place update (which would
         # force a copy of the whole tree).
         start = (jnp.ones((batch_size,), jnp.int32), zeros, zeros, zeros)
-        nodes, _, value, total = _over_levels(depth, descend, start)
+        nodes, _, value, total = _over_levels(depth, descend, start, mode)
     positive = total > 0
     drawn = _normalise(value, total)
     # All priorities 0 (or empty memory): uniform over the live window,

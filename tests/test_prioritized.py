@@ -534,50 +534,56 @@ def test_refresh_and_rebuild_give_bit_identical_trees():
     np.testing.assert_array_equal(given, _build_tree(new_leaves))
 
 
-# Every way the tree can be updated: (levels unrolled?, refresh mode, rebuild factor).
+# Every way the tree can be updated (a static argument of each tree-writing function).
 _TREE_MODES = [
-    (False, "levels", 64),  # the CPU default
-    (True, "paths", 64),  # the accelerator default (unrolled levels for > 64 paths)
-    (None, None, 0),  # what this platform picks, never rebuilding: a per-path refresh for every write
+    "cpu",  # loops + levels
+    "accelerator",  # unrolled levels + paths (levels for > 64 paths)
+    prioritized.TreeMode(rebuild_factor=0),  # this platform's choice, never rebuilding: a per-path refresh
 ]
 
 
-def _tree_history(unroll, refresh, rebuild_factor):
+def _tree_history(mode):
     """Trees after a scripted sequence exercising every write path, in one mode.
 
     max_capacity 5000 (P = 8192) so that small writes take the per-path
     refresh: add (2 paths, elementwise crossings), update of 10 (crossings by
     comparison), add_batch of 40 (80 paths > 64: levels everywhere).
     """
-    with prioritized._forced(unroll, refresh, rebuild_factor):
 
-        def script(key):
-            keys = jax.random.split(key, 8)
-            state = prioritized.init(jnp.zeros((), jnp.float32), 5000, capacity=700)
-            trees = []
-            state = prioritized.add_batch(state, jnp.arange(900.0))  # wraps: 200 forgotten
+    def script(key):
+        keys = jax.random.split(key, 8)
+        state = prioritized.init(jnp.zeros((), jnp.float32), 5000, capacity=700)
+        trees = []
+        state = prioritized.add_batch(state, jnp.arange(900.0), tree=mode)  # wraps: 200 forgotten
+        trees.append(state.sum_tree)
+        for i in range(2):
+            batch = prioritized.sample(keys[i], state, 10, 0.5, tree=mode)  # duplicates likely
+            errors = jax.random.normal(keys[i + 3], (10,))
+            state = prioritized.update_priorities(state, batch.indices, errors, 0.7, tree=mode)
+            state = prioritized.add(state, jnp.float32(i), tree=mode)
             trees.append(state.sum_tree)
-            for i in range(2):
-                batch = prioritized.sample(keys[i], state, 10, 0.5)  # duplicates likely
-                errors = jax.random.normal(keys[i + 3], (10,))
-                state = prioritized.update_priorities(state, batch.indices, errors, 0.7)
-                state = prioritized.add(state, jnp.float32(i))
-                trees.append(state.sum_tree)
-            # Duplicate slots with different errors (the largest priority wins).
-            state = prioritized.update_priorities(
-                state, state.buffer.write_position - jnp.array([1, 1, 2, 3, 2]), jnp.arange(5.0), 0.5
-            )
+        # Duplicate slots with different errors (the largest priority wins).
+        state = prioritized.update_priorities(
+            state, state.buffer.write_position - jnp.array([1, 1, 2, 3, 2]), jnp.arange(5.0), 0.5, tree=mode
+        )
+        trees.append(state.sum_tree)
+        state = prioritized.resize(state, 300)
+        state = prioritized.add_batch(state, jnp.arange(40.0), tree=mode)
+        trees.append(state.sum_tree)
+        state = prioritized.resize(state, 5000)
+        for i in range(2):
+            state = prioritized.add_batch(state, jnp.arange(3.0), tree=mode)
             trees.append(state.sum_tree)
-            state = prioritized.resize(state, 300)
-            state = prioritized.add_batch(state, jnp.arange(40.0))
-            trees.append(state.sum_tree)
-            state = prioritized.resize(state, 5000)
-            for i in range(2):
-                state = prioritized.add_batch(state, jnp.arange(3.0))
-                trees.append(state.sum_tree)
-            return jnp.stack(trees)
+        return jnp.stack(trees)
 
-        return np.asarray(jax.jit(script)(jax.random.key(11)))
+    return np.asarray(jax.jit(script)(jax.random.key(11)))
+
+
+def test_tree_mode_is_checked():
+    state = prioritized.init(jnp.zeros((), jnp.float32), 8)
+    for bad in ("gpu", prioritized.TreeMode(refresh="diagonal"), prioritized.TreeMode(rebuild_factor=-1)):
+        with pytest.raises(ValueError, match="tree"):
+            prioritized.add(state, jnp.float32(1), tree=bad)
 
 
 def test_every_tree_update_mode_gives_the_same_consistent_tree():
@@ -587,7 +593,7 @@ def test_every_tree_update_mode_gives_the_same_consistent_tree():
     # to the tree rebuilt from its leaves.
     from jaxreplay.prioritized import _build_tree
 
-    histories = [_tree_history(*mode) for mode in _TREE_MODES]
+    histories = [_tree_history(mode) for mode in _TREE_MODES]
     reference = histories[0]
     for mode, history in zip(_TREE_MODES, histories):
         np.testing.assert_array_equal(history, reference, err_msg=f"mode {mode}")
