@@ -973,7 +973,10 @@ def run(
         done = np.zeros(R, bool)
     missing = np.flatnonzero(~done)
 
-    chunk = _choose_chunk(bytes_per_run, budget, len(devices), max(len(missing), 1), chunk_size, cpu_cap)
+    # Sized for the whole sweep, not for the runs still missing: a resumed sweep then runs its
+    # remaining runs in programs of the same batch size as the first attempt (XLA may round a
+    # run differently at another batch size, docs/design.md), at the cost of padding.
+    chunk = _choose_chunk(bytes_per_run, budget, len(devices), R, chunk_size, cpu_cap)
     chunks = [missing[i:i + chunk] for i in range(0, len(missing), chunk)]
     mine = chunks[process::processes]
     programs = _programs_for(sweep, devices)
