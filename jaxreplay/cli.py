@@ -48,8 +48,8 @@ def _linesearch(args: argparse.Namespace) -> int:
 
     import numpy as np
 
+    from jaxreplay import results, theory
     from jaxreplay import sweep as sweep_lib
-    from jaxreplay import theory
     from jaxreplay.experiments import linesearch as ls
 
     adaptive = args.sampler == "adaptive"
@@ -137,7 +137,8 @@ def _linesearch(args: argparse.Namespace) -> int:
     if adaptive:
         report["experiment"]["memory_size_mean"] = memory_mean.tolist()
     if args.json:
-        print(json.dumps(_json_safe(report), allow_nan=False))  # strict JSON: NaN and ±inf become null
+        # strict JSON: NaN and ±inf become null
+        print(json.dumps(results.jsonable(report, strict=True), allow_nan=False))
         return 0
     exp = report["experiment"]
     print(f"LineSearch, sampler={args.sampler}, N={args.memory_size}, m={args.batch_size}, "
@@ -267,32 +268,19 @@ def _dqn(args: argparse.Namespace) -> int:
 
 
 def _adaptive_report(ds) -> dict:
-    """aER's per-check diagnostics of a DQN sweep with one configuration: per-seed lists and pooled shares."""
+    """aER's diagnostics of a DQN sweep with one configuration: per-seed counts and pooled shares."""
     import numpy as np
+
+    from jaxreplay.experiments import dqn
 
     def seeds(name):
         return [int(x) for x in np.asarray(ds[name].values).reshape(-1)]
 
-    def share(num, den):
-        return float(num / den) if den else None
-
-    compared = sum(seeds("adaptive_compared"))
-
-    def per_check(name):  # pooled over seeds
-        return float(np.sum(ds[name].values, dtype=np.float64) / compared) if compared else None
-
-    checks, grows, shrinks = seeds("adaptive_checks"), seeds("adaptive_grows"), seeds("adaptive_shrinks")
-    straddle, straddle_grows = seeds("adaptive_straddle_checks"), seeds("adaptive_straddle_grows")
-    other = sum(checks) - sum(straddle)
     return {
-        "checks": checks, "grows": grows, "shrinks": shrinks, "invalid": seeds("adaptive_invalid"),
-        "final_memory_size": seeds("final_capacity"),
-        "straddle_checks": straddle, "straddle_grows": straddle_grows,
-        "grow_fraction": share(sum(grows), sum(checks)),
-        "straddle_grow_fraction": share(sum(straddle_grows), sum(straddle)),
-        "other_grow_fraction": share(sum(grows) - sum(straddle_grows), other),
-        "noisy_fraction": share(sum(seeds("adaptive_noisy")), compared),
-        "change_mean": per_check("adaptive_change_sum"), "noise_mean": per_check("adaptive_noise_sum"),
+        "checks": seeds("adaptive_checks"), "grows": seeds("adaptive_grows"), "shrinks": seeds("adaptive_shrinks"),
+        "invalid": seeds("adaptive_invalid"), "final_memory_size": seeds("final_capacity"),
+        "straddle_checks": seeds("adaptive_straddle_checks"), "straddle_grows": seeds("adaptive_straddle_grows"),
+        **dqn.adaptive_diagnostics(ds),
     }
 
 
@@ -345,17 +333,6 @@ def _solve_theory(**kwargs):
         return None
     finally:
         logger.disabled = disabled
-
-
-def _json_safe(value):
-    """``value`` with every non-finite float (NaN, ±inf) replaced by None, for strict JSON."""
-    if isinstance(value, float):
-        return value if value == value and abs(value) != float("inf") else None
-    if isinstance(value, dict):
-        return {k: _json_safe(v) for k, v in value.items()}
-    if isinstance(value, (list, tuple)):
-        return [_json_safe(v) for v in value]
-    return value
 
 
 # How the sweep engine's advice reads for commands that build the sweep from their options.

@@ -22,7 +22,10 @@ from jaxreplay import _extras  # noqa: E402
 _extras.require('jaxreplay.results', 'sweep', 'xarray', 'scipy')
 
 
+import math
+import pathlib
 from collections.abc import Callable, Sequence
+from typing import Any
 
 import numpy as np
 
@@ -194,3 +197,20 @@ def plot_metric(data, x: str, hue: str | None = None, y: str | None = None, dim:
 def _check_confidence(confidence: float) -> None:
     if not 0.0 < confidence < 1.0:
         raise ValueError(f"confidence must be in (0, 1), got {confidence!r}.")
+
+
+def jsonable(value: Any, strict: bool = False) -> Any:
+    """``value`` as plain JSON data: dict keys as strings, tuples as lists, NumPy scalars as Python
+    numbers, paths as strings; with ``strict``, non-finite floats (NaN, ±inf) as ``None`` (strict
+    JSON has no NaN)."""
+    if isinstance(value, dict):
+        return {str(k): jsonable(v, strict) for k, v in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [jsonable(v, strict) for v in value]
+    if isinstance(value, (np.generic,)):
+        value = value.item()
+    if isinstance(value, pathlib.PurePath):
+        return str(value)
+    if strict and isinstance(value, float) and not math.isfinite(value):
+        return None
+    return value

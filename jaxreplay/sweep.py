@@ -723,9 +723,12 @@ def _choose_chunk(bytes_per_run: int, budget: int, num_devices: int, runs: int, 
             f"{_mib(budget)}. {_memory_hint(footprint)}, or raise memory_budget / memory_fraction."
         )
     if chunk_size is None:
-        chunk_size = cpu_chunk_cap if cpu_chunk_cap else fit
-    chunk = min(fit, chunk_size)
-    chunk = min(chunk, -(-runs // num_devices) * num_devices)  # no point padding beyond the work
+        chunk = min(fit, cpu_chunk_cap if cpu_chunk_cap else fit)
+        chunk = min(chunk, -(-runs // num_devices) * num_devices)  # no point padding beyond the work
+    else:
+        # Asked for: exactly that program shape (padded if the work is smaller), so that sweeps
+        # of any size run their runs at one batch size (XLA may round a run differently at another).
+        chunk = min(fit, chunk_size)
     return max(num_devices, chunk // num_devices * num_devices)
 
 
@@ -895,9 +898,12 @@ def run(
         sweep: the :class:`Sweep`.
         out_dir: where chunks, ``results.nc``, ``sweep.json`` and
             ``summary.json`` go; ``None`` keeps everything in memory (no resume).
-        chunk_size: most runs per compiled call (rounded down to a multiple of
-            the device count); default: as many as fit ``memory_budget``
-            (on CPU at most :data:`CPU_RUNS_PER_DEVICE` per device).
+        chunk_size: runs per compiled call (rounded down to a multiple of
+            the device count, at most what fits ``memory_budget``); a sweep
+            with fewer runs is padded to it, so every sweep given the same
+            ``chunk_size`` runs in programs of one shape. Default: as many as
+            fit ``memory_budget`` (on CPU at most :data:`CPU_RUNS_PER_DEVICE`
+            per device), and no more than the sweep's runs.
         memory_budget: device bytes the chunk may use in all (default:
             ``memory_fraction`` of the free device memory, see
             :func:`default_memory_budget`).

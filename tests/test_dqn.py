@@ -699,3 +699,16 @@ def test_setup_refuses_games_dqn_cannot_play():
     with pytest.raises(ValueError, match="discrete action space"):
         dqn.Setup(env_id="Pendulum-v1")
     dqn.Setup(env_id="Acrobot-v1")  # three discrete actions: fine
+
+
+def test_adaptive_diagnostics_pool_the_runs():
+    summary = {"adaptive_checks": np.array([10, 6]), "adaptive_grows": np.array([5, 1]),
+               "adaptive_straddle_checks": np.array([2, 2]), "adaptive_straddle_grows": np.array([2, 1]),
+               "adaptive_compared": np.array([9, 5]), "adaptive_noisy": np.array([7, 0]),
+               "adaptive_change_sum": np.array([1.5, 2.0]), "adaptive_noise_sum": np.array([0.7, 0.0])}
+    d = dqn.adaptive_diagnostics(summary)
+    assert d["checks_mean"] == 8 and d["grow_fraction"] == 6 / 16
+    assert d["straddle_grow_fraction"] == 3 / 4 and d["other_grow_fraction"] == 3 / 12
+    assert d["noisy_fraction"] == 7 / 14 and d["change_mean"] == 3.5 / 14 and d["noise_mean"] == 0.7 / 14
+    none = dqn.adaptive_diagnostics({k: np.zeros(3) for k in summary})
+    assert none["grow_fraction"] is None and none["checks_mean"] == 0

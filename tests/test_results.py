@@ -83,3 +83,17 @@ def test_plot_metric_lines_and_contour(metric):
     assert ax2.get_xlabel() == "memory_size" and ax2.get_ylabel() == "batch_size"
     with pytest.raises(ValueError, match=r"select or reduce the dimensions \['batch_size'\]"):
         results.plot_metric(metric, x="memory_size")
+
+
+def test_jsonable_makes_plain_and_optionally_strict_json():
+    import json
+    import pathlib
+
+    value = {1: (np.float32(0.5), np.int64(3)), "x": [float("nan"), np.float64(np.inf), pathlib.Path("a/b")],
+             "ok": np.bool_(True)}
+    plain = results.jsonable(value)
+    assert plain["1"] == [0.5, 3] and plain["x"][2] == "a/b" and plain["ok"] is True
+    assert np.isnan(plain["x"][0]) and plain["x"][1] == float("inf")
+    strict = results.jsonable(value, strict=True)
+    assert strict["x"][:2] == [None, None]
+    assert json.loads(json.dumps(strict, allow_nan=False)) == strict

@@ -747,3 +747,8 @@ def test_a_resumed_sweep_runs_its_missing_runs_at_the_original_batch_size(tmp_pa
     summary = json.loads((out / "summary.json").read_text())
     assert summary["runs_computed"] == 2 and summary["chunk_size"] == 3  # not 2: the same program shape
     _same(sw.load(out), reference)
+    # An asked-for chunk larger than the whole sweep is honoured too (padded): one shape for any sweep.
+    other = tmp_path / "other"
+    assert _cli("sweep", config, "--out", other, "--quiet", "--chunk-size", "12") == 0
+    assert json.loads((other / "summary.json").read_text())["chunk_size"] == 12
+    _same(sw.load(other), reference)

@@ -395,6 +395,7 @@ def example_transition(setup: Setup) -> dict:
     return {"obs": obs, "action": jnp.int32(0), "reward": jnp.float32(0), "next_obs": obs, "terminated": jnp.float32(0)}
 
 
+@functools.lru_cache(maxsize=None)
 def replay_memory(setup: Setup) -> memory_lib.Memory:
     """The replay memory of ``setup`` (:func:`jaxreplay.memory.make` of ``setup.sampler``)."""
     return memory_lib.make(setup.sampler)
@@ -797,6 +798,46 @@ def summarize(state: DQNState, hparams: Hyperparameters, setup: Setup) -> dict:
         "capacity_clipped": memory.capacity_clipped,
     }
 
+
+
+_ADAPTIVE_SUMMARY = ("adaptive_checks", "adaptive_grows", "adaptive_straddle_checks", "adaptive_straddle_grows",
+                     "adaptive_compared", "adaptive_noisy", "adaptive_change_sum", "adaptive_noise_sum")
+
+
+def adaptive_diagnostics(summary: Any) -> dict:
+    """aER's check diagnostics pooled over the runs of ``summary`` (on the host).
+
+    Args:
+        summary: a mapping (a dict of arrays, an ``xarray.Dataset``) holding
+            the ``adaptive_*`` entries of :func:`summarize`, each of any shape
+            (one entry per run).
+
+    Returns:
+        ``checks_mean`` (checks per run), ``grow_fraction``, the grow fraction
+        at checks that straddle a target copy and at the others
+        (``straddle_grow_fraction``, ``other_grow_fraction``),
+        ``noisy_fraction`` (compared checks whose change was within two
+        standard errors of 0), ``change_mean`` and ``noise_mean`` (per compared
+        check); ``None`` where nothing was counted.
+    """
+    total = {name: float(np.sum(np.asarray(summary[name], np.float64))) for name in _ADAPTIVE_SUMMARY}
+    runs = int(np.size(np.asarray(summary["adaptive_checks"])))
+
+    def share(numerator, denominator):
+        return numerator / denominator if denominator else None
+
+    checks, grows = total["adaptive_checks"], total["adaptive_grows"]
+    straddle, straddle_grows = total["adaptive_straddle_checks"], total["adaptive_straddle_grows"]
+    compared = total["adaptive_compared"]
+    return {
+        "checks_mean": share(checks, runs),
+        "grow_fraction": share(grows, checks),
+        "straddle_grow_fraction": share(straddle_grows, straddle),
+        "other_grow_fraction": share(grows - straddle_grows, checks - straddle),
+        "noisy_fraction": share(total["adaptive_noisy"], compared),
+        "change_mean": share(total["adaptive_change_sum"], compared),
+        "noise_mean": share(total["adaptive_noise_sum"], compared),
+    }
 
 
 def num_segments(setup: Setup) -> int:

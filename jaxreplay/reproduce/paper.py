@@ -40,8 +40,6 @@ import pathlib
 import time
 from typing import Iterable, Sequence
 
-import numpy as np
-
 __all__ = ["reproduce", "dqn_claims", "claims_table", "replace_block", "update_readme", "tally", "AGREEMENT"]
 
 #: Values of the ``agrees`` column, best first.
@@ -140,19 +138,8 @@ def update_readme(path: str | pathlib.Path, claims: Sequence[dict], note: str, b
     return path
 
 
-def _jsonable(value):
-    if isinstance(value, dict):
-        return {str(k): _jsonable(v) for k, v in value.items()}
-    if isinstance(value, (list, tuple)):
-        return [_jsonable(v) for v in value]
-    if isinstance(value, (np.integer, np.floating, np.bool_)):
-        return value.item()
-    if isinstance(value, pathlib.Path):
-        return str(value)
-    return value
-
-
 def _linesearch_part(out: pathlib.Path, mode: str, seeds, seed: int, progress: bool) -> dict:
+    from jaxreplay import results
     from jaxreplay.reproduce import linesearch
 
     record = out / "summary.json"
@@ -162,7 +149,7 @@ def _linesearch_part(out: pathlib.Path, mode: str, seeds, seed: int, progress: b
         if previous.get("settings") == settings and all(pathlib.Path(p).exists() for p in previous["figures"].values()):
             previous["resumed"] = True
             return previous
-    summary = _jsonable(linesearch.reproduce(out, mode=mode, seeds=seeds, seed=seed, progress=progress))
+    summary = results.jsonable(linesearch.reproduce(out, mode=mode, seeds=seeds, seed=seed, progress=progress))
     summary["settings"] = settings
     record.write_text(json.dumps(summary, indent=1, allow_nan=True))
     summary["resumed"] = False

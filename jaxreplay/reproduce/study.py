@@ -167,18 +167,11 @@ def _variant(name: str, start: int) -> dict:
 def _run_points_impl(plan: StudyPlan, out: pathlib.Path, label: str, points: list[dict], setup=None, progress=True,
                      chunk_size=None):
     from jaxreplay import sweep as sweep_lib
+    from jaxreplay.reproduce.dqn import _sweep_dir
 
-    # Whole chunks only: the engine shrinks a chunk to the work left, and a program of
-    # another batch size may round differently (see study()'s chunk_size). Extra
-    # settings repeat the last one and are dropped from the results.
-    count = len(points)
-    per_chunk = max(chunk_size // plan.seeds, 1) if chunk_size else 1
-    points = list(points) + [points[-1]] * (-count % per_chunk)
     sweep = sweep_lib.Sweep("dqn", seeds=plan.seeds, seed=0, setup=setup or plan.setup, fixed=plan.common,
                             points=points)
-    directory = out / "sweeps" / f"{label}-{sweep.fingerprint()[:10]}"
-    result = sweep_lib.run(sweep, directory, progress=progress, chunk_size=chunk_size)
-    return result.dataset.isel(config=slice(0, count))
+    return sweep_lib.run(sweep, _sweep_dir(out, label, sweep), progress=progress, chunk_size=chunk_size).dataset
 
 
 class _Runs:
@@ -193,9 +186,6 @@ class _Runs:
         self.final = np.where(ds.diverged.values, np.nan, final.astype(np.float64))
         self.mean_size = ds.capacity_mean.values.astype(np.float64).mean(-1)
         self.final_size = ds.final_capacity.values.astype(np.float64)
-
-    def __getitem__(self, name):
-        return self.ds[name].values
 
 
 def _ci(values: np.ndarray, statistic: str = "iqm", seed: int = 0) -> dict:
@@ -235,12 +225,14 @@ def study(out_dir, env_id: str, *, quick: bool = False, seeds: int | None = None
             call go faster, e.g. ``8 × seeds``). One value for every stage compiles the
             program once and runs every setting in identically shaped programs
             (XLA's kernels may round differently at another batch size, and RL
-            amplifies one ulp into another trajectory); stages whose run count
-            is not a multiple of it are padded.
+            amplifies one ulp into another trajectory); the engine pads a
+            stage with fewer or not a multiple of ``chunk_size`` runs.
     """
     import functools
 
+    from jaxreplay.experiments import dqn
     from jaxreplay.experiments.dqn import RULE_AER, RULE_FIXED, RULE_RANDOM
+    from jaxreplay.results import jsonable
 
     t0 = time.perf_counter()
     plan = make_plan(env_id, quick=quick, seeds=seeds, steps=steps, optimizer_reading=optimizer_reading)
@@ -280,22 +272,11 @@ def study(out_dir, env_id: str, *, quick: bool = False, seeds: int | None = None
     third = _Runs(_run_points(plan, out, "fixed-at-mean", [_point(n, RULE_FIXED) for n in mean_sizes],
                               progress=progress))
 
-    def grow_fraction(runs, row):
-        checks = runs["adaptive_checks"][row].sum()
-        return float(runs["adaptive_grows"][row].sum() / checks) if checks else None
-
     def diagnostics(runs, row):
-        straddle = runs["adaptive_straddle_checks"][row].sum()
-        checks = runs["adaptive_checks"][row].sum()
-        grows = runs["adaptive_grows"][row].sum()
-        s_grows = runs["adaptive_straddle_grows"][row].sum()
-        compared = runs["adaptive_compared"][row].sum()
-        return {"checks_mean": float(checks / runs["adaptive_checks"][row].size),
-                "straddle_grow_fraction": float(s_grows / straddle) if straddle else None,
-                "other_grow_fraction": float((grows - s_grows) / (checks - straddle)) if checks > straddle else None,
-                "noisy_fraction": float(runs["adaptive_noisy"][row].sum() / compared) if compared else None,
-                "change_mean": float(runs["adaptive_change_sum"][row].sum() / compared) if compared else None,
-                "noise_mean": float(runs["adaptive_noise_sum"][row].sum() / compared) if compared else None}
+        return dqn.adaptive_diagnostics(runs.ds.isel(config=row))
+
+    def grow_fraction(runs, row):
+        return diagnostics(runs, row)["grow_fraction"]
 
     adaptive = []
     static_all = static.auc.ravel()
@@ -325,6 +306,7 @@ def study(out_dir, env_id: str, *, quick: bool = False, seeds: int | None = None
     for j, n0 in enumerate(starts):
         walk, fixed = _ci(second.auc[walk_rows[j]]), _ci(third.auc[j])
         controls.append({"initial_size": int(n0),
+                         "random_walk_mean_size": float(np.nanmean(second.mean_size[walk_rows[j]])),
                          "random_walk_final_size_mean": float(np.nanmean(second.final_size[walk_rows[j]])),
                          "random_walk_grow_fraction": grow_fraction(second, walk_rows[j]),
                          "random_walk_score_iqm": walk["estimate"], "random_walk_ci_low": walk["low"],
@@ -344,14 +326,14 @@ def study(out_dir, env_id: str, *, quick: bool = False, seeds: int | None = None
 
     # 4. The other optimizer reading (CartPole).
     other = None
-    datasets = {"response": static.ds, "adaptive": second.ds, "sensitivity": sens.ds, "fixed-at-mean": third.ds}
+    stages = {"response": static, "adaptive": second, "sensitivity": sens, "fixed-at-mean": third}
     if plan.other_reading is not None:
         alt_setup = dataclasses.replace(plan.setup, optimizer=plan.other_reading,
                                         batch_reduction="sum" if plan.other_reading == "sgd" else "mean")
         alt = _Runs(_run_points(plan, out, f"reading-{plan.other_reading}",
                                 [_point(n, RULE_FIXED) for n in plan.sizes] + [_point(n, RULE_AER) for n in starts],
                                 setup=alt_setup, progress=progress))
-        datasets[f"reading-{plan.other_reading}"] = alt.ds
+        stages[f"reading-{plan.other_reading}"] = alt
         k = len(plan.sizes)
         other = {"reading": plan.other_reading,
                  "response": [{"memory_size": int(n), **_renamed(_ci(alt.auc[i]))} for i, n in enumerate(plan.sizes)],
@@ -368,13 +350,14 @@ def study(out_dir, env_id: str, *, quick: bool = False, seeds: int | None = None
         "response": response, "best_static": int(plan.sizes[best]), "worst_static": int(plan.sizes[worst]),
         "memory_size_effect": matters, "adaptive": adaptive, "controls": controls, "sensitivity": sensitivity,
         "paper_share": paper_share, "other_reading": other, "verdict": verdict,
-        "settings": {"setup": _plain(dataclasses.asdict(plan.setup)), "common": _plain(plan.common)},
+        "settings": {"setup": dataclasses.asdict(plan.setup), "common": plan.common},
     }
-    figures = _figures(out, plan, static, second, third, starts, aer_rows, walk_rows, best)
-    _write_csvs(out, plan, datasets)
+    figures = _figures(out, plan, result, static, second, aer_rows, walk_rows, best)
+    _write_csvs(out, plan, stages)
     result["runtime_s"] = time.perf_counter() - t0
     result["figures"] = sorted(figures)
-    (out / "study.json").write_text(json.dumps(_plain(result), indent=1, allow_nan=False))
+    result = jsonable(result, strict=True)
+    (out / "study.json").write_text(json.dumps(result, indent=1, allow_nan=False))
     (out / "report.md").write_text(_report(result))
     return result
 
@@ -382,21 +365,6 @@ def study(out_dir, env_id: str, *, quick: bool = False, seeds: int | None = None
 def _renamed(ci: dict) -> dict:
     return {"score_iqm": ci["estimate"], "score_ci_low": ci["low"], "score_ci_high": ci["high"]}
 
-
-
-def _plain(value):
-    """JSON-safe: NumPy scalars to Python, non-finite floats to ``None``."""
-    if isinstance(value, dict):
-        return {str(k): _plain(v) for k, v in value.items()}
-    if isinstance(value, (list, tuple)):
-        return [_plain(v) for v in value]
-    if isinstance(value, (np.bool_, bool)):
-        return bool(value)
-    if isinstance(value, (np.integer, int)):
-        return int(value)
-    if isinstance(value, (np.floating, float)):
-        return float(value) if math.isfinite(value) else None
-    return value
 
 
 def _starts(sizes: tuple, best: int) -> list[int]:
@@ -462,7 +430,8 @@ def _interval(d: dict) -> str:
 # Figures, tables, report
 
 
-def _figures(out, plan, static, second, third, starts, aer_rows, walk_rows, best) -> list[str]:
+def _figures(out, plan, result, static, second, aer_rows, walk_rows, best) -> list[str]:
+    """The study's figures; scores (and their intervals) come from ``result``, curves from the runs."""
     import matplotlib.pyplot as plt
 
     from jaxreplay import plots
@@ -470,24 +439,23 @@ def _figures(out, plan, static, second, third, starts, aer_rows, walk_rows, best
     names = []
     fig, (top, bottom) = plt.subplots(2, 1, figsize=(7.5, 7.5), sharex=True, gridspec_kw={"height_ratios": [1, 1.2]})
     sizes = np.array(plan.sizes, float)
-    est = np.array([_ci(static.auc[i])["estimate"] or np.nan for i in range(len(sizes))])
-    lo = np.array([_ci(static.auc[i])["low"] or np.nan for i in range(len(sizes))])
-    hi = np.array([_ci(static.auc[i])["high"] or np.nan for i in range(len(sizes))])
-    top.plot(sizes, est, "o-", color="k", label="static memory (IQM, 95% CI)")
-    top.fill_between(sizes, lo, hi, color="k", alpha=0.12)
+
+    def column(entries, key):
+        return np.array([np.nan if e[key] is None else e[key] for e in entries], float)
+
+    response, starts = result["response"], result["starts"]
+    top.plot(sizes, column(response, "score_iqm"), "o-", color="k", label="static memory (IQM, 95% CI)")
+    top.fill_between(sizes, column(response, "score_ci_low"), column(response, "score_ci_high"), color="k", alpha=0.12)
     colors = plt.rcParams["axes.prop_cycle"].by_key()["color"]
     steps = second.ds.segment.values
-    for j, (row, n0) in enumerate(zip(aer_rows, starts)):
+    for j, (row, n0, a, c) in enumerate(zip(aer_rows, starts, result["adaptive"], result["controls"])):
         color = colors[j % len(colors)]
-        score = _ci(second.auc[row])
-        mean_size = float(np.nanmean(second.mean_size[row]))
-        top.errorbar([mean_size], [score["estimate"]], yerr=[[score["estimate"] - score["low"]],
-                     [score["high"] - score["estimate"]]], fmt="s", color=color,
-                    label=f"aER from {n0} (at its mean size)")
-        walk = _ci(second.auc[walk_rows[j]])
-        top.plot([float(np.nanmean(second.mean_size[walk_rows[j]]))], [walk["estimate"]], "x", color=color, ms=8)
-        fixed = _ci(third.auc[j])
-        top.plot([float(np.nanmean(third.mean_size[j]))], [fixed["estimate"]], "^", color=color, mfc="none", ms=8)
+        if a["score_iqm"] is not None:  # None: every run diverged
+            top.errorbar([a["mean_size"]], [a["score_iqm"]], yerr=[[a["score_iqm"] - a["score_ci_low"]],
+                         [a["score_ci_high"] - a["score_iqm"]]], fmt="s", color=color,
+                         label=f"aER from {n0} (at its mean size)")
+        top.plot([c["random_walk_mean_size"]], [c["random_walk_score_iqm"]], "x", color=color, ms=8)
+        top.plot([c["fixed_at_mean_size"]], [c["fixed_at_mean_score_iqm"]], "^", color=color, mfc="none", ms=8)
         cap = second.ds.capacity.values[row].astype(float)
         bottom.plot(cap.mean(0), steps, "-", color=color, label=f"aER from {n0}")
         bottom.fill_betweenx(steps, np.percentile(cap, 10, 0), np.percentile(cap, 90, 0), color=color, alpha=0.15)
@@ -540,9 +508,8 @@ def _finish(fig, ax, ylabel: str, title: str, path: pathlib.Path) -> str:
     return path.name
 
 
-def _write_csvs(out, plan, datasets) -> None:
-    from jaxreplay.reproduce.dqn import run_scores
-
+def _write_csvs(out, plan, stages: dict) -> None:
+    """``runs.csv`` (one row per run) and ``curves.csv`` (seed means per setting and segment) of every stage."""
     with open(out / "runs.csv", "w", newline="") as f_runs, open(out / "curves.csv", "w", newline="") as f_curves:
         runs, curves = csv.writer(f_runs), csv.writer(f_curves)
         runs.writerow(["env", "stage", *POINT_KEYS, "seed", "auc", "final_return", "mean_memory_size",
@@ -550,9 +517,8 @@ def _write_csvs(out, plan, datasets) -> None:
                        "diverged"])
         curves.writerow(["env", "stage", "memory_size", "adaptive_rule", "config", "step", "train_return_mean",
                          "memory_size_mean"])
-        for stage, ds in datasets.items():
-            r = _Runs(ds)
-            auc = run_scores(ds)
+        for stage, r in stages.items():
+            ds, auc = r.ds, r.auc
             for c in range(ds.sizes["config"]):
                 keys = [ds[k].values[c].item() if k in ds else "" for k in POINT_KEYS]
                 for s in range(ds.sizes["seed"]):
@@ -568,6 +534,17 @@ def _write_csvs(out, plan, datasets) -> None:
                     curves.writerow([plan.env_id, stage, keys[0], keys[1], c, int(step), f"{a:.6g}", f"{b:.6g}"])
 
 
+def _table(header: list[str], rows: list[list]) -> list[str]:
+    """A markdown table as lines: ``header`` cells, a separator, then one line per row."""
+    lines = ["| " + " | ".join(header) + " |", "| " + " | ".join("---" for _ in header) + " |"]
+    return lines + ["| " + " | ".join(str(cell) for cell in row) + " |" for row in rows]
+
+
+def _score(entry: dict, prefix: str = "score") -> str:
+    """``IQM [low, high]`` of an entry's ``{prefix}_iqm`` / ``_ci_low`` / ``_ci_high``."""
+    return f"{_fmt(entry[prefix + '_iqm'])} [{_fmt(entry[prefix + '_ci_low'])}, {_fmt(entry[prefix + '_ci_high'])}]"
+
+
 def _report(result: dict) -> str:
     lines = [f"# DQN replay study: {result['env']}", ""]
     mode = "quick mode (CPU; shortened runs, fewer sizes and variants)" if result["quick"] else "paper-length runs"
@@ -579,59 +556,49 @@ def _report(result: dict) -> str:
     lines += [f"- {line}" for line in result["verdict"]["per_start"]]
     lines += ["", "Best and worst static sizes are chosen by their IQM and then compared on the same seeds, so the "
               "effect is slightly favoured by the choice (8 sizes); an interval that includes 0 is a clear no."]
-    lines += ["", "## Memory-size response (static memories)", "",
-              "| memory size | score IQM | 95% CI | final greedy return IQM | 95% CI |",
-              "| --- | --- | --- | --- | --- |"]
-    for r in result["response"]:
-        lines.append(f"| {r['memory_size']} | {_fmt(r['score_iqm'])} | [{_fmt(r['score_ci_low'])}, "
-                     f"{_fmt(r['score_ci_high'])}] | {_fmt(r['final_iqm'])} | [{_fmt(r['final_ci_low'])}, "
-                     f"{_fmt(r['final_ci_high'])}] |")
-    lines += ["", "## aER from each start, and its controls", "",
-              "| start | mean size | final size | grow share | score IQM [95% CI] | vs best static | vs start | "
-              "vs random walk | vs fixed at mean size |", "| --- | --- | --- | --- | --- | --- | --- | --- | --- |"]
-    p = _interval
-    for a in result["adaptive"]:
-        lines.append(f"| {a['initial_size']} | {a['mean_size']:.0f} | {a['final_size_mean']:.0f} | "
-                     f"{_fmt(a['grow_fraction'], '.2f')} | {_fmt(a['score_iqm'])} [{_fmt(a['score_ci_low'])}, "
-                     f"{_fmt(a['score_ci_high'])}] | {p(a['vs_best_static'])} | {p(a['vs_start_static'])} | "
-                     f"{p(a['vs_random_walk'])} | {p(a['vs_fixed_at_mean'])} |")
+    lines += ["", "## Memory-size response (static memories)", ""]
+    lines += _table(["memory size", "score IQM [95% CI]", "final greedy return IQM [95% CI]"],
+                    [[r["memory_size"], _score(r), _score(r, "final")] for r in result["response"]])
+    lines += ["", "## aER from each start, and its controls", ""]
+    lines += _table(["start", "mean size", "final size", "grow share", "score IQM [95% CI]", "vs best static",
+                     "vs start", "vs random walk", "vs fixed at mean size"],
+                    [[a["initial_size"], f"{a['mean_size']:.0f}", f"{a['final_size_mean']:.0f}",
+                      _fmt(a["grow_fraction"], ".2f"), _score(a), _interval(a["vs_best_static"]),
+                      _interval(a["vs_start_static"]), _interval(a["vs_random_walk"]),
+                      _interval(a["vs_fixed_at_mean"])] for a in result["adaptive"]])
     lines += ["", "Paired differences: mean over seeds of (aER − control) of the score, same seed index, 95% "
-              "bootstrap interval.", "", "| start | random walk: final size, grow share, score | fixed at aER's mean "
-              "size: size, score |", "| --- | --- | --- |"]
-    for c in result["controls"]:
-        lines.append(f"| {c['initial_size']} | {c['random_walk_final_size_mean']:.0f}, "
-                     f"{_fmt(c['random_walk_grow_fraction'], '.2f')}, {_fmt(c['random_walk_score_iqm'])} | "
-                     f"{c['fixed_at_mean_size']}, {_fmt(c['fixed_at_mean_score_iqm'])} |")
-    lines += ["", "## aER's checks: what drives the decisions", "",
-              "| start | checks per run | grow share at checks straddling a target copy | at the others | "
-              "checks within 2 SE of no change | mean change | mean SE |",
-              "| --- | --- | --- | --- | --- | --- | --- |"]
-    for a in result["adaptive"]:
-        d = a["diagnostics"]
-        lines.append(f"| {a['initial_size']} | {d['checks_mean']:.0f} | {_fmt(d['straddle_grow_fraction'], '.2f')} | "
-                     f"{_fmt(d['other_grow_fraction'], '.2f')} | {_fmt(d['noisy_fraction'], '.2f')} | "
-                     f"{_fmt(d['change_mean'])} | {_fmt(d['noise_mean'])} |")
+              "bootstrap interval.", ""]
+    lines += _table(["start", "random walk: final size, grow share, score", "fixed at aER's mean size: size, score"],
+                    [[c["initial_size"], f"{c['random_walk_final_size_mean']:.0f}, "
+                      f"{_fmt(c['random_walk_grow_fraction'], '.2f')}, {_fmt(c['random_walk_score_iqm'])}",
+                      f"{c['fixed_at_mean_size']}, {_fmt(c['fixed_at_mean_score_iqm'])}"]
+                     for c in result["controls"]])
+    lines += ["", "## aER's checks: what drives the decisions", ""]
+    lines += _table(["start", "checks per run", "grow share at checks straddling a target copy", "at the others",
+                     "checks within 2 SE of no change", "mean change", "mean SE"],
+                    [[a["initial_size"], _fmt(d["checks_mean"], ".0f"), _fmt(d["straddle_grow_fraction"], ".2f"),
+                      _fmt(d["other_grow_fraction"], ".2f"), _fmt(d["noisy_fraction"], ".2f"),
+                      _fmt(d["change_mean"]), _fmt(d["noise_mean"])]
+                     for a in result["adaptive"] for d in [a["diagnostics"]]])
     lines += ["", f"## Sensitivity (one change at a time, aER from {result['starts'][0]}, "
-              f"{result['sensitivity'][0]['seeds']} seeds)", "",
-              "| variant | final size | grow share | score IQM | vs default aER |", "| --- | --- | --- | --- | --- |"]
-    for s in result["sensitivity"]:
-        vs_text = "–" if s["vs_default"] is None else _interval(s["vs_default"])
-        lines.append(f"| {s['variant']} | {s['final_size_mean']:.0f} | {_fmt(s['grow_fraction'], '.2f')} | "
-                     f"{_fmt(s['score_iqm'])} | {vs_text} |")
+              f"{result['sensitivity'][0]['seeds']} seeds)", ""]
+    lines += _table(["variant", "final size", "grow share", "score IQM", "vs default aER"],
+                    [[s["variant"], f"{s['final_size_mean']:.0f}", _fmt(s["grow_fraction"], ".2f"),
+                      _fmt(s["score_iqm"]), "–" if s["vs_default"] is None else _interval(s["vs_default"])]
+                     for s in result["sensitivity"]])
     if result["other_reading"]:
         o = result["other_reading"]
-        lines += ["", f"## The other optimizer reading: {o['reading']}", "",
-                  "| setting | score IQM | 95% CI |", "| --- | --- | --- |"]
-        lines += [f"| fixed {r['memory_size']} | {_fmt(r['score_iqm'])} | [{_fmt(r['score_ci_low'])}, "
-                  f"{_fmt(r['score_ci_high'])}] |" for r in o["response"]]
-        lines += [f"| aER from {a['initial_size']} (ends at {a['final_size_mean']:.0f}) | {_fmt(a['score_iqm'])} | "
-                  f"[{_fmt(a['score_ci_low'])}, {_fmt(a['score_ci_high'])}] |" for a in o["adaptive"]]
+        lines += ["", f"## The other optimizer reading: {o['reading']}", ""]
+        lines += _table(["setting", "score IQM [95% CI]"],
+                        [[f"fixed {r['memory_size']}", _score(r)] for r in o["response"]]
+                        + [[f"aER from {a['initial_size']} (ends at {a['final_size_mean']:.0f})", _score(a)]
+                           for a in o["adaptive"]])
     lines += ["", "## The paper's statistic", "", "Share of aER seeds whose score beats the mean score of every "
               "static run (static sizes: " + ", ".join(str(n) for n in result["paper_share"][0]["static_sizes"])
-              + ").", "", "| start | share | 95% CI (Clopper–Pearson) |", "| --- | --- | --- |"]
-    for p in result["paper_share"]:
-        lines.append(f"| {p['initial_size']} | {_fmt(p['percent'], '.0f')}% | [{_fmt(p['low'], '.0f')}%, "
-                     f"{_fmt(p['high'], '.0f')}%] |")
+              + ").", ""]
+    lines += _table(["start", "share", "95% CI (Clopper–Pearson)"],
+                    [[p["initial_size"], f"{_fmt(p['percent'], '.0f')}%",
+                      f"[{_fmt(p['low'], '.0f')}%, {_fmt(p['high'], '.0f')}%]"] for p in result["paper_share"]])
     lines += ["", "Figures: " + ", ".join(f"`{f}`" for f in result["figures"]) + "; every run: `runs.csv`; seed means: "
               "`curves.csv`; labeled results: `sweeps/*/results.nc`.", ""]
     lines += [f"![{f}]({f})" for f in result["figures"]]
@@ -651,17 +618,15 @@ def summary_table(results: list[dict]) -> str:
     Args:
         results: ``study.json`` contents (from :func:`study`), one per game.
     """
-    lines = ["| game | seeds × steps | memory size matters (best − worst static) | static optimum | aER from | "
-             "mean size | grow share | aER − best static | aER − random walk | aER − fixed at its mean size |",
-             "| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |"]
-    p = _interval
+    rows = []
     for r in results:
-        effect = r["memory_size_effect"]
-        matters = ("yes" if r["verdict"]["memory_size_matters"] else "no") + f": {p(effect)}"
-        for a in r["adaptive"]:
-            lines.append(f"| {r['env']} | {r['seeds']} × {r['total_steps']} | {matters} | {r['best_static']} | "
-                         f"{a['initial_size']} | {a['mean_size']:.0f} | {_fmt(a['grow_fraction'], '.2f')} | "
-                         f"{p(a['vs_best_static'])} | {p(a['vs_random_walk'])} | {p(a['vs_fixed_at_mean'])} |")
+        matters = ("yes" if r["verdict"]["memory_size_matters"] else "no") + f": {_interval(r['memory_size_effect'])}"
+        rows += [[r["env"], f"{r['seeds']} × {r['total_steps']}", matters, r["best_static"], a["initial_size"],
+                  f"{a['mean_size']:.0f}", _fmt(a["grow_fraction"], ".2f"), _interval(a["vs_best_static"]),
+                  _interval(a["vs_random_walk"]), _interval(a["vs_fixed_at_mean"])] for a in r["adaptive"]]
+    lines = _table(["game", "seeds × steps", "memory size matters (best − worst static)", "static optimum",
+                    "aER from", "mean size", "grow share", "aER − best static", "aER − random walk",
+                    "aER − fixed at its mean size"], rows)
     return "\n".join(lines)
 
 
