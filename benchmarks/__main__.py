@@ -78,7 +78,7 @@ def main(argv: list[str] | None = None) -> int:
             f.write(report + "\n")
         progress(f"wrote {args.out}")
     if args.readme:
-        from jaxreplay.reproduce.paper import replace_block
+        from jaxreplay.paper.reproduce.paper import replace_block
 
         where = (f"{description['cpu']}, {description['cores']} cores, {description['memory']}, JAX backend "
                  f"`{description['jax backend']}` ({description['jax devices']})")

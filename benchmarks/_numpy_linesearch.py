@@ -133,7 +133,7 @@ def run_numpy(
         raise ValueError("discount must lie in [0, 1).")
 
     f32 = np.float32
-    # Targets, in float32 like jaxreplay.theory.fixed_point_and_rewards under jit.
+    # Targets, in float32 like jaxreplay.paper.theory.fixed_point_and_rewards under jit.
     slope, intercept = f32(reward_slope), f32(reward_intercept)
     one_minus = f32(1) - gamma
     if weights == "reward":

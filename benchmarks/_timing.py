@@ -30,7 +30,6 @@ from typing import Any, Callable
 import jax
 import numpy as np
 
-
 # ----------------------------------------------------------------------------
 # Machine description
 

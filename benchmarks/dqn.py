@@ -3,7 +3,7 @@
 All three do the same training: an MLP Q-network (one hidden layer of 64),
 minibatch 50, one gradient step per environment step, uniform replay.
 
-* **ours, 100 seeds**: :func:`jaxreplay.sweep.run` over 100 seeds (one
+* **ours, 100 seeds**: :func:`jaxreplay.engine.sweep.run` over 100 seeds (one
   compiled program, vmapped); aggregate env steps/s = seeds × steps / run time.
 * **ours, 1 seed × 100 in sequence**: the same experiment jitted for one seed
   and called seed after seed. Timed on a few seeds (its cost is linear in the
@@ -47,7 +47,7 @@ def _setup(steps: int):
 
 
 def _ours_sweep(steps: int, seeds: int) -> dict:
-    from jaxreplay import sweep as sw
+    from jaxreplay.engine import sweep as sw
 
     setup, hparams = _setup(steps)
     sweep = sw.Sweep("dqn", seeds=seeds, setup=setup,

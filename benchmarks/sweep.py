@@ -4,7 +4,7 @@ The workload is the paper's LineSearch with uniform replay (T = 1000 steps,
 m = 5 sequential updates per step, α = 1e-3, max_capacity 1000), swept over
 10 memory sizes N × seeds. Three ways to do the same runs:
 
-* **ours**: :func:`jaxreplay.sweep.run`, one compiled program per chunk,
+* **ours**: :func:`jaxreplay.engine.sweep.run`, one compiled program per chunk,
   vmapped (and sharded over the local devices). Run time excludes compilation
   (reported separately).
 * **(a) NumPy**: :func:`benchmarks._numpy_linesearch.run_numpy`, the same
@@ -41,7 +41,7 @@ MODES = {
 
 
 def _sweep(runs: int):
-    from jaxreplay import sweep as sw
+    from jaxreplay.engine import sweep as sw
 
     return sw.Sweep("linesearch", seeds=runs // len(MEMORY_SIZES),
                     setup={"steps": STEPS, "max_capacity": MAX_CAPACITY, "max_batch_size": BATCH},
@@ -49,7 +49,7 @@ def _sweep(runs: int):
 
 
 def _engine(runs: int, repeats: int) -> dict:
-    from jaxreplay import sweep as sw
+    from jaxreplay.engine import sweep as sw
 
     sweep = _sweep(runs)
     results = [sw.run(sweep, None, progress=False) for _ in range(repeats)]
@@ -125,7 +125,7 @@ def _report(mode_name, engine, numpy, loop) -> str:
     baselines = _timing.markdown_table(
         ["implementation", "runs timed", "per run", f"ours ({largest['runs']:,} runs) is", "target"],
         [
-            ["ours: jaxreplay.sweep", f"{largest['runs']:,}", _ms(largest["per_run_s"]), "1×", ""],
+            ["ours: jaxreplay.engine.sweep", f"{largest['runs']:,}", _ms(largest["per_run_s"]), "1×", ""],
             ["(a) NumPy, vectorised over runs", f"{numpy['runs']:,}", _ms(numpy["per_run_s"]),
              f"**{ratio_numpy:.1f}×** faster", "≥ 20×"],
             ["(b) jitted single run in a Python loop", f"{loop['runs']:,}", _ms(loop["per_run_s"]),

@@ -48,9 +48,10 @@ def _linesearch(args: argparse.Namespace) -> int:
 
     import numpy as np
 
-    from jaxreplay import results, theory
-    from jaxreplay import sweep as sweep_lib
+    from jaxreplay.engine import results
+    from jaxreplay.engine import sweep as sweep_lib
     from jaxreplay.experiments import linesearch as ls
+    from jaxreplay.paper import theory
 
     adaptive = args.sampler == "adaptive"
     hparams = ls.Hyperparameters(
@@ -163,7 +164,7 @@ def _reproduce(args: argparse.Namespace) -> int:
     if args.seeds is not None:
         _positive("seeds", args.seeds)
     if args.target == "all":
-        from jaxreplay.reproduce import paper
+        from jaxreplay.paper.reproduce import paper
 
         summary = paper.reproduce(args.out, quick=args.quick, seeds=args.seeds, progress=not args.quiet,
                                   envs=args.env, readme=args.readme)
@@ -172,7 +173,7 @@ def _reproduce(args: argparse.Namespace) -> int:
               + (f"; updated {args.readme}" if args.readme else ""))
         return 0
     if args.target == "dqn":
-        from jaxreplay.reproduce import dqn as reproduce_dqn
+        from jaxreplay.paper.reproduce import dqn as reproduce_dqn
 
         summary = reproduce_dqn.reproduce(args.out, args.env, seeds=args.seeds, quick=args.quick,
                                           progress=not args.quiet, tuned=args.tuned, steps=args.steps)
@@ -183,7 +184,7 @@ def _reproduce(args: argparse.Namespace) -> int:
         print(f"wrote {len(summary['figures'])} figures, {summary['csv']} and {summary['report']} "
               f"in {summary['runtime_s']:.0f} s")
         return 0
-    from jaxreplay.reproduce import linesearch as reproduce_linesearch
+    from jaxreplay.paper.reproduce import linesearch as reproduce_linesearch
 
     summary = reproduce_linesearch.reproduce(args.out, full=args.full, seeds=args.seeds, progress=not args.quiet)
     print(f"wrote {len(summary['figures'])} figures, {summary['csv']} and {summary['report']} "
@@ -198,10 +199,10 @@ def _dqn(args: argparse.Namespace) -> int:
     import numpy as np
     import xarray as xr
 
-    from jaxreplay import results
-    from jaxreplay import sweep as sweep_lib
+    from jaxreplay.engine import results
+    from jaxreplay.engine import sweep as sweep_lib
     from jaxreplay.experiments import dqn
-    from jaxreplay.reproduce import settings as paper_settings
+    from jaxreplay.paper.reproduce import settings as paper_settings
 
     _positive("seeds", args.seeds)
     if args.env in paper_settings.PAPER_TOTAL_STEPS:
@@ -287,7 +288,7 @@ def _adaptive_report(ds) -> dict:
 def _sweep(args: argparse.Namespace) -> int:
     import tomllib
 
-    from jaxreplay import sweep as sweep_lib
+    from jaxreplay.engine import sweep as sweep_lib
 
     try:
         with open(args.config, "rb") as f:
@@ -311,7 +312,7 @@ def _sweep(args: argparse.Namespace) -> int:
     sweep = sweep_lib.Sweep.from_dict(config)
     result = _run(sweep, args.out, progress=not args.quiet, **options)
     print(result.stats.describe())
-    print(f"results: {args.out}/results.nc (open with jaxreplay.sweep.load)")
+    print(f"results: {args.out}/results.nc (open with jaxreplay.engine.sweep.load)")
     return 0
 
 
@@ -320,7 +321,7 @@ def _solve_theory(**kwargs):
     dynamics diverge): the experiment is still reported. JAX's log of the failed callback is silenced."""
     import logging
 
-    from jaxreplay import theory
+    from jaxreplay.paper import theory
 
     logger = logging.getLogger("jax._src.callback")
     disabled, logger.disabled = logger.disabled, True
@@ -357,7 +358,7 @@ def _run(sweep, out, names=None, **options):
     ``names`` rewrites the engine's advice (``setup.max_capacity``) into the command's options (``--memory-size``)."""
     import warnings
 
-    from jaxreplay import sweep as sweep_lib
+    from jaxreplay.engine import sweep as sweep_lib
 
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always", sweep_lib.SweepWarning)
@@ -428,7 +429,7 @@ def _check_dqn_env(setup) -> None:
 
 def build_parser() -> argparse.ArgumentParser:
     """The ``jaxreplay`` argument parser (subcommands info, linesearch, dqn, sweep, reproduce)."""
-    from jaxreplay.reproduce import dqn as reproduce_dqn  # the games of the paper (no JAX import)
+    from jaxreplay.paper.reproduce import dqn as reproduce_dqn  # the games of the paper (no JAX import)
 
     parser = argparse.ArgumentParser(prog="jaxreplay", description=__doc__.splitlines()[0])
     parser.add_argument("--version", action="version", version=f"jaxreplay {jaxreplay.__version__}")
@@ -512,7 +513,7 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def _study(args: argparse.Namespace) -> int:
-    from jaxreplay.reproduce import study as study_lib
+    from jaxreplay.paper.reproduce import study as study_lib
 
     if args.kind == "readme":
         path = study_lib.update_readme(args.readme, args.dirs, note=args.note)
@@ -535,7 +536,7 @@ def _study(args: argparse.Namespace) -> int:
 
 
 def _add_study_parser(commands) -> None:
-    from jaxreplay.reproduce import study as study_lib  # no JAX import
+    from jaxreplay.paper.reproduce import study as study_lib  # no JAX import
 
     st = commands.add_parser("study", help="the DQN replay study: response curves, aER from three starts, controls")
     kinds = st.add_subparsers(dest="kind", metavar="KIND", required=True)

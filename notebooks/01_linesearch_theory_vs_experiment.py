@@ -21,7 +21,7 @@
 # check it on a toy game, **LineSearch**. This notebook puts the two side by side:
 #
 # 1. **Your setting.** Pick the memory size N, minibatch size m, step size α, discount γ
-#    and the sampler (ER or pER) below; the ODE (`jaxreplay.theory.solve_grid`, float64)
+#    and the sampler (ER or pER) below; the ODE (`jaxreplay.paper.theory.solve_grid`, float64)
 #    is drawn as lines and the seed-averaged simulation (`jaxreplay.experiments.linesearch`)
 #    as markers.
 # 2. **The memory-size trade-off** (paper Fig. 2c and appendix Fig. 2DExplain): a small
@@ -71,7 +71,7 @@ SEED = 0  # base seed; run s uses key fold_in(key(SEED), s), the sweep engine's 
 # its own, smaller shape once). The ODE is solved by `theory.solve_grid` in
 # fixed blocks of 64 settings, so ER solves (including the frozen-weight 1-D cases, whose
 # choice is a traced mask) share one compilation and pER solves another. The two
-# helpers below only declare the runs (a points sweep through `jaxreplay.sweep`) or batch
+# helpers below only declare the runs (a points sweep through `jaxreplay.engine.sweep`) or batch
 # the ODE solves and reshape; the science is in the library.
 #
 # The game: x0 = −5, v = 0.01, real weights β = (0.1, 0.5), initial weights θ⁰ = (0, 1)
@@ -84,9 +84,10 @@ import time
 import matplotlib.pyplot as plt
 import numpy as np
 
-from jaxreplay import sweep, theory
+from jaxreplay.engine import sweep
 from jaxreplay.experiments import linesearch as ls
-from jaxreplay.reproduce import linesearch as rep
+from jaxreplay.paper import theory
+from jaxreplay.paper.reproduce import linesearch as rep
 
 _t_start = time.perf_counter()
 T = 1000

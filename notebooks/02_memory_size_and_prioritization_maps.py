@@ -31,7 +31,7 @@
 #    landscape, and the replay ODE *driven by aER's mean $N(t)$* against the fixed-$N$ ODE and the simulation
 #    (Fig. 3a/3b, extended to several $m$).
 #
-# The maps come from the replay ODE (`jaxreplay.theory`, diffrax in float64): a whole grid is one `vmap`ped,
+# The maps come from the replay ODE (`jaxreplay.paper.theory`, diffrax in float64): a whole grid is one `vmap`ped,
 # compiled solve. Experiments (`jaxreplay.experiments.linesearch` through the sweep engine, in memory) are
 # run only at a handful of grid points, to check the map where it matters. The notebook ends with a
 # **Checks** cell that asserts the paper's claims on the numbers computed here.
@@ -98,9 +98,10 @@ import matplotlib.pyplot as plt
 import numpy as np
 from IPython.display import Image, display
 
-from jaxreplay import plots, sweep, theory
+from jaxreplay.engine import sweep
 from jaxreplay.experiments import linesearch as ls
-from jaxreplay.reproduce.linesearch import (
+from jaxreplay.paper import plots, theory
+from jaxreplay.paper.reproduce.linesearch import (
     MONOTONE_TOL,
     WHITE_THRESHOLD,
     monotone_threshold,
@@ -110,9 +111,8 @@ from jaxreplay.reproduce.linesearch import (
 )
 
 
-
 def show(fig):
-    """Display a figure as a PNG (jaxreplay.plots returns plain Figures, not pyplot-managed ones)."""
+    """Display a figure as a PNG (jaxreplay.paper.plots returns plain Figures, not pyplot-managed ones)."""
     buf = io.BytesIO()
     fig.savefig(buf, format="png", dpi=100, bbox_inches="tight")
     plt.close(fig)

@@ -45,7 +45,7 @@
 # chunks, so a killed run continues where it stopped).
 #
 # The library does the same study per game from the command line,
-# `jaxreplay reproduce dqn --env ENV --out DIR` (`jaxreplay.reproduce.dqn`); this notebook
+# `jaxreplay reproduce dqn --env ENV --out DIR` (`jaxreplay.paper.reproduce.dqn`); this notebook
 # uses its public pieces (settings, scores, statistic) so that each step is visible.
 #
 # Paper: `../shared/paper/memory_replay.tex` (Section "Adaptive Memory Size Algorithm",
@@ -85,7 +85,7 @@
 # | Acrobot | 25,000, 100,000 | 25,000 / 100,000 | 100% / 95% |
 #
 # The paper does not define "outperforms" further. We use the library's definition
-# (`jaxreplay.reproduce.dqn`): a run's **score** is the mean over its segments of the mean
+# (`jaxreplay.paper.reproduce.dqn`): a run's **score** is the mean over its segments of the mean
 # return of the training episodes completed in each segment (the area under its learning
 # curve), and an aER seed wins if its score exceeds the mean score of every static run
 # (all fixed sizes × seeds) of that game.
@@ -97,8 +97,8 @@ PAPER_SCALE = False  # True = 100 seeds, paper-length runs, all sizes: meant for
 # ## Settings
 #
 # Everything below derives from `PAPER_SCALE`. The paper's settings come from
-# `jaxreplay.reproduce.dqn.settings(env, quick=False, tuned=...)` (which calls
-# `jaxreplay.reproduce.settings.paper_setting`; what the paper leaves open, such as the optimizer
+# `jaxreplay.paper.reproduce.dqn.settings(env, quick=False, tuned=...)` (which calls
+# `jaxreplay.paper.reproduce.settings.paper_setting`; what the paper leaves open, such as the optimizer
 # (Adam), the width (64), the target network (hard copy every 500 steps) and the ε schedule,
 # is chosen and documented there).
 #
@@ -144,10 +144,10 @@ import xarray as xr
 from IPython.display import display
 from scipy import stats
 
-from jaxreplay import results, sweep
+from jaxreplay.engine import results, sweep
 from jaxreplay.experiments import dqn
-from jaxreplay.reproduce import dqn as rdqn
-from jaxreplay.reproduce import settings as paper_settings
+from jaxreplay.paper.reproduce import dqn as rdqn
+from jaxreplay.paper.reproduce import settings as paper_settings
 
 pd.set_option("display.width", 200)
 T0 = time.perf_counter()
@@ -486,7 +486,7 @@ display(IQM.round(1))
 #
 #   ```bash
 #   srun --ntasks-per-node=1 python -c "import jax; jax.distributed.initialize(); \
-#       from jaxreplay import sweep; sweep.run(sweep.Sweep.from_toml('acrobot_adaptive.toml'), 'out/acrobot_adaptive')"
+#       from jaxreplay.engine import sweep; sweep.run(sweep.Sweep.from_toml('acrobot_adaptive.toml'), 'out/acrobot_adaptive')"
 #   ```
 #
 # From the command line, per game (the library's version of this notebook's study, with its

@@ -48,7 +48,7 @@ import pathlib
 import matplotlib.pyplot as plt
 import numpy as np
 
-from jaxreplay.reproduce import study as study_lib
+from jaxreplay.paper.reproduce import study as study_lib
 
 PAPER_SCALE = False
 

@@ -24,7 +24,7 @@ def paper_tiny(tmp_path_factory):
     Shared by the LineSearch, DQN and whole-paper reproduction tests, so the
     suite pays for each reproduction once (~1 min cold on 2 cores).
     """
-    from jaxreplay.reproduce import paper
+    from jaxreplay.paper.reproduce import paper
 
     out = tmp_path_factory.mktemp("paper_tiny")
     summary = paper.reproduce(out, quick=True, seeds=2, progress=False, envs=("CartPole-v1",),

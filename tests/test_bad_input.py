@@ -9,7 +9,7 @@ import shlex
 import pytest
 
 from jaxreplay import cli
-from jaxreplay import sweep as sw
+from jaxreplay.engine import sweep as sw
 
 REPO = pathlib.Path(__file__).resolve().parents[1]
 DOC = REPO / "docs" / "bad_input.md"

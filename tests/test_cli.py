@@ -52,8 +52,8 @@ def test_linesearch_json_reports_theory_and_experiment(capsys):
     import jax
     import numpy as np
 
-    from jaxreplay import theory
     from jaxreplay.experiments import linesearch as ls
+    from jaxreplay.paper import theory
 
     out = _linesearch_json(capsys, "--memory-size", "50", "--batch-size", "3", "--step-size", "0.005")
     solution = theory.solve(memory_size=50, batch_size=3, step_size=0.005, times=np.arange(201.0))
@@ -168,7 +168,7 @@ def test_linesearch_divergence_reports_the_experiment_and_strict_json(capsys):
     (["sweep", "CONFIG", "--out", "OUT", "--chunk-size", "0"], "--chunk-size must be >= 1, got 0."),
 ])
 def test_once_tracebacks_are_one_line_naming_the_option(tmp_path, capsys, monkeypatch, args, message):
-    from jaxreplay import sweep
+    from jaxreplay.engine import sweep
 
     config = tmp_path / "s.toml"
     config.write_text('experiment = "linesearch"\nseeds = 2\n[setup]\nsteps = 20\nmax_capacity = 20\n'

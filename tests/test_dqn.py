@@ -20,7 +20,7 @@ import pytest
 from jaxreplay import buffer, envs, experiments, prioritized
 from jaxreplay.agents import dqn as agent
 from jaxreplay.experiments import dqn
-from jaxreplay.reproduce import settings as paper_settings
+from jaxreplay.paper.reproduce import settings as paper_settings
 
 GAMMA = 0.5
 SEEDS = jax.random.split(jax.random.key(2024), 2)

@@ -21,8 +21,8 @@ LAYERS = {
     "core": ("jaxreplay", "jaxreplay._validation", "jaxreplay._extras") + CORE,
     "environments and agents": ("jaxreplay.envs", "jaxreplay.agents"),
     "experiments": ("jaxreplay.experiments",),
-    "sweep engine and results": ("jaxreplay.sweep", "jaxreplay.results"),
-    "the paper": ("jaxreplay.theory", "jaxreplay.plots", "jaxreplay.reproduce", "jaxreplay.cli", "jaxreplay.__main__"),
+    "sweep engine and results": ("jaxreplay.engine",),
+    "the paper": ("jaxreplay.paper", "jaxreplay.cli", "jaxreplay.__main__"),
 }
 
 
@@ -56,8 +56,8 @@ def test_core_dependencies_are_jax_and_numpy_with_ranges_and_a_lock():
 
 @pytest.mark.parametrize("module, missing, extra", [
     ("jaxreplay.experiments.dqn", "flax", "rl"),
-    ("jaxreplay.sweep", "xarray", "sweep"),
-    ("jaxreplay.theory", "diffrax", "paper"),
+    ("jaxreplay.engine.sweep", "xarray", "sweep"),
+    ("jaxreplay.paper.theory", "diffrax", "paper"),
 ])
 def test_a_missing_extra_is_named(module, missing, extra):
     result = _run(f"import sys\nsys.modules[{missing!r}] = None\nimport {module}")
@@ -120,3 +120,16 @@ def test_the_core_imports_nothing_above_it():
         path = PACKAGE / (name.split(".")[1] + ".py")
         above = [m for m in _imports(path) if _layer(m if m != "jaxreplay" else m) > 0]
         assert not above, f"{name} imports {above}"
+
+
+def test_the_tree_shows_the_layers():
+    """Every module lives in its layer's folder: the core at the top, then one folder per layer."""
+    folders = {"envs": 1, "agents": 1, "experiments": 2, "engine": 3, "paper": 4}
+    top = {p.name for p in PACKAGE.iterdir() if not p.name.startswith("__pycache__") and not p.name.endswith(".egg-info")}
+    packages = {name for name in top if (PACKAGE / name).is_dir()}
+    assert packages == set(folders), f"unexpected folders {packages ^ set(folders)}"
+    modules = {name[:-3] for name in top if name.endswith(".py")}
+    assert modules == {"__init__", "__main__", "cli", "_validation", "_extras"} | {m.split(".")[1] for m in CORE}
+    for name, index in folders.items():
+        for path in (PACKAGE / name).rglob("*.py"):
+            assert _layer(_module_name(path)) == index, path

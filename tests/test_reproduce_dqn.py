@@ -8,8 +8,9 @@ import json
 import numpy as np
 import pytest
 
-from jaxreplay import cli, sweep as sweep_lib
-from jaxreplay.reproduce import dqn as rdqn
+from jaxreplay import cli
+from jaxreplay.engine import sweep as sweep_lib
+from jaxreplay.paper.reproduce import dqn as rdqn
 
 
 def test_beats_static_average_counts_and_interval():
@@ -103,7 +104,7 @@ def test_dqn_command_rejects_bad_input(capsys):
 def test_dqn_sweep_results_do_not_depend_on_chunk_size():
     import dataclasses
 
-    from jaxreplay.reproduce import settings as paper_settings
+    from jaxreplay.paper.reproduce import settings as paper_settings
 
     setup, hp = paper_settings.paper_setting("CartPole-v1", 100, True, quick=True)
     setup = dataclasses.replace(setup, total_steps=600, steps_per_segment=600)

@@ -1,4 +1,4 @@
-"""Tests of the LineSearch reproduction (jaxreplay.reproduce.linesearch) and its helpers.
+"""Tests of the LineSearch reproduction (jaxreplay.paper.reproduce.linesearch) and its helpers.
 
 The end-to-end test runs the reproduction in its ``tiny`` mode (a few grid
 points and seeds; the compiles dominate, ~45 s cold on 2 cores) once per session (the ``paper_tiny`` fixture of ``tests/conftest.py``).
@@ -10,7 +10,7 @@ import math
 import numpy as np
 import pytest
 
-from jaxreplay.reproduce import linesearch as rl
+from jaxreplay.paper.reproduce import linesearch as rl
 
 
 @pytest.fixture(scope="module")
@@ -118,7 +118,7 @@ def test_fixed_slope_steps_is_ln20_over_m_alpha():
 
 
 def test_steps_to_exponent_is_the_root_of_k():
-    from jaxreplay import theory
+    from jaxreplay.paper import theory
 
     K = np.array([0.5, 1.0, math.log(20), 6.0])
     N = np.array([1, 50, 500, 1000, 2000])
@@ -224,7 +224,7 @@ def test_cusps_move_the_boundary_on_the_default_grid(prioritized, grid_boundary,
     """The default grid (N step 30) misses the cusps of M(N) near N ≈ 290–310 for m = 16–22 (ER):
     their optimum reads N_max, so the boundary 'optimum at N_max for all m ≥ …' is 16 (pER 14).
     With the cusps located it is 25 (pER 18): M(N_max) − M(cusp) > 1e-4 up to m = 22 (pER 16)."""
-    from jaxreplay import theory
+    from jaxreplay.paper import theory
 
     plan = rl.make_plan("default")
     N, m = np.asarray(plan.grid_memory_sizes, float), np.asarray(plan.grid_batch_sizes)

@@ -1,4 +1,4 @@
-"""Tests of ``jaxreplay reproduce all`` (jaxreplay.reproduce.paper) and the README's generated claims table."""
+"""Tests of ``jaxreplay reproduce all`` (jaxreplay.paper.reproduce.paper) and the README's generated claims table."""
 
 from __future__ import annotations
 
@@ -8,9 +8,9 @@ import re
 
 import pytest
 
-from jaxreplay.reproduce import dqn as rdqn
-from jaxreplay.reproduce import linesearch as rl
-from jaxreplay.reproduce import paper
+from jaxreplay.paper.reproduce import dqn as rdqn
+from jaxreplay.paper.reproduce import linesearch as rl
+from jaxreplay.paper.reproduce import paper
 
 ROOT = pathlib.Path(__file__).resolve().parents[1]
 

@@ -11,7 +11,7 @@ import pytest
 import xarray as xr
 from scipy import stats
 
-from jaxreplay import results
+from jaxreplay.engine import results
 
 
 @pytest.fixture(scope="module")

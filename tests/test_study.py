@@ -16,7 +16,7 @@ import pytest
 from scipy import stats
 
 from jaxreplay import cli
-from jaxreplay.reproduce import study as study_lib
+from jaxreplay.paper.reproduce import study as study_lib
 
 STEPS, SEEDS = 400, 2
 

@@ -16,7 +16,7 @@ import jax
 import numpy as np
 import pytest
 
-from jaxreplay import sweep as sw
+from jaxreplay.engine import sweep as sw
 from jaxreplay.experiments import linesearch as ls
 
 REPO = pathlib.Path(__file__).resolve().parents[1]
@@ -577,7 +577,7 @@ def test_four_devices_and_any_chunk_size_match_one_device(tmp_path, aer_referenc
     config = _write(tmp_path, AER_TOML)
     script = textwrap.dedent(f"""
         import jax
-        from jaxreplay import sweep as sw
+        from jaxreplay.engine import sweep as sw
         assert jax.device_count() == 4
         for chunk in (100, 8):
             r = sw.run(sw.Sweep.from_toml({str(config)!r}), {str(tmp_path)!r} + f"/d4_{{chunk}}", chunk_size=chunk,
@@ -607,7 +607,7 @@ def test_two_processes_under_jax_distributed_match_one(tmp_path, aer_reference):
         import sys, jax
         jax.distributed.initialize(coordinator_address="127.0.0.1:{_free_port()}", num_processes=2,
                                    process_id=int(sys.argv[1]))
-        from jaxreplay import sweep as sw
+        from jaxreplay.engine import sweep as sw
         r = sw.run(sw.Sweep.from_toml({str(config)!r}), {str(out)!r}, chunk_size=4, progress=False)
         print("computed", r.stats.runs_computed, "processes", r.stats.processes)
         """)
@@ -705,7 +705,7 @@ def test_setup_table_and_instance_are_one_sweep_and_round_trip_through_toml(tmp_
     import tomllib
 
     from jaxreplay.experiments import dqn
-    from jaxreplay.reproduce import dqn as rdqn
+    from jaxreplay.paper.reproduce import dqn as rdqn
 
     fixed_setup, _, common, points, _ = rdqn.settings("MountainCar-v0", quick=True)
     defaults = {f.name: f.default for f in dataclasses.fields(dqn.Setup)}

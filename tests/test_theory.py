@@ -1,4 +1,4 @@
-"""Tests of jaxreplay.theory: the replay ODE against the appendix's closed forms.
+"""Tests of jaxreplay.paper.theory: the replay ODE against the appendix's closed forms.
 
 Comparisons of trajectories that cross zero use an error relative to the
 trajectory's scale, max_t |Δθ(t)| ("scaled" below); pointwise relative errors
@@ -15,7 +15,7 @@ import numpy as np
 import pytest
 from scipy.integrate import quad, solve_ivp
 
-from jaxreplay import theory as th
+from jaxreplay.paper import theory as th
 
 P = th.TheoryParams()  # x0 = −5, v = 0.01, β = (0.1, 0.5), θ⁰ = (0, 1)
 T = np.linspace(0.0, 1000.0, 1001)

@@ -1,4 +1,4 @@
-"""Experiments runnable by the sweep engine (:mod:`jaxreplay.sweep`).
+"""Experiments runnable by the sweep engine (:mod:`jaxreplay.engine.sweep`).
 
 An experiment is an :class:`Experiment`: a small record of pure functions over
 *one run*. The engine vmaps them over the run axis, shards that axis over

@@ -2,7 +2,7 @@
 
 Entry point: :func:`study` (``jaxreplay study dqn --env ENV --out DIR [--quick]
 [--seeds S]``). Per game, every run goes through the sweep engine
-(:mod:`jaxreplay.sweep`, persisted under ``DIR/sweeps/``, so a rerun resumes)
+(:mod:`jaxreplay.engine.sweep`, persisted under ``DIR/sweeps/``, so a rerun resumes)
 and every run of a game shares one compiled program: the study's setup has
 aER compiled in, and a fixed memory is the rule ``adaptive_rule = 0`` of the
 same program (:data:`jaxreplay.experiments.dqn.ADAPTIVE_RULES`). Runs with the
@@ -101,7 +101,7 @@ def _nice(x: float) -> int:
 
 def make_plan(env_id: str, *, quick: bool = False, seeds: int | None = None, steps: int | None = None,
               optimizer_reading: str = "adam") -> StudyPlan:
-    """The study of ``env_id``, its run length and settings from :func:`~jaxreplay.reproduce.settings.paper_setting`.
+    """The study of ``env_id``: run length and settings from :func:`~jaxreplay.paper.reproduce.settings.paper_setting`.
 
     Args:
         env_id: one of :data:`ENVS`.
@@ -112,7 +112,7 @@ def make_plan(env_id: str, *, quick: bool = False, seeds: int | None = None, ste
     """
     from jaxreplay import _validation
     from jaxreplay.experiments import dqn
-    from jaxreplay.reproduce import settings as paper_settings
+    from jaxreplay.paper.reproduce import settings as paper_settings
 
     if env_id not in ENVS:
         raise ValueError(f"env must be one of {ENVS}, got {env_id!r}.")
@@ -166,8 +166,8 @@ def _variant(name: str, start: int) -> dict:
 
 def _run_points_impl(plan: StudyPlan, out: pathlib.Path, label: str, points: list[dict], setup=None, progress=True,
                      chunk_size=None):
-    from jaxreplay import sweep as sweep_lib
-    from jaxreplay.reproduce.dqn import _sweep_dir
+    from jaxreplay.engine import sweep as sweep_lib
+    from jaxreplay.paper.reproduce.dqn import _sweep_dir
 
     sweep = sweep_lib.Sweep("dqn", seeds=plan.seeds, seed=0, setup=setup or plan.setup, fixed=plan.common,
                             points=points)
@@ -178,7 +178,7 @@ class _Runs:
     """The per-run numbers of one sweep dataset (arrays ``[config, seed]``)."""
 
     def __init__(self, ds):
-        from jaxreplay.reproduce.dqn import run_scores
+        from jaxreplay.paper.reproduce.dqn import run_scores
 
         self.ds = ds
         self.auc = run_scores(ds)
@@ -191,7 +191,7 @@ class _Runs:
 def _ci(values: np.ndarray, statistic: str = "iqm", seed: int = 0) -> dict:
     import xarray as xr
 
-    from jaxreplay import results
+    from jaxreplay.engine import results
 
     values = np.asarray(values, np.float64)
     if not np.isfinite(values).any():
@@ -230,9 +230,9 @@ def study(out_dir, env_id: str, *, quick: bool = False, seeds: int | None = None
     """
     import functools
 
+    from jaxreplay.engine.results import jsonable
     from jaxreplay.experiments import dqn
     from jaxreplay.experiments.dqn import RULE_AER, RULE_FIXED, RULE_RANDOM
-    from jaxreplay.results import jsonable
 
     t0 = time.perf_counter()
     plan = make_plan(env_id, quick=quick, seeds=seeds, steps=steps, optimizer_reading=optimizer_reading)
@@ -280,7 +280,7 @@ def study(out_dir, env_id: str, *, quick: bool = False, seeds: int | None = None
 
     adaptive = []
     static_all = static.auc.ravel()
-    from jaxreplay.reproduce.dqn import beats_static_average
+    from jaxreplay.paper.reproduce.dqn import beats_static_average
 
     paper_share = []
     for j, (row, n0) in enumerate(zip(aer_rows, starts)):
@@ -434,7 +434,7 @@ def _figures(out, plan, result, static, second, aer_rows, walk_rows, best) -> li
     """The study's figures; scores (and their intervals) come from ``result``, curves from the runs."""
     import matplotlib.pyplot as plt
 
-    from jaxreplay import plots
+    from jaxreplay.paper import plots
 
     names = []
     fig, (top, bottom) = plt.subplots(2, 1, figsize=(7.5, 7.5), sharex=True, gridspec_kw={"height_ratios": [1, 1.2]})
@@ -498,7 +498,7 @@ def _figures(out, plan, result, static, second, aer_rows, walk_rows, best) -> li
 
 def _finish(fig, ax, ylabel: str, title: str, path: pathlib.Path) -> str:
     """Label a curves-over-steps figure, save it, and return its file name."""
-    from jaxreplay import plots
+    from jaxreplay.paper import plots
 
     ax.set_xlabel("environment steps")
     ax.set_ylabel(ylabel)
@@ -633,7 +633,7 @@ def summary_table(results: list[dict]) -> str:
 def update_readme(readme, study_dirs, note: str = "") -> pathlib.Path:
     """Write :func:`summary_table` of ``study_dirs/*/study.json`` (or ``DIR/study.json``) into the
     ``<!-- study:begin -->`` … ``<!-- study:end -->`` block of ``readme``."""
-    from jaxreplay.reproduce.paper import replace_block
+    from jaxreplay.paper.reproduce.paper import replace_block
 
     results = []
     for d in study_dirs:

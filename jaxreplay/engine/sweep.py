@@ -45,7 +45,7 @@ from the shared output directory; process 0 writes ``results.nc``. Launch one
 process per host with the same command, e.g. under SLURM::
 
     srun --ntasks-per-node=1 python -c "import jax; jax.distributed.initialize(); \\
-        from jaxreplay import sweep; sweep.run(sweep.Sweep.from_toml('s.toml'), 'out/')"
+        from jaxreplay.engine import sweep; sweep.run(sweep.Sweep.from_toml('s.toml'), 'out/')"
 
 (``jax.distributed.initialize()`` reads SLURM's and Cloud TPU's environment by
 itself; elsewhere pass ``coordinator_address``, ``num_processes`` and
@@ -71,7 +71,7 @@ from __future__ import annotations
 
 from jaxreplay import _extras  # noqa: E402
 
-_extras.require('jaxreplay.sweep', 'sweep')
+_extras.require('jaxreplay.engine.sweep', 'sweep')
 
 
 import dataclasses

@@ -14,7 +14,7 @@ then returns the cusps and the minimum of M over the grid and the cusps.
 
 Cost: one XLA compile per static configuration (ER or pER) of a fixed-size
 batched solve (``chunk`` configurations, 1001 save times: the compile that
-:func:`jaxreplay.theory.solve_grid` with the same ``chunk`` uses, so a caller
+:func:`jaxreplay.paper.theory.solve_grid` with the same ``chunk`` uses, so a caller
 that solved its grid that way pays no second compile); every root-finding
 iteration is one call per ``chunk`` open brackets, about ten iterations
 (~20 ms per call for ER, ~0.1 s for pER on a CPU).
@@ -29,7 +29,7 @@ from typing import Any, NamedTuple
 import numpy as np
 
 from jaxreplay import _validation
-from jaxreplay.theory._common import (
+from jaxreplay.paper.theory._common import (
     TheoryParams,
     check_hyper,
     check_params,
@@ -93,7 +93,7 @@ def _check_common(params, batch_size, step_size, discount, priority_exponent, ho
 
 @x64
 def _final_core(params, N, m, a, g, beta, horizon, prioritized, real_weights, rtol, atol, max_steps, chunk):
-    from jaxreplay.theory import ode
+    from jaxreplay.paper.theory import ode
 
     # The save grid of solve's default times: the compiled batched solve is the one
     # solve_grid(..., chunk=chunk) uses at 1001 save times (no second compile).
@@ -121,7 +121,7 @@ def final_dtheta(
 ) -> np.ndarray:
     """Δθ(T) of the replay ODE for a **continuous** memory size N (ER or pER), broadcast over the arguments.
 
-    Same model and solver as :func:`jaxreplay.theory.solve` at its default
+    Same model and solver as :func:`jaxreplay.paper.theory.solve` at its default
     save times, but ``memory_size`` may be any real N ≥ 1 (the window
     n(t) = min(t, N) is continuous in N). Returns float64[*G, 2] (Δθ1, Δθ2)
     for the broadcast shape G; the solves run in fixed batches of ``chunk``
@@ -179,9 +179,9 @@ def memory_cusps(
         priority_exponent: None (ER) or β ≥ 0 (pER, P ∝ |δ|^β).
         memory_sizes: float[nN], the bracketing grid, strictly increasing, ≥ 1.
         grid_dtheta: optional float[*K, nN, 2], Δθ(T) already solved on the grid
-            (e.g. by :func:`jaxreplay.theory.solve_grid`); solved here if None.
+            (e.g. by :func:`jaxreplay.paper.theory.solve_grid`); solved here if None.
         params, horizon (T), real_weights, rtol, atol, max_steps: as in
-            :func:`jaxreplay.theory.solve`.
+            :func:`jaxreplay.paper.theory.solve`.
         xtol, ftol: a root is accepted when its bracket is narrower than
             ``xtol`` in N or the component is below ``ftol`` in magnitude
             (about the solver's accuracy at the default rtol/atol).

@@ -3,14 +3,14 @@
 Entry point: :func:`reproduce` (``jaxreplay reproduce all --out DIR
 [--quick] [--seeds S] [--readme README.md]``). It runs, in order,
 
-* ``DIR/linesearch/``: :func:`jaxreplay.reproduce.linesearch.reproduce`
+* ``DIR/linesearch/``: :func:`jaxreplay.paper.reproduce.linesearch.reproduce`
   (every LineSearch figure of the paper and its claims; the ``default``
   resolution with ``quick``, the paper's ``full`` resolution otherwise);
-* ``DIR/dqn/<game>/``: :func:`jaxreplay.reproduce.dqn.reproduce` for
+* ``DIR/dqn/<game>/``: :func:`jaxreplay.paper.reproduce.dqn.reproduce` for
   CartPole-v1, MountainCar-v0 and Acrobot-v1 (4 seeds and shortened runs with
   ``quick``; the paper's 100 seeds and run lengths otherwise),
 
-every experiment through the sweep engine (:mod:`jaxreplay.sweep`), and writes
+every experiment through the sweep engine (:mod:`jaxreplay.engine.sweep`), and writes
 
 * ``DIR/report.md``: one table of every quantitative claim of the paper next
   to our number (LineSearch claims from the ODE and the simulation, and the
@@ -22,7 +22,7 @@ every experiment through the sweep engine (:mod:`jaxreplay.sweep`), and writes
   generated, never typed).
 
 **Resuming.** The DQN sweeps are persisted and resume (see
-:mod:`jaxreplay.sweep`); the finished LineSearch part is recorded in
+:mod:`jaxreplay.engine.sweep`); the finished LineSearch part is recorded in
 ``DIR/linesearch/summary.json`` and skipped when rerun with the same settings.
 A run killed in the third game therefore redoes only that game's missing runs.
 
@@ -59,9 +59,9 @@ def dqn_claims(env_id: str, percent: dict, *, tuned: bool = False) -> list[dict]
     """Claim rows for one game's DQN headline statistic.
 
     Args:
-        env_id: the game (a key of :data:`jaxreplay.reproduce.dqn.PAPER_PERCENT`).
+        env_id: the game (a key of :data:`jaxreplay.paper.reproduce.dqn.PAPER_PERCENT`).
         percent: ``{N0: statistic}`` as returned by
-            :func:`jaxreplay.reproduce.dqn.reproduce` (``percent``, ``low``,
+            :func:`jaxreplay.paper.reproduce.dqn.reproduce` (``percent``, ``low``,
             ``high`` in %, ``wins``, ``n``).
         tuned: the run used the tuned CartPole configuration (said in the row).
 
@@ -71,7 +71,7 @@ def dqn_claims(env_id: str, percent: dict, *, tuned: bool = False) -> list[dict]
         our 95% interval and the interval is narrower than 40 points;
         ``consistent``: inside a wider one; ``no``: outside), ``source``.
     """
-    from jaxreplay.reproduce.dqn import PAPER_PERCENT
+    from jaxreplay.paper.reproduce.dqn import PAPER_PERCENT
 
     rows = []
     for N0, stat in percent.items():
@@ -139,8 +139,8 @@ def update_readme(path: str | pathlib.Path, claims: Sequence[dict], note: str, b
 
 
 def _linesearch_part(out: pathlib.Path, mode: str, seeds, seed: int, progress: bool) -> dict:
-    from jaxreplay import results
-    from jaxreplay.reproduce import linesearch
+    from jaxreplay.engine import results
+    from jaxreplay.paper.reproduce import linesearch
 
     record = out / "summary.json"
     settings = dict(mode=mode, seeds=seeds, seed=seed)
@@ -182,7 +182,7 @@ def reproduce(out_dir, *, quick: bool = False, seeds: int | None = None, progres
     import jax
 
     from jaxreplay import _validation
-    from jaxreplay.reproduce import dqn as reproduce_dqn
+    from jaxreplay.paper.reproduce import dqn as reproduce_dqn
 
     envs = tuple(reproduce_dqn.ENVS if envs is None else envs)
     unknown = [e for e in envs if e not in reproduce_dqn.ENVS]
@@ -235,8 +235,8 @@ def reproduce(out_dir, *, quick: bool = False, seeds: int | None = None, progres
 
 
 def _report(out: pathlib.Path, claims, ls: dict, dqn: dict, context: dict) -> str:
-    from jaxreplay.reproduce import dqn as reproduce_dqn
-    from jaxreplay.reproduce import linesearch as reproduce_linesearch
+    from jaxreplay.paper.reproduce import dqn as reproduce_dqn
+    from jaxreplay.paper.reproduce import linesearch as reproduce_linesearch
 
     def rel(path) -> str:
         return pathlib.Path(path).resolve().relative_to(out.resolve()).as_posix()

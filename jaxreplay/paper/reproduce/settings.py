@@ -6,7 +6,7 @@ experiment, which knows nothing of the paper: :func:`paper_setting` builds a
 :class:`~jaxreplay.experiments.dqn.Hyperparameters` for one game and memory
 size; :data:`PAPER_TOTAL_STEPS` and :data:`PAPER_MEMORY_SIZES` hold the run
 lengths and the memory sizes of the paper's figures. Used by
-:mod:`jaxreplay.reproduce.dqn`, :mod:`jaxreplay.reproduce.study` and
+:mod:`jaxreplay.paper.reproduce.dqn`, :mod:`jaxreplay.paper.reproduce.study` and
 ``jaxreplay dqn``.
 """
 

@@ -55,7 +55,7 @@ import jax.numpy as jnp
 import numpy as np
 
 from jaxreplay import _validation
-from jaxreplay.theory._common import (
+from jaxreplay.paper.theory._common import (
     TheoryParams,
     check_hyper,
     check_params,
@@ -420,7 +420,7 @@ def solve_grid(
     Same arguments, checks and errors as :func:`solve`, plus ``chunk``: None
     solves the whole grid in one vmapped call (one compile per grid size);
     an int solves it in calls of exactly ``chunk`` configurations (the last
-    padded), so grids of any size, and :func:`jaxreplay.theory.memory_cusps`
+    padded), so grids of any size, and :func:`jaxreplay.paper.theory.memory_cusps`
     with the same ``chunk`` and save-time count, share one compile.
     """
     memory_size, priority_exponent, times, schedule, learn, kw = _prepare(

@@ -4,7 +4,7 @@ All functions are elementwise in their array arguments (broadcast together),
 jittable and vmappable, and compute in float64 inside a scoped
 ``jax.enable_x64`` context. Time ``t`` is in steps; μ = m α below
 (``batch_size * step_size``). The state trajectory is the paper's
-y(t') = x0 + v t' (θ1 ≥ 0, moving right; see :mod:`jaxreplay.theory.ode`),
+y(t') = x0 + v t' (θ1 ≥ 0, moving right; see :mod:`jaxreplay.paper.theory.ode`),
 and γ = 0 unless stated.
 
 Contents:
@@ -64,7 +64,7 @@ from jax.scipy.special import gamma as _gamma
 from jax.scipy.special import gammaincc as _gammaincc
 
 from jaxreplay import _validation
-from jaxreplay.theory._common import check_hyper, f64, x64
+from jaxreplay.paper.theory._common import check_hyper, f64, x64
 
 __all__ = [
     "b_coefficients",

@@ -21,18 +21,18 @@ Modes (``mode=`` or ``full=True``):
 
 Cost structure: every distinct experiment ``Setup`` and every distinct shape of
 a theory solve is one XLA compile (2–10 s each on CPU, tracing included), so all
-ER theory requests go through one :func:`jaxreplay.theory.solve_grid` call, all
+ER theory requests go through one :func:`jaxreplay.paper.theory.solve_grid` call, all
 pER ones through another (each in fixed batches of
-:data:`jaxreplay.theory.cusps.CHUNK` configurations, the compile that the cusp
+:data:`jaxreplay.paper.theory.cusps.CHUNK` configurations, the compile that the cusp
 refinement reuses), and all ER experiments through one uniform ``Setup``
 (``max_batch_size=50``, masking handles m < 50); pER and aER have one Setup each.
 The appendix's 1-D results use the closed forms of
-:mod:`jaxreplay.theory.analytic` (no compile).
+:mod:`jaxreplay.paper.theory.analytic` (no compile).
 
 Cusps of M(N): where a component of Δθ(T) changes sign between two grid
 memory sizes, M(N) has a V-shaped dip (for m ≥ 5 both components vanish at
 nearly the same N ≈ 95–330, so M falls to ~1e-9 there) that an N grid steps
-over. :func:`jaxreplay.theory.memory_cusps` brackets those sign changes on the
+over. :func:`jaxreplay.paper.theory.memory_cusps` brackets those sign changes on the
 contour grid and refines them in continuous N (about ten batched solves each
 for ER and pER, no extra compile); the optimal N per m (Fig. 2d and
 the contour stars), Fig. 2c's curves and the monotonicity/boundary claims use
@@ -61,7 +61,7 @@ from __future__ import annotations
 
 from jaxreplay import _extras  # noqa: E402
 
-_extras.require('jaxreplay.reproduce.linesearch', 'paper')
+_extras.require('jaxreplay.paper.reproduce.linesearch', 'paper')
 
 import csv
 import dataclasses
@@ -284,11 +284,11 @@ def steps_to_exponent(target: Any, memory_size: Any, batch_size: Any = M_1D, ste
                       t_high: float = 1e5, initial_position: float = -5.0, speed: float = 0.01) -> np.ndarray:
     """Learning steps t at which the fixed-intercept exponent k(t) (Eq. 1Dk) reaches ``target`` = K.
 
-    Root of the closed form :func:`jaxreplay.theory.fixed_intercept_exponent`
+    Root of the closed form :func:`jaxreplay.paper.theory.fixed_intercept_exponent`
     (non-decreasing in t) by bisection; all arguments broadcast. Continuous t
     (steps); NaN if not reached by ``t_high``.
     """
-    from jaxreplay import theory
+    from jaxreplay.paper import theory
 
     shape = np.broadcast_shapes(np.shape(target), np.shape(memory_size), np.shape(batch_size), np.shape(step_size))
     N = np.broadcast_to(np.asarray(memory_size, dtype=np.float64), shape)
@@ -303,10 +303,10 @@ def fixed_slope_steps(ratio: Any = TARGET_RATIO, batch_size: Any = M_1D, step_si
                       t_high: float = 1e8) -> np.ndarray:
     """Steps at which the fixed-slope metric Δθ/Δθ⁰ = e^{−mαt} falls to ``ratio`` (numerically).
 
-    Root-finds :func:`jaxreplay.theory.fixed_slope_solution`; the closed form
+    Root-finds :func:`jaxreplay.paper.theory.fixed_slope_solution`; the closed form
     is ln(1/ratio)/(mα) (ERRATA 2: ≈ 30,000 steps at m = 5, α = 2e-5).
     """
-    from jaxreplay import theory
+    from jaxreplay.paper import theory
 
     shape = np.broadcast_shapes(np.shape(ratio), np.shape(batch_size), np.shape(step_size))
     m = np.broadcast_to(np.asarray(batch_size, dtype=np.float64), shape)
@@ -320,12 +320,12 @@ def prioritized_exponent_1d(t: np.ndarray, memory_size: float, batch_size: float
     """(k(t), k_pri(t)) in the fixed-intercept case (pER with β = 2) on the grid ``t`` (from 0).
 
     k is the closed form (Eq. 1Dk); k_pri = k + ∫₀ᵗ d(k_pri − k)/dt' dt' with
-    the rate difference of :func:`jaxreplay.theory.prioritized_rate_difference`
+    the rate difference of :func:`jaxreplay.paper.theory.prioritized_rate_difference`
     (ERRATA 5), integrated by the trapezoid rule on ``t`` (use a fine grid).
     """
     from scipy.integrate import cumulative_trapezoid
 
-    from jaxreplay import theory
+    from jaxreplay.paper import theory
 
     t = np.asarray(t, dtype=np.float64)
     k = np.asarray(theory.fixed_intercept_exponent(t, memory_size, batch_size, step_size))
@@ -357,7 +357,7 @@ def monotone_threshold(batch_sizes: Sequence[float], metric: np.ndarray | Sequen
                        tol: float = MONOTONE_TOL, strict: bool = True) -> dict:
     """Where M(N) turns monotone (decreasing) in m. ``metric``: [nN, nm], N and m increasing,
     or a list of nm curves M(N) of their own lengths (e.g. each m's grid with its cusps,
-    :meth:`jaxreplay.theory.MemoryCusps.curve`).
+    :meth:`jaxreplay.paper.theory.MemoryCusps.curve`).
 
     Returns ``threshold`` (smallest m from which every larger m is monotone;
     NaN if the largest m is non-monotone), ``largest_nonmonotone`` (NaN if
@@ -436,7 +436,7 @@ class _Registry:
 
 
 def _solve_theory(registry: _Registry, prioritized: bool, times: np.ndarray) -> dict:
-    from jaxreplay import theory
+    from jaxreplay.paper import theory
 
     N, m, a, g = registry.columns()
     sol = theory.solve_grid(
@@ -453,10 +453,10 @@ def _solve_theory(registry: _Registry, prioritized: bool, times: np.ndarray) -> 
 def _run_experiments(registry: _Registry, setup, seeds: int, chunk: int, seed: int, **fixed) -> dict:
     """Every configuration of ``registry`` × ``seeds`` through the sweep engine (common random numbers).
 
-    One :class:`~jaxreplay.sweep.Sweep` of explicit points; kept in memory (the
+    One :class:`~jaxreplay.engine.sweep.Sweep` of explicit points; kept in memory (the
     reproduction is a one-minute job; its labeled numbers go to the CSV).
     """
-    from jaxreplay import sweep as sweep_lib
+    from jaxreplay.engine import sweep as sweep_lib
 
     N, m, a, g = registry.columns()
     points = [{"memory_size": int(n), "batch_size": int(b), "step_size": float(al), "discount": float(ga)}
@@ -514,8 +514,8 @@ def reproduce(out_dir: str | pathlib.Path, *, full: bool = False, seeds: int | N
     """
     from tqdm.auto import tqdm
 
-    from jaxreplay import plots, theory
     from jaxreplay.experiments import linesearch as ls
+    from jaxreplay.paper import plots, theory
 
     t_start = time.perf_counter()
     mode = mode or ("full" if full else "default")
@@ -1089,7 +1089,7 @@ def _report(plan: Plan, claims, figs, runtime, n_div, n_changed, n_rows, timings
         f"Runtime {runtime:.0f} s.",
         "",
         "Game: x0 = −5, v = 0.01, β = (0.1, 0.5), θ⁰ = (0, 1), T = 1000, M = |Δθ1(T)| + |Δθ2(T)|. "
-        "Theory: the replay ODE (`jaxreplay.theory`, float64); experiment: `jaxreplay.experiments.linesearch`, "
+        "Theory: the replay ODE (`jaxreplay.paper.theory`, float64); experiment: `jaxreplay.experiments.linesearch`, "
         "M of the seed-averaged curve.",
         "",
         "## Choices where the paper is silent",
@@ -1129,7 +1129,7 @@ def _report(plan: Plan, claims, figs, runtime, n_div, n_changed, n_rows, timings
     for title, cusps in (cusp_tables or {}).items():
         lines += ["", f"## Cusps of M(N): {title}, α = {ALPHA_GRID:g} (theory)", "",
                   "Sign changes of Δθ1(T) / Δθ2(T) between grid neighbours, refined in continuous N "
-                  "(`jaxreplay.theory.memory_cusps`); the optimum is over the grid and these cusps.", "",
+                  "(`jaxreplay.paper.theory.memory_cusps`); the optimum is over the grid and these cusps.", "",
                   "| m | cusps: N (component) | optimum N*, M* | grid alone N*, M* | M(N_max) |",
                   "| --- | --- | --- | --- | --- |"]
         for m, c in zip(batch_sizes, cusps):

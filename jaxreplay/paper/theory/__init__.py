@@ -1,9 +1,9 @@
 """Theory of replay on LineSearch (Liu & Zou 2018, Sections 2–3 and the appendix).
 
-* :mod:`jaxreplay.theory.ode`: the replay ODE (ER and pER, γ ≥ 0, fixed or
+* :mod:`jaxreplay.paper.theory.ode`: the replay ODE (ER and pER, γ ≥ 0, fixed or
   driven window, frozen weights) solved with diffrax in float64.
-* :mod:`jaxreplay.theory.analytic`: the appendix's closed forms, errata applied.
-* :mod:`jaxreplay.theory.cusps`: the cusps of M(N) (sign changes of a
+* :mod:`jaxreplay.paper.theory.analytic`: the appendix's closed forms, errata applied.
+* :mod:`jaxreplay.paper.theory.cusps`: the cusps of M(N) (sign changes of a
   component of Δθ(T) in a continuous memory size N) and the optimum of M
   over N including them.
 
@@ -13,11 +13,11 @@ No random keys anywhere. All computations run in float64 inside a scoped
 
 from jaxreplay import _extras  # noqa: E402
 
-_extras.require('jaxreplay.theory', 'paper', 'diffrax', 'equinox')
+_extras.require('jaxreplay.paper.theory', 'paper', 'diffrax', 'equinox')
 
-from jaxreplay.theory import analytic
-from jaxreplay.theory._common import REAL_WEIGHTS, TheoryParams, fixed_point_and_rewards
-from jaxreplay.theory.analytic import (
+from jaxreplay.paper.theory import analytic
+from jaxreplay.paper.theory._common import REAL_WEIGHTS, TheoryParams, fixed_point_and_rewards
+from jaxreplay.paper.theory.analytic import (
     b_coefficients,
     first_stage_limit,
     first_stage_solution,
@@ -31,8 +31,8 @@ from jaxreplay.theory.analytic import (
     second_order_initial_slope,
     second_order_terms,
 )
-from jaxreplay.theory.cusps import MemoryCusps, final_dtheta, memory_cusps
-from jaxreplay.theory.ode import MemorySizeSchedule, ODESolution, solve, solve_grid, window_averages
+from jaxreplay.paper.theory.cusps import MemoryCusps, final_dtheta, memory_cusps
+from jaxreplay.paper.theory.ode import MemorySizeSchedule, ODESolution, solve, solve_grid, window_averages
 
 __all__ = [
     "REAL_WEIGHTS",

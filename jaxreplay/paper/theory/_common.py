@@ -89,10 +89,10 @@ def x64(fn):
             isinstance(leaf, jax.core.Tracer) for leaf in jax.tree.leaves((args, kwargs))
         ):
             raise RuntimeError(
-                f"jaxreplay.theory.{fn.__name__} computes in float64 and cannot be traced by a "
+                f"jaxreplay.paper.theory.{fn.__name__} computes in float64 and cannot be traced by a "
                 "transformation started with 64-bit types disabled. Apply jit/vmap inside "
                 "`with jax.enable_x64(True):` (the setting is scoped to the block), or use "
-                "jaxreplay.theory.solve_grid, which vmaps internally."
+                "jaxreplay.paper.theory.solve_grid, which vmaps internally."
             )
         with jax.enable_x64(True):
             return fn(*args, **kwargs)

@@ -14,7 +14,7 @@ from __future__ import annotations
 
 from jaxreplay import _extras  # noqa: E402
 
-_extras.require('jaxreplay.plots', 'paper', 'matplotlib')
+_extras.require('jaxreplay.paper.plots', 'paper', 'matplotlib')
 
 
 import pathlib
@@ -159,7 +159,7 @@ def metric_vs_memory(
 
     ``metrics[label]`` is float[len(memory_sizes)] (theory, lines), or a pair
     (float[n] N, float[n] M) on that curve's own N values (e.g. the grid with
-    the cusps of M(N) inserted, :meth:`jaxreplay.theory.MemoryCusps.curve`);
+    the cusps of M(N) inserted, :meth:`jaxreplay.paper.theory.MemoryCusps.curve`);
     ``experiment_metrics[label]`` float[len(experiment_memory_sizes)] (markers).
     """
     fig, ax = _figure()

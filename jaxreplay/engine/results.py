@@ -1,4 +1,4 @@
-"""Statistics and plots over labeled sweep results (``xarray`` objects from :mod:`jaxreplay.sweep`).
+"""Statistics and plots over labeled sweep results (``xarray`` objects from :mod:`jaxreplay.engine.sweep`).
 
 Everything here reduces over the ``seed`` dimension by default and keeps every
 other label, so ``mean_ci(ds.final_metric)`` is indexed by the grid axes.
@@ -19,7 +19,7 @@ from __future__ import annotations
 
 from jaxreplay import _extras  # noqa: E402
 
-_extras.require('jaxreplay.results', 'sweep', 'xarray', 'scipy')
+_extras.require('jaxreplay.engine.results', 'sweep', 'xarray', 'scipy')
 
 
 import math

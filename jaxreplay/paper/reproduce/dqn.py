@@ -2,14 +2,14 @@
 
 Entry point: :func:`reproduce` (``jaxreplay reproduce dqn --env ENV --out DIR
 [--seeds S] [--quick]``). Per game it runs two sweeps through the engine
-(:mod:`jaxreplay.sweep`), persisted under ``DIR/sweeps/`` and so resumable:
+(:mod:`jaxreplay.engine.sweep`), persisted under ``DIR/sweeps/`` and so resumable:
 
 * **fixed**: every fixed memory size of the paper's figure, one compiled
   program (the size is traced);
 * **adaptive**: aER from each initial size of the figure (k = 20, n_old = N0/2,
   the paper's subsample of old transitions), one more program.
 
-Settings are :func:`jaxreplay.reproduce.settings.paper_setting` (the paper's γ,
+Settings are :func:`jaxreplay.paper.reproduce.settings.paper_setting` (the paper's γ,
 step size, minibatch, network depth; what the paper leaves open is chosen and
 documented there). ``quick`` shrinks every run in time (the same experiment,
 shorter) for a 2-core CPU.
@@ -60,13 +60,13 @@ def settings(env_id: str, quick: bool, tuned: bool = False, steps: int | None = 
     The points are lists of ``{hyperparameter: value}`` (memory size and what
     is derived from it); ``common_hparams`` is what every run shares.
     ``tuned``: CartPole's learning configuration instead of the paper's (see
-    :func:`~jaxreplay.reproduce.settings.paper_setting`). ``steps``: cut every run
+    :func:`~jaxreplay.paper.reproduce.settings.paper_setting`). ``steps``: cut every run
     to this many environment steps (for tests and smoke runs;
     :func:`~jaxreplay.experiments.dqn.with_total_steps`), keeping the
     memory sizes and everything else.
     """
     from jaxreplay.experiments import dqn
-    from jaxreplay.reproduce import settings as paper_settings
+    from jaxreplay.paper.reproduce import settings as paper_settings
 
     if env_id not in ENVS:
         raise ValueError(f"env must be one of {ENVS}, got {env_id!r}.")
@@ -154,9 +154,10 @@ def reproduce(out_dir, env_id: str, *, seeds: int | None = None, quick: bool = F
     """
     import xarray as xr
 
-    from jaxreplay import _validation, results
-    from jaxreplay import sweep as sweep_lib
-    from jaxreplay.reproduce import settings as paper_settings
+    from jaxreplay import _validation
+    from jaxreplay.engine import results
+    from jaxreplay.engine import sweep as sweep_lib
+    from jaxreplay.paper.reproduce import settings as paper_settings
 
     t0 = time.perf_counter()
     if seeds is None:
@@ -198,7 +199,8 @@ def _label(kind: str, memory_size: int) -> str:
 
 
 def _figures(out, env_id, datasets, sizes) -> dict:
-    from jaxreplay import plots, results
+    from jaxreplay.engine import results
+    from jaxreplay.paper import plots
 
     fig, ax = plots._figure(figsize=(7, 4.5))
     for label, style in (("fixed", "--"), ("adaptive", "-")):
@@ -278,5 +280,5 @@ def _report(env_id, seeds, quick, setup, common, percent, iqm, datasets, runtime
               + ", ".join(f"from {int(ad.memory_size.values[i])}: {ad.final_capacity.values[i].mean():.0f}"
                           for i in range(ad.sizes['config'])), ""]
     lines.append("Figures: `learning_curves.png`, `memory_size.png`; every run: `runs.csv`; labeled results: "
-                 "`sweeps/*/results.nc` (`jaxreplay.sweep.load`).")
+                 "`sweeps/*/results.nc` (`jaxreplay.engine.sweep.load`).")
     return "\n".join(lines) + "\n"
