@@ -163,6 +163,12 @@ def _linesearch(args: argparse.Namespace) -> int:
 def _reproduce(args: argparse.Namespace) -> int:
     if args.seeds is not None:
         _positive("seeds", args.seeds)
+    if args.target == "readme":
+        from jaxreplay.paper.reproduce import paper
+
+        path = paper.readme_from(args.dir, args.readme)
+        print(f"wrote the claims table of {args.dir}/claims.json into {path}")
+        return 0
     if args.target == "all":
         from jaxreplay.paper.reproduce import paper
 
@@ -508,6 +514,12 @@ def build_parser() -> argparse.ArgumentParser:
                      help="also write the claims table into this file's <!-- claims:begin/end --> block")
     ral.add_argument("--quiet", action="store_true", help="no progress bars")
     ral.set_defaults(handler=_reproduce)
+    rrm = targets.add_parser("readme", help="write a finished `reproduce all` run's claims table into a README "
+                                            "(the block of the backend it ran on: claims, claims-gpu, ...)")
+    rrm.add_argument("dir", help="the --out folder of `reproduce all`")
+    rrm.add_argument("--readme", required=True, metavar="README.md")
+    rrm.add_argument("--seeds", type=int, default=None, help=argparse.SUPPRESS)
+    rrm.set_defaults(handler=_reproduce)
     _add_study_parser(commands)
     return parser
 
@@ -568,7 +580,7 @@ def main(argv: list[str] | None = None) -> int:
         return 2
     try:
         return args.handler(args)
-    except ValueError as error:
+    except (ValueError, FileNotFoundError) as error:
         print(f"jaxreplay {args.command}: error: {error}", file=sys.stderr)
         return 2
     except ModuleNotFoundError as error:

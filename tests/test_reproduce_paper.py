@@ -52,6 +52,57 @@ def test_rerun_resumes_every_part(paper_tiny):
     computed = [json.loads((p / "summary.json").read_text())["runs_computed"]
                 for p in (out / "dqn" / "CartPole-v1" / "sweeps").iterdir()]
     assert computed == [0, 0]
+    # The first call computed everything, the rerun nothing: the context and the README note say so.
+    context = json.loads(again["claims_json"].read_text())["context"]
+    assert context["resumed"] == {"linesearch": True, "dqn_runs": {"CartPole-v1": [6, 6]}}  # 3 settings × 2 seeds
+    note = paper.readme_note(context, again["claims"])
+    assert "assembled in" in note and "LineSearch, CartPole-v1 (6/6 runs)" in note and " min;" not in note
+    fresh = dict(context, resumed={"linesearch": False, "dqn_runs": {"CartPole-v1": [0, 6]}}, runtime_s=125.0)
+    assert "(1 × cpu (cpu), 2 min; LineSearch mode `tiny`" in paper.readme_note(fresh, again["claims"])
+
+
+def test_readme_from_a_finished_run_writes_the_block_of_its_backend(paper_tiny, tmp_path):
+    out, _ = paper_tiny
+    readme = tmp_path / "README.md"
+    blocks = "<!-- claims:begin -->\n<!-- claims:end -->\n<!-- claims-gpu:begin -->\n<!-- claims-gpu:end -->\n"
+    readme.write_text(blocks)
+    record = json.loads((out / "claims.json").read_text())
+    paper.readme_from(out, readme)
+    cpu = readme.read_text()
+    assert paper.claims_table(record["claims"]) in cpu.split("<!-- claims:end -->")[0]
+    assert "<!-- claims-gpu:begin -->\n<!-- claims-gpu:end -->" in cpu
+    # A run recorded on a GPU goes to the GPU block, whatever machine writes it; a record
+    # without `resumed` (older runs) gets it from the folder's files.
+    gpu_dir = tmp_path / "gpu"
+    gpu_dir.mkdir()
+    context = dict(record["context"], devices="1 × NVIDIA H200 (gpu)", runtime_s=6.0,
+                   part_seconds={"linesearch": 0.01, "CartPole-v1": 1.0})
+    del context["resumed"]
+    (gpu_dir / "claims.json").write_text(json.dumps(dict(context=context, claims=record["claims"])))
+    (gpu_dir / "linesearch").mkdir()
+    (gpu_dir / "linesearch" / "summary.json").write_text(json.dumps({"runtime_s": 150.0}))
+    sweeps = gpu_dir / "dqn" / "CartPole-v1" / "sweeps"
+    for name, done in (("fixed-1", 2), ("adaptive-2", 2)):
+        (sweeps / name).mkdir(parents=True)
+        (sweeps / name / "summary.json").write_text(json.dumps({"runs": 2, "runs_resumed": done}))
+    readme.write_text(blocks)
+    paper.readme_from(gpu_dir, readme)
+    gpu_block = readme.read_text().split("<!-- claims-gpu:begin -->")[1]
+    assert "NVIDIA H200 (gpu), assembled in 6 s from parts that earlier calls computed into the same folder: " \
+           "LineSearch, CartPole-v1 (4/4 runs)" in gpu_block
+    assert readme.read_text().startswith("<!-- claims:begin -->\n<!-- claims:end -->")
+    with pytest.raises(FileNotFoundError, match="run `jaxreplay reproduce all"):
+        paper.readme_from(tmp_path / "nothing", readme)
+
+
+def test_readme_gpu_claims_table_is_generated_from_the_committed_run(tmp_path):
+    """The README's claims-gpu block is exactly what `jaxreplay reproduce readme docs/paper_scale` writes."""
+    readme = tmp_path / "README.md"
+    readme.write_text((ROOT / "README.md").read_text())
+    paper.readme_from(ROOT / "docs" / "paper_scale", readme)
+    assert readme.read_text() == (ROOT / "README.md").read_text()
+    block = readme.read_text().split("<!-- claims-gpu:begin -->")[1].split("<!-- claims-gpu:end -->")[0]
+    assert "(gpu)" in block and "DQN 100 seeds per setting" in block
 
 
 @pytest.mark.parametrize(

@@ -150,7 +150,8 @@ def reproduce(out_dir, env_id: str, *, seeds: int | None = None, quick: bool = F
         A dict with ``report``, ``csv``, ``figures``, ``percent`` (per initial
         size: the statistic of :func:`beats_static_average`), ``iqm`` (per
         setting: estimate, low, high), ``seeds``, ``total_steps`` (per run)
-        and ``runtime_s``.
+        ``runtime_s`` (this call) and ``runs`` / ``runs_resumed`` (found finished in ``out_dir``,
+        computed by an earlier call).
     """
     import xarray as xr
 
@@ -167,10 +168,12 @@ def reproduce(out_dir, env_id: str, *, seeds: int | None = None, quick: bool = F
     out = pathlib.Path(out_dir)
     out.mkdir(parents=True, exist_ok=True)
 
-    datasets = {}
+    datasets, runs_resumed, runs = {}, 0, 0
     for label, setup, points in (("fixed", fixed_setup, fixed_points), ("adaptive", adaptive_setup, adaptive_points)):
         sweep = sweep_lib.Sweep("dqn", seeds=seeds, seed=seed, setup=setup, fixed=common, points=points)
-        datasets[label] = sweep_lib.run(sweep, _sweep_dir(out, label, sweep), progress=progress).dataset
+        result = sweep_lib.run(sweep, _sweep_dir(out, label, sweep), progress=progress)
+        datasets[label] = result.dataset
+        runs_resumed, runs = runs_resumed + result.stats.runs_resumed, runs + result.stats.runs
 
     # the paper's labels
     sizes = {"fixed": paper_settings.PAPER_MEMORY_SIZES[env_id], "adaptive": ADAPTIVE_FROM[env_id]}
@@ -191,7 +194,8 @@ def reproduce(out_dir, env_id: str, *, seeds: int | None = None, quick: bool = F
     report_path.write_text(_report(env_id, seeds, quick, fixed_setup, common, percent, iqm, datasets,
                                    time.perf_counter() - t0, tuned))
     return dict(report=report_path, csv=csv_path, figures=figures, percent=percent, iqm=iqm, seeds=seeds,
-                total_steps=int(fixed_setup.total_steps), runtime_s=time.perf_counter() - t0)
+                total_steps=int(fixed_setup.total_steps), runtime_s=time.perf_counter() - t0, runs=runs,
+                runs_resumed=runs_resumed)
 
 
 def _label(kind: str, memory_size: int) -> str:

@@ -1,0 +1,45 @@
+#!/usr/bin/env bash
+# Paper-scale results on one GPU (the device machine), as run for docs/results/ and docs/study/:
+# `jaxreplay reproduce all` (LineSearch `full`, DQN 100 seeds) and the DQN replay study of the
+# games given in STUDY (100 seeds, one compiled program per stage), all at once: each DQN
+# program is latency-bound at these run counts, so concurrent processes share the GPU well.
+# Every part is resumable: rerun with the archives unpacked under OUT to finish what a
+# deadline cut (RESUME=folder holding the paper.tar.gz and study.tar.gz of an earlier call).
+# Usage (repo root, wheels for gymnax & co. in .whl/, see the shared GPU notes):
+#   DEADLINE_S=520 STUDY="Acrobot-v1 MountainCar-v0" bash docs/results/run_on_gpu.sh OUT
+set -uo pipefail
+OUT=${1:?output folder}
+WORK=${WORK:-/tmp/work}
+mkdir -p "$OUT" "$WORK"
+for a in ${RESUME:-/nonexistent}/*.tar.gz; do [ -e "$a" ] && tar -xzf "$a" -C "$WORK"; done
+python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --target /tmp/site .whl/*.whl
+export PYTHONPATH=/tmp/site:$PWD PYTHONUNBUFFERED=1 XLA_PYTHON_CLIENT_PREALLOCATE=false
+LOG="$OUT/gpu_run.log"
+{ nvidia-smi --query-gpu=name,memory.total --format=csv,noheader; python3 -m jaxreplay info; } >> "$LOG" 2>&1
+start=$(date +%s)
+deadline=${DEADLINE_S:-520}
+left() { echo $(( deadline - ($(date +%s) - start) )); }
+part() {  # name command...: run it until the deadline (the last 60 s are kept for assembling)
+  local name=$1; shift
+  local t0=$(date +%s) budget=$(( $(left) - ${RESERVE:-60} ))
+  [ "$budget" -gt 15 ] || { echo "$name: skipped (no time left)" >> "$LOG"; return; }
+  timeout "$budget" "$@" > "$WORK/$name.log" 2>&1
+  echo "$name: exit $? in $(( $(date +%s) - t0 )) s (at $(( $(date +%s) - start )) s)" >> "$LOG"
+}
+# Each process gets its own share of the GPU memory (the engine sizes its chunks from it).
+J="python3 -m jaxreplay"
+share() { echo "env XLA_PYTHON_CLIENT_MEM_FRACTION=$1 $J"; }
+part paper-linesearch-cartpole $(share 0.15) reproduce all --out "$WORK/paper" --env CartPole-v1 --quiet &
+part paper-acrobot $(share 0.15) reproduce dqn --env Acrobot-v1 --out "$WORK/paper/dqn/Acrobot-v1" --quiet &
+part paper-mountaincar $(share 0.15) reproduce dqn --env MountainCar-v0 --out "$WORK/paper/dqn/MountainCar-v0" --quiet &
+for env in ${STUDY:-}; do
+  part "study-$env" $(share 0.2) study dqn --env "$env" --seeds 100 --chunk-size 800 --out "$WORK/study/$env" --quiet &
+done
+wait
+# Every part resumes from its sweeps: this only assembles the report and the README block.
+RESERVE=5 part paper-all $(share 0.5) reproduce all --out "$WORK/paper" --readme README.md --quiet
+cp README.md "$OUT/README.md"
+tail -n 3 "$WORK"/*.log >> "$LOG" 2>&1
+tar -czf "$OUT/paper.tar.gz" -C "$WORK" paper
+[ -d "$WORK/study" ] && tar -czf "$OUT/study.tar.gz" -C "$WORK" study
+ls -la "$OUT" >> "$LOG"
