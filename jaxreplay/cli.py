@@ -531,6 +531,11 @@ def _study(args: argparse.Namespace) -> int:
         path = study_lib.update_readme(args.readme, args.dirs, note=args.note)
         print(f"wrote the study block of {path} from {', '.join(args.dirs)}")
         return 0
+    if args.kind == "refresh":
+        for d in args.dirs:
+            result = study_lib.refresh(d)
+            print(f"{d}: {result['verdict']['summary']}")
+        return 0
 
     if args.seeds is not None:
         _positive("seeds", args.seeds)
@@ -569,6 +574,9 @@ def _add_study_parser(commands) -> None:
     sr.add_argument("--readme", required=True, metavar="README.md")
     sr.add_argument("--note", default="", help="a line written above the table")
     sr.set_defaults(handler=_study)
+    sf = kinds.add_parser("refresh", help="recompute a finished study's labels and verdict (no runs) by today's rules")
+    sf.add_argument("dirs", nargs="+", help="study output folders (each holding study.json)")
+    sf.set_defaults(handler=_study)
 
 
 def main(argv: list[str] | None = None) -> int:

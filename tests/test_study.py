@@ -145,3 +145,32 @@ def test_committed_gpu_study_is_in_the_readme():
     root = pathlib.Path(__file__).resolve().parents[1]
     results = [json.loads((root / "docs" / "study" / env / "study.json").read_text()) for env in study_lib.ENVS]
     assert study_lib.summary_table(results) in (root / "README.md").read_text()
+
+
+def test_relabel_recomputes_the_labels_from_the_stored_numbers(tiny_study, tmp_path):
+    out, result, _ = tiny_study
+    assert study_lib.relabel(result)["verdict"] == json.loads(json.dumps(result["verdict"]))
+    stale = json.loads(json.dumps(result))
+    optimum = stale["best_static"]
+    stale["adaptive"][0].update(initial_size=optimum // 1000 or 1, mean_size=(optimum // 1000 or 1) * 1.9)
+    stale["adaptive"][0]["moves_toward_optimum"] = "moves toward"
+    fresh = study_lib.relabel(stale)
+    # From 1000× below the optimum to 1.9× the start is not a third of the way in log N.
+    assert fresh["adaptive"][0]["moves_toward_optimum"] == "moves little relative to"
+    assert fresh["verdict"]["toward_optimum"][0] is False
+    assert fresh["response"] == stale["response"] and fresh["controls"] == stale["controls"]
+    folder = tmp_path / "study"
+    folder.mkdir()
+    (folder / "study.json").write_text(json.dumps(stale))
+    assert cli.main(["study", "refresh", str(folder)]) == 0
+    assert json.loads((folder / "study.json").read_text())["verdict"] == fresh["verdict"]
+    assert fresh["verdict"]["summary"] in (folder / "report.md").read_text()
+
+
+def test_committed_studies_use_todays_labels():
+    import pathlib
+
+    root = pathlib.Path(__file__).resolve().parents[1]
+    for env in study_lib.ENVS:
+        stored = json.loads((root / "docs" / "study" / env / "study.json").read_text())
+        assert study_lib.relabel(stored) == stored, f"run: jaxreplay study refresh docs/study/{env}"

@@ -362,6 +362,36 @@ def study(out_dir, env_id: str, *, quick: bool = False, seeds: int | None = None
     return result
 
 
+def relabel(result: dict) -> dict:
+    """``result`` (a ``study.json``) with its derived labels recomputed by today's rules, from
+    the numbers it stores: each aER start's ``moves_toward_optimum`` and the ``verdict``.
+
+    Reruns nothing: the response curve, aER's sizes and the paired statistics are kept. Lets
+    an earlier study be read under the current definitions (``jaxreplay study refresh``)."""
+    import types
+
+    result = json.loads(json.dumps(result))  # a deep copy
+    sizes = tuple(int(r["memory_size"]) for r in result["response"])
+    best, worst = sizes.index(result["best_static"]), sizes.index(result["worst_static"])
+    for entry in result["adaptive"]:
+        entry["moves_toward_optimum"] = _toward(entry["initial_size"], entry["mean_size"], sizes[best])
+    result["verdict"] = _verdict(types.SimpleNamespace(sizes=sizes), result["response"], best, worst,
+                                 result["memory_size_effect"], result["adaptive"], result["controls"])
+    return result
+
+
+def refresh(study_dir) -> dict:
+    """Rewrite ``study_dir``'s ``study.json`` and ``report.md`` with :func:`relabel` (no runs)."""
+    out = pathlib.Path(study_dir)
+    path = out / "study.json"
+    if not path.exists():
+        raise ValueError(f"{out}: no study.json; run jaxreplay study dqn --out {out} first.")
+    result = relabel(json.loads(path.read_text()))
+    path.write_text(json.dumps(result, indent=1, allow_nan=False))
+    (out / "report.md").write_text(_report(result))
+    return result
+
+
 def _renamed(ci: dict) -> dict:
     return {"score_iqm": ci["estimate"], "score_ci_low": ci["low"], "score_ci_high": ci["high"]}
 
