@@ -26,3 +26,19 @@ def test_own_loop_example_learns_the_arm_means(capsys):
     # Arm means are 0 and 1 (unit-variance noise); the seed mean of each memory size is close.
     np.testing.assert_allclose(q.mean(axis=0), np.tile([0.0, 1.0], (3, 1)), atol=0.2)
     assert "[[" in capsys.readouterr().out
+
+
+def test_own_loop_example_runs_with_jax_alone():
+    """Without any extra (every optional dependency made unimportable), the example still runs and
+    imports nothing optional: the replay core drops into a project that has only JAX."""
+    import subprocess
+    import sys
+
+    from jaxreplay._extras import EXTRAS
+
+    optional = sorted({m for names in EXTRAS.values() for m in names} | {"pandas"})
+    code = ("import sys\n" + "".join(f"sys.modules[{m!r}] = None\n" for m in optional) + _block("<!-- example:own-loop")
+            + "\nimport numpy as np\nprint('shape', np.asarray(q).shape)\n")
+    result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=ROOT, timeout=300)
+    assert result.returncode == 0, result.stderr[-2000:]
+    assert "shape (8, 3, 2)" in result.stdout
