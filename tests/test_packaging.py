@@ -18,7 +18,7 @@ OPTIONAL = ("diffrax", "equinox", "gymnax", "flax", "optax", "xarray", "scipy", 
 
 # Layers, bottom to top: a module may import jaxreplay modules of its own layer or below.
 LAYERS = {
-    "core": ("jaxreplay", "jaxreplay._validation", "jaxreplay._extras") + CORE,
+    "core": ("jaxreplay", "jaxreplay._validation", "jaxreplay._extras", "jaxreplay._typing") + CORE,
     "environments and agents": ("jaxreplay.envs", "jaxreplay.agents"),
     "experiments": ("jaxreplay.experiments",),
     "sweep engine and results": ("jaxreplay.engine",),
@@ -129,7 +129,7 @@ def test_the_tree_shows_the_layers():
     packages = {name for name in top if (PACKAGE / name).is_dir()}
     assert packages == set(folders), f"unexpected folders {packages ^ set(folders)}"
     modules = {name[:-3] for name in top if name.endswith(".py")}
-    assert modules == {"__init__", "__main__", "cli", "_validation", "_extras"} | {m.split(".")[1] for m in CORE}
+    assert modules == {"__init__", "__main__", "cli", "_validation", "_extras", "_typing"} | {m.split(".")[1] for m in CORE}
     for name, index in folders.items():
         for path in (PACKAGE / name).rglob("*.py"):
             assert _layer(_module_name(path)) == index, path
