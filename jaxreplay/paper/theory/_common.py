@@ -85,7 +85,7 @@ def x64(fn):
 
     @functools.wraps(fn)
     def wrapper(*args, **kwargs):
-        if not jax.config.jax_enable_x64 and any(
+        if not jax.config.read("jax_enable_x64") and any(
             isinstance(leaf, jax.core.Tracer) for leaf in jax.tree.leaves((args, kwargs))
         ):
             raise RuntimeError(

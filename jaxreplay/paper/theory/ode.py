@@ -378,8 +378,9 @@ def _solve_flat(params, flat, times, schedule, learn, chunk, **static) -> ODESol
     NumPy (eager JAX ops would compile once per slice size). Call inside
     ``jax.enable_x64``.
     """
-    host = [_validation.concrete_value(x) for x in flat]
-    if chunk is None or any(h is None for h in host) or host[0].shape[0] == 0:
+    concrete = [_validation.concrete_value(x) for x in flat]
+    host = [h for h in concrete if h is not None]
+    if chunk is None or len(host) < len(concrete) or host[0].shape[0] == 0:
         return _solve_grid_core(params, *flat, times, schedule, learn, **static)
     n = host[0].shape[0]
     parts = []
