@@ -9,13 +9,11 @@ in its docstring).
 
 from __future__ import annotations
 
-from typing import Any
-
 import jax
 import numpy as np
 
 
-def concrete_value(value: Any) -> Any | None:
+def concrete_value(value: object) -> np.ndarray | None:
     """Return ``value`` as a NumPy scalar/array if it is concrete, else ``None``."""
     if isinstance(value, jax.core.Tracer):
         return None
@@ -25,7 +23,7 @@ def concrete_value(value: Any) -> Any | None:
         return None
 
 
-def check_int(name: str, value: Any, low: int | None = None, high: int | None = None) -> None:
+def check_int(name: str, value: object, low: int | None = None, high: int | None = None) -> None:
     """Raise ``ValueError`` unless every concrete entry of ``value`` is an integer in [low, high]."""
     arr = concrete_value(value)
     if arr is None:
@@ -37,7 +35,7 @@ def check_int(name: str, value: Any, low: int | None = None, high: int | None = 
 
 def check_float(
     name: str,
-    value: Any,
+    value: object,
     low: float | None = None,
     high: float | None = None,
     high_inclusive: bool = True,
@@ -53,7 +51,7 @@ def check_float(
     _check_range(name, arr, low, high, high_inclusive)
 
 
-def check_static_int(name: str, value: Any, low: int | None = None, high: int | None = None) -> int:
+def check_static_int(name: str, value: object, low: int | None = None, high: int | None = None) -> int:
     """Check a *static* integer (a shape): it must be a Python/NumPy int, not a traced value."""
     if isinstance(value, jax.core.Tracer) or isinstance(value, bool) or not isinstance(value, (int, np.integer)):
         raise ValueError(
@@ -63,7 +61,8 @@ def check_static_int(name: str, value: Any, low: int | None = None, high: int | 
     return int(value)
 
 
-def _check_range(name, arr, low, high, high_inclusive=True) -> None:
+def _check_range(name: str, arr: np.ndarray, low: float | None, high: float | None,
+                 high_inclusive: bool = True) -> None:
     if low is not None and np.any(arr < low):
         raise ValueError(f"{name} must be >= {low}{_allowed(low, high, high_inclusive)}, got {_show(arr)}.")
     if high is not None:
@@ -73,7 +72,7 @@ def _check_range(name, arr, low, high, high_inclusive=True) -> None:
             raise ValueError(f"{name} must be {op} {high}{_allowed(low, high, high_inclusive)}, got {_show(arr)}.")
 
 
-def _allowed(low, high, high_inclusive) -> str:
+def _allowed(low: float | None, high: float | None, high_inclusive: bool) -> str:
     if low is None or high is None:
         return ""
     close = "]" if high_inclusive else ")"

@@ -150,7 +150,7 @@ arguments are validated in plain Python before tracing.
 
 from __future__ import annotations
 
-from typing import Any, Callable, NamedTuple
+from typing import Callable, NamedTuple
 
 import jax
 import jax.numpy as jnp
@@ -158,9 +158,10 @@ import numpy as np
 
 from jaxreplay import _validation
 from jaxreplay import buffer as buffer_lib
+from jaxreplay._typing import ArrayLike
 
-Transition = Any  # a pytree of arrays
-TDErrorFn = Callable[[Transition], jax.Array]
+Transition = buffer_lib.Transition  # a pytree of arrays
+TDErrorFn = Callable[[Transition], ArrayLike]  # its result is made an array (jnp.asarray) and its shape checked
 
 SHRINK_READINGS = ("new", "shrunk")
 
@@ -241,17 +242,17 @@ def init(subsample_size: int | None = None) -> AdaptiveState:
 # Validation
 
 
-def _check_td_error_fn(td_error_fn: Any) -> None:
+def _check_td_error_fn(td_error_fn: object) -> None:
     if not callable(td_error_fn):
         raise ValueError(f"td_error_fn must be callable (transitions -> float[L]), got {td_error_fn!r}.")
 
 
 def _check_common(
     buffer_state: buffer_lib.BufferState,
-    num_old: Any,
-    max_num_old: Any,
-    subsample_size: Any,
-    key: Any,
+    num_old: ArrayLike,
+    max_num_old: int,
+    subsample_size: int | None,
+    key: jax.Array | None,
 ) -> tuple[int, int | None]:
     max_num_old = _validation.check_static_int("max_num_old", max_num_old, low=1)
     if subsample_size is not None:
@@ -274,8 +275,8 @@ def _td_sum(
     key: jax.Array | None,
     buffer_state: buffer_lib.BufferState,
     td_error_fn: TDErrorFn,
-    start: jax.Array,
-    num_old: jax.Array,
+    start: ArrayLike,
+    num_old: ArrayLike,
     max_num_old: int,
     subsample_size: int | None,
 ) -> jax.Array:
@@ -290,6 +291,7 @@ def _td_sum(
     else:
         # m live transitions among the checked ones; draw s of them uniformly.
         live = jnp.clip(jnp.minimum(num_old, buffer_state.size - start), 0, None)
+        assert key is not None  # _check_common refuses a subsample without a key
         u = jax.random.uniform(key, (subsample_size,))
         drawn = jnp.clip((u * live).astype(jnp.int32), 0, jnp.maximum(live - 1, 0))
         offsets = start + drawn
@@ -312,9 +314,9 @@ def old_td_error_sum(
     buffer_state: buffer_lib.BufferState,
     td_error_fn: TDErrorFn,
     *,
-    num_old: Any,
+    num_old: ArrayLike,
     max_num_old: int,
-    start: Any = 0,
+    start: ArrayLike = 0,
     subsample_size: int | None = None,
 ) -> jax.Array:
     """Sum of ``|δ|`` over the transitions at age offsets ``start .. start + num_old - 1``.
@@ -389,18 +391,18 @@ def update(
     state: AdaptiveState,
     buffer_state: buffer_lib.BufferState,
     td_error_fn: TDErrorFn,
-    step: Any,
+    step: ArrayLike,
     *,
-    interval: Any,
-    num_old: Any,
+    interval: ArrayLike,
+    num_old: ArrayLike,
     max_num_old: int,
     subsample_size: int | None = None,
-    tolerance: Any = None,
-    relative_tolerance: Any = None,
+    tolerance: ArrayLike | None = None,
+    relative_tolerance: ArrayLike | None = None,
     shrink_reading: str = "new",
-    paired: Any = True,
-    equal_counts: Any = True,
-    random_walk: Any = False,
+    paired: ArrayLike = True,
+    equal_counts: ArrayLike = True,
+    random_walk: ArrayLike = False,
 ) -> tuple[AdaptiveState, jax.Array]:
     """One step of Algorithm 2: check every ``interval`` steps and return the new capacity.
 

@@ -44,15 +44,16 @@ did not help. If a step's cost grows with ``max_capacity``, look for large
 
 from __future__ import annotations
 
-from typing import Any, NamedTuple
+from typing import NamedTuple
 
 import jax
 import jax.numpy as jnp
 import numpy as np
 
 from jaxreplay import _validation
+from jaxreplay._typing import ArrayLike, PyTree
 
-Transition = Any  # a pytree of arrays
+Transition = PyTree  # one transition, or a batch of them: a pytree of arrays
 
 
 class BufferState(NamedTuple):
@@ -91,7 +92,7 @@ class BufferState(NamedTuple):
 # Construction and validation
 
 
-def init(example: Transition, max_capacity: int, capacity: Any = None) -> BufferState:
+def init(example: Transition, max_capacity: int, capacity: ArrayLike | None = None) -> BufferState:
     """Allocate an empty memory.
 
     Args:
@@ -134,7 +135,7 @@ def init(example: Transition, max_capacity: int, capacity: Any = None) -> Buffer
     )
 
 
-def _clip_capacity(capacity, max_capacity):
+def _clip_capacity(capacity: ArrayLike, max_capacity: int) -> tuple[jax.Array, jax.Array]:
     capacity = jnp.asarray(capacity)
     clipped_value = jnp.clip(capacity, 1, max_capacity).astype(jnp.int32)
     return clipped_value, clipped_value != capacity
@@ -144,7 +145,8 @@ def _check_transitions(state: BufferState, transitions: Transition, batch_axis: 
     """Raise ValueError if ``transitions`` does not match the storage pytree."""
     storage_def = jax.tree.structure(state.storage)
     given_def = jax.tree.structure(transitions)
-    if storage_def != given_def:
+    # jax 0.10 types the treedef as an alias mypy cannot resolve (PyTreeDef?); warn_unused_ignores says when it can.
+    if storage_def != given_def:  # type: ignore[operator]
         raise ValueError(
             f"transition pytree structure {given_def} does not match the buffer's {storage_def}."
         )
@@ -251,7 +253,7 @@ def add_batch(state: BufferState, transitions: Transition) -> BufferState:
     )
 
 
-def resize(state: BufferState, new_capacity: Any) -> BufferState:
+def resize(state: BufferState, new_capacity: ArrayLike) -> BufferState:
     """Change the logical capacity.
 
     Shrinking below the current size forgets the oldest ``size - new_capacity``
@@ -293,7 +295,7 @@ def newest_index(state: BufferState) -> jax.Array:
     return (state.write_position - 1) % state.max_capacity
 
 
-def slot_of(state: BufferState, offsets: jax.Array) -> jax.Array:
+def slot_of(state: BufferState, offsets: ArrayLike) -> jax.Array:
     """Slots of the transitions at ``offsets`` in age order (0 = oldest live).
 
     Offsets are not checked against ``size``. Shape of ``offsets`` is kept.
@@ -302,7 +304,7 @@ def slot_of(state: BufferState, offsets: jax.Array) -> jax.Array:
     return (oldest_index(state) + jnp.asarray(offsets, jnp.int32)) % state.max_capacity
 
 
-def oldest_indices(state: BufferState, num: Any, max_num: int | None = None) -> tuple[jax.Array, jax.Array]:
+def oldest_indices(state: BufferState, num: ArrayLike, max_num: int | None = None) -> tuple[jax.Array, jax.Array]:
     """Slots of the ``num`` oldest live transitions, oldest first.
 
     Args:
@@ -318,9 +320,10 @@ def oldest_indices(state: BufferState, num: Any, max_num: int | None = None) -> 
     """
     _validation.check_int("num", num, low=0, high=state.max_capacity)
     if max_num is None:
-        if _validation.concrete_value(num) is None:
+        concrete = _validation.concrete_value(num)
+        if concrete is None:
             raise ValueError("num is traced: pass max_num, the static length of the output.")
-        max_num = int(num)
+        max_num = int(concrete)
     max_num = _validation.check_static_int("max_num", max_num, low=0)
     offsets = jnp.arange(max_num, dtype=jnp.int32)
     valid = offsets < jnp.minimum(num, state.size)
@@ -344,7 +347,7 @@ def valid_mask(state: BufferState) -> jax.Array:
     return (slots - oldest_index(state)) % state.max_capacity < state.size
 
 
-def ages(state: BufferState, indices: jax.Array | None = None) -> jax.Array:
+def ages(state: BufferState, indices: ArrayLike | None = None) -> jax.Array:
     """Age of the transitions at ``indices`` (all slots if ``None``).
 
     The newest transition has age 0, the one before it 1, and so on; the
@@ -355,7 +358,7 @@ def ages(state: BufferState, indices: jax.Array | None = None) -> jax.Array:
     return state.total_added - 1 - inserted
 
 
-def get(state: BufferState, indices: jax.Array) -> Transition:
+def get(state: BufferState, indices: ArrayLike) -> Transition:
     """Gather the transitions at slots ``indices`` (any shape ``S``).
 
     Returns the transition pytree with leading shape ``S`` on every leaf.

@@ -54,6 +54,8 @@ def _linesearch(args: argparse.Namespace) -> int:
     from jaxreplay.paper import theory
 
     adaptive = args.sampler == "adaptive"
+    # `is None`, not falsiness: an explicit 0 is refused below, never replaced by the default.
+    num_old = args.adaptive_num_old if args.adaptive_num_old is not None else max(args.memory_size // 2, 1)
     hparams = ls.Hyperparameters(
         memory_size=args.memory_size,
         batch_size=args.batch_size,
@@ -61,8 +63,7 @@ def _linesearch(args: argparse.Namespace) -> int:
         discount=args.discount,
         priority_exponent=args.priority_exponent,
         adaptive_interval=args.adaptive_interval,
-        # `is None`, not falsiness: an explicit 0 is refused below, never replaced by the default.
-        adaptive_num_old=args.adaptive_num_old if args.adaptive_num_old is not None else max(args.memory_size // 2, 1),
+        adaptive_num_old=num_old,
     )
     for name in ("memory_size", "batch_size", "seeds", "steps", "adaptive_interval"):
         _positive(name.replace("_", "-"), getattr(args, name))
@@ -76,7 +77,7 @@ def _linesearch(args: argparse.Namespace) -> int:
         max_capacity=max_capacity,
         max_batch_size=max(args.batch_size, 1),
         sampler=args.sampler,
-        max_num_old=max(int(hparams.adaptive_num_old), 1),
+        max_num_old=max(num_old, 1),
     )
     try:
         ls.check_hyperparameters(hparams, setup)
@@ -84,7 +85,7 @@ def _linesearch(args: argparse.Namespace) -> int:
         raise ValueError(_as_option(str(error), hparams._fields)) from None
     # One configuration × seeds through the sweep engine (run i's key: fold_in(key(seed), i)).
     sweep = sweep_lib.Sweep("linesearch", seeds=args.seeds, seed=args.seed,
-                            setup=setup,
+                            setup=setup,  # type: ignore[arg-type]  # Sweep.setup takes a Setup too; annotated Mapping only (engine)
                             fixed={k: np.asarray(v).item() for k, v in hparams._asdict().items()})
     ds = _run(sweep, None, names=_LINESEARCH_NAMES, progress=False).dataset
     dtheta = ds.dtheta.values.astype(np.float64)  # [seeds, T, 2]
@@ -232,7 +233,7 @@ def _dqn(args: argparse.Namespace) -> int:
                                     max_capacity=max(min(setup.max_capacity, args.steps), hparams.memory_size))
     _check_dqn_env(setup)
     sweep = sweep_lib.Sweep("dqn", seeds=args.seeds, seed=args.seed,
-                            setup=setup,
+                            setup=setup,  # type: ignore[arg-type]  # Sweep.setup takes a Setup too; annotated Mapping only (engine)
                             fixed=hparams._asdict())
     ds = _run(sweep, None, names=_DQN_NAMES, progress=not args.quiet and not args.json).dataset
     final_kind = "eval_return" if "eval_return" in ds else "train_return"

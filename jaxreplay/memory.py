@@ -34,12 +34,19 @@ Kinds (:data:`KINDS`):
 
 from __future__ import annotations
 
-from typing import Any, Callable, NamedTuple
+from typing import Callable, NamedTuple
+
+import jax
 
 from jaxreplay import buffer as buffer_lib
 from jaxreplay import prioritized, samplers
+from jaxreplay._typing import ArrayLike
 
 KINDS = ("uniform", "prioritized", "cer")
+
+MemoryState = buffer_lib.BufferState | prioritized.PrioritizedState
+"""A memory's state: a :class:`~jaxreplay.buffer.BufferState` (uniform, cer) or a
+:class:`~jaxreplay.prioritized.PrioritizedState` (prioritized)."""
 
 
 class Memory(NamedTuple):
@@ -57,34 +64,44 @@ class Memory(NamedTuple):
         buffer: ``state -> buffer.BufferState``.
     """
 
-    init: Callable[..., Any]
-    add: Callable[..., Any]
+    # Callable[..., ]: each kind takes its own state type (and sample / update their own keywords).
+    init: Callable[..., MemoryState]
+    add: Callable[..., MemoryState]
     sample: Callable[..., samplers.Sample]
-    update: Callable[..., Any]
-    resize: Callable[..., Any]
-    buffer: Callable[[Any], buffer_lib.BufferState]
+    update: Callable[..., MemoryState]
+    resize: Callable[..., MemoryState]
+    buffer: Callable[[MemoryState], buffer_lib.BufferState]
 
 
-def _plain(sampler) -> Memory:
-    def sample(key, state, batch_size, **_):
+def buffer_of(state: MemoryState) -> buffer_lib.BufferState:
+    """The :class:`~jaxreplay.buffer.BufferState` inside any memory's state (itself for uniform and cer)."""
+    return state.buffer if isinstance(state, prioritized.PrioritizedState) else state
+
+
+def _plain(sampler: Callable[[jax.Array, buffer_lib.BufferState, int], samplers.Sample]) -> Memory:
+    def sample(key: jax.Array, state: buffer_lib.BufferState, batch_size: int, **_: ArrayLike) -> samplers.Sample:
         return sampler(key, state, batch_size)
 
-    def update(state, indices, td_errors, **_):
+    def update(state: buffer_lib.BufferState, indices: ArrayLike, td_errors: ArrayLike,
+               **_: ArrayLike) -> buffer_lib.BufferState:
         return state
 
     return Memory(init=buffer_lib.init, add=buffer_lib.add, sample=sample, update=update,
-                  resize=buffer_lib.resize, buffer=lambda state: state)
+                  resize=buffer_lib.resize, buffer=buffer_of)
 
 
 def _prioritized() -> Memory:
-    def sample(key, state, batch_size, importance_exponent=0.0, **_):
+    def sample(key: jax.Array, state: prioritized.PrioritizedState, batch_size: int,
+               importance_exponent: ArrayLike = 0.0, **_: ArrayLike) -> samplers.Sample:
         return prioritized.sample(key, state, batch_size, importance_exponent)
 
-    def update(state, indices, td_errors, priority_exponent=1.0, priority_floor=1e-6, **_):
+    def update(state: prioritized.PrioritizedState, indices: ArrayLike, td_errors: ArrayLike,
+               priority_exponent: ArrayLike = 1.0, priority_floor: ArrayLike = 1e-6,
+               **_: ArrayLike) -> prioritized.PrioritizedState:
         return prioritized.update_priorities(state, indices, td_errors, priority_exponent, priority_floor)
 
     return Memory(init=prioritized.init, add=prioritized.add, sample=sample, update=update,
-                  resize=prioritized.resize, buffer=lambda state: state.buffer)
+                  resize=prioritized.resize, buffer=buffer_of)
 
 
 def make(kind: str) -> Memory:

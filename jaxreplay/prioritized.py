@@ -95,13 +95,14 @@ weights 0 (as in :mod:`jaxreplay.samplers`).
 
 from __future__ import annotations
 
-from typing import Any, NamedTuple
+from typing import NamedTuple
 
 import jax
 import jax.numpy as jnp
 
 from jaxreplay import _validation, samplers
 from jaxreplay import buffer as buffer_lib
+from jaxreplay._typing import ArrayLike
 
 Transition = buffer_lib.Transition
 
@@ -142,7 +143,7 @@ TREE_MODES = {
 """Named modes: ``"auto"`` (default: each platform its fastest), and the CPU and accelerator choices forced."""
 
 
-def _tree_mode(tree: Any) -> TreeMode:
+def _tree_mode(tree: str | TreeMode) -> TreeMode:
     """``tree`` as a :class:`TreeMode` (ValueError naming ``tree`` otherwise)."""
     if isinstance(tree, TreeMode):
         if tree.unroll not in (None, True, False) or tree.refresh not in (None, "levels", "paths"):
@@ -267,11 +268,10 @@ def _write_leaves(tree: jax.Array, leaf_nodes: jax.Array, leaf_values: jax.Array
     num_leaves, depth = _tree_shape(tree)
     count = leaf_nodes.shape[0]
     prewritten = leaf_values is None
-    if prewritten:
-        leaf_values = tree[leaf_nodes]
+    new_values = tree[leaf_nodes] if leaf_values is None else leaf_values
 
     def write(tree):
-        return tree if prewritten else tree.at[leaf_nodes].set(leaf_values)
+        return tree if prewritten else tree.at[leaf_nodes].set(new_values)
 
     if num_leaves <= mode.rebuild_factor * count:
         return _build_tree(write(tree)[num_leaves:])
@@ -286,7 +286,7 @@ def _write_leaves(tree: jax.Array, leaf_nodes: jax.Array, leaf_values: jax.Array
         return tree
 
     def paths(tree):
-        nodes, values = leaf_nodes, leaf_values
+        nodes, values = leaf_nodes, new_values
         written_nodes, written_values = [nodes], [values]
         for _ in range(depth):
             sibling = nodes ^ 1
@@ -337,7 +337,7 @@ def _clean_priorities(priorities: jax.Array, num_leaves: int) -> jax.Array:
 # Construction and writing
 
 
-def init(example: Transition, max_capacity: int, capacity: Any = None) -> PrioritizedState:
+def init(example: Transition, max_capacity: int, capacity: ArrayLike | None = None) -> PrioritizedState:
     """Allocate an empty prioritized memory.
 
     Args:
@@ -406,7 +406,7 @@ def _after_write(state: PrioritizedState, new_buffer: buffer_lib.BufferState, k:
     return state._replace(buffer=new_buffer, sum_tree=tree)
 
 
-def add(state: PrioritizedState, transition: Transition, *, tree: Any = "auto") -> PrioritizedState:
+def add(state: PrioritizedState, transition: Transition, *, tree: str | TreeMode = "auto") -> PrioritizedState:
     """Write one transition with priority ``max_priority``.
 
     If the memory is full the oldest transition is forgotten and its priority
@@ -430,7 +430,7 @@ def add(state: PrioritizedState, transition: Transition, *, tree: Any = "auto") 
     return _after_write(state, buffer_lib.add(state.buffer, transition), 1, mode)
 
 
-def add_batch(state: PrioritizedState, transitions: Transition, *, tree: Any = "auto") -> PrioritizedState:
+def add_batch(state: PrioritizedState, transitions: Transition, *, tree: str | TreeMode = "auto") -> PrioritizedState:
     """Write ``k`` transitions at once (oldest first), each with priority ``max_priority``.
 
     Same result as ``k`` calls of :func:`add` (for ``k > max_capacity`` up to
@@ -460,7 +460,7 @@ def add_batch(state: PrioritizedState, transitions: Transition, *, tree: Any = "
     return _after_write(state, new_buffer, k, mode)
 
 
-def resize(state: PrioritizedState, new_capacity: Any) -> PrioritizedState:
+def resize(state: PrioritizedState, new_capacity: ArrayLike) -> PrioritizedState:
     """Change the logical capacity (:func:`jaxreplay.buffer.resize`).
 
     Shrinking below the current size forgets the oldest ``size -
@@ -492,12 +492,12 @@ def resize(state: PrioritizedState, new_capacity: Any) -> PrioritizedState:
 
 def update_priorities(
     state: PrioritizedState,
-    indices: jax.Array,
-    td_errors: jax.Array,
-    priority_exponent: Any,
-    error_floor: Any = 1e-6,
+    indices: ArrayLike,
+    td_errors: ArrayLike,
+    priority_exponent: ArrayLike,
+    error_floor: ArrayLike = 1e-6,
     *,
-    tree: Any = "auto",
+    tree: str | TreeMode = "auto",
 ) -> PrioritizedState:
     """Store ``p_i = (|δ_i| + error_floor)^priority_exponent`` for the slots ``indices``.
 
@@ -577,10 +577,10 @@ def update_priorities(
 
     nodes = num_leaves + safe
     target = jnp.where(accepted, nodes, 2 * num_leaves)  # out of bounds: dropped
-    tree = state.sum_tree.at[target].set(0.0, mode="drop").at[target].max(priorities, mode="drop")
-    tree = _write_leaves(tree, nodes, mode=mode)
+    sum_tree = state.sum_tree.at[target].set(0.0, mode="drop").at[target].max(priorities, mode="drop")
+    sum_tree = _write_leaves(sum_tree, nodes, mode=mode)
     max_priority = jnp.maximum(state.max_priority, jnp.max(jnp.where(accepted, priorities, 0.0)))
-    return state._replace(sum_tree=tree, max_priority=max_priority.astype(_FLOAT),
+    return state._replace(sum_tree=sum_tree, max_priority=max_priority.astype(_FLOAT),
                           invalid_parameters=state.invalid_parameters | ~valid_parameters)
 
 
@@ -627,9 +627,9 @@ def sample(
     key: jax.Array,
     state: PrioritizedState,
     batch_size: int,
-    importance_exponent: Any,
+    importance_exponent: ArrayLike,
     *,
-    tree: Any = "auto",
+    tree: str | TreeMode = "auto",
 ) -> samplers.Sample:
     """Draw ``batch_size`` live transitions with replacement, ``P(i) = p_i / Σ_live p``.
 
@@ -665,17 +665,17 @@ def sample(
     mode = _tree_mode(tree)
     batch_size = _validation.check_static_int("batch_size", batch_size, low=1)
     _validation.check_float("importance_exponent", importance_exponent, low=0.0)
-    tree = state.sum_tree
-    num_leaves, depth = _tree_shape(tree)
+    sum_tree = state.sum_tree
+    num_leaves, depth = _tree_shape(sum_tree)
     num_blocks = max(1, -(-depth // _LEVELS_PER_UNIFORM))
     uniforms = jax.random.uniform(key, (num_blocks, batch_size), _FLOAT)
-    children = tree.reshape(-1, 2)  # row n: (tree[2n], tree[2n + 1])
+    children = sum_tree.reshape(-1, 2)  # row n: (sum_tree[2n], sum_tree[2n + 1])
 
     def descend(level, carry):
         nodes, target, value, total = carry
         pair = children[nodes]
         left, right = pair[:, 0], pair[:, 1]
-        node_value = left + right  # == tree[nodes], exactly
+        node_value = left + right  # == sum_tree[nodes], exactly
         # Every _LEVELS_PER_UNIFORM levels, a fresh uniform scaled to the
         # subtree the draw is in.
         fresh = uniforms[level // _LEVELS_PER_UNIFORM] * node_value
@@ -690,7 +690,7 @@ def sample(
 
     zeros = jnp.zeros((batch_size,), _FLOAT)
     if depth == 0:  # max_capacity == 1: the root is the only leaf
-        nodes, value, total = jnp.ones((batch_size,), jnp.int32), tree[1] + zeros, tree[1] + zeros
+        nodes, value, total = jnp.ones((batch_size,), jnp.int32), sum_tree[1] + zeros, sum_tree[1] + zeros
     else:
         # A loop on CPU, unrolled on accelerators (_over_levels). Everything
         # read from the tree comes out of the loop, so on CPU no read of it is

@@ -22,13 +22,14 @@ over them is 0. Start learning only once ``size >= 1``.
 
 from __future__ import annotations
 
-from typing import Any, NamedTuple
+from typing import NamedTuple
 
 import jax
 import jax.numpy as jnp
 
 from jaxreplay import _validation
 from jaxreplay import buffer as buffer_lib
+from jaxreplay._typing import ArrayLike
 
 
 class Sample(NamedTuple):
@@ -112,9 +113,9 @@ def combined(key: jax.Array, state: buffer_lib.BufferState, batch_size: int) -> 
 
 def exact_priorities(
     state: buffer_lib.BufferState,
-    td_errors: jax.Array,
-    priority_exponent: Any,
-    error_floor: float = 1e-6,
+    td_errors: ArrayLike,
+    priority_exponent: ArrayLike,
+    error_floor: ArrayLike = 1e-6,
 ) -> jax.Array:
     """Exact pER probabilities P(i) ∝ max(|δ_i|, floor)^β over the live window.
 
@@ -159,11 +160,11 @@ def exact_priorities(
 def exact_prioritized(
     key: jax.Array,
     state: buffer_lib.BufferState,
-    td_errors: jax.Array,
+    td_errors: ArrayLike,
     batch_size: int,
-    priority_exponent: Any,
-    importance_exponent: Any = 0.0,
-    error_floor: float = 1e-6,
+    priority_exponent: ArrayLike,
+    importance_exponent: ArrayLike = 0.0,
+    error_floor: ArrayLike = 1e-6,
 ) -> Sample:
     """The paper's prioritized replay: draw with P(i) ∝ |δ_i|^β from current TD errors.
 
@@ -204,7 +205,7 @@ def exact_prioritized(
     return Sample(indices, drawn, importance_weights(drawn, state.size, importance_exponent))
 
 
-def importance_weights(probabilities: jax.Array, size: jax.Array, exponent: Any) -> jax.Array:
+def importance_weights(probabilities: ArrayLike, size: ArrayLike, exponent: ArrayLike) -> jax.Array:
     """Importance-sampling weights ``(size · P(i))^-exponent / max_batch``.
 
     Normalising by the largest weight in the batch (Schaul et al. 2016) keeps

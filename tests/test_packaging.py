@@ -4,6 +4,7 @@ and each layer imports only from the layers below it."""
 from __future__ import annotations
 
 import ast
+import re
 import pathlib
 import subprocess
 import sys
@@ -18,7 +19,7 @@ OPTIONAL = ("diffrax", "equinox", "gymnax", "flax", "optax", "xarray", "scipy", 
 
 # Layers, bottom to top: a module may import jaxreplay modules of its own layer or below.
 LAYERS = {
-    "core": ("jaxreplay", "jaxreplay._validation", "jaxreplay._extras") + CORE,
+    "core": ("jaxreplay", "jaxreplay._validation", "jaxreplay._extras", "jaxreplay._typing") + CORE,
     "environments and agents": ("jaxreplay.envs", "jaxreplay.agents"),
     "experiments": ("jaxreplay.experiments",),
     "sweep engine and results": ("jaxreplay.engine",),
@@ -130,7 +131,72 @@ def test_the_tree_shows_the_layers():
     packages = {name for name in top if (PACKAGE / name).is_dir() and any((PACKAGE / name).rglob("*.py"))}
     assert packages == set(folders), f"unexpected folders {packages ^ set(folders)}"
     modules = {name[:-3] for name in top if name.endswith(".py")}
-    assert modules == {"__init__", "__main__", "cli", "_validation", "_extras"} | {m.split(".")[1] for m in CORE}
+    assert modules == {"__init__", "__main__", "cli", "_validation", "_extras", "_typing"} | {m.split(".")[1] for m in CORE}
     for name, index in folders.items():
         for path in (PACKAGE / name).rglob("*.py"):
             assert _layer(_module_name(path)) == index, path
+
+
+# Array arguments of the core's public functions, and what their annotation must name: ArrayLike (traced or
+# concrete input), jax.Array (a key), or a state type. Reverting any of them to Any fails below.
+ARRAY_ARGUMENTS = {
+    "jaxreplay.buffer.init": {"capacity": "ArrayLike", "example": "Transition"},
+    "jaxreplay.buffer.add": {"state": "BufferState", "transition": "Transition"},
+    "jaxreplay.buffer.resize": {"new_capacity": "ArrayLike"},
+    "jaxreplay.buffer.oldest_indices": {"num": "ArrayLike"},
+    "jaxreplay.buffer.get": {"indices": "ArrayLike"},
+    "jaxreplay.samplers.uniform": {"key": "jax.Array", "state": "BufferState"},
+    "jaxreplay.samplers.exact_prioritized": {"td_errors": "ArrayLike", "priority_exponent": "ArrayLike",
+                                             "importance_exponent": "ArrayLike"},
+    "jaxreplay.samplers.importance_weights": {"probabilities": "ArrayLike", "exponent": "ArrayLike"},
+    "jaxreplay.prioritized.update_priorities": {"indices": "ArrayLike", "td_errors": "ArrayLike",
+                                                "priority_exponent": "ArrayLike", "tree": "TreeMode"},
+    "jaxreplay.prioritized.sample": {"key": "jax.Array", "importance_exponent": "ArrayLike"},
+    "jaxreplay.adaptive.update": {"step": "ArrayLike", "interval": "ArrayLike", "num_old": "ArrayLike",
+                                  "tolerance": "ArrayLike", "random_walk": "ArrayLike", "state": "AdaptiveState"},
+    "jaxreplay.adaptive.old_td_error_sum": {"num_old": "ArrayLike", "start": "ArrayLike"},
+}
+
+
+def _public_functions(module_name: str):
+    import importlib
+    import inspect
+
+    module = importlib.import_module(module_name)
+    for name, value in vars(module).items():
+        if not name.startswith("_") and inspect.isfunction(value) and value.__module__ == module_name:
+            yield f"{module_name}.{name}", value
+
+
+@pytest.mark.parametrize("module_name", CORE)
+def test_the_core_annotates_arrays_not_any(module_name):
+    """Every parameter and return of the core's public functions is annotated, and none with ``Any``:
+    arrays are ``ArrayLike``/``jax.Array``, user pytrees the ``PyTree`` alias (``Transition``)."""
+    import inspect
+
+    functions = dict(_public_functions(module_name))
+    assert functions
+    for qualified, function in functions.items():
+        signature = inspect.signature(function)
+        annotations = {name: p.annotation for name, p in signature.parameters.items()}
+        annotations["return"] = signature.return_annotation
+        for name, annotation in annotations.items():
+            assert annotation is not inspect.Parameter.empty, f"{qualified}: {name} is not annotated"
+            assert not re.search(r"\bAny\b", str(annotation)), f"{qualified}: {name} is annotated {annotation}"
+    for qualified, expected in ARRAY_ARGUMENTS.items():
+        if qualified.rsplit(".", 1)[0] != module_name:
+            continue
+        parameters = inspect.signature(functions[qualified]).parameters
+        for name, wanted in expected.items():
+            assert wanted in str(parameters[name].annotation), \
+                f"{qualified}: {name} is annotated {parameters[name].annotation}, expected {wanted}"
+
+
+def test_the_pytree_alias_is_the_only_any():
+    """``PyTree`` (= Any) is spelled as such: the core's modules do not import ``Any`` themselves."""
+    for name in CORE:
+        source = (PACKAGE / (name.split(".")[1] + ".py")).read_text()
+        assert not re.search(r"from typing import .*\bAny\b", source), f"{name} imports typing.Any"
+    from jaxreplay import _typing, buffer
+
+    assert buffer.Transition is _typing.PyTree

@@ -39,19 +39,22 @@ rate in the optimizer state; a plain product keeps the state free of it).
 
 from __future__ import annotations
 
-from typing import Any
+from typing import cast
 
 import flax.linen as nn
 import jax
 import jax.numpy as jnp
 import optax
 
+from jaxreplay._typing import ArrayLike, PyTree
+
 LOSSES = ("mse", "huber")
 OPTIMIZERS = ("adam", "sgd")
 REDUCTIONS = ("mean", "sum")
 
-Params = Any  # a flax parameter pytree
-Batch = dict  # see the module docstring
+Params = PyTree  # a flax parameter pytree ({"params": {...}})
+OptState = PyTree  # an optax optimizer state
+Batch = dict[str, jax.Array]  # see the module docstring
 
 
 class QNetwork(nn.Module):
@@ -72,7 +75,7 @@ class QNetwork(nn.Module):
     obs_ndim: int = 1
 
     @nn.compact
-    def __call__(self, obs: jax.Array) -> jax.Array:
+    def __call__(self, obs: ArrayLike) -> jax.Array:
         x = jnp.asarray(obs, jnp.float32)
         lead = x.shape[: x.ndim - self.obs_ndim]
         x = x.reshape(*lead, -1)
@@ -95,7 +98,12 @@ def init_params(key: jax.Array, network: QNetwork, obs_shape: tuple[int, ...]) -
     return network.init(key, jnp.zeros(obs_shape, jnp.float32))
 
 
-def make_optimizer(name: str, adam_epsilon: Any = 1e-8) -> optax.GradientTransformation:
+def q_values(network: QNetwork, params: Params, obs: ArrayLike) -> jax.Array:
+    """``Q(obs, ·)``: ``float32[..., num_actions]`` (``network.apply``, typed: it returns no mutated collections)."""
+    return cast(jax.Array, network.apply(params, obs))
+
+
+def make_optimizer(name: str, adam_epsilon: ArrayLike = 1e-8) -> optax.GradientTransformation:
     """The optimizer *without* its step size (see :func:`apply_updates`).
 
     Args:
@@ -115,13 +123,13 @@ def make_optimizer(name: str, adam_epsilon: Any = 1e-8) -> optax.GradientTransfo
     raise ValueError(f"optimizer must be one of {OPTIMIZERS}, got {name!r}.")
 
 
-def apply_updates(params: Params, updates: Params, step_size: Any) -> Params:
+def apply_updates(params: Params, updates: Params, step_size: ArrayLike) -> Params:
     """``params - step_size · updates`` (gradient *descent*; ``step_size`` may be traced)."""
     step_size = jnp.asarray(step_size, jnp.float32)
     return jax.tree.map(lambda p, u: p - step_size * u.astype(p.dtype), params, updates)
 
 
-def epsilon_schedule(step: Any, start: Any, end: Any, decay_steps: Any) -> jax.Array:
+def epsilon_schedule(step: ArrayLike, start: ArrayLike, end: ArrayLike, decay_steps: ArrayLike) -> jax.Array:
     """Linear ε schedule: ``start`` at step 0, ``end`` from ``decay_steps`` on.
 
     Args:
@@ -139,7 +147,7 @@ def epsilon_schedule(step: Any, start: Any, end: Any, decay_steps: Any) -> jax.A
     return ((1.0 - fraction) * start + fraction * end).astype(jnp.float32)
 
 
-def epsilon_greedy(key: jax.Array, q_values: jax.Array, epsilon: Any) -> jax.Array:
+def epsilon_greedy(key: jax.Array, q_values: jax.Array, epsilon: ArrayLike) -> jax.Array:
     """Pick ``argmax q`` with probability ``1 - ε``, else a uniform random action.
 
     Args:
@@ -162,7 +170,7 @@ def td_errors(
     params: Params,
     target_params: Params,
     batch: Batch,
-    discount: Any,
+    discount: ArrayLike,
     *,
     double: bool = False,
 ) -> jax.Array:
@@ -180,15 +188,16 @@ def td_errors(
         ``float32[B]``; the target part carries no gradient. Cost: two
         (three with ``double``) forward passes on ``B`` observations.
     """
-    q = network.apply(params, batch["obs"])
+    q = q_values(network, params, batch["obs"])
     q_taken = jnp.take_along_axis(q, batch["action"][:, None].astype(jnp.int32), axis=-1)[:, 0]
     return _target(network, params, target_params, batch, discount, double) - q_taken
 
 
-def _target(network, params, target_params, batch, discount, double):
-    next_target = network.apply(target_params, batch["next_obs"])
+def _target(network: QNetwork, params: Params, target_params: Params, batch: Batch, discount: ArrayLike,
+            double: bool) -> jax.Array:
+    next_target = q_values(network, target_params, batch["next_obs"])
     if double:
-        best = jnp.argmax(network.apply(params, batch["next_obs"]), axis=-1)
+        best = jnp.argmax(q_values(network, params, batch["next_obs"]), axis=-1)
         bootstrap = jnp.take_along_axis(next_target, best[:, None], axis=-1)[:, 0]
     else:
         bootstrap = jnp.max(next_target, axis=-1)
@@ -212,7 +221,7 @@ def loss_fn(
     target_params: Params,
     batch: Batch,
     weights: jax.Array,
-    discount: Any,
+    discount: ArrayLike,
     *,
     loss: str = "mse",
     double: bool = False,
@@ -249,16 +258,16 @@ def train_step(
     optimizer: optax.GradientTransformation,
     params: Params,
     target_params: Params,
-    opt_state: Any,
+    opt_state: OptState,
     batch: Batch,
     weights: jax.Array,
-    step_size: Any,
-    discount: Any,
+    step_size: ArrayLike,
+    discount: ArrayLike,
     *,
     loss: str = "mse",
     double: bool = False,
     reduction: str = "mean",
-) -> tuple[Params, Any, jax.Array, jax.Array]:
+) -> tuple[Params, OptState, jax.Array, jax.Array]:
     """One gradient step on the TD loss of ``batch``.
 
     Args:
@@ -285,20 +294,20 @@ def train_step(
     return apply_updates(params, updates, step_size), opt_state, value, delta
 
 
-def hard_target_update(params: Params, target_params: Params, copy: jax.Array) -> Params:
+def hard_target_update(params: Params, target_params: Params, copy: ArrayLike) -> Params:
     """``params`` where ``copy`` (``bool[]``, may be traced) else ``target_params``."""
     return jax.tree.map(lambda p, t: jnp.where(copy, p, t), params, target_params)
 
 
-def polyak_target_update(params: Params, target_params: Params, tau: Any) -> Params:
+def polyak_target_update(params: Params, target_params: Params, tau: ArrayLike) -> Params:
     """``τ · params + (1 - τ) · target_params`` (τ in [0, 1], may be traced)."""
     tau = jnp.asarray(tau, jnp.float32)
     return jax.tree.map(lambda p, t: tau * p + (1.0 - tau) * t, params, target_params)
 
 
-def greedy_action(network: QNetwork, params: Params, obs: jax.Array) -> jax.Array:
+def greedy_action(network: QNetwork, params: Params, obs: ArrayLike) -> jax.Array:
     """``argmax_a Q(obs, a)``: ``int32[...]`` for observations of leading shape ``...``."""
-    return jnp.argmax(network.apply(params, obs), axis=-1).astype(jnp.int32)
+    return jnp.argmax(q_values(network, params, obs), axis=-1).astype(jnp.int32)
 
 
 def is_finite(params: Params) -> jax.Array:

@@ -16,6 +16,10 @@ from __future__ import annotations
 import jax
 import jax.numpy as jnp
 
+from jaxreplay._typing import ArrayLike
+
+Transition = dict[str, jax.Array]  # {"position", "move", "reward", "next_position"}, leaves of any leading shape
+
 EXAMPLE_TRANSITION = {
     "position": jnp.float32(0),
     "move": jnp.float32(0),
@@ -29,13 +33,13 @@ def greedy_action(theta: jax.Array) -> jax.Array:
     return (theta[..., 0] >= 0).astype(jnp.int32)
 
 
-def features(transition) -> jax.Array:
+def features(transition: Transition) -> jax.Array:
     """``∇θQ = (x + a, 1)``, ``float32[..., 2]`` for transitions of leading shape ``...``."""
     x_plus_a = transition["position"] + transition["move"]
     return jnp.stack([x_plus_a, jnp.ones_like(x_plus_a)], axis=-1)
 
 
-def td_error(theta: jax.Array, transition, discount, speed) -> jax.Array:
+def td_error(theta: jax.Array, transition: Transition, discount: ArrayLike, speed: ArrayLike) -> jax.Array:
     """TD error ``δ`` of ``transition`` (any leading shape ``...``) under ``θ`` (``float32[2]``).
 
     Args:
@@ -52,7 +56,8 @@ def td_error(theta: jax.Array, transition, discount, speed) -> jax.Array:
     return transition["reward"] + discount * best_next - q
 
 
-def td_update(theta, transition, step_size, discount, speed, trainable) -> jax.Array:
+def td_update(theta: jax.Array, transition: Transition, step_size: ArrayLike, discount: ArrayLike,
+              speed: ArrayLike, trainable: ArrayLike) -> jax.Array:
     """One TD update on a single transition; ``trainable`` (``float32[2]`` of 0/1) freezes weights."""
     delta = td_error(theta, transition, discount, speed)
     return theta + step_size * delta * features(transition) * trainable

@@ -7,12 +7,15 @@ from jaxreplay import _extras  # noqa: E402
 _extras.require('jaxreplay.envs', 'rl', 'flax', 'gymnax')
 
 
+from gymnax.environments import environment
+
+from jaxreplay._typing import ArrayLike
 from jaxreplay.envs.linesearch import LineSearch, LineSearchParams, LineSearchState, make_params
 
 __all__ = ["LineSearch", "LineSearchParams", "LineSearchState", "make", "make_params"]
 
 
-def make(env_id: str, **env_kwargs):
+def make(env_id: str, **env_kwargs: ArrayLike) -> tuple[environment.Environment, environment.EnvParams]:
     """``(env, default_params)`` for ``"LineSearch"``, a probe (``"Probe-..."``) or any registered gymnax id.
 
     For ``"LineSearch"`` and the probes (:mod:`jaxreplay.envs.probes`)

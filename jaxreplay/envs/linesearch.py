@@ -11,21 +11,21 @@ There is no natural terminal state; an episode is truncated after
 
 from __future__ import annotations
 
-from typing import Any
-
 import jax
 import jax.numpy as jnp
 from flax import struct
 from gymnax.environments import environment, spaces
 
 from jaxreplay import _validation
+from jaxreplay._typing import ArrayLike
 
 REAL_WEIGHTS = ("reward", "fixed_point")
 """The two readings of the paper's "real weights" (0.1, 0.5) for γ > 0 (ERRATA item 8): the
 reward weights β, or the TD fixed point θ* itself."""
 
 
-def fixed_point_and_rewards(slope, intercept, speed, discount, real_weights: str):
+def fixed_point_and_rewards(slope: ArrayLike, intercept: ArrayLike, speed: ArrayLike, discount: ArrayLike,
+                            real_weights: str) -> tuple[ArrayLike, ArrayLike, ArrayLike, ArrayLike]:
     """(β1, β2, θ1*, θ2*) from the given real weights, under either reading.
 
     ``real_weights="reward"``: (slope, intercept) are the reward weights β;
@@ -55,13 +55,16 @@ class LineSearchParams(environment.EnvParams):
         reward_slope: β1 in r = β1·x' + β2 (paper: 0.1).
         reward_intercept: β2 (paper: 0.5).
         horizon: episode length in steps (paper: T = 1000).
+
+    Every field is a pytree leaf: traced inside a jitted or vmapped step (the
+    experiments vmap the reward weights over a sweep).
     """
 
-    initial_position: float = -5.0
-    speed: float = 0.01
-    reward_slope: float = 0.1
-    reward_intercept: float = 0.5
-    horizon: int = 1000
+    initial_position: ArrayLike = -5.0
+    speed: ArrayLike = 0.01
+    reward_slope: ArrayLike = 0.1
+    reward_intercept: ArrayLike = 0.5
+    horizon: ArrayLike = 1000
 
 
 @struct.dataclass
@@ -71,7 +74,7 @@ class LineSearchState(environment.EnvState):
     position: jax.Array
 
 
-def make_params(**overrides: Any) -> LineSearchParams:
+def make_params(**overrides: ArrayLike) -> LineSearchParams:
     """:class:`LineSearchParams` with checked overrides (ValueError naming a bad one)."""
     params = LineSearchParams(**overrides)
     _validation.check_float("initial_position", params.initial_position)
@@ -82,9 +85,10 @@ def make_params(**overrides: Any) -> LineSearchParams:
     return params
 
 
-def move(action: jax.Array, params: LineSearchParams) -> jax.Array:
+def move(action: ArrayLike, params: LineSearchParams) -> jax.Array:
     """The displacement a ∈ {−v, +v} of ``action`` ∈ {0, 1}. Shape of ``action``."""
-    return jnp.where(action == 1, params.speed, -params.speed)
+    speed = jnp.asarray(params.speed)
+    return jnp.where(jnp.asarray(action) == 1, speed, -speed)
 
 
 class LineSearch(environment.Environment[LineSearchState, LineSearchParams]):
@@ -100,34 +104,36 @@ class LineSearch(environment.Environment[LineSearchState, LineSearchParams]):
     def default_params(self) -> LineSearchParams:
         return LineSearchParams()
 
-    def step_env(self, key, state, action, params):
+    def step_env(self, key: jax.Array, state: LineSearchState, action: ArrayLike, params: LineSearchParams
+                 ) -> tuple[jax.Array, LineSearchState, jax.Array, jax.Array, dict]:
         """One move, x' = x + a and r = β1·x' + β2.
 
         Returns ``(obs float32[1], state, reward float32[], terminated bool[] (always False), info {})``.
         """
         del key
         position = state.position + move(action, params)
-        reward = params.reward_slope * position + params.reward_intercept
+        reward = jnp.asarray(params.reward_slope) * position + params.reward_intercept
         state = LineSearchState(time=state.time + 1, position=position)
         terminated = jnp.zeros((), bool)
         return self.get_obs(state), state, reward, terminated, {}
 
-    def reset_env(self, key, params):
+    def reset_env(self, key: jax.Array, params: LineSearchParams) -> tuple[jax.Array, LineSearchState]:
         """``(obs float32[1], state)`` at x = x0, time 0."""
         del key
         state = LineSearchState(time=jnp.zeros((), jnp.int32),
                                 position=jnp.asarray(params.initial_position, jnp.float32))
         return self.get_obs(state), state
 
-    def get_obs(self, state, params=None, key=None):
+    def get_obs(self, state: LineSearchState, params: LineSearchParams | None = None,
+                key: jax.Array | None = None) -> jax.Array:
         """``float32[1]``: the position x."""
         return jnp.reshape(state.position, (1,)).astype(jnp.float32)
 
-    def is_terminated(self, state, params):
+    def is_terminated(self, state: LineSearchState, params: LineSearchParams) -> jax.Array:
         """Always False: LineSearch has no terminal state."""
         return jnp.zeros((), bool)
 
-    def is_truncated(self, state, params):
+    def is_truncated(self, state: LineSearchState, params: LineSearchParams) -> jax.Array:
         """True once ``time >= horizon``."""
         return state.time >= params.horizon
 
@@ -139,10 +145,10 @@ class LineSearch(environment.Environment[LineSearchState, LineSearchParams]):
     def num_actions(self) -> int:
         return 2
 
-    def action_space(self, params=None):
+    def action_space(self, params: LineSearchParams | None = None) -> spaces.Discrete:
         """``Discrete(2)``: 0 moves by −v, 1 by +v."""
         return spaces.Discrete(2)
 
-    def observation_space(self, params):
+    def observation_space(self, params: LineSearchParams) -> spaces.Box:
         """``Box(-inf, inf, (1,), float32)``: the position."""
         return spaces.Box(-jnp.inf, jnp.inf, (1,), jnp.float32)

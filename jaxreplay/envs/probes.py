@@ -33,14 +33,13 @@ accepted for the API.
 
 from __future__ import annotations
 
-from typing import Any
-
 import jax
 import jax.numpy as jnp
 from flax import struct
 from gymnax.environments import environment, spaces
 
 from jaxreplay import _validation
+from jaxreplay._typing import ArrayLike
 
 PROBE_IDS = ("Probe-OneStep", "Probe-TwoStep", "Probe-Truncation")
 
@@ -56,51 +55,55 @@ class ProbeState(environment.EnvState):
 class OneStepParams(environment.EnvParams):
     """``reward``: reward of action 0; ``action_bonus``: extra reward of action 1."""
 
-    reward: float = 1.0
-    action_bonus: float = 0.0
-    max_steps_in_episode: int = 10
+    reward: ArrayLike = 1.0
+    action_bonus: ArrayLike = 0.0
+    max_steps_in_episode: ArrayLike = 10
 
 
 @struct.dataclass
 class TwoStepParams(environment.EnvParams):
     """``first_reward``: reward of the first step; ``reward``: of the second (terminal) one."""
 
-    first_reward: float = 0.0
-    reward: float = 1.0
-    max_steps_in_episode: int = 10
+    first_reward: ArrayLike = 0.0
+    reward: ArrayLike = 1.0
+    max_steps_in_episode: ArrayLike = 10
 
 
 @struct.dataclass
 class TruncationParams(environment.EnvParams):
     """``reward`` per step; ``max_steps_in_episode``: the time limit that truncates ``f = -1`` episodes."""
 
-    reward: float = 1.0
-    max_steps_in_episode: int = 1
+    reward: ArrayLike = 1.0
+    max_steps_in_episode: ArrayLike = 1
+
+
+ProbeParams = OneStepParams | TwoStepParams | TruncationParams
 
 
 class _Probe(environment.Environment):
     """Shared plumbing: one-dimensional float observation, two actions."""
 
-    def get_obs(self, state, params=None, key=None):
+    def get_obs(self, state: ProbeState, params: ProbeParams | None = None,
+                key: jax.Array | None = None) -> jax.Array:
         return jnp.reshape(self._obs_value(state), (1,)).astype(jnp.float32)
 
-    def _obs_value(self, state):
+    def _obs_value(self, state: ProbeState) -> jax.Array:
         raise NotImplementedError
 
     @property
     def num_actions(self) -> int:
         return 2
 
-    def action_space(self, params=None):
+    def action_space(self, params: ProbeParams | None = None) -> spaces.Discrete:
         return spaces.Discrete(2)
 
-    def observation_space(self, params):
+    def observation_space(self, params: ProbeParams) -> spaces.Box:
         return spaces.Box(-1.0, 1.0, (1,), jnp.float32)
 
-    def is_terminated(self, state, params):
+    def is_terminated(self, state: ProbeState, params: ProbeParams) -> jax.Array:
         return jnp.zeros((), bool)
 
-    def _state(self, time, flag=0.0):
+    def _state(self, time: ArrayLike, flag: ArrayLike = 0.0) -> ProbeState:
         return ProbeState(time=jnp.asarray(time, jnp.int32), flag=jnp.asarray(flag, jnp.float32))
 
     # The probes' reset_env / step_env share these contracts; inspect.getdoc (help())
@@ -124,7 +127,7 @@ class OneStepProbe(_Probe):
     def default_params(self) -> OneStepParams:
         return OneStepParams()
 
-    def _obs_value(self, state):
+    def _obs_value(self, state: ProbeState) -> jax.Array:
         return jnp.zeros((), jnp.float32)
 
     def reset_env(self, key, params):
@@ -136,7 +139,7 @@ class OneStepProbe(_Probe):
         state = self._state(state.time + 1)
         return self.get_obs(state), state, jnp.asarray(reward, jnp.float32), jnp.ones((), bool), {}
 
-    def true_q(self, obs: jax.Array, params: OneStepParams, discount: Any) -> jax.Array:
+    def true_q(self, obs: jax.Array, params: OneStepParams, discount: ArrayLike) -> jax.Array:
         """``float32[..., 2]`` for observations ``float32[..., 1]`` (only ``[0]`` occurs)."""
         q = jnp.stack([jnp.float32(params.reward), jnp.float32(params.reward + params.action_bonus)])
         return jnp.broadcast_to(q, (*obs.shape[:-1], 2))
@@ -153,7 +156,7 @@ class TwoStepProbe(_Probe):
     def default_params(self) -> TwoStepParams:
         return TwoStepParams()
 
-    def _obs_value(self, state):
+    def _obs_value(self, state: ProbeState) -> jax.Array:
         return state.time.astype(jnp.float32)
 
     def reset_env(self, key, params):
@@ -166,7 +169,7 @@ class TwoStepProbe(_Probe):
         state = self._state(state.time + 1)
         return self.get_obs(state), state, reward, last, {}
 
-    def true_q(self, obs: jax.Array, params: TwoStepParams, discount: Any) -> jax.Array:
+    def true_q(self, obs: jax.Array, params: TwoStepParams, discount: ArrayLike) -> jax.Array:
         """``float32[..., 2]``: ``reward`` at ``[1]``, ``first_reward + γ·reward`` at ``[0]``."""
         value = jnp.where(obs[..., 0] >= 0.5, params.reward, params.first_reward + discount * params.reward)
         return jnp.repeat(value[..., None], 2, axis=-1).astype(jnp.float32)
@@ -183,7 +186,7 @@ class TruncationProbe(_Probe):
     def default_params(self) -> TruncationParams:
         return TruncationParams()
 
-    def _obs_value(self, state):
+    def _obs_value(self, state: ProbeState) -> jax.Array:
         return state.flag
 
     def reset_env(self, key, params):
@@ -196,7 +199,7 @@ class TruncationProbe(_Probe):
         terminated = state.flag > 0
         return self.get_obs(state), state, jnp.asarray(params.reward, jnp.float32), terminated, {}
 
-    def true_q(self, obs: jax.Array, params: TruncationParams, discount: Any) -> jax.Array:
+    def true_q(self, obs: jax.Array, params: TruncationParams, discount: ArrayLike) -> jax.Array:
         """``float32[..., 2]``: ``reward`` at ``[+1]``, ``reward / (1 - γ)`` at ``[-1]``."""
         value = jnp.where(obs[..., 0] > 0, params.reward, params.reward / (1.0 - discount))
         return jnp.repeat(value[..., None], 2, axis=-1).astype(jnp.float32)
@@ -209,7 +212,7 @@ class TruncationProbe(_Probe):
 _CLASSES = {"Probe-OneStep": OneStepProbe, "Probe-TwoStep": TwoStepProbe, "Probe-Truncation": TruncationProbe}
 
 
-def make(env_id: str, **overrides: Any):
+def make(env_id: str, **overrides: ArrayLike) -> tuple[_Probe, ProbeParams]:
     """``(env, params)`` for a probe id, with checked parameter overrides.
 
     Raises:

@@ -38,7 +38,9 @@ _extras.require('jaxreplay.experiments', 'rl')
 
 
 from collections.abc import Callable
-from typing import Any, NamedTuple
+from typing import NamedTuple
+
+from jaxreplay._typing import PyTree
 
 
 class Experiment(NamedTuple):
@@ -64,14 +66,15 @@ class Experiment(NamedTuple):
     name: str
     setup_type: type
     hyperparameters_type: type
-    check: Callable[[Any, Any], None]
-    init: Callable[..., Any]
-    advance: Callable[..., Any]
-    summarize: Callable[..., Any]
-    num_segments: Callable[[Any], int]
-    record_dims: Callable[[Any], dict]
-    summary_dims: Callable[[Any], dict]
-    coords: Callable[[Any], dict]
+    # Callable[..., ]: each experiment takes its own Setup and Hyperparameters types; a state is a pytree.
+    check: Callable[..., None]
+    init: Callable[..., PyTree]
+    advance: Callable[..., tuple[PyTree, dict]]
+    summarize: Callable[..., dict]
+    num_segments: Callable[..., int]
+    record_dims: Callable[..., dict]
+    summary_dims: Callable[..., dict]
+    coords: Callable[..., dict]
 
 
 def get(name: str) -> Experiment:

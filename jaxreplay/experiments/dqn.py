@@ -71,7 +71,7 @@ from __future__ import annotations
 
 import dataclasses
 import functools
-from typing import Any, NamedTuple
+from typing import NamedTuple, Protocol
 
 import jax
 import jax.numpy as jnp
@@ -80,6 +80,7 @@ import numpy as np
 from jaxreplay import _validation, adaptive, buffer
 from jaxreplay import envs as envs_lib
 from jaxreplay import memory as memory_lib
+from jaxreplay._typing import ArrayLike, PyTree
 from jaxreplay.agents import dqn as agent
 from jaxreplay.experiments import Experiment
 
@@ -270,27 +271,27 @@ class Hyperparameters(NamedTuple):
         adam_epsilon: Adam's ε >= 0.
     """
 
-    memory_size: Any = 10_000
-    step_size: Any = 1e-3
-    discount: Any = 0.99
-    epsilon_start: Any = 1.0
-    epsilon_end: Any = 0.05
-    epsilon_decay_steps: Any = 5_000
-    learning_starts: Any = 1_000
-    target_period: Any = 500
-    target_tau: Any = 0.005
-    priority_exponent: Any = 0.6
-    importance_exponent: Any = 0.4
-    priority_floor: Any = 1e-6
-    adaptive_interval: Any = 20
-    adaptive_num_old: Any = 50
-    adaptive_tolerance: Any = 0.0
-    adaptive_relative_tolerance: Any = 0.0
-    adaptive_rule: Any = RULE_AER
-    adaptive_td_target: Any = 0
-    adaptive_paired: Any = 1
-    adaptive_equal_counts: Any = 1
-    adam_epsilon: Any = 1e-8
+    memory_size: ArrayLike = 10_000
+    step_size: ArrayLike = 1e-3
+    discount: ArrayLike = 0.99
+    epsilon_start: ArrayLike = 1.0
+    epsilon_end: ArrayLike = 0.05
+    epsilon_decay_steps: ArrayLike = 5_000
+    learning_starts: ArrayLike = 1_000
+    target_period: ArrayLike = 500
+    target_tau: ArrayLike = 0.005
+    priority_exponent: ArrayLike = 0.6
+    importance_exponent: ArrayLike = 0.4
+    priority_floor: ArrayLike = 1e-6
+    adaptive_interval: ArrayLike = 20
+    adaptive_num_old: ArrayLike = 50
+    adaptive_tolerance: ArrayLike = 0.0
+    adaptive_relative_tolerance: ArrayLike = 0.0
+    adaptive_rule: ArrayLike = RULE_AER
+    adaptive_td_target: ArrayLike = 0
+    adaptive_paired: ArrayLike = 1
+    adaptive_equal_counts: ArrayLike = 1
+    adam_epsilon: ArrayLike = 1e-8
 
 
 _INT_FIELDS = frozenset(
@@ -424,12 +425,12 @@ class DQNState(NamedTuple):
         key: the run's PRNG key (constant; draws use ``fold_in``).
     """
 
-    params: Any
-    target_params: Any
-    opt_state: Any
-    memory: Any
+    params: agent.Params
+    target_params: agent.Params
+    opt_state: agent.OptState
+    memory: memory_lib.MemoryState
     controller: adaptive.AdaptiveState
-    env_state: Any
+    env_state: PyTree  # the environment's own state type (gymnax's EnvState subclasses)
     obs: jax.Array
     episode_return: jax.Array
     recent_returns: jax.Array
@@ -572,7 +573,7 @@ def advance(state: DQNState, hparams: Hyperparameters, setup: Setup) -> tuple[DQ
         s, acc = carry
         action_key, env_key, _, _ = _step_keys(s)
         epsilon = agent.epsilon_schedule(s.step, hp.epsilon_start, hp.epsilon_end, hp.epsilon_decay_steps)
-        action = agent.epsilon_greedy(action_key, net.apply(s.params, s.obs), epsilon)
+        action = agent.epsilon_greedy(action_key, agent.q_values(net, s.params, s.obs), epsilon)
         obs, env_state, reward, terminated, truncated, info = env.step(env_key, s.env_state, action, env_params)
         reward = jnp.asarray(reward, jnp.float32)
         no_bootstrap = terminated if setup.truncation_bootstrap else terminated | truncated
@@ -650,7 +651,7 @@ def advance(state: DQNState, hparams: Hyperparameters, setup: Setup) -> tuple[DQ
         _, _, _, adaptive_key = _step_keys(s._replace(step=s.step - 1))
         params = s.params
         # Algorithm 2 writes Q(·; θ) on both sides; the target network is the option.
-        use_target = hp.adaptive_td_target > 0
+        use_target = jnp.asarray(hp.adaptive_td_target) > 0
         bootstrap = jax.tree.map(lambda t, p: jnp.where(use_target, t, p), s.target_params, params)
 
         def td_error_fn(transitions):
@@ -669,8 +670,8 @@ def advance(state: DQNState, hparams: Hyperparameters, setup: Setup) -> tuple[DQ
             tolerance=hp.adaptive_tolerance,
             relative_tolerance=hp.adaptive_relative_tolerance,
             shrink_reading=setup.shrink_reading,
-            paired=hp.adaptive_paired > 0,
-            equal_counts=hp.adaptive_equal_counts > 0,
+            paired=jnp.asarray(hp.adaptive_paired) > 0,
+            equal_counts=jnp.asarray(hp.adaptive_equal_counts) > 0,
             random_walk=hp.adaptive_rule == RULE_RANDOM,
         )
         # A fixed-rule run keeps its size and its (untouched) controller.
@@ -718,7 +719,7 @@ def advance(state: DQNState, hparams: Hyperparameters, setup: Setup) -> tuple[DQ
     return state, {name: value[None] for name, value in record.items()}
 
 
-def evaluate(key: jax.Array, params: Any, setup: Setup) -> jax.Array:
+def evaluate(key: jax.Array, params: agent.Params, setup: Setup) -> jax.Array:
     """Mean return of ``setup.eval_episodes`` greedy episodes (ε = 0), run in parallel.
 
     Each episode is a ``lax.scan`` of the environment's ``max_steps_in_episode``
@@ -804,7 +805,13 @@ _ADAPTIVE_SUMMARY = ("adaptive_checks", "adaptive_grows", "adaptive_straddle_che
                      "adaptive_compared", "adaptive_noisy", "adaptive_change_sum", "adaptive_noise_sum")
 
 
-def adaptive_diagnostics(summary: Any) -> dict:
+class _Entries(Protocol):
+    """Arrays by name: a dict of arrays, an ``xarray.Dataset``."""
+
+    def __getitem__(self, name: str, /) -> object: ...
+
+
+def adaptive_diagnostics(summary: _Entries) -> dict:
     """aER's check diagnostics pooled over the runs of ``summary`` (on the host).
 
     Args:
@@ -942,7 +949,7 @@ def broadcast_hyperparameters(hparams: Hyperparameters, runs: int) -> Hyperparam
     Python and NumPy values are converted with NumPy (no device computation,
     hence nothing compiled); JAX arrays with ``jnp``.
     """
-    fields = []
+    fields: list[jax.Array | np.ndarray] = []
     for name, value in zip(Hyperparameters._fields, hparams):
         dtype = np.int32 if name in _INT_FIELDS else np.float32
         if isinstance(value, (jax.Array, jax.core.Tracer)):
@@ -973,6 +980,6 @@ def run_batch(keys: jax.Array, hparams: Hyperparameters, setup: Setup, return_st
     return _run_batch(keys, broadcast_hyperparameters(hparams, runs), setup, bool(return_state))
 
 
-def q_values(params: Any, obs: jax.Array, setup: Setup) -> jax.Array:
+def q_values(params: agent.Params, obs: ArrayLike, setup: Setup) -> jax.Array:
     """``Q(obs, ·)`` of the network of ``setup``: ``float32[..., num_actions]``."""
-    return network(setup).apply(params, obs)
+    return agent.q_values(network(setup), params, obs)

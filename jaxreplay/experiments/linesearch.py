@@ -42,13 +42,14 @@ are derived so that it is the fixed point). With γ = 0 they coincide.
 from __future__ import annotations
 
 import dataclasses
-from typing import Any, NamedTuple
+from typing import NamedTuple
 
 import jax
 import jax.numpy as jnp
 import numpy as np
 
 from jaxreplay import _validation, adaptive, buffer, samplers
+from jaxreplay._typing import ArrayLike
 from jaxreplay.agents import linear
 from jaxreplay.envs import linesearch as env_lib
 from jaxreplay.experiments import Experiment
@@ -134,14 +135,14 @@ class Hyperparameters(NamedTuple):
         adaptive_tolerance: aER's ε >= 0; 0 is Algorithm 2 as printed except on exact ties.
     """
 
-    memory_size: Any = 100
-    batch_size: Any = 5
-    step_size: Any = 0.01
-    discount: Any = 0.0
-    priority_exponent: Any = 2.0
-    adaptive_interval: Any = 20
-    adaptive_num_old: Any = 50
-    adaptive_tolerance: Any = 0.0
+    memory_size: ArrayLike = 100
+    batch_size: ArrayLike = 5
+    step_size: ArrayLike = 0.01
+    discount: ArrayLike = 0.0
+    priority_exponent: ArrayLike = 2.0
+    adaptive_interval: ArrayLike = 20
+    adaptive_num_old: ArrayLike = 50
+    adaptive_tolerance: ArrayLike = 0.0
 
 
 class Result(NamedTuple):
@@ -198,7 +199,7 @@ class State(NamedTuple):
     key: jax.Array
     step: jax.Array
     theta: jax.Array
-    env_state: Any
+    env_state: env_lib.LineSearchState
     memory: buffer.BufferState
     controller: adaptive.AdaptiveState
     diverged: jax.Array
@@ -353,11 +354,11 @@ def replay(key, theta, memory, hparams: Hyperparameters, setup: Setup, trainable
     # Uniform draws do not depend on θ: draw the whole minibatch at once.
     indices = samplers.uniform(key, memory, setup.max_batch_size).indices
 
-    def one(theta, inputs):
+    def masked_update(theta, inputs):
         j, transition = inputs
         return jnp.where(j < hparams.batch_size, update(theta, transition), theta), None
 
-    return jax.lax.scan(one, theta, (slots, buffer.get(memory, indices)))[0], indices
+    return jax.lax.scan(masked_update, theta, (slots, buffer.get(memory, indices)))[0], indices
 
 
 def run_grid(keys: jax.Array, hparams: Hyperparameters, setup: Setup) -> Result:

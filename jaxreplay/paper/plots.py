@@ -22,6 +22,8 @@ import textwrap
 from collections.abc import Mapping, Sequence
 
 import numpy as np
+from matplotlib.artist import Artist
+from matplotlib.axes import Axes
 from matplotlib.backends.backend_agg import FigureCanvasAgg
 from matplotlib.colors import ListedColormap, TwoSlopeNorm
 from matplotlib.figure import Figure
@@ -48,14 +50,14 @@ _LINESTYLES = ("-", "--", ":", "-.")
 _COLORS = ("tab:blue", "tab:orange", "tab:green", "tab:red", "tab:purple", "tab:brown")
 
 
-def _figure(figsize=(6.0, 4.2)) -> tuple[Figure, object]:
+def _figure(figsize: tuple[float, float] = (6.0, 4.2)) -> tuple[Figure, Axes]:
     fig = Figure(figsize=figsize, dpi=110)
     FigureCanvasAgg(fig)
     ax = fig.add_subplot(1, 1, 1)
     return fig, ax
 
 
-def _title(ax, title: str) -> None:
+def _title(ax: Axes, title: str) -> None:
     ax.set_title(textwrap.fill(title, 72), fontsize=10)
 
 
@@ -244,7 +246,7 @@ def comparison_map(memory_sizes, batch_sizes, difference, threshold: float, *, t
     cmap = ListedColormap(["tab:blue", "white", "tab:red"])
     N, m = np.asarray(memory_sizes, float), np.asarray(batch_sizes, float)
     ax.pcolormesh(N, m, cls.T, cmap=cmap, vmin=-1.5, vmax=1.5, shading="nearest")
-    handles = [
+    handles: list[Artist] = [
         ax.fill_between([], [], color="tab:red", label="pER better"),
         ax.fill_between([], [], color="tab:blue", label="ER better"),
         ax.fill_between([], [], color="white", ec="0.5", label=rf"$|\Delta M| < {threshold:g}$"),

@@ -47,8 +47,12 @@ import json
 import math
 import pathlib
 import time
+from typing import TYPE_CHECKING
 
 import numpy as np
+
+if TYPE_CHECKING:  # the experiment is imported where it runs (the study's module imports only NumPy)
+    from jaxreplay.experiments.dqn import Setup
 
 __all__ = ["ENVS", "StudyPlan", "make_plan", "study"]
 
@@ -79,7 +83,7 @@ class StudyPlan:
     env_id: str
     quick: bool
     seeds: int
-    setup: object
+    setup: Setup
     common: dict
     sizes: tuple
     sensitivity: tuple
@@ -151,13 +155,13 @@ def _point(size, rule, *, num_old=None, interval=20, td_target=0, paired=1, equa
 def _variant(name: str, start: int) -> dict:
     from jaxreplay.experiments.dqn import RULE_AER
 
-    changes = {
+    variants: dict[str, dict[str, float]] = {
         "target TD errors": dict(td_target=1), "independent draws": dict(paired=0),
         "literal counts": dict(equal_counts=0), "k = 100": dict(interval=100), "k = 500": dict(interval=500),
         "n_old halved": dict(num_old=max(1, start // 4)), "n_old doubled": dict(num_old=start),
         "relative ε = 5%": dict(relative=0.05),
-    }[name]
-    return _point(start, RULE_AER, **changes)
+    }
+    return _point(start, RULE_AER, **variants[name])
 
 
 # ----------------------------------------------------------------------------
@@ -169,8 +173,8 @@ def _run_points_impl(plan: StudyPlan, out: pathlib.Path, label: str, points: lis
     from jaxreplay.engine import sweep as sweep_lib
     from jaxreplay.paper.reproduce.dqn import _sweep_dir
 
-    sweep = sweep_lib.Sweep("dqn", seeds=plan.seeds, seed=0, setup=setup or plan.setup, fixed=plan.common,
-                            points=points)
+    sweep = sweep_lib.Sweep("dqn", seeds=plan.seeds, seed=0, fixed=plan.common, points=points,
+                            setup=setup or plan.setup)  # type: ignore[arg-type]  # Sweep.setup takes a Setup too; annotated Mapping only (engine)
     return sweep_lib.run(sweep, _sweep_dir(out, label, sweep), progress=progress, chunk_size=chunk_size).dataset
 
 

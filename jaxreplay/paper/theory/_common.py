@@ -3,13 +3,14 @@
 from __future__ import annotations
 
 import functools
-from typing import Any, NamedTuple
+from typing import NamedTuple
 
 import jax
 import jax.numpy as jnp
 import numpy as np
 
 from jaxreplay import _validation
+from jaxreplay._typing import ArrayLike
 
 
 class TheoryParams(NamedTuple):
@@ -30,12 +31,12 @@ class TheoryParams(NamedTuple):
         initial_intercept: θ2⁰ (paper: 1).
     """
 
-    initial_position: Any = -5.0
-    speed: Any = 0.01
-    reward_slope: Any = 0.1
-    reward_intercept: Any = 0.5
-    initial_slope: Any = 0.0
-    initial_intercept: Any = 1.0
+    initial_position: ArrayLike = -5.0
+    speed: ArrayLike = 0.01
+    reward_slope: ArrayLike = 0.1
+    reward_intercept: ArrayLike = 0.5
+    initial_slope: ArrayLike = 0.0
+    initial_intercept: ArrayLike = 1.0
 
 
 # The game's TD fixed point under either reading of its "real weights" (ERRATA item 8) is a
@@ -85,7 +86,7 @@ def x64(fn):
 
     @functools.wraps(fn)
     def wrapper(*args, **kwargs):
-        if not jax.config.jax_enable_x64 and any(
+        if not jax.config.read("jax_enable_x64") and any(
             isinstance(leaf, jax.core.Tracer) for leaf in jax.tree.leaves((args, kwargs))
         ):
             raise RuntimeError(

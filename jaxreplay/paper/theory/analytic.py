@@ -56,14 +56,13 @@ where Δθ2 cannot be recovered from Δθ1; the first-order system is regular.
 
 from __future__ import annotations
 
-from typing import Any
-
 import jax
 import jax.numpy as jnp
 from jax.scipy.special import gamma as _gamma
 from jax.scipy.special import gammaincc as _gammaincc
 
 from jaxreplay import _validation
+from jaxreplay._typing import ArrayLike
 from jaxreplay.paper.theory._common import check_hyper, f64, x64
 
 __all__ = [
@@ -93,8 +92,8 @@ def _check(memory_size=None, batch_size=1, step_size=0.0, initial_position=X0, s
 
 
 @x64
-def b_coefficients(t: Any, memory_size: Any, batch_size: Any, step_size: Any,
-                   initial_position: Any = X0, speed: Any = V) -> tuple[jax.Array, ...]:
+def b_coefficients(t: ArrayLike, memory_size: ArrayLike, batch_size: ArrayLike, step_size: ArrayLike,
+                   initial_position: ArrayLike = X0, speed: ArrayLike = V) -> tuple[jax.Array, ...]:
     """(b10, b11, b12, b20, b21, b22) of the ER ODE at time t (ERRATA 1).
 
     b10 = μ(n² v²/3 + x0² − n v x0), b11 = μ(2 v x0 − n v²), b12 = μ v²,
@@ -118,8 +117,8 @@ def b_coefficients(t: Any, memory_size: Any, batch_size: Any, step_size: Any,
 
 
 @x64
-def fixed_intercept_exponent(t: Any, memory_size: Any, batch_size: Any, step_size: Any,
-                             initial_position: Any = X0, speed: Any = V) -> jax.Array:
+def fixed_intercept_exponent(t: ArrayLike, memory_size: ArrayLike, batch_size: ArrayLike, step_size: ArrayLike,
+                             initial_position: ArrayLike = X0, speed: ArrayLike = V) -> jax.Array:
     """k(t) of Eq. (1Dk): θ2 frozen at β2, Δθ1(t) = Δθ1⁰ e^{−k(t)} (ER, γ = 0).
 
     t ≤ N: k = μ [v² t³/9 + x0 v t²/2 + x0² t];
@@ -136,15 +135,15 @@ def fixed_intercept_exponent(t: Any, memory_size: Any, batch_size: Any, step_siz
 
 
 @x64
-def fixed_intercept_solution(t: Any, memory_size: Any, batch_size: Any, step_size: Any,
-                             dtheta0: Any, initial_position: Any = X0, speed: Any = V) -> jax.Array:
+def fixed_intercept_solution(t: ArrayLike, memory_size: ArrayLike, batch_size: ArrayLike, step_size: ArrayLike,
+                             dtheta0: ArrayLike, initial_position: ArrayLike = X0, speed: ArrayLike = V) -> jax.Array:
     """Δθ1(t) = Δθ1⁰ e^{−k(t)} with θ2 frozen at β2 (ER, γ = 0)."""
     k = fixed_intercept_exponent(t, memory_size, batch_size, step_size, initial_position, speed)
     return f64(dtheta0) * jnp.exp(-k)
 
 
 @x64
-def fixed_slope_solution(t: Any, batch_size: Any, step_size: Any, dtheta0: Any) -> jax.Array:
+def fixed_slope_solution(t: ArrayLike, batch_size: ArrayLike, step_size: ArrayLike, dtheta0: ArrayLike) -> jax.Array:
     """Δθ2(t) = Δθ2⁰ e^{−m α t} with θ1 frozen at β1 (ER or pER, any N, γ = 0).
 
     It reaches 0.05 Δθ2⁰ at t = ln 20 / (m α) (ERRATA 2).
@@ -154,8 +153,8 @@ def fixed_slope_solution(t: Any, batch_size: Any, step_size: Any, dtheta0: Any) 
 
 
 @x64
-def prioritized_rate_difference(t: Any, memory_size: Any, batch_size: Any, step_size: Any,
-                                initial_position: Any = X0, speed: Any = V) -> jax.Array:
+def prioritized_rate_difference(t: ArrayLike, memory_size: ArrayLike, batch_size: ArrayLike, step_size: ArrayLike,
+                                initial_position: ArrayLike = X0, speed: ArrayLike = V) -> jax.Array:
     """d(k_pri − k)/dt for pER with β = 2, θ2 frozen at β2 (ERRATA 5). Units 1/step.
 
     With Δθ1 = Δθ1⁰ e^{−k}, ER has dk/dt = μ⟨y²⟩ and pER (β = 2) has
@@ -183,8 +182,8 @@ def prioritized_rate_difference(t: Any, memory_size: Any, batch_size: Any, step_
 
 
 @x64
-def first_stage_solution(t: Any, batch_size: Any, step_size: Any, dtheta1_0: Any, dtheta2_0: Any,
-                         initial_position: Any = X0) -> tuple[jax.Array, jax.Array]:
+def first_stage_solution(t: ArrayLike, batch_size: ArrayLike, step_size: ArrayLike, dtheta1_0: ArrayLike,
+                         dtheta2_0: ArrayLike, initial_position: ArrayLike = X0) -> tuple[jax.Array, jax.Array]:
     """Eq. (Beginning): (Δθ1, Δθ2) for v t ≪ |x0| (ER, γ = 0).
 
     Freezing the window at x0: the component of Δθ along (x0, 1) decays at
@@ -201,8 +200,8 @@ def first_stage_solution(t: Any, batch_size: Any, step_size: Any, dtheta1_0: Any
 
 
 @x64
-def first_stage_limit(dtheta1_0: Any, dtheta2_0: Any,
-                      initial_position: Any = X0) -> tuple[jax.Array, jax.Array]:
+def first_stage_limit(dtheta1_0: ArrayLike, dtheta2_0: ArrayLike,
+                      initial_position: ArrayLike = X0) -> tuple[jax.Array, jax.Array]:
     """Eq. (BeginningConv): the plateau after the first stage (independent of N, m, α, v)."""
     _validation.check_float("initial_position", initial_position)
     x0, d1, d2 = f64(initial_position), f64(dtheta1_0), f64(dtheta2_0)
@@ -211,8 +210,8 @@ def first_stage_limit(dtheta1_0: Any, dtheta2_0: Any,
 
 
 @x64
-def last_stage_solution(t: Any, batch_size: Any, step_size: Any, dtheta1_1: Any, dtheta2_1: Any,
-                        speed: Any = V) -> tuple[jax.Array, jax.Array]:
+def last_stage_solution(t: ArrayLike, batch_size: ArrayLike, step_size: ArrayLike, dtheta1_1: ArrayLike,
+                        dtheta2_1: ArrayLike, speed: ArrayLike = V) -> tuple[jax.Array, jax.Array]:
     """Eq. (Last) with ERRATA 4: the last stage, where b12 t² and b21 t dominate.
 
     Δθ1 = Δθ1¹ e^{−μ v² t³/3};
@@ -234,8 +233,8 @@ def last_stage_solution(t: Any, batch_size: Any, step_size: Any, dtheta1_1: Any,
 
 
 @x64
-def last_stage_limit(batch_size: Any, step_size: Any, dtheta1_1: Any, dtheta2_1: Any,
-                     speed: Any = V) -> tuple[jax.Array, jax.Array]:
+def last_stage_limit(batch_size: ArrayLike, step_size: ArrayLike, dtheta1_1: ArrayLike, dtheta2_1: ArrayLike,
+                     speed: ArrayLike = V) -> tuple[jax.Array, jax.Array]:
     """Eq. (LastConv): (0, [3 Δθ2¹ v − 3^{2/3} Δθ1¹ Γ(2/3) (μ v²)^{1/3}] / (3 v))."""
     _check(None, batch_size, step_size, speed=speed)
     v, d1, d2 = f64(speed), f64(dtheta1_1), f64(dtheta2_1)
@@ -246,8 +245,8 @@ def last_stage_limit(batch_size: Any, step_size: Any, dtheta1_1: Any, dtheta2_1:
 
 
 @x64
-def second_order_coefficients(memory_size: Any, batch_size: Any, step_size: Any,
-                              initial_position: Any = X0, speed: Any = V) -> dict[str, jax.Array]:
+def second_order_coefficients(memory_size: ArrayLike, batch_size: ArrayLike, step_size: ArrayLike,
+                              initial_position: ArrayLike = X0, speed: ArrayLike = V) -> dict[str, jax.Array]:
     """The corrected coefficients of the second-order Δθ1 equation (ERRATA 3).
 
     Returns a dict with keys c00..c03, c10..c13, d0, d1 (branch t ≤ N) and
@@ -286,8 +285,8 @@ def second_order_coefficients(memory_size: Any, batch_size: Any, step_size: Any,
 
 
 @x64
-def second_order_terms(t: Any, memory_size: Any, batch_size: Any, step_size: Any,
-                       initial_position: Any = X0, speed: Any = V) -> tuple[jax.Array, jax.Array]:
+def second_order_terms(t: ArrayLike, memory_size: ArrayLike, batch_size: ArrayLike, step_size: ArrayLike,
+                       initial_position: ArrayLike = X0, speed: ArrayLike = V) -> tuple[jax.Array, jax.Array]:
     """(p(t), q(t)) with Δθ1'' + p Δθ1' + q Δθ1 = 0, both branches (t ≤ N, t > N).
 
     Units 1/step and 1/step². Infinite/NaN at the apparent singularity D = 0.
@@ -304,8 +303,8 @@ def second_order_terms(t: Any, memory_size: Any, batch_size: Any, step_size: Any
 
 
 @x64
-def second_order_initial_slope(batch_size: Any, step_size: Any, dtheta1_0: Any, dtheta2_0: Any,
-                               initial_position: Any = X0) -> jax.Array:
+def second_order_initial_slope(batch_size: ArrayLike, step_size: ArrayLike, dtheta1_0: ArrayLike, dtheta2_0: ArrayLike,
+                               initial_position: ArrayLike = X0) -> jax.Array:
     """dΔθ1/dt at t = 0: −μ x0² Δθ1⁰ − μ x0 Δθ2⁰ (1/step)."""
     _check(None, batch_size, step_size, initial_position)
     x0 = f64(initial_position)

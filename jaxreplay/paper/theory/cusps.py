@@ -24,9 +24,11 @@ No random keys. Float64 inside a scoped ``jax.enable_x64`` context.
 
 from __future__ import annotations
 
-from typing import Any, NamedTuple
+import functools
+from typing import NamedTuple
 
 import numpy as np
+from numpy.typing import ArrayLike  # host-side NumPy: these functions are not traced
 
 from jaxreplay import _validation
 from jaxreplay.paper.theory._common import (
@@ -105,10 +107,10 @@ def _final_core(params, N, m, a, g, beta, horizon, prioritized, real_weights, rt
 
 
 def final_dtheta(
-    memory_size: Any,
-    batch_size: Any = 5,
-    step_size: Any = 1e-3,
-    discount: Any = 0.0,
+    memory_size: ArrayLike,
+    batch_size: ArrayLike = 5,
+    step_size: ArrayLike = 1e-3,
+    discount: ArrayLike = 0.0,
     priority_exponent: float | None = None,
     *,
     params: TheoryParams = TheoryParams(),
@@ -142,13 +144,13 @@ def final_dtheta(
 
 
 def memory_cusps(
-    batch_size: Any,
-    step_size: Any = 1e-3,
-    discount: Any = 0.0,
+    batch_size: ArrayLike,
+    step_size: ArrayLike = 1e-3,
+    discount: ArrayLike = 0.0,
     priority_exponent: float | None = None,
     *,
-    memory_sizes: Any,
-    grid_dtheta: Any = None,
+    memory_sizes: ArrayLike,
+    grid_dtheta: ArrayLike | None = None,
     params: TheoryParams = TheoryParams(),
     horizon: float = 1000.0,
     real_weights: str = "reward",
@@ -210,10 +212,10 @@ def memory_cusps(
         raise ValueError(f"batch_size, step_size and discount must broadcast to 0-D or 1-D, got {hyper[0].shape}.")
     m, a, g = (np.atleast_1d(x) for x in hyper)
     K, nN = m.size, grid.size
-    solve_kw = dict(priority_exponent=priority_exponent, params=params, horizon=horizon, real_weights=real_weights,
-                    rtol=rtol, atol=atol, max_steps=max_steps, chunk=chunk)
+    solve = functools.partial(final_dtheta, priority_exponent=priority_exponent, params=params, horizon=horizon,
+                              real_weights=real_weights, rtol=rtol, atol=atol, max_steps=max_steps, chunk=chunk)
     if grid_dtheta is None:
-        gd = final_dtheta(grid[None, :], m[:, None], a[:, None], g[:, None], **solve_kw)
+        gd = solve(grid[None, :], m[:, None], a[:, None], g[:, None])
     else:
         want = ((nN, 2) if scalar else (K, nN, 2))
         if np.shape(grid_dtheta) != want:
@@ -239,7 +241,7 @@ def memory_cusps(
             xr = (lo[idx] * fhi[idx] - hi[idx] * flo[idx]) / (fhi[idx] - flo[idx])
         inside = np.isfinite(xr) & (xr > lo[idx]) & (xr < hi[idx])
         xi = np.where(inside, xr, 0.5 * (lo[idx] + hi[idx]))
-        d = final_dtheta(xi, m[kk[idx]], a[kk[idx]], g[kk[idx]], **solve_kw)
+        d = solve(xi, m[kk[idx]], a[kk[idx]], g[kk[idx]])
         f = d[np.arange(idx.size), cc[idx]]
         left = np.sign(f) == np.sign(flo[idx])  # root in (x, hi): x replaces lo
         zero = np.abs(f) <= ftol

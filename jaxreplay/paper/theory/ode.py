@@ -47,7 +47,7 @@ from __future__ import annotations
 
 import functools
 from collections.abc import Callable
-from typing import Any, NamedTuple
+from typing import NamedTuple
 
 import diffrax
 import jax
@@ -55,6 +55,7 @@ import jax.numpy as jnp
 import numpy as np
 
 from jaxreplay import _validation
+from jaxreplay._typing import ArrayLike
 from jaxreplay.paper.theory._common import (
     TheoryParams,
     check_hyper,
@@ -87,8 +88,8 @@ class MemorySizeSchedule(NamedTuple):
         sizes: float[K], N at those times (transitions), ≥ 0.
     """
 
-    times: Any
-    sizes: Any
+    times: ArrayLike
+    sizes: ArrayLike
 
 
 class ODESolution(NamedTuple):
@@ -282,13 +283,13 @@ def _prepare(params, memory_size, batch_size, step_size, discount, priority_expo
 @x64
 def solve(
     params: TheoryParams = TheoryParams(),
-    memory_size: Any = 1000,
-    batch_size: Any = 5,
-    step_size: Any = 1e-3,
-    discount: Any = 0.0,
-    priority_exponent: Any = None,
+    memory_size: ArrayLike = 1000,
+    batch_size: ArrayLike = 5,
+    step_size: ArrayLike = 1e-3,
+    discount: ArrayLike = 0.0,
+    priority_exponent: ArrayLike | None = None,
     *,
-    times: Any = None,
+    times: ArrayLike | None = None,
     horizon: float = 1000.0,
     memory_size_fn: MemorySizeSchedule | Callable | None = None,
     frozen: str | None = None,
@@ -378,8 +379,9 @@ def _solve_flat(params, flat, times, schedule, learn, chunk, **static) -> ODESol
     NumPy (eager JAX ops would compile once per slice size). Call inside
     ``jax.enable_x64``.
     """
-    host = [_validation.concrete_value(x) for x in flat]
-    if chunk is None or any(h is None for h in host) or host[0].shape[0] == 0:
+    concrete = [_validation.concrete_value(x) for x in flat]
+    host = [h for h in concrete if h is not None]
+    if chunk is None or len(host) < len(concrete) or host[0].shape[0] == 0:
         return _solve_grid_core(params, *flat, times, schedule, learn, **static)
     n = host[0].shape[0]
     parts = []
@@ -394,13 +396,13 @@ def _solve_flat(params, flat, times, schedule, learn, chunk, **static) -> ODESol
 @x64
 def solve_grid(
     params: TheoryParams = TheoryParams(),
-    memory_size: Any = 1000,
-    batch_size: Any = 5,
-    step_size: Any = 1e-3,
-    discount: Any = 0.0,
-    priority_exponent: Any = None,
+    memory_size: ArrayLike = 1000,
+    batch_size: ArrayLike = 5,
+    step_size: ArrayLike = 1e-3,
+    discount: ArrayLike = 0.0,
+    priority_exponent: ArrayLike | None = None,
     *,
-    times: Any = None,
+    times: ArrayLike | None = None,
     horizon: float = 1000.0,
     memory_size_fn: MemorySizeSchedule | Callable | None = None,
     frozen: str | None = None,
