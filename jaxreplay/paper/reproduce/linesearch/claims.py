@@ -12,6 +12,7 @@ from __future__ import annotations
 import functools
 import math
 from collections.abc import Callable
+from typing import TYPE_CHECKING
 
 import numpy as np
 
@@ -21,6 +22,9 @@ from jaxreplay.paper.reproduce.linesearch.plan import (
     WHITE_THRESHOLD,
 )
 from jaxreplay.paper.reproduce.linesearch.stages import Key, Stages
+
+if TYPE_CHECKING:
+    from jaxreplay.paper.theory import MemoryCusps
 
 ClaimFn = Callable[[Stages], dict]
 
@@ -120,7 +124,7 @@ def monotone_m40_experiment(s: Stages) -> dict:
 # ---------------------------------------------------------------- monotone boundaries in m
 
 
-def _moved_text(s: Stages, cusps: list, glob: dict, glob_grid: dict) -> str:
+def _moved_text(s: Stages, cusps: list[MemoryCusps], glob: dict, glob_grid: dict) -> str:
     """The m whose optimum leaves N_max once the cusps are located, with the cusp N*."""
     moved = [(m, c) for m, c in zip(s.grid_batch, cusps)
              if int(m) in glob["nonmonotone_m"] and int(m) not in glob_grid["nonmonotone_m"]]
@@ -131,7 +135,7 @@ def _moved_text(s: Stages, cusps: list, glob: dict, glob_grid: dict) -> str:
                         f"{c.grid_metric[-1]:.2g})" for m, c in moved))
 
 
-def _threshold_row(s: Stages, text: str, paper_m: int, cusps: list, thr) -> dict:
+def _threshold_row(s: Stages, text: str, paper_m: int, cusps: list[MemoryCusps], thr) -> dict:
     strict, glob, strict_g, glob_g = thr
     ok_s = np.isfinite(strict["threshold"]) and abs(strict["threshold"] - paper_m) <= 5
     ok_g = np.isfinite(glob["threshold"]) and abs(glob["threshold"] - paper_m) <= 5

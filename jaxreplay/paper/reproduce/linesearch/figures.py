@@ -8,7 +8,7 @@ mappings have the same names in the same order.
 from __future__ import annotations
 
 from collections.abc import Callable
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
@@ -24,6 +24,9 @@ from jaxreplay.paper.reproduce.linesearch.plan import (
     WHITE_THRESHOLD,
 )
 from jaxreplay.paper.reproduce.linesearch.stages import Stages
+
+if TYPE_CHECKING:
+    from jaxreplay.paper.theory import MemoryCusps
 
 FIGURES = {
     "fig2a_er_learning_curves_N100.png": (
@@ -83,7 +86,7 @@ def _figure(name: str) -> Callable[[FigureMaker], FigureMaker]:
     return register
 
 
-def _shallow(cusps: list) -> np.ndarray:
+def _shallow(cusps: list[MemoryCusps]) -> np.ndarray:
     """Optimum less than MONOTONE_TOL below M(N_max): "monotone" in the claims (hollow stars)."""
     return np.array([c.grid_metric[-1] - c.best_metric <= MONOTONE_TOL for c in cusps])
 
@@ -149,7 +152,7 @@ def metric_vs_memory(s: Stages):
         title=f"Fig. 2c: M vs N, ER, α = 1e-3, γ = 0 ({s.plan.er_seeds} seeds)")
 
 
-def _best_memory(cusps: list) -> np.ndarray:
+def _best_memory(cusps: list[MemoryCusps]) -> np.ndarray:
     return np.array([c.best_memory for c in cusps])
 
 

@@ -22,7 +22,7 @@ import functools
 import math
 import time
 from collections.abc import Iterator
-from typing import Any, NamedTuple
+from typing import TYPE_CHECKING, Any, NamedTuple
 
 import numpy as np
 
@@ -53,6 +53,9 @@ from jaxreplay.paper.reproduce.linesearch.plan import (
     Plan,
     T,
 )
+
+if TYPE_CHECKING:
+    from jaxreplay.paper.theory import MemoryCusps
 
 Key = tuple[int, int, float, float]
 """One configuration: (N, m, α, γ)."""
@@ -237,9 +240,9 @@ def theory_per(plan: Plan, times: np.ndarray) -> TheorySolves:
 class Cusps(NamedTuple):
     """The cusps of M(N) per grid m (:class:`jaxreplay.paper.theory.MemoryCusps`, one per ``plan.grid_batch_sizes``)."""
 
-    er: list  # ER, γ = 0
-    er_gamma05: list  # ER, γ = GAMMA_NONZERO
-    per: list  # pER, γ = 0
+    er: list[MemoryCusps]  # ER, γ = 0
+    er_gamma05: list[MemoryCusps]  # ER, γ = GAMMA_NONZERO
+    per: list[MemoryCusps]  # pER, γ = 0
 
 
 def cusps(plan: Plan, er: TheorySolves, per: TheorySolves) -> Cusps:
@@ -276,10 +279,10 @@ class Appendix(NamedTuple):
     """
 
     times: np.ndarray
-    exponent: dict
+    exponent: dict[int, np.ndarray]
     target: float
     memory_sizes: np.ndarray
-    steps_to_target: dict
+    steps_to_target: dict[float, np.ndarray]
     targets: np.ndarray
     optimal_memory: np.ndarray
     steps_fast: np.ndarray
@@ -403,7 +406,7 @@ class Thresholds(NamedTuple):
     glob_grid: dict
 
 
-def thresholds(batch_sizes: np.ndarray, cusps: list) -> Thresholds:
+def thresholds(batch_sizes: np.ndarray, cusps: list[MemoryCusps]) -> Thresholds:
     """(strict, global) monotone thresholds with the cusps, then on the grid alone."""
     curves = [c.curve()[1] for c in cusps]
     grid = np.stack([c.grid_metric for c in cusps], axis=1)
@@ -426,7 +429,7 @@ class Overshoot(NamedTuple):
 
     dtheta: np.ndarray
     rise: dict | None
-    negative: list
+    negative: list[tuple[float, float]]
     plateau: float
 
 
