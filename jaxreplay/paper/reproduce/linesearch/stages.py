@@ -80,9 +80,11 @@ class Registry:
 
     @staticmethod
     def key(N, m, alpha, gamma) -> Key:
+        """The canonical (int, int, float, float) key of a configuration."""
         return (int(N), int(m), float(alpha), float(gamma))
 
     def add(self, N, m, alpha, gamma=0.0) -> Key:
+        """Request a configuration (once: a repeat keeps its first row); returns its key."""
         k = self.key(N, m, alpha, gamma)
         if k not in self.index:
             self.index[k] = len(self.keys)
@@ -96,6 +98,7 @@ class Registry:
         return self.index[self.key(*k)]
 
     def columns(self) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+        """The configurations as float64 columns (N, m, α, γ)."""
         arr = np.array(self.keys, dtype=np.float64).reshape(-1, 4)
         return arr[:, 0], arr[:, 1], arr[:, 2], arr[:, 3]
 
