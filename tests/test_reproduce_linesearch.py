@@ -1,11 +1,14 @@
 """Tests of the LineSearch reproduction (jaxreplay.paper.reproduce.linesearch) and its helpers.
 
-The end-to-end test runs the reproduction in its ``tiny`` mode (a few grid
-points and seeds; the compiles dominate, ~45 s cold on 2 cores) once per session (the ``paper_tiny`` fixture of ``tests/conftest.py``).
+The end-to-end tests read the reproduction in its ``tiny`` mode (a few grid
+points and seeds; the compiles dominate, ~45 s cold on 2 cores), run once per
+session (the ``paper_tiny`` fixture of ``tests/conftest.py``); each claim of the
+registry (``rl.CLAIMS``) has its own test of the numbers it reports there.
 """
 
 import csv
 import math
+import re
 
 import numpy as np
 import pytest
@@ -66,9 +69,12 @@ def test_tiny_csv_experiment_rows_match_their_theory_twins(tiny):
     # agree with it: the seed-averaged simulation follows the ODE (O(α) error).
     with open(tiny["csv"], newline="") as fh:
         rows = list(csv.DictReader(fh))
-    key = lambda r: (r["sampler"], float(r["discount"]), int(r["memory_size"]), int(r["batch_size"]), float(r["step_size"]))  # noqa: E731
+    def key(r):
+        return r["sampler"], float(r["discount"]), int(r["memory_size"]), int(r["batch_size"]), float(r["step_size"])
+
     theory = {key(r): float(r["final_metric"]) for r in rows if r["source"] == "theory"}
-    pairs = [(float(r["final_metric"]), theory[key(r)]) for r in rows if r["source"] == "experiment" and key(r) in theory]
+    pairs = [(float(r["final_metric"]), theory[key(r)]) for r in rows
+             if r["source"] == "experiment" and key(r) in theory]
     assert len(pairs) >= 9
     gaps = [abs(e - t) for e, t in pairs]
     assert max(gaps) <= 0.02, max(gaps)
@@ -103,6 +109,239 @@ def test_tiny_claim_numbers(tiny):
     assert n["aer_mean_final_memory"] >= rl.AER_K
     for key in ("aer_M", "fixed_M", "aer_theory_M", "fixed_theory_M"):
         assert math.isfinite(n[key]) and n[key] >= 0
+
+
+# ---------------------------------------------------------------- one test per claim of the registry
+
+
+@pytest.fixture(scope="module")
+def metric_rows(tiny):
+    with open(tiny["csv"], newline="") as fh:
+        return list(csv.DictReader(fh))
+
+
+def _metric(rows, sampler, source, N, m, alpha=1e-3, gamma=0.0) -> float:
+    """The one ``metric_grid.csv`` value of a configuration."""
+    found = [float(r["final_metric"]) for r in rows
+             if (r["sampler"], r["source"], int(r["memory_size"]), int(r["batch_size"])) == (sampler, source, N, m)
+             and float(r["step_size"]) == alpha and float(r["discount"]) == gamma]
+    assert len(found) == 1, (sampler, source, N, m, alpha, gamma)
+    return found[0]
+
+
+def _grid(rows, sampler, gamma=0.0) -> np.ndarray:
+    """The theory contour grid of the CSV, [nN, nm]."""
+    plan = rl.make_plan("tiny")
+    return np.array([[_metric(rows, sampler, "theory", N, m, 1e-3, gamma) for m in plan.grid_batch_sizes]
+                     for N in plan.grid_memory_sizes])
+
+
+def _floats(text: str) -> list[float]:
+    return [float(x) for x in re.findall(r"[-+]?\d+(?:\.\d+)?(?:e[-+]?\d+)?", text)]
+
+
+def _agree(ok: bool, partly: bool = False) -> str:
+    return "yes" if ok else ("partly" if partly else "no")
+
+
+def _check_optimal_N_m10_theory(c, rows):
+    # The optimum sits on a cusp of M(N) near the paper's 250; the grid alone says 250 (the CSV's argmin).
+    assert 245 < c["value"] < 255 and c["agrees"] == "yes"
+    column = _grid(rows, "uniform")[:, rl.make_plan("tiny").grid_batch_sizes.index(10)]
+    assert c["grid_value"] == rl.make_plan("tiny").grid_memory_sizes[int(np.argmin(column))] == 250
+    assert f"N* = {c['value']:.4g}" in c["ours"] and "a cusp" in c["ours"]
+
+
+def _check_optimal_N_m10_experiment(c, rows):
+    spots = rl.make_plan("tiny").spot_memory_sizes
+    M = [_metric(rows, "uniform", "experiment", N, 10) for N in spots]
+    assert c["value"] == spots[int(np.argmin(M))] == 250 and c["agrees"] == "yes"
+    assert "(2 seeds)" in c["ours"]
+
+
+def _check_monotone_m40_theory(c, rows):
+    assert c["value"] == 1.0 and c["agrees"] == "yes"
+    gap = float(c["ours"].split("M(N_max) − min M = ")[1].split(" ")[0])
+    step_up = float(c["ours"].split("largest step-up ")[1].split(";")[0])
+    assert 0 <= gap <= rl.MONOTONE_TOL and step_up <= rl.MONOTONE_TOL
+    column = _grid(rows, "uniform")[:, rl.make_plan("tiny").grid_batch_sizes.index(40)]
+    assert np.all(np.diff(column) <= rl.MONOTONE_TOL)
+
+
+def _check_monotone_m40_experiment(c, rows):
+    M = [_metric(rows, "uniform", "experiment", N, 40) for N in rl.make_plan("tiny").spot_memory_sizes]
+    assert c["ours"].startswith("M = [" + ", ".join(f"{x:.3g}" for x in M) + "]")
+    assert np.all(np.diff(M) <= rl.MONOTONE_TOL) and c["value"] == 1.0 and c["agrees"] == "yes"
+
+
+def _check_threshold(c, rows, sampler, gamma, paper_m, value, grid_value, agrees):
+    """The boundaries with the cusps, and on the grid alone recomputed from the CSV's theory rows."""
+    m = rl.make_plan("tiny").grid_batch_sizes
+    assert (c["value"], c["global_threshold"]) == (value, value)
+    grid = _grid(rows, sampler, gamma)
+    assert c["grid_threshold"] == rl.monotone_threshold(m, grid)["threshold"] == grid_value
+    assert c["grid_global_threshold"] == rl.monotone_threshold(m, grid, strict=False)["threshold"] == grid_value
+    assert c["agrees"] == agrees and f"for all m ≥ {value:g}" in c["ours"]
+    if paper_m is not None:
+        assert c["paper"] == f"boundary m ≈ {paper_m}"
+
+
+def _check_er_monotone_threshold(c, rows):
+    # The tiny grid's cusp at m = 20 (N* ≈ 301) pushes the boundary to 40, far from the paper's 20.
+    _check_threshold(c, rows, "uniform", 0.0, 20, 40.0, 20.0, "no")
+    assert "m = 20 (N* = 301" in c["ours"]
+
+
+def _check_per_monotone_threshold(c, rows):
+    _check_threshold(c, rows, "prioritized", 0.0, 15, 20.0, 10.0, "yes")
+    assert "non-monotone m: [1, 5, 10]" in c["ours"]
+
+
+def _check_gamma05_nonmonotone(c, rows):
+    _check_threshold(c, rows, "uniform", 0.5, None, 40.0, 40.0, "yes")
+    assert "non-monotone m: [1, 5, 10, 20]" in c["ours"]
+
+
+def _check_per_worse_region_theory(c, rows):
+    dM = _grid(rows, "uniform") - _grid(rows, "prioritized")
+    assert c["fraction_worse"] == pytest.approx(np.mean(dM < -rl.WHITE_THRESHOLD)) == pytest.approx(3 / 25)
+    assert c["fraction_better"] == pytest.approx(np.mean(dM > rl.WHITE_THRESHOLD)) == pytest.approx(13 / 25)
+    assert c["agrees"] == "yes" and "N ∈ [100, 250], m ∈ [5, 10]" in c["ours"]
+
+
+def _check_per_worse_region_experiment(c, rows):
+    # The ΔM = M_ER − M_pER of each spot (Fig. 2DExplain's N at m = 10), experiment and theory, from the CSV.
+    for N in rl.EXPLAIN_MEMORY:
+        d_exp = _metric(rows, "uniform", "experiment", N, 10) - _metric(rows, "prioritized", "experiment", N, 10)
+        d_th = _metric(rows, "uniform", "theory", N, 10) - _metric(rows, "prioritized", "theory", N, 10)
+        assert f"(N={N}, m=10): ΔM_exp={d_exp:+.3g}, ΔM_th={d_th:+.3g}" in c["ours"]
+        assert np.sign(d_exp) == np.sign(d_th) == (1 if N == 1000 else -1)
+    assert c["sign_agreement"] == 1.0 and c["agrees"] == "yes"
+
+
+def _check_fixed_slope_steps(c, rows):
+    assert c["value"] == pytest.approx(math.log(20) / (5 * 2e-5), rel=1e-9) and c["agrees"] == "yes"
+    assert f"{math.log(20) / (5 * 5e-5):.0f} at the printed α = 5e-5" in c["ours"]
+
+
+def _check_fixed_intercept_steps(c, rows):
+    # From t_K ≈ 1095 < N on the whole history is kept: N = 1101 is the tiny grid's first N past it.
+    assert c["best_memory"] == 1101 and 1000 < c["value"] < 1200 and c["agrees"] == "yes"
+    assert c["value"] == pytest.approx(float(rl.steps_to_exponent(math.log(20), 1101, 5, 5e-5)), rel=1e-9)
+    assert float(rl.steps_to_exponent(math.log(20), 1091, 5, 5e-5)) > c["value"]
+
+
+def _check_optimal_N_vs_K(c, rows):
+    memory = np.asarray(rl.make_plan("tiny").appendix_memory_sizes, float)
+    assert c["max_optimal"] == memory[np.argmin(rl.steps_to_exponent(1.0, memory))] == 851
+    assert c["k_drop"] == 1.25 and memory[np.argmin(rl.steps_to_exponent(1.25, memory))] == 1
+    assert c["agrees"] == "yes" and "(rising: True, abrupt: True, stays 1: True)" in c["ours"]
+
+
+def _check_per_1d_faster(c, rows):
+    assert 0 < c["value"] < 1e-9 and c["agrees"] == "yes"  # k_pri − k grows from 0 (smallest at the first step)
+    er, per = _floats(c["ours"].split(": ER ")[1])[0], _floats(c["ours"].split(", pER ")[1])[0]
+    assert per < er / 3  # Δθ/Δθ⁰ at t = 2000: 0.000155 vs 0.000481
+
+
+def _check_overshoot_theta1_N100(c, rows):
+    from jaxreplay.paper import theory
+
+    assert 100 <= c["start"] <= 300 and 400 <= c["end"] <= 600 and c["agrees"] == "yes"  # paper: 200 → 500
+    assert (c["start"], c["end"]) == (142.0, 503.0)
+    assert f"plateau {float(theory.first_stage_limit(-0.1, 0.5)[0]):.3g}" in c["ours"]
+
+
+def _check_overshoot_theta2_N100(c, rows):
+    assert c["value"] == pytest.approx(-0.0555, abs=5e-4) and c["agrees"] == "yes"
+    assert "Δθ2 < 0 over [572, 1000]" in c["ours"]
+
+
+def _check_overshoot_N1000(c, rows):
+    assert c["value"] == pytest.approx(0.0218, abs=5e-4) and c["agrees"] == "yes"  # the narrative does not fit
+    assert "peaks at t = 199" in c["ours"] and "Δθ2 never < 0" in c["ours"]
+
+
+def _check_agreement(c, configurations, bound):
+    """The worst error is the largest one the text lists (2 digits) and within an O(α)-plus-noise bound."""
+    errors = [_floats(part.split(": ")[1])[0] for part in c["ours"].split("; ")[:configurations]]
+    assert len(errors) == configurations
+    assert float(f"{c['value']:.2g}") == max(errors) and 0 < c["value"] < bound
+    assert c["agrees"] == _agree(c["value"] < 1e-2, c["value"] < 3e-2)
+
+
+def _check_agreement_er(c, rows):
+    _check_agreement(c, 5, 0.02)
+    # The spot-grid error is the largest |M_exp − M_ode| over the CSV's experiment rows with a theory twin.
+    plan = rl.make_plan("tiny")
+
+    def gap(N, m, g):
+        return abs(_metric(rows, "uniform", "experiment", N, m, 1e-3, g)
+                   - _metric(rows, "uniform", "theory", N, m, 1e-3, g))
+
+    gaps = [gap(N, m, g) for N in plan.spot_memory_sizes for m in plan.spot_batch_sizes for g in (0.0, 0.5)]
+    assert c["ours"].endswith(f"over the ER spot grid: {max(gaps):.2g}") and max(gaps) < 0.005
+
+
+def _check_agreement_per(c, rows):
+    _check_agreement(c, 5, 0.02)
+
+
+def _check_agreement_gamma05(c, rows):
+    _check_agreement(c, 2, 0.01)
+    late = [_floats(part.split("(")[1])[0] for part in c["ours"].split("; ")]
+    assert max(late) < c["value"] / 4  # the error is the discrete first steps'
+
+
+def _check_aer_vs_fixed_M(c, rows):
+    assert c["aer"] == _metric(rows, "adaptive", "experiment", rl.AER_N0, rl.AER_M)
+    assert c["fixed"] == _metric(rows, "uniform", "experiment", rl.AER_N0, rl.AER_M)
+    assert c["aer"] < c["fixed"] / 4 and c["agrees"] == "yes"
+    assert rl.AER_N0 < c["mean_final_memory"] <= 1000 and f"mean final N = {c['mean_final_memory']:.0f}" in c["ours"]
+
+
+def _check_aer_seed_fraction(c, rows):
+    assert c["value"] == c["paired"] == 1.0 and c["agrees"] == "yes"  # both of 2 seeds
+    assert c["ours"] == "100% vs the averaged fixed run; 100% paired by seed"
+
+
+def _check_aer_vs_fixed_theory(c, rows):
+    assert c["aer"] == _metric(rows, "adaptive", "theory", rl.AER_N0, rl.AER_M)
+    assert c["fixed"] == _metric(rows, "uniform", "theory", rl.AER_N0, rl.AER_M)
+    assert c["aer"] < c["fixed"] / 4 and c["agrees"] == "yes"
+    # The ODE driven by the mean N(t) follows the aER experiment.
+    assert abs(c["aer"] - _metric(rows, "adaptive", "experiment", rl.AER_N0, rl.AER_M)) < 1e-3
+
+
+CLAIM_CHECKS = {cid: globals()[f"_check_{cid}"] for cid in rl.CLAIMS}
+
+
+@pytest.mark.parametrize("cid", list(rl.CLAIMS))
+def test_claim_on_tiny(cid, tiny, metric_rows):
+    claims = {c["id"]: c for c in tiny["claims"]}
+    CLAIM_CHECKS[cid](claims[cid], metric_rows)
+
+
+def test_the_registry_is_the_report(tiny):
+    """The claim ids come from the registry, in its order: the summary, CLAIM_IDS and report.md's table."""
+    assert list(rl.CLAIMS) == list(rl.CLAIM_IDS) == [c["id"] for c in tiny["claims"]]
+    assert len(rl.CLAIMS) == 22
+    text = open(tiny["report"], encoding="utf-8").read()
+    table = [line for line in text.split("## Claims")[1].split("\n## ")[0].splitlines()
+             if line.startswith("| ") and not line.startswith(("| claim |", "| --- |"))]
+
+    def cell(text):
+        return str(text).replace("|", "\\|").replace("\n", " ")
+
+    keys = ("claim", "paper", "ours", "agrees", "source")
+    assert table == ["| " + " | ".join(cell(c[k]) for k in keys) + " |" for c in tiny["claims"]]
+    with pytest.raises(ValueError, match="twice"):
+        rl.claims._register("optimal_N_m10_theory")(lambda s: {})
+    assert list(rl.CLAIMS) == list(rl.CLAIM_IDS)  # the refused duplicate left the registry alone
+
+
+def test_figure_makers_are_the_figures(tiny):
+    assert list(rl.FIGURE_MAKERS) == list(rl.FIGURES) == list(tiny["figures"])
 
 
 # ---------------------------------------------------------------- helpers
@@ -216,7 +455,8 @@ def test_monotone_threshold_accepts_curves_of_their_own_lengths():
     glob = rl.monotone_threshold(m, curves, strict=False)
     assert glob["threshold"] == 20 and glob["nonmonotone_m"] == [5, 10]
     # The dip of the second curve, missed by a grid without it, sets the boundary.
-    assert rl.monotone_threshold(m, [c[[0, 2, 3]] if len(c) == 4 else c for c in curves], strict=False)["threshold"] == 10
+    without_dip = [c[[0, 2, 3]] if len(c) == 4 else c for c in curves]
+    assert rl.monotone_threshold(m, without_dip, strict=False)["threshold"] == 10
 
 
 @pytest.mark.parametrize("prioritized,grid_boundary,boundary", [(False, 16, 25), (True, 14, 18)], ids=["ER", "pER"])

@@ -151,7 +151,7 @@ def compare_learning_curves(
 
 def metric_vs_memory(
     memory_sizes,
-    metrics: Mapping[str, np.ndarray],
+    metrics: Mapping[str, np.ndarray | tuple[np.ndarray, np.ndarray]],
     experiment_memory_sizes=None,
     experiment_metrics: Mapping[str, np.ndarray] | None = None,
     *,
