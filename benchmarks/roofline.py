@@ -323,9 +323,12 @@ def _report(mode_name, measured, spec, device, loop_once, results) -> str:
                  f"{measured['flops'] / 1e12:.3g} TFLOP/s", f"{measured['t_kernel'] * 1e6:.3g} µs",
                  f"{measured['t_sync'] * 1e6:.3g} µs", "measured now"])
     devices = _timing.markdown_table(
-        ["device", "memory bandwidth", "FP32 FLOP/s", "t_kernel (per launch)", "t_sync (per loop iteration)",
+        ["device", "memory bandwidth", "FLOP/s", "t_kernel (per launch)", "t_sync (per loop iteration)",
          "source"], rows)
-    used = (f"Bounds use {'the data sheet of ' + spec[0] if spec else 'the figures measured on this machine'} "
+    used = ("FLOP/s: data sheets give dense FP32 without tensor cores; measured is an n×n float32 matmul at "
+            "JAX's default precision (on a GPU it may use TF32 tensor cores). Bandwidth measured: `x * a + b` in "
+            "place on a 128 MiB (CPU) or 512 MiB array, read + write. "
+            f"Bounds use {'the data sheet of ' + spec[0] if spec else 'the figures measured on this machine'} "
             f"for bandwidth ({device.bandwidth / 1e9:.3g} GB/s) and FLOP/s ({device.flops / 1e12:.3g} TFLOP/s), "
             f"and the launch costs measured now (t_kernel {device.t_kernel * 1e6:.3g} µs, t_sync "
             f"{device.t_sync * 1e6:.3g} µs: a scan of tiny sorts, {measured['kernels'][0]:.0f} and "
