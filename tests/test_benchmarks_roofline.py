@@ -150,6 +150,15 @@ def test_bound_arithmetic():
     assert b["binding"] == "compute" and b["bound"] == pytest.approx(0.1)
 
 
+def test_launch_costs():
+    one, many = _hlo.Counts(kernels=10, host_syncs=1), _hlo.Counts(kernels=30, host_syncs=1)
+    # On a line: 2 µs per kernel, 10 µs per loop iteration.
+    t_kernel, t_sync = roofline.launch_costs(one, 30e-6, many, 70e-6)
+    assert t_kernel == pytest.approx(2e-6) and t_sync == pytest.approx(10e-6)
+    # Off the line (negative rest): the cheapest time per kernel seen, no sync cost.
+    assert roofline.launch_costs(one, 10e-6, many, 60e-6) == (pytest.approx(1e-6), 0.0)
+
+
 def test_table_reports_measured_over_bound():
     device = roofline.Device(bandwidth=1e12, flops=1e13, t_kernel=2e-6, t_sync=10e-6)
     result = dict(name="w", what="one", counts=_hlo.Counts(100, 2, 1, 0), flops=1e9, bytes=1e6, xla_bytes=2e6,
