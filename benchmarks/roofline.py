@@ -112,9 +112,10 @@ def cost_counts_loop_once() -> bool:
 
 
 def _time(fn, carry, repeats=5, min_repeats=3) -> float:
+    """The fastest of the timed calls: a device's figures are what it can do, not what a busy machine let it."""
     program = _timing.compile_program(fn, carry)
     (timing,) = _timing.time_interleaved([program], repeats=repeats, min_repeats=min_repeats)
-    return timing.median_s
+    return min(timing.times_s)
 
 
 def measure_bandwidth() -> float:
@@ -348,7 +349,8 @@ def _report(mode_name, measured, spec, device, loop_once, results) -> str:
          "source"], rows)
     used = ("FLOP/s: data sheets give dense FP32 without tensor cores; measured is an n×n float32 matmul at "
             "JAX's default precision (on a GPU it may use TF32 tensor cores). Bandwidth measured: `x * a + b` in "
-            "place on a 128 MiB (CPU) or 512 MiB array, read + write. "
+            "place on a 128 MiB (CPU) or 512 MiB array, read + write. Measured figures are each the fastest of "
+            "5 calls (7 for the launch chains): what the device can do, not what a busy machine let it. "
             f"Bounds use {'the data sheet of ' + spec[0] if spec else 'the figures measured on this machine'} "
             f"for bandwidth ({device.bandwidth / 1e9:.3g} GB/s) and FLOP/s ({device.flops / 1e12:.3g} TFLOP/s), "
             f"and the launch costs measured now (t_kernel {device.t_kernel * 1e6:.3g} µs, t_sync "
