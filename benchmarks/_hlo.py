@@ -197,11 +197,17 @@ class Program:
 
     def step_counts(self, steps: int) -> Counts:
         """Per-step counts of the step loop of a program running ``steps`` steps per call (module docstring)."""
-        candidates = [w for w in self.loops() if w.trip_count and steps % w.trip_count == 0]
-        if not candidates:
-            raise ValueError(f"no outermost while loop with a trip count dividing {steps} steps")
-        loop = max(candidates, key=lambda w: w.trip_count)
-        return self.loop_iteration(loop).scaled(loop.trip_count / steps)
+        loops = self.loops()
+        candidates = [w for w in loops if w.trip_count and steps % w.trip_count == 0]
+        if candidates:
+            loop = max(candidates, key=lambda w: w.trip_count)
+            return self.loop_iteration(loop).scaled(loop.trip_count / steps)
+        unknown = [w for w in loops if w.trip_count is None]
+        if unknown:
+            # No stated trip count: take the costliest such loop, one iteration per step, and flag it.
+            loop = max(unknown, key=lambda w: self.loop_iteration(w).kernels)
+            return self.loop_iteration(loop) + Counts(unknown_trips=1)
+        raise ValueError(f"no outermost while loop with a trip count dividing {steps} steps")
 
 
 def step_counts(hlo_text: str, steps: int) -> Counts:

@@ -293,13 +293,18 @@ def run(mode_name: str = "quick", progress: Callable[[str], None] = lambda s: pr
                     flops=spec[1]["flops"] if spec else measured["flops"],
                     t_kernel=measured["t_kernel"], t_sync=measured["t_sync"])
     loop_once = cost_counts_loop_once()
-    results = []
+    results, skipped = [], []
     for name, build in _workloads(mode):
         progress(f"  {name}")
         try:
             result = _measure_workload(build, mode, loop_once)
         except ImportError as error:  # flashbax absent
             progress(f"    skipped: {error}")
+            skipped.append(f"{name}: not available ({error}).")
+            continue
+        except ValueError as error:  # no step loop found in the HLO: report the rest, say which
+            progress(f"    not counted: {error}")
+            skipped.append(f"{name}: not counted ({error}).")
             continue
         result.update(name=name, **bounds(result["counts"].kernels, result["counts"].host_syncs, result["flops"],
                                           result["bytes"], device))
@@ -307,7 +312,7 @@ def run(mode_name: str = "quick", progress: Callable[[str], None] = lambda s: pr
                  f"{result['step_s'] * 1e6:.3g} µs/step measured, bound {result['bound'] * 1e6:.3g} µs "
                  f"({result['binding']})")
         results.append(result)
-    return _report(mode_name, measured, spec, device, loop_once, results)
+    return _report(mode_name, measured, spec, device, loop_once, results, skipped)
 
 
 def _us(seconds: float) -> str:
@@ -326,7 +331,9 @@ def roofline_table(results: list[dict]) -> str:
     for r in results:
         c = r["counts"]
         rows.append([
-            r["name"], r["what"], f"{c.kernels:.0f}", f"{c.host_syncs:.0f}", f"{c.while_loops}",
+            r["name"], r["what"], f"{c.kernels:.0f}" + (f" ({c.unknown_trips} loops of unknown trip count counted once)"
+                                                        if c.unknown_trips else ""),
+            f"{c.host_syncs:.0f}", f"{c.while_loops}",
             ("≥ " if r["flops_lower"] else "") + _si(r["flops"], "FLOP"), _si(r["bytes"], "B"),
             _si(r["xla_bytes"], "B"), _us(r["launch"]), _us(r["memory"]), _us(r["compute"]),
             f"**{r['binding']}**", _us(r["step_s"]), f"{r['step_s'] / r['bound']:.2g}×",
@@ -337,7 +344,7 @@ def roofline_table(results: list[dict]) -> str:
          "compute bound µs", "binding", "measured µs / step", "measured ÷ bound"], rows)
 
 
-def _report(mode_name, measured, spec, device, loop_once, results) -> str:
+def _report(mode_name, measured, spec, device, loop_once, results, skipped) -> str:
     kind = jax.devices()[0].device_kind
     rows = [[name, f"{s['bandwidth'] / 1e12:.3g} TB/s", f"{s['flops'] / 1e12:.3g} TFLOP/s", "–", "–", "data sheet"]
             for name, s in DEVICE_SPECS.items()]
@@ -371,7 +378,8 @@ def _report(mode_name, measured, spec, device, loop_once, results) -> str:
         "Launch bound = kernels × t_kernel + host syncs × t_sync; memory = compulsory bytes ÷ bandwidth; "
         "compute = FLOPs ÷ peak. Measured ÷ bound: the measured step time over the largest bound."
     )
-    return "\n\n".join([f"Backend `{jax.default_backend()}`, mode `{mode_name}`.", devices, used, table, notes])
+    return "\n\n".join([f"Backend `{jax.default_backend()}`, mode `{mode_name}`.", devices, used, table, notes,
+                        *skipped])
 
 
 if __name__ == "__main__":

@@ -107,6 +107,9 @@ def test_unknown_trip_count_is_counted_once_and_flagged():
     text = HLO.replace('"known_trip_count":{"n":"3"}', '"x":1')
     counts = _hlo.step_counts(text, 10)
     assert counts.unknown_trips == 1 and counts.kernels == 12 - 2 * 2
+    # The step loop itself without a trip count: one iteration per step, flagged.
+    text = HLO.replace('"known_trip_count":{"n":"10"}', '"x":1')
+    assert _hlo.step_counts(text, 7) == _hlo.Counts(kernels=12, host_syncs=5, while_loops=1, unknown_trips=1)
 
 
 def _sorts(k, steps=50):
