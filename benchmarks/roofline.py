@@ -150,8 +150,10 @@ def _chain(k: int, steps: int):
 
 def launch_costs(c1: _hlo.Counts, t1: float, c2: _hlo.Counts, t2: float) -> tuple[float, float]:
     """(t_kernel, t_sync) from two loops' per-step counts and times (module docstring)."""
+    if c2.kernels <= c1.kernels:  # the longer chain compiled to no more kernels: no slope to fit
+        return min(t1, t2) / max(c1.kernels, 1), 0.0
     t_kernel = (t2 - t1) / (c2.kernels - c1.kernels)
-    t_sync = (t1 - c1.kernels * t_kernel) / c1.host_syncs
+    t_sync = (t1 - c1.kernels * t_kernel) / max(c1.host_syncs, 1)
     if t_kernel <= 0 or t_sync < 0:
         # Not linear (XLA:CPU's executor costs more per kernel in a longer step): keep the bound a lower
         # bound with the cheapest per-kernel cost seen, loop overhead included, and no separate sync cost.

@@ -160,6 +160,8 @@ def test_launch_costs():
     assert t_kernel == pytest.approx(2e-6) and t_sync == pytest.approx(10e-6)
     # Off the line (negative rest): the cheapest time per kernel seen, no sync cost.
     assert roofline.launch_costs(one, 10e-6, many, 60e-6) == (pytest.approx(1e-6), 0.0)
+    # No more kernels in the longer chain: no slope, the time per kernel.
+    assert roofline.launch_costs(one, 10e-6, one, 12e-6) == (pytest.approx(1e-6), 0.0)
 
 
 def test_table_reports_measured_over_bound():
