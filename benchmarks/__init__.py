@@ -6,7 +6,9 @@ exposes ``TITLE`` (a heading) and ``run(mode, progress) -> str``: ``mode`` is
 one-line progress messages (printed to stderr); the return value is the
 benchmark's markdown section. A module may also fill a list ``HEADLINES`` of
 ``(quantity, measured, target)`` string triples during ``run``; they are
-gathered into the one summary table of ratios at the top of the report. :mod:`benchmarks.__main__` runs the selected
+gathered into the one summary table of ratios at the top of the report, and a
+list ``README`` of markdown blocks that ``--readme`` adds under that summary
+(the roofline table). :mod:`benchmarks.__main__` runs the selected
 ones and writes one markdown document headed by the machine description
 (:func:`benchmarks._timing.machine_markdown`). Shared timing rules live in
 :mod:`benchmarks._timing`.
@@ -21,4 +23,5 @@ BENCHMARKS: dict[str, str] = {
     "priority_structure": "benchmarks.priority_structure",
     "sweep": "benchmarks.sweep",
     "dqn": "benchmarks.dqn",
+    "roofline": "benchmarks.roofline",
 }

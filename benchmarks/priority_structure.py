@@ -260,7 +260,7 @@ def run(
         progress(f"sum tree compiled four ways, B={buffers} N={slots} ...")
         timings = measure_compiled_as(buffers, slots, steps, repeats)
         fastest = min(t.median_s for t in timings)
-        for (label, _, _), timing in zip(COMPILED_AS, timings):
+        for (label, _), timing in zip(COMPILED_AS, timings):
             compiled_rows.append(
                 [
                     f"{buffers}",

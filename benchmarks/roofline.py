@@ -1,0 +1,388 @@
+"""Roofline of the headline workloads: which limit (launches, memory, arithmetic) bounds one step.
+
+For each workload (one compiled program that runs ``steps`` steps per call)
+this module reports, per step of its step loop (all runs / buffers / seeds of
+the program together):
+
+* **kernels** and **host syncs**, counted in the optimized HLO
+  (:mod:`benchmarks._hlo` states the rules), and the while loops in a step;
+* **FLOPs** from XLA's ``compiled.cost_analysis()``. XLA counts a while body
+  once whatever its trip count (checked on the spot by
+  :func:`cost_counts_loop_once`), so the program's total is one step plus the
+  one-off work outside the loop; loops nested inside a step are counted once
+  too, so the figure is a lower bound (marked ≥) when a step has them;
+* **bytes**: the compulsory traffic of a step, counted analytically below
+  (each workload states what it must read and write); XLA's own "bytes
+  accessed" is shown beside it but counts the whole array for every gather,
+  scatter and in-place update, so it overstates traffic by orders of magnitude
+  for replay (a buffer is read 50 slots at a time);
+* **bounds**: launch = kernels × t_kernel + host syncs × t_sync, memory =
+  bytes ÷ bandwidth, compute = FLOPs ÷ peak; the binding limit is the largest,
+  and measured ÷ bound says how far the measured step time is above it.
+
+The device's figures: peak bandwidth and FP32 FLOP/s from the vendors' data
+sheets for the GPUs named in :data:`DEVICE_SPECS`; on anything else (a CPU),
+measured on the spot (a large array update; a large matmul). The launch costs
+are always measured on the spot: a scan whose step is a chain of k dependent
+tiny reductions (see :func:`_chain`), at two chain lengths; t_kernel is the
+slope of step time in kernels per step, t_sync the rest of the step time of
+the shorter chain (the loop's own per-iteration cost). Where that line does
+not fit (a negative rest: on XLA:CPU a kernel costs more in a longer step),
+t_kernel is the cheapest step time per kernel seen and t_sync 0, so the launch
+bound stays a lower bound. Both chains' kernels are counted in their HLO.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+import sys
+from collections.abc import Callable
+
+import jax
+import jax.numpy as jnp
+
+from benchmarks import _hlo, _timing
+
+TITLE = "Roofline: what bounds one step of each headline workload"
+
+MODES = {
+    "quick": dict(linesearch_runs=(100, 1000, 10_000), dqn_seeds=100, dqn_steps=250, repeats=3, max_seconds=2.0),
+    "full": dict(linesearch_runs=(100, 1000, 10_000), dqn_seeds=100, dqn_steps=1000, repeats=5, max_seconds=10.0),
+}
+
+# Vendors' data sheets (SXM / PCIe boards): HBM bandwidth and dense FP32 (non-tensor-core) FLOP/s.
+# FP32 without tensor cores is the relevant peak: these steps are elementwise work and tiny matmuls.
+DEVICE_SPECS = {
+    "NVIDIA H100 SXM": dict(match=("H100 SXM", "H100 80GB HBM3"), bandwidth=3.35e12, flops=67e12),
+    "NVIDIA H100 PCIe": dict(match=("H100 PCIe",), bandwidth=2.0e12, flops=51e12),
+    "NVIDIA H200": dict(match=("H200",), bandwidth=4.8e12, flops=67e12),
+}
+
+README: list[str] = []  # filled by run(): the roofline table, for the --readme block of this backend
+
+
+# ----------------------------------------------------------------------------
+# Bound arithmetic
+
+
+@dataclasses.dataclass(frozen=True)
+class Device:
+    bandwidth: float  # bytes/s
+    flops: float  # FLOP/s
+    t_kernel: float  # s per kernel launched in a loop step
+    t_sync: float  # s per loop iteration / conditional (host round trip)
+
+
+def bounds(kernels: float, host_syncs: float, flops: float, nbytes: float, device: Device) -> dict[str, float]:
+    """Lower bounds on one step's time (s): launch, memory, compute; ``binding`` names the largest."""
+    out = {
+        "launch": kernels * device.t_kernel + host_syncs * device.t_sync,
+        "memory": nbytes / device.bandwidth,
+        "compute": flops / device.flops,
+    }
+    out["binding"] = max(("launch", "memory", "compute"), key=lambda k: out[k])
+    out["bound"] = out[out["binding"]]
+    return out
+
+
+def cost_per_step(cost: dict, steps: int, loop_once: bool) -> tuple[float, float]:
+    """(FLOPs, bytes accessed) per step from XLA's totals for a program of ``steps`` steps per call."""
+    flops, nbytes = float(cost.get("flops", 0.0)), float(cost.get("bytes accessed", 0.0))
+    return (flops, nbytes) if loop_once else (flops / steps, nbytes / steps)
+
+
+def _cost(compiled) -> dict:
+    cost = compiled.cost_analysis()
+    return (cost[0] if cost else {}) if isinstance(cost, (list, tuple)) else (cost or {})
+
+
+def cost_counts_loop_once() -> bool:
+    """Whether XLA's cost analysis counts a while body once (not × trip count) on this backend."""
+    def program(steps):
+        body = lambda c, _: (jnp.sin(c) * 1.5, None)  # noqa: E731
+        return jax.jit(lambda x: jax.lax.scan(body, x, None, length=steps)[0]).lower(jnp.ones(256)).compile()
+
+    few, many = (_cost(program(n)).get("flops", 0.0) for n in (4, 16))
+    return many < 2 * few
+
+
+# ----------------------------------------------------------------------------
+# The device's figures, measured on the spot
+
+
+def _time(fn, carry, repeats=5, min_repeats=3) -> float:
+    """The fastest of the timed calls: a device's figures are what it can do, not what a busy machine let it."""
+    program = _timing.compile_program(fn, carry)
+    (timing,) = _timing.time_interleaved([program], repeats=repeats, min_repeats=min_repeats)
+    return min(timing.times_s)
+
+
+def measure_bandwidth() -> float:
+    """Bytes/s of ``x * a + b`` in place on an array far larger than any cache (read + write)."""
+    n = 2**27 if jax.default_backend() != "cpu" else 2**25
+    x = jnp.ones((n,), jnp.float32)
+    seconds = _time(lambda x: x * 1.0001 + 1e-4, x)
+    return 2 * 4 * n / seconds
+
+
+def measure_flops() -> float:
+    """FLOP/s of an n×n float32 matmul (default precision)."""
+    n = 8192 if jax.default_backend() != "cpu" else 2048
+    a = jax.random.normal(jax.random.key(0), (n, n), jnp.float32) / math.sqrt(n)
+    seconds = _time(lambda c: (c[0], c[0] @ c[1]), (a, a + 0.0))  # two buffers: both are donated
+    return 2 * n**3 / seconds
+
+
+def _chain(k: int, steps: int):
+    """A scan of ``steps`` steps, each a chain of ``k`` dependent ``c * a + sum(c) * b`` on 8 numbers.
+
+    XLA does not fuse a reduction into a consumer that needs all of it, so each link is at least one kernel
+    of almost no work: the step time is launch cost (the counts come from the compiled HLO all the same).
+    """
+    def body(c, _):
+        for _ in range(k):
+            c = c * 0.5 + jnp.sum(c) * 1e-3
+        return c, None
+
+    return lambda x: jax.lax.scan(body, x, None, length=steps)[0]
+
+
+def launch_costs(c1: _hlo.Counts, t1: float, c2: _hlo.Counts, t2: float) -> tuple[float, float]:
+    """(t_kernel, t_sync) from two loops' per-step counts and times (module docstring)."""
+    if c2.kernels <= c1.kernels:  # the longer chain compiled to no more kernels: no slope to fit
+        return min(t1, t2) / max(c1.kernels, 1), 0.0
+    t_kernel = (t2 - t1) / (c2.kernels - c1.kernels)
+    t_sync = (t1 - c1.kernels * t_kernel) / max(c1.host_syncs, 1)
+    if t_kernel <= 0 or t_sync < 0:
+        # Not linear (XLA:CPU's executor costs more per kernel in a longer step): keep the bound a lower
+        # bound with the cheapest per-kernel cost seen, loop overhead included, and no separate sync cost.
+        return min(t1 / c1.kernels, t2 / c2.kernels), 0.0
+    return t_kernel, t_sync
+
+
+def measure_launch(steps: int = 2000, chains: tuple[int, int] = (32, 64)) -> dict:
+    """t_kernel, t_sync (s) from two chain lengths (module docstring), and the counts behind them.
+
+    Chains of tens of kernels, as in the workloads' steps: XLA:CPU runs a step of up to ~16 kernels
+    inline at ~5 ns each, a longer one through its thunk executor at ~100 ns each.
+    """
+    rows = []
+    for k in chains:
+        fn, x = _chain(k, steps), jnp.linspace(0.0, 1.0, 8)  # a fresh x: the timed call donates it
+        counts = _hlo.step_counts(jax.jit(fn).lower(x).compile().as_text(), steps)
+        rows.append((counts, _time(fn, x, repeats=7) / steps))
+    (c1, t1), (c2, t2) = rows
+    t_kernel, t_sync = launch_costs(c1, t1, c2, t2)
+    return dict(t_kernel=t_kernel, t_sync=t_sync, kernels=(c1.kernels, c2.kernels), step_s=(t1, t2))
+
+
+def _spec() -> tuple[str, dict] | None:
+    kind = jax.devices()[0].device_kind
+    for name, spec in DEVICE_SPECS.items():
+        if any(m in kind for m in spec["match"]):
+            return name, spec
+    return None
+
+
+# ----------------------------------------------------------------------------
+# Workloads: each returns (fn, carry, steps per call, compulsory bytes per step, what one step is)
+
+
+def _linesearch(runs: int):
+    from benchmarks import sweep as sweep_bench
+    from jaxreplay.agents import linear
+
+    sweep = sweep_bench._sweep(runs)
+    exp, setup = sweep.exp, sweep.make_setup()
+    hparams = jax.tree.map(jnp.asarray, sweep.hyperparameters())
+    keys = jax.vmap(lambda s: jax.random.fold_in(jax.random.key(0), s))(jnp.arange(sweep.num_runs))
+    state = jax.jit(jax.vmap(lambda k, h: exp.init(k, h, setup)))(keys, hparams)
+
+    def fn(carry):  # the engine's segment: advance all runs by setup.steps steps, keep the record
+        state, hparams, _ = carry
+        state, record = jax.vmap(lambda s, h: exp.advance(s, h, setup))(state, hparams)
+        return state, hparams, record
+
+    record = jax.eval_shape(fn, (state, hparams, None))[2]
+    carry = (state, hparams, jax.tree.map(lambda s: jnp.zeros(s.shape, s.dtype), record))
+    # Per run: write 1 transition, read m sampled ones, read + write θ (2 floats), write the record (2 floats).
+    transition = _timing.tree_bytes(linear.EXAMPLE_TRANSITION)
+    per_run = (1 + setup.max_batch_size) * transition + 2 * 8 + 8
+    return fn, carry, setup.steps, sweep.num_runs * per_run, f"{sweep.num_runs:,} runs"
+
+
+def _buffer(workload: str, impl: str, B: int = 100, N: int = 1000, steps: int = 100):
+    from benchmarks import buffer as bm
+
+    case = bm.Case(workload, impl, B, N, steps)
+    make_carry, run = bm._programs(case)  # the buffer benchmark's own program (imports flashbax if asked)
+    carry = jax.jit(make_carry)(jax.random.split(jax.random.key(0), B), bm._capacities(case))
+    transition = _timing.tree_bytes(bm._example())
+    per_buffer = (1 + bm.BATCH_SIZE) * transition  # write 1 transition, read the 50 sampled
+    if workload == "priority":
+        depth = math.ceil(math.log2(N))
+        # Sum tree, float32 nodes: the added leaf and the 50 updated ones refresh depth ancestors
+        # (read 2 children, write 1 each); each of the 50 draws reads one child per level.
+        per_buffer += (1 + bm.BATCH_SIZE) * depth * 12 + bm.BATCH_SIZE * depth * 4
+    return run, carry, steps, B * per_buffer, f"B = {B} buffers, N = {N}"
+
+
+def _dqn(seeds: int, steps: int):
+    from benchmarks import dqn as dqn_bench
+    from jaxreplay.engine import sweep as sw
+    from jaxreplay.experiments import dqn
+
+    setup, hp = dqn_bench._setup(4 * steps)  # segments of `steps` env steps, as the DQN benchmark's
+    sweep = sw.Sweep("dqn", seeds=seeds, setup=setup, fixed=hp._asdict())
+    exp, setup = sweep.exp, sweep.make_setup()
+    hparams = jax.tree.map(jnp.asarray, sweep.hyperparameters())
+    keys = jax.vmap(lambda s: jax.random.fold_in(jax.random.key(0), s))(jnp.arange(seeds))
+    state = jax.jit(jax.vmap(lambda k, h: exp.init(k, h, setup)))(keys, hparams)
+
+    def fn(carry):
+        state, hparams, _ = carry
+        state, record = jax.vmap(lambda s, h: exp.advance(s, h, setup))(state, hparams)
+        return state, hparams, record
+
+    record = jax.eval_shape(fn, (state, hparams, None))[2]
+    carry = (state, hparams, jax.tree.map(lambda s: jnp.zeros(s.shape, s.dtype), record))
+    one = jax.tree.map(lambda x: x[0], state)
+    params, opt = _timing.tree_bytes(one.params), _timing.tree_bytes(one.opt_state)
+    transition = _timing.tree_bytes(dqn.example_transition(setup))
+    # Per seed and env step: read the network to act and to train (2×), the target network (1×),
+    # write the new network, read + write the optimizer state, write 1 transition, read the 50 sampled.
+    per_seed = 4 * params + 2 * opt + (1 + setup.batch_size) * transition
+    return fn, carry, steps, seeds * per_seed, f"{seeds} seeds, 1 env step + 1 update each"
+
+
+def _workloads(mode: dict) -> list[tuple[str, Callable]]:
+    runs = list(mode["linesearch_runs"]) + ([100_000] if jax.default_backend() != "cpu" else [])
+    out = [(f"LineSearch ER sweep kernel, {r:,} runs", lambda r=r: _linesearch(r)) for r in runs]
+    out += [
+        ("uniform add + sample 50 + gather, ours", lambda: _buffer("uniform", "ours")),
+        ("stored-priority add + sample + update, ours", lambda: _buffer("priority", "ours")),
+        ("stored-priority add + sample + update, flashbax", lambda: _buffer("priority", "flashbax")),
+        ("DQN CartPole step", lambda: _dqn(mode["dqn_seeds"], mode["dqn_steps"])),
+    ]
+    return out
+
+
+# ----------------------------------------------------------------------------
+# Run and report
+
+
+def _measure_workload(build: Callable, mode: dict, loop_once: bool) -> dict:
+    fn, carry, steps, nbytes, what = build()
+    program = _timing.compile_program(fn, carry)
+    counts = _hlo.step_counts(program.compiled.as_text(), steps)
+    flops, xla_bytes = cost_per_step(_cost(program.compiled), steps, loop_once)
+    (timing,) = _timing.time_interleaved([program], repeats=mode["repeats"], min_repeats=1,
+                                         max_seconds=mode["max_seconds"])
+    # Loops nested in a step that XLA counted once: its FLOPs are a lower bound.
+    nested = loop_once and counts.host_syncs > 1
+    return dict(what=what, steps=steps, counts=counts, flops=flops, xla_bytes=xla_bytes, bytes=nbytes,
+                flops_lower=nested, step_s=timing.median_s / steps, compile_s=program.compile_s)
+
+
+def run(mode_name: str = "quick", progress: Callable[[str], None] = lambda s: print(s, file=sys.stderr)) -> str:
+    _timing.disable_compilation_cache()
+    mode = MODES[mode_name]
+    progress("  device figures: bandwidth, matmul FLOP/s, launch latency")
+    measured = dict(bandwidth=measure_bandwidth(), flops=measure_flops(), **measure_launch())
+    spec = _spec()
+    device = Device(bandwidth=spec[1]["bandwidth"] if spec else measured["bandwidth"],
+                    flops=spec[1]["flops"] if spec else measured["flops"],
+                    t_kernel=measured["t_kernel"], t_sync=measured["t_sync"])
+    loop_once = cost_counts_loop_once()
+    results, skipped = [], []
+    for name, build in _workloads(mode):
+        progress(f"  {name}")
+        try:
+            result = _measure_workload(build, mode, loop_once)
+        except ImportError as error:  # flashbax absent
+            progress(f"    skipped: {error}")
+            skipped.append(f"{name}: not available ({error}).")
+            continue
+        except ValueError as error:  # no step loop found in the HLO: report the rest, say which
+            progress(f"    not counted: {error}")
+            skipped.append(f"{name}: not counted ({error}).")
+            continue
+        result.update(name=name, **bounds(result["counts"].kernels, result["counts"].host_syncs, result["flops"],
+                                          result["bytes"], device))
+        progress(f"    {result['counts'].kernels:.0f} kernels, {result['counts'].host_syncs:.0f} syncs per step; "
+                 f"{result['step_s'] * 1e6:.3g} µs/step measured, bound {result['bound'] * 1e6:.3g} µs "
+                 f"({result['binding']})")
+        results.append(result)
+    return _report(mode_name, measured, spec, device, loop_once, results, skipped)
+
+
+def _us(seconds: float) -> str:
+    return f"{seconds * 1e6:.3g}"
+
+
+def _si(x: float, unit: str) -> str:
+    for scale, prefix in ((1e12, "T"), (1e9, "G"), (1e6, "M"), (1e3, "k")):
+        if x >= scale:
+            return f"{x / scale:.3g} {prefix}{unit}"
+    return f"{x:.3g} {unit}"
+
+
+def roofline_table(results: list[dict]) -> str:
+    rows = []
+    for r in results:
+        c = r["counts"]
+        rows.append([
+            r["name"], r["what"], f"{c.kernels:.0f}" + (f" ({c.unknown_trips} loops of unknown trip count counted once)"
+                                                        if c.unknown_trips else ""),
+            f"{c.host_syncs:.0f}", f"{c.while_loops}",
+            ("≥ " if r["flops_lower"] else "") + _si(r["flops"], "FLOP"), _si(r["bytes"], "B"),
+            _si(r["xla_bytes"], "B"), _us(r["launch"]), _us(r["memory"]), _us(r["compute"]),
+            f"**{r['binding']}**", _us(r["step_s"]), f"{r['step_s'] / r['bound']:.2g}×",
+        ])
+    return _timing.markdown_table(
+        ["workload", "one step", "kernels / step", "host syncs / step", "while loops in step", "FLOPs / step (XLA)",
+         "bytes / step (compulsory)", "bytes / step (XLA)", "launch bound µs", "memory bound µs",
+         "compute bound µs", "binding", "measured µs / step", "measured ÷ bound"], rows)
+
+
+def _report(mode_name, measured, spec, device, loop_once, results, skipped) -> str:
+    kind = jax.devices()[0].device_kind
+    rows = [[name, f"{s['bandwidth'] / 1e12:.3g} TB/s", f"{s['flops'] / 1e12:.3g} TFLOP/s", "–", "–", "data sheet"]
+            for name, s in DEVICE_SPECS.items()]
+    rows.append([f"this machine: {kind} (`{jax.default_backend()}`)", f"{measured['bandwidth'] / 1e9:.3g} GB/s",
+                 f"{measured['flops'] / 1e12:.3g} TFLOP/s", f"{measured['t_kernel'] * 1e6:.3g} µs",
+                 f"{measured['t_sync'] * 1e6:.3g} µs", "measured now"])
+    devices = _timing.markdown_table(
+        ["device", "memory bandwidth", "FLOP/s", "t_kernel (per launch)", "t_sync (per loop iteration)",
+         "source"], rows)
+    used = ("FLOP/s: data sheets give dense FP32 without tensor cores; measured is an n×n float32 matmul at "
+            "JAX's default precision (on a GPU it may use TF32 tensor cores). Bandwidth measured: `x * a + b` in "
+            "place on a 128 MiB (CPU) or 512 MiB array, read + write. Measured figures are each the fastest of "
+            "5 calls (7 for the launch chains): what the device can do, not what a busy machine let it. "
+            f"Bounds use {'the data sheet of ' + spec[0] if spec else 'the figures measured on this machine'} "
+            f"for bandwidth ({device.bandwidth / 1e9:.3g} GB/s) and FLOP/s ({device.flops / 1e12:.3g} TFLOP/s), "
+            f"and the launch costs measured now (t_kernel {device.t_kernel * 1e6:.3g} µs, t_sync "
+            f"{device.t_sync * 1e6:.3g} µs: a scan whose step is a chain of reductions, "
+            f"{measured['kernels'][0]:.0f} and "
+            f"{measured['kernels'][1]:.0f} kernels per step, {measured['step_s'][0] * 1e6:.3g} and "
+            f"{measured['step_s'][1] * 1e6:.3g} µs per step).")
+    table = roofline_table(results)
+    README[:] = [f"Roofline (`{jax.default_backend()}`, {kind}; see `benchmarks/README.md`):\n\n{table}"]
+    counted = ("once whatever its trip count (≥: loops nested in the step counted once)" if loop_once
+               else "× its trip count")
+    notes = (
+        "Per step of the program's step loop, all runs / buffers / seeds together. Kernels and host syncs: "
+        "top-level instructions of the optimized HLO executed per step (`benchmarks/_hlo.py` states the rules). "
+        f"FLOPs: XLA's cost analysis, which on this backend counts a while body {counted}. "
+        "Bytes (compulsory): what a step must read and write, counted in `benchmarks/roofline.py`; bytes (XLA): "
+        "XLA's estimate, which counts whole arrays for gathers, scatters and in-place updates. "
+        "Launch bound = kernels × t_kernel + host syncs × t_sync; memory = compulsory bytes ÷ bandwidth; "
+        "compute = FLOPs ÷ peak. Measured ÷ bound: the measured step time over the largest bound."
+    )
+    return "\n\n".join([f"Backend `{jax.default_backend()}`, mode `{mode_name}`.", devices, used, table, notes,
+                        *skipped])
+
+
+if __name__ == "__main__":
+    print(run(sys.argv[1] if len(sys.argv) > 1 else "quick"))
