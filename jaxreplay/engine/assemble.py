@@ -17,6 +17,7 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
+from jaxreplay.engine.records import STAT_DIM
 from jaxreplay.engine.store import software_versions
 
 if TYPE_CHECKING:
@@ -33,28 +34,30 @@ def assemble(sweep: Sweep, parts: Iterable[Mapping[str, np.ndarray]]):
 
     Raises ``RuntimeError`` if a run is missing (a process failed).
     """
-    assembler = _Assembler(sweep.num_runs)
+    assembler = _Assembler(sweep.num_runs, sweep.num_configs)
     for part in parts:
         assembler.add(part)
     return to_dataset(sweep, assembler.finish())
 
 
 class _Assembler:
-    """Fills ``[num_runs, ...]`` arrays from chunks of runs, one chunk at a time."""
+    """Fills ``[num_runs, ...]`` arrays (``[num_configs, ...]`` for ``reduced.*``) from chunks, one at a time."""
 
-    def __init__(self, num_runs: int):
-        self.num_runs = num_runs
+    def __init__(self, num_runs: int, num_configs: int):
+        self.num_runs, self.num_configs = num_runs, num_configs
         self.arrays: dict[str, np.ndarray] = {}
         self.filled = np.zeros(num_runs, bool)
 
-    def add(self, part: dict) -> None:
+    def add(self, part: Mapping[str, np.ndarray]) -> None:
         idx = part["run_index"]
         for k, v in part.items():
-            if k == "run_index":
+            if k in ("run_index", "config_index"):
                 continue
+            reduced = k.startswith("reduced.")
             if k not in self.arrays:
-                self.arrays[k] = np.zeros((self.num_runs,) + v.shape[1:], v.dtype)
-            self.arrays[k][idx] = v
+                rows = self.num_configs if reduced else self.num_runs
+                self.arrays[k] = np.zeros((rows,) + v.shape[1:], v.dtype)
+            self.arrays[k][part["config_index"] if reduced else idx] = v
         self.filled[idx] = True
 
     def finish(self) -> dict[str, np.ndarray]:
@@ -134,7 +137,10 @@ def to_dataset(sweep: Sweep, arrays: Mapping[str, np.ndarray]):
     """Label flat per-run arrays (``record.*``/``summary.*``, leading axis R) as an ``xarray.Dataset``.
 
     Dims: each grid axis (or ``config`` for ``points``), then ``seed``, then
-    the experiment's own dims (``record_dims``/``summary_dims``). Attributes:
+    the experiment's own dims (``record_dims``/``summary_dims``). Records
+    reduced over seeds (``reduced.*``, leading axis C) have ``stat`` (the
+    reductions' names) in place of ``seed``; a record's first dim keeps the
+    coordinates of its kept points (``[::stride]``). Attributes:
     ``config`` (JSON of :meth:`Sweep.to_dict`), ``fingerprint``, ``versions``.
     """
     import xarray as xr
@@ -149,18 +155,33 @@ def to_dataset(sweep: Sweep, arrays: Mapping[str, np.ndarray]):
         coords = {k: np.array(v) for k, v in sweep.grid.items()}
     coords[SEED_DIM] = np.arange(sweep.seeds, dtype=np.int32)
     coords.update(exp.coords(setup))
-    dims = {**{f"record.{k}": d for k, d in exp.record_dims(setup).items()},
+    spec, record_dims = sweep.record, exp.record_dims(setup)
+    dims = {**{f"record.{k}": d for k, d in record_dims.items()},
+            **{f"reduced.{k}": d for k, d in record_dims.items()},
             **{f"summary.{k}": d for k, d in exp.summary_dims(setup).items()}}
+    if spec.reduce:
+        coords[STAT_DIM] = np.array(spec.reduce)
+    if spec.stride > 1:  # the coordinates of the kept points of each record's first dim
+        for first in {d[0] for d in record_dims.values() if d}:
+            if first in coords and not isinstance(coords[first], tuple):
+                coords[first] = np.asarray(coords[first])[::spec.stride]
     data_vars = {}
     for key, value in arrays.items():
         name = key.split(".", 1)[1]
         if name in coords or name in sweep.exp.hyperparameters_type._fields:
             raise ValueError(f"{exp.name}: result {name!r} clashes with a coordinate or hyperparameter name.")
         own = tuple(dims[key])
-        value = value.reshape(lead_shape + (sweep.seeds,) + value.shape[1:])
-        data_vars[name] = (lead_dims + (SEED_DIM,) + own, value)
+        inner = (STAT_DIM,) if key.startswith("reduced.") else (SEED_DIM,)
+        value = value.reshape(lead_shape + value.shape[1:] if key.startswith("reduced.")
+                              else lead_shape + (sweep.seeds,) + value.shape[1:])
+        data_vars[name] = (lead_dims + inner + own, value)
     # The first axis of a record is concatenated over segments; give coords only where lengths match.
     coords = {k: v for k, v in coords.items() if _fits(k, v, data_vars)}
+    if not spec.is_default:  # a dim only of records not kept: its coordinate goes with them
+        used = {d for dims_, _ in data_vars.values() for d in dims_}
+        only_records = ({d for ds in record_dims.values() for d in ds}
+                        - {d for ds in exp.summary_dims(setup).values() for d in ds})
+        coords = {k: v for k, v in coords.items() if isinstance(v, tuple) or k in used or k not in only_records}
     return xr.Dataset(
         data_vars, coords=coords,
         attrs={"experiment": sweep.experiment, "config": json.dumps(sweep.to_dict(), sort_keys=True),

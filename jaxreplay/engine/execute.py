@@ -21,6 +21,8 @@ from typing import TYPE_CHECKING, NamedTuple
 import jax
 import numpy as np
 
+from jaxreplay.engine import records as records_lib
+
 if TYPE_CHECKING:
     from jaxreplay.engine.plan import Plan
     from jaxreplay.engine.sweep import Sweep
@@ -48,7 +50,7 @@ class Programs:
     def __init__(self, sweep: Sweep, devices: Sequence[jax.Device]):
         from jax.sharding import AxisType, Mesh, NamedSharding, PartitionSpec
 
-        exp, setup = sweep.exp, sweep.make_setup()
+        exp, setup, spec, seeds = sweep.exp, sweep.make_setup(), sweep.record, sweep.seeds
         # Auto axes: jax.make_mesh defaults to Explicit axes, under which vmap refuses
         # a mapped axis sharded differently from its outputs (STACK_NOTES).
         mesh = Mesh(np.array(devices), (RUN_AXIS,), axis_types=(AxisType.Auto,))
@@ -57,9 +59,17 @@ class Programs:
         self.compilations = 0
         self.compile_seconds = 0.0
 
-        def segment(state, hparams):
+        def one_segment(state, hparams):
             state, record = exp.advance(state, hparams, setup)
+            if not spec.is_default:  # records on demand: only what is kept leaves the program
+                record = records_lib.select(spec, record)
             return state, record, exp.summarize(state, hparams, setup)
+
+        def segment(state, hparams):
+            state, record, summary = jax.vmap(one_segment)(state, hparams)
+            if spec.reduce:  # over the seeds of each configuration (the chunk holds whole ones)
+                record = records_lib.reduce_seeds(spec, record, seeds)
+            return state, record, summary
 
         def init(base_seed, seed_index, hparams):
             def one(s, h):
@@ -68,13 +78,15 @@ class Programs:
             return jax.vmap(one)(seed_index, hparams)
 
         def first(base_seed, seed_index, hparams):
-            return jax.vmap(segment)(init(base_seed, seed_index, hparams), hparams)
+            return segment(init(base_seed, seed_index, hparams), hparams)
 
         self.fused = int(exp.num_segments(setup)) == 1
+        # Reduced records have one row per configuration: too few to shard evenly, and small.
+        outputs = (self.batched, self.replicated if spec.reduce else self.batched, self.batched)
         self._first = jax.jit(first if self.fused else init, in_shardings=(self.replicated, self.batched, self.batched),
-                              out_shardings=self.batched)
-        self._rest = jax.jit(jax.vmap(segment), in_shardings=(self.batched, self.batched),
-                             out_shardings=self.batched, donate_argnums=0)
+                              out_shardings=outputs if self.fused else self.batched)
+        self._rest = jax.jit(segment, in_shardings=(self.batched, self.batched),
+                             out_shardings=outputs, donate_argnums=0)
         self._compiled: dict = {}
 
     def _get(self, name, jitted, *args):
@@ -118,8 +130,9 @@ def programs_for(sweep: Sweep, devices: Sequence[jax.Device]) -> Programs:
     :data:`PROGRAM_CACHE_SIZE`)."""
     # What a program depends on: the experiment, its static setup and the devices.
     # Hyperparameters, seeds and grids are arguments, so they share the programs.
+    # What is kept of the records is compiled in too (and the seed count, to reduce over seeds).
     key = (sweep.experiment, json.dumps(sweep.to_dict()["setup"], sort_keys=True, default=repr),
-           tuple((d.platform, d.id) for d in devices))
+           tuple((d.platform, d.id) for d in devices), sweep.record, sweep.seeds if sweep.record.reduce else None)
     programs = _PROGRAM_CACHE.pop(key, None) or Programs(sweep, devices)
     _PROGRAM_CACHE[key] = programs
     while len(_PROGRAM_CACHE) > PROGRAM_CACHE_SIZE:
@@ -145,12 +158,17 @@ def execute(sweep: Sweep, plan: Plan, programs: Programs, sink: Callable[[dict],
             progress: bool = False) -> Execution:
     """Compute the chunks of ``plan`` and hand each finished one to ``sink``.
 
-    ``sink`` receives ``{"record.<name>": [runs, L × segments, ...], "summary.<name>": [runs, ...],
-    "run_index": int64[runs]}`` for each chunk (padding removed).
+    ``sink`` receives ``{"record.<name>": [runs, points, ...], "summary.<name>": [runs, ...],
+    "run_index": int64[runs]}`` for each chunk (padding removed); with a seed
+    reduction, ``"reduced.<name>": [configurations, reductions, points, ...]``
+    and ``"config_index": int64[configurations]`` instead of ``record.*``.
+    Only the segments holding a kept record point are copied to the host.
     """
-    exp, setup = sweep.exp, sweep.make_setup()
+    exp, setup, spec = sweep.exp, sweep.make_setup(), sweep.record
     num_segments = int(exp.num_segments(setup))
-    chunk = plan.chunk_size
+    chunk, align = plan.chunk_size, plan.align
+    prefix = "reduced." if spec.reduce else "record."
+    axis = 2 if spec.reduce else 1  # the points axis, concatenated over segments
     compilations_before, compile_seconds_before = programs.compilations, programs.compile_seconds
     bar = None
     if progress and plan.chunks:
@@ -169,20 +187,28 @@ def execute(sweep: Sweep, plan: Plan, programs: Programs, sink: Callable[[dict],
     def drain(item):
         chunk_id, runs, record, summary = item
         valid = len(runs)
-        collected.setdefault(chunk_id, []).append(jax.tree.map(lambda x: np.asarray(x)[:valid], record))
+        rows = valid // sweep.seeds if spec.reduce else valid
+        segments = collected.setdefault(chunk_id, [])
+        if record is not None:
+            segments.append({k: np.asarray(v)[:rows] for k, v in record.items()})
         if bar is not None:
             bar.update(valid)
         if summary is None:
             return
-        records = collected.pop(chunk_id)
-        result = {f"record.{k}": np.concatenate([r[k] for r in records], axis=1) for k in records[0]}
+        del collected[chunk_id]
+        result = {f"{prefix}{k}": np.concatenate([r[k] for r in segments], axis=axis)
+                  for k in (segments[0] if segments else ())}
         result.update({f"summary.{k}": np.asarray(v)[:valid] for k, v in summary.items()})
         result["run_index"] = runs.astype(np.int64)
+        if spec.reduce:
+            result["config_index"] = runs[::sweep.seeds].astype(np.int64) // sweep.seeds
         sink(result)
 
     for chunk_id, runs in enumerate(plan.chunks):
         valid = len(runs)
-        padded = np.concatenate([runs, np.full(chunk - valid, runs[-1])])  # same shape: no recompile
+        # Same shape: no recompile. Padded with copies of the last run (of the last configuration's
+        # runs, to keep whole configurations); their results are dropped.
+        padded = np.concatenate([runs, np.resize(runs[-align:], chunk - valid)])
         hparams = jax.device_put(sweep.hyperparameters(padded), programs.batched)
         seed_index = jax.device_put((padded % sweep.seeds).astype(np.uint32), programs.batched)
         for segment in range(num_segments):
@@ -192,7 +218,8 @@ def execute(sweep: Sweep, plan: Plan, programs: Programs, sink: Callable[[dict],
                 state, record, summary = programs.run_rest(state, hparams)
             if pending is not None:
                 drain(pending)
-            pending = (chunk_id, runs, record, summary if segment == num_segments - 1 else None)
+            kept = plan.segment_points and records_lib.segment_kept(spec, segment, plan.segment_points)
+            pending = (chunk_id, runs, record if kept else None, summary if segment == num_segments - 1 else None)
     if pending is not None:
         drain(pending)
     compile_seconds = programs.compile_seconds - compile_seconds_before

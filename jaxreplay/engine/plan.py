@@ -19,6 +19,8 @@ from typing import TYPE_CHECKING, Any, NamedTuple
 import jax
 import numpy as np
 
+from jaxreplay.engine import records as records_lib
+
 if TYPE_CHECKING:  # (the engine's declaration module imports this one)
     from jaxreplay.engine.sweep import Sweep
 
@@ -105,10 +107,52 @@ def _largest_loop_temporary(jaxpr, state_like: set, in_loop: bool = False) -> in
     return largest
 
 
-def result_bytes(sweep: Sweep, fp: Footprint) -> int:
-    """Host bytes of one run's results, given its :class:`Footprint` (see :func:`estimate_result_bytes_per_run`)."""
+def segment_points(sweep: Sweep, fp: Footprint) -> int:
+    """Points each kept record gets per segment (the length of its first axis), before the stride.
+
+    ValueError naming ``record.stride`` where kept records of different lengths
+    or a stride that does not fit the segments cannot be sliced as ``[::stride]``.
+    """
+    spec, num_segments = sweep.record, int(sweep.exp.num_segments(sweep.make_setup()))
+    lengths = {fp.record[k].shape[0] for k in spec.kept(tuple(fp.record))}
+    if not lengths:
+        return 0
+    if len(lengths) > 1 and num_segments > 1 and spec.stride > 1:
+        raise ValueError(f"record.stride = {spec.stride}: the kept records have segments of different lengths "
+                         f"{sorted(lengths)}; keep records of one length to stride them.")
+    points = max(lengths)
+    records_lib.check_stride(spec, points, num_segments)
+    return points
+
+
+def kept_segments(sweep: Sweep, points: int) -> int:
+    """How many segments hold a kept record point (all of them without a stride)."""
     num_segments = int(sweep.exp.num_segments(sweep.make_setup()))
-    return _tree_bytes(fp.record) * num_segments + _tree_bytes(fp.summary) + 8  # + the int64 run index
+    if points == 0:
+        return 0
+    return sum(records_lib.segment_kept(sweep.record, s, points) for s in range(num_segments))
+
+
+def result_bytes(sweep: Sweep, fp: Footprint) -> int:
+    """Host bytes of one run's results, given its :class:`Footprint` (see :func:`estimate_result_bytes_per_run`).
+
+    With a seed reduction, a configuration's reduced records (and its int64
+    index) are shared by its seeds: each run counts its share, rounded up.
+    """
+    spec = sweep.record
+    if spec.is_default:
+        num_segments = int(sweep.exp.num_segments(sweep.make_setup()))
+        return _tree_bytes(fp.record) * num_segments + _tree_bytes(fp.summary) + 8  # + the int64 run index
+    segments = kept_segments(sweep, segment_points(sweep, fp))
+    kept = jax.eval_shape(lambda r: records_lib.select(spec, r), fp.record)
+    per_run = _tree_bytes(fp.summary) + 8
+    if not spec.reduce:
+        return per_run + _tree_bytes(kept) * segments
+    seeds = sweep.seeds
+    batched = jax.tree.map(lambda x: jax.ShapeDtypeStruct((seeds,) + x.shape, x.dtype), kept)
+    reduced = jax.eval_shape(lambda r: records_lib.reduce_seeds(spec, r, seeds), batched)
+    per_config = _tree_bytes(reduced) * segments + (8 if segments else 0)  # + the int64 configuration index
+    return per_run + -(-per_config // seeds)
 
 
 def estimate_result_bytes_per_run(sweep: Sweep) -> int:
@@ -197,6 +241,10 @@ class Plan(NamedTuple):
         memory_budget: device bytes a chunk may use.
         host_bytes: estimated peak host bytes (assembled results, a chunk).
         disk_bytes: estimated disk bytes still to write (0 where none is written).
+        align: runs per configuration that must share a chunk (the seeds, for a
+            seed reduction; else 1): every chunk holds whole groups of them.
+        segment_points: points of each kept record per segment, before the
+            stride (0 if none is kept).
     """
 
     num_runs: int
@@ -210,6 +258,8 @@ class Plan(NamedTuple):
     memory_budget: int
     host_bytes: int
     disk_bytes: int
+    align: int = 1
+    segment_points: int = 0
 
     @property
     def runs_to_compute(self) -> int:
@@ -250,13 +300,17 @@ def make_plan(sweep: Sweep, done: np.ndarray, resources: Resources, *, chunk_siz
         raise ValueError(f"chunk_size must be a positive integer, got {chunk_size!r}.")
     fp = footprint(sweep)
     per_run = device_bytes(fp)
+    points = segment_points(sweep, fp)
     per_result = result_bytes(sweep, fp)
     runs = sweep.num_runs
     cpu_cap = CPU_RUNS_PER_DEVICE * resources.num_devices if resources.on_cpu else None
+    # A seed reduction needs every seed of a configuration in the chunk that reduces them.
+    align = sweep.seeds if sweep.record.reduce else 1
     # Sized for the whole sweep, not for the runs still missing: a resumed sweep then runs its
     # remaining runs in programs of the same batch size as the first attempt (XLA may round a
     # run differently at another batch size, docs/design.md), at the cost of padding.
-    chunk = _choose_chunk(per_run, resources.memory_budget, resources.num_devices, runs, chunk_size, cpu_cap, fp)
+    chunk = _choose_chunk(per_run, resources.memory_budget, resources.num_devices, runs, chunk_size, cpu_cap, fp,
+                          align)
     host = _check_host_memory(runs, per_result, chunk, chunk * per_run if resources.on_cpu else 0,
                               resources.host_memory)
     missing = np.flatnonzero(~np.asarray(done, bool))
@@ -270,7 +324,8 @@ def make_plan(sweep: Sweep, done: np.ndarray, resources: Resources, *, chunk_siz
     chunks = tuple(missing[i:i + chunk] for i in range(0, missing.size, chunk))
     return Plan(num_runs=runs, chunk_size=chunk, chunks=chunks[process::processes], runs_done=runs - missing.size,
                 process=process, processes=processes, bytes_per_run=per_run, result_bytes_per_run=per_result,
-                memory_budget=int(resources.memory_budget), host_bytes=host, disk_bytes=disk)
+                memory_budget=int(resources.memory_budget), host_bytes=host, disk_bytes=disk, align=align,
+                segment_points=points)
 
 
 def _check_host_memory(runs: int, result_bytes: int, chunk: int, chunk_device_bytes: int, available: int) -> int:
@@ -317,8 +372,21 @@ def _memory_hint(fp: Footprint | None) -> str:
 
 
 def _choose_chunk(bytes_per_run: int, budget: int, num_devices: int, runs: int, chunk_size: int | None,
-                  cpu_chunk_cap: int | None = None, fp: Footprint | None = None) -> int:
+                  cpu_chunk_cap: int | None = None, fp: Footprint | None = None, align: int = 1) -> int:
     fit = budget // max(bytes_per_run, 1)
+    if align > 1:
+        # Whole configurations (align runs each) spread evenly over the devices: a multiple of both.
+        unit = math.lcm(align, num_devices)
+        if fit < unit:
+            raise MemoryError(
+                f"a seed reduction (record.reduce) needs every seed of a configuration in one chunk: {unit} runs "
+                f"({align} seeds on {num_devices} device(s)) need about {mib(bytes_per_run * unit)} of device "
+                f"memory, but the memory budget is {mib(budget)} ({fit} runs). Reduce on the host instead (no "
+                "record.reduce), run fewer seeds, or raise memory_budget / memory_fraction.")
+        wanted = min(fit, chunk_size if chunk_size is not None else (cpu_chunk_cap or fit), -(-runs // unit) * unit)
+        if chunk_size is not None:
+            wanted = min(fit, max(chunk_size, unit))  # asked for: at least one whole configuration per chunk
+        return max(unit, wanted // unit * unit)
     if fit < num_devices:
         raise MemoryError(
             f"one run needs about {mib(bytes_per_run)} of device memory and {num_devices} device(s) need at least "

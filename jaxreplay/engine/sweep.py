@@ -112,13 +112,14 @@ from jaxreplay.engine.plan import (  # noqa: F401 (public here)
     estimate_bytes_per_run,
     estimate_result_bytes_per_run,
 )
+from jaxreplay.engine.records import Record
 from jaxreplay.engine.store import SweepWarning, software_versions  # noqa: F401 (public here)
 
-__all__ = ["Sweep", "SweepStats", "SweepResult", "SweepWarning", "run", "estimate_bytes_per_run",
+__all__ = ["Sweep", "Record", "SweepStats", "SweepResult", "SweepWarning", "run", "estimate_bytes_per_run",
            "estimate_result_bytes_per_run", "default_memory_budget", "software_versions", "load",
            "clear_program_cache", "PROGRAM_CACHE_SIZE"]
 
-_TOP_LEVEL_KEYS = ("experiment", "seeds", "seed", "setup", "fixed", "grid", "points", "run")
+_TOP_LEVEL_KEYS = ("experiment", "seeds", "seed", "setup", "fixed", "grid", "points", "record", "run")
 _RUN_OPTIONS = ("chunk_size", "memory_fraction", "memory_budget")
 _INT32_MAX = 2**31 - 1
 
@@ -143,6 +144,9 @@ class Sweep:
         grid: ``{hyperparameter: values}``, crossed in the order given.
         points: explicit configurations, each ``{hyperparameter: value}`` (all
             with the same keys); an alternative to ``grid`` for irregular sets.
+        record: what is kept of each run's records (:class:`Record`, or its
+            table ``{keep, stride, reduce}``; default: everything, per run).
+            Summaries are always kept.
     """
 
     experiment: str
@@ -152,6 +156,7 @@ class Sweep:
     fixed: Mapping[str, Any] = dataclasses.field(default_factory=dict)
     grid: Mapping[str, Sequence[Any]] = dataclasses.field(default_factory=dict)
     points: Sequence[Mapping[str, Any]] | None = None
+    record: Record | Mapping[str, Any] | None = None
 
     def __post_init__(self):
         # Normalise, then freeze: every field is replaced once by its canonical value, computed by a
@@ -288,6 +293,8 @@ class Sweep:
             out["points"] = [{k: _plain(v) for k, v in p.items()} for p in self.points]
         else:
             out["grid"] = {k: [_plain(x) for x in v] for k, v in self.grid.items()}
+        if not self.record.is_default:  # (left out by default: a sweep's config and fingerprint as before)
+            out["record"] = self.record.to_table()
         return out
 
     def to_toml(self) -> str:
@@ -304,7 +311,7 @@ class Sweep:
                 raise ValueError(f"setup.{name} is None, which TOML cannot hold and is not its default.")
         config["setup"] = {k: v for k, v in config["setup"].items() if v is not None}
         lines = [f"{k} = {_toml_value(config[k])}" for k in ("experiment", "seeds", "seed")]
-        for table in ("setup", "fixed", "grid"):
+        for table in ("setup", "fixed", "grid", "record"):
             if config.get(table):
                 lines += ["", f"[{table}]"] + [f"{_toml_key(k)} = {_toml_value(v)}" for k, v in config[table].items()]
         for point in config.get("points", []):
@@ -397,7 +404,15 @@ def _normalised(given: Sweep) -> dict[str, Any]:
         setup_obj = exp.setup_type(**setup)
     except (ValueError, TypeError) as e:
         raise ValueError(f"setup: {e}") from None
-    return {"setup": _fields_of(setup_obj), "fixed": fixed, "grid": grid, "points": points}
+    record = given.record
+    if record is None:
+        record = Record()
+    elif isinstance(record, Mapping):
+        record = Record.from_table(record)
+    elif not isinstance(record, Record):
+        raise ValueError(f"record must be a Record or a table (keep, stride, reduce), got {record!r}.")
+    record.check_names(tuple(exp.record_dims(setup_obj)), tuple(exp.summary_dims(setup_obj)), exp.name)
+    return {"setup": _fields_of(setup_obj), "fixed": fixed, "grid": grid, "points": points, "record": record}
 
 
 def _plain(v):
