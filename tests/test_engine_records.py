@@ -211,3 +211,22 @@ def test_four_devices_reduce_like_one(tmp_path):
     d4 = sw.load(tmp_path / "d4")
     for name in reference.data_vars:
         np.testing.assert_array_equal(d4[name].values, reference[name].values, err_msg=name)
+
+
+def test_dqn_stride_over_segments_copies_only_the_kept_segments():
+    from jaxreplay.experiments import dqn
+
+    setup = dqn.Setup(env_id="CartPole-v1", total_steps=400, steps_per_segment=100, hidden_sizes=(8,),
+                      max_capacity=400, eval_episodes=0)
+    fixed = {"learning_starts": 50, "memory_size": 200}
+    full = sw.run(sw.Sweep("dqn", seeds=2, setup=setup, fixed=fixed), None, progress=False).dataset
+    record = sw.Record(keep=["td_loss", "capacity"], stride=2, reduce=["mean", "q0.5"])
+    ds = sw.run(sw.Sweep("dqn", seeds=2, setup=setup, fixed=fixed, record=record), None, progress=False).dataset
+    assert full.segment.values.tolist() == [100, 200, 300, 400] and ds.segment.values.tolist() == [100, 300]
+    assert set(ds.data_vars) == {"td_loss", "capacity"} | set(dqn.summary_dims(setup))
+    assert ds.td_loss.dims == ("stat", "segment") and ds.recent_return.dims == ("seed",)
+    loss = full.td_loss.values[:, ::2]  # [seed, segment]
+    assert loss.min() > 0  # trained: not a constant
+    np.testing.assert_allclose(ds.td_loss.sel(stat="mean").values, loss.mean(axis=0), rtol=1e-6)
+    np.testing.assert_allclose(ds.td_loss.sel(stat="q0.5").values, np.quantile(loss, 0.5, axis=0), rtol=1e-6)
+    np.testing.assert_array_equal(ds.recent_return.values, full.recent_return.values)

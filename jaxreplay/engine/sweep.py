@@ -69,6 +69,13 @@ sweep's fingerprint, run count and run range), ``results.nc`` and
 missing runs; a different sweep is refused, by ``sweep.json`` or, if that was
 deleted, by the chunks themselves (a chunk is only ever used by the sweep that
 wrote it).
+
+Records on demand. By default every run's full records (a LineSearch run's
+Δθ and capacity at each step) come back to the host. ``Sweep(...,
+record=Record(keep=("dtheta",), stride=10, reduce=("mean", "q0.1")))``, or a
+``[record]`` table in TOML, keeps only the named records, every 10th point,
+reduced over the seeds of each configuration on the device
+(:mod:`jaxreplay.engine.records`); summaries are always kept per run.
 """
 
 from __future__ import annotations
@@ -326,7 +333,11 @@ class Sweep:
         configuration ``r // seeds`` in C order over the axes as declared, so
         two grids with the same axes in another order number their runs
         differently and are different sweeps). Other table keys are sorted
-        (their order changes nothing).
+        (their order changes nothing). A non-default :class:`Record` is part of
+        it: the chunks hold only what it keeps (strided, or reduced over
+        seeds), so a sweep resumed with another record spec could not reuse
+        them; the default is left out, so sweeps that keep everything have the
+        fingerprint they always had.
         """
         return hashlib.sha256(json.dumps(self._fingerprint_payload(), sort_keys=True).encode()).hexdigest()
 
