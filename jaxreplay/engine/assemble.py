@@ -23,7 +23,7 @@ from jaxreplay.engine.store import software_versions
 if TYPE_CHECKING:
     from jaxreplay.engine.sweep import Sweep
 
-__all__ = ["assemble", "to_dataset", "write_netcdf", "load", "SEED_DIM", "CONFIG_DIM"]
+__all__ = ["assemble", "Assembler", "to_dataset", "write_netcdf", "load", "SEED_DIM", "CONFIG_DIM"]
 
 SEED_DIM = "seed"
 CONFIG_DIM = "config"
@@ -34,19 +34,21 @@ def assemble(sweep: Sweep, parts: Iterable[Mapping[str, np.ndarray]]):
 
     Raises ``RuntimeError`` if a run is missing (a process failed).
     """
-    assembler = _Assembler(sweep.num_runs, sweep.num_configs)
+    assembler = Assembler(sweep)
     for part in parts:
         assembler.add(part)
-    return to_dataset(sweep, assembler.finish())
+    return assembler.dataset()
 
 
-class _Assembler:
-    """Fills ``[num_runs, ...]`` arrays (``[num_configs, ...]`` for ``reduced.*``) from chunks, one at a time."""
+class Assembler:
+    """Fills ``[num_runs, ...]`` arrays (``[num_configs, ...]`` for ``reduced.*``) from chunks, one at a time
+    (a sink for :func:`jaxreplay.engine.execute.execute` when nothing is saved)."""
 
-    def __init__(self, num_runs: int, num_configs: int):
-        self.num_runs, self.num_configs = num_runs, num_configs
+    def __init__(self, sweep: Sweep):
+        self.sweep = sweep
+        self.num_runs, self.num_configs = sweep.num_runs, sweep.num_configs
         self.arrays: dict[str, np.ndarray] = {}
-        self.filled = np.zeros(num_runs, bool)
+        self.filled = np.zeros(self.num_runs, bool)
 
     def add(self, part: Mapping[str, np.ndarray]) -> None:
         idx = part["run_index"]
@@ -59,6 +61,10 @@ class _Assembler:
                 self.arrays[k] = np.zeros((rows,) + v.shape[1:], v.dtype)
             self.arrays[k][part["config_index"] if reduced else idx] = v
         self.filled[idx] = True
+
+    def dataset(self):
+        """The labeled results (:func:`to_dataset`); RuntimeError if a run is missing."""
+        return to_dataset(self.sweep, self.finish())
 
     def finish(self) -> dict[str, np.ndarray]:
         if not self.arrays:

@@ -723,25 +723,24 @@ def run(
 
     if store is not None:
         if process == 0:
-            make_plan(scan.done)  # every refusal before the folder is touched
+            plan = make_plan(scan.done)  # every refusal before the folder is touched
             if writable:
                 store.prepare(scan)
         _barrier("jaxreplay-sweep-start")  # process 0 has set damaged chunks aside and written sweep.json
         if process != 0:
-            scan = store.scan()
-        plan = make_plan(scan.done)
+            plan = make_plan(store.scan().done)
     else:
         plan = make_plan(np.zeros(sweep.num_runs, bool))
 
-    # Execute: finished chunks go to the store, or (in memory) straight to the results.
+    # Execute: finished chunks go to the store, or (in memory) straight into the assembled arrays.
     programs = execute_lib.programs_for(sweep, devices)
-    parts: list[dict] = []
-    execution = execute_lib.execute(sweep, plan, programs, store.save if store is not None else parts.append,
+    assembler = assemble_lib.Assembler(sweep) if store is None else None
+    execution = execute_lib.execute(sweep, plan, programs, store.save if store is not None else assembler.add,
                                     progress=progress)
     _barrier("jaxreplay-sweep-end")
 
     # Assemble: one chunk in memory at a time.
-    dataset = assemble_lib.assemble(sweep, store.parts() if store is not None else _drain(parts))
+    dataset = assemble_lib.assemble(sweep, store.parts()) if store is not None else assembler.dataset()
     computed = plan.runs_to_compute
     stats = SweepStats(
         runs=plan.num_runs, runs_computed=computed, runs_resumed=plan.runs_done, chunks=len(plan.chunks),
@@ -762,9 +761,3 @@ def run(
         print(stats.describe(), file=sys.stderr)
     return SweepResult(dataset, stats)
 
-
-def _drain(parts: list):
-    """Yield and forget the in-memory chunks (each is dropped once it has been assembled)."""
-    parts.reverse()
-    while parts:
-        yield parts.pop()
