@@ -51,6 +51,7 @@ class Assembler:
         self.filled = np.zeros(self.num_runs, bool)
 
     def add(self, part: Mapping[str, np.ndarray]) -> None:
+        """Copy one chunk's arrays (``run_index``, ``config_index`` for ``reduced.*``) into place."""
         idx = part["run_index"]
         for k, v in part.items():
             if k in ("run_index", "config_index"):
@@ -67,6 +68,7 @@ class Assembler:
         return to_dataset(self.sweep, self.finish())
 
     def finish(self) -> dict[str, np.ndarray]:
+        """The filled arrays by key; RuntimeError if no chunk came, or a run is missing (a process failed)."""
         if not self.arrays:
             raise RuntimeError("no finished chunks to assemble")
         if not self.filled.all():
