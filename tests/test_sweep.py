@@ -16,6 +16,7 @@ import jax
 import numpy as np
 import pytest
 
+from jaxreplay.engine import store
 from jaxreplay.engine import sweep as sw
 from jaxreplay.experiments import linesearch as ls
 
@@ -506,7 +507,7 @@ def test_a_failed_write_is_one_line_naming_the_file(tmp_path, capsys, monkeypatc
     def full(path, data):
         raise OSError(28, "No space left on device", str(path))
 
-    monkeypatch.setattr(sw, "_atomic_write", full)
+    monkeypatch.setattr(store, "atomic_write", full)  # the chunk store writes every file of the folder
     assert _cli("sweep", config, "--out", out, "--quiet") == 2
     err = capsys.readouterr().err
     assert err == f"jaxreplay sweep: error: cannot write {out / 'sweep.json'}: No space left on device.\n"

@@ -1,0 +1,229 @@
+"""Execute: a :class:`~jaxreplay.engine.plan.Plan`'s chunks through the compiled programs.
+
+:func:`execute` dispatches each chunk of runs (padded to the plan's chunk
+size, so one compilation serves every chunk) through ``jit(vmap(...))``
+programs sharded over the local devices, and hands each finished chunk's
+arrays to a ``sink`` (the :class:`~jaxreplay.engine.store.ChunkStore`'s
+``save``, or an in-memory assembler). Host work on segment k's outputs
+(transfer, saving) overlaps the device's work on segment k + 1.
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+import time
+import warnings
+from collections import OrderedDict
+from collections.abc import Callable, Sequence
+from typing import TYPE_CHECKING, NamedTuple
+
+import jax
+import numpy as np
+
+from jaxreplay.engine import records as records_lib
+
+if TYPE_CHECKING:
+    from jaxreplay.engine.plan import Plan
+    from jaxreplay.engine.sweep import Sweep
+
+__all__ = ["execute", "Execution", "programs_for", "clear_program_cache", "PROGRAM_CACHE_SIZE", "RUN_AXIS"]
+
+RUN_AXIS = "runs"
+
+
+class Programs:
+    """The compiled programs of one sweep.
+
+    ``rest`` runs one segment and the summary on a chunk of states. A
+    one-segment experiment (LineSearch) fuses the initialisation into it as
+    ``first`` (one program); a multi-segment one (DQN) runs a small ``init``
+    program and then ``rest`` for every segment, the first included, so the
+    segment (the costly compile) is compiled once, not twice.
+
+    Programs are compiled ahead of time on first use, once per argument
+    signature (the chunk's shapes and dtypes), and kept: :func:`programs_for`
+    keeps this object for the process, so a sweep run again (a notebook cell)
+    or another grid over the same setup compiles nothing.
+    """
+
+    def __init__(self, sweep: Sweep, devices: Sequence[jax.Device]):
+        from jax.sharding import AxisType, Mesh, NamedSharding, PartitionSpec
+
+        exp, setup, spec, seeds = sweep.exp, sweep.make_setup(), sweep.record, sweep.seeds
+        # Auto axes: jax.make_mesh defaults to Explicit axes, under which vmap refuses
+        # a mapped axis sharded differently from its outputs (STACK_NOTES).
+        mesh = Mesh(np.array(devices), (RUN_AXIS,), axis_types=(AxisType.Auto,))
+        self.batched = NamedSharding(mesh, PartitionSpec(RUN_AXIS))
+        self.replicated = NamedSharding(mesh, PartitionSpec())
+        self.compilations = 0
+        self.compile_seconds = 0.0
+
+        def one_segment(state, hparams):
+            state, record = exp.advance(state, hparams, setup)
+            if not spec.is_default:  # records on demand: only what is kept leaves the program
+                record = records_lib.select(spec, record)
+            return state, record, exp.summarize(state, hparams, setup)
+
+        def segment(state, hparams):
+            state, record, summary = jax.vmap(one_segment)(state, hparams)
+            if spec.reduce:  # over the seeds of each configuration (the chunk holds whole ones)
+                record = records_lib.reduce_seeds(spec, record, seeds)
+            return state, record, summary
+
+        def init(base_seed, seed_index, hparams):
+            def one(s, h):
+                return exp.init(jax.random.fold_in(jax.random.key(base_seed), s), h, setup)
+
+            return jax.vmap(one)(seed_index, hparams)
+
+        def first(base_seed, seed_index, hparams):
+            return segment(init(base_seed, seed_index, hparams), hparams)
+
+        self.fused = int(exp.num_segments(setup)) == 1
+        # Reduced records have one row per configuration: too few to shard evenly, and small.
+        outputs = (self.batched, self.replicated if spec.reduce else self.batched, self.batched)
+        self._first = jax.jit(first if self.fused else init, in_shardings=(self.replicated, self.batched, self.batched),
+                              out_shardings=outputs if self.fused else self.batched)
+        self._rest = jax.jit(segment, in_shardings=(self.batched, self.batched),
+                             out_shardings=outputs, donate_argnums=0)
+        self._compiled: dict = {}
+
+    def _get(self, name, jitted, *args):
+        leaves, treedef = jax.tree.flatten(args)
+        # Shapes and dtypes only (never np.asarray on a device array: that would copy it to the host).
+        signature = (name, treedef, tuple((np.shape(x), x.dtype) for x in leaves))
+        compiled = self._compiled.get(signature)
+        if compiled is None:
+            t0 = time.perf_counter()
+            with warnings.catch_warnings():
+                warnings.filterwarnings("ignore", message="Some donated buffers were not usable")
+                compiled = jitted.lower(*args).compile()
+            self.compile_seconds += time.perf_counter() - t0
+            self.compilations += 1
+            self._compiled[signature] = compiled
+        return compiled
+
+    def run_first(self, base_seed: jax.Array, seed_index: jax.Array,
+                  hparams: tuple[jax.Array, ...]) -> tuple[object, dict[str, jax.Array], dict[str, jax.Array]]:
+        """Initialise a chunk of runs (keys ``fold_in(key(base_seed), seed_index)``) and run its first
+        segment: ``(state, record, summary)``."""
+        out = self._get("first", self._first, base_seed, seed_index, hparams)(base_seed, seed_index, hparams)
+        return out if self.fused else self.run_rest(out, hparams)
+
+    def run_rest(self, state: object, hparams: tuple[jax.Array, ...]
+                 ) -> tuple[object, dict[str, jax.Array], dict[str, jax.Array]]:
+        """Run the next segment of a chunk of runs (``state`` is donated): ``(state, record, summary)``."""
+        compiled = self._get("rest", self._rest, state, hparams)
+        with warnings.catch_warnings():
+            warnings.filterwarnings("ignore", message="Some donated buffers were not usable")
+            return compiled(state, hparams)
+
+
+#: How many sweeps' compiled programs the process keeps (least recently used dropped first).
+PROGRAM_CACHE_SIZE = 8
+_PROGRAM_CACHE: OrderedDict = OrderedDict()
+
+
+def programs_for(sweep: Sweep, devices: Sequence[jax.Device]) -> Programs:
+    """The :class:`Programs` of ``sweep`` on ``devices``, kept for the process (the last
+    :data:`PROGRAM_CACHE_SIZE`)."""
+    # What a program depends on: the experiment, its static setup and the devices.
+    # Hyperparameters, seeds and grids are arguments, so they share the programs.
+    # What is kept of the records is compiled in too (and the seed count, to reduce over seeds).
+    key = (sweep.experiment, json.dumps(sweep.to_dict()["setup"], sort_keys=True, default=repr),
+           tuple((d.platform, d.id) for d in devices), sweep.record, sweep.seeds if sweep.record.reduce else None)
+    programs = _PROGRAM_CACHE.pop(key, None) or Programs(sweep, devices)
+    _PROGRAM_CACHE[key] = programs
+    while len(_PROGRAM_CACHE) > PROGRAM_CACHE_SIZE:
+        _PROGRAM_CACHE.popitem(last=False)
+    return programs
+
+
+def clear_program_cache() -> None:
+    """Forget every compiled sweep program kept by this process (frees their device memory)."""
+    _PROGRAM_CACHE.clear()
+
+
+class Execution(NamedTuple):
+    """What :func:`execute` did: ``compilations`` (new programs compiled), ``compile_seconds`` and
+    ``run_seconds`` (wall time less compilation)."""
+
+    compilations: int
+    compile_seconds: float
+    run_seconds: float
+
+
+def execute(sweep: Sweep, plan: Plan, programs: Programs, sink: Callable[[dict], None],
+            progress: bool = False) -> Execution:
+    """Compute the chunks of ``plan`` and hand each finished one to ``sink``.
+
+    ``sink`` receives ``{"record.<name>": [runs, points, ...], "summary.<name>": [runs, ...],
+    "run_index": int64[runs]}`` for each chunk (padding removed); with a seed
+    reduction, ``"reduced.<name>": [configurations, reductions, points, ...]``
+    and ``"config_index": int64[configurations]`` instead of ``record.*``.
+    Only the segments holding a kept record point are copied to the host.
+    """
+    exp, setup, spec = sweep.exp, sweep.make_setup(), sweep.record
+    num_segments = int(exp.num_segments(setup))
+    chunk, align = plan.chunk_size, plan.align
+    prefix = "reduced." if spec.reduce else "record."
+    axis = 2 if spec.reduce else 1  # the points axis, concatenated over segments
+    compilations_before, compile_seconds_before = programs.compilations, programs.compile_seconds
+    bar = None
+    if progress and plan.chunks:
+        from tqdm.auto import tqdm
+
+        # Counted in run-segments (integers: no float drift) and shown in runs.
+        bar = tqdm(total=plan.runs_to_compute * num_segments, unit="run", unit_scale=1 / num_segments,
+                   desc=f"sweep {sweep.experiment}", file=sys.stderr, dynamic_ncols=True)
+    t_start = time.perf_counter()
+    base_seed = jax.device_put(np.uint32(sweep.seed), programs.replicated)
+    # JAX dispatches asynchronously: dispatch segment k + 1 first, then drain segment k
+    # (one step behind). At most two segments' records are in flight at once.
+    collected: dict[int, list] = {}
+    pending = None
+
+    def drain(item):
+        chunk_id, runs, record, summary = item
+        valid = len(runs)
+        rows = valid // sweep.seeds if spec.reduce else valid
+        segments = collected.setdefault(chunk_id, [])
+        if record is not None:
+            segments.append({k: np.asarray(v)[:rows] for k, v in record.items()})
+        if bar is not None:
+            bar.update(valid)
+        if summary is None:
+            return
+        del collected[chunk_id]
+        result = {f"{prefix}{k}": np.concatenate([r[k] for r in segments], axis=axis)
+                  for k in (segments[0] if segments else ())}
+        result.update({f"summary.{k}": np.asarray(v)[:valid] for k, v in summary.items()})
+        result["run_index"] = runs.astype(np.int64)
+        if spec.reduce:
+            result["config_index"] = runs[::sweep.seeds].astype(np.int64) // sweep.seeds
+        sink(result)
+
+    for chunk_id, runs in enumerate(plan.chunks):
+        valid = len(runs)
+        # Same shape: no recompile. Padded with copies of the last run (of the last configuration's
+        # runs, to keep whole configurations); their results are dropped.
+        padded = np.concatenate([runs, np.resize(runs[-align:], chunk - valid)])
+        hparams = jax.device_put(sweep.hyperparameters(padded), programs.batched)
+        seed_index = jax.device_put((padded % sweep.seeds).astype(np.uint32), programs.batched)
+        for segment in range(num_segments):
+            if segment == 0:
+                state, record, summary = programs.run_first(base_seed, seed_index, hparams)
+            else:
+                state, record, summary = programs.run_rest(state, hparams)
+            if pending is not None:
+                drain(pending)
+            kept = plan.segment_points and records_lib.segment_kept(spec, segment, plan.segment_points)
+            pending = (chunk_id, runs, record if kept else None, summary if segment == num_segments - 1 else None)
+    if pending is not None:
+        drain(pending)
+    compile_seconds = programs.compile_seconds - compile_seconds_before
+    run_seconds = time.perf_counter() - t_start - compile_seconds
+    if bar is not None:
+        bar.close()
+    return Execution(programs.compilations - compilations_before, compile_seconds, max(run_seconds, 0.0))

@@ -1,0 +1,403 @@
+"""Plan: what a sweep run will do, decided before anything is written or compiled.
+
+:func:`make_plan` is a pure function of the sweep, the runs already finished
+(from the :class:`~jaxreplay.engine.store.ChunkStore`), the run options and
+the machine's :class:`Resources` (numbers measured by the caller). It returns
+a :class:`Plan`, or refuses: ``ValueError`` for bad options, ``MemoryError``
+(with the numbers) for a run that cannot fit the device budget, results that
+cannot fit the host's memory, or chunks and ``results.nc`` that cannot fit
+the disk. Nothing in this module compiles, allocates device memory or touches
+a file: the shapes come from tracing (``jax.eval_shape``, ``jax.make_jaxpr``).
+"""
+
+from __future__ import annotations
+
+import math
+import pathlib
+from typing import TYPE_CHECKING, Any, NamedTuple
+
+import jax
+import numpy as np
+
+from jaxreplay.engine import records as records_lib
+
+if TYPE_CHECKING:  # (the engine's declaration module imports this one)
+    from jaxreplay.engine.sweep import Sweep
+
+__all__ = ["Plan", "Resources", "make_plan", "check_run_options", "estimate_bytes_per_run",
+           "estimate_result_bytes_per_run", "TEMPORARY_FACTOR", "CPU_RUNS_PER_DEVICE"]
+
+
+# ----------------------------------------------------------------------------
+# Options
+# ----------------------------------------------------------------------------
+
+
+def check_run_options(prefix: str = "", chunk_size=None, memory_fraction=None, memory_budget=None) -> None:
+    """ValueError naming ``prefix + option`` for a bad ``chunk_size``, ``memory_fraction`` or ``memory_budget``."""
+    def number(v):
+        return isinstance(v, (int, float, np.integer, np.floating)) and not isinstance(v, bool)
+
+    if chunk_size is not None and (not number(chunk_size) or not float(chunk_size).is_integer() or chunk_size < 1):
+        raise ValueError(f"{prefix}chunk_size must be a positive integer, got {chunk_size!r}.")
+    if memory_fraction is not None and (not number(memory_fraction) or not 0.0 < memory_fraction <= 1.0):
+        raise ValueError(f"{prefix}memory_fraction must be a number in (0, 1], got {memory_fraction!r}.")
+    if memory_budget is not None and (not number(memory_budget) or not math.isfinite(memory_budget)
+                                      or memory_budget < 1):
+        raise ValueError(f"{prefix}memory_budget must be a positive number of bytes, got {memory_budget!r}.")
+
+
+# ----------------------------------------------------------------------------
+# Shapes and bytes of one run
+# ----------------------------------------------------------------------------
+
+
+def _tree_bytes(tree) -> int:
+    return int(sum(math.prod(x.shape) * _itemsize(x.dtype) for x in jax.tree.leaves(tree)))
+
+
+def _itemsize(dtype) -> int:
+    if jax.dtypes.issubdtype(dtype, jax.dtypes.prng_key):
+        return 8  # a threefry key is two uint32 words
+    return np.dtype(dtype).itemsize
+
+
+class Footprint(NamedTuple):
+    """Shapes of one run: ``state``, ``record`` (one segment), ``summary``, ``hparams``, and ``temporary``,
+    the bytes of the largest array made inside a loop body of a segment other than a state-shaped one."""
+
+    state: Any
+    record: Any
+    summary: Any
+    hparams: Any
+    temporary: int
+
+
+def footprint(sweep: Sweep) -> Footprint:
+    """One run's :class:`Footprint`, by tracing only (``jax.eval_shape``, ``jax.make_jaxpr``: nothing compiled)."""
+    exp, setup = sweep.exp, sweep.make_setup()
+    hparams = jax.tree.map(lambda x: jax.ShapeDtypeStruct((), x.dtype), sweep.hyperparameters(np.arange(1)))
+    key = jax.eval_shape(lambda: jax.random.key(0))  # shapes only: nothing compiled
+    state = jax.eval_shape(lambda k, h: exp.init(k, h, setup), key, hparams)
+    jaxpr, (state2, record) = jax.make_jaxpr(lambda s, h: exp.advance(s, h, setup), return_shape=True)(state, hparams)
+    summary = jax.eval_shape(lambda s, h: exp.summarize(s, h, setup), state2, hparams)
+    state_like = {(tuple(x.shape), str(x.dtype)) for x in jax.tree.leaves(state)}
+    return Footprint(state, record, summary, hparams, _largest_loop_temporary(jaxpr.jaxpr, state_like))
+
+
+def _largest_loop_temporary(jaxpr, state_like: set, in_loop: bool = False) -> int:
+    """Bytes of the largest array an equation makes inside a ``scan``/``while`` body of ``jaxpr`` (nested
+    jaxprs searched), leaving out arrays shaped like a leaf of the state (in-place updates of it)."""
+    from jax.extend import core as jex_core
+
+    largest = 0
+    for eqn in jaxpr.eqns:
+        loop = in_loop or eqn.primitive.name in ("scan", "while")
+        for value in eqn.params.values():
+            for sub in value if isinstance(value, (tuple, list)) else (value,):
+                if isinstance(sub, jex_core.ClosedJaxpr):
+                    sub = sub.jaxpr
+                if isinstance(sub, jex_core.Jaxpr):
+                    largest = max(largest, _largest_loop_temporary(sub, state_like, loop))
+        if in_loop:
+            for var in eqn.outvars:
+                aval = var.aval
+                if hasattr(aval, "shape") and (tuple(aval.shape), str(aval.dtype)) not in state_like:
+                    largest = max(largest, math.prod(aval.shape) * _itemsize(aval.dtype))
+    return largest
+
+
+def segment_points(sweep: Sweep, fp: Footprint) -> int:
+    """Points each kept record gets per segment (the length of its first axis), before the stride.
+
+    ValueError naming ``record.stride`` where kept records of different lengths
+    or a stride that does not fit the segments cannot be sliced as ``[::stride]``.
+    """
+    spec, num_segments = sweep.record, int(sweep.exp.num_segments(sweep.make_setup()))
+    lengths = {fp.record[k].shape[0] for k in spec.kept(tuple(fp.record))}
+    if not lengths:
+        return 0
+    if len(lengths) > 1 and num_segments > 1 and spec.stride > 1:
+        raise ValueError(f"record.stride = {spec.stride}: the kept records have segments of different lengths "
+                         f"{sorted(lengths)}; keep records of one length to stride them.")
+    points = max(lengths)
+    records_lib.check_stride(spec, points, num_segments)
+    return points
+
+
+def kept_segments(sweep: Sweep, points: int) -> int:
+    """How many segments hold a kept record point (all of them without a stride)."""
+    num_segments = int(sweep.exp.num_segments(sweep.make_setup()))
+    if points == 0:
+        return 0
+    return sum(records_lib.segment_kept(sweep.record, s, points) for s in range(num_segments))
+
+
+def result_bytes(sweep: Sweep, fp: Footprint) -> int:
+    """Host bytes of one run's results, given its :class:`Footprint` (see :func:`estimate_result_bytes_per_run`).
+
+    With a seed reduction, a configuration's reduced records (and its int64
+    index) are shared by its seeds: each run counts its share, rounded up.
+    """
+    spec = sweep.record
+    if spec.is_default:
+        num_segments = int(sweep.exp.num_segments(sweep.make_setup()))
+        return _tree_bytes(fp.record) * num_segments + _tree_bytes(fp.summary) + 8  # + the int64 run index
+    segments = kept_segments(sweep, segment_points(sweep, fp))
+    kept = jax.eval_shape(lambda r: records_lib.select(spec, r), fp.record)
+    per_run = _tree_bytes(fp.summary) + 8
+    if not spec.reduce:
+        return per_run + _tree_bytes(kept) * segments
+    seeds = sweep.seeds
+    batched = jax.tree.map(lambda x: jax.ShapeDtypeStruct((seeds,) + x.shape, x.dtype), kept)
+    reduced = jax.eval_shape(lambda r: records_lib.reduce_seeds(spec, r, seeds), batched)
+    per_config = _tree_bytes(reduced) * segments + (8 if segments else 0)  # + the int64 configuration index
+    return per_run + -(-per_config // seeds)
+
+
+def estimate_result_bytes_per_run(sweep: Sweep) -> int:
+    """Host bytes of one run's results (its record over every segment, its summary and its index).
+
+    ``runs × this`` is the size of the assembled results in memory, of
+    ``results.nc`` and of the chunk files (up to their small headers).
+    """
+    return result_bytes(sweep, footprint(sweep))
+
+
+#: Temporaries of a step, as a multiple of its largest array (see :func:`estimate_bytes_per_run`).
+TEMPORARY_FACTOR = 8
+
+
+def estimate_bytes_per_run(sweep: Sweep) -> int:
+    """Device bytes one run needs, from shapes only (nothing is allocated or compiled).
+
+    The estimate is ``1.5 × state + record + summary + hyperparameters + 8 ×
+    temporary``: the run's state (replay storage × ``max_capacity``,
+    parameters, optimizer and environment state) is updated in place by the
+    segment's scan (the input is donated), plus room for the temporaries of an
+    update; the record is one segment's curves; ``temporary`` is the largest
+    array made inside the segment's loops other than a state-shaped one (a
+    minibatch of draws or of gathered transitions, a layer's activations), and
+    a step keeps several alive: XLA's accounting for a LineSearch minibatch of
+    10^6 is 7.5 times its largest array, so a huge ``max_batch_size`` /
+    ``batch_size`` is refused (or chunked) by the memory checks instead of
+    exhausting memory. Measured against XLA's own accounting of the compiled
+    program (``memory_analysis``): within 0.6-2x for LineSearch ER, pER and
+    aER, and for a minibatch of 10^6 (tested).
+    """
+    return device_bytes(footprint(sweep))
+
+
+def device_bytes(fp: Footprint) -> int:
+    """Device bytes of one run with this :class:`Footprint` (see :func:`estimate_bytes_per_run`)."""
+    return (int(1.5 * _tree_bytes(fp.state)) + _tree_bytes(fp.record) + _tree_bytes(fp.summary)
+            + 4 * len(fp.hparams) + TEMPORARY_FACTOR * fp.temporary)
+
+
+def mib(n: int) -> str:
+    """``n`` bytes in the largest binary unit under it (``"2.0 KiB"``)."""
+    for unit, scale in (("GiB", 2**30), ("MiB", 2**20), ("KiB", 2**10)):
+        if n >= scale:
+            return f"{n / scale:.1f} {unit}"
+    return f"{n} B"
+
+
+# ----------------------------------------------------------------------------
+# The plan
+# ----------------------------------------------------------------------------
+
+
+class Resources(NamedTuple):
+    """What the machine offers, as numbers (measured by :func:`jaxreplay.engine.sweep.run`, so that
+    :func:`make_plan` stays pure).
+
+    Attributes:
+        memory_budget: device bytes a chunk may use, over all local devices.
+        host_memory: host bytes this process can still use.
+        free_disk: free bytes under the output folder; ``None`` where this
+            process writes no chunks or results (in memory, or not process 0).
+        num_devices: local devices the run axis is sharded over.
+        on_cpu: whether those devices are CPUs (their memory is the host's).
+    """
+
+    memory_budget: int
+    host_memory: int
+    free_disk: int | None
+    num_devices: int
+    on_cpu: bool
+
+
+class Plan(NamedTuple):
+    """What :func:`jaxreplay.engine.sweep.run` will compute, and the numbers it was decided on.
+
+    Attributes:
+        num_runs: runs in the sweep.
+        chunk_size: runs per compiled call (every chunk is padded to it).
+        chunks: this process's chunks, each the (sorted) run indices it computes.
+        runs_done: runs already finished (in the chunk store).
+        process, processes: this process's index and the process count.
+        bytes_per_run: estimated device bytes of one run.
+        result_bytes_per_run: host bytes of one run's results.
+        memory_budget: device bytes a chunk may use.
+        host_bytes: estimated peak host bytes (assembled results, a chunk).
+        disk_bytes: estimated disk bytes still to write (0 where none is written).
+        align: runs per configuration that must share a chunk (the seeds, for a
+            seed reduction; else 1): every chunk holds whole groups of them.
+        segment_points: points of each kept record per segment, before the
+            stride (0 if none is kept).
+    """
+
+    num_runs: int
+    chunk_size: int
+    chunks: tuple[np.ndarray, ...]
+    runs_done: int
+    process: int
+    processes: int
+    bytes_per_run: int
+    result_bytes_per_run: int
+    memory_budget: int
+    host_bytes: int
+    disk_bytes: int
+    align: int = 1
+    segment_points: int = 0
+
+    @property
+    def runs_to_compute(self) -> int:
+        """Runs this process computes."""
+        return int(sum(len(c) for c in self.chunks))
+
+
+# On CPU a chunk's working set should stay near the caches: measured on a 2-core
+# CPU (LineSearch ER, T = 1000, 10^4 runs), per-run cost is lowest for chunks of
+# 256–1024 runs and 1.4× / 2.7× higher at 4096 / 10^4 runs. Accelerators are
+# limited by memory only.
+CPU_RUNS_PER_DEVICE = 1024
+
+
+def make_plan(sweep: Sweep, done: np.ndarray, resources: Resources, *, chunk_size: int | None = None,
+              out: pathlib.Path | None = None, writable: bool = True, process: int = 0,
+              processes: int = 1) -> Plan:
+    """Decide the chunks of ``sweep`` still to compute, or refuse; pure (no file, no compilation).
+
+    Args:
+        sweep: the :class:`~jaxreplay.engine.sweep.Sweep`.
+        done: ``bool[num_runs]``, the runs already finished (all False in memory).
+        resources: the machine's :class:`Resources`.
+        chunk_size: runs per compiled call asked for (see :func:`jaxreplay.engine.sweep.run`).
+        out: the output folder (for messages), or None.
+        writable: whether ``out`` can be written.
+        process, processes: this process and the process count (process ``p``
+            takes chunks ``p, p + P, ...`` of the missing runs).
+
+    Raises:
+        ValueError: a bad ``chunk_size``; ``out`` is not writable but runs are missing.
+        MemoryError: one run per device does not fit the budget; the results
+            do not fit the host's memory; chunks and ``results.nc`` do not fit
+            ``resources.free_disk``. The message gives the numbers.
+    """
+    if chunk_size is not None and (isinstance(chunk_size, bool) or not isinstance(chunk_size, (int, np.integer))
+                                   or chunk_size < 1):
+        raise ValueError(f"chunk_size must be a positive integer, got {chunk_size!r}.")
+    fp = footprint(sweep)
+    per_run = device_bytes(fp)
+    points = segment_points(sweep, fp)
+    per_result = result_bytes(sweep, fp)
+    runs = sweep.num_runs
+    cpu_cap = CPU_RUNS_PER_DEVICE * resources.num_devices if resources.on_cpu else None
+    # A seed reduction needs every seed of a configuration in the chunk that reduces them.
+    align = sweep.seeds if sweep.record.reduce else 1
+    # Sized for the whole sweep, not for the runs still missing: a resumed sweep then runs its
+    # remaining runs in programs of the same batch size as the first attempt (XLA may round a
+    # run differently at another batch size, docs/design.md), at the cost of padding.
+    chunk = _choose_chunk(per_run, resources.memory_budget, resources.num_devices, runs, chunk_size, cpu_cap, fp,
+                          align)
+    host = _check_host_memory(runs, per_result, chunk, chunk * per_run if resources.on_cpu else 0,
+                              resources.host_memory)
+    missing = np.flatnonzero(~np.asarray(done, bool))
+    if out is not None and not writable and missing.size:
+        raise ValueError(
+            f"{out} is not writable (read-only or no permission) and {missing.size} of {runs} runs are "
+            "still to compute: make it writable, or choose another output folder.")
+    disk = 0
+    if out is not None and writable and resources.free_disk is not None:
+        disk = _check_disk(out, missing.size, runs, per_result, resources.free_disk)
+    chunks = tuple(missing[i:i + chunk] for i in range(0, missing.size, chunk))
+    return Plan(num_runs=runs, chunk_size=chunk, chunks=chunks[process::processes], runs_done=runs - missing.size,
+                process=process, processes=processes, bytes_per_run=per_run, result_bytes_per_run=per_result,
+                memory_budget=int(resources.memory_budget), host_bytes=host, disk_bytes=disk, align=align,
+                segment_points=points)
+
+
+def _check_host_memory(runs: int, result_bytes: int, chunk: int, chunk_device_bytes: int, available: int) -> int:
+    """Refuse (MemoryError with the numbers) a sweep whose results cannot fit the host's memory.
+
+    Peak host use: the assembled results (``runs × result_bytes``, what
+    :func:`run` returns), two copies of one chunk's results (the segments
+    collected and their concatenation), the bookkeeping of which runs are
+    done (9 bytes per run), and on CPU the chunk's device memory, which is
+    host memory too. Returns that peak in bytes.
+    """
+    assembled = runs * result_bytes
+    need = assembled + 2 * chunk * result_bytes + 9 * runs + chunk_device_bytes
+    if need > available:
+        raise MemoryError(
+            f"the sweep's results need about {mib(need)} of host memory ({runs} runs × {mib(result_bytes)} "
+            f"of results each = {mib(assembled)} assembled, plus a chunk of {chunk} runs"
+            + (f" and its {mib(chunk_device_bytes)} of CPU device memory" if chunk_device_bytes else "")
+            + f"), but only {mib(available)} is available. Run fewer seeds or grid points, or record less "
+            "(e.g. a shorter setup.steps / fewer segments), or split the sweep into several."
+        )
+    return need
+
+
+def _check_disk(out: pathlib.Path, missing_runs: int, runs: int, result_bytes: int, free: int) -> int:
+    """Refuse (MemoryError with the numbers) a sweep whose chunks and ``results.nc`` cannot fit on disk."""
+    chunks, results = missing_runs * result_bytes, runs * result_bytes
+    need = chunks + results
+    if need > free:
+        raise MemoryError(
+            f"the sweep needs about {mib(need)} of disk in {out} ({mib(chunks)} of chunk files for the "
+            f"{missing_runs} runs still to compute, {mib(results)} for results.nc), but only {mib(free)} is "
+            "free there. Free some space, choose another --out, or run fewer seeds or grid points."
+        )
+    return need
+
+
+def _memory_hint(fp: Footprint | None) -> str:
+    """What to lower when one run does not fit: whichever of state and step temporaries dominates."""
+    if fp is not None and TEMPORARY_FACTOR * fp.temporary > 1.5 * _tree_bytes(fp.state):
+        return (f"A step's temporaries dominate (its largest array is {mib(fp.temporary)}): lower the "
+                "minibatch size (setup.max_batch_size, setup.batch_size, --batch-size)")
+    return "Lower setup.max_capacity (replay storage dominates), shorten a segment"
+
+
+def _choose_chunk(bytes_per_run: int, budget: int, num_devices: int, runs: int, chunk_size: int | None,
+                  cpu_chunk_cap: int | None = None, fp: Footprint | None = None, align: int = 1) -> int:
+    fit = budget // max(bytes_per_run, 1)
+    if align > 1:
+        # Whole configurations (align runs each) spread evenly over the devices: a multiple of both.
+        unit = math.lcm(align, num_devices)
+        if fit < unit:
+            raise MemoryError(
+                f"a seed reduction (record.reduce) needs every seed of a configuration in one chunk: {unit} runs "
+                f"({align} seeds on {num_devices} device(s)) need about {mib(bytes_per_run * unit)} of device "
+                f"memory, but the memory budget is {mib(budget)} ({fit} runs). Reduce on the host instead (no "
+                "record.reduce), run fewer seeds, or raise memory_budget / memory_fraction.")
+        wanted = min(fit, chunk_size if chunk_size is not None else (cpu_chunk_cap or fit), -(-runs // unit) * unit)
+        if chunk_size is not None:
+            wanted = min(fit, max(chunk_size, unit))  # asked for: at least one whole configuration per chunk
+        return max(unit, wanted // unit * unit)
+    if fit < num_devices:
+        raise MemoryError(
+            f"one run needs about {mib(bytes_per_run)} of device memory and {num_devices} device(s) need at least "
+            f"{num_devices} runs per chunk ({mib(bytes_per_run * num_devices)}), but the memory budget is "
+            f"{mib(budget)}. {_memory_hint(fp)}, or raise memory_budget / memory_fraction."
+        )
+    if chunk_size is None:
+        chunk = min(fit, cpu_chunk_cap if cpu_chunk_cap else fit)
+        chunk = min(chunk, -(-runs // num_devices) * num_devices)  # no point padding beyond the work
+    else:
+        # Asked for: exactly that program shape (padded if the work is smaller), so that sweeps
+        # of any size run their runs at one batch size (XLA may round a run differently at another).
+        chunk = min(fit, chunk_size)
+    return max(num_devices, chunk // num_devices * num_devices)

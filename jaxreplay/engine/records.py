@@ -1,0 +1,167 @@
+"""Records on demand: what a sweep keeps of each run's per-step records, decided on the device.
+
+A :class:`Record` names the records to keep (``keep``), a ``stride`` over
+their first axis (steps for LineSearch, segments for DQN: point ``i`` is kept
+when ``i % stride == 0``, exactly ``record[::stride]``), and optional
+reductions over the seeds of each configuration (``reduce``: ``"mean"``,
+``"q<p>"`` for the ``p``-quantile, ``0 <= p <= 1``, NumPy's default linear
+interpolation). Summaries (final metrics, ``diverged``) are always kept, per run.
+
+Everything happens inside the compiled chunk program: the records are
+selected and sliced per run (:func:`select`), and reduced per configuration
+(:func:`reduce_seeds`) over the chunk's run axis, which the plan aligns to
+whole configurations (all seeds of a configuration in one chunk), so a
+reduction is exact and does not depend on the chunk size. Only what is kept
+is copied to the host, saved and assembled. A reduced record has the dims
+``(*configuration axes, "stat", *its own dims)``, with ``stat`` labeled by
+the reductions' names; NaN (a diverged run) propagates as in ``np.mean`` /
+``np.quantile``.
+
+For an experiment of several segments (DQN), the program slices each
+segment's ``L`` points with the stride, and the host copies only the
+segments holding a kept point; this is ``[::stride]`` of the whole record when
+``stride`` divides ``L`` or ``L`` divides ``stride`` (otherwise the plan refuses
+it, naming ``record.stride``).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+from collections.abc import Mapping, Sequence
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+
+__all__ = ["Record", "STAT_DIM", "select", "reduce_seeds", "quantile_of", "segment_kept"]
+
+#: The dim of a reduced record that holds its reductions (coordinates: their names).
+STAT_DIM = "stat"
+_KEYS = ("keep", "stride", "reduce")
+
+
+@dataclasses.dataclass(frozen=True)
+class Record:
+    """What a sweep keeps of each run's records (see the module docstring).
+
+    Attributes:
+        keep: names of the records to keep (``None``: all of them; ``()``:
+            none, summaries only). Names of summaries are accepted (they are
+            always kept).
+        stride: keep every ``stride``-th point of each record's first axis (>= 1).
+        reduce: reductions over the seeds of each configuration, computed on
+            the device: ``"mean"`` or ``"q<p>"`` (e.g. ``"q0.1"``); a single
+            name or a sequence; ``()``: none (every run's record is kept).
+    """
+
+    keep: tuple[str, ...] | None = None
+    stride: int = 1
+    reduce: tuple[str, ...] = ()
+
+    def __post_init__(self):
+        keep, reduce = self.keep, self.reduce
+        if keep is not None:
+            if isinstance(keep, str):
+                keep = (keep,)
+            if not isinstance(keep, Sequence) or not all(isinstance(k, str) for k in keep):
+                raise ValueError(f"record.keep must be a list of record names, got {self.keep!r}.")
+            if len(set(keep)) != len(keep):
+                raise ValueError(f"record.keep names a record twice: {list(keep)}.")
+        if isinstance(self.stride, bool) or not isinstance(self.stride, (int, np.integer)) or self.stride < 1:
+            raise ValueError(f"record.stride must be a positive integer, got {self.stride!r}.")
+        if isinstance(reduce, str):
+            reduce = (reduce,)
+        if not isinstance(reduce, Sequence) or not all(isinstance(r, str) for r in reduce):
+            raise ValueError(f"record.reduce must be a list of reductions (\"mean\", \"q0.1\", ...), got {reduce!r}.")
+        for name in reduce:
+            if name != "mean" and quantile_of(name) is None:
+                raise ValueError(f"record.reduce: unknown reduction {name!r}; known: \"mean\" and \"q<p>\" with "
+                                 "0 <= p <= 1 (e.g. \"q0.1\", \"q0.5\").")
+        if len(set(reduce)) != len(reduce):
+            raise ValueError(f"record.reduce names a reduction twice: {list(reduce)}.")
+        for name, value in (("keep", None if keep is None else tuple(keep)), ("stride", int(self.stride)),
+                            ("reduce", tuple(reduce))):
+            object.__setattr__(self, name, value)
+
+    @classmethod
+    def from_table(cls, table: Mapping) -> Record:
+        """From the TOML ``[record]`` table (unknown keys are an error naming them)."""
+        if not isinstance(table, Mapping):
+            raise ValueError(f"record must be a table (keep, stride, reduce), got {table!r}.")
+        unknown = sorted(set(table) - set(_KEYS))
+        if unknown:
+            raise ValueError(f"record.{unknown[0]}: unknown key; known: {', '.join(_KEYS)}.")
+        return cls(**table)
+
+    @property
+    def is_default(self) -> bool:
+        """Whether this keeps everything, per run (what a sweep did before records on demand)."""
+        return self == Record()
+
+    def to_table(self) -> dict:
+        """The non-default entries, as a TOML/JSON table."""
+        out: dict = {}
+        if self.keep is not None:
+            out["keep"] = list(self.keep)
+        if self.stride != 1:
+            out["stride"] = self.stride
+        if self.reduce:
+            out["reduce"] = list(self.reduce)
+        return out
+
+    def kept(self, records: Sequence[str]) -> tuple[str, ...]:
+        """The names of ``records`` (the experiment's, in its order) this keeps."""
+        return tuple(records) if self.keep is None else tuple(r for r in records if r in self.keep)
+
+    def check_names(self, records: Sequence[str], summaries: Sequence[str], experiment: str) -> None:
+        """ValueError naming ``record.keep`` for a name that is neither a record nor a summary of the experiment."""
+        for name in self.keep or ():
+            if name not in records and name not in summaries:
+                raise ValueError(f"record.keep: unknown record {name!r} of {experiment!r}; records: "
+                                 f"{', '.join(records)}; summaries (always kept): {', '.join(summaries)}.")
+
+
+def quantile_of(name: str) -> float | None:
+    """``p`` of a reduction ``"q<p>"`` (``0 <= p <= 1``), else None."""
+    if not name.startswith("q"):
+        return None
+    try:
+        p = float(name[1:])
+    except ValueError:
+        return None
+    return p if math.isfinite(p) and 0.0 <= p <= 1.0 else None
+
+
+def select(spec: Record, record: dict[str, jax.Array]) -> dict[str, jax.Array]:
+    """One run's kept records, each sliced ``[::stride]`` along its first axis (traced, per run)."""
+    return {k: record[k][::spec.stride] for k in spec.kept(tuple(record))}
+
+
+def reduce_seeds(spec: Record, record: dict[str, jax.Array], seeds: int) -> dict[str, jax.Array]:
+    """A chunk's records ``[runs, ...]`` reduced over seeds: ``[runs // seeds, len(spec.reduce), ...]``.
+
+    The chunk holds whole configurations (runs ``c × seeds ... c × seeds + seeds - 1``
+    are configuration ``c``'s seeds). Each configuration is reduced on its own,
+    so the result does not depend on how many configurations share the chunk.
+    """
+    def one(x: jax.Array) -> jax.Array:
+        x = x.reshape((x.shape[0] // seeds, seeds) + x.shape[1:])
+        x = x.astype(jnp.result_type(x.dtype, jnp.float32))
+        stats = [jnp.mean(x, axis=1) if name == "mean" else jnp.quantile(x, quantile_of(name), axis=1)
+                 for name in spec.reduce]
+        return jnp.stack(stats, axis=1)
+
+    return {k: one(v) for k, v in record.items()}
+
+
+def segment_kept(spec: Record, segment: int, points: int) -> bool:
+    """Whether segment ``segment`` (of ``points`` record points each) holds a kept point at its start."""
+    return (segment * points) % spec.stride == 0
+
+
+def check_stride(spec: Record, points: int, num_segments: int) -> None:
+    """ValueError naming ``record.stride`` where segments of ``points`` points cannot be sliced as ``[::stride]``."""
+    if num_segments > 1 and points % spec.stride and spec.stride % points:
+        raise ValueError(f"record.stride = {spec.stride}: each of the {num_segments} segments records {points} "
+                         "points; the stride must divide that or be a multiple of it.")

@@ -1,0 +1,375 @@
+"""The chunk store: one sweep's output folder, and the only code that reads or writes it.
+
+The folder holds ``sweep.json`` (the config, its fingerprint and the software
+versions), ``chunks/*.npz`` (finished runs; each also carries its sweep's
+fingerprint, run count and run range), ``results.nc`` and ``summary.json``.
+A :class:`ChunkStore` is used in three steps by :func:`jaxreplay.engine.sweep.run`:
+
+.. code-block:: text
+
+    scan()     read only: the manifest checked against the sweep, which runs are finished,
+               which chunks are damaged (nothing renamed or written yet: the plan may still refuse)
+    prepare()  create the folders, delete a killed writer's temp files, set damaged chunks aside
+               (renamed *.damaged, warned), write or upgrade sweep.json
+    save() / parts() / write_results()
+               a finished chunk saved atomically; chunks read back one at a time; results.nc and
+               summary.json written atomically
+
+A chunk is only ever used by the sweep that wrote it: a chunk of another sweep
+(another fingerprint, with or without ``sweep.json``) refuses the run with a
+``ValueError``; a damaged one is set aside and its runs are computed again.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import pathlib
+import sys
+import uuid
+import warnings
+from collections.abc import Callable, Iterator
+from typing import TYPE_CHECKING, NamedTuple
+
+import numpy as np
+
+if TYPE_CHECKING:
+    from jaxreplay.engine.sweep import Sweep
+
+__all__ = ["ChunkStore", "Scan", "SweepWarning", "software_versions", "atomic_write"]
+
+
+class SweepWarning(UserWarning):
+    """Something in an output folder was repaired or skipped (a damaged chunk set aside to be recomputed,
+    results not written to a read-only folder); the message names the file."""
+
+
+def software_versions() -> dict[str, str]:
+    """Versions of Python and the packages that determine results."""
+    from importlib import metadata
+
+    out = {"python": sys.version.split()[0]}
+    for name in ("jaxreplay", "jax", "jaxlib", "flax", "optax", "gymnax", "diffrax", "numpy", "xarray"):
+        try:
+            out[name] = metadata.version(name)
+        except metadata.PackageNotFoundError:
+            pass
+    return out
+
+
+def atomic_write(path: pathlib.Path, data: bytes | Callable) -> None:
+    """Write ``data`` to ``path`` so a reader sees the whole file or none of it (temp file, fsync, rename).
+
+    ``data`` is bytes, or a function that writes the file's contents to the
+    open binary file it is given (so large files are streamed, never held in
+    memory whole). Temp files are named ``.tmp-*``; :meth:`ChunkStore.prepare`
+    deletes any a killed writer left.
+    """
+    tmp = path.parent / f".tmp-{uuid.uuid4().hex}-{path.name}"
+    try:
+        with open(tmp, "wb") as f:
+            if callable(data):
+                data(f)
+            else:
+                f.write(data)
+            f.flush()
+            os.fsync(f.fileno())
+        os.replace(tmp, path)
+    except BaseException:
+        tmp.unlink(missing_ok=True)
+        raise
+
+
+def writable(folder: pathlib.Path) -> bool:
+    """Whether a file can be created in ``folder`` (tried, so read-only mounts count, even for root)."""
+    probe = folder / f".tmp-probe-{uuid.uuid4().hex}"
+    try:
+        probe.open("wb").close()
+        probe.unlink()
+        return True
+    except OSError:
+        return False
+
+
+# A chunk is self-describing: besides its arrays (record.*, summary.*) and run_index it
+# carries the fingerprint of its sweep, the sweep's run count and its run range, so a
+# chunk is only ever used by the sweep that wrote it, with or without sweep.json.
+_META_FINGERPRINT, _META_NUM_RUNS, _META_RUN_RANGE = "meta.fingerprint", "meta.num_runs", "meta.run_range"
+
+
+class _DamagedChunk(Exception):
+    """A chunk file that cannot be read, or whose contents contradict themselves."""
+
+
+class Scan(NamedTuple):
+    """What :meth:`ChunkStore.scan` found (nothing changed yet).
+
+    Attributes:
+        done: ``bool[num_runs]``, the runs held by this sweep's intact chunks.
+        damaged: ``(path, reason)`` of each damaged chunk (its runs are not done).
+        unfingerprinted: names of fingerprint-less chunks of an older jaxreplay
+            accepted as this sweep's (vouched for by its verified manifest).
+        write_manifest: whether ``sweep.json`` is missing or of an older jaxreplay.
+    """
+
+    done: np.ndarray
+    damaged: tuple[tuple[pathlib.Path, str], ...]
+    unfingerprinted: tuple[str, ...]
+    write_manifest: bool
+
+
+class ChunkStore:
+    """The output folder ``out`` of ``sweep`` (see the module docstring).
+
+    Args:
+        out: the folder (created by :meth:`prepare` if needed).
+        sweep: the sweep whose runs it holds.
+        repair: whether this process may repair the folder: set damaged chunks
+            aside (False: a read-only folder, or a process other than 0 of
+            several; a damaged chunk is then a ValueError saying what to do).
+    """
+
+    def __init__(self, out: str | os.PathLike, sweep: Sweep, repair: bool = True):
+        self.out = pathlib.Path(out)
+        self.sweep = sweep
+        self.repair = repair
+        self.fingerprint = sweep.fingerprint()
+        self._vouched: frozenset[str] = frozenset()
+
+    @property
+    def chunk_dir(self) -> pathlib.Path:
+        return self.out / "chunks"
+
+    # -- the folder ---------------------------------------------------------------
+
+    def check_folder(self) -> None:
+        """ValueError (one line naming the path) if ``out`` is a file or lies under one."""
+        out = self.out
+        if out.exists() and not out.is_dir():
+            raise ValueError(f"the output folder {out} is a file, not a folder: choose a folder (new, or one "
+                             "holding this sweep).")
+        parent = out
+        while not parent.exists() and parent != parent.parent:
+            parent = parent.parent
+        if not parent.is_dir():
+            raise ValueError(f"the output folder {out} cannot be created: {parent} is a file. Choose another "
+                             "folder.")
+
+    def scan(self, *, legacy_ok: bool = True) -> Scan:
+        """Check ``sweep.json`` and every chunk against the sweep, changing nothing.
+
+        Raises:
+            ValueError: the folder holds another sweep (by its manifest, or by a
+                chunk's fingerprint); the manifest is damaged; a chunk is damaged
+                and the folder cannot be written (it cannot be set aside).
+        """
+        self.check_folder()
+        manifest = self._check_manifest()
+        legacy = manifest is not None and manifest["legacy"]
+        vouched: frozenset[str] | bool = True if legacy else (manifest["vouched"] if manifest else frozenset())
+        done = np.zeros(self.sweep.num_runs, bool)
+        damaged, unfingerprinted = [], []
+        for path in self._chunk_paths():
+            try:
+                done[self._chunk_runs(path, vouched)] = True
+            except _DamagedChunk as e:
+                if not self.repair:
+                    raise ValueError(f"{path} is damaged ({e}): delete it (its runs are then recomputed) and rerun "
+                                     "from a writable folder.") from None
+                damaged.append((path, str(e)))
+                continue
+            if vouched is True or path.name in vouched:
+                with np.load(path, allow_pickle=False) as data:
+                    if _META_FINGERPRINT not in data.files:
+                        unfingerprinted.append(path.name)
+        self._vouched = frozenset(unfingerprinted)
+        return Scan(done, tuple(damaged), tuple(unfingerprinted), manifest is None or legacy)
+
+    def prepare(self, scan: Scan) -> None:
+        """Make the folder ready for writing: create it and ``chunks/``, delete temp files a killed writer
+        left, set the damaged chunks of ``scan`` aside (warning), write ``sweep.json`` if needed.
+
+        Chunks are checked (by :meth:`scan`) before a missing manifest is
+        written: chunks of another sweep (``sweep.json`` deleted, config
+        changed) must refuse the run, not be adopted.
+        """
+        out = self.out
+        try:
+            out.mkdir(parents=True, exist_ok=True)
+        except OSError as e:
+            parent = out
+            while not parent.exists() and parent != parent.parent:
+                parent = parent.parent
+            raise ValueError(f"the output folder {out} cannot be created ({e.strerror}): choose another folder, or "
+                             f"fix the permissions of {parent}.") from None
+        self.chunk_dir.mkdir(exist_ok=True)
+        for stale in out.rglob(".tmp-*"):  # a killed writer's partial file
+            stale.unlink(missing_ok=True)
+        for path, reason in scan.damaged:
+            self._set_aside(path, reason)
+            warnings.warn(f"{path} is damaged ({reason}): renamed to {path.name}.damaged; its runs are computed "
+                          "again.", SweepWarning, stacklevel=3)
+        if scan.write_manifest:  # (an older jaxreplay's manifest of this sweep: upgraded)
+            manifest = {"fingerprint": self.fingerprint, "config": self.sweep.to_dict(),
+                        "versions": software_versions()}
+            if scan.unfingerprinted:  # an older jaxreplay's chunks of this sweep, adopted with its manifest
+                manifest["unfingerprinted_chunks"] = sorted(scan.unfingerprinted)
+            atomic_write(out / "sweep.json", json.dumps(manifest, indent=2).encode())
+
+    # -- chunks -------------------------------------------------------------------
+
+    def save(self, part: dict[str, np.ndarray]) -> None:
+        """Save one finished chunk (its arrays and ``run_index``) atomically, with this sweep's fingerprint."""
+        runs = part["run_index"]
+        meta = {_META_FINGERPRINT: np.array(self.fingerprint),
+                _META_NUM_RUNS: np.array(self.sweep.num_runs, np.int64),
+                _META_RUN_RANGE: np.array([runs.min(), runs.max() + 1], np.int64)}
+        atomic_write(self.chunk_dir / f"runs-{int(runs[0]):09d}-{len(runs):07d}-{uuid.uuid4().hex[:8]}.npz",
+                     lambda f: np.savez(f, **part, **meta))
+
+    def parts(self) -> Iterator[dict[str, np.ndarray]]:
+        """The arrays of each chunk (``meta.*`` left out), one chunk in memory at a time.
+
+        A chunk found damaged only now (a bad checksum in its data) is set
+        aside (if the folder is writable) and the sweep stops with a ValueError
+        saying to rerun: its runs are then recomputed. Never are its contents used.
+        """
+        for path in self._chunk_paths():
+            yield self._read(path)
+
+    def write_results(self, write_dataset: Callable, summary: dict) -> None:
+        """Write ``summary.json`` and ``results.nc`` (``write_dataset(f)`` streams it into the open file)."""
+        atomic_write(self.out / "summary.json", json.dumps(summary, indent=2).encode())
+        atomic_write(self.out / "results.nc", write_dataset)
+
+    # -- internals ----------------------------------------------------------------
+
+    def _chunk_paths(self) -> list[pathlib.Path]:
+        return sorted(self.chunk_dir.glob("runs-*.npz")) if self.chunk_dir.is_dir() else []
+
+    def _legacy_fingerprint(self) -> str:
+        """The fingerprint jaxreplay wrote before it covered the grid axis order (and before chunks carried one)."""
+        return hashlib.sha256(json.dumps(self.sweep.to_dict(), sort_keys=True).encode()).hexdigest()
+
+    def _check_manifest(self) -> dict | None:
+        """``sweep.json`` checked against the sweep: None if absent, else ``{"legacy": bool, "vouched": set}``.
+
+        ``vouched`` names chunk files without a fingerprint that are this sweep's
+        (written by an older jaxreplay and adopted when the manifest was upgraded).
+        ``legacy`` is a manifest of that older jaxreplay that is this sweep's: its
+        old-scheme fingerprint matches and its grid axes are in the same order;
+        its fingerprint-less chunks are then this sweep's too. ValueError if the
+        manifest describes another sweep or is damaged.
+        """
+        path, sweep = self.out / "sweep.json", self.sweep
+        if not path.exists():
+            return None
+        try:
+            stored = json.loads(path.read_text())
+            if not isinstance(stored, dict):
+                raise ValueError(f"a JSON {type(stored).__name__}, not an object")
+        except (ValueError, UnicodeDecodeError) as e:  # json.JSONDecodeError is a ValueError
+            raise ValueError(
+                f"{path} is damaged (not a sweep manifest: {e}). Delete it and rerun: the chunks carry their "
+                "sweep's fingerprint, so only this sweep's finished runs are reused.") from None
+        if stored.get("fingerprint") == self.fingerprint:
+            vouched = stored.get("unfingerprinted_chunks", [])
+            return {"legacy": False,
+                    "vouched": frozenset(str(name) for name in vouched) if isinstance(vouched, list) else frozenset()}
+        old = stored.get("config", {})
+        if (stored.get("fingerprint") == self._legacy_fingerprint() and isinstance(old, dict)
+                and list(old.get("grid") or {}) == list(sweep.grid)):  # (sweep.json keeps the order it was written in)
+            return {"legacy": True, "vouched": frozenset()}
+        old, new = old if isinstance(old, dict) else {}, sweep.to_dict()
+        diff = sorted(k for k in set(old) | set(new) if old.get(k) != new.get(k))
+        old_axes, new_axes = list(old.get("grid") or {}), list(new.get("grid") or {})
+        if "grid" not in diff and old_axes != new_axes:
+            diff.append(f"grid axis order: {old_axes} there, {new_axes} here; the order numbers the runs")
+        if not diff:
+            diff = ["fingerprint (sweep.json was written by another jaxreplay version, which fingerprints "
+                    "configs differently)"]
+        raise ValueError(
+            f"{self.out} holds a different sweep (differs in: {'; '.join(diff)}). Results of two "
+            "configs are never mixed: use a new output directory, or delete this one to start over."
+        )
+
+    def _chunk_runs(self, path: pathlib.Path, vouched: frozenset[str] | bool = frozenset()) -> np.ndarray:
+        """The run indices held by the chunk file ``path``.
+
+        ``vouched``: names of fingerprint-less chunks known to be this sweep's (or
+        True: all of them), see :meth:`_check_manifest`.
+
+        Raises:
+            ValueError: it is not a chunk of the sweep (another fingerprint, or none).
+            _DamagedChunk: it cannot be read (truncated, not an npz, ...) or its run range is inconsistent.
+        """
+        fingerprint, num_runs = self.fingerprint, self.sweep.num_runs
+        legacy = vouched is True or path.name in vouched
+        try:
+            with np.load(path, allow_pickle=False) as data:
+                stored = str(data[_META_FINGERPRINT]) if _META_FINGERPRINT in data.files else None
+                if stored == fingerprint:
+                    runs = np.asarray(data["run_index"])
+                    lo, hi = (int(x) for x in data[_META_RUN_RANGE])
+                    stored_runs = int(data[_META_NUM_RUNS])
+                elif stored is None and legacy:
+                    runs = np.asarray(data["run_index"])
+                    stored, stored_runs = fingerprint, num_runs
+                    lo, hi = (int(runs.min()), int(runs.max()) + 1) if runs.size and runs.ndim == 1 else (0, 0)
+        except Exception as e:  # BadZipFile, EOFError, "pickled data", zlib / CRC errors, a missing key, ...
+            if "pickled" in str(e):  # NumPy took it for a pickle (and suggests loading it unsafely: never)
+                raise _DamagedChunk("not an npz archive") from None
+            raise _DamagedChunk(f"{type(e).__name__}: {e}") from None
+        if stored is None:
+            reason = "carries no fingerprint (written by an older jaxreplay, or not a chunk)"
+        elif stored != fingerprint:
+            reason = f"belongs to another sweep (fingerprint {stored[:12]}..., this sweep's is {fingerprint[:12]}...)"
+        elif stored_runs != num_runs:
+            reason = f"holds runs of a sweep of {stored_runs} runs, this one has {num_runs}"
+        else:
+            if (runs.ndim != 1 or runs.size == 0 or runs.dtype.kind not in "iu" or lo != runs.min()
+                    or hi != runs.max() + 1 or lo < 0 or hi > num_runs):
+                raise _DamagedChunk(f"its run range [{lo}, {hi}) does not match its run indices")
+            return runs
+        raise ValueError(
+            f"{path} {reason}. Results of two configs are never mixed: run into a new output directory, or "
+            f"delete {path.parent.parent} to start over."
+        )
+
+    def _read(self, path: pathlib.Path) -> dict[str, np.ndarray]:
+        try:
+            runs = self._chunk_runs(path, self._vouched)  # (a chunk of another sweep: its ValueError goes through)
+            try:
+                with np.load(path, allow_pickle=False) as data:
+                    part = {k: data[k] for k in data.files if not k.startswith("meta.")}
+            except Exception as e:  # BadZipFile("Bad CRC-32"), zlib errors, ...
+                raise _DamagedChunk(f"{type(e).__name__}: {e}") from None
+            bad = [k for k, v in part.items() if v.ndim == 0 or v.shape[0] != _leading(k, runs.size, part)]
+            if bad:
+                raise _DamagedChunk(f"{bad[0]} does not hold {_leading(bad[0], runs.size, part)} "
+                                    f"{'configurations' if bad[0].startswith('reduced.') else 'runs'}")
+            return part
+        except _DamagedChunk as e:
+            reason = str(e)
+        if not self.repair:
+            raise ValueError(f"{path} is damaged ({reason}): delete it (its runs are then recomputed) and rerun "
+                             "from a writable folder.")
+        self._set_aside(path, reason)
+        raise ValueError(f"{path} was found damaged while assembling the results ({reason}) and renamed to "
+                         f"{path.name}.damaged: rerun the same sweep to recompute its runs.")
+
+    @staticmethod
+    def _set_aside(path: pathlib.Path, reason: str) -> None:
+        """Rename the damaged chunk ``path`` to ``*.npz.damaged`` (its runs are then recomputed)."""
+        os.replace(path, path.with_name(path.name + ".damaged"))
+
+
+def _leading(key: str, runs: int, part: dict) -> int:
+    """The leading length an array of a chunk must have: its runs, or for ``reduced.*`` its configurations."""
+    if key.startswith("reduced."):
+        index = part.get("config_index")
+        return -1 if index is None else int(np.size(index))
+    if key == "config_index":
+        return int(np.size(part["config_index"]))
+    return runs

@@ -1,0 +1,97 @@
+"""The sweep engine's parts on their own: the pure plan and the chunk store (no compilation here)."""
+
+from __future__ import annotations
+
+import json
+
+import numpy as np
+import pytest
+
+from jaxreplay.engine import plan as plan_lib
+from jaxreplay.engine import store as store_lib
+from jaxreplay.engine import sweep as sw
+
+SWEEP = sw.Sweep("linesearch", seeds=2, setup={"steps": 20, "max_capacity": 20, "max_batch_size": 2},
+                 fixed={"step_size": 0.05}, grid={"memory_size": [5, 20], "batch_size": [1, 2]})
+PLENTY = plan_lib.Resources(memory_budget=1 << 30, host_memory=1 << 30, free_disk=1 << 30, num_devices=1,
+                            on_cpu=True)
+
+
+def test_plan_splits_the_missing_runs_between_processes():
+    done = np.zeros(8, bool)
+    done[[1, 2, 6]] = True  # missing: 0, 3, 4, 5, 7
+    plans = [plan_lib.make_plan(SWEEP, done, PLENTY, chunk_size=2, process=p, processes=2) for p in (0, 1)]
+    assert [c.tolist() for c in plans[0].chunks] == [[0, 3], [7]]
+    assert [c.tolist() for c in plans[1].chunks] == [[4, 5]]
+    assert [p.runs_to_compute for p in plans] == [3, 2] and plans[0].runs_done == 3
+    assert plans[0].chunk_size == 2 and plans[0].num_runs == 8
+    per_result = sw.estimate_result_bytes_per_run(SWEEP)
+    assert plans[0].result_bytes_per_run == per_result == 253
+    assert plans[0].bytes_per_run == sw.estimate_bytes_per_run(SWEEP)
+    # Default chunk on CPU: no more than the sweep's runs (and the device count divides it).
+    four = PLENTY._replace(num_devices=4)
+    assert plan_lib.make_plan(SWEEP, np.zeros(8, bool), four).chunk_size == 8
+    assert plan_lib.make_plan(SWEEP, np.zeros(8, bool), four, chunk_size=7).chunk_size == 4
+
+
+def test_plan_refusals_carry_their_numbers_and_touch_nothing(tmp_path):
+    out = tmp_path / "never"
+    per_run = sw.estimate_bytes_per_run(SWEEP)
+    per_result = sw.estimate_result_bytes_per_run(SWEEP)
+    with pytest.raises(MemoryError, match="one run needs about"):
+        plan_lib.make_plan(SWEEP, np.zeros(8, bool), PLENTY._replace(memory_budget=per_run - 1), out=out)
+    with pytest.raises(MemoryError, match=r"8 runs × 253 B of results each = 2.0 KiB assembled"):
+        plan_lib.make_plan(SWEEP, np.zeros(8, bool), PLENTY._replace(host_memory=8 * per_result), out=out)
+    done = np.arange(8) < 5  # 3 runs to compute: 3 chunk files + results.nc of 8
+    need = 11 * per_result
+    assert plan_lib.make_plan(SWEEP, done, PLENTY._replace(free_disk=need), out=out).disk_bytes == need
+    with pytest.raises(MemoryError, match=r"for the 3 runs still to compute"):
+        plan_lib.make_plan(SWEEP, done, PLENTY._replace(free_disk=need - 1), out=out)
+    with pytest.raises(ValueError, match=r"not writable .* 3 of 8 runs are still to compute"):
+        plan_lib.make_plan(SWEEP, done, PLENTY, out=out, writable=False)
+    assert plan_lib.make_plan(SWEEP, np.ones(8, bool), PLENTY, out=out, writable=False).chunks == ()
+    with pytest.raises(ValueError, match="chunk_size must be a positive integer"):
+        plan_lib.make_plan(SWEEP, done, PLENTY, chunk_size=0)
+    assert not out.exists()
+
+
+def test_store_scan_changes_nothing_and_prepare_sets_damaged_chunks_aside(tmp_path):
+    out = tmp_path / "out"
+    store = store_lib.ChunkStore(out, SWEEP)
+    scan = store.scan()
+    assert not out.exists() and scan.write_manifest and not scan.done.any()
+    store.prepare(scan)
+    assert json.loads((out / "sweep.json").read_text())["fingerprint"] == SWEEP.fingerprint()
+    part = {"record.x": np.arange(6, dtype=np.float32).reshape(3, 2), "run_index": np.array([2, 3, 4])}
+    store.save(part)
+    (out / "chunks" / "runs-000000005-0000001-bad.npz").write_bytes(b"not a zip")
+    scan = store_lib.ChunkStore(out, SWEEP).scan()
+    assert np.flatnonzero(scan.done).tolist() == [2, 3, 4] and not scan.write_manifest
+    assert [p.name for p, _ in scan.damaged] == ["runs-000000005-0000001-bad.npz"]
+    assert (out / "chunks" / "runs-000000005-0000001-bad.npz").exists()  # scanning renamed nothing
+    with pytest.raises(ValueError, match="is damaged .* rerun from a writable folder"):
+        store_lib.ChunkStore(out, SWEEP, repair=False).scan()
+    with pytest.warns(store_lib.SweepWarning, match="renamed to runs-000000005-0000001-bad.npz.damaged"):
+        store.prepare(scan)
+    (back,) = list(store_lib.ChunkStore(out, SWEEP).parts())
+    np.testing.assert_array_equal(back["record.x"], part["record.x"])
+    np.testing.assert_array_equal(back["run_index"], [2, 3, 4])
+    other = sw.Sweep("linesearch", seeds=2, setup=SWEEP.setup, fixed={"step_size": 0.01}, grid=SWEEP.grid)
+    with pytest.raises(ValueError, match=r"holds a different sweep \(differs in: fixed\)"):
+        store_lib.ChunkStore(out, other).scan()
+
+
+def test_sweep_is_normalised_once_on_construction():
+    from jaxreplay.experiments import linesearch as ls
+
+    a = sw.Sweep("linesearch", setup=ls.Setup(steps=20, max_capacity=20, max_batch_size=2),
+                 grid={"memory_size": [5, 20.0]}, fixed={"step_size": 1, "batch_size": 2})
+    b = sw.Sweep("linesearch", setup={"steps": 20, "max_capacity": 20, "max_batch_size": 2},
+                 grid={"memory_size": (5, 20)}, fixed={"step_size": 1.0, "batch_size": 2})
+    assert a == b and a.fingerprint() == b.fingerprint()
+    assert a.grid == {"memory_size": (5, 20)} and isinstance(a.grid["memory_size"][1], int)
+    assert a.fixed == {"step_size": 1.0, "batch_size": 2} and isinstance(a.fixed["step_size"], float)
+    import dataclasses
+
+    c = dataclasses.replace(a, seeds=3)  # replace goes through the same normalisation
+    assert c.seeds == 3 and c.setup == a.setup and c.fingerprint() != a.fingerprint()

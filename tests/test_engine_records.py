@@ -1,0 +1,232 @@
+"""Records on demand: keep, stride and seed reductions, computed in the chunk program."""
+
+from __future__ import annotations
+
+import json
+import os
+import pathlib
+import subprocess
+import sys
+import textwrap
+import tomllib
+
+import jax
+import numpy as np
+import pytest
+
+from jaxreplay.engine import plan as plan_lib
+from jaxreplay.engine import records as records_lib
+from jaxreplay.engine import sweep as sw
+
+REPO = pathlib.Path(__file__).resolve().parents[1]
+SETUP = {"steps": 20, "max_capacity": 20, "max_batch_size": 2}
+BASE = dict(seeds=3, seed=5, setup=SETUP, fixed={"step_size": 0.05},
+            grid={"memory_size": [5, 20], "batch_size": [1, 2]})
+
+
+def _sweep(record=None, **changes):
+    return sw.Sweep("linesearch", **{**BASE, **changes}, record=record)
+
+
+@pytest.fixture(scope="module")
+def full():
+    """Every run's full records (today's default), in memory."""
+    return sw.run(_sweep(), None, progress=False).dataset
+
+
+def test_stride_keeps_exactly_every_kth_point(full):
+    ds = sw.run(_sweep(sw.Record(keep=("dtheta",), stride=3)), None, chunk_size=5, progress=False).dataset
+    assert set(ds.data_vars) == {"dtheta", "final_metric", "diverged"}  # summaries always kept
+    np.testing.assert_array_equal(ds.dtheta.values, full.dtheta.values[..., ::3, :])
+    assert ds.step.values.tolist() == [1, 4, 7, 10, 13, 16, 19]
+    np.testing.assert_array_equal(ds.final_metric.values, full.final_metric.values)
+    # No records at all: summaries only, and no dangling step coordinate.
+    none = sw.run(_sweep(sw.Record(keep=())), None, progress=False).dataset
+    assert set(none.data_vars) == {"final_metric", "diverged"} and "step" not in none.coords
+    np.testing.assert_array_equal(none.final_metric.values, full.final_metric.values)
+
+
+def test_seed_mean_and_quantiles_on_the_device_match_numpy_for_any_chunk_size(full):
+    record = sw.Record(stride=2, reduce=["mean", "q0.1", "q0.5", "q1"])
+    results = [sw.run(_sweep(record), None, chunk_size=c, progress=False) for c in (3, 6, 12)]
+    assert [r.stats.chunk_size for r in results] == [3, 6, 12] and [r.stats.chunks for r in results] == [4, 2, 1]
+    ds = results[0].dataset
+    assert ds.dtheta.dims == ("memory_size", "batch_size", "stat", "step", "weight")
+    assert ds.stat.values.tolist() == ["mean", "q0.1", "q0.5", "q1"] and ds.final_metric.dims[-1] == "seed"
+    dtheta = full.dtheta.values[..., ::2, :]  # [4, 2, seed, step, weight]
+    capacity = full.capacity.values[..., ::2].astype(np.float64)
+    np.testing.assert_allclose(ds.dtheta.sel(stat="mean").values, dtheta.mean(axis=2), rtol=1e-6, atol=1e-7)
+    np.testing.assert_allclose(ds.capacity.sel(stat="mean").values, capacity.mean(axis=2), rtol=1e-6)
+    for p in (0.1, 0.5, 1.0):
+        name = f"q{p:g}"
+        np.testing.assert_allclose(ds.dtheta.sel(stat=name).values, np.quantile(dtheta, p, axis=2), rtol=1e-6,
+                                   atol=1e-7)
+        np.testing.assert_allclose(ds.capacity.sel(stat=name).values, np.quantile(capacity, p, axis=2), rtol=1e-6)
+    assert float(ds.capacity.sel(stat="q1", memory_size=5).max()) == 5.0  # the quantiles are not all one value
+    assert np.ptp(ds.dtheta.sel(stat=["q0.1", "q1"]).isel(step=slice(1, None)).values, axis=2).min() > 0  # (step 1:
+    # every seed alike)
+    for other in results[1:]:  # bit-identical whatever the chunk size
+        for name in ds.data_vars:
+            np.testing.assert_array_equal(other.dataset[name].values, ds[name].values, err_msg=name)
+
+
+def test_reduced_sweep_saves_resumes_and_loads(tmp_path, full):
+    record = sw.Record(keep=["capacity"], reduce="mean")
+    out = tmp_path / "out"
+    first = sw.run(_sweep(record), out, chunk_size=3, progress=False)
+    chunks = sorted((out / "chunks").glob("runs-*.npz"))
+    assert len(chunks) == 4
+    with np.load(chunks[1]) as data:  # configuration 1's three seeds, one reduced row
+        assert data["reduced.capacity"].shape == (1, 1, 20) and data["config_index"].tolist() == [1]
+        assert data["run_index"].tolist() == [3, 4, 5] and "record.capacity" not in data.files
+    chunks[2].unlink()
+    again = sw.run(_sweep(record), out, chunk_size=3, progress=False)
+    assert again.stats.runs_computed == 3 and again.stats.runs_resumed == 9
+    loaded = sw.load(out)
+    assert loaded.stat.values.tolist() == ["mean"]
+    for ds in (again.dataset, loaded):
+        np.testing.assert_array_equal(ds.capacity.values, first.dataset.capacity.values)
+    np.testing.assert_allclose(loaded.capacity.sel(stat="mean").values, full.capacity.values.mean(axis=2), rtol=1e-6)
+    # Another record spec is another sweep: refused in the same folder, naming what differs.
+    with pytest.raises(ValueError, match=r"different sweep \(differs in: record\)"):
+        sw.run(_sweep(sw.Record(keep=["capacity"], reduce="q0.5")), out, progress=False)
+
+
+def test_defaults_are_todays_sweep_and_the_spec_is_in_the_fingerprint():
+    default = _sweep()
+    assert default.record == sw.Record() and "record" not in default.to_dict()
+    assert _sweep(sw.Record(keep=None, stride=1, reduce=())).fingerprint() == default.fingerprint()
+    assert _sweep({"keep": ["dtheta", "capacity"]}).record.keep == ("dtheta", "capacity")
+    strided = _sweep(sw.Record(stride=2))
+    assert strided.to_dict()["record"] == {"stride": 2} and strided.fingerprint() != default.fingerprint()
+
+
+def test_record_table_round_trips_through_toml(tmp_path):
+    text = textwrap.dedent("""
+        experiment = "linesearch"
+        seeds = 3
+        [setup]
+        steps = 20
+        max_capacity = 20
+        max_batch_size = 2
+        [fixed]
+        batch_size = 2
+        [grid]
+        memory_size = [5, 20]
+        [record]
+        keep = ["dtheta"]
+        stride = 10
+        reduce = ["mean", "q0.1"]
+        """)
+    (tmp_path / "s.toml").write_text(text)
+    sweep = sw.Sweep.from_toml(tmp_path / "s.toml")
+    assert sweep.record == sw.Record(keep=("dtheta",), stride=10, reduce=("mean", "q0.1"))
+    back = sw.Sweep.from_dict(tomllib.loads(sweep.to_toml()))
+    assert back.record == sweep.record and back.fingerprint() == sweep.fingerprint()
+    assert json.loads(json.dumps(sweep.to_dict()))["record"] == {"keep": ["dtheta"], "stride": 10,
+                                                                 "reduce": ["mean", "q0.1"]}
+
+
+class _Lowerings:
+    def __init__(self):
+        self.count = 0
+        jax.monitoring.register_event_duration_secs_listener(self)
+
+    def __call__(self, name, duration, **kwargs):
+        if name == "/jax/core/compile/jaxpr_to_mlir_module_duration":
+            self.count += 1
+
+
+_LOWERINGS = _Lowerings()
+
+
+@pytest.mark.parametrize("record, message", [
+    ('keep = ["dtheta", "speed"]', r"record\.keep: unknown record 'speed' of 'linesearch'; records: dtheta, "
+                                   r"capacity; summaries \(always kept\): final_metric, diverged"),
+    ('keep = "dtheta"\nstride = 0', r"record\.stride must be a positive integer, got 0"),
+    ('stride = 2.5', r"record\.stride must be a positive integer, got 2\.5"),
+    ('reduce = ["median"]', r"record\.reduce: unknown reduction 'median'"),
+    ('reduce = ["q1.5"]', r"record\.reduce: unknown reduction 'q1\.5'"),
+    ('reduce = ["mean", "mean"]', r"record\.reduce names a reduction twice"),
+    ('every = 3', r"record\.every: unknown key; known: keep, stride, reduce"),
+])
+def test_bad_record_specs_name_the_key_before_compiling(tmp_path, record, message):
+    (tmp_path / "s.toml").write_text(f'experiment = "linesearch"\n[record]\n{record}\n')
+    before = _LOWERINGS.count
+    with pytest.raises(ValueError, match=message):
+        sw.Sweep.from_toml(tmp_path / "s.toml")
+    with pytest.raises(ValueError, match=r"^record must be a Record or a table"):
+        _sweep(record=3)
+    assert _LOWERINGS.count == before
+
+
+def test_stride_over_segments_must_fit_them():
+    spec = sw.Record(stride=4)
+    records_lib.check_stride(spec, points=8, num_segments=5)  # 4 divides 8: [::4] in every segment
+    records_lib.check_stride(spec, points=2, num_segments=5)  # 2 divides 4: every other segment's first point
+    records_lib.check_stride(spec, points=3, num_segments=1)  # one segment: any stride
+    with pytest.raises(ValueError, match=r"record\.stride = 4: each of the 5 segments records 3 points"):
+        records_lib.check_stride(spec, points=3, num_segments=5)
+    assert [records_lib.segment_kept(spec, s, 2) for s in range(5)] == [True, False, True, False, True]
+    assert all(records_lib.segment_kept(spec, s, 8) for s in range(5))
+
+
+def test_result_bytes_shrink_with_what_is_kept():
+    # seeds 3, 20 steps: dtheta [20, 2] float32 (160 B), capacity [20] int32 (80 B), summary 4 + 1, index 8.
+    assert sw.estimate_result_bytes_per_run(_sweep()) == 160 + 80 + 5 + 8
+    assert sw.estimate_result_bytes_per_run(_sweep(sw.Record(keep=()))) == 13
+    assert sw.estimate_result_bytes_per_run(_sweep(sw.Record(keep=["dtheta"], stride=10))) == 2 * 2 * 4 + 13
+    # Reduced: per configuration 2 stats × 2 points × 2 weights × 4 B + an 8 B index = 40 B, shared by 3 seeds.
+    reduced = _sweep(sw.Record(keep=["dtheta"], stride=10, reduce=["mean", "q0.5"]))
+    assert sw.estimate_result_bytes_per_run(reduced) == 13 + 14  # ceil(40 / 3)
+    result = sw.run(reduced, None, progress=False)
+    assert result.stats.result_bytes_per_run == 27
+    assert result.dataset.dtheta.nbytes == 4 * 40 - 4 * 8  # 4 configurations
+    # A seed reduction aligns chunks to whole configurations, and refuses a budget below one.
+    per_run = sw.estimate_bytes_per_run(reduced)
+    resources = plan_lib.Resources(memory_budget=5 * per_run, host_memory=1 << 30, free_disk=None, num_devices=2,
+                                   on_cpu=True)
+    plan = plan_lib.make_plan(reduced, np.zeros(12, bool), resources._replace(memory_budget=13 * per_run))
+    assert plan.chunk_size == 12 and plan.align == 3  # lcm(3 seeds, 2 devices) = 6 per unit
+    with pytest.raises(MemoryError, match=r"needs every seed of a configuration in one chunk: 6 runs"):
+        plan_lib.make_plan(reduced, np.zeros(12, bool), resources)
+
+
+def test_four_devices_reduce_like_one(tmp_path):
+    record = sw.Record(stride=4, reduce=["mean", "q0.25"])
+    reference = sw.run(_sweep(record), None, progress=False).dataset
+    script = textwrap.dedent(f"""
+        import jax
+        from jaxreplay.engine import sweep as sw
+        assert jax.device_count() == 4
+        sweep = sw.Sweep("linesearch", **{BASE!r}, record=sw.Record(stride=4, reduce=["mean", "q0.25"]))
+        r = sw.run(sweep, {str(tmp_path / "d4")!r}, chunk_size=12, progress=False)
+        print("chunk", r.stats.chunk_size, "chunks", r.stats.chunks)
+        """)
+    env = dict(os.environ, JAX_PLATFORMS="cpu", XLA_FLAGS="--xla_force_host_platform_device_count=4")
+    proc = subprocess.run([sys.executable, "-c", script], env=env, cwd=REPO, capture_output=True, text=True,
+                          timeout=240)
+    assert proc.returncode == 0, proc.stderr
+    assert proc.stdout.split() == ["chunk", "12", "chunks", "1"]
+    d4 = sw.load(tmp_path / "d4")
+    for name in reference.data_vars:
+        np.testing.assert_array_equal(d4[name].values, reference[name].values, err_msg=name)
+
+
+def test_dqn_stride_over_segments_copies_only_the_kept_segments():
+    from jaxreplay.experiments import dqn
+
+    setup = dqn.Setup(env_id="CartPole-v1", total_steps=400, steps_per_segment=100, hidden_sizes=(8,),
+                      max_capacity=400, eval_episodes=0)
+    fixed = {"learning_starts": 50, "memory_size": 200}
+    full = sw.run(sw.Sweep("dqn", seeds=2, setup=setup, fixed=fixed), None, progress=False).dataset
+    record = sw.Record(keep=["td_loss", "capacity"], stride=2, reduce=["mean", "q0.5"])
+    ds = sw.run(sw.Sweep("dqn", seeds=2, setup=setup, fixed=fixed, record=record), None, progress=False).dataset
+    assert full.segment.values.tolist() == [100, 200, 300, 400] and ds.segment.values.tolist() == [100, 300]
+    assert set(ds.data_vars) == {"td_loss", "capacity"} | set(dqn.summary_dims(setup))
+    assert ds.td_loss.dims == ("stat", "segment") and ds.recent_return.dims == ("seed",)
+    loss = full.td_loss.values[:, ::2]  # [seed, segment]
+    assert loss.min() > 0  # trained: not a constant
+    np.testing.assert_allclose(ds.td_loss.sel(stat="mean").values, loss.mean(axis=0), rtol=1e-6)
+    np.testing.assert_allclose(ds.td_loss.sel(stat="q0.5").values, np.quantile(loss, 0.5, axis=0), rtol=1e-6)
+    np.testing.assert_array_equal(ds.recent_return.values, full.recent_return.values)
