@@ -13,7 +13,7 @@ import json
 import os
 import pathlib
 from collections.abc import Iterable, Mapping
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
@@ -154,6 +154,9 @@ def to_dataset(sweep: Sweep, arrays: Mapping[str, np.ndarray]):
     import xarray as xr
 
     exp, setup = sweep.exp, sweep.make_setup()
+    lead_dims: tuple[str, ...]
+    lead_shape: tuple[int, ...]
+    coords: dict[str, Any]  # dim -> values, or (dim, values) for a non-dimension coordinate
     if sweep.points is not None:
         lead_dims, lead_shape = (CONFIG_DIM,), (sweep.num_configs,)
         coords = {CONFIG_DIM: np.arange(sweep.num_configs, dtype=np.int32)}
@@ -176,7 +179,7 @@ def to_dataset(sweep: Sweep, arrays: Mapping[str, np.ndarray]):
     data_vars = {}
     for key, value in arrays.items():
         name = key.split(".", 1)[1]
-        if name in coords or name in sweep.exp.hyperparameters_type._fields:
+        if name in coords or name in sweep.exp.hyperparameter_names:
             raise ValueError(f"{exp.name}: result {name!r} clashes with a coordinate or hyperparameter name.")
         own = tuple(dims[key])
         inner = (STAT_DIM,) if key.startswith("reduced.") else (SEED_DIM,)

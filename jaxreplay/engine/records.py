@@ -122,6 +122,13 @@ class Record:
                                  f"{', '.join(records)}; summaries (always kept): {', '.join(summaries)}.")
 
 
+def _quantile(name: str) -> float:
+    """``p`` of a reduction already checked to be ``"q<p>"``."""
+    p = quantile_of(name)
+    assert p is not None, name
+    return p
+
+
 def quantile_of(name: str) -> float | None:
     """``p`` of a reduction ``"q<p>"`` (``0 <= p <= 1``), else None."""
     if not name.startswith("q"):
@@ -148,7 +155,7 @@ def reduce_seeds(spec: Record, record: dict[str, jax.Array], seeds: int) -> dict
     def one(x: jax.Array) -> jax.Array:
         x = x.reshape((x.shape[0] // seeds, seeds) + x.shape[1:])
         x = x.astype(jnp.result_type(x.dtype, jnp.float32))
-        stats = [jnp.mean(x, axis=1) if name == "mean" else jnp.quantile(x, quantile_of(name), axis=1)
+        stats = [jnp.mean(x, axis=1) if name == "mean" else jnp.quantile(x, _quantile(name), axis=1)
                  for name in spec.reduce]
         return jnp.stack(stats, axis=1)
 

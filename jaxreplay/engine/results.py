@@ -100,9 +100,11 @@ def bootstrap_ci(data, statistic: Callable[[np.ndarray, int], np.ndarray] | str 
     from scipy import stats
 
     _check_confidence(confidence)
-    fn = {"mean": lambda x, axis: np.mean(x, axis=axis), "iqm": _iqm_numpy}.get(statistic, statistic)
-    if isinstance(fn, str):
+    named: dict[str, Callable[[np.ndarray, int], np.ndarray]] = {"mean": lambda x, axis: np.mean(x, axis=axis),
+                                                                 "iqm": _iqm_numpy}
+    if isinstance(statistic, str) and statistic not in named:
         raise ValueError(f"statistic must be 'mean', 'iqm' or a function, got {statistic!r}.")
+    fn = named[statistic] if isinstance(statistic, str) else statistic
 
     def one(x: np.ndarray) -> np.ndarray:
         x = np.asarray(x, np.float64)  # apply_ufunc put the seed axis last
@@ -182,11 +184,14 @@ def plot_metric(data, x: str, hue: str | None = None, y: str | None = None, dim:
         ax.set_xlabel(x)
         ax.set_ylabel(y)
         return ax
-    groups = [(None, stats)] if hue is None else [(v, stats.sel({hue: v})) for v in stats[hue].values]
+    # Without a `dim` axis (e.g. records already reduced over seeds) there is no interval: the line alone.
+    table = stats if stats is not None else mean.to_dataset(name="mean")
+    groups = [(None, table)] if hue is None else [(v, table.sel({hue: v})) for v in table[hue].values]
     for value, s in groups:
         label = None if value is None else f"{hue} = {value}"
         line, = ax.plot(s[x].values, s["mean"].values, marker="o", label=label)
-        ax.fill_between(s[x].values, s["low"].values, s["high"].values, color=line.get_color(), alpha=0.2)
+        if stats is not None:
+            ax.fill_between(s[x].values, s["low"].values, s["high"].values, color=line.get_color(), alpha=0.2)
     ax.set_xlabel(x)
     ax.set_ylabel(f"{data.name or ''} (mean, {int(confidence * 100)}% CI over {dim})")
     if hue is not None:

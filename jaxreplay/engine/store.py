@@ -179,7 +179,7 @@ class ChunkStore:
                                      "from a writable folder.") from None
                 damaged.append((path, str(e)))
                 continue
-            if vouched is True or path.name in vouched:
+            if _is_vouched(path.name, vouched):
                 with np.load(path, allow_pickle=False) as data:
                     if _META_FINGERPRINT not in data.files:
                         unfingerprinted.append(path.name)
@@ -226,7 +226,7 @@ class ChunkStore:
                 _META_NUM_RUNS: np.array(self.sweep.num_runs, np.int64),
                 _META_RUN_RANGE: np.array([runs.min(), runs.max() + 1], np.int64)}
         atomic_write(self.chunk_dir / f"runs-{int(runs[0]):09d}-{len(runs):07d}-{uuid.uuid4().hex[:8]}.npz",
-                     lambda f: np.savez(f, **part, **meta))
+                     lambda f: np.savez(f, **part, **meta))  # type: ignore[arg-type]  # numpy's stub: **kwds vs allow_pickle
 
     def parts(self) -> Iterator[dict[str, np.ndarray]]:
         """The arrays of each chunk (``meta.*`` left out), one chunk in memory at a time.
@@ -305,7 +305,7 @@ class ChunkStore:
             _DamagedChunk: it cannot be read (truncated, not an npz, ...) or its run range is inconsistent.
         """
         fingerprint, num_runs = self.fingerprint, self.sweep.num_runs
-        legacy = vouched is True or path.name in vouched
+        legacy = _is_vouched(path.name, vouched)
         try:
             with np.load(path, allow_pickle=False) as data:
                 stored = str(data[_META_FINGERPRINT]) if _META_FINGERPRINT in data.files else None
@@ -373,3 +373,8 @@ def _leading(key: str, runs: int, part: dict) -> int:
     if key == "config_index":
         return int(np.size(part["config_index"]))
     return runs
+
+
+def _is_vouched(name: str, vouched: frozenset[str] | bool) -> bool:
+    """Whether the fingerprint-less chunk ``name`` is vouched for (``True``: all are)."""
+    return vouched is True or (not isinstance(vouched, bool) and name in vouched)

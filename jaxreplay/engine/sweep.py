@@ -163,7 +163,9 @@ class Sweep:
     fixed: Mapping[str, Any] = dataclasses.field(default_factory=dict)
     grid: Mapping[str, Sequence[Any]] = dataclasses.field(default_factory=dict)
     points: Sequence[Mapping[str, Any]] | None = None
-    record: Record | Mapping[str, Any] | None = None
+    # Given as a Record, its table or None; always a Record once constructed (the annotation is the
+    # normalised type, which every reader relies on).
+    record: Record = Record()
 
     def __post_init__(self):
         # Normalise, then freeze: every field is replaced once by its canonical value, computed by a
@@ -193,7 +195,7 @@ class Sweep:
             except ValueError as one:
                 message = str(one)
                 field = message.split(" ", 1)[0]
-                if field not in exp.hyperparameters_type._fields:
+                if field not in exp.hyperparameter_names:
                     return message
                 value = getattr(one_config, field).item()
                 if self.points is not None and field in self.points[config]:
@@ -283,7 +285,7 @@ class Sweep:
         varied = self.configurations(runs // self.seeds)
         defaults = exp.hyperparameters_type()
         fields = {}
-        for name in exp.hyperparameters_type._fields:
+        for name in exp.hyperparameter_names:
             dtype = np.int32 if _is_int_field(defaults, name) else np.float32
             if name in varied:
                 fields[name] = varied[name].astype(dtype)
@@ -468,7 +470,7 @@ def _is_int_field(defaults, name) -> bool:
 
 
 def _check_hparam(exp, where: str, name: str, value):
-    fields = exp.hyperparameters_type._fields
+    fields = exp.hyperparameter_names
     if name not in fields:
         raise ValueError(f"{where}: unknown hyperparameter of {exp.name!r}; known: {', '.join(fields)}.")
     if isinstance(value, bool) or not isinstance(value, (int, float, np.integer, np.floating)):
@@ -704,7 +706,9 @@ def run(
     out = pathlib.Path(out_dir) if out_dir is not None else None
 
     # Plan: the store is only read (scan) before the plan has accepted the sweep.
-    store, scan, writable = None, None, True
+    store: store_lib.ChunkStore | None = None
+    scan: store_lib.Scan | None = None
+    writable = True
     if out is not None:
         if process == 0 and out.is_dir():  # (a new folder: created by prepare, or refused there)
             writable = _writable(out)
@@ -723,6 +727,7 @@ def run(
 
     if store is not None:
         if process == 0:
+            assert scan is not None  # process 0 scanned above
             plan = make_plan(scan.done)  # every refusal before the folder is touched
             if writable:
                 store.prepare(scan)
@@ -734,7 +739,7 @@ def run(
 
     # Execute: finished chunks go to the store, or (in memory) straight into the assembled arrays.
     programs = execute_lib.programs_for(sweep, devices)
-    assembler = assemble_lib.Assembler(sweep) if store is None else None
+    assembler = assemble_lib.Assembler(sweep)
     execution = execute_lib.execute(sweep, plan, programs, store.save if store is not None else assembler.add,
                                     progress=progress)
     _barrier("jaxreplay-sweep-end")
@@ -752,7 +757,7 @@ def run(
         bytes_per_run=plan.bytes_per_run, memory_budget=plan.memory_budget,
         result_bytes_per_run=plan.result_bytes_per_run,
     )
-    if out is not None and process == 0 and writable:
+    if store is not None and process == 0 and writable:
         store.write_results(lambda f: assemble_lib.write_netcdf(dataset, f), dataclasses.asdict(stats))
     elif out is not None and process == 0 and not (out / "results.nc").exists():
         warnings.warn(f"{out} is not writable: results.nc was not written (the results are returned; save them "

@@ -76,6 +76,12 @@ class Experiment(NamedTuple):
     summary_dims: Callable[..., dict]
     coords: Callable[..., dict]
 
+    @property
+    def hyperparameter_names(self) -> tuple[str, ...]:
+        """The names of the traced hyperparameters, in order (the NamedTuple's fields)."""
+        names: tuple[str, ...] = getattr(self.hyperparameters_type, "_fields")
+        return names
+
 
 def get(name: str) -> Experiment:
     """The registered :class:`Experiment` called ``name`` (ValueError listing the known ones)."""
