@@ -1,12 +1,13 @@
 #!/usr/bin/env bash
-# Paper-scale results on one GPU (the device machine), as run for docs/results/ and docs/study/:
-# `jaxreplay reproduce all` (LineSearch `full`, DQN 100 seeds) and the DQN replay study of the
-# games given in STUDY (100 seeds, one compiled program per stage), all at once: each DQN
-# program is latency-bound at these run counts, so concurrent processes share the GPU well.
-# Every part is resumable: rerun with the archives unpacked under OUT to finish what a
-# deadline cut (RESUME=folder holding the paper.tar.gz and study.tar.gz of an earlier call).
+# Paper-scale results on one GPU (the device machine), as run for docs/paper_scale/ and docs/study/:
+# `jaxreplay reproduce all` (LineSearch `full`, DQN 100 seeds), then the DQN replay study of the
+# games given in STUDY (100 seeds, one compiled program per stage), one after another.
+# (Concurrent processes were tried on 2026-11-26 and only slowed each other: the GPU
+# time-slices between processes; see the shared GPU notes.) Every part is resumable: rerun
+# with RESUME=folder holding the paper.tar.gz and study.tar.gz of an earlier call to finish
+# what a deadline cut.
 # Usage (repo root, wheels for gymnax & co. in .whl/, see the shared GPU notes):
-#   DEADLINE_S=520 STUDY="Acrobot-v1 MountainCar-v0" bash docs/results/run_on_gpu.sh OUT
+#   DEADLINE_S=540 STUDY="Acrobot-v1 MountainCar-v0" bash docs/paper_scale/run_on_gpu.sh OUT
 set -uo pipefail
 OUT=${1:?output folder}
 WORK=${WORK:-/tmp/work}
@@ -26,18 +27,13 @@ part() {  # name command...: run it until the deadline (the last 60 s are kept f
   timeout "$budget" "$@" > "$WORK/$name.log" 2>&1
   echo "$name: exit $? in $(( $(date +%s) - t0 )) s (at $(( $(date +%s) - start )) s)" >> "$LOG"
 }
-# Each process gets its own share of the GPU memory (the engine sizes its chunks from it).
 J="python3 -m jaxreplay"
-share() { echo "env XLA_PYTHON_CLIENT_MEM_FRACTION=$1 $J"; }
-part paper-linesearch-cartpole $(share 0.15) reproduce all --out "$WORK/paper" --env CartPole-v1 --quiet &
-part paper-acrobot $(share 0.15) reproduce dqn --env Acrobot-v1 --out "$WORK/paper/dqn/Acrobot-v1" --quiet &
-part paper-mountaincar $(share 0.15) reproduce dqn --env MountainCar-v0 --out "$WORK/paper/dqn/MountainCar-v0" --quiet &
+part paper $J reproduce all --out "$WORK/paper" --quiet
 for env in ${STUDY:-}; do
-  part "study-$env" $(share 0.2) study dqn --env "$env" --seeds 100 --chunk-size 800 --out "$WORK/study/$env" --quiet &
+  part "study-$env" $J study dqn --env "$env" --seeds 100 --chunk-size 800 --out "$WORK/study/$env" --quiet
 done
-wait
 # Every part resumes from its sweeps: this only assembles the report and the README block.
-RESERVE=5 part paper-all $(share 0.5) reproduce all --out "$WORK/paper" --readme README.md --quiet
+RESERVE=5 part paper-all $J reproduce all --out "$WORK/paper" --readme README.md --quiet
 cp README.md "$OUT/README.md"
 tail -n 3 "$WORK"/*.log >> "$LOG" 2>&1
 tar -czf "$OUT/paper.tar.gz" -C "$WORK" paper
