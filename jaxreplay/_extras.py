@@ -38,4 +38,6 @@ def require(module: str, extra: str, *packages: str) -> None:
         if not _available(name):
             raise ModuleNotFoundError(
                 f"{module} needs {name}, which jaxreplay's '{extra}' extra installs: "
-                f"pip install 'jaxreplay[{extra}]' (or 'jaxreplay[all]').", name=name)
+                f"pip install 'jaxreplay[{extra}]' (or 'jaxreplay[all]').",
+                name=name,
+            )

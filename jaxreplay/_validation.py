@@ -54,15 +54,14 @@ def check_float(
 def check_static_int(name: str, value: object, low: int | None = None, high: int | None = None) -> int:
     """Check a *static* integer (a shape): it must be a Python/NumPy int, not a traced value."""
     if isinstance(value, jax.core.Tracer) or isinstance(value, bool) or not isinstance(value, (int, np.integer)):
-        raise ValueError(
-            f"{name} must be a Python int (it sets an array shape and is static), got {value!r}."
-        )
+        raise ValueError(f"{name} must be a Python int (it sets an array shape and is static), got {value!r}.")
     _check_range(name, np.asarray(value), low, high)
     return int(value)
 
 
-def _check_range(name: str, arr: np.ndarray, low: float | None, high: float | None,
-                 high_inclusive: bool = True) -> None:
+def _check_range(
+    name: str, arr: np.ndarray, low: float | None, high: float | None, high_inclusive: bool = True
+) -> None:
     if low is not None and np.any(arr < low):
         raise ValueError(f"{name} must be >= {low}{_allowed(low, high, high_inclusive)}, got {_show(arr)}.")
     if high is not None:

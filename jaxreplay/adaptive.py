@@ -230,11 +230,21 @@ def init(subsample_size: int | None = None) -> AdaptiveState:
     zero_f = jnp.zeros((), jnp.float32)
     zero_i = jnp.zeros((), jnp.int32)
     return AdaptiveState(
-        delta_old=zero_f, delta_new=zero_f, num_checks=zero_i, num_grows=zero_i, num_shrinks=zero_i,
-        has_reference=jnp.zeros((), jnp.bool_), ref_count=zero_i,
-        ref_positions=jnp.zeros((length,), jnp.int32), ref_values=jnp.zeros((length,), jnp.float32),
-        ref_se=zero_f, num_compared=zero_i, num_noisy=zero_i, num_invalid=zero_i,
-        sum_abs_change=zero_f, sum_noise=zero_f,
+        delta_old=zero_f,
+        delta_new=zero_f,
+        num_checks=zero_i,
+        num_grows=zero_i,
+        num_shrinks=zero_i,
+        has_reference=jnp.zeros((), jnp.bool_),
+        ref_count=zero_i,
+        ref_positions=jnp.zeros((length,), jnp.int32),
+        ref_values=jnp.zeros((length,), jnp.float32),
+        ref_se=zero_f,
+        num_compared=zero_i,
+        num_noisy=zero_i,
+        num_invalid=zero_i,
+        sum_abs_change=zero_f,
+        sum_noise=zero_f,
     )
 
 
@@ -261,9 +271,7 @@ def _check_common(
             raise ValueError("key must be a PRNG key when subsample_size is given (the subsample is random).")
     _validation.check_int("num_old", num_old, low=1, high=max_num_old)
     if not isinstance(buffer_state, buffer_lib.BufferState):
-        raise ValueError(
-            f"buffer_state must be a jaxreplay.buffer.BufferState, got {type(buffer_state).__name__}."
-        )
+        raise ValueError(f"buffer_state must be a jaxreplay.buffer.BufferState, got {type(buffer_state).__name__}.")
     return max_num_old, subsample_size
 
 
@@ -488,12 +496,16 @@ def update(
     _check_td_error_fn(td_error_fn)
     length = max_num_old if subsample_size is None else subsample_size
     if not isinstance(state, AdaptiveState):
-        raise ValueError(f"state must be an adaptive.AdaptiveState (from adaptive.init({subsample_size})), "
-                         f"got {type(state).__name__}.")
+        raise ValueError(
+            f"state must be an adaptive.AdaptiveState (from adaptive.init({subsample_size})), "
+            f"got {type(state).__name__}."
+        )
     stored = jnp.shape(state.ref_values)[-1] if jnp.ndim(state.ref_values) else -1
     if stored != (subsample_size or 0):
-        raise ValueError(f"state was made for subsample_size={stored or None}, this call uses "
-                         f"subsample_size={subsample_size}: make it with adaptive.init({subsample_size}).")
+        raise ValueError(
+            f"state was made for subsample_size={stored or None}, this call uses "
+            f"subsample_size={subsample_size}: make it with adaptive.init({subsample_size})."
+        )
     if key is None:
         key = jax.random.key(0)  # unused: exact sums, no coin
 

@@ -147,9 +147,7 @@ def _check_transitions(state: BufferState, transitions: Transition, batch_axis: 
     given_def = jax.tree.structure(transitions)
     # jax 0.10 types the treedef as an alias mypy cannot resolve (PyTreeDef?); warn_unused_ignores says when it can.
     if storage_def != given_def:  # type: ignore[operator]
-        raise ValueError(
-            f"transition pytree structure {given_def} does not match the buffer's {storage_def}."
-        )
+        raise ValueError(f"transition pytree structure {given_def} does not match the buffer's {storage_def}.")
     batch_sizes = set()
     for path, stored, given in zip(
         jax.tree_util.tree_flatten_with_path(state.storage)[0],

@@ -84,9 +84,13 @@ def _linesearch(args: argparse.Namespace) -> int:
     except ValueError as error:  # named as typed: --step-size, not step_size
         raise ValueError(_as_option(str(error), hparams._fields)) from None
     # One configuration × seeds through the sweep engine (run i's key: fold_in(key(seed), i)).
-    sweep = sweep_lib.Sweep("linesearch", seeds=args.seeds, seed=args.seed,
-                            setup=setup,  # type: ignore[arg-type]  # Sweep.setup takes a Setup too; annotated Mapping only (engine)
-                            fixed={k: np.asarray(v).item() for k, v in hparams._asdict().items()})
+    sweep = sweep_lib.Sweep(
+        "linesearch",
+        seeds=args.seeds,
+        seed=args.seed,
+        setup=setup,  # type: ignore[arg-type]  # Sweep.setup takes a Setup too; annotated Mapping only (engine)
+        fixed={k: np.asarray(v).item() for k, v in hparams._asdict().items()},
+    )
     ds = _run(sweep, None, names=_LINESEARCH_NAMES, progress=False).dataset
     dtheta = ds.dtheta.values.astype(np.float64)  # [seeds, T, 2]
     mean_curve = dtheta.mean(axis=0)
@@ -122,9 +126,16 @@ def _linesearch(args: argparse.Namespace) -> int:
             "dtheta1": np.asarray(solution.dtheta1).tolist(),
             "dtheta2": np.asarray(solution.dtheta2).tolist(),
             "direction_changed": bool(solution.direction_changed),
-        } if solution is not None else {
-            "converged": False, "error": "solver did not converge (its step budget ran out: the ODE diverges)",
-            "final_metric": None, "t": times.tolist(), "dtheta1": None, "dtheta2": None, "direction_changed": None,
+        }
+        if solution is not None
+        else {
+            "converged": False,
+            "error": "solver did not converge (its step budget ran out: the ODE diverges)",
+            "final_metric": None,
+            "t": times.tolist(),
+            "dtheta1": None,
+            "dtheta2": None,
+            "direction_changed": None,
         },
         "experiment": {
             "final_metric": float(np.abs(mean_curve[-1]).sum()),
@@ -143,14 +154,18 @@ def _linesearch(args: argparse.Namespace) -> int:
         print(json.dumps(results.jsonable(report, strict=True), allow_nan=False))
         return 0
     exp = report["experiment"]
-    print(f"LineSearch, sampler={args.sampler}, N={args.memory_size}, m={args.batch_size}, "
-          f"alpha={args.step_size}, gamma={args.discount}, {args.seeds} seeds, T={args.steps}")
+    print(
+        f"LineSearch, sampler={args.sampler}, N={args.memory_size}, m={args.batch_size}, "
+        f"alpha={args.step_size}, gamma={args.discount}, {args.seeds} seeds, T={args.steps}"
+    )
     if solution is None:
         print(f"  theory      {report['theory']['error']}")
     else:
         print(f"  theory      M = {report['theory']['final_metric']:.6g}")
-    print(f"  experiment  M = {exp['final_metric']:.6g} (of the mean curve); "
-          f"per-seed mean {exp['final_metric_per_seed_mean']:.6g} ± {exp['final_metric_stderr']:.2g}")
+    print(
+        f"  experiment  M = {exp['final_metric']:.6g} (of the mean curve); "
+        f"per-seed mean {exp['final_metric_per_seed_mean']:.6g} ± {exp['final_metric_stderr']:.2g}"
+    )
     if solution is not None:
         gap = np.abs(mean_curve - np.stack([solution.dtheta1, solution.dtheta2], -1)[1:]).max()
         print(f"  max |Δθ_experiment − Δθ_theory| over t = {gap:.3g}")
@@ -173,29 +188,45 @@ def _reproduce(args: argparse.Namespace) -> int:
     if args.target == "all":
         from jaxreplay.paper.reproduce import paper
 
-        summary = paper.reproduce(args.out, quick=args.quick, seeds=args.seeds, progress=not args.quiet,
-                                  envs=args.env, readme=args.readme)
+        summary = paper.reproduce(
+            args.out, quick=args.quick, seeds=args.seeds, progress=not args.quiet, envs=args.env, readme=args.readme
+        )
         print(f"{len(summary['claims'])} claims: {paper.tally(summary['claims'])}")
-        print(f"wrote {summary['report']} and {summary['claims_json']} in {summary['runtime_s']:.0f} s"
-              + (f"; updated {args.readme}" if args.readme else ""))
+        print(
+            f"wrote {summary['report']} and {summary['claims_json']} in {summary['runtime_s']:.0f} s"
+            + (f"; updated {args.readme}" if args.readme else "")
+        )
         return 0
     if args.target == "dqn":
         from jaxreplay.paper.reproduce import dqn as reproduce_dqn
 
-        summary = reproduce_dqn.reproduce(args.out, args.env, seeds=args.seeds, quick=args.quick,
-                                          progress=not args.quiet, tuned=args.tuned, steps=args.steps)
+        summary = reproduce_dqn.reproduce(
+            args.out,
+            args.env,
+            seeds=args.seeds,
+            quick=args.quick,
+            progress=not args.quiet,
+            tuned=args.tuned,
+            steps=args.steps,
+        )
         for N0, p in summary["percent"].items():
-            print(f"aER from {N0}: beats the averaged static memory in {p['percent']:.0f}% of seeds "
-                  f"(95% CI [{p['low']:.0f}%, {p['high']:.0f}%], "
-                  f"paper {reproduce_dqn.PAPER_PERCENT[args.env][N0]:.0f}%)")
-        print(f"wrote {len(summary['figures'])} figures, {summary['csv']} and {summary['report']} "
-              f"in {summary['runtime_s']:.0f} s")
+            print(
+                f"aER from {N0}: beats the averaged static memory in {p['percent']:.0f}% of seeds "
+                f"(95% CI [{p['low']:.0f}%, {p['high']:.0f}%], "
+                f"paper {reproduce_dqn.PAPER_PERCENT[args.env][N0]:.0f}%)"
+            )
+        print(
+            f"wrote {len(summary['figures'])} figures, {summary['csv']} and {summary['report']} "
+            f"in {summary['runtime_s']:.0f} s"
+        )
         return 0
     from jaxreplay.paper.reproduce import linesearch as reproduce_linesearch
 
     summary = reproduce_linesearch.reproduce(args.out, full=args.full, seeds=args.seeds, progress=not args.quiet)
-    print(f"wrote {len(summary['figures'])} figures, {summary['csv']} and {summary['report']} "
-          f"in {summary['runtime_s']:.0f} s")
+    print(
+        f"wrote {len(summary['figures'])} figures, {summary['csv']} and {summary['report']} "
+        f"in {summary['runtime_s']:.0f} s"
+    )
     return 0
 
 
@@ -213,8 +244,9 @@ def _dqn(args: argparse.Namespace) -> int:
 
     _positive("seeds", args.seeds)
     if args.env in paper_settings.PAPER_TOTAL_STEPS:
-        setup, hparams = paper_settings.paper_setting(args.env, args.memory_size, args.adaptive, tuned=args.tuned,
-                                           optimizer_reading=args.optimizer_reading)
+        setup, hparams = paper_settings.paper_setting(
+            args.env, args.memory_size, args.adaptive, tuned=args.tuned, optimizer_reading=args.optimizer_reading
+        )
     else:
         if args.tuned:
             raise ValueError("--tuned is only available for CartPole-v1.")
@@ -225,26 +257,38 @@ def _dqn(args: argparse.Namespace) -> int:
             raise ValueError(str(e).replace(prefix, f"--env {args.env}:", 1)) from None
         hparams = dqn.Hyperparameters(memory_size=args.memory_size, adaptive_num_old=max(args.memory_size // 2, 1))
     setup = dataclasses.replace(setup, sampler=args.sampler)
-    hparams = hparams._replace(adaptive_td_target=int(args.adaptive_td == "target"),
-                               adaptive_paired=int(args.adaptive_draws == "paired"))
+    hparams = hparams._replace(
+        adaptive_td_target=int(args.adaptive_td == "target"), adaptive_paired=int(args.adaptive_draws == "paired")
+    )
     if args.steps is not None:
         # A run of T steps never stores more than T transitions: allocate no more.
-        setup = dataclasses.replace(dqn.with_total_steps(setup, args.steps),
-                                    max_capacity=max(min(setup.max_capacity, args.steps), hparams.memory_size))
+        setup = dataclasses.replace(
+            dqn.with_total_steps(setup, args.steps),
+            max_capacity=max(min(setup.max_capacity, args.steps), hparams.memory_size),
+        )
     _check_dqn_env(setup)
-    sweep = sweep_lib.Sweep("dqn", seeds=args.seeds, seed=args.seed,
-                            setup=setup,  # type: ignore[arg-type]  # Sweep.setup takes a Setup too; annotated Mapping only (engine)
-                            fixed=hparams._asdict())
+    sweep = sweep_lib.Sweep(
+        "dqn",
+        seeds=args.seeds,
+        seed=args.seed,
+        setup=setup,  # type: ignore[arg-type]  # Sweep.setup takes a Setup too; annotated Mapping only (engine)
+        fixed=hparams._asdict(),
+    )
     ds = _run(sweep, None, names=_DQN_NAMES, progress=not args.quiet and not args.json).dataset
     final_kind = "eval_return" if "eval_return" in ds else "train_return"
     final = ds[final_kind].isel(segment=-1).values.astype(np.float64)
     ci = results.bootstrap_ci(xr.DataArray(final, dims=("seed",)), "iqm")
     report = {
-        "env": args.env, "memory_size": args.memory_size, "adaptive": args.adaptive, "sampler": args.sampler,
-        "seeds": args.seeds, "steps": setup.total_steps,
+        "env": args.env,
+        "memory_size": args.memory_size,
+        "adaptive": args.adaptive,
+        "sampler": args.sampler,
+        "seeds": args.seeds,
+        "steps": setup.total_steps,
         "final_return_kind": final_kind,
         "final_returns": [None if not np.isfinite(x) else float(x) for x in final],
-        "iqm": float(ci.estimate), "iqm_ci95": [float(ci.low), float(ci.high)],
+        "iqm": float(ci.estimate),
+        "iqm_ci95": [float(ci.low), float(ci.high)],
         "segment_steps": ds.segment.values.tolist(),
         "memory_size_mean": ds.capacity.mean("seed").values.astype(float).tolist(),
         "diverged": int(ds.diverged.values.sum()),
@@ -254,24 +298,30 @@ def _dqn(args: argparse.Namespace) -> int:
     if args.json:
         print(json.dumps(report))
         return 0
-    print(f"DQN {args.env}, {'aER from' if args.adaptive else 'fixed memory'} {args.memory_size}, sampler "
-          f"{args.sampler}, {args.seeds} seeds, {setup.total_steps} steps")
+    print(
+        f"DQN {args.env}, {'aER from' if args.adaptive else 'fixed memory'} {args.memory_size}, sampler "
+        f"{args.sampler}, {args.seeds} seeds, {setup.total_steps} steps"
+    )
     print(f"  final {report['final_return_kind']} per seed: " + ", ".join(f"{x:.1f}" for x in final))
     print(f"  IQM {report['iqm']:.1f} (95% bootstrap CI [{ci.low.item():.1f}, {ci.high.item():.1f}])")
     print(f"  memory size: start {args.memory_size}, mean at the end {report['memory_size_mean'][-1]:.0f}")
     if args.adaptive:
         a = report["adaptive"]
         show = lambda x, spec: "n/a" if x is None else format(x, spec)  # noqa: E731
-        print(f"  aER checks {sum(a['checks'])}: grow fraction {show(a['grow_fraction'], '.2f')} "
-              f"({show(a['straddle_grow_fraction'], '.2f')} at checks straddling a target copy, "
-              f"{show(a['other_grow_fraction'], '.2f')} at the others); estimate's standard error "
-              f"{show(a['noise_mean'], '.3g')} vs mean |change| {show(a['change_mean'], '.3g')}")
+        print(
+            f"  aER checks {sum(a['checks'])}: grow fraction {show(a['grow_fraction'], '.2f')} "
+            f"({show(a['straddle_grow_fraction'], '.2f')} at checks straddling a target copy, "
+            f"{show(a['other_grow_fraction'], '.2f')} at the others); estimate's standard error "
+            f"{show(a['noise_mean'], '.3g')} vs mean |change| {show(a['change_mean'], '.3g')}"
+        )
     if report["diverged"]:
         print(f"  {report['diverged']} seed(s) diverged (non-finite parameters)")
     unmeasured = int(np.sum(~np.isfinite(final) & ~ds.diverged.values.reshape(-1)))
     if unmeasured:
-        print(f"  {unmeasured} seed(s) finished no {final_kind.split('_')[0]} episode in the last segment: "
-              "their return is NaN (not measured, not diverged)")
+        print(
+            f"  {unmeasured} seed(s) finished no {final_kind.split('_')[0]} episode in the last segment: "
+            "their return is NaN (not measured, not diverged)"
+        )
     return 0
 
 
@@ -285,9 +335,13 @@ def _adaptive_report(ds) -> dict:
         return [int(x) for x in np.asarray(ds[name].values).reshape(-1)]
 
     return {
-        "checks": seeds("adaptive_checks"), "grows": seeds("adaptive_grows"), "shrinks": seeds("adaptive_shrinks"),
-        "invalid": seeds("adaptive_invalid"), "final_memory_size": seeds("final_capacity"),
-        "straddle_checks": seeds("adaptive_straddle_checks"), "straddle_grows": seeds("adaptive_straddle_grows"),
+        "checks": seeds("adaptive_checks"),
+        "grows": seeds("adaptive_grows"),
+        "shrinks": seeds("adaptive_shrinks"),
+        "invalid": seeds("adaptive_invalid"),
+        "final_memory_size": seeds("final_capacity"),
+        "straddle_checks": seeds("adaptive_straddle_checks"),
+        "straddle_grows": seeds("adaptive_straddle_grows"),
         **dqn.adaptive_diagnostics(ds),
     }
 
@@ -347,15 +401,16 @@ def _solve_theory(**kwargs):
 _LINESEARCH_NAMES = {
     "(setup.max_batch_size, setup.batch_size, --batch-size)": "(--batch-size)",
     "Lower setup.max_capacity (replay storage dominates), shorten a segment": "Lower --memory-size (replay storage "
-                                                                              "dominates)",
+    "dominates)",
     ", or raise memory_budget / memory_fraction.": ", or use a machine with more memory.",
     "Run fewer seeds or grid points, or record less (e.g. a shorter setup.steps / fewer segments), or split the "
     "sweep into several.": "Run fewer --seeds, or fewer --steps.",
 }
-_DQN_NAMES = {**_LINESEARCH_NAMES,
-              "Lower --memory-size (replay storage dominates)": "Lower --memory-size or --steps (replay storage "
-                                                               "dominates)",
-              "(--batch-size)": "(the Setup's batch_size: run it as a sweep)"}
+_DQN_NAMES = {
+    **_LINESEARCH_NAMES,
+    "Lower --memory-size (replay storage dominates)": "Lower --memory-size or --steps (replay storage dominates)",
+    "(--batch-size)": "(the Setup's batch_size: run it as a sweep)",
+}
 
 
 def _run(sweep, out, names=None, **options):
@@ -420,7 +475,8 @@ def _check_dqn_env(setup) -> None:
         raise ValueError(
             f"--env {env_id}: DQN needs a discrete action space (one Q-value per action), but {env_id} has "
             f"continuous actions ({type(space).__name__} of shape {tuple(space.shape)}); choose a game with "
-            "discrete actions, e.g. CartPole-v1, Acrobot-v1 or MountainCar-v0.")
+            "discrete actions, e.g. CartPole-v1, Acrobot-v1 or MountainCar-v0."
+        )
     if int(space.n) < 2:
         raise ValueError(f"--env {env_id}: DQN needs at least 2 actions to choose from, {env_id} has {int(space.n)}.")
     if env_id == "LineSearch":
@@ -431,7 +487,8 @@ def _check_dqn_env(setup) -> None:
                 f"--env LineSearch: its episode never terminates and lasts horizon = {horizon} steps, so no "
                 f"episode ends in the last segment (steps {last_start + 1}-{total}) and the return would be NaN; "
                 f"use --steps {max(horizon, total // horizon * horizon)} (a multiple of {horizon}), or "
-                "`jaxreplay linesearch` for the paper's LineSearch experiment.")
+                "`jaxreplay linesearch` for the paper's LineSearch experiment."
+            )
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -468,13 +525,25 @@ def build_parser() -> argparse.ArgumentParser:
     dq.add_argument("--seed", type=int, default=0, help="base seed")
     dq.add_argument("--steps", type=int, default=None, help="environment steps per run (default: the paper's)")
     dq.add_argument("--tuned", action="store_true", help="CartPole: a configuration that learns (not the paper's)")
-    dq.add_argument("--optimizer-reading", choices=("adam", "sgd"), default="adam",
-                    help="the paper's step size as Adam's rate on the mean loss (default) or as Algorithm 1's "
-                         "per-transition SGD step")
-    dq.add_argument("--adaptive-td", choices=("online", "target"), default="online",
-                    help="aER's TD errors: online network on both sides (Algorithm 2, default) or target bootstrap")
-    dq.add_argument("--adaptive-draws", choices=("paired", "independent"), default="paired",
-                    help="aER's subsample: the same transitions at both times (default) or fresh draws")
+    dq.add_argument(
+        "--optimizer-reading",
+        choices=("adam", "sgd"),
+        default="adam",
+        help="the paper's step size as Adam's rate on the mean loss (default) or as Algorithm 1's "
+        "per-transition SGD step",
+    )
+    dq.add_argument(
+        "--adaptive-td",
+        choices=("online", "target"),
+        default="online",
+        help="aER's TD errors: online network on both sides (Algorithm 2, default) or target bootstrap",
+    )
+    dq.add_argument(
+        "--adaptive-draws",
+        choices=("paired", "independent"),
+        default="paired",
+        help="aER's subsample: the same transitions at both times (default) or fresh draws",
+    )
     dq.add_argument("--json", action="store_true", help="print one JSON object")
     dq.add_argument("--quiet", action="store_true", help="no progress bar")
     dq.set_defaults(handler=_dqn)
@@ -509,14 +578,22 @@ def build_parser() -> argparse.ArgumentParser:
     ral.add_argument("--out", required=True, help="output folder (rerun the same command to resume)")
     ral.add_argument("--quick", action="store_true", help="CPU scale: about 6-7 minutes on 2 cores")
     ral.add_argument("--seeds", type=int, default=None, help="DQN seeds per setting (default 4 quick, 100 otherwise)")
-    ral.add_argument("--env", action="append", choices=reproduce_dqn.ENVS,
-                     help="only this DQN game (repeatable; default all three)")
-    ral.add_argument("--readme", default=None, metavar="README.md",
-                     help="also write the claims table into this file's <!-- claims:begin/end --> block")
+    ral.add_argument(
+        "--env", action="append", choices=reproduce_dqn.ENVS, help="only this DQN game (repeatable; default all three)"
+    )
+    ral.add_argument(
+        "--readme",
+        default=None,
+        metavar="README.md",
+        help="also write the claims table into this file's <!-- claims:begin/end --> block",
+    )
     ral.add_argument("--quiet", action="store_true", help="no progress bars")
     ral.set_defaults(handler=_reproduce)
-    rrm = targets.add_parser("readme", help="write a finished `reproduce all` run's claims table into a README "
-                                            "(the block of the backend it ran on: claims, claims-gpu, ...)")
+    rrm = targets.add_parser(
+        "readme",
+        help="write a finished `reproduce all` run's claims table into a README "
+        "(the block of the backend it ran on: claims, claims-gpu, ...)",
+    )
     rrm.add_argument("dir", help="the --out folder of `reproduce all`")
     rrm.add_argument("--readme", required=True, metavar="README.md")
     rrm.add_argument("--seeds", type=int, default=None, help=argparse.SUPPRESS)
@@ -545,9 +622,16 @@ def _study(args: argparse.Namespace) -> int:
 
     for env in envs:
         out = pathlib.Path(args.out) / env if args.env == "all" else pathlib.Path(args.out)
-        result = study_lib.study(out, env, quick=args.quick, seeds=args.seeds, steps=args.steps,
-                                 progress=not args.quiet, optimizer_reading=args.optimizer_reading,
-                                 chunk_size=args.chunk_size)
+        result = study_lib.study(
+            out,
+            env,
+            quick=args.quick,
+            seeds=args.seeds,
+            steps=args.steps,
+            progress=not args.quiet,
+            optimizer_reading=args.optimizer_reading,
+            chunk_size=args.chunk_size,
+        )
         print(f"{env}: wrote {out / 'report.md'} and {out / 'study.json'} in {result['runtime_s']:.0f} s")
         print("  " + result["verdict"]["summary"])
     return 0
@@ -564,10 +648,18 @@ def _add_study_parser(commands) -> None:
     sd.add_argument("--quick", action="store_true", help="CPU quick mode: shortened runs, fewer sizes and variants")
     sd.add_argument("--seeds", type=int, default=None, help="seeds per setting (default 3 quick, 100 otherwise)")
     sd.add_argument("--steps", type=int, default=None, help="cut every run to this many steps (smoke runs)")
-    sd.add_argument("--optimizer-reading", choices=("adam", "sgd"), default="adam",
-                    help="the main reading of the paper's step size (CartPole also runs the other)")
-    sd.add_argument("--chunk-size", type=int, default=None,
-                    help="runs per compiled call in every stage (default 4 x seeds; larger is faster on a GPU)")
+    sd.add_argument(
+        "--optimizer-reading",
+        choices=("adam", "sgd"),
+        default="adam",
+        help="the main reading of the paper's step size (CartPole also runs the other)",
+    )
+    sd.add_argument(
+        "--chunk-size",
+        type=int,
+        default=None,
+        help="runs per compiled call in every stage (default 4 x seeds; larger is faster on a GPU)",
+    )
     sd.add_argument("--quiet", action="store_true", help="no progress bar")
     sd.set_defaults(handler=_study)
     sr = kinds.add_parser("readme", help="write the summary of finished studies into a README's study block")

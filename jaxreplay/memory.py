@@ -82,26 +82,49 @@ def _plain(sampler: Callable[[jax.Array, buffer_lib.BufferState, int], samplers.
     def sample(key: jax.Array, state: buffer_lib.BufferState, batch_size: int, **_: ArrayLike) -> samplers.Sample:
         return sampler(key, state, batch_size)
 
-    def update(state: buffer_lib.BufferState, indices: ArrayLike, td_errors: ArrayLike,
-               **_: ArrayLike) -> buffer_lib.BufferState:
+    def update(
+        state: buffer_lib.BufferState, indices: ArrayLike, td_errors: ArrayLike, **_: ArrayLike
+    ) -> buffer_lib.BufferState:
         return state
 
-    return Memory(init=buffer_lib.init, add=buffer_lib.add, sample=sample, update=update,
-                  resize=buffer_lib.resize, buffer=buffer_of)
+    return Memory(
+        init=buffer_lib.init,
+        add=buffer_lib.add,
+        sample=sample,
+        update=update,
+        resize=buffer_lib.resize,
+        buffer=buffer_of,
+    )
 
 
 def _prioritized() -> Memory:
-    def sample(key: jax.Array, state: prioritized.PrioritizedState, batch_size: int,
-               importance_exponent: ArrayLike = 0.0, **_: ArrayLike) -> samplers.Sample:
+    def sample(
+        key: jax.Array,
+        state: prioritized.PrioritizedState,
+        batch_size: int,
+        importance_exponent: ArrayLike = 0.0,
+        **_: ArrayLike,
+    ) -> samplers.Sample:
         return prioritized.sample(key, state, batch_size, importance_exponent)
 
-    def update(state: prioritized.PrioritizedState, indices: ArrayLike, td_errors: ArrayLike,
-               priority_exponent: ArrayLike = 1.0, priority_floor: ArrayLike = 1e-6,
-               **_: ArrayLike) -> prioritized.PrioritizedState:
+    def update(
+        state: prioritized.PrioritizedState,
+        indices: ArrayLike,
+        td_errors: ArrayLike,
+        priority_exponent: ArrayLike = 1.0,
+        priority_floor: ArrayLike = 1e-6,
+        **_: ArrayLike,
+    ) -> prioritized.PrioritizedState:
         return prioritized.update_priorities(state, indices, td_errors, priority_exponent, priority_floor)
 
-    return Memory(init=prioritized.init, add=prioritized.add, sample=sample, update=update,
-                  resize=prioritized.resize, buffer=buffer_of)
+    return Memory(
+        init=prioritized.init,
+        add=prioritized.add,
+        sample=sample,
+        update=update,
+        resize=prioritized.resize,
+        buffer=buffer_of,
+    )
 
 
 def make(kind: str) -> Memory:

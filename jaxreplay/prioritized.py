@@ -111,6 +111,8 @@ _FLOAT = jnp.float32
 _MAX_TOTAL = 2.0**100
 # Tree levels a draw descends per uniform number (see the module docstring, Numerics).
 _LEVELS_PER_UNIFORM = 8
+
+
 class TreeMode(NamedTuple):
     """How the sum-tree code is compiled: a static choice; every mode gives bit-identical trees and draws.
 
@@ -230,8 +232,9 @@ _MAX_PATHS = 64  # more written leaves than this: "levels" on every platform
 _ELEMENTWISE_PATHS = 8  # up to this many: path crossings found without reductions
 
 
-def _write_leaves(tree: jax.Array, leaf_nodes: jax.Array, leaf_values: jax.Array | None = None,
-                  mode: TreeMode = TreeMode()) -> jax.Array:
+def _write_leaves(
+    tree: jax.Array, leaf_nodes: jax.Array, leaf_values: jax.Array | None = None, mode: TreeMode = TreeMode()
+) -> jax.Array:
     """Write leaves, then make every ancestor of them the float32 sum of its children.
 
     Args:
@@ -366,8 +369,9 @@ def init(example: Transition, max_capacity: int, capacity: ArrayLike | None = No
     )
 
 
-def _after_write(state: PrioritizedState, new_buffer: buffer_lib.BufferState, k: int,
-                 mode: TreeMode = TreeMode()) -> PrioritizedState:
+def _after_write(
+    state: PrioritizedState, new_buffer: buffer_lib.BufferState, k: int, mode: TreeMode = TreeMode()
+) -> PrioritizedState:
     """Priorities after ``k`` transitions were written into ``state.buffer``, giving ``new_buffer``.
 
     Zeroes the leaves of the transitions that left the live window, then sets
@@ -550,9 +554,7 @@ def update_priorities(
     if not jnp.issubdtype(jnp.result_type(indices), jnp.integer):
         raise ValueError(f"indices must be an integer array, got dtype {jnp.result_type(indices)}.")
     if jnp.shape(indices) != jnp.shape(td_errors):
-        raise ValueError(
-            f"td_errors must have the shape of indices {jnp.shape(indices)}, got {jnp.shape(td_errors)}."
-        )
+        raise ValueError(f"td_errors must have the shape of indices {jnp.shape(indices)}, got {jnp.shape(td_errors)}.")
     _validation.check_int("indices", indices, low=0, high=max_capacity - 1)
     _validation.check_float("td_errors", td_errors)
     _validation.check_float("priority_exponent", priority_exponent, low=0.0)
@@ -568,8 +570,9 @@ def update_priorities(
     age_order = (safe - buffer_lib.oldest_index(state.buffer)) % max_capacity
     error_floor = jnp.asarray(error_floor, _FLOAT)
     priority_exponent = jnp.asarray(priority_exponent, _FLOAT)
-    valid_parameters = ((priority_exponent >= 0) & jnp.isfinite(priority_exponent)
-                        & (error_floor >= 0) & jnp.isfinite(error_floor))
+    valid_parameters = (
+        (priority_exponent >= 0) & jnp.isfinite(priority_exponent) & (error_floor >= 0) & jnp.isfinite(error_floor)
+    )
     accepted = in_range & (age_order < state.buffer.size) & valid_parameters
     priorities = jnp.power(jnp.abs(td_errors) + error_floor, priority_exponent)
     priorities = jnp.where(jnp.isnan(priorities), state.max_priority, priorities)
@@ -580,8 +583,11 @@ def update_priorities(
     sum_tree = state.sum_tree.at[target].set(0.0, mode="drop").at[target].max(priorities, mode="drop")
     sum_tree = _write_leaves(sum_tree, nodes, mode=mode)
     max_priority = jnp.maximum(state.max_priority, jnp.max(jnp.where(accepted, priorities, 0.0)))
-    return state._replace(sum_tree=sum_tree, max_priority=max_priority.astype(_FLOAT),
-                          invalid_parameters=state.invalid_parameters | ~valid_parameters)
+    return state._replace(
+        sum_tree=sum_tree,
+        max_priority=max_priority.astype(_FLOAT),
+        invalid_parameters=state.invalid_parameters | ~valid_parameters,
+    )
 
 
 # ----------------------------------------------------------------------------

@@ -140,9 +140,7 @@ def exact_priorities(
     _validation.check_float("error_floor", error_floor, low=0.0)
     td_errors = jnp.asarray(td_errors)
     if td_errors.shape != (state.max_capacity,):
-        raise ValueError(
-            f"td_errors must have shape ({state.max_capacity},) (one per slot), got {td_errors.shape}."
-        )
+        raise ValueError(f"td_errors must have shape ({state.max_capacity},) (one per slot), got {td_errors.shape}.")
     valid = buffer_lib.valid_mask(state)
     log_priority = priority_exponent * jnp.log(jnp.maximum(jnp.abs(td_errors), error_floor))
     log_priority = jnp.where(valid, log_priority, -jnp.inf)

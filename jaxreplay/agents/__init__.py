@@ -8,4 +8,4 @@
 
 from jaxreplay import _extras  # noqa: E402
 
-_extras.require('jaxreplay.agents', 'rl', 'flax', 'optax')
+_extras.require("jaxreplay.agents", "rl", "flax", "optax")

@@ -193,8 +193,9 @@ def td_errors(
     return _target(network, params, target_params, batch, discount, double) - q_taken
 
 
-def _target(network: QNetwork, params: Params, target_params: Params, batch: Batch, discount: ArrayLike,
-            double: bool) -> jax.Array:
+def _target(
+    network: QNetwork, params: Params, target_params: Params, batch: Batch, discount: ArrayLike, double: bool
+) -> jax.Array:
     next_target = q_values(network, target_params, batch["next_obs"])
     if double:
         best = jnp.argmax(q_values(network, params, batch["next_obs"]), axis=-1)

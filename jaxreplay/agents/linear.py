@@ -56,8 +56,14 @@ def td_error(theta: jax.Array, transition: Transition, discount: ArrayLike, spee
     return transition["reward"] + discount * best_next - q
 
 
-def td_update(theta: jax.Array, transition: Transition, step_size: ArrayLike, discount: ArrayLike,
-              speed: ArrayLike, trainable: ArrayLike) -> jax.Array:
+def td_update(
+    theta: jax.Array,
+    transition: Transition,
+    step_size: ArrayLike,
+    discount: ArrayLike,
+    speed: ArrayLike,
+    trainable: ArrayLike,
+) -> jax.Array:
     """One TD update on a single transition; ``trainable`` (``float32[2]`` of 0/1) freezes weights."""
     delta = td_error(theta, transition, discount, speed)
     return theta + step_size * delta * features(transition) * trainable

@@ -72,8 +72,9 @@ class Assembler:
         if not self.arrays:
             raise RuntimeError("no finished chunks to assemble")
         if not self.filled.all():
-            raise RuntimeError(f"{int((~self.filled).sum())} runs missing after the sweep: a process failed; "
-                               "rerun to finish.")
+            raise RuntimeError(
+                f"{int((~self.filled).sum())} runs missing after the sweep: a process failed; rerun to finish."
+            )
         return self.arrays
 
 
@@ -107,7 +108,7 @@ def write_netcdf(dataset, f) -> None:
             flat = np.ravel(source)  # C order, a view of a contiguous array
             step = max(1, (1 << 20) // flat.itemsize)
             for i in range(0, flat.size, step):
-                self.fp.write(np.ascontiguousarray(flat[i:i + step], dtype=var.data.dtype).tobytes())
+                self.fp.write(np.ascontiguousarray(flat[i : i + step], dtype=var.data.dtype).tobytes())
             self._write_var_padding(var, var._vsize - source.size * var.data.itemsize)
 
         def close(self):  # flush only: the caller owns (fsyncs and closes) the file
@@ -167,15 +168,17 @@ def to_dataset(sweep: Sweep, arrays: Mapping[str, np.ndarray]):
     coords[SEED_DIM] = np.arange(sweep.seeds, dtype=np.int32)
     coords.update(exp.coords(setup))
     spec, record_dims = sweep.record, exp.record_dims(setup)
-    dims = {**{f"record.{k}": d for k, d in record_dims.items()},
-            **{f"reduced.{k}": d for k, d in record_dims.items()},
-            **{f"summary.{k}": d for k, d in exp.summary_dims(setup).items()}}
+    dims = {
+        **{f"record.{k}": d for k, d in record_dims.items()},
+        **{f"reduced.{k}": d for k, d in record_dims.items()},
+        **{f"summary.{k}": d for k, d in exp.summary_dims(setup).items()},
+    }
     if spec.reduce:
         coords[STAT_DIM] = np.array(spec.reduce)
     if spec.stride > 1:  # the coordinates of the kept points of each record's first dim
         for first in {d[0] for d in record_dims.values() if d}:
             if first in coords and not isinstance(coords[first], tuple):
-                coords[first] = np.asarray(coords[first])[::spec.stride]
+                coords[first] = np.asarray(coords[first])[:: spec.stride]
     data_vars = {}
     for key, value in arrays.items():
         name = key.split(".", 1)[1]
@@ -183,20 +186,29 @@ def to_dataset(sweep: Sweep, arrays: Mapping[str, np.ndarray]):
             raise ValueError(f"{exp.name}: result {name!r} clashes with a coordinate or hyperparameter name.")
         own = tuple(dims[key])
         inner = (STAT_DIM,) if key.startswith("reduced.") else (SEED_DIM,)
-        value = value.reshape(lead_shape + value.shape[1:] if key.startswith("reduced.")
-                              else lead_shape + (sweep.seeds,) + value.shape[1:])
+        value = value.reshape(
+            lead_shape + value.shape[1:]
+            if key.startswith("reduced.")
+            else lead_shape + (sweep.seeds,) + value.shape[1:]
+        )
         data_vars[name] = (lead_dims + inner + own, value)
     # The first axis of a record is concatenated over segments; give coords only where lengths match.
     coords = {k: v for k, v in coords.items() if _fits(k, v, data_vars)}
     if not spec.is_default:  # a dim only of records not kept: its coordinate goes with them
         used = {d for dims_, _ in data_vars.values() for d in dims_}
-        only_records = ({d for ds in record_dims.values() for d in ds}
-                        - {d for ds in exp.summary_dims(setup).values() for d in ds})
+        only_records = {d for ds in record_dims.values() for d in ds} - {
+            d for ds in exp.summary_dims(setup).values() for d in ds
+        }
         coords = {k: v for k, v in coords.items() if isinstance(v, tuple) or k in used or k not in only_records}
     return xr.Dataset(
-        data_vars, coords=coords,
-        attrs={"experiment": sweep.experiment, "config": json.dumps(sweep.to_dict(), sort_keys=True),
-               "fingerprint": sweep.fingerprint(), "versions": json.dumps(software_versions(), sort_keys=True)},
+        data_vars,
+        coords=coords,
+        attrs={
+            "experiment": sweep.experiment,
+            "config": json.dumps(sweep.to_dict(), sort_keys=True),
+            "fingerprint": sweep.fingerprint(),
+            "versions": json.dumps(software_versions(), sort_keys=True),
+        },
     )
 
 

@@ -83,10 +83,14 @@ class Programs:
         self.fused = int(exp.num_segments(setup)) == 1
         # Reduced records have one row per configuration: too few to shard evenly, and small.
         outputs = (self.batched, self.replicated if spec.reduce else self.batched, self.batched)
-        self._first = jax.jit(first if self.fused else init, in_shardings=(self.replicated, self.batched, self.batched),
-                              out_shardings=outputs if self.fused else self.batched)
-        self._rest = jax.jit(segment, in_shardings=(self.batched, self.batched),
-                             out_shardings=outputs, donate_argnums=0)
+        self._first = jax.jit(
+            first if self.fused else init,
+            in_shardings=(self.replicated, self.batched, self.batched),
+            out_shardings=outputs if self.fused else self.batched,
+        )
+        self._rest = jax.jit(
+            segment, in_shardings=(self.batched, self.batched), out_shardings=outputs, donate_argnums=0
+        )
         self._compiled: dict = {}
 
     def _get(self, name, jitted, *args):
@@ -104,15 +108,17 @@ class Programs:
             self._compiled[signature] = compiled
         return compiled
 
-    def run_first(self, base_seed: jax.Array, seed_index: jax.Array,
-                  hparams: tuple[jax.Array, ...]) -> tuple[object, dict[str, jax.Array], dict[str, jax.Array]]:
+    def run_first(
+        self, base_seed: jax.Array, seed_index: jax.Array, hparams: tuple[jax.Array, ...]
+    ) -> tuple[object, dict[str, jax.Array], dict[str, jax.Array]]:
         """Initialise a chunk of runs (keys ``fold_in(key(base_seed), seed_index)``) and run its first
         segment: ``(state, record, summary)``."""
         out = self._get("first", self._first, base_seed, seed_index, hparams)(base_seed, seed_index, hparams)
         return out if self.fused else self.run_rest(out, hparams)
 
-    def run_rest(self, state: object, hparams: tuple[jax.Array, ...]
-                 ) -> tuple[object, dict[str, jax.Array], dict[str, jax.Array]]:
+    def run_rest(
+        self, state: object, hparams: tuple[jax.Array, ...]
+    ) -> tuple[object, dict[str, jax.Array], dict[str, jax.Array]]:
         """Run the next segment of a chunk of runs (``state`` is donated): ``(state, record, summary)``."""
         compiled = self._get("rest", self._rest, state, hparams)
         with warnings.catch_warnings():
@@ -131,8 +137,13 @@ def programs_for(sweep: Sweep, devices: Sequence[jax.Device]) -> Programs:
     # What a program depends on: the experiment, its static setup and the devices.
     # Hyperparameters, seeds and grids are arguments, so they share the programs.
     # What is kept of the records is compiled in too (and the seed count, to reduce over seeds).
-    key = (sweep.experiment, json.dumps(sweep.to_dict()["setup"], sort_keys=True, default=repr),
-           tuple((d.platform, d.id) for d in devices), sweep.record, sweep.seeds if sweep.record.reduce else None)
+    key = (
+        sweep.experiment,
+        json.dumps(sweep.to_dict()["setup"], sort_keys=True, default=repr),
+        tuple((d.platform, d.id) for d in devices),
+        sweep.record,
+        sweep.seeds if sweep.record.reduce else None,
+    )
     programs = _PROGRAM_CACHE.pop(key, None) or Programs(sweep, devices)
     _PROGRAM_CACHE[key] = programs
     while len(_PROGRAM_CACHE) > PROGRAM_CACHE_SIZE:
@@ -154,8 +165,9 @@ class Execution(NamedTuple):
     run_seconds: float
 
 
-def execute(sweep: Sweep, plan: Plan, programs: Programs, sink: Callable[[dict], None],
-            progress: bool = False) -> Execution:
+def execute(
+    sweep: Sweep, plan: Plan, programs: Programs, sink: Callable[[dict], None], progress: bool = False
+) -> Execution:
     """Compute the chunks of ``plan`` and hand each finished one to ``sink``.
 
     ``sink`` receives ``{"record.<name>": [runs, points, ...], "summary.<name>": [runs, ...],
@@ -175,8 +187,14 @@ def execute(sweep: Sweep, plan: Plan, programs: Programs, sink: Callable[[dict],
         from tqdm.auto import tqdm
 
         # Counted in run-segments (integers: no float drift) and shown in runs.
-        bar = tqdm(total=plan.runs_to_compute * num_segments, unit="run", unit_scale=1 / num_segments,
-                   desc=f"sweep {sweep.experiment}", file=sys.stderr, dynamic_ncols=True)
+        bar = tqdm(
+            total=plan.runs_to_compute * num_segments,
+            unit="run",
+            unit_scale=1 / num_segments,
+            desc=f"sweep {sweep.experiment}",
+            file=sys.stderr,
+            dynamic_ncols=True,
+        )
     t_start = time.perf_counter()
     base_seed = jax.device_put(np.uint32(sweep.seed), programs.replicated)
     # JAX dispatches asynchronously: dispatch segment k + 1 first, then drain segment k
@@ -196,12 +214,14 @@ def execute(sweep: Sweep, plan: Plan, programs: Programs, sink: Callable[[dict],
         if summary is None:
             return
         del collected[chunk_id]
-        result = {f"{prefix}{k}": np.concatenate([r[k] for r in segments], axis=axis)
-                  for k in (segments[0] if segments else ())}
+        result = {
+            f"{prefix}{k}": np.concatenate([r[k] for r in segments], axis=axis)
+            for k in (segments[0] if segments else ())
+        }
         result.update({f"summary.{k}": np.asarray(v)[:valid] for k, v in summary.items()})
         result["run_index"] = runs.astype(np.int64)
         if spec.reduce:
-            result["config_index"] = runs[::sweep.seeds].astype(np.int64) // sweep.seeds
+            result["config_index"] = runs[:: sweep.seeds].astype(np.int64) // sweep.seeds
         sink(result)
 
     for chunk_id, runs in enumerate(plan.chunks):

@@ -24,8 +24,16 @@ from jaxreplay.engine import records as records_lib
 if TYPE_CHECKING:  # (the engine's declaration module imports this one)
     from jaxreplay.engine.sweep import Sweep
 
-__all__ = ["Plan", "Resources", "make_plan", "check_run_options", "estimate_bytes_per_run",
-           "estimate_result_bytes_per_run", "TEMPORARY_FACTOR", "CPU_RUNS_PER_DEVICE"]
+__all__ = [
+    "Plan",
+    "Resources",
+    "make_plan",
+    "check_run_options",
+    "estimate_bytes_per_run",
+    "estimate_result_bytes_per_run",
+    "TEMPORARY_FACTOR",
+    "CPU_RUNS_PER_DEVICE",
+]
 
 
 # ----------------------------------------------------------------------------
@@ -35,6 +43,7 @@ __all__ = ["Plan", "Resources", "make_plan", "check_run_options", "estimate_byte
 
 def check_run_options(prefix: str = "", chunk_size=None, memory_fraction=None, memory_budget=None) -> None:
     """ValueError naming ``prefix + option`` for a bad ``chunk_size``, ``memory_fraction`` or ``memory_budget``."""
+
     def number(v):
         return isinstance(v, (int, float, np.integer, np.floating)) and not isinstance(v, bool)
 
@@ -42,8 +51,9 @@ def check_run_options(prefix: str = "", chunk_size=None, memory_fraction=None, m
         raise ValueError(f"{prefix}chunk_size must be a positive integer, got {chunk_size!r}.")
     if memory_fraction is not None and (not number(memory_fraction) or not 0.0 < memory_fraction <= 1.0):
         raise ValueError(f"{prefix}memory_fraction must be a number in (0, 1], got {memory_fraction!r}.")
-    if memory_budget is not None and (not number(memory_budget) or not math.isfinite(memory_budget)
-                                      or memory_budget < 1):
+    if memory_budget is not None and (
+        not number(memory_budget) or not math.isfinite(memory_budget) or memory_budget < 1
+    ):
         raise ValueError(f"{prefix}memory_budget must be a positive number of bytes, got {memory_budget!r}.")
 
 
@@ -118,8 +128,10 @@ def segment_points(sweep: Sweep, fp: Footprint) -> int:
     if not lengths:
         return 0
     if len(lengths) > 1 and num_segments > 1 and spec.stride > 1:
-        raise ValueError(f"record.stride = {spec.stride}: the kept records have segments of different lengths "
-                         f"{sorted(lengths)}; keep records of one length to stride them.")
+        raise ValueError(
+            f"record.stride = {spec.stride}: the kept records have segments of different lengths "
+            f"{sorted(lengths)}; keep records of one length to stride them."
+        )
     points = max(lengths)
     records_lib.check_stride(spec, points, num_segments)
     return points
@@ -190,8 +202,13 @@ def estimate_bytes_per_run(sweep: Sweep) -> int:
 
 def device_bytes(fp: Footprint) -> int:
     """Device bytes of one run with this :class:`Footprint` (see :func:`estimate_bytes_per_run`)."""
-    return (int(1.5 * _tree_bytes(fp.state)) + _tree_bytes(fp.record) + _tree_bytes(fp.summary)
-            + 4 * len(fp.hparams) + TEMPORARY_FACTOR * fp.temporary)
+    return (
+        int(1.5 * _tree_bytes(fp.state))
+        + _tree_bytes(fp.record)
+        + _tree_bytes(fp.summary)
+        + 4 * len(fp.hparams)
+        + TEMPORARY_FACTOR * fp.temporary
+    )
 
 
 def mib(n: int) -> str:
@@ -274,9 +291,17 @@ class Plan(NamedTuple):
 CPU_RUNS_PER_DEVICE = 1024
 
 
-def make_plan(sweep: Sweep, done: np.ndarray, resources: Resources, *, chunk_size: int | None = None,
-              out: pathlib.Path | None = None, writable: bool = True, process: int = 0,
-              processes: int = 1) -> Plan:
+def make_plan(
+    sweep: Sweep,
+    done: np.ndarray,
+    resources: Resources,
+    *,
+    chunk_size: int | None = None,
+    out: pathlib.Path | None = None,
+    writable: bool = True,
+    process: int = 0,
+    processes: int = 1,
+) -> Plan:
     """Decide the chunks of ``sweep`` still to compute, or refuse; pure (no file, no compilation).
 
     Args:
@@ -295,8 +320,9 @@ def make_plan(sweep: Sweep, done: np.ndarray, resources: Resources, *, chunk_siz
             do not fit the host's memory; chunks and ``results.nc`` do not fit
             ``resources.free_disk``. The message gives the numbers.
     """
-    if chunk_size is not None and (isinstance(chunk_size, bool) or not isinstance(chunk_size, (int, np.integer))
-                                   or chunk_size < 1):
+    if chunk_size is not None and (
+        isinstance(chunk_size, bool) or not isinstance(chunk_size, (int, np.integer)) or chunk_size < 1
+    ):
         raise ValueError(f"chunk_size must be a positive integer, got {chunk_size!r}.")
     fp = footprint(sweep)
     per_run = device_bytes(fp)
@@ -309,23 +335,35 @@ def make_plan(sweep: Sweep, done: np.ndarray, resources: Resources, *, chunk_siz
     # Sized for the whole sweep, not for the runs still missing: a resumed sweep then runs its
     # remaining runs in programs of the same batch size as the first attempt (XLA may round a
     # run differently at another batch size, docs/design.md), at the cost of padding.
-    chunk = _choose_chunk(per_run, resources.memory_budget, resources.num_devices, runs, chunk_size, cpu_cap, fp,
-                          align)
-    host = _check_host_memory(runs, per_result, chunk, chunk * per_run if resources.on_cpu else 0,
-                              resources.host_memory)
+    chunk = _choose_chunk(per_run, resources.memory_budget, resources.num_devices, runs, chunk_size, cpu_cap, fp, align)
+    host = _check_host_memory(
+        runs, per_result, chunk, chunk * per_run if resources.on_cpu else 0, resources.host_memory
+    )
     missing = np.flatnonzero(~np.asarray(done, bool))
     if out is not None and not writable and missing.size:
         raise ValueError(
             f"{out} is not writable (read-only or no permission) and {missing.size} of {runs} runs are "
-            "still to compute: make it writable, or choose another output folder.")
+            "still to compute: make it writable, or choose another output folder."
+        )
     disk = 0
     if out is not None and writable and resources.free_disk is not None:
         disk = _check_disk(out, missing.size, runs, per_result, resources.free_disk)
-    chunks = tuple(missing[i:i + chunk] for i in range(0, missing.size, chunk))
-    return Plan(num_runs=runs, chunk_size=chunk, chunks=chunks[process::processes], runs_done=runs - missing.size,
-                process=process, processes=processes, bytes_per_run=per_run, result_bytes_per_run=per_result,
-                memory_budget=int(resources.memory_budget), host_bytes=host, disk_bytes=disk, align=align,
-                segment_points=points)
+    chunks = tuple(missing[i : i + chunk] for i in range(0, missing.size, chunk))
+    return Plan(
+        num_runs=runs,
+        chunk_size=chunk,
+        chunks=chunks[process::processes],
+        runs_done=runs - missing.size,
+        process=process,
+        processes=processes,
+        bytes_per_run=per_run,
+        result_bytes_per_run=per_result,
+        memory_budget=int(resources.memory_budget),
+        host_bytes=host,
+        disk_bytes=disk,
+        align=align,
+        segment_points=points,
+    )
 
 
 def _check_host_memory(runs: int, result_bytes: int, chunk: int, chunk_device_bytes: int, available: int) -> int:
@@ -366,13 +404,23 @@ def _check_disk(out: pathlib.Path, missing_runs: int, runs: int, result_bytes: i
 def _memory_hint(fp: Footprint | None) -> str:
     """What to lower when one run does not fit: whichever of state and step temporaries dominates."""
     if fp is not None and TEMPORARY_FACTOR * fp.temporary > 1.5 * _tree_bytes(fp.state):
-        return (f"A step's temporaries dominate (its largest array is {mib(fp.temporary)}): lower the "
-                "minibatch size (setup.max_batch_size, setup.batch_size, --batch-size)")
+        return (
+            f"A step's temporaries dominate (its largest array is {mib(fp.temporary)}): lower the "
+            "minibatch size (setup.max_batch_size, setup.batch_size, --batch-size)"
+        )
     return "Lower setup.max_capacity (replay storage dominates), shorten a segment"
 
 
-def _choose_chunk(bytes_per_run: int, budget: int, num_devices: int, runs: int, chunk_size: int | None,
-                  cpu_chunk_cap: int | None = None, fp: Footprint | None = None, align: int = 1) -> int:
+def _choose_chunk(
+    bytes_per_run: int,
+    budget: int,
+    num_devices: int,
+    runs: int,
+    chunk_size: int | None,
+    cpu_chunk_cap: int | None = None,
+    fp: Footprint | None = None,
+    align: int = 1,
+) -> int:
     fit = budget // max(bytes_per_run, 1)
     if align > 1:
         # Whole configurations (align runs each) spread evenly over the devices: a multiple of both.
@@ -382,7 +430,8 @@ def _choose_chunk(bytes_per_run: int, budget: int, num_devices: int, runs: int, 
                 f"a seed reduction (record.reduce) needs every seed of a configuration in one chunk: {unit} runs "
                 f"({align} seeds on {num_devices} device(s)) need about {mib(bytes_per_run * unit)} of device "
                 f"memory, but the memory budget is {mib(budget)} ({fit} runs). Reduce on the host instead (no "
-                "record.reduce), run fewer seeds, or raise memory_budget / memory_fraction.")
+                "record.reduce), run fewer seeds, or raise memory_budget / memory_fraction."
+            )
         wanted = min(fit, chunk_size if chunk_size is not None else (cpu_chunk_cap or fit), -(-runs // unit) * unit)
         if chunk_size is not None:
             wanted = min(fit, max(chunk_size, unit))  # asked for: at least one whole configuration per chunk

@@ -73,15 +73,20 @@ class Record:
         if isinstance(reduce, str):
             reduce = (reduce,)
         if not isinstance(reduce, Sequence) or not all(isinstance(r, str) for r in reduce):
-            raise ValueError(f"record.reduce must be a list of reductions (\"mean\", \"q0.1\", ...), got {reduce!r}.")
+            raise ValueError(f'record.reduce must be a list of reductions ("mean", "q0.1", ...), got {reduce!r}.')
         for name in reduce:
             if name != "mean" and quantile_of(name) is None:
-                raise ValueError(f"record.reduce: unknown reduction {name!r}; known: \"mean\" and \"q<p>\" with "
-                                 "0 <= p <= 1 (e.g. \"q0.1\", \"q0.5\").")
+                raise ValueError(
+                    f'record.reduce: unknown reduction {name!r}; known: "mean" and "q<p>" with '
+                    '0 <= p <= 1 (e.g. "q0.1", "q0.5").'
+                )
         if len(set(reduce)) != len(reduce):
             raise ValueError(f"record.reduce names a reduction twice: {list(reduce)}.")
-        for name, value in (("keep", None if keep is None else tuple(keep)), ("stride", int(self.stride)),
-                            ("reduce", tuple(reduce))):
+        for name, value in (
+            ("keep", None if keep is None else tuple(keep)),
+            ("stride", int(self.stride)),
+            ("reduce", tuple(reduce)),
+        ):
             object.__setattr__(self, name, value)
 
     @classmethod
@@ -118,8 +123,10 @@ class Record:
         """ValueError naming ``record.keep`` for a name that is neither a record nor a summary of the experiment."""
         for name in self.keep or ():
             if name not in records and name not in summaries:
-                raise ValueError(f"record.keep: unknown record {name!r} of {experiment!r}; records: "
-                                 f"{', '.join(records)}; summaries (always kept): {', '.join(summaries)}.")
+                raise ValueError(
+                    f"record.keep: unknown record {name!r} of {experiment!r}; records: "
+                    f"{', '.join(records)}; summaries (always kept): {', '.join(summaries)}."
+                )
 
 
 def _quantile(name: str) -> float:
@@ -142,7 +149,7 @@ def quantile_of(name: str) -> float | None:
 
 def select(spec: Record, record: dict[str, jax.Array]) -> dict[str, jax.Array]:
     """One run's kept records, each sliced ``[::stride]`` along its first axis (traced, per run)."""
-    return {k: record[k][::spec.stride] for k in spec.kept(tuple(record))}
+    return {k: record[k][:: spec.stride] for k in spec.kept(tuple(record))}
 
 
 def reduce_seeds(spec: Record, record: dict[str, jax.Array], seeds: int) -> dict[str, jax.Array]:
@@ -152,11 +159,13 @@ def reduce_seeds(spec: Record, record: dict[str, jax.Array], seeds: int) -> dict
     are configuration ``c``'s seeds). Each configuration is reduced on its own,
     so the result does not depend on how many configurations share the chunk.
     """
+
     def one(x: jax.Array) -> jax.Array:
         x = x.reshape((x.shape[0] // seeds, seeds) + x.shape[1:])
         x = x.astype(jnp.result_type(x.dtype, jnp.float32))
-        stats = [jnp.mean(x, axis=1) if name == "mean" else jnp.quantile(x, _quantile(name), axis=1)
-                 for name in spec.reduce]
+        stats = [
+            jnp.mean(x, axis=1) if name == "mean" else jnp.quantile(x, _quantile(name), axis=1) for name in spec.reduce
+        ]
         return jnp.stack(stats, axis=1)
 
     return {k: one(v) for k, v in record.items()}
@@ -170,5 +179,7 @@ def segment_kept(spec: Record, segment: int, points: int) -> bool:
 def check_stride(spec: Record, points: int, num_segments: int) -> None:
     """ValueError naming ``record.stride`` where segments of ``points`` points cannot be sliced as ``[::stride]``."""
     if num_segments > 1 and points % spec.stride and spec.stride % points:
-        raise ValueError(f"record.stride = {spec.stride}: each of the {num_segments} segments records {points} "
-                         "points; the stride must divide that or be a multiple of it.")
+        raise ValueError(
+            f"record.stride = {spec.stride}: each of the {num_segments} segments records {points} "
+            "points; the stride must divide that or be a multiple of it."
+        )

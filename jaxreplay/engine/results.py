@@ -19,7 +19,7 @@ from __future__ import annotations
 
 from jaxreplay import _extras  # noqa: E402
 
-_extras.require('jaxreplay.engine.results', 'sweep', 'xarray', 'scipy')
+_extras.require("jaxreplay.engine.results", "sweep", "xarray", "scipy")
 
 
 import math
@@ -80,8 +80,14 @@ def iqm(data, dim: str = SEED_DIM):
     return xr.apply_ufunc(_iqm_numpy, data, input_core_dims=[[dim]], kwargs={"axis": -1})
 
 
-def bootstrap_ci(data, statistic: Callable[[np.ndarray, int], np.ndarray] | str = "mean", dim: str = SEED_DIM,
-                 confidence: float = 0.95, resamples: int = 2000, seed: int = 0):
+def bootstrap_ci(
+    data,
+    statistic: Callable[[np.ndarray, int], np.ndarray] | str = "mean",
+    dim: str = SEED_DIM,
+    confidence: float = 0.95,
+    resamples: int = 2000,
+    seed: int = 0,
+):
     """Point estimate and percentile-bootstrap interval of ``statistic`` over ``dim``.
 
     Args:
@@ -100,8 +106,10 @@ def bootstrap_ci(data, statistic: Callable[[np.ndarray, int], np.ndarray] | str 
     from scipy import stats
 
     _check_confidence(confidence)
-    named: dict[str, Callable[[np.ndarray, int], np.ndarray]] = {"mean": lambda x, axis: np.mean(x, axis=axis),
-                                                                 "iqm": _iqm_numpy}
+    named: dict[str, Callable[[np.ndarray, int], np.ndarray]] = {
+        "mean": lambda x, axis: np.mean(x, axis=axis),
+        "iqm": _iqm_numpy,
+    }
     if isinstance(statistic, str) and statistic not in named:
         raise ValueError(f"statistic must be 'mean', 'iqm' or a function, got {statistic!r}.")
     fn = named[statistic] if isinstance(statistic, str) else statistic
@@ -117,9 +125,15 @@ def bootstrap_ci(data, statistic: Callable[[np.ndarray, int], np.ndarray] | str 
                 continue
             est[idx] = fn(v, -1)
             if v.size >= 2 and np.ptp(v) > 0:
-                res = stats.bootstrap((v,), lambda s, axis: fn(s, axis), confidence_level=confidence,
-                                      n_resamples=resamples, method="percentile", vectorized=True,
-                                      rng=np.random.default_rng(seed))
+                res = stats.bootstrap(
+                    (v,),
+                    lambda s, axis: fn(s, axis),
+                    confidence_level=confidence,
+                    n_resamples=resamples,
+                    method="percentile",
+                    vectorized=True,
+                    rng=np.random.default_rng(seed),
+                )
                 low[idx], high[idx] = res.confidence_interval
             elif v.size >= 2:
                 low[idx] = high[idx] = est[idx]
@@ -157,8 +171,16 @@ def best(data, axes: Sequence[str] | None = None, minimize: bool = True, dim: st
     return {"overall": overall, "per_axis": per_axis}
 
 
-def plot_metric(data, x: str, hue: str | None = None, y: str | None = None, dim: str = SEED_DIM,
-                confidence: float = 0.95, ax=None, **contour_kwargs):
+def plot_metric(
+    data,
+    x: str,
+    hue: str | None = None,
+    y: str | None = None,
+    dim: str = SEED_DIM,
+    confidence: float = 0.95,
+    ax=None,
+    **contour_kwargs,
+):
     """Plot the seed mean of ``data`` over one or two axes; returns the matplotlib Axes.
 
     * ``x`` only (and optionally ``hue``): mean ± ``confidence`` interval
@@ -189,7 +211,7 @@ def plot_metric(data, x: str, hue: str | None = None, y: str | None = None, dim:
     groups = [(None, table)] if hue is None else [(v, table.sel({hue: v})) for v in table[hue].values]
     for value, s in groups:
         label = None if value is None else f"{hue} = {value}"
-        line, = ax.plot(s[x].values, s["mean"].values, marker="o", label=label)
+        (line,) = ax.plot(s[x].values, s["mean"].values, marker="o", label=label)
         if stats is not None:
             ax.fill_between(s[x].values, s["low"].values, s["high"].values, color=line.get_color(), alpha=0.2)
     ax.set_xlabel(x)

@@ -147,14 +147,14 @@ class ChunkStore:
         """ValueError (one line naming the path) if ``out`` is a file or lies under one."""
         out = self.out
         if out.exists() and not out.is_dir():
-            raise ValueError(f"the output folder {out} is a file, not a folder: choose a folder (new, or one "
-                             "holding this sweep).")
+            raise ValueError(
+                f"the output folder {out} is a file, not a folder: choose a folder (new, or one holding this sweep)."
+            )
         parent = out
         while not parent.exists() and parent != parent.parent:
             parent = parent.parent
         if not parent.is_dir():
-            raise ValueError(f"the output folder {out} cannot be created: {parent} is a file. Choose another "
-                             "folder.")
+            raise ValueError(f"the output folder {out} cannot be created: {parent} is a file. Choose another folder.")
 
     def scan(self, *, legacy_ok: bool = True) -> Scan:
         """Check ``sweep.json`` and every chunk against the sweep, changing nothing.
@@ -175,8 +175,10 @@ class ChunkStore:
                 done[self._chunk_runs(path, vouched)] = True
             except _DamagedChunk as e:
                 if not self.repair:
-                    raise ValueError(f"{path} is damaged ({e}): delete it (its runs are then recomputed) and rerun "
-                                     "from a writable folder.") from None
+                    raise ValueError(
+                        f"{path} is damaged ({e}): delete it (its runs are then recomputed) and rerun "
+                        "from a writable folder."
+                    ) from None
                 damaged.append((path, str(e)))
                 continue
             if _is_vouched(path.name, vouched):
@@ -201,18 +203,26 @@ class ChunkStore:
             parent = out
             while not parent.exists() and parent != parent.parent:
                 parent = parent.parent
-            raise ValueError(f"the output folder {out} cannot be created ({e.strerror}): choose another folder, or "
-                             f"fix the permissions of {parent}.") from None
+            raise ValueError(
+                f"the output folder {out} cannot be created ({e.strerror}): choose another folder, or "
+                f"fix the permissions of {parent}."
+            ) from None
         self.chunk_dir.mkdir(exist_ok=True)
         for stale in out.rglob(".tmp-*"):  # a killed writer's partial file
             stale.unlink(missing_ok=True)
         for path, reason in scan.damaged:
             self._set_aside(path, reason)
-            warnings.warn(f"{path} is damaged ({reason}): renamed to {path.name}.damaged; its runs are computed "
-                          "again.", SweepWarning, stacklevel=3)
+            warnings.warn(
+                f"{path} is damaged ({reason}): renamed to {path.name}.damaged; its runs are computed again.",
+                SweepWarning,
+                stacklevel=3,
+            )
         if scan.write_manifest:  # (an older jaxreplay's manifest of this sweep: upgraded)
-            manifest = {"fingerprint": self.fingerprint, "config": self.sweep.to_dict(),
-                        "versions": software_versions()}
+            manifest = {
+                "fingerprint": self.fingerprint,
+                "config": self.sweep.to_dict(),
+                "versions": software_versions(),
+            }
             if scan.unfingerprinted:  # an older jaxreplay's chunks of this sweep, adopted with its manifest
                 manifest["unfingerprinted_chunks"] = sorted(scan.unfingerprinted)
             atomic_write(out / "sweep.json", json.dumps(manifest, indent=2).encode())
@@ -222,11 +232,15 @@ class ChunkStore:
     def save(self, part: dict[str, np.ndarray]) -> None:
         """Save one finished chunk (its arrays and ``run_index``) atomically, with this sweep's fingerprint."""
         runs = part["run_index"]
-        meta = {_META_FINGERPRINT: np.array(self.fingerprint),
-                _META_NUM_RUNS: np.array(self.sweep.num_runs, np.int64),
-                _META_RUN_RANGE: np.array([runs.min(), runs.max() + 1], np.int64)}
-        atomic_write(self.chunk_dir / f"runs-{int(runs[0]):09d}-{len(runs):07d}-{uuid.uuid4().hex[:8]}.npz",
-                     lambda f: np.savez(f, **part, **meta))  # type: ignore[arg-type]  # numpy's stub: **kwds vs allow_pickle
+        meta = {
+            _META_FINGERPRINT: np.array(self.fingerprint),
+            _META_NUM_RUNS: np.array(self.sweep.num_runs, np.int64),
+            _META_RUN_RANGE: np.array([runs.min(), runs.max() + 1], np.int64),
+        }
+        atomic_write(
+            self.chunk_dir / f"runs-{int(runs[0]):09d}-{len(runs):07d}-{uuid.uuid4().hex[:8]}.npz",
+            lambda f: np.savez(f, **part, **meta),  # type: ignore[arg-type]  # numpy's stub: **kwds vs allow_pickle
+        )
 
     def parts(self) -> Iterator[dict[str, np.ndarray]]:
         """The arrays of each chunk (``meta.*`` left out), one chunk in memory at a time.
@@ -272,14 +286,20 @@ class ChunkStore:
         except (ValueError, UnicodeDecodeError) as e:  # json.JSONDecodeError is a ValueError
             raise ValueError(
                 f"{path} is damaged (not a sweep manifest: {e}). Delete it and rerun: the chunks carry their "
-                "sweep's fingerprint, so only this sweep's finished runs are reused.") from None
+                "sweep's fingerprint, so only this sweep's finished runs are reused."
+            ) from None
         if stored.get("fingerprint") == self.fingerprint:
             vouched = stored.get("unfingerprinted_chunks", [])
-            return {"legacy": False,
-                    "vouched": frozenset(str(name) for name in vouched) if isinstance(vouched, list) else frozenset()}
+            return {
+                "legacy": False,
+                "vouched": frozenset(str(name) for name in vouched) if isinstance(vouched, list) else frozenset(),
+            }
         old = stored.get("config", {})
-        if (stored.get("fingerprint") == self._legacy_fingerprint() and isinstance(old, dict)
-                and list(old.get("grid") or {}) == list(sweep.grid)):  # (sweep.json keeps the order it was written in)
+        if (
+            stored.get("fingerprint") == self._legacy_fingerprint()
+            and isinstance(old, dict)
+            and list(old.get("grid") or {}) == list(sweep.grid)
+        ):  # (sweep.json keeps the order it was written in)
             return {"legacy": True, "vouched": frozenset()}
         old, new = old if isinstance(old, dict) else {}, sweep.to_dict()
         diff = sorted(k for k in set(old) | set(new) if old.get(k) != new.get(k))
@@ -287,8 +307,10 @@ class ChunkStore:
         if "grid" not in diff and old_axes != new_axes:
             diff.append(f"grid axis order: {old_axes} there, {new_axes} here; the order numbers the runs")
         if not diff:
-            diff = ["fingerprint (sweep.json was written by another jaxreplay version, which fingerprints "
-                    "configs differently)"]
+            diff = [
+                "fingerprint (sweep.json was written by another jaxreplay version, which fingerprints "
+                "configs differently)"
+            ]
         raise ValueError(
             f"{self.out} holds a different sweep (differs in: {'; '.join(diff)}). Results of two "
             "configs are never mixed: use a new output directory, or delete this one to start over."
@@ -328,8 +350,15 @@ class ChunkStore:
         elif stored_runs != num_runs:
             reason = f"holds runs of a sweep of {stored_runs} runs, this one has {num_runs}"
         else:
-            if (runs.ndim != 1 or runs.size == 0 or runs.dtype.kind not in "iu" or lo != runs.min()
-                    or hi != runs.max() + 1 or lo < 0 or hi > num_runs):
+            if (
+                runs.ndim != 1
+                or runs.size == 0
+                or runs.dtype.kind not in "iu"
+                or lo != runs.min()
+                or hi != runs.max() + 1
+                or lo < 0
+                or hi > num_runs
+            ):
                 raise _DamagedChunk(f"its run range [{lo}, {hi}) does not match its run indices")
             return runs
         raise ValueError(
@@ -347,17 +376,23 @@ class ChunkStore:
                 raise _DamagedChunk(f"{type(e).__name__}: {e}") from None
             bad = [k for k, v in part.items() if v.ndim == 0 or v.shape[0] != _leading(k, runs.size, part)]
             if bad:
-                raise _DamagedChunk(f"{bad[0]} does not hold {_leading(bad[0], runs.size, part)} "
-                                    f"{'configurations' if bad[0].startswith('reduced.') else 'runs'}")
+                raise _DamagedChunk(
+                    f"{bad[0]} does not hold {_leading(bad[0], runs.size, part)} "
+                    f"{'configurations' if bad[0].startswith('reduced.') else 'runs'}"
+                )
             return part
         except _DamagedChunk as e:
             reason = str(e)
         if not self.repair:
-            raise ValueError(f"{path} is damaged ({reason}): delete it (its runs are then recomputed) and rerun "
-                             "from a writable folder.")
+            raise ValueError(
+                f"{path} is damaged ({reason}): delete it (its runs are then recomputed) and rerun "
+                "from a writable folder."
+            )
         self._set_aside(path, reason)
-        raise ValueError(f"{path} was found damaged while assembling the results ({reason}) and renamed to "
-                         f"{path.name}.damaged: rerun the same sweep to recompute its runs.")
+        raise ValueError(
+            f"{path} was found damaged while assembling the results ({reason}) and renamed to "
+            f"{path.name}.damaged: rerun the same sweep to recompute its runs."
+        )
 
     @staticmethod
     def _set_aside(path: pathlib.Path, reason: str) -> None:

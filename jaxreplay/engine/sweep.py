@@ -82,7 +82,7 @@ from __future__ import annotations
 
 from jaxreplay import _extras  # noqa: E402
 
-_extras.require('jaxreplay.engine.sweep', 'sweep')
+_extras.require("jaxreplay.engine.sweep", "sweep")
 
 
 import dataclasses
@@ -122,9 +122,21 @@ from jaxreplay.engine.plan import (  # noqa: F401 (public here)
 from jaxreplay.engine.records import Record
 from jaxreplay.engine.store import SweepWarning, software_versions  # noqa: F401 (public here)
 
-__all__ = ["Sweep", "Record", "SweepStats", "SweepResult", "SweepWarning", "run", "estimate_bytes_per_run",
-           "estimate_result_bytes_per_run", "default_memory_budget", "software_versions", "load",
-           "clear_program_cache", "PROGRAM_CACHE_SIZE"]
+__all__ = [
+    "Sweep",
+    "Record",
+    "SweepStats",
+    "SweepResult",
+    "SweepWarning",
+    "run",
+    "estimate_bytes_per_run",
+    "estimate_result_bytes_per_run",
+    "default_memory_budget",
+    "software_versions",
+    "load",
+    "clear_program_cache",
+    "PROGRAM_CACHE_SIZE",
+]
 
 _TOP_LEVEL_KEYS = ("experiment", "seeds", "seed", "setup", "fixed", "grid", "points", "record", "run")
 _RUN_OPTIONS = ("chunk_size", "memory_fraction", "memory_budget")
@@ -216,8 +228,9 @@ class Sweep:
         """A sweep from a TOML-shaped dict (unknown top-level keys are an error; ``run`` is ignored)."""
         unknown = sorted(set(config) - set(_TOP_LEVEL_KEYS))
         if unknown:
-            raise ValueError(f"unknown key {unknown[0]!r} in the sweep config; "
-                             f"known keys: {', '.join(_TOP_LEVEL_KEYS)}.")
+            raise ValueError(
+                f"unknown key {unknown[0]!r} in the sweep config; known keys: {', '.join(_TOP_LEVEL_KEYS)}."
+            )
         if "experiment" not in config:
             raise ValueError("experiment: missing; name one of " + ", ".join(experiments.NAMES) + ".")
         kwargs = {k: v for k, v in config.items() if k != "run"}
@@ -295,9 +308,13 @@ class Sweep:
 
     def to_dict(self) -> dict:
         """The canonical config (what determines the results), JSON-serialisable."""
-        out = {"experiment": self.experiment, "seeds": int(self.seeds), "seed": int(self.seed),
-               "setup": {k: _plain(v) for k, v in self.setup.items()},
-               "fixed": {k: _plain(v) for k, v in self.fixed.items()}}
+        out = {
+            "experiment": self.experiment,
+            "seeds": int(self.seeds),
+            "seed": int(self.seed),
+            "setup": {k: _plain(v) for k, v in self.setup.items()},
+            "fixed": {k: _plain(v) for k, v in self.fixed.items()},
+        }
         if self.points is not None:
             out["points"] = [{k: _plain(v) for k, v in p.items()} for p in self.points]
         else:
@@ -349,7 +366,6 @@ class Sweep:
             payload["grid"] = [[k, v] for k, v in payload["grid"].items()]
         payload["run_layout"] = "run r: configuration r // seeds (C order over the grid axes), seed r % seeds"
         return payload
-
 
 
 def _normalised(given: Sweep) -> dict[str, Any]:
@@ -406,7 +422,8 @@ def _normalised(given: Sweep) -> dict[str, Any]:
                 raise ValueError(
                     f"points[{i}] sets {sorted(point)}, points[0] sets {sorted(keys)} ("
                     + "; ".join(([f"missing {missing}"] if missing else []) + ([f"extra {extra}"] if extra else []))
-                    + "): every point must set the same hyperparameters.")
+                    + "): every point must set the same hyperparameters."
+                )
             for k in point:
                 if k in fixed:
                     raise ValueError(f"points[{i}].{k}: {k!r} is also in fixed.")
@@ -506,15 +523,27 @@ def _check_setup_value(exp, name: str, value):
         tuple: lambda v: isinstance(v, (tuple, dict)),  # a table where the Setup takes pairs
     }.get(type(default), lambda v: True)
     if not ok(value):
-        raise ValueError(f"setup.{name} must be of type {type(default).__name__} (like its default {default!r}), "
-                         f"got {value!r} ({type(value).__name__}).")
+        raise ValueError(
+            f"setup.{name} must be of type {type(default).__name__} (like its default {default!r}), "
+            f"got {value!r} ({type(value).__name__})."
+        )
     if isinstance(default, int) and not isinstance(default, bool) and abs(int(value)) > _INT32_MAX:
-        raise ValueError(f"setup.{name} = {int(value)} does not fit an int32 (at most {_INT32_MAX}): it sets an "
-                         "array shape or an index.")
+        raise ValueError(
+            f"setup.{name} = {int(value)} does not fit an int32 (at most {_INT32_MAX}): it sets an "
+            "array shape or an index."
+        )
     # A table of named parameters (e.g. DQN's env_params): traced numbers, so each value must be one.
-    pairs = value.items() if isinstance(value, dict) else (
-        value if isinstance(value, tuple) and value and all(
-            isinstance(p, (tuple, list)) and len(p) == 2 and isinstance(p[0], str) for p in value) else ())
+    pairs = (
+        value.items()
+        if isinstance(value, dict)
+        else (
+            value
+            if isinstance(value, tuple)
+            and value
+            and all(isinstance(p, (tuple, list)) and len(p) == 2 and isinstance(p[0], str) for p in value)
+            else ()
+        )
+    )
     for key, item in pairs:
         if isinstance(item, str) or not isinstance(item, (bool, int, float, np.integer, np.floating)):
             raise ValueError(f"setup.{name}.{key} must be a number, got {item!r} ({type(item).__name__}).")
@@ -636,11 +665,13 @@ class SweepStats:
 
     def describe(self) -> str:
         """One line: runs computed/resumed, chunks, devices, compilations, timings, runs/s, diverged runs."""
-        return (f"{self.runs} runs ({self.runs_computed} computed, {self.runs_resumed} resumed) in {self.chunks} "
-                f"chunk(s) of {self.chunk_size} on {self.devices} device(s) × {self.processes} process(es); "
-                f"{self.compilations} compilation(s) in {self.compile_seconds:.1f} s; run {self.run_seconds:.1f} s "
-                f"({self.runs_per_second:.1f} runs/s); {self.diverged} diverged; "
-                f"~{plan_lib.mib(self.bytes_per_run)} per run, budget {plan_lib.mib(self.memory_budget)}")
+        return (
+            f"{self.runs} runs ({self.runs_computed} computed, {self.runs_resumed} resumed) in {self.chunks} "
+            f"chunk(s) of {self.chunk_size} on {self.devices} device(s) × {self.processes} process(es); "
+            f"{self.compilations} compilation(s) in {self.compile_seconds:.1f} s; run {self.run_seconds:.1f} s "
+            f"({self.runs_per_second:.1f} runs/s); {self.diverged} diverged; "
+            f"~{plan_lib.mib(self.bytes_per_run)} per run, budget {plan_lib.mib(self.memory_budget)}"
+        )
 
 
 class SweepResult(NamedTuple):
@@ -697,8 +728,9 @@ def run(
             with the numbers before anything is written or compiled.
     """
     # Options first: nothing read, written or compiled yet.
-    if chunk_size is not None and (isinstance(chunk_size, bool) or not isinstance(chunk_size, (int, np.integer))
-                                   or chunk_size < 1):
+    if chunk_size is not None and (
+        isinstance(chunk_size, bool) or not isinstance(chunk_size, (int, np.integer)) or chunk_size < 1
+    ):
         raise ValueError(f"chunk_size must be a positive integer, got {chunk_size!r}.")
     check_run_options(memory_fraction=memory_fraction, memory_budget=memory_budget)
     devices = list(devices or jax.local_devices())
@@ -717,13 +749,24 @@ def run(
             scan = store.scan()
     budget = default_memory_budget(memory_fraction, devices) if memory_budget is None else int(memory_budget)
     resources = plan_lib.Resources(
-        memory_budget=budget, host_memory=_host_memory_bytes(),
+        memory_budget=budget,
+        host_memory=_host_memory_bytes(),
         free_disk=_free_disk_bytes(out) if out is not None and writable and process == 0 else None,
-        num_devices=len(devices), on_cpu=all(d.platform == "cpu" for d in devices))
+        num_devices=len(devices),
+        on_cpu=all(d.platform == "cpu" for d in devices),
+    )
 
     def make_plan(done):
-        return plan_lib.make_plan(sweep, done, resources, chunk_size=chunk_size, out=out, writable=writable,
-                                  process=process, processes=processes)
+        return plan_lib.make_plan(
+            sweep,
+            done,
+            resources,
+            chunk_size=chunk_size,
+            out=out,
+            writable=writable,
+            process=process,
+            processes=processes,
+        )
 
     if store is not None:
         if process == 0:
@@ -740,29 +783,40 @@ def run(
     # Execute: finished chunks go to the store, or (in memory) straight into the assembled arrays.
     programs = execute_lib.programs_for(sweep, devices)
     assembler = assemble_lib.Assembler(sweep)
-    execution = execute_lib.execute(sweep, plan, programs, store.save if store is not None else assembler.add,
-                                    progress=progress)
+    execution = execute_lib.execute(
+        sweep, plan, programs, store.save if store is not None else assembler.add, progress=progress
+    )
     _barrier("jaxreplay-sweep-end")
 
     # Assemble: one chunk in memory at a time.
     dataset = assemble_lib.assemble(sweep, store.parts()) if store is not None else assembler.dataset()
     computed = plan.runs_to_compute
     stats = SweepStats(
-        runs=plan.num_runs, runs_computed=computed, runs_resumed=plan.runs_done, chunks=len(plan.chunks),
-        chunk_size=plan.chunk_size, devices=len(devices), processes=processes,
-        compilations=execution.compilations, compile_seconds=execution.compile_seconds,
+        runs=plan.num_runs,
+        runs_computed=computed,
+        runs_resumed=plan.runs_done,
+        chunks=len(plan.chunks),
+        chunk_size=plan.chunk_size,
+        devices=len(devices),
+        processes=processes,
+        compilations=execution.compilations,
+        compile_seconds=execution.compile_seconds,
         run_seconds=execution.run_seconds,
         runs_per_second=computed / execution.run_seconds if execution.run_seconds > 0 and computed else 0.0,
         diverged=int(np.sum(dataset["diverged"].values)) if "diverged" in dataset else 0,
-        bytes_per_run=plan.bytes_per_run, memory_budget=plan.memory_budget,
+        bytes_per_run=plan.bytes_per_run,
+        memory_budget=plan.memory_budget,
         result_bytes_per_run=plan.result_bytes_per_run,
     )
     if store is not None and process == 0 and writable:
         store.write_results(lambda f: assemble_lib.write_netcdf(dataset, f), dataclasses.asdict(stats))
     elif out is not None and process == 0 and not (out / "results.nc").exists():
-        warnings.warn(f"{out} is not writable: results.nc was not written (the results are returned; save them "
-                      "elsewhere with dataset.to_netcdf).", SweepWarning, stacklevel=2)
+        warnings.warn(
+            f"{out} is not writable: results.nc was not written (the results are returned; save them "
+            "elsewhere with dataset.to_netcdf).",
+            SweepWarning,
+            stacklevel=2,
+        )
     if progress and process == 0:
         print(stats.describe(), file=sys.stderr)
     return SweepResult(dataset, stats)
-

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from jaxreplay import _extras  # noqa: E402
 
-_extras.require('jaxreplay.envs', 'rl', 'flax', 'gymnax')
+_extras.require("jaxreplay.envs", "rl", "flax", "gymnax")
 
 
 from gymnax.environments import environment

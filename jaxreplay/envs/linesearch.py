@@ -24,8 +24,9 @@ REAL_WEIGHTS = ("reward", "fixed_point")
 reward weights β, or the TD fixed point θ* itself."""
 
 
-def fixed_point_and_rewards(slope: ArrayLike, intercept: ArrayLike, speed: ArrayLike, discount: ArrayLike,
-                            real_weights: str) -> tuple[ArrayLike, ArrayLike, ArrayLike, ArrayLike]:
+def fixed_point_and_rewards(
+    slope: ArrayLike, intercept: ArrayLike, speed: ArrayLike, discount: ArrayLike, real_weights: str
+) -> tuple[ArrayLike, ArrayLike, ArrayLike, ArrayLike]:
     """(β1, β2, θ1*, θ2*) from the given real weights, under either reading.
 
     ``real_weights="reward"``: (slope, intercept) are the reward weights β;
@@ -104,8 +105,9 @@ class LineSearch(environment.Environment[LineSearchState, LineSearchParams]):
     def default_params(self) -> LineSearchParams:
         return LineSearchParams()
 
-    def step_env(self, key: jax.Array, state: LineSearchState, action: ArrayLike, params: LineSearchParams
-                 ) -> tuple[jax.Array, LineSearchState, jax.Array, jax.Array, dict]:
+    def step_env(
+        self, key: jax.Array, state: LineSearchState, action: ArrayLike, params: LineSearchParams
+    ) -> tuple[jax.Array, LineSearchState, jax.Array, jax.Array, dict]:
         """One move, x' = x + a and r = β1·x' + β2.
 
         Returns ``(obs float32[1], state, reward float32[], terminated bool[] (always False), info {})``.
@@ -120,12 +122,14 @@ class LineSearch(environment.Environment[LineSearchState, LineSearchParams]):
     def reset_env(self, key: jax.Array, params: LineSearchParams) -> tuple[jax.Array, LineSearchState]:
         """``(obs float32[1], state)`` at x = x0, time 0."""
         del key
-        state = LineSearchState(time=jnp.zeros((), jnp.int32),
-                                position=jnp.asarray(params.initial_position, jnp.float32))
+        state = LineSearchState(
+            time=jnp.zeros((), jnp.int32), position=jnp.asarray(params.initial_position, jnp.float32)
+        )
         return self.get_obs(state), state
 
-    def get_obs(self, state: LineSearchState, params: LineSearchParams | None = None,
-                key: jax.Array | None = None) -> jax.Array:
+    def get_obs(
+        self, state: LineSearchState, params: LineSearchParams | None = None, key: jax.Array | None = None
+    ) -> jax.Array:
         """``float32[1]``: the position x."""
         return jnp.reshape(state.position, (1,)).astype(jnp.float32)
 

@@ -83,8 +83,7 @@ ProbeParams = OneStepParams | TwoStepParams | TruncationParams
 class _Probe(environment.Environment):
     """Shared plumbing: one-dimensional float observation, two actions."""
 
-    def get_obs(self, state: ProbeState, params: ProbeParams | None = None,
-                key: jax.Array | None = None) -> jax.Array:
+    def get_obs(self, state: ProbeState, params: ProbeParams | None = None, key: jax.Array | None = None) -> jax.Array:
         return jnp.reshape(self._obs_value(state), (1,)).astype(jnp.float32)
 
     def _obs_value(self, state: ProbeState) -> jax.Array:
@@ -225,8 +224,9 @@ def make(env_id: str, **overrides: ArrayLike) -> tuple[_Probe, ProbeParams]:
     defaults = env.default_params
     unknown = set(overrides) - set(defaults.__dataclass_fields__)
     if unknown:
-        raise ValueError(f"{sorted(unknown)} are not parameters of {env_id}; "
-                         f"it has {sorted(defaults.__dataclass_fields__)}.")
+        raise ValueError(
+            f"{sorted(unknown)} are not parameters of {env_id}; it has {sorted(defaults.__dataclass_fields__)}."
+        )
     params = defaults.replace(**overrides)
     for name in ("reward", "action_bonus", "first_reward"):
         if hasattr(params, name):

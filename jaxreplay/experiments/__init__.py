@@ -34,7 +34,7 @@ from __future__ import annotations
 
 from jaxreplay import _extras  # noqa: E402
 
-_extras.require('jaxreplay.experiments', 'rl')
+_extras.require("jaxreplay.experiments", "rl")
 
 
 from collections.abc import Callable

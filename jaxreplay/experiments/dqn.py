@@ -175,8 +175,15 @@ class Setup:
             object.__setattr__(self, "env_params", tuple(sorted(self.env_params.items())))
         object.__setattr__(self, "env_params", tuple(tuple(pair) for pair in self.env_params))
         object.__setattr__(self, "hidden_sizes", tuple(self.hidden_sizes))
-        for name in ("total_steps", "steps_per_segment", "max_capacity", "batch_size",
-                     "adaptive_check_every", "train_frequency", "recent_episodes"):
+        for name in (
+            "total_steps",
+            "steps_per_segment",
+            "max_capacity",
+            "batch_size",
+            "adaptive_check_every",
+            "train_frequency",
+            "recent_episodes",
+        ):
             _validation.check_static_int(name, getattr(self, name), low=1)
         _validation.check_static_int("eval_episodes", self.eval_episodes, low=0)
         for width in self.hidden_sizes:
@@ -219,10 +226,13 @@ class Setup:
                 f"env_id {self.env_id!r}: DQN needs a discrete action space (one Q-value per action), but "
                 f"{self.env_id} has continuous actions ({type(space).__name__} of shape "
                 f"{tuple(getattr(space, 'shape', ()))}); choose a game with discrete actions, e.g. CartPole-v1, "
-                "Acrobot-v1 or MountainCar-v0.")
+                "Acrobot-v1 or MountainCar-v0."
+            )
         if int(space.n) < 2:
-            raise ValueError(f"env_id {self.env_id!r}: DQN needs at least 2 actions to choose from, {self.env_id} "
-                             f"has {int(space.n)}.")
+            raise ValueError(
+                f"env_id {self.env_id!r}: DQN needs at least 2 actions to choose from, {self.env_id} "
+                f"has {int(space.n)}."
+            )
 
     @property
     def cycle_length(self) -> int:
@@ -295,16 +305,28 @@ class Hyperparameters(NamedTuple):
 
 
 _INT_FIELDS = frozenset(
-    {"memory_size", "epsilon_decay_steps", "learning_starts", "target_period", "adaptive_interval", "adaptive_num_old",
-     "adaptive_rule", "adaptive_td_target", "adaptive_paired", "adaptive_equal_counts"}
+    {
+        "memory_size",
+        "epsilon_decay_steps",
+        "learning_starts",
+        "target_period",
+        "adaptive_interval",
+        "adaptive_num_old",
+        "adaptive_rule",
+        "adaptive_td_target",
+        "adaptive_paired",
+        "adaptive_equal_counts",
+    }
 )
 
 
 def as_arrays(hparams: Hyperparameters) -> Hyperparameters:
     """Each field as a JAX array of its canonical dtype (``int32`` or ``float32``), shape kept."""
     return Hyperparameters(
-        *(jnp.asarray(value, jnp.int32 if name in _INT_FIELDS else jnp.float32)
-          for name, value in zip(Hyperparameters._fields, hparams))
+        *(
+            jnp.asarray(value, jnp.int32 if name in _INT_FIELDS else jnp.float32)
+            for name, value in zip(Hyperparameters._fields, hparams)
+        )
     )
 
 
@@ -614,15 +636,26 @@ def advance(state: DQNState, hparams: Hyperparameters, setup: Setup) -> tuple[DQ
         sample = replay.sample(sample_key, memory, setup.batch_size, importance_exponent=hp.importance_exponent)
         batch = buffer.get(replay.buffer(memory), sample.indices)
         params, opt_state, loss, delta = agent.train_step(
-            net, optimizer, s.params, s.target_params, s.opt_state, batch, sample.weights,
-            hp.step_size, hp.discount, loss=setup.loss, double=setup.double, reduction=setup.batch_reduction,
+            net,
+            optimizer,
+            s.params,
+            s.target_params,
+            s.opt_state,
+            batch,
+            sample.weights,
+            hp.step_size,
+            hp.discount,
+            loss=setup.loss,
+            double=setup.double,
+            reduction=setup.batch_reduction,
         )
         keep = lambda new, old: jax.tree.map(lambda n, o: jnp.where(do_train, n, o), new, old)  # noqa: E731
         params, opt_state = keep(params, s.params), keep(opt_state, s.opt_state)
         # Slot -1 is skipped: a masked step stores nothing (uniform replay stores no priorities at all).
         indices = jnp.where(do_train, sample.indices, -1)
-        memory = replay.update(memory, indices, delta, priority_exponent=hp.priority_exponent,
-                               priority_floor=hp.priority_floor)
+        memory = replay.update(
+            memory, indices, delta, priority_exponent=hp.priority_exponent, priority_floor=hp.priority_floor
+        )
         if setup.target_update == "hard":
             # Copy when a multiple of target_period lies in (t - train_frequency, t].
             crossed = s.step // hp.target_period > (s.step - setup.train_frequency) // hp.target_period
@@ -632,7 +665,10 @@ def advance(state: DQNState, hparams: Hyperparameters, setup: Setup) -> tuple[DQ
             copied = do_train
             target = keep(agent.polyak_target_update(params, s.target_params, hp.target_tau), s.target_params)
         s = s._replace(
-            params=params, target_params=target, opt_state=opt_state, memory=memory,
+            params=params,
+            target_params=target,
+            opt_state=opt_state,
+            memory=memory,
             gradient_steps=s.gradient_steps + do_train.astype(jnp.int32),
             target_copies=s.target_copies + copied.astype(jnp.int32),
         )
@@ -800,9 +836,16 @@ def summarize(state: DQNState, hparams: Hyperparameters, setup: Setup) -> dict:
     }
 
 
-
-_ADAPTIVE_SUMMARY = ("adaptive_checks", "adaptive_grows", "adaptive_straddle_checks", "adaptive_straddle_grows",
-                     "adaptive_compared", "adaptive_noisy", "adaptive_change_sum", "adaptive_noise_sum")
+_ADAPTIVE_SUMMARY = (
+    "adaptive_checks",
+    "adaptive_grows",
+    "adaptive_straddle_checks",
+    "adaptive_straddle_grows",
+    "adaptive_compared",
+    "adaptive_noisy",
+    "adaptive_change_sum",
+    "adaptive_noise_sum",
+)
 
 
 class _Entries(Protocol):
@@ -862,8 +905,10 @@ def with_total_steps(setup: Setup, steps: int) -> Setup:
     """
     cycle = setup.cycle_length
     if isinstance(steps, bool) or not isinstance(steps, (int, np.integer)) or steps < cycle or steps % cycle:
-        raise ValueError(f"steps must be a positive multiple of {cycle} (the train frequency, or the aER check "
-                         f"interval with aER), got {steps!r}.")
+        raise ValueError(
+            f"steps must be a positive multiple of {cycle} (the train frequency, or the aER check "
+            f"interval with aER), got {steps!r}."
+        )
     segments = min(num_segments(setup), steps // cycle)
     while steps % segments or (steps // segments) % cycle:
         segments -= 1
@@ -871,10 +916,24 @@ def with_total_steps(setup: Setup, steps: int) -> Setup:
 
 
 _RECORD_NAMES = ("train_return", "train_episodes", "td_loss", "capacity", "capacity_mean", "epsilon", "env_steps")
-_SUMMARY_NAMES = ("diverged", "recent_return", "episodes", "gradient_steps", "final_capacity",
-                  "adaptive_checks", "adaptive_grows", "adaptive_shrinks", "adaptive_invalid",
-                  "adaptive_straddle_checks", "adaptive_straddle_grows", "adaptive_compared", "adaptive_noisy",
-                  "adaptive_change_sum", "adaptive_noise_sum", "capacity_clipped")
+_SUMMARY_NAMES = (
+    "diverged",
+    "recent_return",
+    "episodes",
+    "gradient_steps",
+    "final_capacity",
+    "adaptive_checks",
+    "adaptive_grows",
+    "adaptive_shrinks",
+    "adaptive_invalid",
+    "adaptive_straddle_checks",
+    "adaptive_straddle_grows",
+    "adaptive_compared",
+    "adaptive_noisy",
+    "adaptive_change_sum",
+    "adaptive_noise_sum",
+    "capacity_clipped",
+)
 
 
 def record_dims(setup: Setup) -> dict:

@@ -177,8 +177,11 @@ def check_hyperparameters(hparams: Hyperparameters, setup: Setup) -> None:
 def targets(hparams: Hyperparameters, setup: Setup) -> tuple[jax.Array, jax.Array]:
     """``(reward_weights, θ*)``, each ``float32[2]``, for the ``weights`` reading of ``setup``."""
     beta1, beta2, theta1, theta2 = env_lib.fixed_point_and_rewards(
-        jnp.float32(setup.reward_slope), jnp.float32(setup.reward_intercept), setup.speed, hparams.discount,
-        setup.weights
+        jnp.float32(setup.reward_slope),
+        jnp.float32(setup.reward_intercept),
+        setup.speed,
+        hparams.discount,
+        setup.weights,
     )
     return jnp.stack([beta1, beta2]), jnp.stack([theta1, theta2])
 
@@ -389,6 +392,8 @@ EXPERIMENT = Experiment(
     num_segments=lambda setup: 1,
     record_dims=lambda setup: {"dtheta": ("step", "weight"), "capacity": ("step",)},
     summary_dims=lambda setup: {"final_metric": (), "diverged": ()},
-    coords=lambda setup: {"step": np.arange(1, setup.steps + 1, dtype=np.int32),
-                          "weight": np.array(["theta1", "theta2"])},
+    coords=lambda setup: {
+        "step": np.arange(1, setup.steps + 1, dtype=np.int32),
+        "weight": np.array(["theta1", "theta2"]),
+    },
 )

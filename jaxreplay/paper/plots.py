@@ -14,7 +14,7 @@ from __future__ import annotations
 
 from jaxreplay import _extras  # noqa: E402
 
-_extras.require('jaxreplay.paper.plots', 'paper', 'matplotlib')
+_extras.require("jaxreplay.paper.plots", "paper", "matplotlib")
 
 
 import pathlib
@@ -101,10 +101,22 @@ def learning_curves(
     ax.plot(t_theory, dth[:, 1], color=C2, lw=1.8, label=r"$\Delta\theta_2$ theory")
     if dtheta_experiment is not None:
         de = np.asarray(dtheta_experiment)
-        ax.plot(*_markers(t_experiment, de[:, 0], marker_every), "o", color=C1, ms=4, mfc="none",
-                label=rf"$\Delta\theta_1$ {experiment_label}")
-        ax.plot(*_markers(t_experiment, de[:, 1], marker_every), "s", color=C2, ms=4, mfc="none",
-                label=rf"$\Delta\theta_2$ {experiment_label}")
+        ax.plot(
+            *_markers(t_experiment, de[:, 0], marker_every),
+            "o",
+            color=C1,
+            ms=4,
+            mfc="none",
+            label=rf"$\Delta\theta_1$ {experiment_label}",
+        )
+        ax.plot(
+            *_markers(t_experiment, de[:, 1], marker_every),
+            "s",
+            color=C2,
+            ms=4,
+            mfc="none",
+            label=rf"$\Delta\theta_2$ {experiment_label}",
+        )
     ax.axhline(0.0, color="0.6", lw=0.8)
     ax.set_xlabel("learning step t")
     ax.set_ylabel(r"$\Delta\theta = \theta - \theta^*$")
@@ -137,10 +149,22 @@ def compare_learning_curves(
         if label in experiment and experiment[label] is not None:
             de = np.asarray(experiment[label])
             mk = ("o", "^", "v", "D")[i % 4]
-            ax.plot(*_markers(t_experiment, de[:, 0], marker_every), mk, color=C1, ms=3.5, mfc="none",
-                    label=rf"$\Delta\theta_1$ {label} (exp.)")
-            ax.plot(*_markers(t_experiment, de[:, 1], marker_every), mk, color=C2, ms=3.5, mfc="none",
-                    label=rf"$\Delta\theta_2$ {label} (exp.)")
+            ax.plot(
+                *_markers(t_experiment, de[:, 0], marker_every),
+                mk,
+                color=C1,
+                ms=3.5,
+                mfc="none",
+                label=rf"$\Delta\theta_1$ {label} (exp.)",
+            )
+            ax.plot(
+                *_markers(t_experiment, de[:, 1], marker_every),
+                mk,
+                color=C2,
+                ms=3.5,
+                mfc="none",
+                label=rf"$\Delta\theta_2$ {label} (exp.)",
+            )
     ax.axhline(0.0, color="0.6", lw=0.8)
     ax.set_xlabel("learning step t")
     ax.set_ylabel(r"$\Delta\theta$")
@@ -173,8 +197,14 @@ def metric_vs_memory(
             N, M = M
         ax.plot(N, M, color=color, lw=1.8, label=f"{label} (theory)")
         if label in experiment_metrics:
-            ax.plot(experiment_memory_sizes, experiment_metrics[label], "o", color=color, mfc="none",
-                    label=f"{label} (experiment)")
+            ax.plot(
+                experiment_memory_sizes,
+                experiment_metrics[label],
+                "o",
+                color=color,
+                mfc="none",
+                label=f"{label} (experiment)",
+            )
     ax.set_xlabel("memory size N")
     ax.set_ylabel(r"$M = |\Delta\theta_1(T)| + |\Delta\theta_2(T)|$")
     _title(ax, title)
@@ -182,8 +212,18 @@ def metric_vs_memory(
     return fig
 
 
-def metric_contour(memory_sizes, batch_sizes, metric, optimal_memory=None, *, title: str,
-                   levels: int = 20, log: bool = True, shallow=None, shallow_label: str = "") -> Figure:
+def metric_contour(
+    memory_sizes,
+    batch_sizes,
+    metric,
+    optimal_memory=None,
+    *,
+    title: str,
+    levels: int = 20,
+    log: bool = True,
+    shallow=None,
+    shallow_label: str = "",
+) -> Figure:
     """Fig. 2d/2f (and the appendix pER contour): M over (N, m), stars at the optimal N per m.
 
     Args:
@@ -198,8 +238,9 @@ def metric_contour(memory_sizes, batch_sizes, metric, optimal_memory=None, *, ti
     if log:
         Z = np.log10(np.maximum(M, 1e-12))
         lo = max(float(np.nanmin(Z)), float(np.nanmax(Z)) - 5.0)  # clip the zero-crossing dips of M
-        cs = ax.contourf(memory_sizes, batch_sizes, np.maximum(Z, lo).T, levels=np.linspace(lo, np.nanmax(Z), levels),
-                         cmap="viridis")
+        cs = ax.contourf(
+            memory_sizes, batch_sizes, np.maximum(Z, lo).T, levels=np.linspace(lo, np.nanmax(Z), levels), cmap="viridis"
+        )
         fig.colorbar(cs, ax=ax, label=r"$\log_{10} M$")
     else:
         cs = ax.contourf(memory_sizes, batch_sizes, M.T, levels=levels, cmap="viridis")
@@ -210,8 +251,16 @@ def metric_contour(memory_sizes, batch_sizes, metric, optimal_memory=None, *, ti
         hollow = np.zeros(m.shape, bool) if shallow is None else np.asarray(shallow, bool)
         ax.plot(opt[~hollow], m[~hollow], "*", color="red", ms=8, mec="k", mew=0.4, label="optimal N per m")
         if hollow.any():
-            ax.plot(opt[hollow], m[hollow], "*", color="none", ms=8, mec="red", mew=0.8,
-                    label=shallow_label or "optimal N per m (shallow)")
+            ax.plot(
+                opt[hollow],
+                m[hollow],
+                "*",
+                color="none",
+                ms=8,
+                mec="red",
+                mew=0.8,
+                label=shallow_label or "optimal N per m (shallow)",
+            )
         ax.legend(fontsize=8, loc="upper right")
     ax.set_xlabel("memory size N")
     ax.set_ylabel("minibatch size m")
@@ -224,8 +273,14 @@ def difference_contour(memory_sizes, batch_sizes, difference, *, title: str, lev
     fig, ax = _figure((6.2, 4.6))
     D = np.asarray(difference, dtype=float)
     lim = float(np.nanmax(np.abs(D))) or 1.0
-    cs = ax.contourf(memory_sizes, batch_sizes, D.T, levels=np.linspace(-lim, lim, levels), cmap="RdBu_r",
-                     norm=TwoSlopeNorm(0.0, -lim, lim))
+    cs = ax.contourf(
+        memory_sizes,
+        batch_sizes,
+        D.T,
+        levels=np.linspace(-lim, lim, levels),
+        cmap="RdBu_r",
+        norm=TwoSlopeNorm(0.0, -lim, lim),
+    )
     fig.colorbar(cs, ax=ax, label=r"$M_{ER} - M_{pER}$ (>0: pER better)")
     ax.set_xlabel("memory size N")
     ax.set_ylabel("minibatch size m")
@@ -233,8 +288,9 @@ def difference_contour(memory_sizes, batch_sizes, difference, *, title: str, lev
     return fig
 
 
-def comparison_map(memory_sizes, batch_sizes, difference, threshold: float, *, title: str,
-                   experiment_points=None) -> Figure:
+def comparison_map(
+    memory_sizes, batch_sizes, difference, threshold: float, *, title: str, experiment_points=None
+) -> Figure:
     """Fig. 2e: red where pER is better (M_ER − M_pER > threshold), blue where ER is, white otherwise.
 
     ``experiment_points``: optional iterable of (N, m, difference) spot checks
@@ -362,8 +418,16 @@ def adaptive_learning_curves(
     return fig
 
 
-def adaptive_memory(t, mean, lower=None, upper=None, samples: Sequence[np.ndarray] | None = None,
-                    *, title: str, band_label: str = "10–90% of seeds") -> Figure:
+def adaptive_memory(
+    t,
+    mean,
+    lower=None,
+    upper=None,
+    samples: Sequence[np.ndarray] | None = None,
+    *,
+    title: str,
+    band_label: str = "10–90% of seeds",
+) -> Figure:
     """Fig. 3b: the adaptive memory size N(t): seed mean, a band, and a few single seeds."""
     fig, ax = _figure()
     if samples is not None:

@@ -122,8 +122,9 @@ def beats_static_average(adaptive_scores: np.ndarray, static_scores: np.ndarray)
     if n == 0:
         return dict(percent=float("nan"), low=float("nan"), high=float("nan"), wins=0, n=0, static_mean=static_mean)
     ci = stats.binomtest(wins, n).proportion_ci(confidence_level=0.95, method="exact")
-    return dict(percent=100.0 * wins / n, low=100.0 * ci.low, high=100.0 * ci.high, wins=wins, n=n,
-                static_mean=static_mean)
+    return dict(
+        percent=100.0 * wins / n, low=100.0 * ci.low, high=100.0 * ci.high, wins=wins, n=n, static_mean=static_mean
+    )
 
 
 def _sweep_dir(out: pathlib.Path, label: str, sweep) -> pathlib.Path:
@@ -132,8 +133,17 @@ def _sweep_dir(out: pathlib.Path, label: str, sweep) -> pathlib.Path:
     return out / "sweeps" / f"{label}-{sweep.fingerprint()[:10]}"
 
 
-def reproduce(out_dir, env_id: str, *, seeds: int | None = None, quick: bool = False, progress: bool = True,
-              seed: int = 0, tuned: bool = False, steps: int | None = None) -> dict:
+def reproduce(
+    out_dir,
+    env_id: str,
+    *,
+    seeds: int | None = None,
+    quick: bool = False,
+    progress: bool = True,
+    seed: int = 0,
+    tuned: bool = False,
+    steps: int | None = None,
+) -> dict:
     """Run the paper's fixed-vs-adaptive comparison for ``env_id`` into ``out_dir``.
 
     Args:
@@ -191,11 +201,21 @@ def reproduce(out_dir, env_id: str, *, seeds: int | None = None, quick: bool = F
     figures = _figures(out, env_id, datasets, sizes)
     csv_path = _write_csv(out, env_id, datasets, scores, sizes)
     report_path = out / "report.md"
-    report_path.write_text(_report(env_id, seeds, quick, fixed_setup, common, percent, iqm, datasets,
-                                   time.perf_counter() - t0, tuned))
-    return dict(report=report_path, csv=csv_path, figures=figures, percent=percent, iqm=iqm, seeds=seeds,
-                total_steps=int(fixed_setup.total_steps), runtime_s=time.perf_counter() - t0, runs=runs,
-                runs_resumed=runs_resumed)
+    report_path.write_text(
+        _report(env_id, seeds, quick, fixed_setup, common, percent, iqm, datasets, time.perf_counter() - t0, tuned)
+    )
+    return dict(
+        report=report_path,
+        csv=csv_path,
+        figures=figures,
+        percent=percent,
+        iqm=iqm,
+        seeds=seeds,
+        total_steps=int(fixed_setup.total_steps),
+        runtime_s=time.perf_counter() - t0,
+        runs=runs,
+        runs_resumed=runs_resumed,
+    )
 
 
 def _label(kind: str, memory_size: int) -> str:
@@ -211,7 +231,7 @@ def _figures(out, env_id, datasets, sizes) -> dict:
         ds = datasets[label]
         band = results.bootstrap_ci(ds.train_return, "mean", resamples=1000, seed=0)  # [config, segment]
         for i, N in enumerate(sizes[label]):
-            line, = ax.plot(ds.segment.values, band.estimate[i], style, label=_label(label, N))
+            (line,) = ax.plot(ds.segment.values, band.estimate[i], style, label=_label(label, N))
             ax.fill_between(ds.segment.values, band.low[i], band.high[i], color=line.get_color(), alpha=0.15)
     ax.set_xlabel("environment steps")
     ax.set_ylabel("training episode return (mean, 95% bootstrap CI)")
@@ -224,7 +244,7 @@ def _figures(out, env_id, datasets, sizes) -> dict:
     steps = ds.segment.values
     for i, N in enumerate(sizes["adaptive"]):
         cap = ds.capacity.values[i].astype(np.float64)  # [seeds, segments]
-        line, = ax.plot(steps, cap.mean(0), label=f"aER from {N} (initial {int(ds.memory_size.values[i])})")
+        (line,) = ax.plot(steps, cap.mean(0), label=f"aER from {N} (initial {int(ds.memory_size.values[i])})")
         ax.fill_between(steps, np.percentile(cap, 10, 0), np.percentile(cap, 90, 0), color=line.get_color(), alpha=0.2)
         ax.axhline(float(ds.memory_size.values[i]), color=line.get_color(), ls=":", lw=1)
     ax.set_xlabel("environment steps")
@@ -246,16 +266,40 @@ def _write_csv(out, env_id, datasets, scores, sizes) -> pathlib.Path:
     path = out / "runs.csv"
     with open(path, "w", newline="") as f:
         w = csv.writer(f)
-        w.writerow(["env", "setting", "adaptive", "paper_memory_size", "memory_size", "seed", "score",
-                    "final_train_return", "final_eval_return", "final_memory_size", "diverged"])
+        w.writerow(
+            [
+                "env",
+                "setting",
+                "adaptive",
+                "paper_memory_size",
+                "memory_size",
+                "seed",
+                "score",
+                "final_train_return",
+                "final_eval_return",
+                "final_memory_size",
+                "diverged",
+            ]
+        )
         for label, ds in datasets.items():
             for i, N in enumerate(sizes[label]):
                 for s in range(ds.sizes["seed"]):
                     final_eval = float(ds.eval_return.values[i, s, -1]) if "eval_return" in ds else float("nan")
-                    w.writerow([env_id, _label(label, N), label == "adaptive",
-                                N, int(ds.memory_size.values[i]), s, f"{scores[label][i, s]:.6g}",
-                                f"{float(ds.train_return.values[i, s, -1]):.6g}", f"{final_eval:.6g}",
-                                int(ds.final_capacity.values[i, s]), bool(ds.diverged.values[i, s])])
+                    w.writerow(
+                        [
+                            env_id,
+                            _label(label, N),
+                            label == "adaptive",
+                            N,
+                            int(ds.memory_size.values[i]),
+                            s,
+                            f"{scores[label][i, s]:.6g}",
+                            f"{float(ds.train_return.values[i, s, -1]):.6g}",
+                            f"{final_eval:.6g}",
+                            int(ds.final_capacity.values[i, s]),
+                            bool(ds.diverged.values[i, s]),
+                        ]
+                    )
     return path
 
 
@@ -263,26 +307,48 @@ def _report(env_id, seeds, quick, setup, common, percent, iqm, datasets, runtime
     lines = [f"# DQN on {env_id}: fixed vs adaptive memory (paper Fig. 4)", ""]
     if tuned:
         lines += ["Configuration: **tuned** (learns CartPole; not the paper's γ = 0.9, step size 2e-5).", ""]
-    lines.append(f"{seeds} seeds per setting, {'quick (shortened runs)' if quick else 'paper-length runs'}: "
-                 f"{setup.total_steps} environment steps per run, network {setup.hidden_sizes}, minibatch "
-                 f"{setup.batch_size}, γ = {common['discount']}, step size {common['step_size']}; "
-                 f"{runtime:.0f} s.")
-    lines += ["", "## Headline: share of aER seeds beating the averaged static memory", "",
-              "| aER from | paper | ours | 95% CI (Clopper–Pearson) | wins / seeds |",
-              "| --- | --- | --- | --- | --- |"]
+    lines.append(
+        f"{seeds} seeds per setting, {'quick (shortened runs)' if quick else 'paper-length runs'}: "
+        f"{setup.total_steps} environment steps per run, network {setup.hidden_sizes}, minibatch "
+        f"{setup.batch_size}, γ = {common['discount']}, step size {common['step_size']}; "
+        f"{runtime:.0f} s."
+    )
+    lines += [
+        "",
+        "## Headline: share of aER seeds beating the averaged static memory",
+        "",
+        "| aER from | paper | ours | 95% CI (Clopper–Pearson) | wins / seeds |",
+        "| --- | --- | --- | --- | --- |",
+    ]
     for N0, p in percent.items():
         paper = PAPER_PERCENT[env_id].get(N0)
-        lines.append(f"| {N0} | {paper:.0f}% | {p['percent']:.0f}% | [{p['low']:.0f}%, {p['high']:.0f}%] | "
-                     f"{p['wins']} / {p['n']} |")
-    lines += ["", "Score of a run: mean over segments of its training-episode return (area under the learning "
-              "curve); the static average is over every fixed size and seed.", "",
-              "## Score per setting (IQM over seeds, 95% bootstrap CI)", "", iqm_table(iqm)]
+        lines.append(
+            f"| {N0} | {paper:.0f}% | {p['percent']:.0f}% | [{p['low']:.0f}%, {p['high']:.0f}%] | "
+            f"{p['wins']} / {p['n']} |"
+        )
+    lines += [
+        "",
+        "Score of a run: mean over segments of its training-episode return (area under the learning "
+        "curve); the static average is over every fixed size and seed.",
+        "",
+        "## Score per setting (IQM over seeds, 95% bootstrap CI)",
+        "",
+        iqm_table(iqm),
+    ]
     div = {k: int(ds.diverged.values.sum()) for k, ds in datasets.items()}
     ad = datasets["adaptive"]
-    lines += ["", f"Diverged runs: {div['fixed']} fixed, {div['adaptive']} adaptive.",
-              "aER final memory size (mean over seeds): "
-              + ", ".join(f"from {int(ad.memory_size.values[i])}: {ad.final_capacity.values[i].mean():.0f}"
-                          for i in range(ad.sizes['config'])), ""]
-    lines.append("Figures: `learning_curves.png`, `memory_size.png`; every run: `runs.csv`; labeled results: "
-                 "`sweeps/*/results.nc` (`jaxreplay.engine.sweep.load`).")
+    lines += [
+        "",
+        f"Diverged runs: {div['fixed']} fixed, {div['adaptive']} adaptive.",
+        "aER final memory size (mean over seeds): "
+        + ", ".join(
+            f"from {int(ad.memory_size.values[i])}: {ad.final_capacity.values[i].mean():.0f}"
+            for i in range(ad.sizes["config"])
+        ),
+        "",
+    ]
+    lines.append(
+        "Figures: `learning_curves.png`, `memory_size.png`; every run: `runs.csv`; labeled results: "
+        "`sweeps/*/results.nc` (`jaxreplay.engine.sweep.load`)."
+    )
     return "\n".join(lines) + "\n"

@@ -23,8 +23,11 @@ PAPER_TOTAL_STEPS = {"CartPole-v1": 40_000, "MountainCar-v0": 300_000, "Acrobot-
 are our choice, twice the largest memory compared (150,000 and 100,000), so that
 every memory size of the figures forgets something."""
 
-PAPER_MEMORY_SIZES = {"CartPole-v1": (100, 40_000), "MountainCar-v0": (20_000, 50_000, 150_000),
-                      "Acrobot-v1": (25_000, 100_000)}
+PAPER_MEMORY_SIZES = {
+    "CartPole-v1": (100, 40_000),
+    "MountainCar-v0": (20_000, 50_000, 150_000),
+    "Acrobot-v1": (25_000, 100_000),
+}
 """Fixed memory sizes of the paper's figures (aER starts from the first of CartPole and
 from 20,000 / 150,000 and 25,000 / 100,000 for the others)."""
 
@@ -36,8 +39,14 @@ gradient steps of α per transition, the minibatch's updates summed)."""
 
 
 def paper_setting(
-    env_id: str, memory_size: int, adaptive: bool, *, tuned: bool = False, quick: bool = False,
-    optimizer_reading: str = "adam", max_capacity: int | None = None,
+    env_id: str,
+    memory_size: int,
+    adaptive: bool,
+    *,
+    tuned: bool = False,
+    quick: bool = False,
+    optimizer_reading: str = "adam",
+    max_capacity: int | None = None,
 ) -> tuple[Setup, Hyperparameters]:
     """The paper's DQN configuration for one game and memory size, as ``(Setup, Hyperparameters)``.
 
@@ -106,15 +115,34 @@ def paper_setting(
             raise ValueError("tuned uses Adam on the mean loss: optimizer_reading must be 'adam' with tuned.")
         _validation.check_int("memory_size", memory_size, high=50_000)
         setup = Setup(
-            env_id=env_id, total_steps=200_000, steps_per_segment=10_000, hidden_sizes=(120, 84),
-            max_capacity=50_000, batch_size=128, sampler="uniform", adaptive=adaptive, adaptive_check_every=20,
-            subsample_size=50, loss="mse", double=False, target_update="hard", optimizer="adam",
-            train_frequency=10, eval_episodes=10,
+            env_id=env_id,
+            total_steps=200_000,
+            steps_per_segment=10_000,
+            hidden_sizes=(120, 84),
+            max_capacity=50_000,
+            batch_size=128,
+            sampler="uniform",
+            adaptive=adaptive,
+            adaptive_check_every=20,
+            subsample_size=50,
+            loss="mse",
+            double=False,
+            target_update="hard",
+            optimizer="adam",
+            train_frequency=10,
+            eval_episodes=10,
         )
         hparams = Hyperparameters(
-            memory_size=memory_size, step_size=2.5e-4, discount=0.99, epsilon_start=1.0, epsilon_end=0.05,
-            epsilon_decay_steps=100_000, learning_starts=10_000, target_period=500,
-            adaptive_interval=20, adaptive_num_old=max(1, memory_size // 2),
+            memory_size=memory_size,
+            step_size=2.5e-4,
+            discount=0.99,
+            epsilon_start=1.0,
+            epsilon_end=0.05,
+            epsilon_decay_steps=100_000,
+            learning_starts=10_000,
+            target_period=500,
+            adaptive_interval=20,
+            adaptive_num_old=max(1, memory_size // 2),
         )
         return setup, hparams
 

@@ -58,8 +58,16 @@ __all__ = ["ENVS", "StudyPlan", "make_plan", "study"]
 
 ENVS = ("CartPole-v1", "MountainCar-v0", "Acrobot-v1")
 DEFAULT_SEEDS = {"quick": 3, "full": 100}
-POINT_KEYS = ("memory_size", "adaptive_rule", "adaptive_num_old", "adaptive_interval", "adaptive_td_target",
-              "adaptive_paired", "adaptive_equal_counts", "adaptive_relative_tolerance")
+POINT_KEYS = (
+    "memory_size",
+    "adaptive_rule",
+    "adaptive_num_old",
+    "adaptive_interval",
+    "adaptive_td_target",
+    "adaptive_paired",
+    "adaptive_equal_counts",
+    "adaptive_relative_tolerance",
+)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -92,8 +100,16 @@ class StudyPlan:
     sensitivity_seeds: int
 
 
-SENSITIVITY = ("target TD errors", "independent draws", "literal counts", "k = 100", "k = 500",
-               "n_old halved", "n_old doubled", "relative ε = 5%")
+SENSITIVITY = (
+    "target TD errors",
+    "independent draws",
+    "literal counts",
+    "k = 100",
+    "k = 500",
+    "n_old halved",
+    "n_old doubled",
+    "relative ε = 5%",
+)
 QUICK_SENSITIVITY = ("target TD errors", "independent draws", "k = 100")
 
 
@@ -103,8 +119,14 @@ def _nice(x: float) -> int:
     return int(round(x / 10**digits) * 10**digits)
 
 
-def make_plan(env_id: str, *, quick: bool = False, seeds: int | None = None, steps: int | None = None,
-              optimizer_reading: str = "adam") -> StudyPlan:
+def make_plan(
+    env_id: str,
+    *,
+    quick: bool = False,
+    seeds: int | None = None,
+    steps: int | None = None,
+    optimizer_reading: str = "adam",
+) -> StudyPlan:
     """The study of ``env_id``: run length and settings from :func:`~jaxreplay.paper.reproduce.settings.paper_setting`.
 
     Args:
@@ -120,10 +142,12 @@ def make_plan(env_id: str, *, quick: bool = False, seeds: int | None = None, ste
 
     if env_id not in ENVS:
         raise ValueError(f"env must be one of {ENVS}, got {env_id!r}.")
-    seeds = _validation.check_static_int("seeds", DEFAULT_SEEDS["quick" if quick else "full"] if seeds is None
-                                         else seeds, low=1)
-    setup, hp = paper_settings.paper_setting(env_id, 100, adaptive=True, quick=quick,
-                                             optimizer_reading=optimizer_reading)
+    seeds = _validation.check_static_int(
+        "seeds", DEFAULT_SEEDS["quick" if quick else "full"] if seeds is None else seeds, low=1
+    )
+    setup, hp = paper_settings.paper_setting(
+        env_id, 100, adaptive=True, quick=quick, optimizer_reading=optimizer_reading
+    )
     if steps is not None:
         setup = dqn.with_total_steps(setup, steps)
     total = setup.total_steps
@@ -137,28 +161,49 @@ def make_plan(env_id: str, *, quick: bool = False, seeds: int | None = None, ste
     if env_id == "CartPole-v1":
         other = "sgd" if optimizer_reading == "adam" else "adam"
     # An interval longer than a quarter of the run would check only a few times: left out.
-    sensitivity = tuple(v for v in (QUICK_SENSITIVITY if quick else SENSITIVITY)
-                        if not (v.startswith("k = ") and 4 * int(v[4:]) > total))
-    return StudyPlan(env_id=env_id, quick=quick, seeds=seeds, setup=setup, common=common, sizes=sizes,
-                     sensitivity=sensitivity, other_reading=other, sensitivity_seeds=min(seeds, 40),
-                     reading=optimizer_reading)
+    sensitivity = tuple(
+        v
+        for v in (QUICK_SENSITIVITY if quick else SENSITIVITY)
+        if not (v.startswith("k = ") and 4 * int(v[4:]) > total)
+    )
+    return StudyPlan(
+        env_id=env_id,
+        quick=quick,
+        seeds=seeds,
+        setup=setup,
+        common=common,
+        sizes=sizes,
+        sensitivity=sensitivity,
+        other_reading=other,
+        sensitivity_seeds=min(seeds, 40),
+        reading=optimizer_reading,
+    )
 
 
 def _point(size, rule, *, num_old=None, interval=20, td_target=0, paired=1, equal_counts=1, relative=0.0) -> dict:
-    return {"memory_size": int(size), "adaptive_rule": int(rule),
-            "adaptive_num_old": int(max(1, size // 2) if num_old is None else num_old),
-            "adaptive_interval": int(interval), "adaptive_td_target": int(td_target),
-            "adaptive_paired": int(paired), "adaptive_equal_counts": int(equal_counts),
-            "adaptive_relative_tolerance": float(relative)}
+    return {
+        "memory_size": int(size),
+        "adaptive_rule": int(rule),
+        "adaptive_num_old": int(max(1, size // 2) if num_old is None else num_old),
+        "adaptive_interval": int(interval),
+        "adaptive_td_target": int(td_target),
+        "adaptive_paired": int(paired),
+        "adaptive_equal_counts": int(equal_counts),
+        "adaptive_relative_tolerance": float(relative),
+    }
 
 
 def _variant(name: str, start: int) -> dict:
     from jaxreplay.experiments.dqn import RULE_AER
 
     variants: dict[str, dict[str, float]] = {
-        "target TD errors": dict(td_target=1), "independent draws": dict(paired=0),
-        "literal counts": dict(equal_counts=0), "k = 100": dict(interval=100), "k = 500": dict(interval=500),
-        "n_old halved": dict(num_old=max(1, start // 4)), "n_old doubled": dict(num_old=start),
+        "target TD errors": dict(td_target=1),
+        "independent draws": dict(paired=0),
+        "literal counts": dict(equal_counts=0),
+        "k = 100": dict(interval=100),
+        "k = 500": dict(interval=500),
+        "n_old halved": dict(num_old=max(1, start // 4)),
+        "n_old doubled": dict(num_old=start),
         "relative ε = 5%": dict(relative=0.05),
     }
     return _point(start, RULE_AER, **variants[name])
@@ -168,13 +213,20 @@ def _variant(name: str, start: int) -> dict:
 # Running
 
 
-def _run_points_impl(plan: StudyPlan, out: pathlib.Path, label: str, points: list[dict], setup=None, progress=True,
-                     chunk_size=None):
+def _run_points_impl(
+    plan: StudyPlan, out: pathlib.Path, label: str, points: list[dict], setup=None, progress=True, chunk_size=None
+):
     from jaxreplay.engine import sweep as sweep_lib
     from jaxreplay.paper.reproduce.dqn import _sweep_dir
 
-    sweep = sweep_lib.Sweep("dqn", seeds=plan.seeds, seed=0, fixed=plan.common, points=points,
-                            setup=setup or plan.setup)  # type: ignore[arg-type]  # Sweep.setup takes a Setup too; annotated Mapping only (engine)
+    sweep = sweep_lib.Sweep(
+        "dqn",
+        seeds=plan.seeds,
+        seed=0,
+        fixed=plan.common,
+        points=points,
+        setup=setup or plan.setup,  # type: ignore[arg-type]  # Sweep.setup takes a Setup too; annotated Mapping only
+    )
     return sweep_lib.run(sweep, _sweep_dir(out, label, sweep), progress=progress, chunk_size=chunk_size).dataset
 
 
@@ -212,8 +264,17 @@ def _paired(a: np.ndarray, b: np.ndarray) -> dict:
     return out
 
 
-def study(out_dir, env_id: str, *, quick: bool = False, seeds: int | None = None, steps: int | None = None,
-          progress: bool = True, optimizer_reading: str = "adam", chunk_size: int | None = None) -> dict:
+def study(
+    out_dir,
+    env_id: str,
+    *,
+    quick: bool = False,
+    seeds: int | None = None,
+    steps: int | None = None,
+    progress: bool = True,
+    optimizer_reading: str = "adam",
+    chunk_size: int | None = None,
+) -> dict:
     """Run the study of ``env_id`` into ``out_dir`` (module docstring) and return ``study.json``'s content.
 
     Args:
@@ -251,9 +312,17 @@ def study(out_dir, env_id: str, *, quick: bool = False, seeds: int | None = None
     response = []
     for i, n in enumerate(plan.sizes):
         score, final = _ci(static.auc[i]), _ci(static.final[i])
-        response.append({"memory_size": int(n), "score_iqm": score["estimate"], "score_ci_low": score["low"],
-                         "score_ci_high": score["high"], "final_iqm": final["estimate"],
-                         "final_ci_low": final["low"], "final_ci_high": final["high"]})
+        response.append(
+            {
+                "memory_size": int(n),
+                "score_iqm": score["estimate"],
+                "score_ci_low": score["low"],
+                "score_ci_high": score["high"],
+                "final_iqm": final["estimate"],
+                "final_ci_low": final["low"],
+                "final_ci_high": final["high"],
+            }
+        )
     iqms = np.array([r["score_iqm"] if r["score_iqm"] is not None else -np.inf for r in response])
     best = int(np.argmax(iqms))
     worst = int(np.argmin(np.where(np.isfinite(iqms), iqms, np.inf)))
@@ -267,14 +336,22 @@ def study(out_dir, env_id: str, *, quick: bool = False, seeds: int | None = None
     # The sensitivity variants from the smallest start, with default aER again (the same
     # seeds as the variants, for the paired comparisons) in the first row.
     sens_plan = dataclasses.replace(plan, seeds=plan.sensitivity_seeds)
-    sens = _Runs(_run_points(sens_plan, out, "sensitivity", [_point(starts[0], RULE_AER)]
-                             + [_variant(name, starts[0]) for name in plan.sensitivity], progress=progress))
+    sens = _Runs(
+        _run_points(
+            sens_plan,
+            out,
+            "sensitivity",
+            [_point(starts[0], RULE_AER)] + [_variant(name, starts[0]) for name in plan.sensitivity],
+            progress=progress,
+        )
+    )
     sens_rows = list(range(1, len(plan.sensitivity) + 1))
 
     # 3. Fixed memories at aER's time-averaged sizes.
     mean_sizes = [int(min(max(round(np.nanmean(second.mean_size[r])), 1), plan.setup.max_capacity)) for r in aer_rows]
-    third = _Runs(_run_points(plan, out, "fixed-at-mean", [_point(n, RULE_FIXED) for n in mean_sizes],
-                              progress=progress))
+    third = _Runs(
+        _run_points(plan, out, "fixed-at-mean", [_point(n, RULE_FIXED) for n in mean_sizes], progress=progress)
+    )
 
     def diagnostics(runs, row):
         return dqn.adaptive_diagnostics(runs.ds.isel(config=row))
@@ -291,9 +368,13 @@ def study(out_dir, env_id: str, *, quick: bool = False, seeds: int | None = None
         score = _ci(second.auc[row])
         start_index = plan.sizes.index(n0)
         entry = {
-            "initial_size": int(n0), "final_size_mean": float(np.nanmean(second.final_size[row])),
-            "mean_size": float(np.nanmean(second.mean_size[row])), "grow_fraction": grow_fraction(second, row),
-            "score_iqm": score["estimate"], "score_ci_low": score["low"], "score_ci_high": score["high"],
+            "initial_size": int(n0),
+            "final_size_mean": float(np.nanmean(second.final_size[row])),
+            "mean_size": float(np.nanmean(second.mean_size[row])),
+            "grow_fraction": grow_fraction(second, row),
+            "score_iqm": score["estimate"],
+            "score_ci_low": score["low"],
+            "score_ci_high": score["high"],
             "final_iqm": _ci(second.final[row])["estimate"],
             "moves_toward_optimum": _toward(n0, float(np.nanmean(second.mean_size[row])), plan.sizes[best]),
             "vs_best_static": _paired(second.auc[row], static.auc[best]),
@@ -309,51 +390,93 @@ def study(out_dir, env_id: str, *, quick: bool = False, seeds: int | None = None
     controls = []
     for j, n0 in enumerate(starts):
         walk, fixed = _ci(second.auc[walk_rows[j]]), _ci(third.auc[j])
-        controls.append({"initial_size": int(n0),
-                         "random_walk_mean_size": float(np.nanmean(second.mean_size[walk_rows[j]])),
-                         "random_walk_final_size_mean": float(np.nanmean(second.final_size[walk_rows[j]])),
-                         "random_walk_grow_fraction": grow_fraction(second, walk_rows[j]),
-                         "random_walk_score_iqm": walk["estimate"], "random_walk_ci_low": walk["low"],
-                         "random_walk_ci_high": walk["high"], "fixed_at_mean_size": mean_sizes[j],
-                         "fixed_at_mean_score_iqm": fixed["estimate"], "fixed_at_mean_ci_low": fixed["low"],
-                         "fixed_at_mean_ci_high": fixed["high"]})
+        controls.append(
+            {
+                "initial_size": int(n0),
+                "random_walk_mean_size": float(np.nanmean(second.mean_size[walk_rows[j]])),
+                "random_walk_final_size_mean": float(np.nanmean(second.final_size[walk_rows[j]])),
+                "random_walk_grow_fraction": grow_fraction(second, walk_rows[j]),
+                "random_walk_score_iqm": walk["estimate"],
+                "random_walk_ci_low": walk["low"],
+                "random_walk_ci_high": walk["high"],
+                "fixed_at_mean_size": mean_sizes[j],
+                "fixed_at_mean_score_iqm": fixed["estimate"],
+                "fixed_at_mean_ci_low": fixed["low"],
+                "fixed_at_mean_ci_high": fixed["high"],
+            }
+        )
 
     sensitivity = []
     for name, row in zip(("default (aER)",) + plan.sensitivity, [0] + sens_rows):
         score = _ci(sens.auc[row])
-        sensitivity.append({"variant": name, "initial_size": int(starts[0]), "seeds": sens_plan.seeds,
-                            "final_size_mean": float(np.nanmean(sens.final_size[row])),
-                            "grow_fraction": grow_fraction(sens, row), "score_iqm": score["estimate"],
-                            "score_ci_low": score["low"], "score_ci_high": score["high"],
-                            "vs_default": None if row == 0 else _paired(sens.auc[row], sens.auc[0]),
-                            "diagnostics": diagnostics(sens, row)})
+        sensitivity.append(
+            {
+                "variant": name,
+                "initial_size": int(starts[0]),
+                "seeds": sens_plan.seeds,
+                "final_size_mean": float(np.nanmean(sens.final_size[row])),
+                "grow_fraction": grow_fraction(sens, row),
+                "score_iqm": score["estimate"],
+                "score_ci_low": score["low"],
+                "score_ci_high": score["high"],
+                "vs_default": None if row == 0 else _paired(sens.auc[row], sens.auc[0]),
+                "diagnostics": diagnostics(sens, row),
+            }
+        )
 
     # 4. The other optimizer reading (CartPole).
     other = None
     stages = {"response": static, "adaptive": second, "sensitivity": sens, "fixed-at-mean": third}
     if plan.other_reading is not None:
-        alt_setup = dataclasses.replace(plan.setup, optimizer=plan.other_reading,
-                                        batch_reduction="sum" if plan.other_reading == "sgd" else "mean")
-        alt = _Runs(_run_points(plan, out, f"reading-{plan.other_reading}",
-                                [_point(n, RULE_FIXED) for n in plan.sizes] + [_point(n, RULE_AER) for n in starts],
-                                setup=alt_setup, progress=progress))
+        alt_setup = dataclasses.replace(
+            plan.setup, optimizer=plan.other_reading, batch_reduction="sum" if plan.other_reading == "sgd" else "mean"
+        )
+        alt = _Runs(
+            _run_points(
+                plan,
+                out,
+                f"reading-{plan.other_reading}",
+                [_point(n, RULE_FIXED) for n in plan.sizes] + [_point(n, RULE_AER) for n in starts],
+                setup=alt_setup,
+                progress=progress,
+            )
+        )
         stages[f"reading-{plan.other_reading}"] = alt
         k = len(plan.sizes)
-        other = {"reading": plan.other_reading,
-                 "response": [{"memory_size": int(n), **_renamed(_ci(alt.auc[i]))} for i, n in enumerate(plan.sizes)],
-                 "adaptive": [{"initial_size": int(n0), "final_size_mean": float(np.nanmean(alt.final_size[k + j])),
-                               "grow_fraction": grow_fraction(alt, k + j), **_renamed(_ci(alt.auc[k + j]))}
-                              for j, n0 in enumerate(starts)]}
+        other = {
+            "reading": plan.other_reading,
+            "response": [{"memory_size": int(n), **_renamed(_ci(alt.auc[i]))} for i, n in enumerate(plan.sizes)],
+            "adaptive": [
+                {
+                    "initial_size": int(n0),
+                    "final_size_mean": float(np.nanmean(alt.final_size[k + j])),
+                    "grow_fraction": grow_fraction(alt, k + j),
+                    **_renamed(_ci(alt.auc[k + j])),
+                }
+                for j, n0 in enumerate(starts)
+            ],
+        }
 
     matters = _paired(static.auc[best], static.auc[worst])
     verdict = _verdict(plan, response, best, worst, matters, adaptive, controls)
     result = {
-        "env": env_id, "quick": quick, "seeds": plan.seeds, "total_steps": int(plan.setup.total_steps),
+        "env": env_id,
+        "quick": quick,
+        "seeds": plan.seeds,
+        "total_steps": int(plan.setup.total_steps),
         "steps_override": steps,
-        "optimizer_reading": plan.reading, "starts": [int(n) for n in starts],
-        "response": response, "best_static": int(plan.sizes[best]), "worst_static": int(plan.sizes[worst]),
-        "memory_size_effect": matters, "adaptive": adaptive, "controls": controls, "sensitivity": sensitivity,
-        "paper_share": paper_share, "other_reading": other, "verdict": verdict,
+        "optimizer_reading": plan.reading,
+        "starts": [int(n) for n in starts],
+        "response": response,
+        "best_static": int(plan.sizes[best]),
+        "worst_static": int(plan.sizes[worst]),
+        "memory_size_effect": matters,
+        "adaptive": adaptive,
+        "controls": controls,
+        "sensitivity": sensitivity,
+        "paper_share": paper_share,
+        "other_reading": other,
+        "verdict": verdict,
         "settings": {"setup": dataclasses.asdict(plan.setup), "common": plan.common},
     }
     figures = _figures(out, plan, result, static, second, aer_rows, walk_rows, best)
@@ -379,8 +502,15 @@ def relabel(result: dict) -> dict:
     best, worst = sizes.index(result["best_static"]), sizes.index(result["worst_static"])
     for entry in result["adaptive"]:
         entry["moves_toward_optimum"] = _toward(entry["initial_size"], entry["mean_size"], sizes[best])
-    result["verdict"] = _verdict(types.SimpleNamespace(sizes=sizes), result["response"], best, worst,
-                                 result["memory_size_effect"], result["adaptive"], result["controls"])
+    result["verdict"] = _verdict(
+        types.SimpleNamespace(sizes=sizes),
+        result["response"],
+        best,
+        worst,
+        result["memory_size_effect"],
+        result["adaptive"],
+        result["controls"],
+    )
     return result
 
 
@@ -398,7 +528,6 @@ def refresh(study_dir) -> dict:
 
 def _renamed(ci: dict) -> dict:
     return {"score_iqm": ci["estimate"], "score_ci_low": ci["low"], "score_ci_high": ci["high"]}
-
 
 
 def _starts(sizes: tuple, best: int) -> list[int]:
@@ -422,18 +551,22 @@ def _toward(start: float, mean_size: float, optimum: float) -> str:
 def _verdict(plan, response, best, worst, matters, adaptive, controls) -> dict:
     sizes = plan.sizes
     r = response
-    matter_text = (f"yes: the best static size {sizes[best]} beats the worst {sizes[worst]} by "
-                   f"{matters['estimate']:.3g} [{matters['low']:.3g}, {matters['high']:.3g}] (paired over seeds)"
-                   if matters["significant"] else
-                   f"not detectably: best {sizes[best]} vs worst {sizes[worst]} differ by "
-                   f"{_fmt(matters['estimate'])} [{_fmt(matters['low'])}, {_fmt(matters['high'])}], an interval "
-                   "that includes 0")
+    matter_text = (
+        f"yes: the best static size {sizes[best]} beats the worst {sizes[worst]} by "
+        f"{matters['estimate']:.3g} [{matters['low']:.3g}, {matters['high']:.3g}] (paired over seeds)"
+        if matters["significant"]
+        else f"not detectably: best {sizes[best]} vs worst {sizes[worst]} differ by "
+        f"{_fmt(matters['estimate'])} [{_fmt(matters['low'])}, {_fmt(matters['high'])}], an interval "
+        "that includes 0"
+    )
     per_start = []
     beats_controls = []
     for a, c in zip(adaptive, controls):
         vs_walk, vs_fixed, vs_best = a["vs_random_walk"], a["vs_fixed_at_mean"], a["vs_best_static"]
-        wins = [vs_walk["significant"] and vs_walk["estimate"] > 0,
-                vs_fixed["significant"] and vs_fixed["estimate"] > 0]
+        wins = [
+            vs_walk["significant"] and vs_walk["estimate"] > 0,
+            vs_fixed["significant"] and vs_fixed["estimate"] > 0,
+        ]
         beats_controls.append(all(wins))
         per_start.append(
             f"from {a['initial_size']}: mean size {a['mean_size']:.0f} (ends at {a['final_size_mean']:.0f}, grow share "
@@ -442,13 +575,22 @@ def _verdict(plan, response, best, worst, matters, adaptive, controls) -> dict:
             f"(paired {_fmt(vs_best['estimate'])} [{_fmt(vs_best['low'])}, {_fmt(vs_best['high'])}]); vs random walk "
             f"{_fmt(vs_walk['estimate'])} [{_fmt(vs_walk['low'])}, {_fmt(vs_walk['high'])}]; vs fixed at its mean "
             f"size {c['fixed_at_mean_size']}: {_fmt(vs_fixed['estimate'])} [{_fmt(vs_fixed['low'])}, "
-            f"{_fmt(vs_fixed['high'])}]")
+            f"{_fmt(vs_fixed['high'])}]"
+        )
     toward = [a["moves_toward_optimum"] in ("moves toward", "stays near") for a in adaptive]
-    summary = (f"Memory size matters: {matter_text}. Static optimum: {sizes[best]}. aER moves toward it (or stays near "
-               f"it) from {sum(toward)} of {len(toward)} starts and beats both controls (random walk, fixed at its "
-               f"mean size) from {sum(beats_controls)} of {len(beats_controls)}.")
-    return {"memory_size_matters": bool(matters["significant"]), "static_optimum": int(sizes[best]),
-            "toward_optimum": toward, "beats_controls": beats_controls, "per_start": per_start, "summary": summary}
+    summary = (
+        f"Memory size matters: {matter_text}. Static optimum: {sizes[best]}. aER moves toward it (or stays near "
+        f"it) from {sum(toward)} of {len(toward)} starts and beats both controls (random walk, fixed at its "
+        f"mean size) from {sum(beats_controls)} of {len(beats_controls)}."
+    )
+    return {
+        "memory_size_matters": bool(matters["significant"]),
+        "static_optimum": int(sizes[best]),
+        "toward_optimum": toward,
+        "beats_controls": beats_controls,
+        "per_start": per_start,
+        "summary": summary,
+    }
 
 
 def _fmt(x, spec: str = ".3g") -> str:
@@ -485,9 +627,14 @@ def _figures(out, plan, result, static, second, aer_rows, walk_rows, best) -> li
     for j, (row, n0, a, c) in enumerate(zip(aer_rows, starts, result["adaptive"], result["controls"])):
         color = colors[j % len(colors)]
         if a["score_iqm"] is not None:  # None: every run diverged
-            top.errorbar([a["mean_size"]], [a["score_iqm"]], yerr=[[a["score_iqm"] - a["score_ci_low"]],
-                         [a["score_ci_high"] - a["score_iqm"]]], fmt="s", color=color,
-                         label=f"aER from {n0} (at its mean size)")
+            top.errorbar(
+                [a["mean_size"]],
+                [a["score_iqm"]],
+                yerr=[[a["score_iqm"] - a["score_ci_low"]], [a["score_ci_high"] - a["score_iqm"]]],
+                fmt="s",
+                color=color,
+                label=f"aER from {n0} (at its mean size)",
+            )
         top.plot([c["random_walk_mean_size"]], [c["random_walk_score_iqm"]], "x", color=color, ms=8)
         top.plot([c["fixed_at_mean_size"]], [c["fixed_at_mean_score_iqm"]], "^", color=color, mfc="none", ms=8)
         cap = second.ds.capacity.values[row].astype(float)
@@ -515,18 +662,31 @@ def _figures(out, plan, result, static, second, aer_rows, walk_rows, best) -> li
             ax.plot(steps, _seed_mean(static.ds.train_return.values[i]), "--", label=f"fixed {n}")
     for j, (row, n0) in enumerate(zip(aer_rows, starts)):
         ax.plot(steps, _seed_mean(second.ds.train_return.values[row]), "-", label=f"aER from {n0}")
-    names.append(_finish(fig, ax, "training episode return (seed mean)", f"{plan.env_id}: learning curves",
-                         out / "learning_curves.png"))
+    names.append(
+        _finish(
+            fig,
+            ax,
+            "training episode return (seed mean)",
+            f"{plan.env_id}: learning curves",
+            out / "learning_curves.png",
+        )
+    )
 
     fig, ax = plots._figure(figsize=(7, 4.5))
     for j, (row, n0) in enumerate(zip(aer_rows, starts)):
-        line, = ax.plot(steps, second.ds.capacity.values[row].astype(float).mean(0), label=f"aER from {n0}")
-        ax.plot(steps, second.ds.capacity.values[walk_rows[j]].astype(float).mean(0), ":", color=line.get_color(),
-                label=f"random walk from {n0}")
+        (line,) = ax.plot(steps, second.ds.capacity.values[row].astype(float).mean(0), label=f"aER from {n0}")
+        ax.plot(
+            steps,
+            second.ds.capacity.values[walk_rows[j]].astype(float).mean(0),
+            ":",
+            color=line.get_color(),
+            label=f"random walk from {n0}",
+        )
     ax.axhline(plan.sizes[best], color="gray", ls="--", lw=1, label="static optimum")
     ax.set_yscale("log")
-    names.append(_finish(fig, ax, "memory size (seed mean)", f"{plan.env_id}: memory size over time",
-                         out / "memory_size.png"))
+    names.append(
+        _finish(fig, ax, "memory size (seed mean)", f"{plan.env_id}: memory size over time", out / "memory_size.png")
+    )
     return names
 
 
@@ -546,22 +706,55 @@ def _write_csvs(out, plan, stages: dict) -> None:
     """``runs.csv`` (one row per run) and ``curves.csv`` (seed means per setting and segment) of every stage."""
     with open(out / "runs.csv", "w", newline="") as f_runs, open(out / "curves.csv", "w", newline="") as f_curves:
         runs, curves = csv.writer(f_runs), csv.writer(f_curves)
-        runs.writerow(["env", "stage", *POINT_KEYS, "seed", "auc", "final_return", "mean_memory_size",
-                       "final_memory_size", "checks", "grows", "shrinks", "straddle_checks", "straddle_grows",
-                       "diverged"])
-        curves.writerow(["env", "stage", "memory_size", "adaptive_rule", "config", "step", "train_return_mean",
-                         "memory_size_mean"])
+        runs.writerow(
+            [
+                "env",
+                "stage",
+                *POINT_KEYS,
+                "seed",
+                "auc",
+                "final_return",
+                "mean_memory_size",
+                "final_memory_size",
+                "checks",
+                "grows",
+                "shrinks",
+                "straddle_checks",
+                "straddle_grows",
+                "diverged",
+            ]
+        )
+        curves.writerow(
+            ["env", "stage", "memory_size", "adaptive_rule", "config", "step", "train_return_mean", "memory_size_mean"]
+        )
         for stage, r in stages.items():
             ds, auc = r.ds, r.auc
             for c in range(ds.sizes["config"]):
                 keys = [ds[k].values[c].item() if k in ds else "" for k in POINT_KEYS]
                 for s in range(ds.sizes["seed"]):
-                    runs.writerow([plan.env_id, stage, *keys, s, f"{auc[c, s]:.6g}", f"{r.final[c, s]:.6g}",
-                                   f"{r.mean_size[c, s]:.6g}", int(r.final_size[c, s]),
-                                   *(int(ds[n].values[c, s]) for n in ("adaptive_checks", "adaptive_grows",
-                                                                      "adaptive_shrinks", "adaptive_straddle_checks",
-                                                                      "adaptive_straddle_grows")),
-                                   bool(ds.diverged.values[c, s])])
+                    runs.writerow(
+                        [
+                            plan.env_id,
+                            stage,
+                            *keys,
+                            s,
+                            f"{auc[c, s]:.6g}",
+                            f"{r.final[c, s]:.6g}",
+                            f"{r.mean_size[c, s]:.6g}",
+                            int(r.final_size[c, s]),
+                            *(
+                                int(ds[n].values[c, s])
+                                for n in (
+                                    "adaptive_checks",
+                                    "adaptive_grows",
+                                    "adaptive_shrinks",
+                                    "adaptive_straddle_checks",
+                                    "adaptive_straddle_grows",
+                                )
+                            ),
+                            bool(ds.diverged.values[c, s]),
+                        ]
+                    )
                 ret = _seed_mean(ds.train_return.values[c])
                 cap = ds.capacity.values[c].astype(float).mean(0)
                 for step, a, b in zip(ds.segment.values, ret, cap):
@@ -584,57 +777,150 @@ def _report(result: dict) -> str:
     mode = "quick mode (CPU; shortened runs, fewer sizes and variants)" if result["quick"] else "paper-length runs"
     if result.get("steps_override"):
         mode += f", cut to {result['steps_override']} steps (a smoke run)"
-    lines += [f"{result['seeds']} seeds per setting, {mode}: {result['total_steps']} environment steps per run; "
-              f"optimizer reading: {result['optimizer_reading']}; {result['runtime_s']:.0f} s.", "",
-              "## Verdict", "", result["verdict"]["summary"], ""]
+    lines += [
+        f"{result['seeds']} seeds per setting, {mode}: {result['total_steps']} environment steps per run; "
+        f"optimizer reading: {result['optimizer_reading']}; {result['runtime_s']:.0f} s.",
+        "",
+        "## Verdict",
+        "",
+        result["verdict"]["summary"],
+        "",
+    ]
     lines += [f"- {line}" for line in result["verdict"]["per_start"]]
-    lines += ["", "Best and worst static sizes are chosen by their IQM and then compared on the same seeds, so the "
-              "effect is slightly favoured by the choice (8 sizes); an interval that includes 0 is a clear no."]
+    lines += [
+        "",
+        "Best and worst static sizes are chosen by their IQM and then compared on the same seeds, so the "
+        "effect is slightly favoured by the choice (8 sizes); an interval that includes 0 is a clear no.",
+    ]
     lines += ["", "## Memory-size response (static memories)", ""]
-    lines += _table(["memory size", "score IQM [95% CI]", "final greedy return IQM [95% CI]"],
-                    [[r["memory_size"], _score(r), _score(r, "final")] for r in result["response"]])
+    lines += _table(
+        ["memory size", "score IQM [95% CI]", "final greedy return IQM [95% CI]"],
+        [[r["memory_size"], _score(r), _score(r, "final")] for r in result["response"]],
+    )
     lines += ["", "## aER from each start, and its controls", ""]
-    lines += _table(["start", "mean size", "final size", "grow share", "score IQM [95% CI]", "vs best static",
-                     "vs start", "vs random walk", "vs fixed at mean size"],
-                    [[a["initial_size"], f"{a['mean_size']:.0f}", f"{a['final_size_mean']:.0f}",
-                      _fmt(a["grow_fraction"], ".2f"), _score(a), _interval(a["vs_best_static"]),
-                      _interval(a["vs_start_static"]), _interval(a["vs_random_walk"]),
-                      _interval(a["vs_fixed_at_mean"])] for a in result["adaptive"]])
-    lines += ["", "Paired differences: mean over seeds of (aER − control) of the score, same seed index, 95% "
-              "bootstrap interval.", ""]
-    lines += _table(["start", "random walk: final size, grow share, score", "fixed at aER's mean size: size, score"],
-                    [[c["initial_size"], f"{c['random_walk_final_size_mean']:.0f}, "
-                      f"{_fmt(c['random_walk_grow_fraction'], '.2f')}, {_fmt(c['random_walk_score_iqm'])}",
-                      f"{c['fixed_at_mean_size']}, {_fmt(c['fixed_at_mean_score_iqm'])}"]
-                     for c in result["controls"]])
+    lines += _table(
+        [
+            "start",
+            "mean size",
+            "final size",
+            "grow share",
+            "score IQM [95% CI]",
+            "vs best static",
+            "vs start",
+            "vs random walk",
+            "vs fixed at mean size",
+        ],
+        [
+            [
+                a["initial_size"],
+                f"{a['mean_size']:.0f}",
+                f"{a['final_size_mean']:.0f}",
+                _fmt(a["grow_fraction"], ".2f"),
+                _score(a),
+                _interval(a["vs_best_static"]),
+                _interval(a["vs_start_static"]),
+                _interval(a["vs_random_walk"]),
+                _interval(a["vs_fixed_at_mean"]),
+            ]
+            for a in result["adaptive"]
+        ],
+    )
+    lines += [
+        "",
+        "Paired differences: mean over seeds of (aER − control) of the score, same seed index, 95% bootstrap interval.",
+        "",
+    ]
+    lines += _table(
+        ["start", "random walk: final size, grow share, score", "fixed at aER's mean size: size, score"],
+        [
+            [
+                c["initial_size"],
+                f"{c['random_walk_final_size_mean']:.0f}, "
+                f"{_fmt(c['random_walk_grow_fraction'], '.2f')}, {_fmt(c['random_walk_score_iqm'])}",
+                f"{c['fixed_at_mean_size']}, {_fmt(c['fixed_at_mean_score_iqm'])}",
+            ]
+            for c in result["controls"]
+        ],
+    )
     lines += ["", "## aER's checks: what drives the decisions", ""]
-    lines += _table(["start", "checks per run", "grow share at checks straddling a target copy", "at the others",
-                     "checks within 2 SE of no change", "mean change", "mean SE"],
-                    [[a["initial_size"], _fmt(d["checks_mean"], ".0f"), _fmt(d["straddle_grow_fraction"], ".2f"),
-                      _fmt(d["other_grow_fraction"], ".2f"), _fmt(d["noisy_fraction"], ".2f"),
-                      _fmt(d["change_mean"]), _fmt(d["noise_mean"])]
-                     for a in result["adaptive"] for d in [a["diagnostics"]]])
-    lines += ["", f"## Sensitivity (one change at a time, aER from {result['starts'][0]}, "
-              f"{result['sensitivity'][0]['seeds']} seeds)", ""]
-    lines += _table(["variant", "final size", "grow share", "score IQM", "vs default aER"],
-                    [[s["variant"], f"{s['final_size_mean']:.0f}", _fmt(s["grow_fraction"], ".2f"),
-                      _fmt(s["score_iqm"]), "–" if s["vs_default"] is None else _interval(s["vs_default"])]
-                     for s in result["sensitivity"]])
+    lines += _table(
+        [
+            "start",
+            "checks per run",
+            "grow share at checks straddling a target copy",
+            "at the others",
+            "checks within 2 SE of no change",
+            "mean change",
+            "mean SE",
+        ],
+        [
+            [
+                a["initial_size"],
+                _fmt(d["checks_mean"], ".0f"),
+                _fmt(d["straddle_grow_fraction"], ".2f"),
+                _fmt(d["other_grow_fraction"], ".2f"),
+                _fmt(d["noisy_fraction"], ".2f"),
+                _fmt(d["change_mean"]),
+                _fmt(d["noise_mean"]),
+            ]
+            for a in result["adaptive"]
+            for d in [a["diagnostics"]]
+        ],
+    )
+    lines += [
+        "",
+        f"## Sensitivity (one change at a time, aER from {result['starts'][0]}, "
+        f"{result['sensitivity'][0]['seeds']} seeds)",
+        "",
+    ]
+    lines += _table(
+        ["variant", "final size", "grow share", "score IQM", "vs default aER"],
+        [
+            [
+                s["variant"],
+                f"{s['final_size_mean']:.0f}",
+                _fmt(s["grow_fraction"], ".2f"),
+                _fmt(s["score_iqm"]),
+                "–" if s["vs_default"] is None else _interval(s["vs_default"]),
+            ]
+            for s in result["sensitivity"]
+        ],
+    )
     if result["other_reading"]:
         o = result["other_reading"]
         lines += ["", f"## The other optimizer reading: {o['reading']}", ""]
-        lines += _table(["setting", "score IQM [95% CI]"],
-                        [[f"fixed {r['memory_size']}", _score(r)] for r in o["response"]]
-                        + [[f"aER from {a['initial_size']} (ends at {a['final_size_mean']:.0f})", _score(a)]
-                           for a in o["adaptive"]])
-    lines += ["", "## The paper's statistic", "", "Share of aER seeds whose score beats the mean score of every "
-              "static run (static sizes: " + ", ".join(str(n) for n in result["paper_share"][0]["static_sizes"])
-              + ").", ""]
-    lines += _table(["start", "share", "95% CI (Clopper–Pearson)"],
-                    [[p["initial_size"], f"{_fmt(p['percent'], '.0f')}%",
-                      f"[{_fmt(p['low'], '.0f')}%, {_fmt(p['high'], '.0f')}%]"] for p in result["paper_share"]])
-    lines += ["", "Figures: " + ", ".join(f"`{f}`" for f in result["figures"]) + "; every run: `runs.csv`; seed means: "
-              "`curves.csv`; labeled results: `sweeps/*/results.nc`.", ""]
+        lines += _table(
+            ["setting", "score IQM [95% CI]"],
+            [[f"fixed {r['memory_size']}", _score(r)] for r in o["response"]]
+            + [
+                [f"aER from {a['initial_size']} (ends at {a['final_size_mean']:.0f})", _score(a)] for a in o["adaptive"]
+            ],
+        )
+    lines += [
+        "",
+        "## The paper's statistic",
+        "",
+        "Share of aER seeds whose score beats the mean score of every "
+        "static run (static sizes: " + ", ".join(str(n) for n in result["paper_share"][0]["static_sizes"]) + ").",
+        "",
+    ]
+    lines += _table(
+        ["start", "share", "95% CI (Clopper–Pearson)"],
+        [
+            [
+                p["initial_size"],
+                f"{_fmt(p['percent'], '.0f')}%",
+                f"[{_fmt(p['low'], '.0f')}%, {_fmt(p['high'], '.0f')}%]",
+            ]
+            for p in result["paper_share"]
+        ],
+    )
+    lines += [
+        "",
+        "Figures: " + ", ".join(f"`{f}`" for f in result["figures"]) + "; every run: `runs.csv`; seed means: "
+        "`curves.csv`; labeled results: `sweeps/*/results.nc`.",
+        "",
+    ]
     lines += [f"![{f}]({f})" for f in result["figures"]]
     return "\n".join(lines) + "\n"
 
@@ -655,12 +941,36 @@ def summary_table(results: list[dict]) -> str:
     rows = []
     for r in results:
         matters = ("yes" if r["verdict"]["memory_size_matters"] else "no") + f": {_interval(r['memory_size_effect'])}"
-        rows += [[r["env"], f"{r['seeds']} × {r['total_steps']}", matters, r["best_static"], a["initial_size"],
-                  f"{a['mean_size']:.0f}", _fmt(a["grow_fraction"], ".2f"), _interval(a["vs_best_static"]),
-                  _interval(a["vs_random_walk"]), _interval(a["vs_fixed_at_mean"])] for a in r["adaptive"]]
-    lines = _table(["game", "seeds × steps", "memory size matters (best − worst static)", "static optimum",
-                    "aER from", "mean size", "grow share", "aER − best static", "aER − random walk",
-                    "aER − fixed at its mean size"], rows)
+        rows += [
+            [
+                r["env"],
+                f"{r['seeds']} × {r['total_steps']}",
+                matters,
+                r["best_static"],
+                a["initial_size"],
+                f"{a['mean_size']:.0f}",
+                _fmt(a["grow_fraction"], ".2f"),
+                _interval(a["vs_best_static"]),
+                _interval(a["vs_random_walk"]),
+                _interval(a["vs_fixed_at_mean"]),
+            ]
+            for a in r["adaptive"]
+        ]
+    lines = _table(
+        [
+            "game",
+            "seeds × steps",
+            "memory size matters (best − worst static)",
+            "static optimum",
+            "aER from",
+            "mean size",
+            "grow share",
+            "aER − best static",
+            "aER − random walk",
+            "aER − fixed at its mean size",
+        ],
+        rows,
+    )
     return "\n".join(lines)
 
 

@@ -13,7 +13,7 @@ No random keys anywhere. All computations run in float64 inside a scoped
 
 from jaxreplay import _extras  # noqa: E402
 
-_extras.require('jaxreplay.paper.theory', 'paper', 'diffrax', 'equinox')
+_extras.require("jaxreplay.paper.theory", "paper", "diffrax", "equinox")
 
 from jaxreplay.paper.theory import analytic
 from jaxreplay.paper.theory._common import REAL_WEIGHTS, TheoryParams, fixed_point_and_rewards

@@ -92,8 +92,14 @@ def _check(memory_size=None, batch_size=1, step_size=0.0, initial_position=X0, s
 
 
 @x64
-def b_coefficients(t: ArrayLike, memory_size: ArrayLike, batch_size: ArrayLike, step_size: ArrayLike,
-                   initial_position: ArrayLike = X0, speed: ArrayLike = V) -> tuple[jax.Array, ...]:
+def b_coefficients(
+    t: ArrayLike,
+    memory_size: ArrayLike,
+    batch_size: ArrayLike,
+    step_size: ArrayLike,
+    initial_position: ArrayLike = X0,
+    speed: ArrayLike = V,
+) -> tuple[jax.Array, ...]:
     """(b10, b11, b12, b20, b21, b22) of the ER ODE at time t (ERRATA 1).
 
     b10 = μ(n² v²/3 + x0² − n v x0), b11 = μ(2 v x0 − n v²), b12 = μ v²,
@@ -117,8 +123,14 @@ def b_coefficients(t: ArrayLike, memory_size: ArrayLike, batch_size: ArrayLike, 
 
 
 @x64
-def fixed_intercept_exponent(t: ArrayLike, memory_size: ArrayLike, batch_size: ArrayLike, step_size: ArrayLike,
-                             initial_position: ArrayLike = X0, speed: ArrayLike = V) -> jax.Array:
+def fixed_intercept_exponent(
+    t: ArrayLike,
+    memory_size: ArrayLike,
+    batch_size: ArrayLike,
+    step_size: ArrayLike,
+    initial_position: ArrayLike = X0,
+    speed: ArrayLike = V,
+) -> jax.Array:
     """k(t) of Eq. (1Dk): θ2 frozen at β2, Δθ1(t) = Δθ1⁰ e^{−k(t)} (ER, γ = 0).
 
     t ≤ N: k = μ [v² t³/9 + x0 v t²/2 + x0² t];
@@ -129,14 +141,25 @@ def fixed_intercept_exponent(t: ArrayLike, memory_size: ArrayLike, batch_size: A
     t, N, x0, v = f64(t), f64(memory_size), f64(initial_position), f64(speed)
     mu = f64(batch_size) * f64(step_size)
     early = v * v * t**3 / 9 + x0 * v * t**2 / 2 + x0 * x0 * t
-    late = (v * v * t**3 / 3 + v * (2 * x0 - N * v) * t**2 / 2
-            + (x0 * x0 - N * v * x0 + N * N * v * v / 3) * t - N * N * v * (N * v - 9 * x0) / 18)
+    late = (
+        v * v * t**3 / 3
+        + v * (2 * x0 - N * v) * t**2 / 2
+        + (x0 * x0 - N * v * x0 + N * N * v * v / 3) * t
+        - N * N * v * (N * v - 9 * x0) / 18
+    )
     return mu * jnp.where(t <= N, early, late)
 
 
 @x64
-def fixed_intercept_solution(t: ArrayLike, memory_size: ArrayLike, batch_size: ArrayLike, step_size: ArrayLike,
-                             dtheta0: ArrayLike, initial_position: ArrayLike = X0, speed: ArrayLike = V) -> jax.Array:
+def fixed_intercept_solution(
+    t: ArrayLike,
+    memory_size: ArrayLike,
+    batch_size: ArrayLike,
+    step_size: ArrayLike,
+    dtheta0: ArrayLike,
+    initial_position: ArrayLike = X0,
+    speed: ArrayLike = V,
+) -> jax.Array:
     """Δθ1(t) = Δθ1⁰ e^{−k(t)} with θ2 frozen at β2 (ER, γ = 0)."""
     k = fixed_intercept_exponent(t, memory_size, batch_size, step_size, initial_position, speed)
     return f64(dtheta0) * jnp.exp(-k)
@@ -153,8 +176,14 @@ def fixed_slope_solution(t: ArrayLike, batch_size: ArrayLike, step_size: ArrayLi
 
 
 @x64
-def prioritized_rate_difference(t: ArrayLike, memory_size: ArrayLike, batch_size: ArrayLike, step_size: ArrayLike,
-                                initial_position: ArrayLike = X0, speed: ArrayLike = V) -> jax.Array:
+def prioritized_rate_difference(
+    t: ArrayLike,
+    memory_size: ArrayLike,
+    batch_size: ArrayLike,
+    step_size: ArrayLike,
+    initial_position: ArrayLike = X0,
+    speed: ArrayLike = V,
+) -> jax.Array:
     """d(k_pri − k)/dt for pER with β = 2, θ2 frozen at β2 (ERRATA 5). Units 1/step.
 
     With Δθ1 = Δθ1⁰ e^{−k}, ER has dk/dt = μ⟨y²⟩ and pER (β = 2) has
@@ -182,8 +211,14 @@ def prioritized_rate_difference(t: ArrayLike, memory_size: ArrayLike, batch_size
 
 
 @x64
-def first_stage_solution(t: ArrayLike, batch_size: ArrayLike, step_size: ArrayLike, dtheta1_0: ArrayLike,
-                         dtheta2_0: ArrayLike, initial_position: ArrayLike = X0) -> tuple[jax.Array, jax.Array]:
+def first_stage_solution(
+    t: ArrayLike,
+    batch_size: ArrayLike,
+    step_size: ArrayLike,
+    dtheta1_0: ArrayLike,
+    dtheta2_0: ArrayLike,
+    initial_position: ArrayLike = X0,
+) -> tuple[jax.Array, jax.Array]:
     """Eq. (Beginning): (Δθ1, Δθ2) for v t ≪ |x0| (ER, γ = 0).
 
     Freezing the window at x0: the component of Δθ along (x0, 1) decays at
@@ -200,8 +235,9 @@ def first_stage_solution(t: ArrayLike, batch_size: ArrayLike, step_size: ArrayLi
 
 
 @x64
-def first_stage_limit(dtheta1_0: ArrayLike, dtheta2_0: ArrayLike,
-                      initial_position: ArrayLike = X0) -> tuple[jax.Array, jax.Array]:
+def first_stage_limit(
+    dtheta1_0: ArrayLike, dtheta2_0: ArrayLike, initial_position: ArrayLike = X0
+) -> tuple[jax.Array, jax.Array]:
     """Eq. (BeginningConv): the plateau after the first stage (independent of N, m, α, v)."""
     _validation.check_float("initial_position", initial_position)
     x0, d1, d2 = f64(initial_position), f64(dtheta1_0), f64(dtheta2_0)
@@ -210,8 +246,14 @@ def first_stage_limit(dtheta1_0: ArrayLike, dtheta2_0: ArrayLike,
 
 
 @x64
-def last_stage_solution(t: ArrayLike, batch_size: ArrayLike, step_size: ArrayLike, dtheta1_1: ArrayLike,
-                        dtheta2_1: ArrayLike, speed: ArrayLike = V) -> tuple[jax.Array, jax.Array]:
+def last_stage_solution(
+    t: ArrayLike,
+    batch_size: ArrayLike,
+    step_size: ArrayLike,
+    dtheta1_1: ArrayLike,
+    dtheta2_1: ArrayLike,
+    speed: ArrayLike = V,
+) -> tuple[jax.Array, jax.Array]:
     """Eq. (Last) with ERRATA 4: the last stage, where b12 t² and b21 t dominate.
 
     Δθ1 = Δθ1¹ e^{−μ v² t³/3};
@@ -228,25 +270,31 @@ def last_stage_solution(t: ArrayLike, batch_size: ArrayLike, step_size: ArrayLik
     cbrt = jnp.cbrt(mu * v * v)
     g_upper = _gammaincc(a, z) * _gamma(a)
     dth1 = d1 * jnp.exp(-z)
-    dth2 = (3 ** a * d1 * cbrt * g_upper + 3 * d2 * v) / (3 * v) - 3 ** a * d1 * _gamma(a) * cbrt / (3 * v)
+    dth2 = (3**a * d1 * cbrt * g_upper + 3 * d2 * v) / (3 * v) - 3**a * d1 * _gamma(a) * cbrt / (3 * v)
     return dth1, dth2
 
 
 @x64
-def last_stage_limit(batch_size: ArrayLike, step_size: ArrayLike, dtheta1_1: ArrayLike, dtheta2_1: ArrayLike,
-                     speed: ArrayLike = V) -> tuple[jax.Array, jax.Array]:
+def last_stage_limit(
+    batch_size: ArrayLike, step_size: ArrayLike, dtheta1_1: ArrayLike, dtheta2_1: ArrayLike, speed: ArrayLike = V
+) -> tuple[jax.Array, jax.Array]:
     """Eq. (LastConv): (0, [3 Δθ2¹ v − 3^{2/3} Δθ1¹ Γ(2/3) (μ v²)^{1/3}] / (3 v))."""
     _check(None, batch_size, step_size, speed=speed)
     v, d1, d2 = f64(speed), f64(dtheta1_1), f64(dtheta2_1)
     mu = f64(batch_size) * f64(step_size)
     a = 2.0 / 3.0
-    lim2 = (3 * d2 * v - 3 ** a * d1 * _gamma(a) * jnp.cbrt(mu * v * v)) / (3 * v)
+    lim2 = (3 * d2 * v - 3**a * d1 * _gamma(a) * jnp.cbrt(mu * v * v)) / (3 * v)
     return jnp.zeros_like(lim2), lim2
 
 
 @x64
-def second_order_coefficients(memory_size: ArrayLike, batch_size: ArrayLike, step_size: ArrayLike,
-                              initial_position: ArrayLike = X0, speed: ArrayLike = V) -> dict[str, jax.Array]:
+def second_order_coefficients(
+    memory_size: ArrayLike,
+    batch_size: ArrayLike,
+    step_size: ArrayLike,
+    initial_position: ArrayLike = X0,
+    speed: ArrayLike = V,
+) -> dict[str, jax.Array]:
     """The corrected coefficients of the second-order Δθ1 equation (ERRATA 3).
 
     Returns a dict with keys c00..c03, c10..c13, d0, d1 (branch t ≤ N) and
@@ -272,8 +320,13 @@ def second_order_coefficients(memory_size: ArrayLike, batch_size: ArrayLike, ste
         g00=mu * v * (N**2 * v**2 * (4 - mu * N) + 2 * N * v * x0 * (mu * N - 12) + 24 * x0**2),
         g01=2 * mu * v**2 * (N * v * (mu * N - 12) + 24 * x0),
         g02=24 * mu * v**3,
-        g10=-4 * (v * (mu * N * (N**2 * v**2 + 3) + 6) - mu * x0 * (5 * N**2 * v**2 + 6)
-                  + 9 * mu * N * v * x0**2 - 6 * mu * x0**3),
+        g10=-4
+        * (
+            v * (mu * N * (N**2 * v**2 + 3) + 6)
+            - mu * x0 * (5 * N**2 * v**2 + 6)
+            + 9 * mu * N * v * x0**2
+            - 6 * mu * x0**3
+        ),
         g11=4 * mu * v * (5 * N**2 * v**2 - 18 * N * v * x0 + 18 * x0**2 + 6),
         g12=36 * mu * v**2 * (2 * x0 - N * v),
         g13=24 * mu * v**3,
@@ -285,8 +338,14 @@ def second_order_coefficients(memory_size: ArrayLike, batch_size: ArrayLike, ste
 
 
 @x64
-def second_order_terms(t: ArrayLike, memory_size: ArrayLike, batch_size: ArrayLike, step_size: ArrayLike,
-                       initial_position: ArrayLike = X0, speed: ArrayLike = V) -> tuple[jax.Array, jax.Array]:
+def second_order_terms(
+    t: ArrayLike,
+    memory_size: ArrayLike,
+    batch_size: ArrayLike,
+    step_size: ArrayLike,
+    initial_position: ArrayLike = X0,
+    speed: ArrayLike = V,
+) -> tuple[jax.Array, jax.Array]:
     """(p(t), q(t)) with Δθ1'' + p Δθ1' + q Δθ1 = 0, both branches (t ≤ N, t > N).
 
     Units 1/step and 1/step². Infinite/NaN at the apparent singularity D = 0.
@@ -303,8 +362,13 @@ def second_order_terms(t: ArrayLike, memory_size: ArrayLike, batch_size: ArrayLi
 
 
 @x64
-def second_order_initial_slope(batch_size: ArrayLike, step_size: ArrayLike, dtheta1_0: ArrayLike, dtheta2_0: ArrayLike,
-                               initial_position: ArrayLike = X0) -> jax.Array:
+def second_order_initial_slope(
+    batch_size: ArrayLike,
+    step_size: ArrayLike,
+    dtheta1_0: ArrayLike,
+    dtheta2_0: ArrayLike,
+    initial_position: ArrayLike = X0,
+) -> jax.Array:
     """dΔθ1/dt at t = 0: −μ x0² Δθ1⁰ − μ x0 Δθ2⁰ (1/step)."""
     _check(None, batch_size, step_size, initial_position)
     x0 = f64(initial_position)

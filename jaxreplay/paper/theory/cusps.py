@@ -100,9 +100,21 @@ def _final_core(params, N, m, a, g, beta, horizon, prioritized, real_weights, rt
     # The save grid of solve's default times: the compiled batched solve is the one
     # solve_grid(..., chunk=chunk) uses at 1001 save times (no second compile).
     times = f64(np.linspace(0.0, float(horizon), _SAVE_POINTS))
-    sol = ode._solve_flat(TheoryParams(*map(f64, params)), [f64(x) for x in (N, m, a, g, beta)], times, None,
-                          f64(np.ones(2)), chunk, prioritized=prioritized, real_weights=real_weights, rtol=rtol,
-                          atol=atol, max_steps=max_steps, size_fn=None, kind="fixed")
+    sol = ode._solve_flat(
+        TheoryParams(*map(f64, params)),
+        [f64(x) for x in (N, m, a, g, beta)],
+        times,
+        None,
+        f64(np.ones(2)),
+        chunk,
+        prioritized=prioritized,
+        real_weights=real_weights,
+        rtol=rtol,
+        atol=atol,
+        max_steps=max_steps,
+        size_fn=None,
+        kind="fixed",
+    )
     return np.stack([np.asarray(sol.dtheta1)[:, -1], np.asarray(sol.dtheta2)[:, -1]], axis=-1)
 
 
@@ -132,14 +144,23 @@ def final_dtheta(
     _check_common(params, batch_size, step_size, discount, priority_exponent, horizon, real_weights)
     _validation.check_float("memory_size", memory_size, low=1.0)
     chunk = _validation.check_static_int("chunk", chunk, low=1)
-    arrays = np.broadcast_arrays(*(np.asarray(x, dtype=np.float64) for x in (
-        memory_size, batch_size, step_size, discount, 0.0 if priority_exponent is None else priority_exponent)))
+    arrays = np.broadcast_arrays(
+        *(
+            np.asarray(x, dtype=np.float64)
+            for x in (
+                memory_size,
+                batch_size,
+                step_size,
+                discount,
+                0.0 if priority_exponent is None else priority_exponent,
+            )
+        )
+    )
     shape = arrays[0].shape
     flat = [x.reshape(-1) for x in arrays]
     if flat[0].size == 0:
         return np.zeros(shape + (2,))
-    out = _final_core(params, *flat, horizon, priority_exponent is not None, real_weights, rtol, atol,
-                      max_steps, chunk)
+    out = _final_core(params, *flat, horizon, priority_exponent is not None, real_weights, rtol, atol, max_steps, chunk)
     return out.reshape(shape + (2,))
 
 
@@ -212,12 +233,21 @@ def memory_cusps(
         raise ValueError(f"batch_size, step_size and discount must broadcast to 0-D or 1-D, got {hyper[0].shape}.")
     m, a, g = (np.atleast_1d(x) for x in hyper)
     K, nN = m.size, grid.size
-    solve = functools.partial(final_dtheta, priority_exponent=priority_exponent, params=params, horizon=horizon,
-                              real_weights=real_weights, rtol=rtol, atol=atol, max_steps=max_steps, chunk=chunk)
+    solve = functools.partial(
+        final_dtheta,
+        priority_exponent=priority_exponent,
+        params=params,
+        horizon=horizon,
+        real_weights=real_weights,
+        rtol=rtol,
+        atol=atol,
+        max_steps=max_steps,
+        chunk=chunk,
+    )
     if grid_dtheta is None:
         gd = solve(grid[None, :], m[:, None], a[:, None], g[:, None])
     else:
-        want = ((nN, 2) if scalar else (K, nN, 2))
+        want = (nN, 2) if scalar else (K, nN, 2)
         if np.shape(grid_dtheta) != want:
             raise ValueError(f"grid_dtheta must have shape {want}, got {np.shape(grid_dtheta)}.")
         _validation.check_float("grid_dtheta", grid_dtheta)
@@ -279,6 +309,9 @@ def memory_cusps(
         if cM.size and np.nanmin(cM) < best_M:
             jc = int(np.nanargmin(cM))
             best_N, best_M = float(cN[jc]), float(cM[jc])
-        results.append(MemoryCusps(grid.copy(), gd[k].copy(), Mg.copy(), cN, cC, cD, cM,
-                                   float(grid[jg]), float(Mg[jg]), best_N, best_M))
+        results.append(
+            MemoryCusps(
+                grid.copy(), gd[k].copy(), Mg.copy(), cN, cC, cD, cM, float(grid[jg]), float(Mg[jg]), best_N, best_M
+            )
+        )
     return results[0] if scalar else results

@@ -178,8 +178,23 @@ def window_averages(y_start, y_end, slope, offset, priority_exponent=None):
     static_argnames=("prioritized", "real_weights", "rtol", "atol", "max_steps", "size_fn", "kind"),
 )
 def _solve_core(
-    params, memory_size, batch_size, step_size, discount, priority_exponent, times, schedule, learn,
-    *, prioritized, real_weights, rtol, atol, max_steps, size_fn, kind,
+    params,
+    memory_size,
+    batch_size,
+    step_size,
+    discount,
+    priority_exponent,
+    times,
+    schedule,
+    learn,
+    *,
+    prioritized,
+    real_weights,
+    rtol,
+    atol,
+    max_steps,
+    size_fn,
+    kind,
 ):
     x0, v, p1, p2, th10, th20 = (f64(p) for p in params)
     mu = f64(batch_size) * f64(step_size)
@@ -235,13 +250,23 @@ def _solve_core(
     return ODESolution(times, dth1, dth2, metric, changed, jnp.stack([th1s, th2s]))
 
 
-def _prepare(params, memory_size, batch_size, step_size, discount, priority_exponent, times,
-             horizon, memory_size_fn, frozen, real_weights):
+def _prepare(
+    params,
+    memory_size,
+    batch_size,
+    step_size,
+    discount,
+    priority_exponent,
+    times,
+    horizon,
+    memory_size_fn,
+    frozen,
+    real_weights,
+):
     check_params(params)
     if memory_size_fn is None and memory_size is None:
         raise ValueError("memory_size must be given (or memory_size_fn).")
-    check_hyper(memory_size if memory_size_fn is None else None, batch_size, step_size, discount,
-                priority_exponent)
+    check_hyper(memory_size if memory_size_fn is None else None, batch_size, step_size, discount, priority_exponent)
     if frozen not in FROZEN:
         raise ValueError(f"frozen must be one of {FROZEN}, got {frozen!r}.")
     check_real_weights(real_weights)
@@ -276,8 +301,14 @@ def _prepare(params, memory_size, batch_size, step_size, discount, priority_expo
     else:
         prioritized = True
     learn = np.array([frozen != "slope", frozen != "intercept"], dtype=np.float64)
-    return (memory_size, priority_exponent, times, schedule, learn,
-            dict(prioritized=prioritized, size_fn=size_fn, kind=kind))
+    return (
+        memory_size,
+        priority_exponent,
+        times,
+        schedule,
+        learn,
+        dict(prioritized=prioritized, size_fn=size_fn, kind=kind),
+    )
 
 
 @x64
@@ -348,25 +379,48 @@ def solve(
     relative to max|Δθ| (tests require 1e-6).
     """
     memory_size, priority_exponent, times, schedule, learn, kw = _prepare(
-        params, memory_size, batch_size, step_size, discount, priority_exponent, times, horizon,
-        memory_size_fn, frozen, real_weights)
+        params,
+        memory_size,
+        batch_size,
+        step_size,
+        discount,
+        priority_exponent,
+        times,
+        horizon,
+        memory_size_fn,
+        frozen,
+        real_weights,
+    )
     # Float64 arrays throughout, so that ints vs floats do not recompile.
     return _solve_core(
-        TheoryParams(*map(f64, params)), f64(memory_size), f64(batch_size), f64(step_size),
-        f64(discount), f64(priority_exponent), f64(times),
+        TheoryParams(*map(f64, params)),
+        f64(memory_size),
+        f64(batch_size),
+        f64(step_size),
+        f64(discount),
+        f64(priority_exponent),
+        f64(times),
         None if schedule is None else MemorySizeSchedule(f64(schedule.times), f64(schedule.sizes)),
-        f64(learn), real_weights=real_weights, rtol=rtol, atol=atol, max_steps=max_steps, **kw)
+        f64(learn),
+        real_weights=real_weights,
+        rtol=rtol,
+        atol=atol,
+        max_steps=max_steps,
+        **kw,
+    )
 
 
 @functools.partial(
     jax.jit,
     static_argnames=("prioritized", "real_weights", "rtol", "atol", "max_steps", "size_fn", "kind"),
 )
-def _solve_grid_core(params, memory_size, batch_size, step_size, discount, priority_exponent, times,
-                     schedule, learn, **static):
+def _solve_grid_core(
+    params, memory_size, batch_size, step_size, discount, priority_exponent, times, schedule, learn, **static
+):
     core = functools.partial(_solve_core, **static)
     return jax.vmap(core, in_axes=(None, 0, 0, 0, 0, 0, None, None, None))(
-        params, memory_size, batch_size, step_size, discount, priority_exponent, times, schedule, learn)
+        params, memory_size, batch_size, step_size, discount, priority_exponent, times, schedule, learn
+    )
 
 
 def _solve_flat(params, flat, times, schedule, learn, chunk, **static) -> ODESolution:
@@ -387,7 +441,7 @@ def _solve_flat(params, flat, times, schedule, learn, chunk, **static) -> ODESol
     parts = []
     for start in range(0, n, chunk):
         stop = min(start + chunk, n)
-        cols = [np.concatenate([h[start:stop], np.repeat(h[stop - 1:stop], chunk - (stop - start))]) for h in host]
+        cols = [np.concatenate([h[start:stop], np.repeat(h[stop - 1 : stop], chunk - (stop - start))]) for h in host]
         out = _solve_grid_core(params, *map(f64, cols), times, schedule, learn, **static)
         parts.append(jax.tree.map(lambda a, k=stop - start: np.asarray(a)[:k], out))
     return jax.tree.map(lambda *a: f64(np.concatenate(a, axis=0)), *parts)
@@ -426,16 +480,38 @@ def solve_grid(
     with the same ``chunk`` and save-time count, share one compile.
     """
     memory_size, priority_exponent, times, schedule, learn, kw = _prepare(
-        params, memory_size, batch_size, step_size, discount, priority_exponent, times, horizon,
-        memory_size_fn, frozen, real_weights)
+        params,
+        memory_size,
+        batch_size,
+        step_size,
+        discount,
+        priority_exponent,
+        times,
+        horizon,
+        memory_size_fn,
+        frozen,
+        real_weights,
+    )
     arrays = jnp.broadcast_arrays(
-        f64(memory_size), f64(batch_size), f64(step_size), f64(discount), f64(priority_exponent))
+        f64(memory_size), f64(batch_size), f64(step_size), f64(discount), f64(priority_exponent)
+    )
     if chunk is not None:
         chunk = _validation.check_static_int("chunk", chunk, low=1)
     shape = arrays[0].shape
     flat = [a.reshape(-1) for a in arrays]
     if schedule is not None:
         schedule = MemorySizeSchedule(f64(schedule.times), f64(schedule.sizes))
-    out = _solve_flat(TheoryParams(*map(f64, params)), flat, f64(times), schedule, f64(learn), chunk,
-                      real_weights=real_weights, rtol=rtol, atol=atol, max_steps=max_steps, **kw)
+    out = _solve_flat(
+        TheoryParams(*map(f64, params)),
+        flat,
+        f64(times),
+        schedule,
+        f64(learn),
+        chunk,
+        real_weights=real_weights,
+        rtol=rtol,
+        atol=atol,
+        max_steps=max_steps,
+        **kw,
+    )
     return jax.tree.map(lambda a: a.reshape(shape + a.shape[1:]), out)

@@ -71,7 +71,7 @@ from __future__ import annotations
 
 from jaxreplay import _extras  # noqa: E402
 
-_extras.require('jaxreplay.paper.reproduce.linesearch', 'paper')
+_extras.require("jaxreplay.paper.reproduce.linesearch", "paper")
 
 import dataclasses  # noqa: E402
 import pathlib  # noqa: E402
@@ -140,14 +140,35 @@ __all__ = [
     "true_intervals",
     "seed_average_metric",
     # the settings of the figures (module constants)
-    "T", "ALPHA_GRID", "ALPHA_CURVES", "M_CURVES", "GAMMA_NONZERO", "PRIORITY_EXPONENT", "WHITE_THRESHOLD",
-    "MONOTONE_TOL", "AER_N0", "AER_M", "AER_K", "AER_NOLD", "ALPHA_1D", "M_1D", "TARGET_RATIO", "EXPLAIN_MEMORY",
+    "T",
+    "ALPHA_GRID",
+    "ALPHA_CURVES",
+    "M_CURVES",
+    "GAMMA_NONZERO",
+    "PRIORITY_EXPONENT",
+    "WHITE_THRESHOLD",
+    "MONOTONE_TOL",
+    "AER_N0",
+    "AER_M",
+    "AER_K",
+    "AER_NOLD",
+    "ALPHA_1D",
+    "M_1D",
+    "TARGET_RATIO",
+    "EXPLAIN_MEMORY",
     "FIG1D_MEMORY",
 ]
 
 
-def reproduce(out_dir: str | pathlib.Path, *, full: bool = False, seeds: int | None = None, progress: bool = True,
-              mode: str | None = None, seed: int = 0) -> dict:
+def reproduce(
+    out_dir: str | pathlib.Path,
+    *,
+    full: bool = False,
+    seeds: int | None = None,
+    progress: bool = True,
+    mode: str | None = None,
+    seed: int = 0,
+) -> dict:
     """Reproduce every LineSearch figure and claim of the paper into ``out_dir``.
 
     Args:
@@ -188,12 +209,35 @@ def reproduce(out_dir: str | pathlib.Path, *, full: bool = False, seeds: int | N
         csv_path = _report.write_metric_grid(out / "metric_grid.csv", rows)
     runtime = time.perf_counter() - t_start
     clock.bar.close()
-    cusp_tables = {"ER, γ = 0": stages.cusps.er, "pER (β = 2), γ = 0": stages.cusps.per,
-                   f"ER, γ = {GAMMA_NONZERO:g}": stages.cusps.er_gamma05}
+    cusp_tables = {
+        "ER, γ = 0": stages.cusps.er,
+        "pER (β = 2), γ = 0": stages.cusps.per,
+        f"ER, γ = {GAMMA_NONZERO:g}": stages.cusps.er_gamma05,
+    }
     report_path = out / "report.md"
-    report_path.write_text(_report.report_markdown(
-        plan, claims, figs, runtime, _report.diverged(stages), _report.direction_changed(stages), len(rows),
-        clock.seconds, stages.grid_batch, cusp_tables))
-    return dict(out_dir=str(out), mode=mode, runtime_s=runtime, figures={k: str(v) for k, v in figs.items()},
-                csv=str(csv_path), report=str(report_path), claims=claims, numbers=_report.numbers(stages, claims),
-                stage_seconds=clock.seconds, plan=dataclasses.asdict(plan))
+    report_path.write_text(
+        _report.report_markdown(
+            plan,
+            claims,
+            figs,
+            runtime,
+            _report.diverged(stages),
+            _report.direction_changed(stages),
+            len(rows),
+            clock.seconds,
+            stages.grid_batch,
+            cusp_tables,
+        )
+    )
+    return dict(
+        out_dir=str(out),
+        mode=mode,
+        runtime_s=runtime,
+        figures={k: str(v) for k, v in figs.items()},
+        csv=str(csv_path),
+        report=str(report_path),
+        claims=claims,
+        numbers=_report.numbers(stages, claims),
+        stage_seconds=clock.seconds,
+        plan=dataclasses.asdict(plan),
+    )

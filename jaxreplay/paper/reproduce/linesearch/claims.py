@@ -79,20 +79,31 @@ def optimal_memory_m10_theory(s: Stages) -> dict:
     """Optimal N for m = 10 from the grid and the cusps of M(N)."""
     c10 = s.cusps.er[s.batch_index(10)]
     n10 = float(c10.best_memory)
-    return _row("Optimal memory size for m = 10 (ER, γ = 0, α = 1e-3)", "≈ 250",
-                f"N* = {n10:.4g}, M = {c10.best_metric:.3g} "
-                + ("(a cusp: Δθ(T) changes sign there)" if n10 != c10.grid_best_memory else "(a grid point)")
-                + f"; grid alone (N {s.grid_step}): N* = {c10.grid_best_memory:g}, M = {c10.grid_best_metric:.4g}",
-                _agree(200 <= n10 <= 300, 150 <= n10 <= 400), "theory", value=n10, grid_value=c10.grid_best_memory)
+    return _row(
+        "Optimal memory size for m = 10 (ER, γ = 0, α = 1e-3)",
+        "≈ 250",
+        f"N* = {n10:.4g}, M = {c10.best_metric:.3g} "
+        + ("(a cusp: Δθ(T) changes sign there)" if n10 != c10.grid_best_memory else "(a grid point)")
+        + f"; grid alone (N {s.grid_step}): N* = {c10.grid_best_memory:g}, M = {c10.grid_best_metric:.4g}",
+        _agree(200 <= n10 <= 300, 150 <= n10 <= 400),
+        "theory",
+        value=n10,
+        grid_value=c10.grid_best_memory,
+    )
 
 
 @_register("optimal_N_m10_experiment")
 def optimal_memory_m10_experiment(s: Stages) -> dict:
     """Optimal N for m = 10 over the ER experiment's spot grid."""
     n10e = float(s.spot_memory[int(np.nanargmin(s.spot_metric[(0.0, 10)]))])
-    return _row("Optimal memory size for m = 10 (ER experiment, spot N grid)", "≈ 250",
-                f"N* = {n10e:g} among N = {list(map(int, s.spot_memory))} ({s.plan.er_seeds} seeds)",
-                _agree(200 <= n10e <= 300, 100 < n10e < 1000), "experiment", value=n10e)
+    return _row(
+        "Optimal memory size for m = 10 (ER experiment, spot N grid)",
+        "≈ 250",
+        f"N* = {n10e:g} among N = {list(map(int, s.spot_memory))} ({s.plan.er_seeds} seeds)",
+        _agree(200 <= n10e <= 300, 100 < n10e < 1000),
+        "experiment",
+        value=n10e,
+    )
 
 
 @_register("monotone_m40_theory")
@@ -102,12 +113,17 @@ def monotone_m40_theory(s: Stages) -> dict:
     curve40 = c40.curve()[1]
     dec40 = np.diff(curve40)
     mono40 = not bool(nonmonotone(curve40, strict=False)[()])
-    return _row("M decreases with N for m = 40 (ER, γ = 0, α = 1e-3)", "monotone decrease",
-                f"M(N_max) − min M = {c40.grid_metric[-1] - c40.best_metric:.2g} (cusps of M(N) at N = "
-                + (", ".join(f"{x:.1f}" for x in np.unique(np.round(c40.cusp_memory, 1))) or "none")
-                + f" included); largest step-up {max(dec40.max(), 0):.2g}; N* = {c40.best_memory:.4g} "
-                f"(grid alone {c40.grid_best_memory:g})",
-                _agree(mono40 and dec40.max() <= MONOTONE_TOL, mono40), "theory", value=float(mono40))
+    return _row(
+        "M decreases with N for m = 40 (ER, γ = 0, α = 1e-3)",
+        "monotone decrease",
+        f"M(N_max) − min M = {c40.grid_metric[-1] - c40.best_metric:.2g} (cusps of M(N) at N = "
+        + (", ".join(f"{x:.1f}" for x in np.unique(np.round(c40.cusp_memory, 1))) or "none")
+        + f" included); largest step-up {max(dec40.max(), 0):.2g}; N* = {c40.best_memory:.4g} "
+        f"(grid alone {c40.grid_best_memory:g})",
+        _agree(mono40 and dec40.max() <= MONOTONE_TOL, mono40),
+        "theory",
+        value=float(mono40),
+    )
 
 
 @_register("monotone_m40_experiment")
@@ -115,10 +131,14 @@ def monotone_m40_experiment(s: Stages) -> dict:
     """M(N) for m = 40 over the ER experiment's spot grid."""
     e40 = s.spot_metric[(0.0, 40)]
     mono40e = bool(np.all(np.diff(e40) <= MONOTONE_TOL))
-    return _row("M decreases with N for m = 40 (ER experiment, spot N grid)", "monotone decrease",
-                "M = [" + ", ".join(f"{x:.3g}" for x in e40) + f"] at N = {list(map(int, s.spot_memory))}",
-                _agree(mono40e, float(s.spot_memory[int(np.nanargmin(e40))]) == float(s.spot_memory[-1])),
-                "experiment", value=float(mono40e))
+    return _row(
+        "M decreases with N for m = 40 (ER experiment, spot N grid)",
+        "monotone decrease",
+        "M = [" + ", ".join(f"{x:.3g}" for x in e40) + f"] at N = {list(map(int, s.spot_memory))}",
+        _agree(mono40e, float(s.spot_memory[int(np.nanargmin(e40))]) == float(s.spot_memory[-1])),
+        "experiment",
+        value=float(mono40e),
+    )
 
 
 # ---------------------------------------------------------------- monotone boundaries in m
@@ -126,13 +146,17 @@ def monotone_m40_experiment(s: Stages) -> dict:
 
 def _moved_text(s: Stages, cusps: list[MemoryCusps], glob: dict, glob_grid: dict) -> str:
     """The m whose optimum leaves N_max once the cusps are located, with the cusp N*."""
-    moved = [(m, c) for m, c in zip(s.grid_batch, cusps)
-             if int(m) in glob["nonmonotone_m"] and int(m) not in glob_grid["nonmonotone_m"]]
+    moved = [
+        (m, c)
+        for m, c in zip(s.grid_batch, cusps)
+        if int(m) in glob["nonmonotone_m"] and int(m) not in glob_grid["nonmonotone_m"]
+    ]
     if not moved:
         return ""
-    return ("; the cusps move the optimum off N_max for "
-            + ", ".join(f"m = {int(m)} (N* = {c.best_memory:.1f}, M* = {c.best_metric:.1g} vs M(N_max) = "
-                        f"{c.grid_metric[-1]:.2g})" for m, c in moved))
+    return "; the cusps move the optimum off N_max for " + ", ".join(
+        f"m = {int(m)} (N* = {c.best_memory:.1f}, M* = {c.best_metric:.1g} vs M(N_max) = {c.grid_metric[-1]:.2g})"
+        for m, c in moved
+    )
 
 
 def _threshold_row(s: Stages, text: str, paper_m: int, cusps: list[MemoryCusps], thr) -> dict:
@@ -140,30 +164,41 @@ def _threshold_row(s: Stages, text: str, paper_m: int, cusps: list[MemoryCusps],
     ok_s = np.isfinite(strict["threshold"]) and abs(strict["threshold"] - paper_m) <= 5
     ok_g = np.isfinite(glob["threshold"]) and abs(glob["threshold"] - paper_m) <= 5
     near = np.isfinite(strict["threshold"]) and abs(strict["threshold"] - paper_m) <= 12
-    ours = (f"with the cusps of M(N) located (sign changes of Δθ(T), refined in continuous N): strictly decreasing "
-            f"(no rise > {MONOTONE_TOL:g} between neighbours of grid + cusps) for all m ≥ "
-            f"{_fmt(strict['threshold'])}, non-monotone m: {strict['nonmonotone_m']}; optimum at N_max "
-            f"(within {MONOTONE_TOL:g}) for all m ≥ {_fmt(glob['threshold'])}{_moved_text(s, cusps, glob, glob_g)}. "
-            f"Grid alone (N {s.grid_step}): strictly decreasing for m ≥ {_fmt(strict_g['threshold'])}, "
-            f"optimum at N_max for m ≥ {_fmt(glob_g['threshold'])}")
-    return _row(text, f"boundary m ≈ {paper_m}", ours,
-                _agree(ok_s and strict["all_below_nonmonotone"], ok_s or ok_g or near), "theory",
-                value=strict["threshold"], global_threshold=glob["threshold"],
-                grid_threshold=strict_g["threshold"], grid_global_threshold=glob_g["threshold"])
+    ours = (
+        f"with the cusps of M(N) located (sign changes of Δθ(T), refined in continuous N): strictly decreasing "
+        f"(no rise > {MONOTONE_TOL:g} between neighbours of grid + cusps) for all m ≥ "
+        f"{_fmt(strict['threshold'])}, non-monotone m: {strict['nonmonotone_m']}; optimum at N_max "
+        f"(within {MONOTONE_TOL:g}) for all m ≥ {_fmt(glob['threshold'])}{_moved_text(s, cusps, glob, glob_g)}. "
+        f"Grid alone (N {s.grid_step}): strictly decreasing for m ≥ {_fmt(strict_g['threshold'])}, "
+        f"optimum at N_max for m ≥ {_fmt(glob_g['threshold'])}"
+    )
+    return _row(
+        text,
+        f"boundary m ≈ {paper_m}",
+        ours,
+        _agree(ok_s and strict["all_below_nonmonotone"], ok_s or ok_g or near),
+        "theory",
+        value=strict["threshold"],
+        global_threshold=glob["threshold"],
+        grid_threshold=strict_g["threshold"],
+        grid_global_threshold=glob_g["threshold"],
+    )
 
 
 @_register("er_monotone_threshold")
 def er_monotone_threshold(s: Stages) -> dict:
     """The m from which ER's M(N) decreases (paper: 20)."""
-    return _threshold_row(s, "ER: M(N) non-monotone for m < 20, monotone for m > 20 (γ = 0, α = 1e-3)", 20,
-                          s.cusps.er, s.thresholds_er)
+    return _threshold_row(
+        s, "ER: M(N) non-monotone for m < 20, monotone for m > 20 (γ = 0, α = 1e-3)", 20, s.cusps.er, s.thresholds_er
+    )
 
 
 @_register("per_monotone_threshold")
 def per_monotone_threshold(s: Stages) -> dict:
     """The m from which pER's M(N) decreases (paper: 15)."""
-    return _threshold_row(s, "pER: M(N) non-monotone for m < 15, monotone above (γ = 0, α = 1e-3)", 15,
-                          s.cusps.per, s.thresholds_per)
+    return _threshold_row(
+        s, "pER: M(N) non-monotone for m < 15, monotone above (γ = 0, α = 1e-3)", 15, s.cusps.per, s.thresholds_per
+    )
 
 
 @_register("gamma05_nonmonotone")
@@ -171,16 +206,22 @@ def gamma05_nonmonotone(s: Stages) -> dict:
     """γ = 0.5 (Fig. 2f): non-monotone at small m, monotone at large m."""
     strict5, glob5, strict5_grid, glob5_grid = s.thresholds_er_gamma05
     n10 = s.cusps.er_gamma05[s.batch_index(10)].best_memory
-    return _row("γ = 0.5: qualitatively like γ = 0 (non-monotone at small m, monotone at large m)",
-                "similar to γ = 0",
-                f"with the cusps of M(N): strictly decreasing for all m ≥ {_fmt(strict5['threshold'])}, "
-                f"non-monotone m: {strict5['nonmonotone_m']}; optimum at N_max for all m ≥ {_fmt(glob5['threshold'])}; "
-                f"N*(m = 10) = {n10:.4g}. Grid alone: strictly decreasing for m ≥ "
-                f"{_fmt(strict5_grid['threshold'])}, optimum at N_max for m ≥ {_fmt(glob5_grid['threshold'])}",
-                _agree(len(strict5["nonmonotone_m"]) > 0 and np.isfinite(strict5["threshold"]),
-                       len(strict5["nonmonotone_m"]) > 0), "theory", value=strict5["threshold"],
-                global_threshold=glob5["threshold"], grid_threshold=strict5_grid["threshold"],
-                grid_global_threshold=glob5_grid["threshold"])
+    return _row(
+        "γ = 0.5: qualitatively like γ = 0 (non-monotone at small m, monotone at large m)",
+        "similar to γ = 0",
+        f"with the cusps of M(N): strictly decreasing for all m ≥ {_fmt(strict5['threshold'])}, "
+        f"non-monotone m: {strict5['nonmonotone_m']}; optimum at N_max for all m ≥ {_fmt(glob5['threshold'])}; "
+        f"N*(m = 10) = {n10:.4g}. Grid alone: strictly decreasing for m ≥ "
+        f"{_fmt(strict5_grid['threshold'])}, optimum at N_max for m ≥ {_fmt(glob5_grid['threshold'])}",
+        _agree(
+            len(strict5["nonmonotone_m"]) > 0 and np.isfinite(strict5["threshold"]), len(strict5["nonmonotone_m"]) > 0
+        ),
+        "theory",
+        value=strict5["threshold"],
+        global_threshold=glob5["threshold"],
+        grid_threshold=strict5_grid["threshold"],
+        grid_global_threshold=glob5_grid["threshold"],
+    )
 
 
 # ---------------------------------------------------------------- Fig. 2e: pER vs ER
@@ -196,19 +237,27 @@ def per_worse_region_theory(s: Stages) -> dict:
     if worse.any():
         wN, wm = NN[worse], mm[worse]
         small_cells = (NN <= 250) & (mm <= 10)
-        desc = (f"pER worse (ΔM < −{WHITE_THRESHOLD:g}) in {worse.mean():.0%} of cells: "
-                f"N ∈ [{wN.min():g}, {wN.max():g}], m ∈ [{wm.min():g}, {wm.max():g}] (mean N {wN.mean():.0f} vs grid "
-                f"{NN.mean():.0f}, mean m {wm.mean():.1f} vs grid {mm.mean():.1f}); {worse[small_cells].mean():.0%} of "
-                f"the cells with N ≤ 250, m ≤ 10 are pER-worse, {worse[~small_cells].mean():.0%} of the others; "
-                f"pER better in {better.mean():.0%}, white {(~worse & ~better).mean():.0%}")
+        desc = (
+            f"pER worse (ΔM < −{WHITE_THRESHOLD:g}) in {worse.mean():.0%} of cells: "
+            f"N ∈ [{wN.min():g}, {wN.max():g}], m ∈ [{wm.min():g}, {wm.max():g}] (mean N {wN.mean():.0f} vs grid "
+            f"{NN.mean():.0f}, mean m {wm.mean():.1f} vs grid {mm.mean():.1f}); {worse[small_cells].mean():.0%} of "
+            f"the cells with N ≤ 250, m ≤ 10 are pER-worse, {worse[~small_cells].mean():.0%} of the others; "
+            f"pER better in {better.mean():.0%}, white {(~worse & ~better).mean():.0%}"
+        )
         small = bool(wN.mean() < NN.mean() and wm.mean() < mm.mean())
         partly = bool(wN.mean() < NN.mean() or wm.mean() < mm.mean())
     else:
         desc = f"pER never worse by more than {WHITE_THRESHOLD:g}; pER better in {better.mean():.0%} of cells"
         small = partly = False
-    return _row("pER is worse than ER for small N with small m (Fig. 2e)", "small N and small m",
-                desc, _agree(small, partly), "theory", fraction_worse=float(worse.mean()),
-                fraction_better=float(better.mean()))
+    return _row(
+        "pER is worse than ER for small N with small m (Fig. 2e)",
+        "small N and small m",
+        desc,
+        _agree(small, partly),
+        "theory",
+        fraction_worse=float(worse.mean()),
+        fraction_better=float(better.mean()),
+    )
 
 
 @_register("per_worse_region_experiment")
@@ -216,12 +265,19 @@ def per_worse_region_experiment(s: Stages) -> dict:
     """The sign of M_ER − M_pER at the experiment spots against the theory's."""
     rows = s.per_spot_checks
     spot_txt = "; ".join(f"(N={N}, m={m}): ΔM_exp={d:+.3g}, ΔM_th={dt:+.3g}" for N, m, d, dt in rows if np.isfinite(d))
-    sign_ok = [np.sign(d) == np.sign(dt) or (abs(d) < WHITE_THRESHOLD and abs(dt) < WHITE_THRESHOLD)
-               for _, _, d, dt in rows if np.isfinite(d) and np.isfinite(dt)]
-    return _row("pER vs ER at spot checks (ΔM = M_ER − M_pER, > 0: pER better)", "pER worse at small N, small m",
-                (spot_txt or "no spot checks") + f" ({s.plan.per_seeds} pER / {s.plan.er_seeds} ER seeds)",
-                _agree(bool(sign_ok) and all(sign_ok), any(sign_ok)), "experiment",
-                sign_agreement=float(np.mean(sign_ok)) if sign_ok else math.nan)
+    sign_ok = [
+        np.sign(d) == np.sign(dt) or (abs(d) < WHITE_THRESHOLD and abs(dt) < WHITE_THRESHOLD)
+        for _, _, d, dt in rows
+        if np.isfinite(d) and np.isfinite(dt)
+    ]
+    return _row(
+        "pER vs ER at spot checks (ΔM = M_ER − M_pER, > 0: pER better)",
+        "pER worse at small N, small m",
+        (spot_txt or "no spot checks") + f" ({s.plan.per_seeds} pER / {s.plan.er_seeds} ER seeds)",
+        _agree(bool(sign_ok) and all(sign_ok), any(sign_ok)),
+        "experiment",
+        sign_agreement=float(np.mean(sign_ok)) if sign_ok else math.nan,
+    )
 
 
 # ---------------------------------------------------------------- appendix: 1-D closed forms
@@ -231,11 +287,15 @@ def per_worse_region_experiment(s: Stages) -> dict:
 def fixed_slope_example(s: Stages) -> dict:
     """The fixed-slope example's steps to Δθ/Δθ⁰ = 0.05 (ERRATA 2)."""
     a = s.appendix
-    return _row("Fixed slope: Δθ/Δθ⁰ = 0.05 after ln 20/(mα) steps, m = 5, α = 2e-5 (ERRATA 2)",
-                "30,000 steps (printed with α = 5e-5)",
-                f"{a.slope_steps:.0f} steps at α = 2e-5 (ln20/(mα) = {math.log(20) / (5 * 2e-5):.0f}); "
-                f"{a.slope_steps_printed:.0f} at the printed α = 5e-5",
-                _agree(abs(a.slope_steps - 30000) / 30000 < 0.01), "theory", value=a.slope_steps)
+    return _row(
+        "Fixed slope: Δθ/Δθ⁰ = 0.05 after ln 20/(mα) steps, m = 5, α = 2e-5 (ERRATA 2)",
+        "30,000 steps (printed with α = 5e-5)",
+        f"{a.slope_steps:.0f} steps at α = 2e-5 (ln20/(mα) = {math.log(20) / (5 * 2e-5):.0f}); "
+        f"{a.slope_steps_printed:.0f} at the printed α = 5e-5",
+        _agree(abs(a.slope_steps - 30000) / 30000 < 0.01),
+        "theory",
+        value=a.slope_steps,
+    )
 
 
 @_register("fixed_intercept_steps")
@@ -245,12 +305,17 @@ def fixed_intercept_example(s: Stages) -> dict:
     best_a5 = float(np.nanmin(a.steps_fast))
     best_N_a5 = float(a.memory_sizes[int(np.nanargmin(a.steps_fast))])
     best_a2 = float(np.nanmin(a.steps_to_target[a.target]))
-    return _row("Fixed intercept: best N reaches Δθ/Δθ⁰ = 0.05 (K = ln 20) in < 1200 steps, m = 5, α = 5e-5",
-                "< 1200 steps",
-                f"{best_a5:.0f} steps at N* = {best_N_a5:g} (α = 5e-5; every N ≥ {best_N_a5:g} ties: the whole "
-                f"history); {best_a2:.0f} steps at α = 2e-5 "
-                f"(N* = {optimal_memory(a.memory_sizes, a.steps_to_target[a.target]):g})",
-                _agree(best_a5 < 1200, best_a5 < 1400), "theory", value=best_a5, best_memory=best_N_a5)
+    return _row(
+        "Fixed intercept: best N reaches Δθ/Δθ⁰ = 0.05 (K = ln 20) in < 1200 steps, m = 5, α = 5e-5",
+        "< 1200 steps",
+        f"{best_a5:.0f} steps at N* = {best_N_a5:g} (α = 5e-5; every N ≥ {best_N_a5:g} ties: the whole "
+        f"history); {best_a2:.0f} steps at α = 2e-5 "
+        f"(N* = {optimal_memory(a.memory_sizes, a.steps_to_target[a.target]):g})",
+        _agree(best_a5 < 1200, best_a5 < 1400),
+        "theory",
+        value=best_a5,
+        best_memory=best_N_a5,
+    )
 
 
 @_register("optimal_N_vs_K")
@@ -263,14 +328,19 @@ def optimal_memory_vs_target(s: Stages) -> dict:
     drop = [i for i in ones if i > imax]
     k_drop = float(a.targets[drop[0]]) if drop else math.nan
     rising = bool(np.all(np.diff(optN[: imax + 1]) >= 0))
-    stays = bool(drop) and bool(np.all(optN[drop[0]:] <= 1.0))
+    stays = bool(drop) and bool(np.all(optN[drop[0] :] <= 1.0))
     abrupt = bool(drop) and drop[0] == imax + 1
-    return _row("Optimal N rises with K, abruptly falls to 1 and stays 1 (fixed intercept, m = 5, α = 2e-5)",
-                "rise, abrupt fall to 1, then 1",
-                f"max N* = {optN[imax]:g} at K = {a.targets[imax]:g}; falls to 1 at K = {_fmt(k_drop)} "
-                f"(rising: {rising}, abrupt: {abrupt}, stays 1: {stays}); "
-                f"N*(K = ln20) = {optimal_memory(a.memory_sizes, a.steps_to_target[a.target]):g}",
-                _agree(rising and abrupt and stays, stays), "theory", k_drop=k_drop, max_optimal=float(optN[imax]))
+    return _row(
+        "Optimal N rises with K, abruptly falls to 1 and stays 1 (fixed intercept, m = 5, α = 2e-5)",
+        "rise, abrupt fall to 1, then 1",
+        f"max N* = {optN[imax]:g} at K = {a.targets[imax]:g}; falls to 1 at K = {_fmt(k_drop)} "
+        f"(rising: {rising}, abrupt: {abrupt}, stays 1: {stays}); "
+        f"N*(K = ln20) = {optimal_memory(a.memory_sizes, a.steps_to_target[a.target]):g}",
+        _agree(rising and abrupt and stays, stays),
+        "theory",
+        k_drop=k_drop,
+        max_optimal=float(optN[imax]),
+    )
 
 
 @_register("per_1d_faster")
@@ -278,11 +348,15 @@ def per_1d_faster(s: Stages) -> dict:
     """pER's exponent against ER's in the fixed-intercept case."""
     a = s.appendix
     dk = a.exponent_per - a.exponent_er
-    return _row("Fixed intercept: pER always converges faster than ER (k_pri ≥ k), N = 500, m = 5",
-                "k_pri − k > 0 for t > 0",
-                f"min(k_pri − k) over t ∈ (0, 2000] = {dk[1:].min():.3g}; Δθ/Δθ⁰ at t = 2000: "
-                f"ER {math.exp(-a.exponent_er[-1]):.3g}, pER {math.exp(-a.exponent_per[-1]):.3g}",
-                _agree(bool(dk[1:].min() > 0)), "theory", value=float(dk[1:].min()))
+    return _row(
+        "Fixed intercept: pER always converges faster than ER (k_pri ≥ k), N = 500, m = 5",
+        "k_pri − k > 0 for t > 0",
+        f"min(k_pri − k) over t ∈ (0, 2000] = {dk[1:].min():.3g}; Δθ/Δθ⁰ at t = 2000: "
+        f"ER {math.exp(-a.exponent_er[-1]):.3g}, pER {math.exp(-a.exponent_per[-1]):.3g}",
+        _agree(bool(dk[1:].min() > 0)),
+        "theory",
+        value=float(dk[1:].min()),
+    )
 
 
 # ---------------------------------------------------------------- Fig. 2a narrative
@@ -296,15 +370,24 @@ def overshoot_theta1_n100(s: Stages) -> dict:
         r = ov.rise
         ok = abs(r["t10"] - 200) <= 100 and abs(r["end"] - 500) <= 100
         part = r["start"] < 500 and r["end"] > 200
-        txt = (f"|Δθ1| rises from the first-stage plateau {ov.plateau:.3g} (Eq. BeginningConv) after "
-               f"t ≈ {r['start']:.0f} to its peak {r['peak']:.3g} at t = {r['end']:.0f}; slowly at first: "
-               f"10% of the rise by t = {r['t10']:.0f}")
+        txt = (
+            f"|Δθ1| rises from the first-stage plateau {ov.plateau:.3g} (Eq. BeginningConv) after "
+            f"t ≈ {r['start']:.0f} to its peak {r['peak']:.3g} at t = {r['end']:.0f}; slowly at first: "
+            f"10% of the rise by t = {r['t10']:.0f}"
+        )
         main_iv = (r["t10"], r["end"])
     else:
         ok = part = False
         txt, main_iv = "|Δθ1| never rises after the first stage", (math.nan, math.nan)
-    return _row("Fig. 2a: θ1 moves away from β1 between t ≈ 200 and 500 (theory, N = 100)",
-                "t ≈ 200 → 500", txt, _agree(ok, part), "theory", start=main_iv[0], end=main_iv[1])
+    return _row(
+        "Fig. 2a: θ1 moves away from β1 between t ≈ 200 and 500 (theory, N = 100)",
+        "t ≈ 200 → 500",
+        txt,
+        _agree(ok, part),
+        "theory",
+        start=main_iv[0],
+        end=main_iv[1],
+    )
 
 
 @_register("overshoot_theta2_N100")
@@ -312,11 +395,15 @@ def overshoot_theta2_n100(s: Stages) -> dict:
     """The sign of Δθ2 near t = 600 at N = 100."""
     ov = s.overshoot_100
     d2_600 = float(ov.dtheta[600, 1])
-    return _row("Fig. 2a: θ2 overshoots, negative bias Δθ2 < 0 near t = 600 (theory, N = 100)",
-                "Δθ2(600) < 0",
-                f"Δθ2(600) = {d2_600:+.3g}, θ2(600) = {d2_600 + 0.5:.3g}; Δθ2 < 0 over "
-                + (", ".join(f"[{a:.0f}, {b:.0f}]" for a, b in ov.negative) or "never"),
-                _agree(d2_600 < 0, bool(ov.negative)), "theory", value=d2_600)
+    return _row(
+        "Fig. 2a: θ2 overshoots, negative bias Δθ2 < 0 near t = 600 (theory, N = 100)",
+        "Δθ2(600) < 0",
+        f"Δθ2(600) = {d2_600:+.3g}, θ2(600) = {d2_600 + 0.5:.3g}; Δθ2 < 0 over "
+        + (", ".join(f"[{a:.0f}, {b:.0f}]" for a, b in ov.negative) or "never"),
+        _agree(d2_600 < 0, bool(ov.negative)),
+        "theory",
+        value=d2_600,
+    )
 
 
 @_register("overshoot_N1000")
@@ -325,13 +412,20 @@ def overshoot_n1000(s: Stages) -> dict:
     ov = s.overshoot_1000
     d2 = ov.dtheta[600, 1]
     fits1k = ov.rise is not None and bool(ov.rise) and abs(ov.rise["end"] - 500) <= 100 and float(d2) < 0
-    return _row("Fig. 2a narrative at N = 1000 instead (ERRATA 10: fits N ≈ 100, not 1000)",
-                "narrative does not fit N = 1000",
-                (f"|Δθ1| peaks at t = {ov.rise['end']:.0f} ({ov.rise['peak']:.3g})" if ov.rise else "|Δθ1| never rises")
-                + f"; Δθ2(600) = {d2:+.3g}"
-                + (", Δθ2 < 0 over " + ", ".join(f"[{a:.0f}, {b:.0f}]" for a, b in ov.negative)
-                   if ov.negative else ", Δθ2 never < 0"),
-                _agree(not fits1k), "theory", value=float(d2))
+    return _row(
+        "Fig. 2a narrative at N = 1000 instead (ERRATA 10: fits N ≈ 100, not 1000)",
+        "narrative does not fit N = 1000",
+        (f"|Δθ1| peaks at t = {ov.rise['end']:.0f} ({ov.rise['peak']:.3g})" if ov.rise else "|Δθ1| never rises")
+        + f"; Δθ2(600) = {d2:+.3g}"
+        + (
+            ", Δθ2 < 0 over " + ", ".join(f"[{a:.0f}, {b:.0f}]" for a, b in ov.negative)
+            if ov.negative
+            else ", Δθ2 never < 0"
+        ),
+        _agree(not fits1k),
+        "theory",
+        value=float(d2),
+    )
 
 
 # ---------------------------------------------------------------- theory vs experiment
@@ -340,16 +434,26 @@ def overshoot_n1000(s: Stages) -> dict:
 def _agreement_row(s: Stages, errs: dict[Key, tuple[float, float]], nseeds: int, what: str, extra: str = "") -> dict:
     worst = max(v[0] for v in errs.values())
     txt = "; ".join(f"N={k[0]}, m={k[1]}, α={k[2]:g}: {v[0]:.2g} ({v[1]:.2g} for t ≥ 10)" for k, v in errs.items())
-    return _row(f"Theory–experiment agreement, max_t |Δθ_exp − Δθ_ode| ({what}, {nseeds} seeds averaged)",
-                "excellent agreement", txt + extra, _agree(worst < 1e-2, worst < 3e-2), "experiment + theory",
-                value=worst)
+    return _row(
+        f"Theory–experiment agreement, max_t |Δθ_exp − Δθ_ode| ({what}, {nseeds} seeds averaged)",
+        "excellent agreement",
+        txt + extra,
+        _agree(worst < 1e-2, worst < 3e-2),
+        "experiment + theory",
+        value=worst,
+    )
 
 
 @_register("agreement_er")
 def agreement_er(s: Stages) -> dict:
     """ER experiment against the ODE: curves, and M over the spot grid."""
-    return _agreement_row(s, s.agreement_er, s.plan.er_seeds, "ER, γ = 0",
-                          f"; max |M_exp − M_ode| over the ER spot grid: {s.spot_error:.2g}")
+    return _agreement_row(
+        s,
+        s.agreement_er,
+        s.plan.er_seeds,
+        "ER, γ = 0",
+        f"; max |M_exp − M_ode| over the ER spot grid: {s.spot_error:.2g}",
+    )
 
 
 @_register("agreement_per")
@@ -372,36 +476,49 @@ def aer_vs_fixed_metric(s: Stages) -> dict:
     """aER from N0 = 100 against fixed N = 100, seed-averaged curves."""
     c = s.adaptive
     mean_final = float(s.aer.mean_memory[-1])
-    return _row("aER from N0 = 100 beats fixed N = 100 (m = 10, α = 1e-3; k = 20, n_old = 50 assumed)",
-                "aER better (no number)",
-                f"M_aER = {c.metric:.4g} vs M_fixed = {c.fixed_metric:.4g} (seed-averaged curves, "
-                f"{s.plan.aer_seeds} seeds); mean final N = {s.aer.mean_memory[-1]:.0f}",
-                _agree(c.metric < c.fixed_metric), "experiment",
-                aer=c.metric, fixed=c.fixed_metric, mean_final_memory=mean_final)
+    return _row(
+        "aER from N0 = 100 beats fixed N = 100 (m = 10, α = 1e-3; k = 20, n_old = 50 assumed)",
+        "aER better (no number)",
+        f"M_aER = {c.metric:.4g} vs M_fixed = {c.fixed_metric:.4g} (seed-averaged curves, "
+        f"{s.plan.aer_seeds} seeds); mean final N = {s.aer.mean_memory[-1]:.0f}",
+        _agree(c.metric < c.fixed_metric),
+        "experiment",
+        aer=c.metric,
+        fixed=c.fixed_metric,
+        mean_final_memory=mean_final,
+    )
 
 
 @_register("aer_seed_fraction")
 def aer_seed_fraction(s: Stages) -> dict:
     """The share of seeds in which aER ends below the fixed memory."""
     c = s.adaptive
-    return _row("Share of seeds where aER's M is below the averaged fixed-memory M",
-                "not given for LineSearch (71% for CartPole)",
-                f"{c.fraction:.0%} vs the averaged fixed run; {c.fraction_paired:.0%} paired by seed",
-                _agree(c.fraction > 0.5, c.fraction_paired > 0.5),
-                "experiment", value=c.fraction, paired=c.fraction_paired)
+    return _row(
+        "Share of seeds where aER's M is below the averaged fixed-memory M",
+        "not given for LineSearch (71% for CartPole)",
+        f"{c.fraction:.0%} vs the averaged fixed run; {c.fraction_paired:.0%} paired by seed",
+        _agree(c.fraction > 0.5, c.fraction_paired > 0.5),
+        "experiment",
+        value=c.fraction,
+        paired=c.fraction_paired,
+    )
 
 
 @_register("aer_vs_fixed_theory")
 def aer_vs_fixed_theory(s: Stages) -> dict:
     """The ODE driven by aER's mean N(t) against the fixed-100 ODE (not in the paper)."""
     c = s.adaptive
-    return _row("ODE driven by aER's mean N(t) vs fixed-100 ODE (not in the paper)",
-                "aER better (not computed in the paper)",
-                f"M_ode(aER N(t)) = {s.aer.metric:.4g} vs M_ode(N=100) = {c.theory_fixed_metric:.4g}; "
-                f"max_t |Δθ_exp,aER − Δθ_ode,driven| = "
-                f"{np.nanmax(np.abs(np.nanmean(c.dtheta, 0) - s.aer.dtheta[1:])):.2g}",
-                _agree(s.aer.metric < c.theory_fixed_metric), "theory", aer=s.aer.metric,
-                fixed=c.theory_fixed_metric)
+    return _row(
+        "ODE driven by aER's mean N(t) vs fixed-100 ODE (not in the paper)",
+        "aER better (not computed in the paper)",
+        f"M_ode(aER N(t)) = {s.aer.metric:.4g} vs M_ode(N=100) = {c.theory_fixed_metric:.4g}; "
+        f"max_t |Δθ_exp,aER − Δθ_ode,driven| = "
+        f"{np.nanmax(np.abs(np.nanmean(c.dtheta, 0) - s.aer.dtheta[1:])):.2g}",
+        _agree(s.aer.metric < c.theory_fixed_metric),
+        "theory",
+        aer=s.aer.metric,
+        fixed=c.theory_fixed_metric,
+    )
 
 
 CLAIM_IDS = tuple(CLAIMS)

@@ -102,17 +102,31 @@ def _learning_curves(N: int) -> tuple[FigureMaker, FigureMaker, FigureMaker]:
     key5 = (N, M_CURVES, ALPHA_CURVES, GAMMA_NONZERO)
 
     def er(s: Stages):
-        return plots.learning_curves(s.times, s.er.curve(*key), s.exp_times, s.ex_er.mean(*key),
-                                     title=f"Fig. 2a: ER, N = {N}, m = 5, α = 0.01, γ = 0 ({s.plan.er_seeds} seeds)")
+        return plots.learning_curves(
+            s.times,
+            s.er.curve(*key),
+            s.exp_times,
+            s.ex_er.mean(*key),
+            title=f"Fig. 2a: ER, N = {N}, m = 5, α = 0.01, γ = 0 ({s.plan.er_seeds} seeds)",
+        )
 
     def per(s: Stages):
-        return plots.learning_curves(s.times, s.per.curve(*key), s.exp_times, s.ex_per.mean(*key),
-                                     title=f"Fig. 2b: pER (β = 2), N = {N}, m = 5, α = 0.01 ({s.plan.per_seeds} seeds)")
+        return plots.learning_curves(
+            s.times,
+            s.per.curve(*key),
+            s.exp_times,
+            s.ex_per.mean(*key),
+            title=f"Fig. 2b: pER (β = 2), N = {N}, m = 5, α = 0.01 ({s.plan.per_seeds} seeds)",
+        )
 
     def er_gamma05(s: Stages):
         return plots.learning_curves(
-            s.times, s.er.curve(*key5), s.exp_times, s.ex_er.mean(*key5),
-            title=f"ER, γ = 0.5 (β = (0.1, 0.5) reward weights), N = {N}, m = 5, α = 0.01 ({s.plan.er_seeds} seeds)")
+            s.times,
+            s.er.curve(*key5),
+            s.exp_times,
+            s.ex_er.mean(*key5),
+            title=f"ER, γ = 0.5 (β = (0.1, 0.5) reward weights), N = {N}, m = 5, α = 0.01 ({s.plan.er_seeds} seeds)",
+        )
 
     return er, per, er_gamma05
 
@@ -125,9 +139,12 @@ def _explain(N: int) -> FigureMaker:
 
     def make(s: Stages):
         return plots.compare_learning_curves(
-            s.times, {"ER": s.er.curve(*key), "pER": s.per.curve(*key)},
-            s.exp_times, {"ER": s.ex_er.mean(*key), "pER": s.ex_per.mean(*key)},
-            title=f"ER vs pER, N = {N}, m = 10, α = 1e-3 ({s.plan.er_seeds}/{s.plan.per_seeds} seeds)")
+            s.times,
+            {"ER": s.er.curve(*key), "pER": s.per.curve(*key)},
+            s.exp_times,
+            {"ER": s.ex_er.mean(*key), "pER": s.ex_per.mean(*key)},
+            title=f"ER vs pER, N = {N}, m = 10, α = 1e-3 ({s.plan.er_seeds}/{s.plan.per_seeds} seeds)",
+        )
 
     return make
 
@@ -147,9 +164,12 @@ def metric_vs_memory(s: Stages):
     from jaxreplay.paper import plots
 
     return plots.metric_vs_memory(
-        s.grid_memory, {f"m = {m}": s.cusps.er[s.batch_index(m)].curve() for m in (5, 10, 40)},
-        s.spot_memory, {f"m = {m}": s.spot_metric[(0.0, m)] for m in (5, 10, 40)},
-        title=f"Fig. 2c: M vs N, ER, α = 1e-3, γ = 0 ({s.plan.er_seeds} seeds)")
+        s.grid_memory,
+        {f"m = {m}": s.cusps.er[s.batch_index(m)].curve() for m in (5, 10, 40)},
+        s.spot_memory,
+        {f"m = {m}": s.spot_metric[(0.0, m)] for m in (5, 10, 40)},
+        title=f"Fig. 2c: M vs N, ER, α = 1e-3, γ = 0 ({s.plan.er_seeds} seeds)",
+    )
 
 
 def _best_memory(cusps: list[MemoryCusps]) -> np.ndarray:
@@ -162,9 +182,14 @@ def contour_er(s: Stages):
     from jaxreplay.paper import plots
 
     return plots.metric_contour(
-        s.grid_memory, s.grid_batch, s.metric_er, _best_memory(s.cusps.er),
-        title="Fig. 2d: M(N, m), ER, γ = 0, α = 1e-3 (theory)", shallow=_shallow(s.cusps.er),
-        shallow_label=_SHALLOW_LABEL)
+        s.grid_memory,
+        s.grid_batch,
+        s.metric_er,
+        _best_memory(s.cusps.er),
+        title="Fig. 2d: M(N, m), ER, γ = 0, α = 1e-3 (theory)",
+        shallow=_shallow(s.cusps.er),
+        shallow_label=_SHALLOW_LABEL,
+    )
 
 
 @_figure("fig2f_contour_er_gamma0.5.png")
@@ -173,9 +198,14 @@ def contour_er_gamma05(s: Stages):
     from jaxreplay.paper import plots
 
     return plots.metric_contour(
-        s.grid_memory, s.grid_batch, s.metric_er_gamma05, _best_memory(s.cusps.er_gamma05),
-        title="Fig. 2f: M(N, m), ER, γ = 0.5, α = 1e-3 (theory)", shallow=_shallow(s.cusps.er_gamma05),
-        shallow_label=_SHALLOW_LABEL)
+        s.grid_memory,
+        s.grid_batch,
+        s.metric_er_gamma05,
+        _best_memory(s.cusps.er_gamma05),
+        title="Fig. 2f: M(N, m), ER, γ = 0.5, α = 1e-3 (theory)",
+        shallow=_shallow(s.cusps.er_gamma05),
+        shallow_label=_SHALLOW_LABEL,
+    )
 
 
 @_figure("fig2e_er_vs_per_map.png")
@@ -184,8 +214,14 @@ def er_vs_per_map(s: Stages):
     from jaxreplay.paper import plots
 
     points = [(N, m, d) for N, m, d, _ in s.per_spot_checks if np.isfinite(d)]
-    return plots.comparison_map(s.grid_memory, s.grid_batch, s.delta_metric, WHITE_THRESHOLD,
-                                experiment_points=points, title="Fig. 2e: pER (red) vs ER (blue), α = 1e-3, γ = 0")
+    return plots.comparison_map(
+        s.grid_memory,
+        s.grid_batch,
+        s.delta_metric,
+        WHITE_THRESHOLD,
+        experiment_points=points,
+        title="Fig. 2e: pER (red) vs ER (blue), α = 1e-3, γ = 0",
+    )
 
 
 @_figure("figA4b_contour_per_gamma0.png")
@@ -194,9 +230,14 @@ def contour_per(s: Stages):
     from jaxreplay.paper import plots
 
     return plots.metric_contour(
-        s.grid_memory, s.grid_batch, s.metric_per, _best_memory(s.cusps.per),
-        title="M(N, m), pER (β = 2), γ = 0, α = 1e-3 (theory)", shallow=_shallow(s.cusps.per),
-        shallow_label=_SHALLOW_LABEL)
+        s.grid_memory,
+        s.grid_batch,
+        s.metric_per,
+        _best_memory(s.cusps.per),
+        title="M(N, m), pER (β = 2), γ = 0, α = 1e-3 (theory)",
+        shallow=_shallow(s.cusps.per),
+        shallow_label=_SHALLOW_LABEL,
+    )
 
 
 @_figure("figA4c_er_minus_per_contour.png")
@@ -204,8 +245,9 @@ def er_minus_per(s: Stages):
     """Appendix Fig. 2DComp: M_ER − M_pER."""
     from jaxreplay.paper import plots
 
-    return plots.difference_contour(s.grid_memory, s.grid_batch, s.delta_metric,
-                                    title=r"$M_{ER} - M_{pER}$, γ = 0, α = 1e-3 (theory)")
+    return plots.difference_contour(
+        s.grid_memory, s.grid_batch, s.delta_metric, title=r"$M_{ER} - M_{pER}$, γ = 0, α = 1e-3 (theory)"
+    )
 
 
 @_figure("figA1a_exponent_k_fixed_intercept.png")
@@ -214,8 +256,9 @@ def exponent_fixed_intercept(s: Stages):
     from jaxreplay.paper import plots
 
     a = s.appendix
-    return plots.exponent_curves(a.times, {f"N = {N}": k for N, k in a.exponent.items()},
-                                 title="Fixed intercept: k(t), m = 5, α = 2e-5")
+    return plots.exponent_curves(
+        a.times, {f"N = {N}": k for N, k in a.exponent.items()}, title="Fixed intercept: k(t), m = 5, α = 2e-5"
+    )
 
 
 @_figure("figA1b_metric_ratio_fixed_intercept.png")
@@ -224,8 +267,11 @@ def metric_ratio_fixed_intercept(s: Stages):
     from jaxreplay.paper import plots
 
     a = s.appendix
-    return plots.metric_ratio_curves(a.times, {f"N = {N}": np.exp(-k) for N, k in a.exponent.items()},
-                                     title=r"Fixed intercept: $\Delta\theta/\Delta\theta^0 = e^{-k}$, m = 5, α = 2e-5")
+    return plots.metric_ratio_curves(
+        a.times,
+        {f"N = {N}": np.exp(-k) for N, k in a.exponent.items()},
+        title=r"Fixed intercept: $\Delta\theta/\Delta\theta^0 = e^{-k}$, m = 5, α = 2e-5",
+    )
 
 
 @_figure("figA2a_steps_to_K_vs_memory_size.png")
@@ -237,7 +283,8 @@ def steps_vs_memory(s: Stages):
     return plots.steps_vs_memory(
         a.memory_sizes,
         {(f"K = {K:g}" if K != a.target else "K = ln 20 ≈ 3.00"): t for K, t in a.steps_to_target.items()},
-        title="Fixed intercept: steps to reach k = K, m = 5, α = 2e-5")
+        title="Fixed intercept: steps to reach k = K, m = 5, α = 2e-5",
+    )
 
 
 @_figure("figA2b_optimal_memory_vs_K.png")
@@ -245,8 +292,9 @@ def optimal_memory_vs_target(s: Stages):
     """Appendix Fig. 1DOptSize: the optimal N against K."""
     from jaxreplay.paper import plots
 
-    return plots.optimal_memory_vs_target(s.appendix.targets, s.appendix.optimal_memory,
-                                          title="Fixed intercept: optimal N vs target K, m = 5, α = 2e-5")
+    return plots.optimal_memory_vs_target(
+        s.appendix.targets, s.appendix.optimal_memory, title="Fixed intercept: optimal N vs target K, m = 5, α = 2e-5"
+    )
 
 
 @_figure("figA3_per_vs_er_1d_N500.png")
@@ -255,8 +303,9 @@ def per_vs_er_1d(s: Stages):
     from jaxreplay.paper import plots
 
     a = s.appendix
-    return plots.prioritized_vs_uniform_1d(a.pri_times, np.exp(-a.exponent_er), np.exp(-a.exponent_per),
-                                           title="Fixed intercept, N = 500, m = 5, α = 2e-5")
+    return plots.prioritized_vs_uniform_1d(
+        a.pri_times, np.exp(-a.exponent_er), np.exp(-a.exponent_per), title="Fixed intercept, N = 500, m = 5, α = 2e-5"
+    )
 
 
 @_figure("fig3a_aer_learning_curves.png")
@@ -266,10 +315,15 @@ def aer_learning_curves(s: Stages):
 
     c = s.adaptive
     return plots.adaptive_learning_curves(
-        s.exp_times, np.nanmean(c.dtheta, 0), np.nanmean(c.fixed_dtheta, 0), s.times, s.aer.dtheta,
+        s.exp_times,
+        np.nanmean(c.dtheta, 0),
+        np.nanmean(c.fixed_dtheta, 0),
+        s.times,
+        s.aer.dtheta,
         s.er.curve(AER_N0, AER_M, ALPHA_GRID, 0.0),
         title=f"Fig. 3a: aER from N0 = 100 vs fixed 100, m = 10, α = 1e-3 (k = 20, n_old = 50; "
-              f"{s.plan.aer_seeds} seeds)")
+        f"{s.plan.aer_seeds} seeds)",
+    )
 
 
 @_figure("fig3b_aer_memory_size.png")
@@ -279,9 +333,13 @@ def aer_memory_size(s: Stages):
 
     mem = s.aer.memory_size
     return plots.adaptive_memory(
-        s.exp_times, s.aer.mean_memory, np.percentile(mem, 10, axis=0), np.percentile(mem, 90, axis=0),
+        s.exp_times,
+        s.aer.mean_memory,
+        np.percentile(mem, 10, axis=0),
+        np.percentile(mem, 90, axis=0),
         samples=list(mem[: min(5, mem.shape[0])]),
-        title=f"Fig. 3b: aER memory size from N0 = 100, m = 10, α = 1e-3 ({s.plan.aer_seeds} seeds)")
+        title=f"Fig. 3b: aER memory size from N0 = 100, m = 10, α = 1e-3 ({s.plan.aer_seeds} seeds)",
+    )
 
 
 if set(FIGURE_MAKERS) != set(FIGURES):

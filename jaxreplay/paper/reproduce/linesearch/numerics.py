@@ -12,8 +12,9 @@ import numpy.typing as npt
 from jaxreplay.paper.reproduce.linesearch.plan import ALPHA_1D, M_1D, MONOTONE_TOL, TARGET_RATIO
 
 
-def first_crossing(fn: Callable[[np.ndarray], np.ndarray], target: Any, t_high: float, t_low: float = 0.0,
-                   iterations: int = 100) -> np.ndarray:
+def first_crossing(
+    fn: Callable[[np.ndarray], np.ndarray], target: Any, t_high: float, t_low: float = 0.0, iterations: int = 100
+) -> np.ndarray:
     """Smallest t in [t_low, t_high] with ``fn(t) >= target``, for ``fn`` non-decreasing in t.
 
     Vectorised bisection: ``fn`` maps an array of times (broadcast with
@@ -37,8 +38,15 @@ def first_crossing(fn: Callable[[np.ndarray], np.ndarray], target: Any, t_high: 
     return np.where(reached, out, np.nan)
 
 
-def steps_to_exponent(target: Any, memory_size: Any, batch_size: Any = M_1D, step_size: Any = ALPHA_1D,
-                      t_high: float = 1e5, initial_position: float = -5.0, speed: float = 0.01) -> np.ndarray:
+def steps_to_exponent(
+    target: Any,
+    memory_size: Any,
+    batch_size: Any = M_1D,
+    step_size: Any = ALPHA_1D,
+    t_high: float = 1e5,
+    initial_position: float = -5.0,
+    speed: float = 0.01,
+) -> np.ndarray:
     """Learning steps t at which the fixed-intercept exponent k(t) (Eq. 1Dk) reaches ``target`` = K.
 
     Root of the closed form :func:`jaxreplay.paper.theory.fixed_intercept_exponent`
@@ -51,13 +59,17 @@ def steps_to_exponent(target: Any, memory_size: Any, batch_size: Any = M_1D, ste
     N = np.broadcast_to(np.asarray(memory_size, dtype=np.float64), shape)
     m = np.broadcast_to(np.asarray(batch_size, dtype=np.float64), shape)
     a = np.broadcast_to(np.asarray(step_size, dtype=np.float64), shape)
-    fn = lambda t: np.asarray(theory.fixed_intercept_exponent(np.broadcast_to(t, shape), N, m, a,  # noqa: E731
-                                                              initial_position, speed))
+
+    def fn(t):
+        exponent = theory.fixed_intercept_exponent(np.broadcast_to(t, shape), N, m, a, initial_position, speed)
+        return np.asarray(exponent)
+
     return first_crossing(fn, np.broadcast_to(np.asarray(target, np.float64), shape), t_high, iterations=64)
 
 
-def fixed_slope_steps(ratio: Any = TARGET_RATIO, batch_size: Any = M_1D, step_size: Any = ALPHA_1D,
-                      t_high: float = 1e8) -> np.ndarray:
+def fixed_slope_steps(
+    ratio: Any = TARGET_RATIO, batch_size: Any = M_1D, step_size: Any = ALPHA_1D, t_high: float = 1e8
+) -> np.ndarray:
     """Steps at which the fixed-slope metric Δθ/Δθ⁰ = e^{−mαt} falls to ``ratio`` (numerically).
 
     Root-finds :func:`jaxreplay.paper.theory.fixed_slope_solution`; the closed form
@@ -72,8 +84,9 @@ def fixed_slope_steps(ratio: Any = TARGET_RATIO, batch_size: Any = M_1D, step_si
     return first_crossing(fn, -np.broadcast_to(np.asarray(ratio, np.float64), shape), t_high)
 
 
-def prioritized_exponent_1d(t: np.ndarray, memory_size: float, batch_size: float = M_1D,
-                            step_size: float = ALPHA_1D) -> tuple[np.ndarray, np.ndarray]:
+def prioritized_exponent_1d(
+    t: np.ndarray, memory_size: float, batch_size: float = M_1D, step_size: float = ALPHA_1D
+) -> tuple[np.ndarray, np.ndarray]:
     """(k(t), k_pri(t)) in the fixed-intercept case (pER with β = 2) on the grid ``t`` (from 0).
 
     k is the closed form (Eq. 1Dk); k_pri = k + ∫₀ᵗ d(k_pri − k)/dt' dt' with
@@ -110,8 +123,12 @@ def nonmonotone(metric: np.ndarray, tol: float = MONOTONE_TOL, strict: bool = Tr
     return (metric[-1] - np.nanmin(metric, axis=0)) > tol
 
 
-def monotone_threshold(batch_sizes: npt.ArrayLike, metric: np.ndarray | Sequence[np.ndarray],
-                       tol: float = MONOTONE_TOL, strict: bool = True) -> dict:
+def monotone_threshold(
+    batch_sizes: npt.ArrayLike,
+    metric: np.ndarray | Sequence[np.ndarray],
+    tol: float = MONOTONE_TOL,
+    strict: bool = True,
+) -> dict:
     """Where M(N) turns monotone (decreasing) in m. ``metric``: [nN, nm], N and m increasing,
     or a list of nm curves M(N) of their own lengths (e.g. each m's grid with its cusps,
     :meth:`jaxreplay.paper.theory.MemoryCusps.curve`).
@@ -159,4 +176,3 @@ def seed_average_metric(dtheta: np.ndarray) -> float:
     """M of the seed-averaged curve: |⟨Δθ1(T)⟩| + |⟨Δθ2(T)⟩| for ``dtheta`` [seeds, T, 2]."""
     mean = np.nanmean(np.asarray(dtheta, dtype=np.float64)[:, -1, :], axis=0)
     return float(np.abs(mean).sum())
-

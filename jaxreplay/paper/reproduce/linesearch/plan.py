@@ -24,7 +24,6 @@ EXPLAIN_MEMORY = (100, 250, 1000)
 FIG1D_MEMORY = (1, 50, 500, 1000)
 
 
-
 @dataclasses.dataclass(frozen=True)
 class Plan:
     """Resolution of one reproduction run.
@@ -108,4 +107,3 @@ def make_plan(mode: str = "default", seeds: int | None = None) -> Plan:
             raise ValueError(f"seeds must be a positive integer, got {seeds!r}.")
         plan = dataclasses.replace(plan, er_seeds=int(seeds), aer_seeds=int(seeds), per_seeds=max(1, int(seeds) // 4))
     return plan
-

@@ -67,13 +67,18 @@ def numbers(s: Stages, claims: list[dict]) -> dict:
     out.update(
         optimal_N_m10=by_id["optimal_N_m10_theory"]["value"],
         optimal_N_m10_experiment=by_id["optimal_N_m10_experiment"]["value"],
-        er_threshold=er.strict["threshold"], per_threshold=per.strict["threshold"],
+        er_threshold=er.strict["threshold"],
+        per_threshold=per.strict["threshold"],
         gamma05_threshold=g5.strict["threshold"],
-        er_threshold_global=er.glob["threshold"], per_threshold_global=per.glob["threshold"],
+        er_threshold_global=er.glob["threshold"],
+        per_threshold_global=per.glob["threshold"],
         gamma05_threshold_global=g5.glob["threshold"],
-        er_threshold_grid=er.strict_grid["threshold"], per_threshold_grid=per.strict_grid["threshold"],
-        gamma05_threshold_grid=g5.strict_grid["threshold"], er_threshold_global_grid=er.glob_grid["threshold"],
-        per_threshold_global_grid=per.glob_grid["threshold"], gamma05_threshold_global_grid=g5.glob_grid["threshold"],
+        er_threshold_grid=er.strict_grid["threshold"],
+        per_threshold_grid=per.strict_grid["threshold"],
+        gamma05_threshold_grid=g5.strict_grid["threshold"],
+        er_threshold_global_grid=er.glob_grid["threshold"],
+        per_threshold_global_grid=per.glob_grid["threshold"],
+        gamma05_threshold_global_grid=g5.glob_grid["threshold"],
         optimal_N_m10_grid=s.cusps.er[s.batch_index(10)].grid_best_memory,
         optimal_memory={name: [float(x.best_memory) for x in cs] for name, cs in cusp_sets},
         optimal_memory_grid={name: [float(x.grid_best_memory) for x in cs] for name, cs in cusp_sets},
@@ -88,20 +93,27 @@ def numbers(s: Stages, claims: list[dict]) -> dict:
         max_error_gamma05=max(v[0] for v in agreements[2].values()),
         max_error_er_late=max(v[1] for v in agreements[0].values()),
         max_error_per_late=max(v[1] for v in agreements[1].values()),
-        aer_M=c.metric, fixed_M=c.fixed_metric, aer_fraction=c.fraction, aer_fraction_paired=c.fraction_paired,
-        aer_theory_M=s.aer.metric, fixed_theory_M=c.theory_fixed_metric,
+        aer_M=c.metric,
+        fixed_M=c.fixed_metric,
+        aer_fraction=c.fraction,
+        aer_fraction_paired=c.fraction_paired,
+        aer_theory_M=s.aer.metric,
+        fixed_theory_M=c.theory_fixed_metric,
         aer_mean_final_memory=float(s.aer.mean_memory[-1]),
         theta1_away_start=by_id["overshoot_theta1_N100"]["start"],
         theta1_away_end=by_id["overshoot_theta1_N100"]["end"],
-        dtheta2_600=by_id["overshoot_theta2_N100"]["value"], diverged=diverged(s),
+        dtheta2_600=by_id["overshoot_theta2_N100"]["value"],
+        diverged=diverged(s),
         direction_changed=direction_changed(s),
     )
     return out
 
 
-def report_markdown(plan: Plan, claims, figs, runtime, n_div, n_changed, n_rows, timings, batch_sizes=(),
-                    cusp_tables=None) -> str:
+def report_markdown(
+    plan: Plan, claims, figs, runtime, n_div, n_changed, n_rows, timings, batch_sizes=(), cusp_tables=None
+) -> str:
     """The text of ``report.md``: settings, the claims table, the figures, the cusp tables and the stage timings."""
+
     def cell(s):
         return str(s).replace("|", "\\|").replace("\n", " ")
 
@@ -156,15 +168,22 @@ def report_markdown(plan: Plan, claims, figs, runtime, n_div, n_changed, n_rows,
         if name in figs:
             lines.append(f"- `{name}`: {desc}")
     for title, cusps in (cusp_tables or {}).items():
-        lines += ["", f"## Cusps of M(N): {title}, α = {ALPHA_GRID:g} (theory)", "",
-                  "Sign changes of Δθ1(T) / Δθ2(T) between grid neighbours, refined in continuous N "
-                  "(`jaxreplay.paper.theory.memory_cusps`); the optimum is over the grid and these cusps.", "",
-                  "| m | cusps: N (component) | optimum N*, M* | grid alone N*, M* | M(N_max) |",
-                  "| --- | --- | --- | --- | --- |"]
+        lines += [
+            "",
+            f"## Cusps of M(N): {title}, α = {ALPHA_GRID:g} (theory)",
+            "",
+            "Sign changes of Δθ1(T) / Δθ2(T) between grid neighbours, refined in continuous N "
+            "(`jaxreplay.paper.theory.memory_cusps`); the optimum is over the grid and these cusps.",
+            "",
+            "| m | cusps: N (component) | optimum N*, M* | grid alone N*, M* | M(N_max) |",
+            "| --- | --- | --- | --- | --- |",
+        ]
         for m, c in zip(batch_sizes, cusps):
             where = ", ".join(f"{x:.1f} (Δθ{k + 1})" for x, k in zip(c.cusp_memory, c.cusp_component)) or "none"
-            lines.append(f"| {int(m)} | {where} | {c.best_memory:.5g}, {c.best_metric:.2g} | "
-                         f"{c.grid_best_memory:g}, {c.grid_best_metric:.2g} | {c.grid_metric[-1]:.2g} |")
+            lines.append(
+                f"| {int(m)} | {where} | {c.best_memory:.5g}, {c.best_metric:.2g} | "
+                f"{c.grid_best_memory:g}, {c.grid_best_metric:.2g} | {c.grid_metric[-1]:.2g} |"
+            )
     lines += ["", "## Stage timings (s)", ""]
     lines += [f"- {k}: {v:.1f}" for k, v in timings.items()]
     return "\n".join(lines) + "\n"

@@ -60,9 +60,17 @@ if TYPE_CHECKING:
 Key = tuple[int, int, float, float]
 """One configuration: (N, m, α, γ)."""
 
-STAGE_NAMES = ("theory: ER grid + curves", "theory: pER grid + curves", "theory: cusps of M(N)",
-               "appendix closed forms", "experiment: ER", "experiment: pER", "experiment: aER",
-               "theory: ODE driven by aER N(t)", "claims, figures, CSV, report")
+STAGE_NAMES = (
+    "theory: ER grid + curves",
+    "theory: pER grid + curves",
+    "theory: cusps of M(N)",
+    "appendix closed forms",
+    "experiment: ER",
+    "experiment: pER",
+    "experiment: aER",
+    "theory: ODE driven by aER N(t)",
+    "claims, figures, CSV, report",
+)
 """The stages as the progress bar and the report's timings name them (the last one is :func:`reproduce`'s)."""
 
 
@@ -128,13 +136,15 @@ class TheorySolves(NamedTuple):
 
     def grid_metric(self, memory_sizes, batch_sizes, gamma) -> np.ndarray:
         """M over a grid at α = :data:`ALPHA_GRID`, [nN, nm]."""
-        return np.array([[self.metric[self.registry[(N, m, ALPHA_GRID, gamma)]] for m in batch_sizes]
-                         for N in memory_sizes])
+        return np.array(
+            [[self.metric[self.registry[(N, m, ALPHA_GRID, gamma)]] for m in batch_sizes] for N in memory_sizes]
+        )
 
     def grid_final(self, memory_sizes, batch_sizes, gamma) -> np.ndarray:
         """Δθ(T) over a grid at α = :data:`ALPHA_GRID`, [nm, nN, 2]."""
-        return np.array([[self.dtheta[self.registry[(N, m, ALPHA_GRID, gamma)], -1, :] for N in memory_sizes]
-                         for m in batch_sizes])
+        return np.array(
+            [[self.dtheta[self.registry[(N, m, ALPHA_GRID, gamma)], -1, :] for N in memory_sizes] for m in batch_sizes]
+        )
 
 
 class Experiments(NamedTuple):
@@ -170,11 +180,20 @@ def solve_theory(registry: Registry, prioritized: bool, times: np.ndarray) -> Th
 
     N, m, a, g = registry.columns()
     sol = theory.solve_grid(
-        memory_size=N.astype(np.int64), batch_size=m.astype(np.int64), step_size=a, discount=g,
-        priority_exponent=PRIORITY_EXPONENT if prioritized else None, times=times, chunk=theory.cusps.CHUNK,
+        memory_size=N.astype(np.int64),
+        batch_size=m.astype(np.int64),
+        step_size=a,
+        discount=g,
+        priority_exponent=PRIORITY_EXPONENT if prioritized else None,
+        times=times,
+        chunk=theory.cusps.CHUNK,
     )
-    return TheorySolves(registry, np.stack([np.asarray(sol.dtheta1), np.asarray(sol.dtheta2)], axis=-1),
-                        np.asarray(sol.metric), np.asarray(sol.direction_changed))
+    return TheorySolves(
+        registry,
+        np.stack([np.asarray(sol.dtheta1), np.asarray(sol.dtheta2)], axis=-1),
+        np.asarray(sol.metric),
+        np.asarray(sol.direction_changed),
+    )
 
 
 def run_experiments(registry: Registry, setup: Any, seeds: int, chunk: int, seed: int, **fixed: Any) -> Experiments:
@@ -186,12 +205,17 @@ def run_experiments(registry: Registry, setup: Any, seeds: int, chunk: int, seed
     from jaxreplay.engine import sweep as sweep_lib
 
     N, m, a, g = registry.columns()
-    points = [{"memory_size": int(n), "batch_size": int(b), "step_size": float(al), "discount": float(ga)}
-              for n, b, al, ga in zip(N, m, a, g)]
+    points = [
+        {"memory_size": int(n), "batch_size": int(b), "step_size": float(al), "discount": float(ga)}
+        for n, b, al, ga in zip(N, m, a, g)
+    ]
     sweep = sweep_lib.Sweep(
-        "linesearch", seeds=seeds, seed=seed,
+        "linesearch",
+        seeds=seeds,
+        seed=seed,
         setup=setup,
-        fixed={k: np.asarray(v).item() for k, v in fixed.items()}, points=points,
+        fixed={k: np.asarray(v).item() for k, v in fixed.items()},
+        points=points,
     )
     ds = sweep_lib.run(sweep, None, chunk_size=chunk, progress=False).dataset
     diverged = ds.diverged.values
@@ -256,10 +280,15 @@ def cusps(plan: Plan, er: TheorySolves, per: TheorySolves) -> Cusps:
     gridN, gridm = np.asarray(plan.grid_memory_sizes), np.asarray(plan.grid_batch_sizes)
     nm = len(gridm)
     both = theory.memory_cusps(
-        np.concatenate([gridm, gridm]), ALPHA_GRID, np.repeat([0.0, GAMMA_NONZERO], nm), memory_sizes=gridN,
-        grid_dtheta=np.concatenate([er.grid_final(gridN, gridm, 0.0), er.grid_final(gridN, gridm, GAMMA_NONZERO)]))
-    per_cusps = theory.memory_cusps(gridm, ALPHA_GRID, 0.0, PRIORITY_EXPONENT, memory_sizes=gridN,
-                                    grid_dtheta=per.grid_final(gridN, gridm, 0.0))
+        np.concatenate([gridm, gridm]),
+        ALPHA_GRID,
+        np.repeat([0.0, GAMMA_NONZERO], nm),
+        memory_sizes=gridN,
+        grid_dtheta=np.concatenate([er.grid_final(gridN, gridm, 0.0), er.grid_final(gridN, gridm, GAMMA_NONZERO)]),
+    )
+    per_cusps = theory.memory_cusps(
+        gridm, ALPHA_GRID, 0.0, PRIORITY_EXPONENT, memory_sizes=gridN, grid_dtheta=per.grid_final(gridN, gridm, 0.0)
+    )
     # Several batch sizes in, a list of MemoryCusps out (one per batch size).
     assert isinstance(both, list) and isinstance(per_cusps, list)
     return Cusps(both[:nm], both[nm:], per_cusps)
@@ -312,11 +341,19 @@ def appendix(plan: Plan) -> Appendix:
     t_pri = np.linspace(0.0, 2000.0, 20001)
     k_er1d, k_per1d = prioritized_exponent_1d(t_pri, 500, M_1D, ALPHA_1D)
     return Appendix(
-        times=t1d, exponent=k_curves, target=K_main, memory_sizes=appN, steps_to_target=steps_K, targets=targets,
-        optimal_memory=optimal_memory(appN, steps_grid.T), steps_fast=steps_to_exponent(K_main, appN, M_1D, 5e-5),
+        times=t1d,
+        exponent=k_curves,
+        target=K_main,
+        memory_sizes=appN,
+        steps_to_target=steps_K,
+        targets=targets,
+        optimal_memory=optimal_memory(appN, steps_grid.T),
+        steps_fast=steps_to_exponent(K_main, appN, M_1D, 5e-5),
         slope_steps=float(fixed_slope_steps(TARGET_RATIO, M_1D, 2e-5)),
         slope_steps_printed=float(fixed_slope_steps(TARGET_RATIO, M_1D, 5e-5)),
-        pri_times=t_pri, exponent_er=k_er1d, exponent_per=k_per1d,
+        pri_times=t_pri,
+        exponent_er=k_er1d,
+        exponent_per=k_per1d,
     )
 
 
@@ -352,8 +389,9 @@ def experiment_per(plan: Plan, seed: int) -> Experiments:
         reg.add(N, 10, ALPHA_GRID, 0.0)
     for N, m in plan.per_spots:
         reg.add(N, m, ALPHA_GRID, 0.0)
-    return run_experiments(reg, setup, plan.per_seeds, plan.per_chunk, seed,
-                           priority_exponent=np.float32(PRIORITY_EXPONENT))
+    return run_experiments(
+        reg, setup, plan.per_seeds, plan.per_chunk, seed, priority_exponent=np.float32(PRIORITY_EXPONENT)
+    )
 
 
 def experiment_aer(plan: Plan, seed: int) -> Experiments:
@@ -363,8 +401,15 @@ def experiment_aer(plan: Plan, seed: int) -> Experiments:
     setup = ls.Setup(steps=T, max_capacity=1000, max_batch_size=AER_M, sampler="adaptive", max_num_old=AER_NOLD)
     reg = Registry()
     reg.add(AER_N0, AER_M, ALPHA_GRID, 0.0)
-    return run_experiments(reg, setup, plan.aer_seeds, plan.er_chunk, seed,
-                           adaptive_interval=np.int32(AER_K), adaptive_num_old=np.int32(AER_NOLD))
+    return run_experiments(
+        reg,
+        setup,
+        plan.aer_seeds,
+        plan.er_chunk,
+        seed,
+        adaptive_interval=np.int32(AER_K),
+        adaptive_num_old=np.int32(AER_NOLD),
+    )
 
 
 class AdaptiveTheory(NamedTuple):
@@ -393,8 +438,13 @@ def theory_aer(aer: Experiments, times: np.ndarray) -> AdaptiveTheory:
     mean_N = mem.mean(axis=0)
     sched = theory.MemorySizeSchedule(times=np.arange(1.0, T + 1.0), sizes=mean_N)
     sol = theory.solve(memory_size=None, batch_size=AER_M, step_size=ALPHA_GRID, memory_size_fn=sched, times=times)
-    return AdaptiveTheory(mem, mean_N, np.stack([np.asarray(sol.dtheta1), np.asarray(sol.dtheta2)], axis=-1),
-                          float(sol.metric), bool(sol.direction_changed))
+    return AdaptiveTheory(
+        mem,
+        mean_N,
+        np.stack([np.asarray(sol.dtheta1), np.asarray(sol.dtheta2)], axis=-1),
+        float(sol.metric),
+        bool(sol.direction_changed),
+    )
 
 
 # ----------------------------------------------------------------------------
@@ -415,10 +465,12 @@ def thresholds(batch_sizes: np.ndarray, cusps: list[MemoryCusps]) -> Thresholds:
     """(strict, global) monotone thresholds with the cusps, then on the grid alone."""
     curves = [c.curve()[1] for c in cusps]
     grid = np.stack([c.grid_metric for c in cusps], axis=1)
-    return Thresholds(monotone_threshold(batch_sizes, curves, strict=True),
-                      monotone_threshold(batch_sizes, curves, strict=False),
-                      monotone_threshold(batch_sizes, grid, strict=True),
-                      monotone_threshold(batch_sizes, grid, strict=False))
+    return Thresholds(
+        monotone_threshold(batch_sizes, curves, strict=True),
+        monotone_threshold(batch_sizes, curves, strict=False),
+        monotone_threshold(batch_sizes, grid, strict=True),
+        monotone_threshold(batch_sizes, grid, strict=False),
+    )
 
 
 class Overshoot(NamedTuple):
@@ -498,7 +550,10 @@ def adaptive_comparison(er: TheorySolves, ex_er: Experiments, ex_aer: Experiment
     fixed_d = ex_er.dtheta[ex_er.registry[key]]
     fixed_seeds = np.abs(fixed_d[:, -1, :]).sum(-1)
     return AdaptiveComparison(
-        metric=seed_average_metric(aer_d), fixed_metric=fixed_metric, dtheta=aer_d, fixed_dtheta=fixed_d,
+        metric=seed_average_metric(aer_d),
+        fixed_metric=fixed_metric,
+        dtheta=aer_d,
+        fixed_dtheta=fixed_d,
         fraction=float(np.nanmean(aer_seeds < fixed_metric)),
         fraction_paired=float(np.nanmean(aer_seeds < fixed_seeds)),
         theory_fixed_metric=er.final_metric(*key),
@@ -570,8 +625,11 @@ class Stages:
     @functools.cached_property
     def spot_metric(self) -> dict[tuple[float, int], np.ndarray]:
         """(γ, m) → M of the ER experiment over the spot N grid."""
-        return {(g, m): np.array([self.ex_er.metric(N, m, ALPHA_GRID, g) for N in self.spot_memory])
-                for g in (0.0, GAMMA_NONZERO) for m in self.plan.spot_batch_sizes}
+        return {
+            (g, m): np.array([self.ex_er.metric(N, m, ALPHA_GRID, g) for N in self.spot_memory])
+            for g in (0.0, GAMMA_NONZERO)
+            for m in self.plan.spot_batch_sizes
+        }
 
     @functools.cached_property
     def thresholds_er(self) -> Thresholds:
@@ -609,14 +667,16 @@ class Stages:
     def agreement_er(self) -> dict[Key, tuple[float, float]]:
         """ER, γ = 0: Fig. 2a's curves and Fig. 2DExplain's."""
         keys = [(100, M_CURVES, ALPHA_CURVES, 0.0), (1000, M_CURVES, ALPHA_CURVES, 0.0)] + [
-            (N, 10, ALPHA_GRID, 0.0) for N in EXPLAIN_MEMORY]
+            (N, 10, ALPHA_GRID, 0.0) for N in EXPLAIN_MEMORY
+        ]
         return agreement(self.er, self.ex_er, keys)
 
     @functools.cached_property
     def agreement_per(self) -> dict[Key, tuple[float, float]]:
         """pER: Fig. 2b's curves and Fig. 2DExplain's."""
         keys = [(100, M_CURVES, ALPHA_CURVES, 0.0), (1000, M_CURVES, ALPHA_CURVES, 0.0)] + [
-            (N, 10, ALPHA_GRID, 0.0) for N in EXPLAIN_MEMORY]
+            (N, 10, ALPHA_GRID, 0.0) for N in EXPLAIN_MEMORY
+        ]
         return agreement(self.per, self.ex_per, keys)
 
     @functools.cached_property
@@ -628,8 +688,11 @@ class Stages:
     @functools.cached_property
     def spot_error(self) -> float:
         """max |M_exp − M_ode| over the ER spot grid."""
-        return max(abs(self.spot_metric[(g, m)][i] - self.er.final_metric(N, m, ALPHA_GRID, g))
-                   for (g, m) in self.spot_metric for i, N in enumerate(self.spot_memory))
+        return max(
+            abs(self.spot_metric[(g, m)][i] - self.er.final_metric(N, m, ALPHA_GRID, g))
+            for (g, m) in self.spot_metric
+            for i, N in enumerate(self.spot_memory)
+        )
 
     @functools.cached_property
     def adaptive(self) -> AdaptiveComparison:
