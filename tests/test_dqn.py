@@ -712,3 +712,15 @@ def test_adaptive_diagnostics_pool_the_runs():
     assert d["noisy_fraction"] == 7 / 14 and d["change_mean"] == 3.5 / 14 and d["noise_mean"] == 0.7 / 14
     none = dqn.adaptive_diagnostics({k: np.zeros(3) for k in summary})
     assert none["grow_fraction"] is None and none["checks_mean"] == 0
+
+
+def test_mean_capacity_of_a_large_memory_is_exact():
+    """The segment's mean capacity is exact at paper sizes: a float32 sum of 2,000 capacities of
+    300,000 drifts to 300,003.3 (the study once reported a mean size above the ceiling)."""
+    setup = probe_setup(
+        "Probe-OneStep", total_steps=2_000, steps_per_segment=2_000, max_capacity=300_000, batch_size=4, hidden_sizes=(4,)
+    )
+    records, _ = dqn.run_batch(
+        jax.random.split(jax.random.key(0), 2), PROBE_HPARAMS._replace(memory_size=np.array([300_000, 299_999])), setup
+    )
+    assert records["capacity_mean"][:, 0].tolist() == [300_000.0, 299_999.0]
