@@ -186,8 +186,9 @@ def reproduce(
         A dict: ``out_dir``, ``mode``, ``runtime_s``, ``figures`` (name → path),
         ``csv``, ``report``, ``claims`` (list of dicts: id, claim, paper,
         ours, agrees, source, and the numbers behind them, see :data:`CLAIMS`),
-        ``numbers`` (a flat dict of the headline numbers), ``stage_seconds``
-        and ``plan``.
+        ``numbers`` (a flat dict of the headline numbers), ``stage_seconds``,
+        ``plan`` and ``sweeps`` (per experiment sweep: ``name``, ``record`` (what
+        it kept, records on demand), ``runs``, ``result_bytes_per_run``).
     """
     from jaxreplay.paper import plots
 
@@ -240,4 +241,5 @@ def reproduce(
         numbers=_report.numbers(stages, claims),
         stage_seconds=clock.seconds,
         plan=dataclasses.asdict(plan),
+        sweeps=[r._asdict() for ex in (stages.ex_er, stages.ex_per, stages.ex_aer) for r in ex.sweeps],
     )
