@@ -85,6 +85,7 @@ import matplotlib.pyplot as plt
 import numpy as np
 
 from jaxreplay.engine import sweep
+from jaxreplay.engine.records import Record
 from jaxreplay.experiments import linesearch as ls
 from jaxreplay.paper import theory
 from jaxreplay.paper.reproduce import linesearch as rep
@@ -118,12 +119,14 @@ def simulate(sampler, configs, seeds):
     diverged run). Seed s of every setting uses key fold_in(key(SEED), s): common random
     numbers across settings, as in ``jaxreplay sweep``. The engine keeps its compiled
     programs for the session, so a call whose chunks have a shape seen before compiles
-    nothing.
+    nothing. Records on demand: only Δθ comes back (the memory's capacity, constant for
+    ER and pER, stays on the device), per seed, since the standard errors need every seed.
     """
     cfg = np.asarray(configs, dtype=np.float64).reshape(-1, 4)
     points = [dict(memory_size=int(N), batch_size=int(m), step_size=float(a), discount=float(g)) for N, m, a, g in cfg]
     sw = sweep.Sweep("linesearch", seeds=seeds, seed=SEED, setup=SETUPS[sampler], points=points,
-                     fixed=dict(priority_exponent=PRIORITY_EXPONENT, adaptive_interval=20, adaptive_num_old=50))
+                     fixed=dict(priority_exponent=PRIORITY_EXPONENT, adaptive_interval=20, adaptive_num_old=50),
+                     record=Record(keep=("dtheta",)))
     ds = sweep.run(sw, None, chunk_size=CHUNK[sampler], progress=False).dataset
     d = ds.dtheta.values.astype(np.float64)  # [configs, seeds, T, 2]
     return np.where(ds.diverged.values[..., None, None], np.nan, d)

@@ -99,6 +99,7 @@ import numpy as np
 from IPython.display import Image, display
 
 from jaxreplay.engine import sweep
+from jaxreplay.engine.records import Record
 from jaxreplay.experiments import linesearch as ls
 from jaxreplay.paper import plots, theory
 from jaxreplay.paper.reproduce.linesearch import (
@@ -192,19 +193,22 @@ def run_points(sampler, points, seeds, max_capacity, max_batch_size, **fixed):
     """Run explicit (memory_size, batch_size[, discount]) points × seeds in memory; one compile.
 
     Returns the seed-resolved curves dtheta [C, S, T, 2] (float64), capacities [C, S, T]
-    and the diverged flags [C, S].
+    (aER only, None otherwise: records on demand, a fixed memory's capacity stays on the
+    device) and the diverged flags [C, S].
     """
     keys = ("memory_size", "batch_size", "discount")
     setup = ls.Setup(steps=T, max_capacity=int(max_capacity), max_batch_size=int(max_batch_size),
                      sampler=sampler, max_num_old=max(AER_NOLD, 1))
+    adaptive = sampler == "adaptive"
     sw = sweep.Sweep("linesearch", seeds=seeds, seed=SEED, setup=setup, fixed=fixed,
-                     points=[dict(zip(keys, p)) for p in points])
+                     points=[dict(zip(keys, p)) for p in points],
+                     record=Record(keep=("dtheta", "capacity") if adaptive else ("dtheta",)))
     t0 = time.perf_counter()
     result = sweep.run(sw, None, progress=False)
     ds = result.dataset
     print(f"{sampler:>11}: {sw.num_runs} runs in {time.perf_counter() - t0:.1f} s "
           f"(compile {result.stats.compile_seconds:.1f} s)")
-    return ds.dtheta.values.astype(np.float64), ds.capacity.values, ds.diverged.values
+    return ds.dtheta.values.astype(np.float64), ds.capacity.values if adaptive else None, ds.diverged.values
 
 
 def spot_metric(dtheta):

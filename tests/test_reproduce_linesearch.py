@@ -499,3 +499,71 @@ def test_tiny_uses_the_refined_optimum(tiny):
     assert "m = 20 (N* = 301" in claims["er_monotone_threshold"]["ours"]
     text = open(tiny["report"], encoding="utf-8").read()
     assert text.count("## Cusps of M(N)") == 3
+
+
+# ---------------------------------------------------------------- records on demand
+
+
+def test_experiment_sweeps_keep_only_what_is_read():
+    # Which records each experiment sweep asks for (no run: the Sweep objects only).
+    from jaxreplay.engine.records import Record
+    from jaxreplay.experiments import linesearch as ls
+    from jaxreplay.paper.reproduce.linesearch import stages
+
+    reg = stages.Registry()
+    curves = stages.er_curves()
+    for key in curves.keys:
+        reg.add(*key)
+    spots = [reg.add(N, m, rl.ALPHA_GRID, g) for N in (10, 250) for m in (1, 40) for g in (0.0, 0.5)]
+    setup = ls.Setup(steps=rl.T, max_capacity=1000, max_batch_size=50, sampler="uniform")
+    split = stages.experiment_sweeps(reg, setup, seeds=3, seed=0, curves=curves)
+    assert [name for name, _, _ in split] == ["uniform: curves", "uniform: finals"]
+    (_, whole, whole_keys), (_, finals, final_keys) = split
+    assert whole.record == Record(keep=("dtheta",)) and whole_keys == curves.keys
+    # The spot checks keep Δθ at steps 1 and T only (step T is what M of the seed mean reads).
+    assert finals.record == Record(keep=("dtheta",), stride=rl.T - 1) and final_keys == spots
+    assert finals.num_runs == 3 * len(spots)
+    # One sweep when every configuration needs its curves; the memory size only where asked (aER).
+    ((name, one, keys),) = stages.experiment_sweeps(reg, setup, 3, 0, memory=True)
+    assert name == "uniform" and one.record == Record(keep=("dtheta", "capacity")) and keys == reg.keys
+    # Never a reduction on the device: the claims read per-seed values and NaN-aware host means.
+    assert not any(s.record.reduce for _, s, _ in split)
+
+
+def test_er_finals_apart_is_bit_identical_and_moves_little():
+    import dataclasses
+
+    from jaxreplay.paper.reproduce.linesearch import stages
+
+    plan = dataclasses.replace(rl.make_plan("tiny"), er_chunk=64)  # small programs, the same size in both variants
+    one = stages.experiment_er(plan, 0, apart=False)
+    two = stages.experiment_er(plan, 0, apart=True)
+    assert one.registry.keys == two.registry.keys and len(one.registry.keys) == 22
+    assert two.curves.keys == stages.er_curves().keys and one.curves.keys == one.registry.keys
+    np.testing.assert_array_equal(one.final, two.final)  # NaN only where diverged, in both
+    np.testing.assert_array_equal(one.diverged, two.diverged)
+    for key in two.curves.keys:
+        np.testing.assert_array_equal(one.runs(*key), two.runs(*key))
+    assert [one.metric_at(i) for i in range(22)] == [two.metric_at(i) for i in range(22)]
+    with pytest.raises(KeyError, match="no curves kept"):
+        two.runs(250, 40, rl.ALPHA_GRID, 0.0)
+    # Bytes per run: Δθ at 1000 steps (8000 B) + summaries; Δθ at 2 steps (16 B) + summaries.
+    assert [(r.name, r.runs, r.result_bytes_per_run) for r in one.sweeps] == [("uniform", 44, 8013)]
+    assert [(r.name, r.runs, r.result_bytes_per_run) for r in two.sweeps] == [
+        ("uniform: curves", 14, 8013),
+        ("uniform: finals", 30, 29),
+    ]
+    assert two.result_bytes == 14 * 8013 + 30 * 29 < 0.33 * one.result_bytes
+
+
+def test_tiny_sweeps_keep_no_unused_records(tiny):
+    # What the tiny reproduction's sweeps kept (CPU: the ER spot checks stay in the curves' sweep).
+    sweeps = {s["name"]: s for s in tiny["sweeps"]}
+    assert set(sweeps) == {"uniform", "prioritized", "adaptive"}
+    assert sweeps["uniform"]["record"] == {"keep": ["dtheta"]}
+    assert sweeps["prioritized"]["record"] == {"keep": ["dtheta"]}
+    assert sweeps["adaptive"]["record"] == {"keep": ["dtheta", "capacity"]}
+    # 12013 B per run when every record was kept; the capacity (4000 B) stays on the device for ER/pER.
+    assert sweeps["uniform"]["result_bytes_per_run"] == sweeps["prioritized"]["result_bytes_per_run"] == 8013
+    assert sweeps["adaptive"]["result_bytes_per_run"] == 12013
+    assert [sweeps[k]["runs"] for k in ("uniform", "prioritized", "adaptive")] == [44, 5, 2]

@@ -28,6 +28,10 @@ refinement reuses), and all ER experiments through one uniform ``Setup``
 (``max_batch_size=50``, masking handles m < 50); pER and aER have one Setup each.
 The appendix's 1-D results use the closed forms of
 :mod:`jaxreplay.paper.theory.analytic` (no compile).
+Records on demand: each experiment sweep keeps only the records read (Δθ per
+seed; aER's memory size too), and on an accelerator the ER spot checks keep
+Δθ(T) alone (:func:`~jaxreplay.paper.reproduce.linesearch.stages.finals_apart`);
+the numbers are bit-identical either way (``benchmarks/README.md``).
 
 Cusps of M(N): where a component of Δθ(T) changes sign between two grid
 memory sizes, M(N) has a V-shaped dip (for m ≥ 5 both components vanish at
@@ -186,8 +190,9 @@ def reproduce(
         A dict: ``out_dir``, ``mode``, ``runtime_s``, ``figures`` (name → path),
         ``csv``, ``report``, ``claims`` (list of dicts: id, claim, paper,
         ours, agrees, source, and the numbers behind them, see :data:`CLAIMS`),
-        ``numbers`` (a flat dict of the headline numbers), ``stage_seconds``
-        and ``plan``.
+        ``numbers`` (a flat dict of the headline numbers), ``stage_seconds``,
+        ``plan`` and ``sweeps`` (per experiment sweep: ``name``, ``record`` (what
+        it kept, records on demand), ``runs``, ``result_bytes_per_run``).
     """
     from jaxreplay.paper import plots
 
@@ -240,4 +245,5 @@ def reproduce(
         numbers=_report.numbers(stages, claims),
         stage_seconds=clock.seconds,
         plan=dataclasses.asdict(plan),
+        sweeps=[r._asdict() for ex in (stages.ex_er, stages.ex_per, stages.ex_aer) for r in ex.sweeps],
     )

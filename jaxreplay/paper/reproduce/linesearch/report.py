@@ -23,8 +23,6 @@ from jaxreplay.paper.reproduce.linesearch.stages import Stages
 def metric_rows(s: Stages) -> list[tuple]:
     """The rows of ``metric_grid.csv`` (:data:`CSV_COLUMNS`): every ODE solve, then every experiment
     configuration (M of the seed-averaged curve)."""
-    from jaxreplay.paper.reproduce.linesearch.numerics import seed_average_metric
-
     rows = []
     for solves, sampler in ((s.er, "uniform"), (s.per, "prioritized")):
         for i, (N, m, a, g) in enumerate(solves.registry.keys):
@@ -32,7 +30,7 @@ def metric_rows(s: Stages) -> list[tuple]:
     rows.append(("adaptive", 0.0, AER_N0, AER_M, ALPHA_GRID, "theory", s.aer.metric, 0))
     for ex, sampler in ((s.ex_er, "uniform"), (s.ex_per, "prioritized"), (s.ex_aer, "adaptive")):
         for i, (N, m, a, g) in enumerate(ex.registry.keys):
-            rows.append((sampler, g, N, m, a, "experiment", seed_average_metric(ex.dtheta[i]), ex.seeds))
+            rows.append((sampler, g, N, m, a, "experiment", ex.metric_at(i), ex.seeds))
     return rows
 
 

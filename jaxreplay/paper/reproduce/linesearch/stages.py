@@ -147,30 +147,75 @@ class TheorySolves(NamedTuple):
         )
 
 
+class SweepRecord(NamedTuple):
+    """What one experiment sweep kept and moved to the host (:class:`jaxreplay.engine.sweep.SweepStats`).
+
+    Attributes:
+        name: ``"<sampler>"`` or ``"<sampler>: curves"`` / ``"<sampler>: finals"``.
+        record: its :class:`jaxreplay.engine.records.Record` as a table (``{}``: everything, per run).
+        runs: configurations × seeds.
+        result_bytes_per_run: bytes of the kept results per run.
+    """
+
+    name: str
+    record: dict
+    runs: int
+    result_bytes_per_run: int
+
+
 class Experiments(NamedTuple):
     """Every configuration of ``registry`` × ``seeds`` simulated (common random numbers).
 
+    Records on demand: only the configurations of ``curves`` keep their whole
+    per-seed curves; the others (spot checks read through :meth:`metric` alone)
+    keep Δθ at steps 1 and T only (``Record(keep=("dtheta",), stride=T - 1)``).
+    Everything stays per seed, so every number is the host's float64 mean of
+    the same float32 values as when all records were kept.
+
     Attributes:
-        registry: the configurations, row ``registry[key]`` of the arrays.
-        dtheta: Δθ(t) for t = 1 … T, NaN for diverged runs, [configurations, seeds, T, 2].
-        memory_size: the replay memory's size over time, [configurations, seeds, T].
+        registry: the configurations, row ``registry[key]`` of ``final`` and ``diverged``.
+        final: Δθ(T) per seed, NaN for diverged runs, [configurations, seeds, 2].
         diverged: [configurations, seeds].
+        curves: the configurations with whole curves, row ``curves[key]`` of ``dtheta`` and ``memory_size``.
+        dtheta: Δθ(t) for t = 1 … T, NaN for diverged runs, [curve configurations, seeds, T, 2].
+        memory_size: the replay memory's size over time, [curve configurations, seeds, T]
+            (None where not kept: it is constant unless aER).
         seeds: the number of seeds.
+        sweeps: what each sweep kept and moved (:class:`SweepRecord`).
     """
 
     registry: Registry
-    dtheta: np.ndarray
-    memory_size: np.ndarray
+    final: np.ndarray
     diverged: np.ndarray
+    curves: Registry
+    dtheta: np.ndarray
+    memory_size: np.ndarray | None
     seeds: int
+    sweeps: tuple[SweepRecord, ...]
+
+    def runs(self, N, m, alpha, gamma=0.0) -> np.ndarray:
+        """The per-seed Δθ(t) of one configuration with whole curves, [seeds, T, 2]."""
+        key = self.curves.key(N, m, alpha, gamma)
+        if key not in self.curves:
+            raise KeyError(f"no curves kept for {key}: only Δθ(T) (request it among the stage's curves).")
+        return self.dtheta[self.curves[key]]
 
     def mean(self, N, m, alpha, gamma=0.0) -> np.ndarray:
         """The seed-averaged Δθ(t) of one configuration, [T, 2]."""
-        return np.nanmean(self.dtheta[self.registry[(N, m, alpha, gamma)]], axis=0)
+        return np.nanmean(self.runs(N, m, alpha, gamma), axis=0)
 
     def metric(self, N, m, alpha, gamma=0.0) -> float:
         """M of the seed-averaged curve of one configuration."""
-        return seed_average_metric(self.dtheta[self.registry[(N, m, alpha, gamma)]])
+        return self.metric_at(self.registry[(N, m, alpha, gamma)])
+
+    def metric_at(self, i: int) -> float:
+        """M of the seed-averaged curve of the configuration in row ``i`` of ``registry``."""
+        return seed_average_metric(self.final[i][:, None, :])
+
+    @property
+    def result_bytes(self) -> int:
+        """Bytes of results the sweeps moved to the host (Σ runs × result bytes per run)."""
+        return sum(r.runs * r.result_bytes_per_run for r in self.sweeps)
 
 
 def solve_theory(registry: Registry, prioritized: bool, times: np.ndarray) -> TheorySolves:
@@ -196,31 +241,89 @@ def solve_theory(registry: Registry, prioritized: bool, times: np.ndarray) -> Th
     )
 
 
-def run_experiments(registry: Registry, setup: Any, seeds: int, chunk: int, seed: int, **fixed: Any) -> Experiments:
+def experiment_sweeps(
+    registry: Registry, setup: Any, seeds: int, seed: int, curves: Registry | None = None, memory: bool = False, **fixed
+) -> list[tuple[str, Any, list[Key]]]:
+    """The :class:`~jaxreplay.engine.sweep.Sweep` s of :func:`run_experiments`, each with its name and keys.
+
+    Records on demand (:class:`jaxreplay.engine.records.Record`): the configurations
+    of ``curves`` (None: all of them) keep Δθ at every step, per seed (and the
+    memory size too where ``memory``); the others keep Δθ at steps 1 and T only
+    (stride T − 1), per seed, which is all that M of the seed-averaged curve
+    reads. Nothing is reduced on the device: claims read per-seed values (the
+    share of winning seeds, paired by seed) and NaN-aware host means.
+    """
+    from jaxreplay.engine import sweep as sweep_lib
+    from jaxreplay.engine.records import Record
+
+    def sweep(keys: list[Key], record: Record):
+        points = [
+            {"memory_size": int(n), "batch_size": int(b), "step_size": float(al), "discount": float(ga)}
+            for n, b, al, ga in keys
+        ]
+        return sweep_lib.Sweep(
+            "linesearch",
+            seeds=seeds,
+            seed=seed,
+            setup=setup,
+            fixed={k: np.asarray(v).item() for k, v in fixed.items()},
+            points=points,
+            record=record,
+        )
+
+    whole = Record(keep=("dtheta", "capacity") if memory else ("dtheta",))
+    curve_keys = [k for k in registry.keys if curves is None or k in curves]
+    final_keys = [k for k in registry.keys if k not in curve_keys]
+    name = setup.sampler
+    if not final_keys:
+        return [(name, sweep(curve_keys, whole), curve_keys)]
+    finals = Record(keep=("dtheta",), stride=max(T - 1, 1))
+    out = [(f"{name}: curves", sweep(curve_keys, whole), curve_keys)] if curve_keys else []
+    return out + [(f"{name}: finals", sweep(final_keys, finals), final_keys)]
+
+
+def run_experiments(
+    registry: Registry,
+    setup: Any,
+    seeds: int,
+    chunk: int,
+    seed: int,
+    curves: Registry | None = None,
+    memory: bool = False,
+    **fixed: Any,
+) -> Experiments:
     """Every configuration of ``registry`` × ``seeds`` through the sweep engine (common random numbers).
 
-    One :class:`~jaxreplay.engine.sweep.Sweep` of explicit points; kept in memory (the
-    reproduction is a one-minute job; its labeled numbers go to the CSV).
+    The sweeps of :func:`experiment_sweeps` (whole curves for ``curves``, None: all;
+    Δθ(T) alone for the rest), kept in memory (the reproduction is a one-minute
+    job; its labeled numbers go to the CSV).
     """
     from jaxreplay.engine import sweep as sweep_lib
 
-    N, m, a, g = registry.columns()
-    points = [
-        {"memory_size": int(n), "batch_size": int(b), "step_size": float(al), "discount": float(ga)}
-        for n, b, al, ga in zip(N, m, a, g)
-    ]
-    sweep = sweep_lib.Sweep(
-        "linesearch",
-        seeds=seeds,
-        seed=seed,
-        setup=setup,
-        fixed={k: np.asarray(v).item() for k, v in fixed.items()},
-        points=points,
-    )
-    ds = sweep_lib.run(sweep, None, chunk_size=chunk, progress=False).dataset
-    diverged = ds.diverged.values
-    dtheta = np.where(diverged[..., None, None], np.nan, ds.dtheta.values.astype(np.float64))
-    return Experiments(registry, dtheta, ds.capacity.values, diverged, seeds)
+    n = len(registry.keys)
+    final = np.full((n, seeds, 2), np.nan)
+    diverged = np.zeros((n, seeds), dtype=bool)
+    curve_reg, dtheta, memory_size = Registry(), np.zeros((0, seeds, T, 2)), None
+    done = []
+    for name, sweep, keys in experiment_sweeps(registry, setup, seeds, seed, curves, memory, **fixed):
+        result = sweep_lib.run(sweep, None, chunk_size=chunk, progress=False)
+        ds = result.dataset
+        div = ds.diverged.values
+        d = np.where(div[..., None, None], np.nan, ds.dtheta.values.astype(np.float64))
+        if int(ds.step.values[-1]) != T:
+            raise RuntimeError(f"sweep {name!r} kept up to step {int(ds.step.values[-1])}, not T = {T}.")
+        rows = [registry[k] for k in keys]
+        final[rows] = d[:, :, -1, :]
+        diverged[rows] = div
+        if sweep.record.stride == 1:  # whole curves
+            for k in keys:
+                curve_reg.add(*k)
+            dtheta = d
+            if memory:
+                memory_size = ds.capacity.values
+        stats = result.stats
+        done.append(SweepRecord(name, sweep.record.to_table(), stats.runs, stats.result_bytes_per_run))
+    return Experiments(registry, final, diverged, curve_reg, dtheta, memory_size, seeds, tuple(done))
 
 
 # ----------------------------------------------------------------------------
@@ -357,8 +460,39 @@ def appendix(plan: Plan) -> Appendix:
     )
 
 
-def experiment_er(plan: Plan, seed: int) -> Experiments:
-    """Stage 5: the ER experiments (Fig. 2a and γ = 0.5 curves, both spot grids, Fig. 2DExplain, pER spots)."""
+def er_curves() -> Registry:
+    """The ER configurations whose whole per-seed curves the claims and figures read: Fig. 2a's and
+    the γ = 0.5 curves, Fig. 2DExplain's and aER's fixed-memory twin (Fig. 3a, the seeds it wins)."""
+    reg = Registry()
+    for N in (100, 1000):
+        reg.add(N, M_CURVES, ALPHA_CURVES, 0.0)
+        reg.add(N, M_CURVES, ALPHA_CURVES, GAMMA_NONZERO)
+    for N in EXPLAIN_MEMORY:
+        reg.add(N, 10, ALPHA_GRID, 0.0)
+    reg.add(AER_N0, AER_M, ALPHA_GRID, 0.0)
+    return reg
+
+
+def finals_apart() -> bool:
+    """Whether the ER spot checks run as a sweep of their own that keeps Δθ(T) alone: on an accelerator.
+
+    Both ER sweeps keep the chunk size ``plan.er_chunk`` (the same program
+    shape, so every number is bit-identical either way), and the split costs
+    one more, padded, chunk. On a GPU a chunk's kernel is a fraction of what
+    moving and assembling its per-step records costs (issue 15), so the split
+    saves most of the stage; on the CPU the records are already in host memory
+    and the extra chunk is the larger cost (7 s in default mode on 2 cores).
+    """
+    import jax
+
+    return jax.default_backend() != "cpu"
+
+
+def experiment_er(plan: Plan, seed: int, apart: bool | None = None) -> Experiments:
+    """Stage 5: the ER experiments (Fig. 2a and γ = 0.5 curves, both spot grids, Fig. 2DExplain, pER spots).
+
+    Δθ only (no capacity: it is constant); with ``apart`` (None: :func:`finals_apart`)
+    whole curves only for :func:`er_curves` and Δθ(T) alone for the spot checks."""
     from jaxreplay.experiments import linesearch as ls
 
     setup = ls.Setup(steps=T, max_capacity=1000, max_batch_size=50, sampler="uniform")
@@ -374,7 +508,8 @@ def experiment_er(plan: Plan, seed: int) -> Experiments:
         reg.add(N, 10, ALPHA_GRID, 0.0)
     for N, m in plan.per_spots:
         reg.add(N, m, ALPHA_GRID, 0.0)
-    return run_experiments(reg, setup, plan.er_seeds, plan.er_chunk, seed)
+    apart = finals_apart() if apart is None else apart
+    return run_experiments(reg, setup, plan.er_seeds, plan.er_chunk, seed, curves=er_curves() if apart else None)
 
 
 def experiment_per(plan: Plan, seed: int) -> Experiments:
@@ -407,6 +542,7 @@ def experiment_aer(plan: Plan, seed: int) -> Experiments:
         plan.aer_seeds,
         plan.er_chunk,
         seed,
+        memory=True,
         adaptive_interval=np.int32(AER_K),
         adaptive_num_old=np.int32(AER_NOLD),
     )
@@ -434,7 +570,8 @@ def theory_aer(aer: Experiments, times: np.ndarray) -> AdaptiveTheory:
     """Stage 8: the ODE driven by the mean N(t) of the aER experiment."""
     from jaxreplay.paper import theory
 
-    mem = aer.memory_size[0].astype(np.float64)  # [seeds, T]
+    assert aer.memory_size is not None  # kept by experiment_aer
+    mem = aer.memory_size[aer.curves[(AER_N0, AER_M, ALPHA_GRID, 0.0)]].astype(np.float64)  # [seeds, T]
     mean_N = mem.mean(axis=0)
     sched = theory.MemorySizeSchedule(times=np.arange(1.0, T + 1.0), sizes=mean_N)
     sol = theory.solve(memory_size=None, batch_size=AER_M, step_size=ALPHA_GRID, memory_size_fn=sched, times=times)
@@ -545,9 +682,9 @@ def adaptive_comparison(er: TheorySolves, ex_er: Experiments, ex_aer: Experiment
     """aER's experiment and ODE against the fixed-memory ones."""
     key = (AER_N0, AER_M, ALPHA_GRID, 0.0)
     fixed_metric = ex_er.metric(*key)
-    aer_d = ex_aer.dtheta[0]
+    aer_d = ex_aer.runs(*key)
     aer_seeds = np.abs(aer_d[:, -1, :]).sum(-1)
-    fixed_d = ex_er.dtheta[ex_er.registry[key]]
+    fixed_d = ex_er.runs(*key)
     fixed_seeds = np.abs(fixed_d[:, -1, :]).sum(-1)
     return AdaptiveComparison(
         metric=seed_average_metric(aer_d),
