@@ -747,6 +747,12 @@ def test_a_resumed_sweep_runs_its_missing_runs_at_the_original_batch_size(tmp_pa
     assert _cli("sweep", config, "--out", out, "--quiet", "--chunk-size", "3") == 0
     summary = json.loads((out / "summary.json").read_text())
     assert summary["runs_computed"] == 2 and summary["chunk_size"] == 3  # not 2: the same program shape
+    # Both computing calls are kept: 8 runs in 3 chunks, then the 2 missing ones in 1.
+    assert [(c["runs_computed"], c["chunks"]) for c in summary["calls"]] == [(8, 3), (2, 1)]
+    assert all(c["run_seconds"] > 0 for c in summary["calls"])
+    assert _cli("sweep", config, "--out", out, "--quiet", "--chunk-size", "3") == 0  # finished: nothing computed
+    again = json.loads((out / "summary.json").read_text())
+    assert again["runs_computed"] == 0 and again["calls"] == summary["calls"]
     _same(sw.load(out), reference)
     # An asked-for chunk larger than the whole sweep is honoured too (padded): one shape for any sweep.
     other = tmp_path / "other"

@@ -253,9 +253,33 @@ class ChunkStore:
             yield self._read(path)
 
     def write_results(self, write_dataset: Callable, summary: dict) -> None:
-        """Write ``summary.json`` and ``results.nc`` (``write_dataset(f)`` streams it into the open file)."""
+        """Write ``summary.json`` and ``results.nc`` (``write_dataset(f)`` streams it into the open file).
+
+        ``summary`` describes this call; ``summary.json`` also keeps ``calls``, one entry per call
+        that computed runs into this folder (this one included), so the compute time of a sweep
+        finished over several calls (or assembled by a call that only resumed) is not lost.
+        """
+        summary = dict(summary, calls=self._calls(summary))
         atomic_write(self.out / "summary.json", json.dumps(summary, indent=2).encode())
         atomic_write(self.out / "results.nc", write_dataset)
+
+    _CALL_FIELDS = ("runs_computed", "chunks", "chunk_size", "devices", "processes", "compile_seconds", "run_seconds")
+
+    def _calls(self, summary: dict) -> list[dict]:
+        """The computing calls recorded so far, plus this one if it computed runs."""
+        calls: list[dict] = []
+        try:
+            previous = json.loads((self.out / "summary.json").read_text())
+        except (OSError, ValueError):
+            previous = None
+        if isinstance(previous, dict):
+            if isinstance(previous.get("calls"), list):
+                calls = [c for c in previous["calls"] if isinstance(c, dict)]
+            elif previous.get("runs_computed"):  # written before calls were recorded: it was one
+                calls = [{k: previous.get(k) for k in self._CALL_FIELDS}]
+        if summary.get("runs_computed"):
+            calls.append({k: summary.get(k) for k in self._CALL_FIELDS})
+        return calls
 
     # -- internals ----------------------------------------------------------------
 

@@ -65,7 +65,8 @@ compiles nothing new unless the chunk shape changes
 The output directory holds ``sweep.json`` (the config, its fingerprint and the
 software versions), ``chunks/*.npz`` (finished runs; each also carries its
 sweep's fingerprint, run count and run range), ``results.nc`` and
-``summary.json`` (timings). Rerunning the same sweep into it computes only the
+``summary.json`` (this call's statistics, and under ``calls`` those of every
+call that computed runs here). Rerunning the same sweep into it computes only the
 missing runs; a different sweep is refused, by ``sweep.json`` or, if that was
 deleted, by the chunks themselves (a chunk is only ever used by the sweep that
 wrote it).
