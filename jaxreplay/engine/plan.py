@@ -432,8 +432,9 @@ def _choose_chunk(
                 f"memory, but the memory budget is {mib(budget)} ({fit} runs). Reduce on the host instead (no "
                 "record.reduce), run fewer seeds, or raise memory_budget / memory_fraction."
             )
-        wanted = min(fit, chunk_size if chunk_size is not None else (cpu_chunk_cap or fit), -(-runs // unit) * unit)
-        if chunk_size is not None:
+        if chunk_size is None:
+            wanted = min(fit, cpu_chunk_cap or fit, -(-runs // unit) * unit)
+        else:
             wanted = min(fit, max(chunk_size, unit))  # asked for: at least one whole configuration per chunk
         return max(unit, wanted // unit * unit)
     if fit < num_devices:
