@@ -106,12 +106,8 @@ from jaxreplay.engine import assemble as assemble_lib
 from jaxreplay.engine import execute as execute_lib
 from jaxreplay.engine import plan as plan_lib
 from jaxreplay.engine import store as store_lib
-from jaxreplay.engine.assemble import CONFIG_DIM, SEED_DIM, load, to_dataset  # noqa: F401 (public here)
-from jaxreplay.engine.execute import (  # noqa: F401 (public here)
-    PROGRAM_CACHE_SIZE,
-    RUN_AXIS,
-    clear_program_cache,
-)
+from jaxreplay.engine.assemble import load  # noqa: F401 (public here)
+from jaxreplay.engine.execute import PROGRAM_CACHE_SIZE, clear_program_cache  # noqa: F401 (public here)
 from jaxreplay.engine.execute import Programs as _Programs  # noqa: F401 (tests measure its memory)
 from jaxreplay.engine.plan import (  # noqa: F401 (public here)
     CPU_RUNS_PER_DEVICE,
@@ -676,7 +672,8 @@ class SweepStats:
 
 
 class SweepResult(NamedTuple):
-    """``dataset`` (labeled results, see :func:`to_dataset`) and ``stats`` (:class:`SweepStats`)."""
+    """``dataset`` (labeled results, see :func:`jaxreplay.engine.assemble.to_dataset`) and ``stats``
+    (:class:`SweepStats`)."""
 
     dataset: Any
     stats: SweepStats
