@@ -725,12 +725,8 @@ def run(
             ``results.nc`` do not fit the free disk under ``out_dir``; raised
             with the numbers before anything is written or compiled.
     """
-    # Options first: nothing read, written or compiled yet.
-    if chunk_size is not None and (
-        isinstance(chunk_size, bool) or not isinstance(chunk_size, (int, np.integer)) or chunk_size < 1
-    ):
-        raise ValueError(f"chunk_size must be a positive integer, got {chunk_size!r}.")
-    check_run_options(memory_fraction=memory_fraction, memory_budget=memory_budget)
+    # Options first: nothing read, written or compiled yet (on every process, before any barrier).
+    check_run_options(chunk_size=chunk_size, memory_fraction=memory_fraction, memory_budget=memory_budget)
     devices = list(devices or jax.local_devices())
     process, processes = jax.process_index(), jax.process_count()
     out = pathlib.Path(out_dir) if out_dir is not None else None
