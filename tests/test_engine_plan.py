@@ -52,6 +52,11 @@ def test_plan_refusals_carry_their_numbers_and_touch_nothing(tmp_path):
     assert plan_lib.make_plan(SWEEP, np.ones(8, bool), PLENTY, out=out, writable=False).chunks == ()
     with pytest.raises(ValueError, match="chunk_size must be a positive integer"):
         plan_lib.make_plan(SWEEP, done, PLENTY, chunk_size=0)
+    for bad in (True, 2.0, "2"):  # one check (plan.check_run_options) for the plan, run() and [run]
+        with pytest.raises(ValueError, match=f"^chunk_size must be a positive integer, got {bad!r}"):
+            plan_lib.make_plan(SWEEP, done, PLENTY, chunk_size=bad)
+        with pytest.raises(ValueError, match=f"^chunk_size must be a positive integer, got {bad!r}"):
+            sw.run(SWEEP, out, chunk_size=bad, progress=False)
     assert not out.exists()
 
 

@@ -661,6 +661,8 @@ def test_two_processes_under_jax_distributed_match_one(tmp_path, aer_reference):
      r"run\.memory_fraction must be a number in \(0, 1\], got 'half'"),
     ('experiment = "linesearch"\n[run]\nmemory_budget = nan\n', r"run\.memory_budget must be a positive number"),
     ('experiment = "linesearch"\n[run]\nchunk_size = 2.5\n', r"run\.chunk_size must be a positive integer"),
+    # A whole float too: the one check run() itself makes (it used to pass here and fail in run()).
+    ('experiment = "linesearch"\n[run]\nchunk_size = 4.0\n', r"^run\.chunk_size must be a positive integer, got 4\.0"),
     ('experiment = "dqn"\n[setup]\nenv_params = {gravity = "x"}\n',
      r"setup\.env_params\.gravity must be a number, got 'x'"),
     ('experiment = "linesearch"\n[setup]\nmax_capacity = 10000000000\n',

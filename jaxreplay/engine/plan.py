@@ -47,7 +47,9 @@ def check_run_options(prefix: str = "", chunk_size=None, memory_fraction=None, m
     def number(v):
         return isinstance(v, (int, float, np.integer, np.floating)) and not isinstance(v, bool)
 
-    if chunk_size is not None and (not number(chunk_size) or not float(chunk_size).is_integer() or chunk_size < 1):
+    if chunk_size is not None and (
+        isinstance(chunk_size, bool) or not isinstance(chunk_size, (int, np.integer)) or chunk_size < 1
+    ):
         raise ValueError(f"{prefix}chunk_size must be a positive integer, got {chunk_size!r}.")
     if memory_fraction is not None and (not number(memory_fraction) or not 0.0 < memory_fraction <= 1.0):
         raise ValueError(f"{prefix}memory_fraction must be a number in (0, 1], got {memory_fraction!r}.")
@@ -320,10 +322,7 @@ def make_plan(
             do not fit the host's memory; chunks and ``results.nc`` do not fit
             ``resources.free_disk``. The message gives the numbers.
     """
-    if chunk_size is not None and (
-        isinstance(chunk_size, bool) or not isinstance(chunk_size, (int, np.integer)) or chunk_size < 1
-    ):
-        raise ValueError(f"chunk_size must be a positive integer, got {chunk_size!r}.")
+    check_run_options(chunk_size=chunk_size)
     fp = footprint(sweep)
     per_run = device_bytes(fp)
     points = segment_points(sweep, fp)
@@ -432,8 +431,9 @@ def _choose_chunk(
                 f"memory, but the memory budget is {mib(budget)} ({fit} runs). Reduce on the host instead (no "
                 "record.reduce), run fewer seeds, or raise memory_budget / memory_fraction."
             )
-        wanted = min(fit, chunk_size if chunk_size is not None else (cpu_chunk_cap or fit), -(-runs // unit) * unit)
-        if chunk_size is not None:
+        if chunk_size is None:
+            wanted = min(fit, cpu_chunk_cap or fit, -(-runs // unit) * unit)
+        else:
             wanted = min(fit, max(chunk_size, unit))  # asked for: at least one whole configuration per chunk
         return max(unit, wanted // unit * unit)
     if fit < num_devices:

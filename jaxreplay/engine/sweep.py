@@ -106,12 +106,8 @@ from jaxreplay.engine import assemble as assemble_lib
 from jaxreplay.engine import execute as execute_lib
 from jaxreplay.engine import plan as plan_lib
 from jaxreplay.engine import store as store_lib
-from jaxreplay.engine.assemble import CONFIG_DIM, SEED_DIM, load, to_dataset  # noqa: F401 (public here)
-from jaxreplay.engine.execute import (  # noqa: F401 (public here)
-    PROGRAM_CACHE_SIZE,
-    RUN_AXIS,
-    clear_program_cache,
-)
+from jaxreplay.engine.assemble import load  # noqa: F401 (public here)
+from jaxreplay.engine.execute import PROGRAM_CACHE_SIZE, clear_program_cache  # noqa: F401 (public here)
 from jaxreplay.engine.execute import Programs as _Programs  # noqa: F401 (tests measure its memory)
 from jaxreplay.engine.plan import (  # noqa: F401 (public here)
     CPU_RUNS_PER_DEVICE,
@@ -676,7 +672,8 @@ class SweepStats:
 
 
 class SweepResult(NamedTuple):
-    """``dataset`` (labeled results, see :func:`to_dataset`) and ``stats`` (:class:`SweepStats`)."""
+    """``dataset`` (labeled results, see :func:`jaxreplay.engine.assemble.to_dataset`) and ``stats``
+    (:class:`SweepStats`)."""
 
     dataset: Any
     stats: SweepStats
@@ -728,12 +725,8 @@ def run(
             ``results.nc`` do not fit the free disk under ``out_dir``; raised
             with the numbers before anything is written or compiled.
     """
-    # Options first: nothing read, written or compiled yet.
-    if chunk_size is not None and (
-        isinstance(chunk_size, bool) or not isinstance(chunk_size, (int, np.integer)) or chunk_size < 1
-    ):
-        raise ValueError(f"chunk_size must be a positive integer, got {chunk_size!r}.")
-    check_run_options(memory_fraction=memory_fraction, memory_budget=memory_budget)
+    # Options first: nothing read, written or compiled yet (on every process, before any barrier).
+    check_run_options(chunk_size=chunk_size, memory_fraction=memory_fraction, memory_budget=memory_budget)
     devices = list(devices or jax.local_devices())
     process, processes = jax.process_index(), jax.process_count()
     out = pathlib.Path(out_dir) if out_dir is not None else None
