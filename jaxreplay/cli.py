@@ -176,15 +176,17 @@ def _linesearch(args: argparse.Namespace) -> int:
     return 0
 
 
+def _reproduce_readme(args: argparse.Namespace) -> int:
+    from jaxreplay.paper.reproduce import paper
+
+    path = paper.readme_from(args.dir, args.readme)
+    print(f"wrote the claims table of {args.dir}/claims.json into {path}")
+    return 0
+
+
 def _reproduce(args: argparse.Namespace) -> int:
     if args.seeds is not None:
         _positive("seeds", args.seeds)
-    if args.target == "readme":
-        from jaxreplay.paper.reproduce import paper
-
-        path = paper.readme_from(args.dir, args.readme)
-        print(f"wrote the claims table of {args.dir}/claims.json into {path}")
-        return 0
     if args.target == "all":
         from jaxreplay.paper.reproduce import paper
 
@@ -596,8 +598,7 @@ def build_parser() -> argparse.ArgumentParser:
     )
     rrm.add_argument("dir", help="the --out folder of `reproduce all`")
     rrm.add_argument("--readme", required=True, metavar="README.md")
-    rrm.add_argument("--seeds", type=int, default=None, help=argparse.SUPPRESS)
-    rrm.set_defaults(handler=_reproduce)
+    rrm.set_defaults(handler=_reproduce_readme)
     _add_study_parser(commands)
     return parser
 

@@ -9,8 +9,12 @@ import pathlib
 import re
 import sys
 
+from jaxreplay._extras import EXTRAS
+
 ROOT = pathlib.Path(__file__).resolve().parents[1]
-OPTIONAL = ("diffrax", "equinox", "gymnax", "flax", "optax", "xarray", "scipy", "matplotlib", "pandas", "tqdm")
+# Every optional top-level module (tests/test_packaging.py and tests/test_readme.py use this one list):
+# what the extras install, and pandas, which xarray pulls in.
+OPTIONAL = tuple(sorted({name for names in EXTRAS.values() for name in names} | {"pandas"}))
 
 
 def main() -> int:

@@ -11,11 +11,11 @@ import sys
 import tomllib
 
 import pytest
+from readme_core_only import OPTIONAL  # tests/ is on sys.path under pytest
 
 ROOT = pathlib.Path(__file__).resolve().parents[1]
 PACKAGE = ROOT / "jaxreplay"
 CORE = ("jaxreplay.buffer", "jaxreplay.samplers", "jaxreplay.prioritized", "jaxreplay.adaptive", "jaxreplay.memory")
-OPTIONAL = ("diffrax", "equinox", "gymnax", "flax", "optax", "xarray", "scipy", "matplotlib", "pandas", "tqdm")
 
 # Layers, bottom to top: a module may import jaxreplay modules of its own layer or below.
 LAYERS = {
@@ -53,6 +53,19 @@ def test_core_dependencies_are_jax_and_numpy_with_ranges_and_a_lock():
             if name != "jaxreplay":
                 assert name in locked, f"{name} ({extra}) is not pinned in constraints.txt"  # ... exact set in the lock
     assert "jax" in locked and "numpy" in locked
+
+
+def test_the_extras_error_names_are_the_extras_of_pyproject():
+    """jaxreplay._extras.EXTRAS (the modules each extra brings; the source of the tests' OPTIONAL list) names
+    only requirements of that extra in pyproject.toml, and every extra but the aggregates."""
+    from jaxreplay._extras import EXTRAS
+
+    extras = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]["optional-dependencies"]
+    for extra, modules in EXTRAS.items():
+        names = {r.split(">")[0].split("<")[0].split("=")[0].split("[")[0].strip().lower() for r in extras[extra]}
+        assert set(modules) <= names, f"{extra}: {sorted(set(modules) - names)} not in pyproject.toml"
+    assert set(EXTRAS) == {"rl", "sweep", "paper"}
+    assert set(OPTIONAL) == {m for names in EXTRAS.values() for m in names} | {"pandas"} and len(OPTIONAL) == 10
 
 
 @pytest.mark.parametrize("module, missing, extra", [

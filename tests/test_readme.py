@@ -34,10 +34,9 @@ def test_own_loop_example_runs_with_jax_alone():
     import subprocess
     import sys
 
-    from jaxreplay._extras import EXTRAS
+    from readme_core_only import OPTIONAL
 
-    optional = sorted({m for names in EXTRAS.values() for m in names} | {"pandas"})
-    code = ("import sys\n" + "".join(f"sys.modules[{m!r}] = None\n" for m in optional) + _block("<!-- example:own-loop")
+    code = ("import sys\n" + "".join(f"sys.modules[{m!r}] = None\n" for m in OPTIONAL) + _block("<!-- example:own-loop")
             + "\nimport numpy as np\nprint('shape', np.asarray(q).shape)\n")
     result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=ROOT, timeout=300)
     assert result.returncode == 0, result.stderr[-2000:]
