@@ -458,7 +458,7 @@ def study(
         }
 
     matters = _paired(static.auc[best], static.auc[worst])
-    verdict = _verdict(plan, response, best, worst, matters, adaptive, controls)
+    verdict = _verdict(plan.sizes, response, best, worst, matters, adaptive, controls)
     result = {
         "env": env_id,
         "quick": quick,
@@ -495,15 +495,13 @@ def relabel(result: dict) -> dict:
 
     Reruns nothing: the response curve, aER's sizes and the paired statistics are kept. Lets
     an earlier study be read under the current definitions (``jaxreplay study refresh``)."""
-    import types
-
     result = json.loads(json.dumps(result))  # a deep copy
     sizes = tuple(int(r["memory_size"]) for r in result["response"])
     best, worst = sizes.index(result["best_static"]), sizes.index(result["worst_static"])
     for entry in result["adaptive"]:
         entry["moves_toward_optimum"] = _toward(entry["initial_size"], entry["mean_size"], sizes[best])
     result["verdict"] = _verdict(
-        types.SimpleNamespace(sizes=sizes),
+        sizes,
         result["response"],
         best,
         worst,
@@ -548,8 +546,7 @@ def _toward(start: float, mean_size: float, optimum: float) -> str:
     return "moves away from" if after > before + math.log(1.25) else "moves little relative to"
 
 
-def _verdict(plan, response, best, worst, matters, adaptive, controls) -> dict:
-    sizes = plan.sizes
+def _verdict(sizes, response, best, worst, matters, adaptive, controls) -> dict:
     r = response
     matter_text = (
         f"yes: the best static size {sizes[best]} beats the worst {sizes[worst]} by "

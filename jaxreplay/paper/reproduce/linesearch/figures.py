@@ -172,40 +172,31 @@ def metric_vs_memory(s: Stages):
     )
 
 
-def _best_memory(cusps: list[MemoryCusps]) -> np.ndarray:
-    return np.array([c.best_memory for c in cusps])
+def _contour(s: Stages, metric: np.ndarray, cusps: list[MemoryCusps], title: str):
+    """M over the contour grid with the optimal N per m (grid and cusps; hollow where shallow)."""
+    from jaxreplay.paper import plots
+
+    return plots.metric_contour(
+        s.grid_memory,
+        s.grid_batch,
+        metric,
+        np.array([c.best_memory for c in cusps]),
+        title=title,
+        shallow=_shallow(cusps),
+        shallow_label=_SHALLOW_LABEL,
+    )
 
 
 @_figure("fig2d_contour_er_gamma0.png")
 def contour_er(s: Stages):
     """Fig. 2d: M(N, m), ER, γ = 0, with the optimal N per m."""
-    from jaxreplay.paper import plots
-
-    return plots.metric_contour(
-        s.grid_memory,
-        s.grid_batch,
-        s.metric_er,
-        _best_memory(s.cusps.er),
-        title="Fig. 2d: M(N, m), ER, γ = 0, α = 1e-3 (theory)",
-        shallow=_shallow(s.cusps.er),
-        shallow_label=_SHALLOW_LABEL,
-    )
+    return _contour(s, s.metric_er, s.cusps.er, "Fig. 2d: M(N, m), ER, γ = 0, α = 1e-3 (theory)")
 
 
 @_figure("fig2f_contour_er_gamma0.5.png")
 def contour_er_gamma05(s: Stages):
     """Fig. 2f: M(N, m), ER, γ = 0.5."""
-    from jaxreplay.paper import plots
-
-    return plots.metric_contour(
-        s.grid_memory,
-        s.grid_batch,
-        s.metric_er_gamma05,
-        _best_memory(s.cusps.er_gamma05),
-        title="Fig. 2f: M(N, m), ER, γ = 0.5, α = 1e-3 (theory)",
-        shallow=_shallow(s.cusps.er_gamma05),
-        shallow_label=_SHALLOW_LABEL,
-    )
+    return _contour(s, s.metric_er_gamma05, s.cusps.er_gamma05, "Fig. 2f: M(N, m), ER, γ = 0.5, α = 1e-3 (theory)")
 
 
 @_figure("fig2e_er_vs_per_map.png")
@@ -227,17 +218,7 @@ def er_vs_per_map(s: Stages):
 @_figure("figA4b_contour_per_gamma0.png")
 def contour_per(s: Stages):
     """Appendix Fig. 2D2DPri: M(N, m), pER."""
-    from jaxreplay.paper import plots
-
-    return plots.metric_contour(
-        s.grid_memory,
-        s.grid_batch,
-        s.metric_per,
-        _best_memory(s.cusps.per),
-        title="M(N, m), pER (β = 2), γ = 0, α = 1e-3 (theory)",
-        shallow=_shallow(s.cusps.per),
-        shallow_label=_SHALLOW_LABEL,
-    )
+    return _contour(s, s.metric_per, s.cusps.per, "M(N, m), pER (β = 2), γ = 0, α = 1e-3 (theory)")
 
 
 @_figure("figA4c_er_minus_per_contour.png")

@@ -658,6 +658,16 @@ def agreement(theory_solves: TheorySolves, experiments: Experiments, keys: list[
     return errs
 
 
+def _learning_curve_keys(gamma: float) -> list[Key]:
+    """Fig. 2a/2b's learning curves (N = 100 and 1000, m = 5, α = 0.01) at discount ``gamma``."""
+    return [(N, M_CURVES, ALPHA_CURVES, gamma) for N in (100, 1000)]
+
+
+def _explain_keys() -> list[Key]:
+    """Fig. 2DExplain's curves (m = 10, α = 1e-3, γ = 0)."""
+    return [(N, 10, ALPHA_GRID, 0.0) for N in EXPLAIN_MEMORY]
+
+
 class AdaptiveComparison(NamedTuple):
     """aER from N0 = 100 against fixed N = 100 (m = 10, α = 1e-3).
 
@@ -803,24 +813,17 @@ class Stages:
     @functools.cached_property
     def agreement_er(self) -> dict[Key, tuple[float, float]]:
         """ER, γ = 0: Fig. 2a's curves and Fig. 2DExplain's."""
-        keys = [(100, M_CURVES, ALPHA_CURVES, 0.0), (1000, M_CURVES, ALPHA_CURVES, 0.0)] + [
-            (N, 10, ALPHA_GRID, 0.0) for N in EXPLAIN_MEMORY
-        ]
-        return agreement(self.er, self.ex_er, keys)
+        return agreement(self.er, self.ex_er, _learning_curve_keys(0.0) + _explain_keys())
 
     @functools.cached_property
     def agreement_per(self) -> dict[Key, tuple[float, float]]:
         """pER: Fig. 2b's curves and Fig. 2DExplain's."""
-        keys = [(100, M_CURVES, ALPHA_CURVES, 0.0), (1000, M_CURVES, ALPHA_CURVES, 0.0)] + [
-            (N, 10, ALPHA_GRID, 0.0) for N in EXPLAIN_MEMORY
-        ]
-        return agreement(self.per, self.ex_per, keys)
+        return agreement(self.per, self.ex_per, _learning_curve_keys(0.0) + _explain_keys())
 
     @functools.cached_property
     def agreement_gamma05(self) -> dict[Key, tuple[float, float]]:
         """ER, γ = 0.5: the two learning curves."""
-        keys = [(100, M_CURVES, ALPHA_CURVES, GAMMA_NONZERO), (1000, M_CURVES, ALPHA_CURVES, GAMMA_NONZERO)]
-        return agreement(self.er, self.ex_er, keys)
+        return agreement(self.er, self.ex_er, _learning_curve_keys(GAMMA_NONZERO))
 
     @functools.cached_property
     def spot_error(self) -> float:
