@@ -386,6 +386,24 @@ def test_untraced_x64_scope_and_dtype():
     assert jax.numpy.asarray(1.0).dtype == np.float32 or jax.config.jax_enable_x64  # global untouched
 
 
+def test_theory_runs_on_the_host_cpu_unless_the_caller_chose_a_device(monkeypatch):
+    from jaxreplay.paper.theory import _common
+
+    seen = []
+    probe = _common.x64(lambda: seen.append(jax.config.jax_default_device))
+    cpu = jax.devices("cpu")[0]
+    probe()  # CPU backend: placement left to JAX
+    monkeypatch.setattr(jax, "default_backend", lambda: "gpu")  # as on a GPU machine
+    probe()
+    with jax.default_device(cpu):  # the caller's choice is kept, not replaced
+        assert _common.host_device() is None
+        probe()
+    monkeypatch.setattr(jax, "devices", lambda backend=None: (_ for _ in ()).throw(RuntimeError("no cpu")))
+    probe()  # no CPU backend (JAX_PLATFORMS=cuda): placement left to JAX
+    assert seen == [None, cpu, cpu, None]
+    assert _common.host_device() is None
+
+
 def test_tracing_without_x64_raises_clear_error():
     with pytest.raises(RuntimeError, match="enable_x64"):
         jax.vmap(lambda n: th.solve(P, n, 10, 1e-3).metric)(np.array([10, 20]))

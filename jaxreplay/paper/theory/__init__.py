@@ -9,6 +9,11 @@
 
 No random keys anywhere. All computations run in float64 inside a scoped
 ``jax.enable_x64`` context; the global JAX configuration is left alone.
+They run on the host CPU even where JAX's default backend is a GPU: adaptive
+ODE stepping is a long loop of tiny dependent kernels, which a GPU runs
+several times slower than a CPU (``_common.host_device`` says why, with
+numbers). To run them on an accelerator anyway, call them inside
+``with jax.default_device(device):``.
 """
 
 from jaxreplay import _extras  # noqa: E402

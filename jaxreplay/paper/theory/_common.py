@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import functools
 from typing import NamedTuple
 
@@ -74,28 +75,50 @@ def f64(x):
     return jnp.asarray(x, dtype=jnp.float64)
 
 
+def host_device() -> jax.Device | None:
+    """The device the theory computes on when the caller has not chosen one: the host CPU.
+
+    The theory's work is float64 adaptive ODE stepping and closed forms on small
+    arrays: a while loop of thousands of short, dependent iterations, each a few
+    tiny kernels. On a GPU every iteration pays kernel launches and a host round
+    trip for the loop's predicate, so the host CPU is faster: the paper-scale
+    ER theory grid (10,022 solves) took 48 s on an H200 and 9 s on a 2-core CPU
+    (``benchmarks/README.md``). Returns None (JAX places the work as usual) when
+    the default backend is already the CPU, when the caller chose a device with
+    ``jax.default_device`` (respected: that is how to run the theory on an
+    accelerator), or when JAX has no CPU backend (``JAX_PLATFORMS`` without ``cpu``).
+    """
+    if jax.config.jax_default_device is not None or jax.default_backend() == "cpu":
+        return None
+    try:
+        return jax.devices("cpu")[0]
+    except RuntimeError:  # no CPU backend initialised
+        return None
+
+
 def x64(fn):
-    """Run ``fn`` with 64-bit types enabled, scoped to the call.
+    """Run ``fn`` with 64-bit types enabled, scoped to the call, on the host CPU (:func:`host_device`).
 
     The global ``jax_enable_x64`` setting of other modules is left alone; the
     arrays returned are float64. Called on tracers of a transformation that
     was started with 64-bit types disabled (mixed precision would fail deep in
     XLA, or silently lose digits), it raises ``RuntimeError`` telling the user
-    to trace inside ``with jax.enable_x64(True):``.
+    to trace inside ``with jax.enable_x64(True):``. Called on tracers at all,
+    the enclosing transformation decides the device.
     """
 
     @functools.wraps(fn)
     def wrapper(*args, **kwargs):
-        if not jax.config.read("jax_enable_x64") and any(
-            isinstance(leaf, jax.core.Tracer) for leaf in jax.tree.leaves((args, kwargs))
-        ):
+        traced = any(isinstance(leaf, jax.core.Tracer) for leaf in jax.tree.leaves((args, kwargs)))
+        if traced and not jax.config.read("jax_enable_x64"):
             raise RuntimeError(
                 f"jaxreplay.paper.theory.{fn.__name__} computes in float64 and cannot be traced by a "
                 "transformation started with 64-bit types disabled. Apply jit/vmap inside "
                 "`with jax.enable_x64(True):` (the setting is scoped to the block), or use "
                 "jaxreplay.paper.theory.solve_grid, which vmaps internally."
             )
-        with jax.enable_x64(True):
+        device = None if traced else host_device()
+        with jax.enable_x64(True), jax.default_device(device) if device is not None else contextlib.nullcontext():
             return fn(*args, **kwargs)
 
     return wrapper
