@@ -24,4 +24,6 @@ BENCHMARKS: dict[str, str] = {
     "sweep": "benchmarks.sweep",
     "dqn": "benchmarks.dqn",
     "roofline": "benchmarks.roofline",
+    "theory": "benchmarks.theory",
+    "xla_flags": "benchmarks.xla_flags",
 }

@@ -51,7 +51,8 @@ BATCH_SIZE = 50
 PRIORITY_EXPONENT = 0.6
 IMPORTANCE_EXPONENT = 0.4
 HEADLINE = (100, 1000)  # (B, N) of the issue's target
-TARGET_RATIO = 10.0
+TARGET_RATIO = 15.0  # stored-priority, quick mode (issue 15; issue 4 asked 10×)
+UNIFORM_TARGET_RATIO = 2.0  # uniform add + sample + gather (issue 15)
 
 # What each mode measures.
 MODES: dict[str, dict[str, Any]] = {
@@ -397,8 +398,13 @@ def _report(mode_name, mode, configs, results, mixed) -> str:
     out: list[str] = []
     B0, N0 = HEADLINE
     head_ratio = _ratio(results[("priority", "ours", B0, N0)], results[("priority", "flashbax", B0, N0)])
-    HEADLINES[:] = [[f"stored-priority add+sample+update, ours / flashbax (N = {N0}, B = {B0}, batch {BATCH_SIZE})",
-                     f"{head_ratio:.1f}×", f"≥ {TARGET_RATIO:.0f}×"]]
+    uniform_ratio = _ratio(results[("uniform", "ours", B0, N0)], results[("uniform", "flashbax", B0, N0)])
+    HEADLINES[:] = [
+        [f"uniform add+sample+gather, ours / flashbax (N = {N0}, B = {B0}, batch {BATCH_SIZE})",
+         f"{uniform_ratio:.1f}×", f"≥ {UNIFORM_TARGET_RATIO:.0f}×"],
+        [f"stored-priority add+sample+update, ours / flashbax (N = {N0}, B = {B0}, batch {BATCH_SIZE})",
+         f"{head_ratio:.1f}×", f"≥ {TARGET_RATIO:.0f}×"],
+    ]
     if math.isfinite(head_ratio):
         verdict = "met" if head_ratio >= TARGET_RATIO else "**not met**"
         out.append(

@@ -14,6 +14,12 @@ minibatch 50, one gradient step per environment step, uniform replay.
 
 Compile time is reported apart. Targets (issue 5): ≥ 10× the sequential
 single-seed runs, ≥ 100× SB3 (aggregate env steps/s).
+
+**Scaling with seeds** (issue 15): the same sweep at growing seed counts, up to
+the largest that the engine runs in one chunk (on the CPU only up to
+:data:`MODES`' ``scaling`` list, in time's interest). Targets on a GPU: at
+1,000 and 4,000 seeds, twice the env steps/s measured before issue 15's work
+(:data:`BEFORE`, one H100).
 """
 
 from __future__ import annotations
@@ -29,9 +35,14 @@ from benchmarks import _timing
 TITLE = "DQN on CartPole-v1: 100-seed sweep vs sequential seeds vs Stable-Baselines3"
 
 MODES = {
-    "quick": dict(steps=4_000, seeds=100, sequential=3, sb3_steps=4_000),
-    "full": dict(steps=20_000, seeds=100, sequential=5, sb3_steps=20_000),
+    "quick": dict(steps=4_000, seeds=100, sequential=3, sb3_steps=4_000, scaling=(10, 30)),
+    "full": dict(steps=20_000, seeds=100, sequential=5, sb3_steps=20_000, scaling=(10, 30, 300)),
 }
+#: Seed counts of the scaling table on an accelerator (then 4× the last, see MAX_ACCELERATOR_SEEDS).
+ACCELERATOR_SCALING = (1_000, 4_000, 16_000)
+MAX_ACCELERATOR_SEEDS = 64_000  # 4× steps on from 16,000 while one chunk holds them, up to 64,000 (time)
+#: Env steps/s of the 4,000-step CartPole sweep measured before issue 15's work, on one H100 (issue 15's table).
+BEFORE = {1_000: 7.0e6, 4_000: 11.4e6}
 HEADLINES: list[list[str]] = []  # filled by run(): the summary rows of `python -m benchmarks`
 
 
@@ -96,7 +107,46 @@ def run(mode_name: str = "quick", progress: Callable[[str], None] = lambda s: pr
     seq = _ours_sequential(mode["steps"], mode["sequential"])
     progress(f"  SB3: {mode['sb3_steps']} steps")
     sb3 = _sb3(mode["sb3_steps"])
-    return _report(mode_name, mode, sweep, seq, sb3)
+    report = _report(mode_name, mode, sweep, seq, sb3)
+    scaling = _scaling(mode, sweep, progress)
+    return report + "\n\n" + _scaling_report(mode, scaling)
+
+
+def _scaling(mode: dict, at_seeds: dict, progress: Callable[[str], None]) -> list[dict]:
+    """The sweep at each seed count (the main sweep's result reused at its count), in one chunk each."""
+    on_accelerator = jax.default_backend() != "cpu"
+    counts = sorted(set(mode["scaling"]) | {mode["seeds"]} | (set(ACCELERATOR_SCALING) if on_accelerator else set()))
+    rows = []
+    while counts:
+        seeds = counts.pop(0)
+        progress(f"  scaling: {seeds:,} seeds")
+        result = at_seeds if seeds == mode["seeds"] else _ours_sweep(mode["steps"], seeds)
+        rows.append(dict(seeds=seeds, **result))
+        if result["chunk"] < seeds:  # the engine split it: more seeds would not run in one program
+            break
+        if on_accelerator and not counts and seeds < MAX_ACCELERATOR_SEEDS:
+            counts.append(4 * seeds)
+    return rows
+
+
+def _scaling_report(mode: dict, rows: list[dict]) -> str:
+    table_rows = []
+    for r in rows:
+        rate = _rate(r, "env_steps")
+        before = BEFORE.get(r["seeds"]) if jax.default_backend() == "gpu" else None
+        table_rows.append([f"{r['seeds']:,}", f"{r['chunk']:,}", f"{rate:,.0f}",
+                           f"{r['seconds'] / mode['steps'] * 1e6:.3g}", f"{r['compile_s']:.1f} s",
+                           f"{rate / before:.2f}×" if before else "–"])
+        if before:
+            HEADLINES.append([f"DQN CartPole, {r['seeds']:,}-seed sweep: env steps/s ÷ before issue 15 "
+                              f"({before / 1e6:.1f} M, one H100)", f"{rate / before:.2f}×", "≥ 2×"])
+    table = _timing.markdown_table(["seeds", "chunk", "env steps/s", "µs per env step (all seeds)", "compile",
+                                    "÷ before (H100)"], table_rows)
+    last = rows[-1]
+    stop = ("the engine split the last count into chunks (its memory budget)" if last["chunk"] < last["seeds"]
+            else "the list ends there")
+    return "\n\n".join([f"**Scaling with seeds**: the same sweep ({mode['steps']:,} steps per seed), one program "
+                         f"per seed count; {stop}.", table])
 
 
 def _rate(d: dict, key: str) -> float:

@@ -16,6 +16,19 @@ Per-run cost of (a) and (b) is measured on a subset of runs (they are linear
 in the number of runs) and compared with ours at the largest sweep.
 Targets (issue 4): per-run cost flat within 1.5× from 10² to 10⁴ runs, ≥ 20×
 (a), ≥ 100× (b). With a GPU present the same command also sweeps 10⁵ runs.
+
+**End to end vs the bare kernel** (issue 15). The same runs (10⁴ on a CPU,
+10⁶ on an accelerator) three ways, one after another in one process:
+
+* **bare kernel**: ``jax.jit(linesearch.run_grid)`` called on the engine's
+  chunk shape once per chunk, outputs left on the device (the work alone);
+* **engine, final metrics**: :func:`jaxreplay.engine.sweep.run` keeping no
+  per-step record (``Record(keep=())``): what a sweep that wants M(T) moves;
+* **engine, full curves**: the default, every run's Δθ(t) and N(t) to the host.
+
+Targets: final metrics at ≥ 80 % of the bare kernel's TD updates/s; full
+curves within 1.5× of the host-transfer bound (the records' bytes ÷ the
+device-to-host bandwidth measured on the spot with one large array).
 """
 
 from __future__ import annotations
@@ -35,17 +48,84 @@ MEMORY_SIZES = (10, 50, 100, 200, 300, 400, 500, 600, 800, 1000)
 STEPS, MAX_CAPACITY, BATCH, STEP_SIZE = 1000, 1000, 5, 1e-3
 
 MODES = {
-    "quick": dict(runs=(100, 1000, 10_000), repeats=3, numpy_runs=1000, loop_runs=20),
-    "full": dict(runs=(100, 300, 1000, 3000, 10_000, 30_000), repeats=5, numpy_runs=1000, loop_runs=100),
+    "quick": dict(runs=(100, 1000, 10_000), repeats=3, numpy_runs=1000, loop_runs=20, end_to_end=10_000),
+    "full": dict(runs=(100, 300, 1000, 3000, 10_000, 30_000), repeats=5, numpy_runs=1000, loop_runs=100,
+                 end_to_end=30_000),
 }
+END_TO_END_ACCELERATOR = 1_000_000  # runs of the end-to-end comparison when the backend is not the CPU
 
 
-def _sweep(runs: int):
+def _sweep(runs: int, record=None):
     from jaxreplay.engine import sweep as sw
 
     return sw.Sweep("linesearch", seeds=runs // len(MEMORY_SIZES),
                     setup={"steps": STEPS, "max_capacity": MAX_CAPACITY, "max_batch_size": BATCH},
-                    fixed={"batch_size": BATCH, "step_size": STEP_SIZE}, grid={"memory_size": list(MEMORY_SIZES)})
+                    fixed={"batch_size": BATCH, "step_size": STEP_SIZE}, grid={"memory_size": list(MEMORY_SIZES)},
+                    **({} if record is None else {"record": record}))
+
+
+def _td_updates(runs: int) -> int:
+    return runs * STEPS * BATCH
+
+
+def _bare_kernel(sweep, chunk: int, repeats: int) -> dict:
+    """``jit(run_grid)`` on ``chunk`` runs, called once per chunk of ``sweep``, outputs left on the device."""
+    from jaxreplay.experiments import linesearch as ls
+
+    setup = sweep.make_setup()
+    runs = np.arange(chunk)
+    hparams = jax.tree.map(jax.numpy.asarray, sweep.hyperparameters(runs % sweep.num_runs))
+    keys = jax.vmap(lambda s: jax.random.fold_in(jax.random.key(sweep.seed), s))(
+        jax.numpy.asarray(runs % sweep.seeds, jax.numpy.uint32))
+    t0 = time.perf_counter()
+    compiled = jax.jit(ls.run_grid, static_argnums=2).lower(keys, hparams, setup).compile()
+    compile_s = time.perf_counter() - t0
+    jax.block_until_ready(compiled(keys, hparams))  # warm-up
+    calls = -(-sweep.num_runs // chunk)
+    times = []
+    for _ in range(repeats):
+        t0 = time.perf_counter()
+        outs = [compiled(keys, hparams) for _ in range(calls)]  # dispatched back to back, as the engine
+        jax.block_until_ready(outs)
+        times.append(time.perf_counter() - t0)
+        del outs
+    return dict(seconds=float(np.median(times)), compile_s=compile_s, calls=calls)
+
+
+def host_transfer_bandwidth(nbytes: int = 256 * 2**20) -> float:
+    """Bytes/s of copying one ``nbytes`` device array to a NumPy array (the fastest of 3 fresh copies)."""
+    x = jax.numpy.ones((nbytes // 4,), jax.numpy.float32)
+    on_cpu = jax.default_backend() == "cpu"
+    best = float("inf")
+    for i in range(3):
+        y = jax.block_until_ready(x + i)  # a fresh array: nothing cached on the host
+        t0 = time.perf_counter()
+        # On the CPU backend np.asarray may alias the buffer: copy, which is what a transfer costs there.
+        np.array(y, copy=True) if on_cpu else np.asarray(y)
+        best = min(best, time.perf_counter() - t0)
+    return nbytes / best
+
+
+def _end_to_end(runs: int, repeats: int) -> dict:
+    """The bare kernel, the engine keeping final metrics, and the engine keeping full curves, on ``runs``."""
+    from jaxreplay.engine import sweep as sw
+    from jaxreplay.engine.records import Record
+
+    full_sweep, final_sweep = _sweep(runs), _sweep(runs, Record(keep=()))
+    full = sw.run(full_sweep, None, progress=False)
+    finals = [sw.run(final_sweep, None, progress=False) for _ in range(repeats)]
+    chunk = finals[0].stats.chunk_size
+    bare = _bare_kernel(final_sweep, chunk, repeats)
+    if not np.array_equal(full.dataset.final_metric.values, finals[0].dataset.final_metric.values):
+        raise AssertionError("keeping fewer records changed the final metrics")
+    bandwidth = host_transfer_bandwidth()
+    record_bytes = full.stats.result_bytes_per_run * full_sweep.num_runs
+    return dict(
+        runs=full_sweep.num_runs, chunk=chunk, full_chunk=full.stats.chunk_size, calls=bare["calls"],
+        bare_s=bare["seconds"], final_s=float(np.median([r.stats.run_seconds for r in finals])),
+        full_s=full.stats.run_seconds, record_bytes=record_bytes, bandwidth=bandwidth,
+        transfer_s=record_bytes / bandwidth, compile_s=bare["compile_s"],
+    )
 
 
 def _engine(runs: int, repeats: int) -> dict:
@@ -98,7 +178,10 @@ def run(mode_name: str = "quick", progress: Callable[[str], None] = lambda s: pr
     numpy = _numpy(mode["numpy_runs"])
     progress(f"  (b) Python loop of the jitted single run: {mode['loop_runs']} runs")
     loop = _python_loop(mode["loop_runs"])
-    return _report(mode_name, engine, numpy, loop)
+    runs = END_TO_END_ACCELERATOR if on_accelerator else mode["end_to_end"]
+    progress(f"  end to end vs the bare kernel: {runs:,} runs")
+    e2e = _end_to_end(runs, repeats=1 if runs > 10_000 else 2)
+    return _report(mode_name, engine, numpy, loop) + "\n\n" + _end_to_end_report(e2e)
 
 
 HEADLINES: list[list[str]] = []  # filled by run(): the summary rows of `python -m benchmarks`
@@ -146,6 +229,40 @@ def _report(mode_name, engine, numpy, loop) -> str:
         f"LineSearch ER, T = {STEPS}, m = {BATCH}, α = {STEP_SIZE}, max_capacity {MAX_CAPACITY}, "
         f"{len(MEMORY_SIZES)} memory sizes × seeds; backend `{jax.default_backend()}`, mode `{mode_name}`.",
         scaling, verdict, baselines, sanity,
+    ])
+
+
+def _end_to_end_report(e: dict) -> str:
+    updates = _td_updates(e["runs"])
+    final_share = e["bare_s"] / e["final_s"]
+    full_over_bound = e["full_s"] / max(e["transfer_s"], e["bare_s"])
+    rate = lambda seconds: f"{updates / seconds:.3g}"  # noqa: E731
+    rows = [
+        ["bare kernel: `jit(run_grid)`, outputs left on the device", f"{e['bare_s']:.3g} s", rate(e["bare_s"]),
+         "1×", f"{e['calls']} call(s) of {e['chunk']:,} runs"],
+        ["engine, final metrics only (`Record(keep=())`)", f"{e['final_s']:.3g} s", rate(e["final_s"]),
+         f"{e['final_s'] / e['bare_s']:.2f}×", f"chunks of {e['chunk']:,}"],
+        ["engine, full curves (default)", f"{e['full_s']:.3g} s", rate(e["full_s"]),
+         f"{e['full_s'] / e['bare_s']:.2f}×", f"chunks of {e['full_chunk']:,}; "
+                                              f"{_timing.format_bytes(e['record_bytes'])} of records"],
+        ["host-transfer bound of the full curves", f"{e['transfer_s']:.3g} s", rate(e["transfer_s"]), "–",
+         f"{_timing.format_bytes(e['record_bytes'])} at {e['bandwidth'] / 1e9:.3g} GB/s (measured)"],
+    ]
+    HEADLINES.extend([
+        [f"LineSearch sweep end to end, final metrics only, share of the bare kernel's throughput "
+         f"({e['runs']:,} runs)", f"{100 * final_share:.0f} %", "≥ 80 %"],
+        [f"LineSearch sweep end to end, full curves, time ÷ max(host-transfer bound, bare kernel) "
+         f"({e['runs']:,} runs)", f"{full_over_bound:.2f}×", "≤ 1.5×"],
+    ])
+    table = _timing.markdown_table(["way", "run time (excl. compile)", "TD updates/s", "vs bare kernel", "note"],
+                                   rows)
+    return "\n\n".join([
+        f"**End to end vs the bare kernel**, {e['runs']:,} runs (T = {STEPS}, m = {BATCH}: "
+        f"{updates:.3g} TD updates); backend `{jax.default_backend()}`.",
+        table,
+        f"Final metrics only run at **{100 * final_share:.0f} %** of the bare kernel's throughput (target ≥ 80 %); "
+        f"full curves take **{full_over_bound:.2f}×** the larger of the host-transfer bound and the bare kernel "
+        "(target ≤ 1.5×). The final metrics of the two engine runs are checked equal.",
     ])
 
 

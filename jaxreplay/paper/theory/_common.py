@@ -88,7 +88,8 @@ def host_device() -> jax.Device | None:
     ``jax.default_device`` (respected: that is how to run the theory on an
     accelerator), or when JAX has no CPU backend (``JAX_PLATFORMS`` without ``cpu``).
     """
-    if jax.config.jax_default_device is not None or jax.default_backend() == "cpu":
+    chosen = getattr(jax.config, "jax_default_device")  # set by `with jax.default_device(...)`; not in the stubs
+    if chosen is not None or jax.default_backend() == "cpu":
         return None
     try:
         return jax.devices("cpu")[0]

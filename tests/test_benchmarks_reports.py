@@ -1,0 +1,88 @@
+"""The arithmetic and decisions of issue 15's benchmark sections, on made-up measurements.
+
+No timing here: performance is measured in benchmarks/, never in tests.
+"""
+
+import pathlib
+import sys
+
+import pytest
+
+_ROOT = str(pathlib.Path(__file__).resolve().parents[1])
+if _ROOT not in sys.path:
+    sys.path.insert(0, _ROOT)
+
+from benchmarks import dqn, sweep, xla_flags  # noqa: E402
+
+
+def test_end_to_end_report_ratios():
+    e = dict(runs=1_000_000, chunk=500_000, full_chunk=250_000, calls=2, bare_s=1.0, final_s=1.25, full_s=9.0,
+             record_bytes=12e9, bandwidth=2e9, transfer_s=6.0, compile_s=1.0)
+    sweep.HEADLINES[:] = []
+    text = sweep._end_to_end_report(e)
+    # 5e9 TD updates: 5e9 / s bare, 4e9 / s final metrics (80 % of the bare kernel), full curves 9 s over a 6 s bound.
+    assert "| 1 s | 5e+09 | 1× |" in text and "| 1.25 s | 4e+09 | 1.25× |" in text
+    assert sweep.HEADLINES[0][1:] == ["80 %", "≥ 80 %"]
+    assert sweep.HEADLINES[1][1:] == ["1.50×", "≤ 1.5×"]
+    # Where the kernel itself is slower than the transfer, the bound is the kernel.
+    sweep.HEADLINES[:] = []
+    sweep._end_to_end_report(dict(e, transfer_s=0.5, full_s=1.2))
+    assert sweep.HEADLINES[1][1] == "1.20×"
+
+
+def test_dqn_scaling_stops_when_the_engine_splits(monkeypatch):
+    calls = []
+
+    def fake_sweep(steps, seeds):
+        calls.append(seeds)
+        return dict(seconds=seeds / 1e6 * steps, compile_s=1.0, env_steps=seeds * steps, updates=0,
+                    chunk=min(seeds, 3000))
+
+    monkeypatch.setattr(dqn, "_ours_sweep", fake_sweep)
+    monkeypatch.setattr(dqn.jax, "default_backend", lambda: "gpu")
+    mode = dict(dqn.MODES["quick"], steps=100)
+    main = fake_sweep(100, mode["seeds"])
+    calls.clear()
+    rows = dqn._scaling(mode, main, lambda s: None)
+    # 10 and 30 from the list, 100 reused from the main sweep, 1,000 fits, 4,000 is split: stop.
+    assert calls == [10, 30, 1000, 4000]
+    assert [r["seeds"] for r in rows] == [10, 30, 100, 1000, 4000]
+    dqn.HEADLINES[:] = []
+    text = dqn._scaling_report(mode, rows)
+    assert "split the last count" in text
+    # 1,000 seeds at 1e6 env steps/s against 7.0e6 before: 0.14×.
+    assert dqn.HEADLINES[0][1:] == ["0.14×", "≥ 2×"]
+
+
+def test_dqn_scaling_grows_by_four_up_to_the_cap(monkeypatch):
+    calls = []
+
+    def fake_sweep(steps, seeds):
+        calls.append(seeds)
+        return dict(seconds=1.0, compile_s=1.0, env_steps=seeds * steps, updates=0, chunk=seeds)
+
+    monkeypatch.setattr(dqn, "_ours_sweep", fake_sweep)
+    monkeypatch.setattr(dqn.jax, "default_backend", lambda: "gpu")
+    mode = dict(dqn.MODES["quick"], steps=100)
+    dqn._scaling(mode, fake_sweep(100, mode["seeds"]), lambda s: None)
+    assert calls[1:] == [10, 30, 1000, 4000, 16000, 64000]
+
+
+def test_xla_flag_report_marks_changed_outputs_and_failures():
+    one = {"w": dict(what="10 runs", step_us=100.0, compile_s=1.0, digest="aaa")}
+    results = {
+        "XLA's default": one,
+        "no command buffers": {"w": dict(one["w"], step_us=200.0)},
+        "default + WHILE": "failed (exit 1): Unknown flag",
+        "default + WHILE, graphs from 1 op": {"w": dict(one["w"], step_us=40.0, digest="bbb")},
+    }
+    text = xla_flags._report("quick", results)
+    assert "| 200 µs (0.50×) | same outputs |" in text
+    assert "| 40 µs (2.50×) | **outputs differ** |" in text
+    assert "failed (exit 1): Unknown flag" in text
+    assert xla_flags.HEADLINES[-1][1] == "2.50×"
+
+
+@pytest.mark.parametrize("flags", ["--xla_not_a_flag=1"])
+def test_xla_flag_child_reports_a_rejected_flag(flags):
+    assert xla_flags._run_child("quick", flags).startswith("failed (exit")
