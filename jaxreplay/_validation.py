@@ -9,6 +9,8 @@ in its docstring).
 
 from __future__ import annotations
 
+from collections.abc import Iterable
+
 import jax
 import numpy as np
 
@@ -21,6 +23,13 @@ def concrete_value(value: object) -> np.ndarray | None:
         return np.asarray(value)
     except Exception:  # e.g. a tracer hidden in a container: nothing to check
         return None
+
+
+def check_choice(name: str, value: object, allowed: Iterable[object]) -> None:
+    """Raise ``ValueError`` naming ``name`` unless ``value`` is one of ``allowed`` (static options: strings)."""
+    allowed = tuple(allowed)
+    if value not in allowed:
+        raise ValueError(f"{name} must be one of {allowed}, got {value!r}.")
 
 
 def check_int(name: str, value: object, low: int | None = None, high: int | None = None) -> None:

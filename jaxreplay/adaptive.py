@@ -491,8 +491,7 @@ def update(
         _validation.check_float("tolerance", tolerance, low=0.0)
     if relative_tolerance is not None:
         _validation.check_float("relative_tolerance", relative_tolerance, low=0.0, high=1.0)
-    if shrink_reading not in SHRINK_READINGS:
-        raise ValueError(f"shrink_reading must be one of {SHRINK_READINGS}, got {shrink_reading!r}.")
+    _validation.check_choice("shrink_reading", shrink_reading, SHRINK_READINGS)
     _check_td_error_fn(td_error_fn)
     length = max_num_old if subsample_size is None else subsample_size
     if not isinstance(state, AdaptiveState):

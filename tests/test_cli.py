@@ -96,21 +96,7 @@ def test_linesearch_bad_input(capsys, args, message):
     assert message in capsys.readouterr().err
 
 
-class _Compiles:
-    """Counts JAX lowerings (each compiled program), to show a refusal comes before compiling."""
-
-    def __init__(self):
-        import jax
-
-        self.count = 0
-        jax.monitoring.register_event_duration_secs_listener(self)
-
-    def __call__(self, name, duration, **kwargs):
-        if name == "/jax/core/compile/jaxpr_to_mlir_module_duration":
-            self.count += 1
-
-
-_COMPILES = _Compiles()
+from compile_events import COMPILE_EVENTS as _COMPILES  # noqa: E402
 
 
 @pytest.mark.parametrize("value", ["0", "-5"])
@@ -129,10 +115,10 @@ def test_linesearch_adaptive_num_old_is_checked_not_replaced(capsys, value):
     (["--env", "NoSuchGame-v0"], "env_id 'NoSuchGame-v0' is not a known environment"),
 ])
 def test_dqn_refuses_games_it_cannot_play_before_compiling(capsys, args, message):
-    before = _COMPILES.count
+    before = _COMPILES.lowerings
     assert cli.main(["dqn", "--quiet", "--seeds", "1", *args]) == 2
     assert message in capsys.readouterr().err
-    assert _COMPILES.count == before
+    assert _COMPILES.lowerings == before
 
 
 def test_linesearch_divergence_reports_the_experiment_and_strict_json(capsys):
@@ -175,11 +161,11 @@ def test_once_tracebacks_are_one_line_naming_the_option(tmp_path, capsys, monkey
                       'max_batch_size = 2\n[fixed]\nmemory_size = 5\nbatch_size = 2\n')
     args = [str(config) if a == "CONFIG" else str(tmp_path / "out") if a == "OUT" else a for a in args]
     monkeypatch.setattr(sweep, "_host_memory_bytes", lambda: 16 << 30)  # the same numbers on any machine
-    before = _COMPILES.count
+    before = _COMPILES.lowerings
     assert cli.main(args) == 2
     err = capsys.readouterr().err
     assert message in err and len(err.strip().splitlines()) == 1, err
-    assert "setup.max_capacity" not in err and _COMPILES.count == before
+    assert "setup.max_capacity" not in err and _COMPILES.lowerings == before
     if "2000000000" in args:
         assert "Lower --memory-size (replay storage dominates), or use a machine with more memory." in err
 

@@ -30,22 +30,14 @@ SEEDS = jax.random.split(jax.random.key(2024), 2)
 # Counting compilations
 
 
-_COMPILES: list[str] = []
-
-
-def _on_event(event: str, duration: float, **kwargs) -> None:
-    if event == "/jax/core/compile/backend_compile_duration":
-        _COMPILES.append(event)
-
-
-jax.monitoring.register_event_duration_secs_listener(_on_event)
+from compile_events import COMPILE_EVENTS  # noqa: E402
 
 
 def _compiles_during(fn):
-    before = len(_COMPILES)
+    before = COMPILE_EVENTS.backend_compiles
     out = fn()
     jax.block_until_ready(out)
-    return out, len(_COMPILES) - before
+    return out, COMPILE_EVENTS.backend_compiles - before
 
 
 # ----------------------------------------------------------------------------
@@ -599,10 +591,10 @@ def test_bad_hyperparameters_are_named_before_compiling(overrides, argument):
     with pytest.raises(ValueError, match=argument):
         dqn.check(hparams, setup)
     keys = jax.random.split(jax.random.key(0), 2)
-    before = len(_COMPILES)
+    before = COMPILE_EVENTS.backend_compiles
     with pytest.raises(ValueError, match=argument):
         dqn.run_batch(keys, hparams, setup)
-    assert len(_COMPILES) == before  # raised before anything was compiled
+    assert COMPILE_EVENTS.backend_compiles == before  # raised before anything was compiled
 
 
 def test_defaults_are_valid_and_sane():

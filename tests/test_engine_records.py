@@ -127,17 +127,7 @@ def test_record_table_round_trips_through_toml(tmp_path):
                                                                  "reduce": ["mean", "q0.1"]}
 
 
-class _Lowerings:
-    def __init__(self):
-        self.count = 0
-        jax.monitoring.register_event_duration_secs_listener(self)
-
-    def __call__(self, name, duration, **kwargs):
-        if name == "/jax/core/compile/jaxpr_to_mlir_module_duration":
-            self.count += 1
-
-
-_LOWERINGS = _Lowerings()
+from compile_events import COMPILE_EVENTS as _LOWERINGS  # noqa: E402
 
 
 @pytest.mark.parametrize("record, message", [
@@ -152,12 +142,12 @@ _LOWERINGS = _Lowerings()
 ])
 def test_bad_record_specs_name_the_key_before_compiling(tmp_path, record, message):
     (tmp_path / "s.toml").write_text(f'experiment = "linesearch"\n[record]\n{record}\n')
-    before = _LOWERINGS.count
+    before = _LOWERINGS.lowerings
     with pytest.raises(ValueError, match=message):
         sw.Sweep.from_toml(tmp_path / "s.toml")
     with pytest.raises(ValueError, match=r"^record must be a Record or a table"):
         _sweep(record=3)
-    assert _LOWERINGS.count == before
+    assert _LOWERINGS.lowerings == before
 
 
 def test_stride_over_segments_must_fit_them():

@@ -121,19 +121,7 @@ def test_divergence_is_flagged_not_fatal():
 # ----------------------------------------------------------------------------
 
 
-class _Lowerings:
-    """Counts JAX lowerings (one per program compiled, cache hit or not)."""
-
-    def __init__(self):
-        self.names = []
-        jax.monitoring.register_event_duration_secs_listener(self)
-
-    def __call__(self, name, duration, **kwargs):
-        if name == "/jax/core/compile/jaxpr_to_mlir_module_duration":
-            self.names.append(name)
-
-
-_LOWERINGS = _Lowerings()
+from compile_events import COMPILE_EVENTS as _LOWERINGS  # noqa: E402
 
 
 def test_one_compilation_for_any_number_of_memory_sizes_and_none_when_run_again():
@@ -142,18 +130,18 @@ def test_one_compilation_for_any_number_of_memory_sizes_and_none_when_run_again(
     for num_sizes, compilations in ((1, 1), (50, 0)):  # the second grid reuses the first one's program
         sweep = sw.Sweep("linesearch", seeds=16, setup=setup, fixed={"batch_size": 2},
                          grid={"memory_size": list(range(1, num_sizes + 1))})
-        _LOWERINGS.names.clear()
+        mark = _LOWERINGS.lowerings
         result = sw.run(sweep, None, chunk_size=16, progress=False)
         assert result.stats.compilations == compilations
-        assert len(_LOWERINGS.names) == compilations
+        assert _LOWERINGS.lowerings - mark == compilations
         assert result.stats.chunks == num_sizes  # chunks of 16 runs = one memory size × 16 seeds
         assert result.dataset.capacity.isel(step=-1, seed=0).values.tolist() == list(range(1, num_sizes + 1))
     # A different chunk shape is a new signature of the same programs; another setup, new programs.
-    _LOWERINGS.names.clear()
+    mark = _LOWERINGS.lowerings
     assert sw.run(sweep, None, chunk_size=8, progress=False).stats.compilations == 1
     other = sw.Sweep("linesearch", seeds=2, setup={**setup, "steps": 21}, fixed={"batch_size": 2, "memory_size": 8})
     assert sw.run(other, None, chunk_size=8, progress=False).stats.compilations == 1
-    assert len(_LOWERINGS.names) == 2
+    assert _LOWERINGS.lowerings - mark == 2
 
 
 @pytest.mark.parametrize("setup", [
@@ -179,10 +167,10 @@ def test_impossible_sweep_is_refused_before_anything_is_compiled(tmp_path):
                      fixed={"batch_size": 1})
     per_run = sw.estimate_bytes_per_run(sweep)
     assert per_run > 100_000 * 16  # four float32 fields per slot
-    _LOWERINGS.names.clear()
+    mark = _LOWERINGS.lowerings
     with pytest.raises(MemoryError, match=r"one run needs about .*MiB.*budget is"):
         sw.run(sweep, tmp_path / "out", memory_budget=per_run // 2, progress=False)
-    assert _LOWERINGS.names == []
+    assert _LOWERINGS.lowerings == mark
     assert not list((tmp_path / "out" / "chunks").glob("*.npz"))
     # A budget of a few runs gives chunks of that many runs.
     result = sw.run(sweep, None, memory_budget=3 * per_run, progress=False)
@@ -194,23 +182,23 @@ def test_host_memory_is_checked_before_anything_is_written_or_compiled(tmp_path,
     per_run = sw.estimate_result_bytes_per_run(sweep)
     assert per_run == 20 * 2 * 4 + 20 * 4 + 4 + 1 + 8  # dtheta, capacity, final_metric, diverged, run index
     monkeypatch.setattr(sw, "_host_memory_bytes", lambda: 8 * per_run)  # the results alone need 8 runs' worth
-    _LOWERINGS.names.clear()
+    mark = _LOWERINGS.lowerings
     with pytest.raises(MemoryError, match=r"results need about .* of host memory \(8 runs × 253 B of results "
                                           r"each = 2.0 KiB assembled.*but only 2.0 KiB is available"):
         sw.run(sweep, tmp_path / "out", memory_budget=10**6, progress=False)
-    assert _LOWERINGS.names == [] and not (tmp_path / "out").exists()
+    assert _LOWERINGS.lowerings == mark and not (tmp_path / "out").exists()
 
 
 def test_disk_is_checked_before_anything_is_written_or_compiled(tmp_path, monkeypatch, capsys):
     config = _write(tmp_path, TINY_TOML)
     per_run = sw.estimate_result_bytes_per_run(sw.Sweep.from_toml(config))
     monkeypatch.setattr(sw, "_free_disk_bytes", lambda path: 10 * per_run)
-    _LOWERINGS.names.clear()
+    mark = _LOWERINGS.lowerings
     assert _cli("sweep", config, "--out", tmp_path / "out", "--quiet") == 2
     err = capsys.readouterr().err
     assert f"the sweep needs about 4.0 KiB of disk in {tmp_path / 'out'} (2.0 KiB of chunk files for the 8 runs " \
            "still to compute, 2.0 KiB for results.nc), but only 2.5 KiB is free there" in err, err
-    assert _LOWERINGS.names == []
+    assert _LOWERINGS.lowerings == mark
     assert not (tmp_path / "out" / "sweep.json").exists() and not list((tmp_path / "out").rglob("*.npz"))
 
 
@@ -273,12 +261,12 @@ def test_a_huge_minibatch_is_refused_by_memory_before_compiling(capsys, monkeypa
     from jaxreplay import cli
 
     monkeypatch.setattr(sw, "_host_memory_bytes", lambda: 4 << 30)  # a 4 GiB host: a 2 GiB CPU budget
-    _LOWERINGS.names.clear()
+    mark = _LOWERINGS.lowerings
     assert cli.main(["linesearch", "--steps", "200", "--batch-size", "100000000"]) == 2
     err = capsys.readouterr().err
     assert "one run needs about 3.0 GiB of device memory" in err and "budget is 2.0 GiB" in err, err
     assert "A step's temporaries dominate (its largest array is 381.5 MiB): lower the minibatch size" in err
-    assert _LOWERINGS.names == []
+    assert _LOWERINGS.lowerings == mark
     # DQN: a minibatch of 10^5 (activations 10^5 x 64 float32) is counted too.
     small = sw.estimate_bytes_per_run(sw.Sweep("dqn", setup={"batch_size": 50}))
     huge = sw.estimate_bytes_per_run(sw.Sweep("dqn", setup={"batch_size": 100_000}))

@@ -200,8 +200,7 @@ class Setup:
             ("optimizer", self.optimizer, agent.OPTIMIZERS),
             ("batch_reduction", self.batch_reduction, agent.REDUCTIONS),
         ):
-            if value not in allowed:
-                raise ValueError(f"{name} must be one of {allowed}, got {value!r}.")
+            _validation.check_choice(name, value, allowed)
         for name in ("adaptive", "double", "truncation_bootstrap"):
             if not isinstance(getattr(self, name), bool):
                 raise ValueError(f"{name} must be a bool, got {getattr(self, name)!r}.")

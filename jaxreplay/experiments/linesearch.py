@@ -111,8 +111,7 @@ class Setup:
             ("weights", self.weights, WEIGHTS),
             ("shrink_reading", self.shrink_reading, adaptive.SHRINK_READINGS),
         ):
-            if value not in allowed:
-                raise ValueError(f"{name} must be one of {allowed}, got {value!r}.")
+            _validation.check_choice(name, value, allowed)
         for name in ("initial_position", "reward_slope", "reward_intercept"):
             _validation.check_float(name, getattr(self, name))
         _validation.check_float("speed", self.speed, low=0.0)

@@ -40,6 +40,8 @@ import time
 
 import numpy as np
 
+from jaxreplay import _validation
+
 __all__ = ["ENVS", "PAPER_PERCENT", "settings", "reproduce", "run_scores", "beats_static_average", "iqm_table"]
 
 ENVS = ("CartPole-v1", "MountainCar-v0", "Acrobot-v1")
@@ -68,8 +70,7 @@ def settings(env_id: str, quick: bool, tuned: bool = False, steps: int | None = 
     from jaxreplay.experiments import dqn
     from jaxreplay.paper.reproduce import settings as paper_settings
 
-    if env_id not in ENVS:
-        raise ValueError(f"env must be one of {ENVS}, got {env_id!r}.")
+    _validation.check_choice("env", env_id, ENVS)
     per_point = ("memory_size", "learning_starts", "adaptive_num_old")
     fixed_setup = adaptive_setup = common = None
     fixed_points, adaptive_points = [], []

@@ -99,11 +99,9 @@ def paper_setting(
         ValueError: unknown ``env_id``, ``tuned`` for another game or with
             ``quick``, or a ``memory_size`` outside ``[1, max_capacity]``.
     """
-    if env_id not in PAPER_TOTAL_STEPS:
-        raise ValueError(f"env_id must be one of {tuple(PAPER_TOTAL_STEPS)}, got {env_id!r}.")
+    _validation.check_choice("env_id", env_id, PAPER_TOTAL_STEPS)
     _validation.check_static_int("memory_size", memory_size, low=1)
-    if optimizer_reading not in OPTIMIZER_READINGS:
-        raise ValueError(f"optimizer_reading must be one of {OPTIMIZER_READINGS}, got {optimizer_reading!r}.")
+    _validation.check_choice("optimizer_reading", optimizer_reading, OPTIMIZER_READINGS)
     if max_capacity is not None:
         _validation.check_static_int("max_capacity", max_capacity, low=1)
     if tuned:

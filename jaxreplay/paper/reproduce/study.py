@@ -51,6 +51,8 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
+from jaxreplay import _validation
+
 if TYPE_CHECKING:  # the experiment is imported where it runs (the study's module imports only NumPy)
     from jaxreplay.experiments.dqn import Setup
 
@@ -136,12 +138,10 @@ def make_plan(
         steps: cut every run to this many steps (tests); the size grid follows.
         optimizer_reading: the main reading (``"adam"`` or ``"sgd"``).
     """
-    from jaxreplay import _validation
     from jaxreplay.experiments import dqn
     from jaxreplay.paper.reproduce import settings as paper_settings
 
-    if env_id not in ENVS:
-        raise ValueError(f"env must be one of {ENVS}, got {env_id!r}.")
+    _validation.check_choice("env", env_id, ENVS)
     seeds = _validation.check_static_int(
         "seeds", DEFAULT_SEEDS["quick" if quick else "full"] if seeds is None else seeds, low=1
     )

@@ -66,8 +66,7 @@ def check_hyper(memory_size, batch_size, step_size, discount, priority_exponent=
 
 def check_real_weights(real_weights: str) -> None:
     """ValueError unless ``real_weights`` is one of :data:`REAL_WEIGHTS` (ERRATA item 8)."""
-    if real_weights not in REAL_WEIGHTS:
-        raise ValueError(f"real_weights must be one of {REAL_WEIGHTS}, got {real_weights!r}.")
+    _validation.check_choice("real_weights", real_weights, REAL_WEIGHTS)
 
 
 def f64(x):

@@ -267,8 +267,7 @@ def _prepare(
     if memory_size_fn is None and memory_size is None:
         raise ValueError("memory_size must be given (or memory_size_fn).")
     check_hyper(memory_size if memory_size_fn is None else None, batch_size, step_size, discount, priority_exponent)
-    if frozen not in FROZEN:
-        raise ValueError(f"frozen must be one of {FROZEN}, got {frozen!r}.")
+    _validation.check_choice("frozen", frozen, FROZEN)
     check_real_weights(real_weights)
     if times is None:
         _validation.check_float("horizon", horizon, low=0.0)

@@ -6,6 +6,8 @@ import dataclasses
 
 import numpy as np
 
+from jaxreplay import _validation
+
 CSV_COLUMNS = ("sampler", "discount", "memory_size", "batch_size", "step_size", "source", "final_metric", "seeds")
 MODES = ("tiny", "default", "full")
 
@@ -58,8 +60,7 @@ class Plan:
 def make_plan(mode: str = "default", seeds: int | None = None) -> Plan:
     """The :class:`Plan` of ``mode``; ``seeds`` overrides the ER and aER seed count
     (pER then gets ``max(1, seeds // 4)``)."""
-    if mode not in MODES:
-        raise ValueError(f"mode must be one of {MODES}, got {mode!r}.")
+    _validation.check_choice("mode", mode, MODES)
     if mode == "tiny":
         plan = Plan(
             mode=mode,

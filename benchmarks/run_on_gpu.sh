@@ -1,0 +1,16 @@
+#!/usr/bin/env bash
+# Issue 15's measurements on the GPU machine (`device`), in one call: every benchmark in quick mode
+# (roofline, end to end vs the bare kernel at 10⁶ runs, DQN seed scaling, theory placement,
+# XLA:GPU command-buffer variants), writing the README's GPU block. Bring back OUT.
+# Usage (repo root, wheels for gymnax, flashbax & co. in .whl/, see the shared GPU notes):
+#   bash benchmarks/run_on_gpu.sh OUT [--only NAME ...]
+set -uo pipefail
+OUT=${1:?output folder}; shift
+mkdir -p "$OUT"
+python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --target /tmp/site .whl/*.whl
+export PYTHONPATH=/tmp/site:$PWD PYTHONUNBUFFERED=1 XLA_PYTHON_CLIENT_PREALLOCATE=false
+{ nvidia-smi --query-gpu=name,memory.total --format=csv,noheader; python3 -m jaxreplay info; } > "$OUT/gpu_info.txt" 2>&1
+t0=$(date +%s)
+python3 -m benchmarks --quick "$@" --out "$OUT/benchmarks_gpu_quick.md" --readme README.md 2> "$OUT/benchmarks_gpu.log"
+echo "exit $? in $(( $(date +%s) - t0 )) s" >> "$OUT/benchmarks_gpu.log"
+cp README.md "$OUT/README.md"
