@@ -13,6 +13,7 @@ compiles it. The two must agree (same solver, float64): checked to 1e-9.
 
 from __future__ import annotations
 
+import contextlib
 import sys
 import time
 from collections.abc import Callable
@@ -35,8 +36,6 @@ def _grid(configs: int):
 
 def _solve_seconds(memory_size, batch_size, device) -> tuple[float, float, np.ndarray]:
     """(first call s, second call s, metrics) of the grid, on ``device`` (None: the theory's default)."""
-    import contextlib
-
     from jaxreplay.paper import theory
 
     times = np.arange(1.0, 1001.0)

@@ -6,8 +6,6 @@ No timing here: performance is measured in benchmarks/, never in tests.
 import pathlib
 import sys
 
-import pytest
-
 _ROOT = str(pathlib.Path(__file__).resolve().parents[1])
 if _ROOT not in sys.path:
     sys.path.insert(0, _ROOT)
@@ -83,6 +81,6 @@ def test_xla_flag_report_marks_changed_outputs_and_failures():
     assert xla_flags.HEADLINES[-1][1] == "2.50×"
 
 
-@pytest.mark.parametrize("flags", ["--xla_not_a_flag=1"])
-def test_xla_flag_child_reports_a_rejected_flag(flags):
-    assert xla_flags._run_child("quick", flags).startswith("failed (exit")
+def test_xla_flag_child_reports_a_rejected_flag():
+    # XLA aborts at start-up on an unknown flag: reported as a failed variant, the benchmark goes on.
+    assert xla_flags._run_child("quick", "--xla_not_a_flag=1").startswith("failed (exit 1)")

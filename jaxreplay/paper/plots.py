@@ -61,6 +61,15 @@ def _title(ax: Axes, title: str) -> None:
     ax.set_title(textwrap.fill(title, 72), fontsize=10)
 
 
+def _finish_dtheta_axes(ax: Axes, title: str) -> None:
+    """Zero line, axis labels, title and a two-column legend of a Δθ(t) plot with theory and experiment."""
+    ax.axhline(0.0, color="0.6", lw=0.8)
+    ax.set_xlabel("learning step t")
+    ax.set_ylabel(r"$\Delta\theta$")
+    _title(ax, title)
+    ax.legend(fontsize=7, ncol=2)
+
+
 def save(fig: Figure, path: str | pathlib.Path) -> pathlib.Path:
     """Write ``fig`` as a PNG at ``path`` (parents created) and release its memory."""
     path = pathlib.Path(path)
@@ -165,11 +174,7 @@ def compare_learning_curves(
                 mfc="none",
                 label=rf"$\Delta\theta_2$ {label} (exp.)",
             )
-    ax.axhline(0.0, color="0.6", lw=0.8)
-    ax.set_xlabel("learning step t")
-    ax.set_ylabel(r"$\Delta\theta$")
-    _title(ax, title)
-    ax.legend(fontsize=7, ncol=2)
+    _finish_dtheta_axes(ax, title)
     return fig
 
 
@@ -410,11 +415,7 @@ def adaptive_learning_curves(
         ft = np.asarray(fixed_theory)
         ax.plot(t_theory, ft[:, 0], "-.", color="0.4", lw=1.0, label="ODE fixed N")
         ax.plot(t_theory, ft[:, 1], "-.", color="0.4", lw=1.0)
-    ax.axhline(0.0, color="0.6", lw=0.8)
-    ax.set_xlabel("learning step t")
-    ax.set_ylabel(r"$\Delta\theta$")
-    _title(ax, title)
-    ax.legend(fontsize=7, ncol=2)
+    _finish_dtheta_axes(ax, title)
     return fig
 
 

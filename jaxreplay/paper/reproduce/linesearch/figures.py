@@ -96,39 +96,27 @@ _SHALLOW_LABEL = f"optimal N, < {MONOTONE_TOL:g} below M(N_max)"
 
 def _learning_curves(N: int) -> tuple[FigureMaker, FigureMaker, FigureMaker]:
     """Fig. 2a (ER), Fig. 2b (pER) and Fig. 2DDiscountLearning (ER, γ = 0.5) at memory size N."""
-    from jaxreplay.paper import plots
-
     key = (N, M_CURVES, ALPHA_CURVES, 0.0)
     key5 = (N, M_CURVES, ALPHA_CURVES, GAMMA_NONZERO)
+    return (
+        _theory_vs_experiment(key, False, f"Fig. 2a: ER, N = {N}, m = 5, α = 0.01, γ = 0"),
+        _theory_vs_experiment(key, True, f"Fig. 2b: pER (β = 2), N = {N}, m = 5, α = 0.01"),
+        _theory_vs_experiment(key5, False, f"ER, γ = 0.5 (β = (0.1, 0.5) reward weights), N = {N}, m = 5, α = 0.01"),
+    )
 
-    def er(s: Stages):
+
+def _theory_vs_experiment(key, prioritized: bool, title: str) -> FigureMaker:
+    """The ODE's Δθ(t) and the seed-averaged experiment's at ``key``, ER or pER; the title gets the seed count."""
+    from jaxreplay.paper import plots
+
+    def make(s: Stages):
+        theory, experiment = (s.per, s.ex_per) if prioritized else (s.er, s.ex_er)
+        seeds = s.plan.per_seeds if prioritized else s.plan.er_seeds
         return plots.learning_curves(
-            s.times,
-            s.er.curve(*key),
-            s.exp_times,
-            s.ex_er.mean(*key),
-            title=f"Fig. 2a: ER, N = {N}, m = 5, α = 0.01, γ = 0 ({s.plan.er_seeds} seeds)",
+            s.times, theory.curve(*key), s.exp_times, experiment.mean(*key), title=f"{title} ({seeds} seeds)"
         )
 
-    def per(s: Stages):
-        return plots.learning_curves(
-            s.times,
-            s.per.curve(*key),
-            s.exp_times,
-            s.ex_per.mean(*key),
-            title=f"Fig. 2b: pER (β = 2), N = {N}, m = 5, α = 0.01 ({s.plan.per_seeds} seeds)",
-        )
-
-    def er_gamma05(s: Stages):
-        return plots.learning_curves(
-            s.times,
-            s.er.curve(*key5),
-            s.exp_times,
-            s.ex_er.mean(*key5),
-            title=f"ER, γ = 0.5 (β = (0.1, 0.5) reward weights), N = {N}, m = 5, α = 0.01 ({s.plan.er_seeds} seeds)",
-        )
-
-    return er, per, er_gamma05
+    return make
 
 
 def _explain(N: int) -> FigureMaker:

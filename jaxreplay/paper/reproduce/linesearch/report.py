@@ -65,18 +65,12 @@ def numbers(s: Stages, claims: list[dict]) -> dict:
     out.update(
         optimal_N_m10=by_id["optimal_N_m10_theory"]["value"],
         optimal_N_m10_experiment=by_id["optimal_N_m10_experiment"]["value"],
-        er_threshold=er.strict["threshold"],
-        per_threshold=per.strict["threshold"],
-        gamma05_threshold=g5.strict["threshold"],
-        er_threshold_global=er.glob["threshold"],
-        per_threshold_global=per.glob["threshold"],
-        gamma05_threshold_global=g5.glob["threshold"],
-        er_threshold_grid=er.strict_grid["threshold"],
-        per_threshold_grid=per.strict_grid["threshold"],
-        gamma05_threshold_grid=g5.strict_grid["threshold"],
-        er_threshold_global_grid=er.glob_grid["threshold"],
-        per_threshold_global_grid=per.glob_grid["threshold"],
-        gamma05_threshold_global_grid=g5.glob_grid["threshold"],
+    )
+    # er_threshold, per_threshold, gamma05_threshold, then the same with _global, _grid, _global_grid.
+    for suffix, field in (("", "strict"), ("_global", "glob"), ("_grid", "strict_grid"), ("_global_grid", "glob_grid")):
+        for name, thresholds in (("er", er), ("per", per), ("gamma05", g5)):
+            out[f"{name}_threshold{suffix}"] = getattr(thresholds, field)["threshold"]
+    out.update(
         optimal_N_m10_grid=s.cusps.er[s.batch_index(10)].grid_best_memory,
         optimal_memory={name: [float(x.best_memory) for x in cs] for name, cs in cusp_sets},
         optimal_memory_grid={name: [float(x.grid_best_memory) for x in cs] for name, cs in cusp_sets},

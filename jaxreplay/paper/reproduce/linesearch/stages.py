@@ -358,12 +358,8 @@ def theory_per(plan: Plan, times: np.ndarray) -> TheorySolves:
     for N in plan.grid_memory_sizes:
         for m in plan.grid_batch_sizes:
             reg.add(N, m, ALPHA_GRID, 0.0)
-    for N in (100, 1000):
-        reg.add(N, M_CURVES, ALPHA_CURVES, 0.0)
-    for N in EXPLAIN_MEMORY:
-        reg.add(N, 10, ALPHA_GRID, 0.0)
-    for N, m in plan.per_spots:
-        reg.add(N, m, ALPHA_GRID, 0.0)
+    for key in _per_experiment_keys(plan):
+        reg.add(*key)
     return solve_theory(reg, True, times)
 
 
@@ -518,12 +514,8 @@ def experiment_per(plan: Plan, seed: int) -> Experiments:
 
     setup = ls.Setup(steps=T, max_capacity=1000, max_batch_size=10, sampler="prioritized")
     reg = Registry()
-    for N in (100, 1000):
-        reg.add(N, M_CURVES, ALPHA_CURVES, 0.0)
-    for N in EXPLAIN_MEMORY:
-        reg.add(N, 10, ALPHA_GRID, 0.0)
-    for N, m in plan.per_spots:
-        reg.add(N, m, ALPHA_GRID, 0.0)
+    for key in _per_experiment_keys(plan):
+        reg.add(*key)
     return run_experiments(
         reg, setup, plan.per_seeds, plan.per_chunk, seed, priority_exponent=np.float32(PRIORITY_EXPONENT)
     )
@@ -666,6 +658,12 @@ def _learning_curve_keys(gamma: float) -> list[Key]:
 def _explain_keys() -> list[Key]:
     """Fig. 2DExplain's curves (m = 10, α = 1e-3, γ = 0)."""
     return [(N, 10, ALPHA_GRID, 0.0) for N in EXPLAIN_MEMORY]
+
+
+def _per_experiment_keys(plan: Plan) -> list[Key]:
+    """The pER configurations simulated (stage 6) and solved beside the grid (stage 2): Fig. 2b's
+    curves, Fig. 2DExplain's and the plan's pER spots, all at γ = 0."""
+    return _learning_curve_keys(0.0) + _explain_keys() + [(N, m, ALPHA_GRID, 0.0) for N, m in plan.per_spots]
 
 
 class AdaptiveComparison(NamedTuple):
