@@ -75,9 +75,10 @@ def main(argv: list[str] | None = None) -> int:
         ]
     )
     print(report)
+    from jaxreplay._files import atomic_write_text  # a full disk leaves the old file whole
+
     if args.out:
-        with open(args.out, "w", encoding="utf-8") as f:
-            f.write(report + "\n")
+        atomic_write_text(args.out, report + "\n")
         progress(f"wrote {args.out}")
     if args.readme:
         from jaxreplay.paper.reproduce.paper import replace_block
@@ -93,8 +94,7 @@ def main(argv: list[str] | None = None) -> int:
         # One block per backend: a CPU run does not overwrite the GPU numbers.
         backend = jax.default_backend()
         name = "benchmarks" if backend == "cpu" else f"benchmarks-{backend}"
-        with open(args.readme, "w", encoding="utf-8") as f:
-            f.write(replace_block(text, name, block))
+        atomic_write_text(args.readme, replace_block(text, name, block))  # never a truncated README
         progress(f"updated {args.readme}")
     return 0
 

@@ -682,7 +682,8 @@ def main(argv: list[str] | None = None) -> int:
         return 2
     try:
         return args.handler(args)
-    except (ValueError, FileNotFoundError) as error:
+    # Bad input, or a file that cannot be read or written (a full disk: WriteError names the file, kept whole).
+    except (ValueError, OSError) as error:
         print(f"jaxreplay {args.command}: error: {error}", file=sys.stderr)
         return 2
     except ModuleNotFoundError as error:

@@ -34,6 +34,8 @@ from typing import TYPE_CHECKING, NamedTuple
 
 import numpy as np
 
+from jaxreplay._files import TEMP_PREFIX, atomic_write
+
 if TYPE_CHECKING:
     from jaxreplay.engine.sweep import Sweep
 
@@ -58,32 +60,9 @@ def software_versions() -> dict[str, str]:
     return out
 
 
-def atomic_write(path: pathlib.Path, data: bytes | Callable) -> None:
-    """Write ``data`` to ``path`` so a reader sees the whole file or none of it (temp file, fsync, rename).
-
-    ``data`` is bytes, or a function that writes the file's contents to the
-    open binary file it is given (so large files are streamed, never held in
-    memory whole). Temp files are named ``.tmp-*``; :meth:`ChunkStore.prepare`
-    deletes any a killed writer left.
-    """
-    tmp = path.parent / f".tmp-{uuid.uuid4().hex}-{path.name}"
-    try:
-        with open(tmp, "wb") as f:
-            if callable(data):
-                data(f)
-            else:
-                f.write(data)
-            f.flush()
-            os.fsync(f.fileno())
-        os.replace(tmp, path)
-    except BaseException:
-        tmp.unlink(missing_ok=True)
-        raise
-
-
 def writable(folder: pathlib.Path) -> bool:
     """Whether a file can be created in ``folder`` (tried, so read-only mounts count, even for root)."""
-    probe = folder / f".tmp-probe-{uuid.uuid4().hex}"
+    probe = folder / f"{TEMP_PREFIX}probe-{uuid.uuid4().hex}"
     try:
         probe.open("wb").close()
         probe.unlink()
@@ -208,7 +187,7 @@ class ChunkStore:
                 f"fix the permissions of {parent}."
             ) from None
         self.chunk_dir.mkdir(exist_ok=True)
-        for stale in out.rglob(".tmp-*"):  # a killed writer's partial file
+        for stale in out.rglob(f"{TEMP_PREFIX}*"):  # a killed writer's partial file
             stale.unlink(missing_ok=True)
         for path, reason in scan.damaged:
             self._set_aside(path, reason)

@@ -28,6 +28,8 @@ from matplotlib.backends.backend_agg import FigureCanvasAgg
 from matplotlib.colors import ListedColormap, TwoSlopeNorm
 from matplotlib.figure import Figure
 
+from jaxreplay._files import atomic_write
+
 __all__ = [
     "save",
     "learning_curves",
@@ -71,11 +73,12 @@ def _finish_dtheta_axes(ax: Axes, title: str) -> None:
 
 
 def save(fig: Figure, path: str | pathlib.Path) -> pathlib.Path:
-    """Write ``fig`` as a PNG at ``path`` (parents created) and release its memory."""
+    """Write ``fig`` as a PNG at ``path`` (parents created; atomically, see :mod:`jaxreplay._files`) and
+    release its memory."""
     path = pathlib.Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
     fig.tight_layout()
-    fig.savefig(path, format="png")
+    atomic_write(path, lambda f: fig.savefig(f, format="png"))
     fig.clear()
     return path
 

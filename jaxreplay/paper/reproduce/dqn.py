@@ -41,6 +41,7 @@ import time
 import numpy as np
 
 from jaxreplay import _validation
+from jaxreplay._files import atomic_write_text, replacing
 
 __all__ = ["ENVS", "PAPER_PERCENT", "settings", "reproduce", "run_scores", "beats_static_average", "iqm_table"]
 
@@ -202,8 +203,9 @@ def reproduce(
     figures = _figures(out, env_id, datasets, sizes)
     csv_path = _write_csv(out, env_id, datasets, scores, sizes)
     report_path = out / "report.md"
-    report_path.write_text(
-        _report(env_id, seeds, quick, fixed_setup, common, percent, iqm, datasets, time.perf_counter() - t0, tuned)
+    atomic_write_text(
+        report_path,
+        _report(env_id, seeds, quick, fixed_setup, common, percent, iqm, datasets, time.perf_counter() - t0, tuned),
     )
     return dict(
         report=report_path,
@@ -265,7 +267,7 @@ def iqm_table(iqm: dict) -> str:
 
 def _write_csv(out, env_id, datasets, scores, sizes) -> pathlib.Path:
     path = out / "runs.csv"
-    with open(path, "w", newline="") as f:
+    with replacing(path, text=True, newline="") as f:
         w = csv.writer(f)
         w.writerow(
             [

@@ -40,6 +40,8 @@ import pathlib
 import time
 from typing import Iterable, Sequence
 
+from jaxreplay._files import atomic_write_text
+
 __all__ = ["reproduce", "dqn_claims", "claims_table", "replace_block", "update_readme", "tally", "AGREEMENT"]
 
 #: Values of the ``agrees`` column, best first.
@@ -146,7 +148,7 @@ def update_readme(path: str | pathlib.Path, claims: Sequence[dict], note: str, b
     (``claims``; :func:`reproduce` writes ``claims-gpu`` when JAX's backend is a GPU, so a CPU
     quick run and a paper-scale GPU run keep their own tables)."""
     path = pathlib.Path(path)
-    path.write_text(replace_block(path.read_text(), block, f"{note}\n\n{claims_table(claims)}"))
+    atomic_write_text(path, replace_block(path.read_text(), block, f"{note}\n\n{claims_table(claims)}"))
     return path
 
 
@@ -227,7 +229,7 @@ def _linesearch_part(out: pathlib.Path, mode: str, seeds, seed: int, progress: b
             return previous
     summary = results.jsonable(linesearch.reproduce(out, mode=mode, seeds=seeds, seed=seed, progress=progress))
     summary["settings"] = settings
-    record.write_text(json.dumps(summary, indent=1, allow_nan=True))
+    atomic_write_text(record, json.dumps(summary, indent=1, allow_nan=True))
     summary["resumed"] = False
     return summary
 
@@ -318,9 +320,9 @@ def reproduce(
         ),
     )
     claims_path = out / "claims.json"
-    claims_path.write_text(json.dumps(dict(context=context, claims=claims), indent=1))
+    atomic_write_text(claims_path, json.dumps(dict(context=context, claims=claims), indent=1))
     report_path = out / "report.md"
-    report_path.write_text(_report(out, claims, ls, dqn, context))
+    atomic_write_text(report_path, _report(out, claims, ls, dqn, context))
     if readme is not None:
         backend = jax.default_backend()
         update_readme(

@@ -52,6 +52,7 @@ from typing import TYPE_CHECKING
 import numpy as np
 
 from jaxreplay import _validation
+from jaxreplay._files import atomic_write_text, replacing
 
 if TYPE_CHECKING:  # the experiment is imported where it runs (the study's module imports only NumPy)
     from jaxreplay.experiments.dqn import Setup
@@ -484,8 +485,8 @@ def study(
     result["runtime_s"] = time.perf_counter() - t0
     result["figures"] = sorted(figures)
     result = jsonable(result, strict=True)
-    (out / "study.json").write_text(json.dumps(result, indent=1, allow_nan=False))
-    (out / "report.md").write_text(_report(result))
+    atomic_write_text(out / "study.json", json.dumps(result, indent=1, allow_nan=False))
+    atomic_write_text(out / "report.md", _report(result))
     return result
 
 
@@ -519,8 +520,8 @@ def refresh(study_dir) -> dict:
     if not path.exists():
         raise ValueError(f"{out}: no study.json; run jaxreplay study dqn --out {out} first.")
     result = relabel(json.loads(path.read_text()))
-    path.write_text(json.dumps(result, indent=1, allow_nan=False))
-    (out / "report.md").write_text(_report(result))
+    atomic_write_text(path, json.dumps(result, indent=1, allow_nan=False))
+    atomic_write_text(out / "report.md", _report(result))
     return result
 
 
@@ -701,7 +702,10 @@ def _finish(fig, ax, ylabel: str, title: str, path: pathlib.Path) -> str:
 
 def _write_csvs(out, plan, stages: dict) -> None:
     """``runs.csv`` (one row per run) and ``curves.csv`` (seed means per setting and segment) of every stage."""
-    with open(out / "runs.csv", "w", newline="") as f_runs, open(out / "curves.csv", "w", newline="") as f_curves:
+    with (
+        replacing(out / "runs.csv", text=True, newline="") as f_runs,
+        replacing(out / "curves.csv", text=True, newline="") as f_curves,
+    ):
         runs, curves = csv.writer(f_runs), csv.writer(f_curves)
         runs.writerow(
             [
@@ -986,5 +990,5 @@ def update_readme(readme, study_dirs, note: str = "") -> pathlib.Path:
     order = {env: i for i, env in enumerate(ENVS)}
     results.sort(key=lambda r: order.get(r["env"], len(order)))
     readme = pathlib.Path(readme)
-    readme.write_text(replace_block(readme.read_text(), "study", f"{note}\n\n{summary_table(results)}".strip()))
+    atomic_write_text(readme, replace_block(readme.read_text(), "study", f"{note}\n\n{summary_table(results)}".strip()))
     return readme

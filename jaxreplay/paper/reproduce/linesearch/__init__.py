@@ -81,6 +81,7 @@ import dataclasses  # noqa: E402
 import pathlib  # noqa: E402
 import time  # noqa: E402
 
+from jaxreplay._files import atomic_write_text  # noqa: E402
 from jaxreplay.paper.reproduce.linesearch import claims as _claims  # noqa: E402
 from jaxreplay.paper.reproduce.linesearch import report as _report  # noqa: E402
 from jaxreplay.paper.reproduce.linesearch.claims import CLAIM_IDS, CLAIMS  # noqa: E402
@@ -220,7 +221,8 @@ def reproduce(
         f"ER, γ = {GAMMA_NONZERO:g}": stages.cusps.er_gamma05,
     }
     report_path = out / "report.md"
-    report_path.write_text(
+    atomic_write_text(
+        report_path,
         _report.report_markdown(
             plan,
             claims,
@@ -232,7 +234,7 @@ def reproduce(
             clock.seconds,
             stages.grid_batch,
             cusp_tables,
-        )
+        ),
     )
     return dict(
         out_dir=str(out),

@@ -5,6 +5,7 @@ from __future__ import annotations
 import csv
 import pathlib
 
+from jaxreplay._files import replacing
 from jaxreplay.paper.reproduce.linesearch.figures import FIGURES
 from jaxreplay.paper.reproduce.linesearch.plan import (
     AER_K,
@@ -36,7 +37,7 @@ def metric_rows(s: Stages) -> list[tuple]:
 
 def write_metric_grid(path: pathlib.Path, rows: list[tuple]) -> pathlib.Path:
     """Write ``rows`` (:func:`metric_rows`) as CSV (floats in full precision)."""
-    with open(path, "w", newline="") as fh:
+    with replacing(path, text=True, newline="") as fh:
         w = csv.writer(fh)
         w.writerow(CSV_COLUMNS)
         for r in rows:

@@ -1,0 +1,111 @@
+"""Atomic file writes: every file jaxreplay writes goes through here.
+
+A file is written to a temporary file in the same folder (named ``.tmp-<hex>-<name>``),
+flushed to disk (fsync) and renamed over its target, so a reader (or the user, after a
+full disk, a killed process or a crash) sees the whole old file or the whole new one, never
+a truncated mix. A failed write deletes the temporary file and raises :class:`WriteError`
+naming the target.
+
+Three forms, one mechanism (:func:`replacing`):
+
+* :func:`atomic_write` – bytes, or a function streaming into the open binary file
+  (``np.savez``, ``fig.savefig``, a NetCDF writer);
+* :func:`atomic_write_text` – a string, as UTF-8;
+* :func:`replacing` – a context manager yielding the open temporary file, for writers that
+  write row by row (``csv.writer``).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import pathlib
+import stat
+import uuid
+from collections.abc import Callable, Iterator
+from typing import IO, Any
+
+__all__ = ["WriteError", "atomic_write", "atomic_write_text", "replacing"]
+
+TEMP_PREFIX = ".tmp-"
+
+
+class WriteError(OSError):
+    """A file could not be written (disk full, read-only folder, ...); the old file, if any, is unchanged.
+
+    ``filename`` is the target (not the temporary file), ``errno``/``strerror`` the operating
+    system's reason; ``str()`` is one line saying both and what to do.
+    """
+
+    def __str__(self) -> str:
+        return (
+            f"cannot write {self.filename}: {self.strerror}; it was left as it was. "
+            "Free some space or fix the folder's permissions, and run again."
+        )
+
+
+def _target(path: str | os.PathLike) -> pathlib.Path:
+    """The file to replace: a symlink's destination (so the link itself stays a link)."""
+    path = pathlib.Path(path)
+    return path.resolve() if path.is_symlink() else path
+
+
+@contextlib.contextmanager
+def replacing(path: str | os.PathLike, text: bool = False, newline: str | None = None) -> Iterator[IO[Any]]:
+    """Open a temporary file beside ``path`` for writing; on a clean exit it replaces ``path``.
+
+    Args:
+        path: the file to write (its folder must exist). An existing file keeps its permission bits.
+        text: yield a text file (UTF-8) instead of a binary one.
+        newline: as :func:`open`'s, for text (``""`` for :mod:`csv` writers).
+
+    Yields:
+        The open temporary file. The ``with`` body should only write to it.
+
+    Raises:
+        WriteError: writing, flushing or renaming failed (an ``OSError``, e.g. ENOSPC); the
+            temporary file is deleted and ``path`` is untouched. Any other exception from the
+            body also deletes the temporary file and propagates unchanged.
+    """
+    target = _target(path)
+    tmp = target.parent / f"{TEMP_PREFIX}{uuid.uuid4().hex}-{target.name[-120:]}"  # (within NAME_MAX)
+    try:
+        with open(tmp, "w" if text else "wb", encoding="utf-8" if text else None, newline=newline) as f:
+            yield f
+            f.flush()
+            os.fsync(f.fileno())  # on disk before the rename makes it the file
+        with contextlib.suppress(FileNotFoundError):  # a new file gets the folder's defaults
+            os.chmod(tmp, stat.S_IMODE(os.stat(target).st_mode))
+        os.replace(tmp, target)
+    except OSError as e:
+        tmp.unlink(missing_ok=True)
+        if isinstance(e, WriteError):
+            raise
+        raise WriteError(e.errno, e.strerror or str(e), str(path)) from e
+    except BaseException:  # (KeyboardInterrupt, a bug in the body): no temp file left either
+        tmp.unlink(missing_ok=True)
+        raise
+
+
+def atomic_write(path: str | os.PathLike, data: bytes | Callable[[IO[bytes]], object]) -> pathlib.Path:
+    """Write ``data`` to ``path`` so a reader sees the whole file or none of it (temp file, fsync, rename).
+
+    ``data`` is bytes, or a function that writes the file's contents to the open binary file
+    it is given (so large files are streamed, never held in memory whole). Returns ``path``.
+
+    Raises:
+        WriteError: the write failed; ``path`` is unchanged and no temporary file is left.
+    """
+    with replacing(path) as f:
+        if callable(data):
+            data(f)
+        else:
+            f.write(data)
+    return pathlib.Path(path)
+
+
+def atomic_write_text(path: str | os.PathLike, text: str) -> pathlib.Path:
+    """:func:`atomic_write` of ``text`` encoded as UTF-8. Returns ``path``."""
+    with replacing(path, text=True) as f:
+        f.write(text)
+    return pathlib.Path(path)

@@ -1,0 +1,185 @@
+"""Atomic writes: a write that fails part way (a full disk) leaves the old file whole and no temporary file,
+for every kind of file jaxreplay writes into a user's folder."""
+
+from __future__ import annotations
+
+import builtins
+import errno
+import io
+import os
+import pathlib
+import shutil
+
+import pytest
+
+from jaxreplay import _files, cli
+
+REPO = pathlib.Path(__file__).resolve().parents[1]
+STUDY = REPO / "docs" / "study" / "CartPole-v1"
+
+
+class _FillsUp:
+    """An open file on a disk with ``room`` bytes (characters, for text) left: the write that crosses it
+    writes what fits, then fails with ENOSPC, as a full disk does."""
+
+    def __init__(self, f, room: int):
+        self._f, self._room = f, room
+
+    def write(self, data):
+        if len(data) > self._room:
+            self._f.write(data[: self._room])
+            self._f.flush()
+            self._room = 0
+            raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC))
+        self._room -= len(data)
+        return self._f.write(data)
+
+    def __getattr__(self, name):
+        return getattr(self._f, name)
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        self._f.close()
+
+
+def _disk_fills_up(monkeypatch, name: str, room: int) -> None:
+    """Every file opened for writing whose name ends with ``name`` (so also a ``.tmp-*-name`` beside it)
+    gets ``room`` bytes. Patched at ``open`` itself (builtins and io, which pathlib and Pillow call), so
+    it hits any writer, atomic or not."""
+    real = io.open
+
+    def fake_open(file, *args, **kwargs):
+        f = real(file, *args, **kwargs)
+        mode = args[0] if args else kwargs.get("mode", "r")
+        if isinstance(file, (str, os.PathLike)) and str(file).endswith(name) and "w" in mode:
+            return _FillsUp(f, room)
+        return f
+
+    monkeypatch.setattr(builtins, "open", fake_open)
+    monkeypatch.setattr(io, "open", fake_open)
+
+
+def _temp_files(folder: pathlib.Path) -> list[str]:
+    return sorted(p.name for p in folder.iterdir() if p.name.startswith(_files.TEMP_PREFIX))
+
+
+# -- the writer itself ----------------------------------------------------------------------------
+
+
+def test_atomic_write_replaces_the_file_keeps_its_mode_and_writes_through_a_symlink(tmp_path):
+    real, link = tmp_path / "real.md", tmp_path / "link.md"
+    real.write_text("old\n")
+    real.chmod(0o640)
+    link.symlink_to(real)
+    assert _files.atomic_write_text(link, "new ü\n") == link
+    assert link.is_symlink() and real.read_bytes() == "new ü\n".encode()
+    assert oct(real.stat().st_mode & 0o777) == "0o640"
+    assert _files.atomic_write(tmp_path / "fresh.bin", lambda f: f.write(b"\x00\x01")) == tmp_path / "fresh.bin"
+    assert (tmp_path / "fresh.bin").read_bytes() == b"\x00\x01"
+    assert _temp_files(tmp_path) == []
+
+
+@pytest.mark.parametrize("fails_at", ["write", "fsync", "rename"])
+def test_a_failed_write_leaves_the_old_file_and_names_the_target(fails_at, tmp_path, monkeypatch):
+    path = tmp_path / "study.json"
+    path.write_text('{"old": true}\n')
+
+    def full(*args):
+        raise OSError(errno.ENOSPC, "No space left on device")
+
+    if fails_at == "write":
+        _disk_fills_up(monkeypatch, "study.json", room=5)
+    else:
+        monkeypatch.setattr(_files.os, {"fsync": "fsync", "rename": "replace"}[fails_at], full)
+    with pytest.raises(_files.WriteError) as caught:
+        _files.atomic_write_text(path, '{"new": true, "longer": "than five bytes"}\n')
+    assert (caught.value.errno, caught.value.filename) == (errno.ENOSPC, str(path))
+    assert str(caught.value) == (
+        f"cannot write {path}: No space left on device; it was left as it was. "
+        "Free some space or fix the folder's permissions, and run again."
+    )
+    assert path.read_text() == '{"old": true}\n'
+    assert _temp_files(tmp_path) == []
+
+
+def test_an_error_in_the_writing_code_propagates_unchanged_and_leaves_no_temp_file(tmp_path):
+    path = tmp_path / "runs.csv"
+    path.write_text("a,b\n")
+    with pytest.raises(ZeroDivisionError), _files.replacing(path, text=True) as f:
+        f.write("c,d\n")
+        1 / 0
+    assert path.read_text() == "a,b\n" and _temp_files(tmp_path) == []
+
+
+# -- every kind of file jaxreplay writes: the old one stays whole --------------------------------
+
+
+def _readme(tmp_path):
+    readme = tmp_path / "README.md"
+    shutil.copy(REPO / "README.md", readme)
+    return readme, lambda: cli.main(["study", "readme", str(REPO / "docs" / "study"), "--readme", str(readme)])
+
+
+def _study_folder(tmp_path, name):
+    for f in ("study.json", "report.md"):
+        shutil.copy(STUDY / f, tmp_path / f)
+    return tmp_path / name, lambda: cli.main(["study", "refresh", str(tmp_path)])
+
+
+def _figure(tmp_path):
+    from matplotlib.figure import Figure
+
+    from jaxreplay.paper import plots
+
+    path = tmp_path / "response.png"
+    shutil.copy(STUDY / "response.png", path)
+    fig = Figure(figsize=(2, 2))
+    fig.add_subplot().plot([0, 1], [1, 0])
+    return path, lambda: plots.save(fig, path)
+
+
+def _csv(tmp_path):
+    from jaxreplay.paper.reproduce.linesearch import report
+
+    path = tmp_path / "metric_grid.csv"
+    rows = [("uniform", 0.0, n, 1, 0.1, "theory", n / 3, 0) for n in range(1, 201)]
+    report.write_metric_grid(path, rows[:5])
+    return path, lambda: report.write_metric_grid(path, rows)
+
+
+WRITERS = {
+    "README block": _readme,
+    "JSON": lambda tmp_path: _study_folder(tmp_path, "study.json"),
+    "text report": lambda tmp_path: _study_folder(tmp_path, "report.md"),
+    "figure": _figure,
+    "CSV": _csv,
+}
+
+
+@pytest.mark.parametrize("kind", WRITERS)
+def test_a_full_disk_leaves_each_kind_of_file_whole(kind, tmp_path, monkeypatch, capsys):
+    path, write = WRITERS[kind](tmp_path)
+    old, others = path.read_bytes(), sorted(os.listdir(tmp_path))
+    _disk_fills_up(monkeypatch, path.name, room=1000)
+    if kind in ("README block", "JSON", "text report"):  # through the command line: one line, exit 2
+        assert write() == 2
+        assert capsys.readouterr().err == (
+            f"jaxreplay study: error: cannot write {path}: No space left on device; it was left as it was. "
+            "Free some space or fix the folder's permissions, and run again.\n"
+        )
+    else:
+        with pytest.raises(_files.WriteError, match=f"cannot write {path}: No space left on device"):
+            write()
+    assert path.read_bytes() == old, f"{path.name} was damaged: {len(path.read_bytes())} of {len(old)} bytes left"
+    assert sorted(os.listdir(tmp_path)) == others  # no temporary file left
+    monkeypatch.undo()
+    write()  # with room, the same call succeeds
+    assert _temp_files(tmp_path) == []
+    if kind == "README block":
+        assert path.read_text().count("<!-- study:begin -->") == 1 and path.read_text().endswith(
+            (REPO / "README.md").read_text().split("<!-- study:end -->")[1]
+        )
+    if kind == "CSV":
+        assert len(path.read_text().splitlines()) == 201
