@@ -67,9 +67,11 @@ software versions), ``chunks/*.npz`` (finished runs; each also carries its
 sweep's fingerprint, run count and run range), ``results.nc`` and
 ``summary.json`` (this call's statistics, and under ``calls`` those of every
 call that computed runs here). Rerunning the same sweep into it computes only the
-missing runs; a different sweep is refused, by ``sweep.json`` or, if that was
-deleted, by the chunks themselves (a chunk is only ever used by the sweep that
-wrote it).
+missing runs; a different sweep is refused, by ``sweep.json`` (itself refused
+as damaged if its config was edited: it must hash to its fingerprint) or, if
+that was deleted, by the chunks themselves (a chunk is only ever used by the
+sweep that wrote it). One process writes into a folder at a time: its lock file
+``sweep.lock`` names the holder (pid@host), and a second writer is refused.
 
 Records on demand. By default every run's full records (a LineSearch run's
 Δθ and capacity at each step) come back to the host. ``Sweep(...,
