@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import os
 import pathlib
+import re
 import signal
 import socket
 import subprocess
@@ -499,6 +500,7 @@ def test_a_failed_write_is_one_line_naming_the_file(tmp_path, capsys, monkeypatc
     assert _cli("sweep", config, "--out", out, "--quiet") == 2
     err = capsys.readouterr().err
     assert err == f"jaxreplay sweep: error: cannot write {out / 'sweep.json'}: No space left on device.\n"
+    assert not (out / "sweep.lock").exists()  # released however the run ends
 
 
 @pytest.mark.skipif(os.geteuid() == 0, reason="root ignores file permissions")
@@ -547,13 +549,142 @@ def test_sweep_killed_with_sigkill_resumes_to_identical_results(tmp_path):
     assert not (out / "results.nc").exists()
 
     sweep = sw.Sweep.from_toml(config)
-    resumed = sw.run(sweep, out, chunk_size=16, progress=False)
+    with pytest.warns(sw.SweepWarning, match=rf"left by process {proc.pid}@.*killed\?\): taken over"):
+        resumed = sw.run(sweep, out, chunk_size=16, progress=False)
+    assert not (out / "sweep.lock").exists()
     assert resumed.stats.runs_resumed == finished and resumed.stats.runs_computed == 80 - finished
     assert not list(out.rglob(".tmp-*")), "a partial file was left behind"
     for path in (out / "chunks").glob("*.npz"):
         with np.load(path, allow_pickle=False) as data:
             assert data["run_index"].size >= 1
     _same(resumed.dataset, sw.run(sweep, None, progress=False).dataset)
+
+
+def test_an_edited_manifest_is_refused_as_damaged_and_deleting_it_alone_is_enough(tmp_path, capsys):
+    config = _write(tmp_path, TINY_TOML)
+    out = tmp_path / "out"
+    assert _cli("sweep", config, "--out", out, "--quiet", "--chunk-size", "3") == 0
+    reference = sw.load(out)
+    original = json.loads((out / "sweep.json").read_text())
+    edits = {
+        "setup.steps": lambda c: c["setup"].update(steps=30),
+        "grid.memory_size": lambda c: c["grid"].update(memory_size=[5, 21]),
+        "seeds": lambda c: c.update(seeds=3),
+    }
+    for key, edit in edits.items():
+        manifest = json.loads(json.dumps(original))
+        edit(manifest["config"])
+        (out / "sweep.json").write_text(json.dumps(manifest, indent=2))
+        capsys.readouterr()
+        assert _cli("sweep", config, "--out", out, "--quiet") == 2, key
+        err = capsys.readouterr().err
+        assert err == (f"jaxreplay sweep: error: {out / 'sweep.json'} is damaged: its config does not match its "
+                       f"fingerprint (edited: {key}). Delete sweep.json alone and rerun: the chunks carry their "
+                       "sweep's fingerprint, so only this sweep's finished runs are reused.\n"), err
+        _same(sw.load(out), reference)  # results.nc untouched
+    (out / "sweep.json").unlink()  # as it says
+    assert _cli("sweep", config, "--out", out, "--quiet") == 0
+    assert "(0 computed, 8 resumed)" in capsys.readouterr().out
+    assert json.loads((out / "sweep.json").read_text())["config"] == original["config"]
+    _same(sw.load(out), reference)
+
+
+# The first writer of the two-writer test: it holds the folder's lock, blocked before saving its first chunk
+# until the test says go.
+_HELD_WRITER = """
+import pathlib, sys, time
+from jaxreplay.engine import store, sweep as sw
+config, out, ready, go = sys.argv[1:]
+save = store.ChunkStore.save
+def held(self, part):
+    pathlib.Path(ready).touch()
+    while not pathlib.Path(go).exists():
+        time.sleep(0.01)
+    save(self, part)
+store.ChunkStore.save = held
+r = sw.run(sw.Sweep.from_toml(config), out, chunk_size=3, progress=False)
+print("computed", r.stats.runs_computed)
+"""
+
+
+def test_a_second_writer_is_refused_naming_the_first_which_finishes_undisturbed(tmp_path, capsys):
+    config = _write(tmp_path, TINY_TOML)
+    out, ready, go = tmp_path / "out", tmp_path / "ready", tmp_path / "go"
+    env = dict(os.environ, JAX_PLATFORMS="cpu")
+    first = subprocess.Popen([sys.executable, "-c", _HELD_WRITER, config, out, ready, go], env=env, cwd=REPO,
+                             text=True, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    try:
+        deadline = time.time() + 180
+        while not ready.exists() and first.poll() is None and time.time() < deadline:
+            time.sleep(0.01)
+        assert ready.exists(), first.communicate()[1] if first.poll() is not None else "the first writer hung"
+        assert _cli("sweep", config, "--out", out, "--quiet") == 2
+        err = capsys.readouterr().err
+        assert err.startswith(f"jaxreplay sweep: error: {out} is being written by another sweep (process "
+                              f"{first.pid}@{socket.gethostname()}, started "), err
+        assert f"; lock file {out / 'sweep.lock'}): wait for it to finish, or write into another folder.\n" in err
+        assert len(err.splitlines()) == 1
+        go.touch()
+        stdout, stderr = first.communicate(timeout=180)
+    finally:
+        if first.poll() is None:  # (a failed assertion above: not left running)
+            first.kill()
+            first.communicate()
+    assert first.returncode == 0, stderr
+    assert stdout.split() == ["computed", "8"]
+    assert not (out / "sweep.lock").exists()  # released at the end
+    _same(sw.load(out), sw.run(sw.Sweep.from_toml(config), None, progress=False).dataset)
+
+
+def _dead_pid() -> int:
+    child = subprocess.Popen([sys.executable, "-c", "pass"])
+    child.wait()
+    return child.pid
+
+
+def test_a_stale_lock_is_taken_over_and_a_lock_is_released_however_the_run_ends(tmp_path, capsys):
+    config = _write(tmp_path, TINY_TOML)
+    out, host = tmp_path / "out", socket.gethostname()
+    assert _cli("sweep", config, "--out", out, "--quiet") == 0
+    assert not (out / "sweep.lock").exists()
+    dead = _dead_pid()
+    stale = json.dumps({"pid": dead, "host": host, "started": "2026-01-02T03:04:05Z"})
+    (out / "sweep.lock").write_text(stale)  # left by a killed sweep (the kernel released its flock)
+    capsys.readouterr()
+    assert _cli("sweep", config, "--out", out, "--quiet") == 0
+    captured = capsys.readouterr()
+    assert captured.err == (f"jaxreplay: warning: {out / 'sweep.lock'} was left by process {dead}@{host}, started "
+                            "2026-01-02T03:04:05Z, which stopped without releasing it (killed?): taken over.\n")
+    assert "(0 computed, 8 resumed)" in captured.out and not (out / "sweep.lock").exists()
+    # A refused run releases the lock it took.
+    assert _cli("sweep", _write(tmp_path, TINY_TOML.replace("seeds = 2", "seeds = 3"), "other.toml"),
+                "--out", out, "--quiet") == 2
+    assert "different sweep (differs in: seeds)" in capsys.readouterr().err
+    assert not (out / "sweep.lock").exists()
+
+    # In one process too: a second hold of a held folder is refused, naming this process.
+    with store.lock_folder(out) as held:
+        assert json.loads(held.path.read_text())["pid"] == os.getpid()
+        with pytest.raises(ValueError, match=rf"is being written by another sweep \(process {os.getpid()}@"):
+            store.lock_folder(out)
+    assert not (out / "sweep.lock").exists()
+
+
+def test_without_file_locks_the_pid_in_the_lock_file_decides(tmp_path, monkeypatch):
+    monkeypatch.setattr(store, "_flock", lambda fd: None)  # a file system without locks
+    lock, host = tmp_path / "sweep.lock", socket.gethostname()
+    for pid, where, refused in [(os.getppid(), host, "wait for it to finish"),
+                                (os.getpid(), "another-host", f"if that process no longer runs, delete {lock}"),
+                                (_dead_pid(), host, None)]:
+        lock.write_text(json.dumps({"pid": pid, "host": where, "started": "2026-01-02T03:04:05Z"}))
+        if refused:
+            with pytest.raises(ValueError, match=rf"\(process {pid}@{where}, started .*{re.escape(refused)}"):
+                store.lock_folder(tmp_path)
+            assert json.loads(lock.read_text())["pid"] == pid  # the holder's file kept
+        else:
+            with pytest.warns(store.SweepWarning, match=rf"left by process {pid}@{host}.*taken over"):
+                store.lock_folder(tmp_path).release()
+    assert not lock.exists()
 
 
 # ----------------------------------------------------------------------------

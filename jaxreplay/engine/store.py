@@ -9,6 +9,8 @@ A :class:`ChunkStore` is used in three steps by :func:`jaxreplay.engine.sweep.ru
 
     scan()     read only: the manifest checked against the sweep, which runs are finished,
                which chunks are damaged (nothing renamed or written yet: the plan may still refuse)
+    lock()     one writer per folder: a live holder refuses the run (taken before scan() in a folder
+               that exists, else once the plan has accepted the sweep; released at the end)
     prepare()  create the folders, delete a killed writer's temp files, set damaged chunks aside
                (renamed *.damaged, warned), write or upgrade sweep.json
     save() / parts() / write_results()
@@ -26,7 +28,9 @@ import hashlib
 import json
 import os
 import pathlib
+import socket
 import sys
+import time
 import uuid
 import warnings
 from collections.abc import Callable, Iterator
@@ -39,7 +43,9 @@ from jaxreplay._files import TEMP_PREFIX, atomic_write
 if TYPE_CHECKING:
     from jaxreplay.engine.sweep import Sweep
 
-__all__ = ["ChunkStore", "Scan", "SweepWarning", "software_versions", "atomic_write"]
+__all__ = ["ChunkStore", "FolderLock", "Scan", "SweepWarning", "software_versions", "atomic_write", "lock_folder"]
+
+LOCK_NAME = "sweep.lock"
 
 
 class SweepWarning(UserWarning):
@@ -65,10 +71,153 @@ def writable(folder: pathlib.Path) -> bool:
     probe = folder / f"{TEMP_PREFIX}probe-{uuid.uuid4().hex}"
     try:
         probe.open("wb").close()
-        probe.unlink()
+        probe.unlink(missing_ok=True)  # (another writer's prepare() may have deleted it already)
         return True
     except OSError:
         return False
+
+
+class _Holder(NamedTuple):
+    """Who holds a folder's lock, as its lock file says (``pid`` None: the file is empty or unreadable)."""
+
+    pid: int | None
+    host: str
+    started: str
+
+    def describe(self) -> str:
+        """``pid@host, started <UTC time>``, or what is known of it."""
+        if self.pid is None:
+            return "a process that has not written its pid yet"
+        return f"process {self.pid}@{self.host}, started {self.started}"
+
+
+class FolderLock:
+    """This process's hold on an output folder (see :func:`lock_folder`); :meth:`release` lets go of it."""
+
+    def __init__(self, path: pathlib.Path, fd: int):
+        self.path = path
+        self._fd: int | None = fd
+
+    def release(self) -> None:
+        """Delete the lock file, then close it, which releases the kernel's lock (a second call does nothing)."""
+        if self._fd is None:
+            return
+        # Deleted while still held: a process that opens the path from now on opens a new file, and one
+        # that opened this file before sees (after locking it) that it is no longer the path's file.
+        self.path.unlink(missing_ok=True)
+        os.close(self._fd)
+        self._fd = None
+
+    def __enter__(self) -> FolderLock:
+        return self
+
+    def __exit__(self, *exc_info: object) -> None:
+        self.release()
+
+
+def lock_folder(folder: pathlib.Path) -> FolderLock:
+    """Take the lock of the existing ``folder``: one writer per sweep folder.
+
+    The lock file ``folder/sweep.lock`` holds the holder's pid, host and start
+    time (JSON), and is locked with ``flock``: the kernel releases that lock
+    when the holder exits, even by SIGKILL, and Linux's NFS client forwards it
+    to the server, so it is seen across hosts. A lock file found unlocked was
+    left by a process that stopped without releasing it: taken over with a
+    :class:`SweepWarning` naming it. Where the file system has no locks
+    (``flock`` fails other than "held"), the file's pid decides: a live
+    process on this host, or any process on another host, holds it.
+
+    Raises:
+        ValueError: a live process holds it (one line naming it, ``pid@host``, and the folder).
+        OSError: the lock file cannot be created or written.
+    """
+    path = folder / LOCK_NAME
+    while True:
+        fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o644)
+        try:
+            locked = _flock(fd)
+            holder = _read_holder(fd)
+            if locked is False or (locked is None and holder.pid is not None and _alive_or_unknown(holder)):
+                remote = locked is None and holder.host != socket.gethostname()
+                raise ValueError(
+                    f"{folder} is being written by another sweep ({holder.describe()}; lock file {path}): wait "
+                    "for it to finish, or write into another folder"
+                    + (f" (if that process no longer runs, delete {path})." if remote else ".")
+                )
+            if not _is_path_of(fd, path):  # its holder released it (deleting it) while we opened it: again
+                os.close(fd)
+                continue
+            if holder.pid is not None:
+                warnings.warn(
+                    f"{path} was left by {holder.describe()}, which stopped without releasing it (killed?): "
+                    "taken over.",
+                    SweepWarning,
+                    stacklevel=4,
+                )
+            _write_holder(fd)
+            return FolderLock(path, fd)
+        except BaseException:
+            os.close(fd)
+            raise
+
+
+def _flock(fd: int) -> bool | None:
+    """Lock the open file ``fd`` without waiting: True if locked, False if another process holds it, None
+    if the file system (or the platform) has no such locks."""
+    try:
+        import fcntl
+    except ImportError:  # (not POSIX)
+        return None
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    except BlockingIOError:
+        return False
+    except OSError:  # ENOLCK, EOPNOTSUPP, ...: no locks on this file system
+        return None
+    return True
+
+
+def _read_holder(fd: int) -> _Holder:
+    """The holder recorded in the lock file ``fd`` (pid None if it is empty or not one)."""
+    os.lseek(fd, 0, os.SEEK_SET)
+    data = os.read(fd, 4096)
+    try:
+        stored = json.loads(data)
+        return _Holder(int(stored["pid"]), str(stored["host"]), str(stored["started"]))
+    except (ValueError, TypeError, KeyError):
+        return _Holder(None, "", "")
+
+
+def _write_holder(fd: int) -> None:
+    """Record this process (pid, host, UTC start time) in the lock file ``fd``."""
+    started = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())
+    data = json.dumps({"pid": os.getpid(), "host": socket.gethostname(), "started": started}).encode()
+    os.ftruncate(fd, 0)
+    os.lseek(fd, 0, os.SEEK_SET)
+    os.write(fd, data)
+    os.fsync(fd)
+
+
+def _is_path_of(fd: int, path: pathlib.Path) -> bool:
+    """Whether ``path`` still names the open file ``fd`` (not deleted or replaced since it was opened)."""
+    try:
+        found, held = os.stat(path), os.fstat(fd)
+    except FileNotFoundError:
+        return False
+    return (found.st_dev, found.st_ino) == (held.st_dev, held.st_ino)
+
+
+def _alive_or_unknown(holder: _Holder) -> bool:
+    """Whether ``holder`` may still run: a live pid on this host, or any pid on another (which cannot be asked)."""
+    if holder.host != socket.gethostname():
+        return True
+    try:
+        os.kill(holder.pid or 0, 0)  # signal 0: only asks whether the process exists
+    except ProcessLookupError:
+        return False
+    except PermissionError:  # it exists, run by another user
+        return True
+    return True
 
 
 # A chunk is self-describing: besides its arrays (record.*, summary.*) and run_index it
@@ -135,6 +284,29 @@ class ChunkStore:
         if not parent.is_dir():
             raise ValueError(f"the output folder {out} cannot be created: {parent} is a file. Choose another folder.")
 
+    def lock(self) -> FolderLock:
+        """Create the folder if needed and take its lock (:func:`lock_folder`): one writer per folder.
+
+        Taken before :meth:`prepare` deletes temp files (a live writer's would be
+        its chunks in flight); :meth:`FolderLock.release` at the end.
+        """
+        self._create()
+        return lock_folder(self.out)
+
+    def _create(self) -> None:
+        """Create ``out`` (and its parents); ValueError naming the folder if it cannot be."""
+        out = self.out
+        try:
+            out.mkdir(parents=True, exist_ok=True)
+        except OSError as e:
+            parent = out
+            while not parent.exists() and parent != parent.parent:
+                parent = parent.parent
+            raise ValueError(
+                f"the output folder {out} cannot be created ({e.strerror}): choose another folder, or "
+                f"fix the permissions of {parent}."
+            ) from None
+
     def scan(self, *, legacy_ok: bool = True) -> Scan:
         """Check ``sweep.json`` and every chunk against the sweep, changing nothing.
 
@@ -176,16 +348,7 @@ class ChunkStore:
         changed) must refuse the run, not be adopted.
         """
         out = self.out
-        try:
-            out.mkdir(parents=True, exist_ok=True)
-        except OSError as e:
-            parent = out
-            while not parent.exists() and parent != parent.parent:
-                parent = parent.parent
-            raise ValueError(
-                f"the output folder {out} cannot be created ({e.strerror}): choose another folder, or "
-                f"fix the permissions of {parent}."
-            ) from None
+        self._create()
         self.chunk_dir.mkdir(exist_ok=True)
         for stale in out.rglob(f"{TEMP_PREFIX}*"):  # a killed writer's partial file
             stale.unlink(missing_ok=True)
@@ -267,7 +430,7 @@ class ChunkStore:
 
     def _legacy_fingerprint(self) -> str:
         """The fingerprint jaxreplay wrote before it covered the grid axis order (and before chunks carried one)."""
-        return hashlib.sha256(json.dumps(self.sweep.to_dict(), sort_keys=True).encode()).hexdigest()
+        return _legacy_fingerprint_of(self.sweep.to_dict())
 
     def _check_manifest(self) -> dict | None:
         """``sweep.json`` checked against the sweep: None if absent, else ``{"legacy": bool, "vouched": set}``.
@@ -286,11 +449,18 @@ class ChunkStore:
             stored = json.loads(path.read_text())
             if not isinstance(stored, dict):
                 raise ValueError(f"a JSON {type(stored).__name__}, not an object")
+            edited = self._edited_config(stored)
         except (ValueError, UnicodeDecodeError) as e:  # json.JSONDecodeError is a ValueError
             raise ValueError(
                 f"{path} is damaged (not a sweep manifest: {e}). Delete it and rerun: the chunks carry their "
                 "sweep's fingerprint, so only this sweep's finished runs are reused."
             ) from None
+        if edited is not None:
+            raise ValueError(
+                f"{path} is damaged: its config does not match its fingerprint ({edited}). Delete sweep.json "
+                "alone and rerun: the chunks carry their sweep's fingerprint, so only this sweep's finished runs "
+                "are reused."
+            )
         if stored.get("fingerprint") == self.fingerprint:
             vouched = stored.get("unfingerprinted_chunks", [])
             return {
@@ -318,6 +488,24 @@ class ChunkStore:
             f"{self.out} holds a different sweep (differs in: {'; '.join(diff)}). Results of two "
             "configs are never mixed: use a new output directory, or delete this one to start over."
         )
+
+    def _edited_config(self, stored: dict) -> str | None:
+        """None if the manifest ``stored`` is intact (its config hashes to its fingerprint, by this jaxreplay's
+        scheme or the older one), else what is wrong with it, naming the edited keys where it can.
+
+        Raises:
+            ValueError: it has no fingerprint or no config (not a sweep manifest).
+        """
+        fingerprint, config = stored.get("fingerprint"), stored.get("config")
+        if not isinstance(fingerprint, str) or not isinstance(config, dict):
+            raise ValueError("no fingerprint and config")
+        if fingerprint in (self.sweep.fingerprint_of(config), _legacy_fingerprint_of(config)):
+            return None
+        if fingerprint == self.fingerprint:  # it was this sweep's: what differs from it was edited
+            edited = _differing_keys(config, self.sweep.to_dict())
+            if edited:
+                return f"edited: {', '.join(edited)}"
+        return "edited by hand, or written by another jaxreplay version, which fingerprints configs differently"
 
     def _chunk_runs(self, path: pathlib.Path, vouched: frozenset[str] | bool = frozenset()) -> np.ndarray:
         """The run indices held by the chunk file ``path``.
@@ -401,6 +589,24 @@ class ChunkStore:
     def _set_aside(path: pathlib.Path, reason: str) -> None:
         """Rename the damaged chunk ``path`` to ``*.npz.damaged`` (its runs are then recomputed)."""
         os.replace(path, path.with_name(path.name + ".damaged"))
+
+
+def _legacy_fingerprint_of(config: dict) -> str:
+    """The fingerprint of ``config`` by the scheme of jaxreplay before it covered the grid axis order."""
+    return hashlib.sha256(json.dumps(config, sort_keys=True).encode()).hexdigest()
+
+
+def _differing_keys(old: dict, new: dict, prefix: str = "") -> list[str]:
+    """The dotted keys whose values differ between the tables ``old`` and ``new`` (``setup.steps``, ``seeds``),
+    sorted; nested tables are compared key by key."""
+    keys = []
+    for key in sorted(set(old) | set(new), key=str):
+        a, b = old.get(key), new.get(key)
+        if isinstance(a, dict) and isinstance(b, dict):
+            keys += _differing_keys(a, b, f"{prefix}{key}.")
+        elif a != b:
+            keys.append(f"{prefix}{key}")
+    return keys
 
 
 def _leading(key: str, runs: int, part: dict) -> int:

@@ -67,9 +67,11 @@ software versions), ``chunks/*.npz`` (finished runs; each also carries its
 sweep's fingerprint, run count and run range), ``results.nc`` and
 ``summary.json`` (this call's statistics, and under ``calls`` those of every
 call that computed runs here). Rerunning the same sweep into it computes only the
-missing runs; a different sweep is refused, by ``sweep.json`` or, if that was
-deleted, by the chunks themselves (a chunk is only ever used by the sweep that
-wrote it).
+missing runs; a different sweep is refused, by ``sweep.json`` (itself refused
+as damaged if its config was edited: it must hash to its fingerprint) or, if
+that was deleted, by the chunks themselves (a chunk is only ever used by the
+sweep that wrote it). One process writes into a folder at a time: its lock file
+``sweep.lock`` names the holder (pid@host), and a second writer is refused.
 
 Records on demand. By default every run's full records (a LineSearch run's
 Δθ and capacity at each step) come back to the host. ``Sweep(...,
@@ -355,14 +357,20 @@ class Sweep:
         them; the default is left out, so sweeps that keep everything have the
         fingerprint they always had.
         """
-        return hashlib.sha256(json.dumps(self._fingerprint_payload(), sort_keys=True).encode()).hexdigest()
+        return self.fingerprint_of(self.to_dict())
 
-    def _fingerprint_payload(self) -> dict:
-        payload = self.to_dict()
-        if "grid" in payload:  # a list of [axis, values] pairs: sort_keys cannot reorder it
+    @staticmethod
+    def fingerprint_of(config: Mapping[str, Any]) -> str:
+        """The fingerprint of a canonical config (:meth:`to_dict`'s, or that dict read back from JSON).
+
+        Pure, so a stored config (``sweep.json``) can be checked against its
+        stored fingerprint without constructing a sweep.
+        """
+        payload = dict(config)
+        if isinstance(payload.get("grid"), Mapping):  # a list of [axis, values] pairs: sort_keys cannot reorder it
             payload["grid"] = [[k, v] for k, v in payload["grid"].items()]
         payload["run_layout"] = "run r: configuration r // seeds (C order over the grid axes), seed r % seeds"
-        return payload
+        return hashlib.sha256(json.dumps(payload, sort_keys=True).encode()).hexdigest()
 
 
 def _normalised(given: Sweep) -> dict[str, Any]:
@@ -719,7 +727,9 @@ def run(
         A :class:`SweepResult`.
 
     Raises:
-        ValueError: ``out_dir`` holds a different sweep, or bad options.
+        ValueError: ``out_dir`` holds a different sweep, is being written by
+            another process (one writer per folder: its lock file
+            ``sweep.lock`` names it), or bad options.
         MemoryError: a single run (per device) does not fit the budget, the
             results do not fit the host's available memory, or the chunks and
             ``results.nc`` do not fit the free disk under ``out_dir``; raised
@@ -731,86 +741,99 @@ def run(
     process, processes = jax.process_index(), jax.process_count()
     out = pathlib.Path(out_dir) if out_dir is not None else None
 
-    # Plan: the store is only read (scan) before the plan has accepted the sweep.
-    store: store_lib.ChunkStore | None = None
-    scan: store_lib.Scan | None = None
-    writable = True
-    if out is not None:
-        if process == 0 and out.is_dir():  # (a new folder: created by prepare, or refused there)
-            writable = _writable(out)
-        store = store_lib.ChunkStore(out, sweep, repair=writable and process == 0)
-        if process == 0:
-            scan = store.scan()
-    budget = default_memory_budget(memory_fraction, devices) if memory_budget is None else int(memory_budget)
-    resources = plan_lib.Resources(
-        memory_budget=budget,
-        host_memory=_host_memory_bytes(),
-        free_disk=_free_disk_bytes(out) if out is not None and writable and process == 0 else None,
-        num_devices=len(devices),
-        on_cpu=all(d.platform == "cpu" for d in devices),
-    )
+    # One writer per folder: the lock is held from before the folder is read (if it exists) or
+    # prepared (if not) to the end, and released however the call ends.
+    lock: store_lib.FolderLock | None = None
+    try:
+        # Plan: the store is only read (scan) before the plan has accepted the sweep.
+        store: store_lib.ChunkStore | None = None
+        scan: store_lib.Scan | None = None
+        writable = True
+        if out is not None:
+            if process == 0 and out.is_dir():  # (a new folder: created by prepare, or refused there)
+                writable = _writable(out)
+            store = store_lib.ChunkStore(out, sweep, repair=writable and process == 0)
+            if process == 0:
+                if writable and out.is_dir():  # before reading: a live writer's chunks would change the scan
+                    lock = store.lock()
+                scan = store.scan()
+        budget = default_memory_budget(memory_fraction, devices) if memory_budget is None else int(memory_budget)
+        resources = plan_lib.Resources(
+            memory_budget=budget,
+            host_memory=_host_memory_bytes(),
+            free_disk=_free_disk_bytes(out) if out is not None and writable and process == 0 else None,
+            num_devices=len(devices),
+            on_cpu=all(d.platform == "cpu" for d in devices),
+        )
 
-    def make_plan(done):
-        return plan_lib.make_plan(
-            sweep,
-            done,
-            resources,
-            chunk_size=chunk_size,
-            out=out,
-            writable=writable,
-            process=process,
+        def make_plan(done):
+            return plan_lib.make_plan(
+                sweep,
+                done,
+                resources,
+                chunk_size=chunk_size,
+                out=out,
+                writable=writable,
+                process=process,
+                processes=processes,
+            )
+
+        if store is not None:
+            if process == 0:
+                assert scan is not None  # process 0 scanned above
+                plan = make_plan(scan.done)  # every refusal before the folder is touched
+                if writable:
+                    if lock is None:  # a new folder, created now: scanned and planned again under the lock,
+                        lock = store.lock()  # as another writer may have written into it since
+                        scan = store.scan()
+                        plan = make_plan(scan.done)
+                    store.prepare(scan)
+            _barrier("jaxreplay-sweep-start")  # process 0 has set damaged chunks aside and written sweep.json
+            if process != 0:
+                plan = make_plan(store.scan().done)
+        else:
+            plan = make_plan(np.zeros(sweep.num_runs, bool))
+
+        # Execute: finished chunks go to the store, or (in memory) straight into the assembled arrays.
+        programs = execute_lib.programs_for(sweep, devices)
+        assembler = assemble_lib.Assembler(sweep)
+        execution = execute_lib.execute(
+            sweep, plan, programs, store.save if store is not None else assembler.add, progress=progress
+        )
+        _barrier("jaxreplay-sweep-end")
+
+        # Assemble: one chunk in memory at a time.
+        dataset = assemble_lib.assemble(sweep, store.parts()) if store is not None else assembler.dataset()
+        computed = plan.runs_to_compute
+        stats = SweepStats(
+            runs=plan.num_runs,
+            runs_computed=computed,
+            runs_resumed=plan.runs_done,
+            chunks=len(plan.chunks),
+            chunk_size=plan.chunk_size,
+            devices=len(devices),
             processes=processes,
+            compilations=execution.compilations,
+            compile_seconds=execution.compile_seconds,
+            run_seconds=execution.run_seconds,
+            runs_per_second=computed / execution.run_seconds if execution.run_seconds > 0 and computed else 0.0,
+            diverged=int(np.sum(dataset["diverged"].values)) if "diverged" in dataset else 0,
+            bytes_per_run=plan.bytes_per_run,
+            memory_budget=plan.memory_budget,
+            result_bytes_per_run=plan.result_bytes_per_run,
         )
-
-    if store is not None:
-        if process == 0:
-            assert scan is not None  # process 0 scanned above
-            plan = make_plan(scan.done)  # every refusal before the folder is touched
-            if writable:
-                store.prepare(scan)
-        _barrier("jaxreplay-sweep-start")  # process 0 has set damaged chunks aside and written sweep.json
-        if process != 0:
-            plan = make_plan(store.scan().done)
-    else:
-        plan = make_plan(np.zeros(sweep.num_runs, bool))
-
-    # Execute: finished chunks go to the store, or (in memory) straight into the assembled arrays.
-    programs = execute_lib.programs_for(sweep, devices)
-    assembler = assemble_lib.Assembler(sweep)
-    execution = execute_lib.execute(
-        sweep, plan, programs, store.save if store is not None else assembler.add, progress=progress
-    )
-    _barrier("jaxreplay-sweep-end")
-
-    # Assemble: one chunk in memory at a time.
-    dataset = assemble_lib.assemble(sweep, store.parts()) if store is not None else assembler.dataset()
-    computed = plan.runs_to_compute
-    stats = SweepStats(
-        runs=plan.num_runs,
-        runs_computed=computed,
-        runs_resumed=plan.runs_done,
-        chunks=len(plan.chunks),
-        chunk_size=plan.chunk_size,
-        devices=len(devices),
-        processes=processes,
-        compilations=execution.compilations,
-        compile_seconds=execution.compile_seconds,
-        run_seconds=execution.run_seconds,
-        runs_per_second=computed / execution.run_seconds if execution.run_seconds > 0 and computed else 0.0,
-        diverged=int(np.sum(dataset["diverged"].values)) if "diverged" in dataset else 0,
-        bytes_per_run=plan.bytes_per_run,
-        memory_budget=plan.memory_budget,
-        result_bytes_per_run=plan.result_bytes_per_run,
-    )
-    if store is not None and process == 0 and writable:
-        store.write_results(lambda f: assemble_lib.write_netcdf(dataset, f), dataclasses.asdict(stats))
-    elif out is not None and process == 0 and not (out / "results.nc").exists():
-        warnings.warn(
-            f"{out} is not writable: results.nc was not written (the results are returned; save them "
-            "elsewhere with dataset.to_netcdf).",
-            SweepWarning,
-            stacklevel=2,
-        )
-    if progress and process == 0:
-        print(stats.describe(), file=sys.stderr)
-    return SweepResult(dataset, stats)
+        if store is not None and process == 0 and writable:
+            store.write_results(lambda f: assemble_lib.write_netcdf(dataset, f), dataclasses.asdict(stats))
+        elif out is not None and process == 0 and not (out / "results.nc").exists():
+            warnings.warn(
+                f"{out} is not writable: results.nc was not written (the results are returned; save them "
+                "elsewhere with dataset.to_netcdf).",
+                SweepWarning,
+                stacklevel=2,
+            )
+        if progress and process == 0:
+            print(stats.describe(), file=sys.stderr)
+        return SweepResult(dataset, stats)
+    finally:
+        if lock is not None:
+            lock.release()
