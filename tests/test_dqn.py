@@ -366,6 +366,28 @@ def test_adaptive_initial_sizes_and_intervals_share_one_compilation(adaptive_run
     assert_matches_model(records, summary, 2, 400, 60, td_falls=True)
 
 
+def test_traced_invalid_adaptive_tolerances_are_flagged_in_the_summary(adaptive_runs):
+    (_, summary), keys = adaptive_runs
+    assert not summary["adaptive_invalid_parameters"].any()
+    # Traced values (what a user's own jit passes) skip check(): the jitted batch runner
+    # itself, with the fixture's shapes, so nothing is compiled again.
+    bad = dqn.broadcast_hyperparameters(ADAPTIVE_HPARAMS, 3)._replace(
+        adaptive_tolerance=np.array([np.nan, 0.0, 0.0], np.float32),
+        adaptive_relative_tolerance=np.array([0.0, 2.0, 0.0], np.float32),
+    )
+    (records, summary), count = _compiles_during(lambda: dqn._run_batch(keys, bad, ADAPTIVE, False))
+    assert count == 0
+    records, summary = jax.tree.map(np.asarray, (records, summary))
+    assert summary["adaptive_invalid_parameters"].tolist() == [True, True, False]
+    # The flagged runs keep their size (before: NaN ε grew at every check, to 2020),
+    # every check counted invalid; the valid run is unchanged.
+    assert records["capacity"][:2].tolist() == [[40] * 4, [50] * 4]
+    np.testing.assert_array_equal(summary["adaptive_invalid"][:2], summary["adaptive_checks"][:2])
+    assert summary["adaptive_checks"][:2].tolist() == [99, 98]
+    assert summary["adaptive_grows"][:2].tolist() == summary["adaptive_shrinks"][:2].tolist() == [0, 0]
+    assert_matches_model(records, summary, 2, 100, 20, td_falls=True)
+
+
 # aER's options on a real game: rules, TD network, draws (one compiled program)
 
 OPTIONS = dqn.Setup(env_id="CartPole-v1", total_steps=4_000, steps_per_segment=2_000, hidden_sizes=(16,),

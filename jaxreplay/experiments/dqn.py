@@ -802,8 +802,9 @@ def summarize(state: DQNState, hparams: Hyperparameters, setup: Setup) -> dict:
         ``"gradient_steps": int32[]``, ``"final_capacity": int32[]`` (the
         memory's capacity at the end; not ``memory_size``, which labels the
         hyperparameter in a sweep), ``"adaptive_checks"``, ``"adaptive_grows"``,
-        ``"adaptive_shrinks"``, ``"adaptive_invalid"`` (checks with non-finite
-        sums), ``"adaptive_straddle_checks"``, ``"adaptive_straddle_grows"``
+        ``"adaptive_shrinks"``, ``"adaptive_invalid"`` (checks that could not
+        decide: non-finite sums or invalid traced tolerances),
+        ``"adaptive_straddle_checks"``, ``"adaptive_straddle_grows"``
         (checks, and enlargements among them, with a target copy since the
         previous check), ``"adaptive_compared"``, ``"adaptive_noisy"``
         (checks with a reference, and of them those whose change was within
@@ -813,7 +814,11 @@ def summarize(state: DQNState, hparams: Hyperparameters, setup: Setup) -> dict:
         and of that change's standard error (divide by ``adaptive_compared``
         on the host: a traced division rounds differently in vectorised code,
         which would make results depend on the chunk size);
-        ``"capacity_clipped": bool[]}``.
+        ``"capacity_clipped"``: ``bool[]`` (a traced ``memory_size`` or aER
+        capacity outside ``[1, max_capacity]`` was clipped),
+        ``"adaptive_invalid_parameters"``: ``bool[]`` (a traced
+        ``adaptive_tolerance`` or ``adaptive_relative_tolerance`` was NaN,
+        infinite or out of range: aER's checks kept the capacity)}``.
     """
     del hparams
     recent = state.recent_returns
@@ -837,6 +842,7 @@ def summarize(state: DQNState, hparams: Hyperparameters, setup: Setup) -> dict:
         "adaptive_change_sum": state.controller.sum_abs_change,
         "adaptive_noise_sum": state.controller.sum_noise,
         "capacity_clipped": memory.capacity_clipped,
+        "adaptive_invalid_parameters": state.controller.invalid_parameters,
     }
 
 
@@ -937,6 +943,7 @@ _SUMMARY_NAMES = (
     "adaptive_change_sum",
     "adaptive_noise_sum",
     "capacity_clipped",
+    "adaptive_invalid_parameters",
 )
 
 
