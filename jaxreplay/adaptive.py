@@ -118,6 +118,15 @@ capacity, drops the reference (the next check starts afresh, like the first)
 and counts in ``num_invalid``; without this a NaN comparison would enlarge at
 every check.
 
+Invalid traced tolerances. Concrete ``tolerance`` and ``relative_tolerance``
+values are refused (``ValueError``); traced ones cannot be. A traced ``ε``
+that is NaN, infinite or negative, or ``ρ`` that is NaN or outside ``[0, 1]``,
+would otherwise bias every decision without a trace (NaN: never shrink;
+negative: shrink more easily). Instead every call with one sets the sticky
+flag ``invalid_parameters``, and every check it makes is treated like one with
+non-finite sums: the capacity is kept, the reference dropped, and the check
+counted in ``num_invalid``.
+
 The random-walk control (``random_walk=True``). The decision is a fair coin
 instead of the comparison, with the same boundaries, interval and
 bookkeeping: what aER's memory trajectory would look like if the TD errors
@@ -192,8 +201,15 @@ class AdaptiveState(NamedTuple):
         num_noisy: ``int32[]``; of those, checks where the change
             ``|δ_old|' - |δ_old|`` was within two standard errors of 0 (the
             decision was a coin toss of the estimator's noise).
-        num_invalid: ``int32[]``; checks whose sums were not finite (NaN or
-            inf TD errors): the capacity was kept and the reference dropped.
+        num_invalid: ``int32[]``; checks that could not decide: their sums
+            were not finite (NaN or inf TD errors) or the (traced) tolerances
+            were invalid. The capacity was kept and the reference dropped.
+        invalid_parameters: ``bool[]``; set (and kept) when :func:`update`
+            was given a traced ``tolerance`` that is NaN, infinite or
+            negative, or a traced ``relative_tolerance`` that is NaN or
+            outside ``[0, 1]``; its checks kept the capacity (module
+            docstring). Like ``buffer.capacity_clipped``, a flag to read after
+            a jitted run, since jitted code cannot raise.
         sum_abs_change: ``float32[]``; Σ over compared checks of the estimated
             ``| |δ_old|' - |δ_old| |``.
         sum_noise: ``float32[]``; Σ over compared checks of the standard error
@@ -213,6 +229,7 @@ class AdaptiveState(NamedTuple):
     num_compared: jax.Array
     num_noisy: jax.Array
     num_invalid: jax.Array
+    invalid_parameters: jax.Array
     sum_abs_change: jax.Array
     sum_noise: jax.Array
 
@@ -243,6 +260,7 @@ def init(subsample_size: int | None = None) -> AdaptiveState:
         num_compared=zero_i,
         num_noisy=zero_i,
         num_invalid=zero_i,
+        invalid_parameters=jnp.zeros((), jnp.bool_),
         sum_abs_change=zero_f,
         sum_noise=zero_f,
     )
@@ -386,6 +404,18 @@ def _draw_positions(key, window, length: int, subsample_size: int | None, enumer
     return positions, valid, scale, drawn
 
 
+def _valid_tolerances(tolerance: ArrayLike | None, relative_tolerance: ArrayLike | None) -> jax.Array:
+    """``bool[]``: ``ε`` finite and ``>= 0``, ``ρ`` finite in ``[0, 1]`` (``None`` is valid)."""
+    valid = jnp.bool_(True)
+    if tolerance is not None:
+        eps = jnp.asarray(tolerance, jnp.float32)
+        valid = valid & jnp.isfinite(eps) & (eps >= 0)
+    if relative_tolerance is not None:
+        rho = jnp.asarray(relative_tolerance, jnp.float32)
+        valid = valid & jnp.isfinite(rho) & (rho >= 0) & (rho <= 1)
+    return valid
+
+
 def _standard_error(values, valid, scale, drawn, subsample_size: int | None):
     """Standard error of ``scale · Σ values`` over draws with replacement (0 when exact)."""
     if subsample_size is None or subsample_size < 2:
@@ -478,7 +508,9 @@ def update(
             ``td_error_fn``, or (at trace time) a ``td_error_fn`` output of
             the wrong shape. Traced values are not checked: an out-of-range
             traced ``num_old`` is clipped to ``[1, max_num_old]``, a traced
-            ``interval`` below 1 acts as 1.
+            ``interval`` below 1 acts as 1, and an invalid traced
+            ``tolerance`` or ``relative_tolerance`` keeps the capacity at
+            every check and sets ``invalid_parameters`` (module docstring).
     """
     if key is None and _validation.concrete_value(random_walk) is not None and bool(np.any(random_walk)):
         raise ValueError("key must be a PRNG key when random_walk is set (the coin is random).")
@@ -514,6 +546,7 @@ def update(
     paired = jnp.asarray(paired, jnp.bool_)
     equal_counts = jnp.asarray(equal_counts, jnp.bool_)
     random_walk = jnp.asarray(random_walk, jnp.bool_)
+    valid_parameters = _valid_tolerances(tolerance, relative_tolerance)
     capacity = buffer_state.capacity
     size = buffer_state.size
     fire = (step % k == 0) & buffer_lib.is_full(buffer_state)
@@ -559,7 +592,8 @@ def update(
             decreased = delta_new < (1.0 - rho) * state.delta_old - eps
         coin = jax.random.uniform(key_coin) < 0.5
         wants_shrink = jnp.where(random_walk, coin, decreased)
-        ok = jnp.isfinite(delta_new) & jnp.isfinite(state.delta_old)
+        # A check decides only on finite sums and valid (traced) tolerances.
+        ok = jnp.isfinite(delta_new) & jnp.isfinite(state.delta_old) & valid_parameters
         shrink = ok & wants_shrink & (capacity - k >= k)
         grow = ok & ~shrink
         new_capacity = jnp.where(
@@ -606,6 +640,7 @@ def update(
             num_compared=state.num_compared + compared.astype(jnp.int32),
             num_noisy=state.num_noisy + (compared & noisy).astype(jnp.int32),
             num_invalid=state.num_invalid + 1 - ok_i,
+            invalid_parameters=state.invalid_parameters,
             sum_abs_change=state.sum_abs_change + jnp.where(compared, jnp.abs(change), 0.0).astype(jnp.float32),
             sum_noise=state.sum_noise + jnp.where(compared, se_change, 0.0).astype(jnp.float32),
         )
@@ -615,4 +650,6 @@ def update(
         return state, capacity
 
     state = jax.tree.map(jnp.asarray, state)
+    # Sticky at every call, whether or not the check fires.
+    state = state._replace(invalid_parameters=state.invalid_parameters | ~valid_parameters)
     return jax.lax.cond(fire, check, skip, state)

@@ -70,8 +70,9 @@ class BufferState(NamedTuple):
         total_added: ``int32[]``; transitions added since ``init`` (the
             insertion counter; valid up to 2**31 - 1 adds).
         capacity_clipped: ``bool[]``; set (and kept) when a traced capacity
-            passed to :func:`init` or :func:`resize` was outside
-            ``[1, max_capacity]`` and had to be clipped.
+            passed to :func:`init` or :func:`resize` was not an integer in
+            ``[1, max_capacity]``: outside it (clipped), fractional
+            (truncated) or NaN (replaced, see those functions).
     """
 
     storage: Transition
@@ -103,7 +104,9 @@ def init(example: Transition, max_capacity: int, capacity: ArrayLike | None = No
         capacity: logical capacity ``N``, an integer in ``[1, max_capacity]``;
             defaults to ``max_capacity``. May be traced (e.g. vmapped over a
             sweep of memory sizes); a traced value outside the range is clipped
-            and ``capacity_clipped`` is set.
+            and ``capacity_clipped`` is set. A traced NaN gives
+            ``max_capacity`` (the default), flagged the same way: never a
+            capacity of 0, which would store nothing.
 
     Returns:
         An empty :class:`BufferState`. Cost: O(max_capacity) memory.
@@ -122,7 +125,7 @@ def init(example: Transition, max_capacity: int, capacity: ArrayLike | None = No
     storage = jax.tree.map(
         lambda leaf: jnp.zeros((max_capacity, *jnp.shape(leaf)), dtype=jnp.result_type(leaf)), example
     )
-    capacity, clipped = _clip_capacity(capacity, max_capacity)
+    capacity, clipped = _clip_capacity(capacity, max_capacity, fallback=max_capacity)
     zero = jnp.zeros((), jnp.int32)
     return BufferState(
         storage=storage,
@@ -135,10 +138,19 @@ def init(example: Transition, max_capacity: int, capacity: ArrayLike | None = No
     )
 
 
-def _clip_capacity(capacity: ArrayLike, max_capacity: int) -> tuple[jax.Array, jax.Array]:
+def _clip_capacity(capacity: ArrayLike, max_capacity: int, fallback: ArrayLike) -> tuple[jax.Array, jax.Array]:
+    """``(int32[] capacity in [1, max_capacity], bool[] flag)`` for a possibly traced ``capacity``.
+
+    Out of range: clipped; fractional: truncated; NaN: ``fallback``. The flag
+    is set whenever the result differs from ``capacity``. (NaN must be caught
+    before the cast: ``clip`` keeps NaN and ``int32(NaN)`` is 0 on CPU, a
+    capacity that stores nothing.)
+    """
     capacity = jnp.asarray(capacity)
-    clipped_value = jnp.clip(capacity, 1, max_capacity).astype(jnp.int32)
-    return clipped_value, clipped_value != capacity
+    is_nan = jnp.isnan(capacity) if jnp.issubdtype(capacity.dtype, jnp.floating) else jnp.bool_(False)
+    clipped = jnp.clip(jnp.where(is_nan, 1, capacity), 1, max_capacity)
+    value = jnp.where(is_nan, jnp.asarray(fallback, jnp.int32), clipped.astype(jnp.int32))
+    return value, is_nan | (value != capacity)
 
 
 def _check_transitions(state: BufferState, transitions: Transition, batch_axis: bool) -> None:
@@ -262,7 +274,8 @@ def resize(state: BufferState, new_capacity: ArrayLike) -> BufferState:
         state: the memory.
         new_capacity: integer in ``[1, max_capacity]``; may be traced. A traced
             value outside the range is clipped into it and
-            ``capacity_clipped`` is set.
+            ``capacity_clipped`` is set. A traced NaN keeps the current
+            capacity (nothing is forgotten) and sets ``capacity_clipped``.
 
     Returns:
         The new state. Cost: O(1): only scalars change.
@@ -271,7 +284,7 @@ def resize(state: BufferState, new_capacity: ArrayLike) -> BufferState:
         ValueError: a concrete ``new_capacity`` is outside ``[1, max_capacity]``.
     """
     _validation.check_int("new_capacity", new_capacity, low=1, high=state.max_capacity)
-    capacity, clipped = _clip_capacity(new_capacity, state.max_capacity)
+    capacity, clipped = _clip_capacity(new_capacity, state.max_capacity, fallback=state.capacity)
     return state._replace(
         capacity=capacity,
         size=jnp.minimum(state.size, capacity),

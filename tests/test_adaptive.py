@@ -110,7 +110,7 @@ def reference_aer(table, initial_capacity, k, n_old, max_capacity, tolerance, re
 
 def _run(
     table, initial_capacity, k, n_old, tolerance, equal_counts=True, paired=True, *, reading, use_tolerance,
-    subsample_size=None, key=None
+    subsample_size=None, key=None, relative_tolerance=None
 ):
     memory = buffer.init(EXAMPLE, MAX_CAPACITY, capacity=initial_capacity)
     steps = jnp.arange(1, STEPS + 1, dtype=jnp.int32)
@@ -135,6 +135,7 @@ def _run(
             max_num_old=MAX_NUM_OLD,
             subsample_size=subsample_size,
             tolerance=tolerance if use_tolerance else None,
+            relative_tolerance=relative_tolerance,
             shrink_reading=reading,
             equal_counts=equal_counts,
             paired=paired,
@@ -627,6 +628,38 @@ def test_non_finite_errors_keep_the_capacity_and_are_counted():
     assert np.all(np.asarray(caps) == 24)
     assert int(ctrl.num_invalid) == int(ctrl.num_checks) > 0
     assert int(ctrl.num_grows) == int(ctrl.num_shrinks) == 0
+
+
+@pytest.mark.parametrize("tolerance, relative_tolerance", [
+    (np.nan, None), (-1.0, None), (np.inf, None), (0.0, np.nan), (0.0, 1.5), (0.0, -0.1), (0.0, np.inf),
+])
+def test_traced_invalid_tolerances_keep_the_capacity_and_are_flagged(tolerance, relative_tolerance):
+    # Falling TD errors: with valid tolerances the memory shrinks from 24 toward k = 4.
+    table = jnp.asarray(make_table("fall", 0), jnp.float32)
+    _, _, valid = run(table, 24, 4, 6, 0.0, reading="new", use_tolerance=True, relative_tolerance=0.0)
+    assert int(valid.num_shrinks) > 3 and int(valid.num_invalid) == 0 and not bool(valid.invalid_parameters)
+    # Traced NaN / inf / negative ε or ρ outside [0, 1]: no decision, counted and flagged
+    # (before, NaN ε or ρ never shrank: the memory grew at every check, silently).
+    rho = None if relative_tolerance is None else jnp.float32(relative_tolerance)
+    caps, _, ctrl = run(table, 24, 4, 6, jnp.float32(tolerance), reading="new", use_tolerance=True,
+                        relative_tolerance=rho)
+    assert np.all(np.asarray(caps) == 24)
+    assert int(ctrl.num_invalid) == int(ctrl.num_checks) == STEPS // 4 - 5  # every check from t = 24
+    assert int(ctrl.num_grows) == int(ctrl.num_shrinks) == 0
+    assert bool(ctrl.invalid_parameters)
+
+
+def test_invalid_parameters_flag_is_sticky_and_set_without_a_check():
+    memory = buffer.init(EXAMPLE, MAX_CAPACITY, capacity=8)  # empty: the check does not fire
+
+    def step(ctrl, tolerance):
+        return adaptive.update(None, ctrl, memory, lambda tr: tr["index"].astype(jnp.float32), 4, interval=4,
+                               num_old=2, max_num_old=MAX_NUM_OLD, tolerance=tolerance)
+
+    ctrl, capacity = jax.jit(step)(adaptive.init(), jnp.float32(np.nan))
+    assert bool(ctrl.invalid_parameters) and int(ctrl.num_checks) == 0 and int(capacity) == 8
+    ctrl, _ = jax.jit(step)(ctrl, jnp.float32(0.5))
+    assert bool(ctrl.invalid_parameters), "the flag is sticky"
 
 
 def test_noise_diagnostics_measure_the_estimators_spread():

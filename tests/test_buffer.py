@@ -219,6 +219,32 @@ def test_traced_capacity_outside_range_is_clipped_and_flagged():
     assert bool(state.capacity_clipped), "the flag is sticky"
 
 
+def _add_values(state, values):
+    for v in values:
+        state = buffer.add(state, {"value": jnp.int32(v), "vec": jnp.zeros(2, jnp.float32)})
+    return state
+
+
+def test_traced_nan_capacity_keeps_a_usable_memory_and_is_flagged():
+    nan = jnp.float32(jnp.nan)
+    # init: NaN gives max_capacity (the default), flagged; not 0 (int32(NaN) on CPU).
+    state = jax.jit(lambda c: buffer.init(EXAMPLE, MAX_CAPACITY, c))(nan)
+    assert int(state.capacity) == MAX_CAPACITY and bool(state.capacity_clipped)
+    state = _add_values(state, range(3))
+    assert int(state.size) == 3
+    # resize: NaN keeps the capacity and forgets nothing, flagged.
+    state = _add_values(jax.jit(buffer.resize)(buffer.init(EXAMPLE, MAX_CAPACITY, 5), 5), range(7))
+    assert not bool(state.capacity_clipped)
+    kept = jax.jit(buffer.resize)(state, nan)
+    assert (int(kept.capacity), int(kept.size), bool(kept.capacity_clipped)) == (5, 5, True)
+    transitions, valid = buffer.in_age_order(_add_values(kept, [7]))
+    assert np.asarray(transitions["value"])[np.asarray(valid)].tolist() == [3, 4, 5, 6, 7]
+    # Fractional and infinite traced capacities are flagged too.
+    for value, capacity in ((2.5, 2), (np.inf, MAX_CAPACITY), (-np.inf, 1)):
+        resized = jax.jit(buffer.resize)(state, jnp.float32(value))
+        assert (int(resized.capacity), bool(resized.capacity_clipped)) == (capacity, True), value
+
+
 @pytest.mark.parametrize(
     "call, argument",
     [

@@ -366,6 +366,28 @@ def test_adaptive_initial_sizes_and_intervals_share_one_compilation(adaptive_run
     assert_matches_model(records, summary, 2, 400, 60, td_falls=True)
 
 
+def test_traced_invalid_adaptive_tolerances_are_flagged_in_the_summary(adaptive_runs):
+    (_, summary), keys = adaptive_runs
+    assert not summary["adaptive_invalid_parameters"].any()
+    # Traced values (what a user's own jit passes) skip check(): the jitted batch runner
+    # itself, with the fixture's shapes, so nothing is compiled again.
+    bad = dqn.broadcast_hyperparameters(ADAPTIVE_HPARAMS, 3)._replace(
+        adaptive_tolerance=np.array([np.nan, 0.0, 0.0], np.float32),
+        adaptive_relative_tolerance=np.array([0.0, 2.0, 0.0], np.float32),
+    )
+    (records, summary), count = _compiles_during(lambda: dqn._run_batch(keys, bad, ADAPTIVE, False))
+    assert count == 0
+    records, summary = jax.tree.map(np.asarray, (records, summary))
+    assert summary["adaptive_invalid_parameters"].tolist() == [True, True, False]
+    # The flagged runs keep their size (before: NaN ε grew at every check, to 2020),
+    # every check counted invalid; the valid run is unchanged.
+    assert records["capacity"][:2].tolist() == [[40] * 4, [50] * 4]
+    np.testing.assert_array_equal(summary["adaptive_invalid"][:2], summary["adaptive_checks"][:2])
+    assert summary["adaptive_checks"][:2].tolist() == [99, 98]
+    assert summary["adaptive_grows"][:2].tolist() == summary["adaptive_shrinks"][:2].tolist() == [0, 0]
+    assert_matches_model(records, summary, 2, 100, 20, td_falls=True)
+
+
 # aER's options on a real game: rules, TD network, draws (one compiled program)
 
 OPTIONS = dqn.Setup(env_id="CartPole-v1", total_steps=4_000, steps_per_segment=2_000, hidden_sizes=(16,),
@@ -595,6 +617,49 @@ def test_bad_hyperparameters_are_named_before_compiling(overrides, argument):
     with pytest.raises(ValueError, match=argument):
         dqn.run_batch(keys, hparams, setup)
     assert COMPILE_EVENTS.backend_compiles == before  # raised before anything was compiled
+
+
+@pytest.mark.parametrize(
+    "env_id, env_params, message",
+    [
+        ("CartPole-v1", {"max_steps_in_episode": 2.5}, "max_steps_in_episode must be an integer >= 1 within int32 "
+                                                       "(like its default 500"),
+        ("CartPole-v1", {"max_steps_in_episode": 0}, "max_steps_in_episode must be an integer >= 1"),
+        ("CartPole-v1", {"max_steps_in_episode": -1}, "max_steps_in_episode must be an integer >= 1"),
+        ("CartPole-v1", {"max_steps_in_episode": True}, "max_steps_in_episode must be an integer >= 1"),
+        ("CartPole-v1", {"max_steps_in_episode": 10**400}, "max_steps_in_episode must be an integer >= 1 within int32"),
+        ("CartPole-v1", {"max_steps_in_episode": 2**31}, "max_steps_in_episode must be an integer >= 1 within int32"),
+        ("CartPole-v1", {"gravity": float("nan")}, "gravity must be a finite number within float32 "
+                                                   "(like its default 9.8), got nan"),
+        ("MountainCar-v0", {"force": float("-inf")}, "force must be a finite number"),
+        ("CartPole-v1", {"gravity": 1e39}, "gravity must be a finite number within float32"),
+        ("CartPole-v1", {"gravity": True}, "gravity must be a finite number"),
+        ("CartPole-v1", {"gravity": "x"}, "gravity must be a finite number"),
+        ("FourRooms-misc", {"resample_goal_pos": 1}, "resample_goal_pos must be true or false"),
+        ("Acrobot-v1", {"available_torque": 1.0}, "available_torque cannot be overridden: its default is an array "
+                                                  "of shape (3,)"),
+        ("CartPole-v1", {"gravity_strength": 1.0}, "gravity_strength: not a parameter of CartPole-v1; it has "
+                                                   "force_mag"),
+        ("CartPole-v1", (("gravity", 1.0), ("gravity", 2.0)), "gravity is given twice"),
+        ("Probe-Truncation", {"max_steps_in_episode": 0}, "max_steps_in_episode must be an integer >= 1"),
+        ("LineSearch", {"speed": -1.0}, "speed must be >= 0.0"),  # the environment's own range
+    ],
+)
+def test_env_params_are_checked_against_the_environments_defaults(env_id, env_params, message):
+    # Refused by Setup itself, before any run is traced (today 2.5, 0, NaN, ... were accepted).
+    with pytest.raises(ValueError) as error:
+        dqn.Setup(env_id=env_id, env_params=env_params)
+    assert str(error.value).startswith("setup.env_params.")
+    assert message in str(error.value)
+
+
+def test_env_params_take_their_defaults_types():
+    setup = dqn.Setup(env_params={"max_steps_in_episode": 200.0, "gravity": 5})
+    assert setup.env_params == (("gravity", 5.0), ("max_steps_in_episode", 200))
+    assert [type(value) for _, value in setup.env_params] == [float, int]
+    assert setup == dqn.Setup(env_params=(("gravity", 5.0), ("max_steps_in_episode", 200)))
+    _, params = dqn.environment(setup)
+    assert (params.max_steps_in_episode, params.gravity) == (200, 5.0)
 
 
 def test_defaults_are_valid_and_sane():

@@ -438,7 +438,8 @@ def _normalised(given: Sweep) -> dict[str, Any]:
     try:
         setup_obj = exp.setup_type(**setup)
     except (ValueError, TypeError) as e:
-        raise ValueError(f"setup: {e}") from None
+        message = str(e)  # already named "setup.<key>..." (e.g. setup.env_params.gravity): not twice
+        raise ValueError(message if message.startswith("setup.") else f"setup: {message}") from None
     record = given.record
     if record is None:
         record = Record()

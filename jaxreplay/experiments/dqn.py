@@ -71,6 +71,7 @@ from __future__ import annotations
 
 import dataclasses
 import functools
+import math
 from typing import NamedTuple, Protocol
 
 import jax
@@ -104,7 +105,9 @@ class Setup:
         env_id: any id of :func:`jaxreplay.envs.make` (gymnax ids, ``"Probe-..."``).
         env_params: ``((name, value), ...)`` overrides of the environment's
             default parameters (a dict is accepted and sorted into pairs),
-            e.g. ``(("max_steps_in_episode", 200),)``.
+            e.g. ``(("max_steps_in_episode", 200),)``. Each is checked
+            against the default of the same name (:func:`check_env_params`)
+            and stored as a Python ``bool``, ``int`` or ``float``.
         total_steps: environment steps per run; a multiple of ``steps_per_segment``.
         steps_per_segment: steps per :func:`advance` call (one record point);
             a multiple of the cycle length (``train_frequency``, or
@@ -218,7 +221,12 @@ class Setup:
                 f"steps_per_segment ({self.steps_per_segment}) must be a multiple of the cycle length "
                 f"{self.cycle_length} (train_frequency, or adaptive_check_every with adaptive=True)."
             )
-        env, env_params = _environment(self.env_id, self.env_params)  # ValueError: unknown id or parameter
+        # ValueError: unknown id, unknown parameter or a value its default's type or range rules out.
+        object.__setattr__(self, "env_params", check_env_params(self.env_id, self.env_params))
+        try:
+            env, env_params = _environment(self.env_id, self.env_params)
+        except ValueError as e:  # the environment's own range checks (probes, LineSearch) name the bare field
+            raise ValueError(f"setup.env_params.{e}") from None
         space = env.action_space(env_params)
         if getattr(space, "n", None) is None or getattr(space, "shape", ()) not in ((), None):
             raise ValueError(
@@ -372,17 +380,106 @@ def check(hparams: Hyperparameters, setup: Setup) -> None:
 # Pieces shared by init / advance / summarize
 
 
+_FLOAT32_MAX = float(np.finfo(np.float32).max)
+_INT32_MAX = int(np.iinfo(np.int32).max)
+
+
+def check_env_params(env_id: str, env_params: tuple) -> tuple:
+    """``env_params`` checked against ``env_id``'s default parameters, each value as its default's type.
+
+    Every ``(name, value)`` must name a parameter of the environment (once),
+    and its value must suit that parameter's default, before anything is
+    compiled (a traced bad constant would only show as a wrong episode):
+
+    * a ``bool`` default takes ``True`` or ``False``;
+    * an ``int`` default (an episode length, a count, an interval) takes an
+      integer (``200.0`` counts as ``200``) within int32, ``>= 1`` where the
+      default is positive (``max_steps_in_episode`` of 0 or -1 would end every
+      episode at once);
+    * a ``float`` default (a physics constant, a reward) takes a finite real
+      number within float32;
+    * array-valued parameters (e.g. Acrobot's ``available_torque``) cannot be
+      overridden: ``Setup`` must stay hashable.
+
+    The environment may check ranges of its own after this (e.g. LineSearch's
+    ``speed >= 0``).
+
+    Args:
+        env_id: an id of :func:`jaxreplay.envs.make`.
+        env_params: ``((name, value), ...)`` pairs.
+
+    Returns:
+        The pairs, values as Python ``bool``/``int``/``float``.
+
+    Raises:
+        ValueError: naming ``setup.env_params.<name>`` and what it takes (or
+            the unknown ``env_id``).
+    """
+    _, defaults = _environment(env_id, ())
+    fields = sorted(getattr(defaults, "__dataclass_fields__", {}))
+    checked: dict[str, bool | int | float] = {}
+    for pair in env_params:
+        if len(pair) != 2 or not isinstance(pair[0], str):
+            raise ValueError(f"setup.env_params must be (name, value) pairs with a str name, got {pair!r}.")
+        name, value = pair
+        where = f"setup.env_params.{name}"
+        if name not in fields:
+            raise ValueError(f"{where}: not a parameter of {env_id}; it has {', '.join(fields)}.")
+        if name in checked:
+            raise ValueError(f"{where} is given twice.")
+        checked[name] = _check_env_param(where, value, getattr(defaults, name))
+    return tuple(checked.items())
+
+
+def _as_real(value: object) -> float | None:
+    """``value`` as a float if it is a real number (bools are not), else ``None``."""
+    if isinstance(value, (bool, np.bool_)) or not isinstance(value, (int, float, np.integer, np.floating)):
+        return None
+    try:
+        return float(value)
+    except OverflowError:  # an int beyond any float: out of every range below
+        return math.inf if value > 0 else -math.inf
+
+
+def _check_env_param(where: str, value: object, default: object) -> bool | int | float:
+    """``value`` as the type of ``default`` (a Python bool, int or float), or ValueError naming ``where``."""
+    real = _as_real(value)
+    finite = real is not None and math.isfinite(real)
+    if isinstance(default, bool):
+        if not isinstance(value, (bool, np.bool_)):
+            raise ValueError(f"{where} must be true or false (like its default {default}), got {value!r}.")
+        return bool(value)
+    if isinstance(default, int):
+        low = 1 if default >= 1 else -_INT32_MAX - 1
+        if real is None or not finite or not real.is_integer() or not low <= real <= _INT32_MAX:
+            rule = "an integer >= 1" if low == 1 else "an integer"
+            raise ValueError(
+                f"{where} must be {rule} within int32 (like its default {default}: a length, a count or an "
+                f"interval), got {value!r}."
+            )
+        return int(real)
+    if isinstance(default, float):
+        if real is None or not finite or abs(real) > _FLOAT32_MAX:
+            raise ValueError(
+                f"{where} must be a finite number within float32 (like its default {default}), got {value!r}."
+            )
+        return real
+    raise ValueError(
+        f"{where} cannot be overridden: its default is an array of shape {tuple(getattr(default, 'shape', ()))}, "
+        "and only scalar parameters (bool, int, float) can be."
+    )
+
+
 @functools.lru_cache(maxsize=None)
 def _environment(env_id: str, env_params: tuple):
-    """``(env, params)``; cached so that gymnax's jitted ``step`` sees one hashable ``env``."""
+    """``(env, params)``; cached so that gymnax's jitted ``step`` sees one hashable ``env``.
+
+    ``env_params`` are applied as given: :func:`check_env_params` checks them first.
+    """
     if env_id.startswith("Probe-") or env_id == "LineSearch":
         return envs_lib.make(env_id, **dict(env_params))
     env, params = envs_lib.make(env_id)
     if env_params:
-        fields = set(getattr(params, "__dataclass_fields__", {}))
-        unknown = sorted(set(dict(env_params)) - fields)
-        if unknown:
-            raise ValueError(f"env_params {unknown} are not parameters of {env_id}; it has {sorted(fields)}.")
         params = params.replace(**dict(env_params))
     return env, params
 
@@ -802,8 +899,9 @@ def summarize(state: DQNState, hparams: Hyperparameters, setup: Setup) -> dict:
         ``"gradient_steps": int32[]``, ``"final_capacity": int32[]`` (the
         memory's capacity at the end; not ``memory_size``, which labels the
         hyperparameter in a sweep), ``"adaptive_checks"``, ``"adaptive_grows"``,
-        ``"adaptive_shrinks"``, ``"adaptive_invalid"`` (checks with non-finite
-        sums), ``"adaptive_straddle_checks"``, ``"adaptive_straddle_grows"``
+        ``"adaptive_shrinks"``, ``"adaptive_invalid"`` (checks that could not
+        decide: non-finite sums or invalid traced tolerances),
+        ``"adaptive_straddle_checks"``, ``"adaptive_straddle_grows"``
         (checks, and enlargements among them, with a target copy since the
         previous check), ``"adaptive_compared"``, ``"adaptive_noisy"``
         (checks with a reference, and of them those whose change was within
@@ -813,7 +911,11 @@ def summarize(state: DQNState, hparams: Hyperparameters, setup: Setup) -> dict:
         and of that change's standard error (divide by ``adaptive_compared``
         on the host: a traced division rounds differently in vectorised code,
         which would make results depend on the chunk size);
-        ``"capacity_clipped": bool[]}``.
+        ``"capacity_clipped"``: ``bool[]`` (a traced ``memory_size`` or aER
+        capacity outside ``[1, max_capacity]`` was clipped),
+        ``"adaptive_invalid_parameters"``: ``bool[]`` (a traced
+        ``adaptive_tolerance`` or ``adaptive_relative_tolerance`` was NaN,
+        infinite or out of range: aER's checks kept the capacity)}``.
     """
     del hparams
     recent = state.recent_returns
@@ -837,6 +939,7 @@ def summarize(state: DQNState, hparams: Hyperparameters, setup: Setup) -> dict:
         "adaptive_change_sum": state.controller.sum_abs_change,
         "adaptive_noise_sum": state.controller.sum_noise,
         "capacity_clipped": memory.capacity_clipped,
+        "adaptive_invalid_parameters": state.controller.invalid_parameters,
     }
 
 
@@ -937,6 +1040,7 @@ _SUMMARY_NAMES = (
     "adaptive_change_sum",
     "adaptive_noise_sum",
     "capacity_clipped",
+    "adaptive_invalid_parameters",
 )
 
 
