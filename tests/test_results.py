@@ -125,8 +125,8 @@ def test_strict_json_gives_every_null_a_reason():
                       "b": [1.0, None], "b_null_reason": "null where the value was not a finite number (NaN or ±inf)",
                       "c": None,  # set by the caller without a reason: only the caller knows why
                       "d": {"e": None, "e_null_reason": "not a finite number (inf)"},
-                      "f": None, "f_null_reason": "mine", "g": [{"h": None, "h_null_reason": "not a finite number (nan)"}],
-                      "i": 2}
+                      "f": None, "f_null_reason": "mine",
+                      "g": [{"h": None, "h_null_reason": "not a finite number (nan)"}], "i": 2}
     assert json.loads(json.dumps(strict, allow_nan=False)) == strict
     assert results.strict_json({"c": None, "x": [None]}, reason="solver failed") == {
         "c": None, "c_null_reason": "solver failed", "x": [None], "x_null_reason": "solver failed"}

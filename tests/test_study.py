@@ -247,7 +247,8 @@ def test_study_readme_refuses_a_study_given_twice_and_labels_quick_and_full(tmp_
     for dirs, message in (
         ([a, a], f"{a}/study.json is given twice (as {a} and {a}); give each study once."),
         ([parent, f"{parent}/CartPole-v1"],
-         f"{parent}/CartPole-v1/study.json is given twice (as {parent} and {parent}/CartPole-v1); give each study once."),
+         f"{parent}/CartPole-v1/study.json is given twice (as {parent} and {parent}/CartPole-v1); give each study "
+         "once."),
         ([a, b], f"{a}/study.json and {b}/study.json are the same study (CartPole-v1, full, 100 × 40000); give each "
                  "study once."),
     ):
