@@ -348,16 +348,9 @@ def _dqn(args: argparse.Namespace) -> int:
 
 def _unmeasured_seeds(final, diverged, final_kind: str) -> str | None:
     """Why each seed's final return (``final``, shape ``[seeds]``) is missing, or None if none is."""
-    missing = [
-        f"seed {i}: "
-        + (
-            "diverged (non-finite parameters)"
-            if bad
-            else f"finished no {final_kind.split('_')[0]} episode in the last segment"
-        )
-        for i, (x, bad) in enumerate(zip(final, diverged))
-        if not math.isfinite(x)
-    ]
+    episode = final_kind.removesuffix("_return")  # eval or train
+    why = {True: "diverged (non-finite parameters)", False: f"finished no {episode} episode in the last segment"}
+    missing = [f"seed {i}: {why[bool(bad)]}" for i, (x, bad) in enumerate(zip(final, diverged)) if not math.isfinite(x)]
     return "; ".join(missing) or None
 
 
