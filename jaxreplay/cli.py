@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import argparse
 import importlib.metadata
+import math
 import platform
 import sys
 
@@ -41,6 +42,9 @@ def _info(args: argparse.Namespace) -> int:
     for device in jax.devices():
         print(f"{'device':<11} {device.id}: {device.device_kind} ({device.platform})")
     return 0
+
+
+_NO_THEORY = "solver did not converge (its step budget ran out: the ODE diverges)"
 
 
 def _linesearch(args: argparse.Namespace) -> int:
@@ -128,15 +132,18 @@ def _linesearch(args: argparse.Namespace) -> int:
             "direction_changed": bool(solution.direction_changed),
         }
         if solution is not None
-        else {
-            "converged": False,
-            "error": "solver did not converge (its step budget ran out: the ODE diverges)",
-            "final_metric": None,
-            "t": times.tolist(),
-            "dtheta1": None,
-            "dtheta2": None,
-            "direction_changed": None,
-        },
+        else results.strict_json(
+            {
+                "converged": False,
+                "error": _NO_THEORY,
+                "final_metric": None,
+                "t": times.tolist(),
+                "dtheta1": None,
+                "dtheta2": None,
+                "direction_changed": None,
+            },
+            reason=_NO_THEORY,
+        ),
         "experiment": {
             "final_metric": float(np.abs(mean_curve[-1]).sum()),
             "final_metric_per_seed_mean": float(per_seed.mean()),
@@ -150,8 +157,11 @@ def _linesearch(args: argparse.Namespace) -> int:
     if adaptive:
         report["experiment"]["memory_size_mean"] = memory_mean.tolist()
     if args.json:
-        # strict JSON: NaN and ±inf become null
-        print(json.dumps(results.jsonable(report, strict=True), allow_nan=False))
+        # strict JSON: NaN and ±inf become null, each with its <key>_null_reason
+        diverged = report["experiment"]["diverged_seeds"]
+        why = f"{diverged} of {args.seeds} seed(s) diverged (non-finite weights)" if diverged else None
+        report["experiment"] = results.strict_json(report["experiment"], reason=why)
+        print(json.dumps(results.strict_json(report), allow_nan=False))
         return 0
     exp = report["experiment"]
     print(
@@ -237,7 +247,6 @@ def _dqn(args: argparse.Namespace) -> int:
     import json
 
     import numpy as np
-    import xarray as xr
 
     from jaxreplay.engine import results
     from jaxreplay.engine import sweep as sweep_lib
@@ -279,7 +288,8 @@ def _dqn(args: argparse.Namespace) -> int:
     ds = _run(sweep, None, names=_DQN_NAMES, progress=not args.quiet and not args.json).dataset
     final_kind = "eval_return" if "eval_return" in ds else "train_return"
     final = ds[final_kind].isel(segment=-1).values.astype(np.float64)
-    ci = results.bootstrap_ci(xr.DataArray(final, dims=("seed",)), "iqm")
+    diverged = ds.diverged.values.reshape(-1)
+    ci = results.seed_interval(final, "iqm")
     report = {
         "env": args.env,
         "memory_size": args.memory_size,
@@ -289,23 +299,32 @@ def _dqn(args: argparse.Namespace) -> int:
         "steps": setup.total_steps,
         "final_return_kind": final_kind,
         "final_returns": [None if not np.isfinite(x) else float(x) for x in final],
-        "iqm": float(ci.estimate),
-        "iqm_ci95": [float(ci.low), float(ci.high)],
+        "final_returns_null_reason": _unmeasured_seeds(final, diverged, final_kind),
+        "iqm": ci["estimate"],
+        "iqm_null_reason": ci.get("estimate_null_reason"),
+        "iqm_ci95": None if ci["low"] is None else [ci["low"], ci["high"]],
+        "iqm_ci95_null_reason": ci.get("low_null_reason"),
         "segment_steps": ds.segment.values.tolist(),
         "memory_size_mean": ds.capacity.mean("seed").values.astype(float).tolist(),
-        "diverged": int(ds.diverged.values.sum()),
+        "diverged": int(diverged.sum()),
     }
+    report = {k: v for k, v in report.items() if not (k.endswith("_null_reason") and v is None)}
     if args.adaptive:
         report["adaptive"] = _adaptive_report(ds)
     if args.json:
-        print(json.dumps(report))
+        print(json.dumps(results.strict_json(report), allow_nan=False))
         return 0
     print(
         f"DQN {args.env}, {'aER from' if args.adaptive else 'fixed memory'} {args.memory_size}, sampler "
         f"{args.sampler}, {args.seeds} seeds, {setup.total_steps} steps"
     )
     print(f"  final {report['final_return_kind']} per seed: " + ", ".join(f"{x:.1f}" for x in final))
-    print(f"  IQM {report['iqm']:.1f} (95% bootstrap CI [{ci.low.item():.1f}, {ci.high.item():.1f}])")
+    interval = (
+        report["iqm_ci95_null_reason"]
+        if report["iqm_ci95"] is None
+        else f"95% bootstrap CI [{ci['low']:.1f}, {ci['high']:.1f}]"
+    )
+    print(f"  IQM {'n/a' if ci['estimate'] is None else format(ci['estimate'], '.1f')} ({interval})")
     print(f"  memory size: start {args.memory_size}, mean at the end {report['memory_size_mean'][-1]:.0f}")
     if args.adaptive:
         a = report["adaptive"]
@@ -327,8 +346,29 @@ def _dqn(args: argparse.Namespace) -> int:
     return 0
 
 
+def _unmeasured_seeds(final, diverged, final_kind: str) -> str | None:
+    """Why each seed's final return (``final``, shape ``[seeds]``) is missing, or None if none is."""
+    episode = final_kind.removesuffix("_return")  # eval or train
+    why = {True: "diverged (non-finite parameters)", False: f"finished no {episode} episode in the last segment"}
+    missing = [f"seed {i}: {why[bool(bad)]}" for i, (x, bad) in enumerate(zip(final, diverged)) if not math.isfinite(x)]
+    return "; ".join(missing) or None
+
+
+# Why a pooled share of aER's diagnostics is None (its denominator is 0).
+_ADAPTIVE_NULL_REASONS = {
+    "checks_mean": "no run",
+    "grow_fraction": "no aER check ran",
+    "straddle_grow_fraction": "no aER check straddled a target-network copy",
+    "other_grow_fraction": "every aER check straddled a target-network copy (or none ran)",
+    "noisy_fraction": "no aER check had a reference to compare with",
+    "change_mean": "no aER check had a reference to compare with",
+    "noise_mean": "no aER check had a reference to compare with",
+}
+
+
 def _adaptive_report(ds) -> dict:
-    """aER's diagnostics of a DQN sweep with one configuration: per-seed counts and pooled shares."""
+    """aER's diagnostics of a DQN sweep with one configuration: per-seed counts and pooled shares
+    (a share whose denominator is 0 is None, with its ``<key>_null_reason``)."""
     import numpy as np
 
     from jaxreplay.experiments import dqn
@@ -336,6 +376,8 @@ def _adaptive_report(ds) -> dict:
     def seeds(name):
         return [int(x) for x in np.asarray(ds[name].values).reshape(-1)]
 
+    shares = dqn.adaptive_diagnostics(ds)
+    reasons = {f"{k}_null_reason": _ADAPTIVE_NULL_REASONS[k] for k, v in shares.items() if v is None}
     return {
         "checks": seeds("adaptive_checks"),
         "grows": seeds("adaptive_grows"),
@@ -344,7 +386,8 @@ def _adaptive_report(ds) -> dict:
         "final_memory_size": seeds("final_capacity"),
         "straddle_checks": seeds("adaptive_straddle_checks"),
         "straddle_grows": seeds("adaptive_straddle_grows"),
-        **dqn.adaptive_diagnostics(ds),
+        **shares,
+        **reasons,
     }
 
 
@@ -493,6 +536,10 @@ def _check_dqn_env(setup) -> None:
             )
 
 
+# The --json convention (jaxreplay.engine.results.strict_json), in the help of every --json.
+_NULLS = "a value that cannot be given, such as NaN or an interval of too few seeds, is null with a <key>_null_reason"
+
+
 def build_parser() -> argparse.ArgumentParser:
     """The ``jaxreplay`` argument parser (subcommands info, linesearch, dqn, sweep, reproduce)."""
     from jaxreplay.paper.reproduce import dqn as reproduce_dqn  # the games of the paper (no JAX import)
@@ -515,7 +562,7 @@ def build_parser() -> argparse.ArgumentParser:
     ls.add_argument("--seeds", type=int, default=16)
     ls.add_argument("--seed", type=int, default=0, help="base seed; run i uses fold_in(key(seed), i)")
     ls.add_argument("--steps", type=int, default=1000, help="T")
-    ls.add_argument("--json", action="store_true", help="print one JSON object")
+    ls.add_argument("--json", action="store_true", help="print one JSON object (strict JSON: " + _NULLS + ")")
     ls.set_defaults(handler=_linesearch)
 
     dq = commands.add_parser("dqn", help="one DQN setting on a gymnax game, vmapped over seeds")
@@ -546,7 +593,7 @@ def build_parser() -> argparse.ArgumentParser:
         default="paired",
         help="aER's subsample: the same transitions at both times (default) or fresh draws",
     )
-    dq.add_argument("--json", action="store_true", help="print one JSON object")
+    dq.add_argument("--json", action="store_true", help="print one JSON object (strict JSON: " + _NULLS + ")")
     dq.add_argument("--quiet", action="store_true", help="no progress bar")
     dq.set_defaults(handler=_dqn)
 

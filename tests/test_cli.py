@@ -140,6 +140,55 @@ def test_linesearch_divergence_reports_the_experiment_and_strict_json(capsys):
     assert report["theory"]["converged"] is False and report["theory"]["final_metric"] is None
     assert report["experiment"]["diverged_seeds"] == 2 and report["experiment"]["final_metric"] is None
     assert None in report["experiment"]["dtheta1_mean"] and len(report["experiment"]["t"]) == 200
+    # Every null says why (the --json convention: a sibling <key>_null_reason).
+    assert _nulls_without_reason(report) == []
+    no_theory = "solver did not converge (its step budget ran out: the ODE diverges)"
+    assert report["theory"]["final_metric_null_reason"] == report["theory"]["dtheta1_null_reason"] == no_theory
+    assert report["experiment"]["final_metric_null_reason"] == "2 of 2 seed(s) diverged (non-finite weights)"
+    assert report["experiment"]["dtheta1_mean_null_reason"] == "2 of 2 seed(s) diverged (non-finite weights)"
+
+
+def _strict_json(text: str):
+    """``text`` parsed as strict JSON: NaN, Infinity and -Infinity are refused."""
+    import json
+
+    def refuse(constant):
+        raise AssertionError(f"not strict JSON: {constant}")
+
+    return json.loads(text, parse_constant=refuse)
+
+
+def _nulls_without_reason(value, where="") -> list[str]:
+    """The paths of the nulls in ``value`` that have no sibling ``<key>_null_reason`` string."""
+    if isinstance(value, list):
+        return [p for i, v in enumerate(value) for p in _nulls_without_reason(v, f"{where}[{i}]")]
+    if not isinstance(value, dict):
+        return []
+    missing = []
+    for key, item in value.items():
+        if not isinstance(value.get(f"{key}_null_reason"), str):
+            nested = item if isinstance(item, list) else [item]
+            if any(v is None for v in nested) or item is None:
+                missing.append(f"{where}.{key}")
+        missing += _nulls_without_reason(item, f"{where}.{key}")
+    return missing
+
+
+def test_dqn_json_is_strict_and_says_why_a_value_is_missing(capsys):
+    # One seed: no interval (it used to print "iqm_ci95": [NaN, NaN], which is not JSON); a memory
+    # larger than the run never fills, so aER never checks and its shares have no denominator.
+    args = ["dqn", "--adaptive", "--memory-size", "500", "--steps", "400", "--seeds", "1", "--quiet"]
+    assert cli.main([*args, "--json"]) == 0
+    report = _strict_json(capsys.readouterr().out)
+    assert _nulls_without_reason(report) == []
+    assert report["iqm"] == report["final_returns"][0] and report["iqm_ci95"] is None
+    assert report["iqm_ci95_null_reason"] == "too few seeds (n = 1) for an interval"
+    a = report["adaptive"]
+    assert a["checks"] == [0] and a["grow_fraction"] is None and a["grow_fraction_null_reason"] == "no aER check ran"
+    assert a["noise_mean_null_reason"] == "no aER check had a reference to compare with"
+    assert cli.main(args) == 0
+    out = capsys.readouterr().out
+    assert f"  IQM {report['iqm']:.1f} (too few seeds (n = 1) for an interval)" in out and "nan" not in out
 
 
 @pytest.mark.parametrize("args, message", [

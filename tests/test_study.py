@@ -75,7 +75,9 @@ def test_response_scores_are_the_iqm_of_the_runs(tiny_study):
         assert len(runs) == SEEDS
         auc = np.array([float(r["auc"]) for r in runs])
         assert entry["score_iqm"] == pytest.approx(stats.trim_mean(auc, 0.25), rel=1e-5)
-        assert entry["score_ci_low"] <= entry["score_iqm"] <= entry["score_ci_high"]
+        # Two seeds are too few for a 95% interval: null bounds, and why.
+        assert entry["score_ci_low"] is None and entry["score_ci_high"] is None
+        assert entry["score_ci_low_null_reason"] == "too few seeds (n = 2) for an interval"
         assert all(int(r["final_memory_size"]) == entry["memory_size"] for r in runs)  # fixed: never resized
 
 
@@ -134,6 +136,10 @@ def test_readme_block_is_generated_from_study_json(tiny_study, tmp_path):
     assert len(rows) == len(result["adaptive"]) and "old" not in text and text.endswith("rest\n")
     first = result["adaptive"][0]
     assert f"| {first['initial_size']} | {first['mean_size']:.0f} |" in rows[0]
+    # Labelled (not quick, cut to 400 steps, 2 seeds); two seeds cannot tell whether memory size matters.
+    effect = result["memory_size_effect"]["estimate"]
+    assert rows[0].startswith(f"| CartPole-v1 | full (cut short), 2 × 400 | cannot tell (too few seeds): {effect:.3g} "
+                              "[too few seeds (n = 2) for an interval] |")
     with pytest.raises(ValueError, match="study.json"):
         study_lib.update_readme(readme, [tmp_path / "empty"])
 
@@ -174,3 +180,81 @@ def test_committed_studies_use_todays_labels():
     for env in study_lib.ENVS:
         stored = json.loads((root / "docs" / "study" / env / "study.json").read_text())
         assert study_lib.relabel(stored) == stored, f"run: jaxreplay study refresh docs/study/{env}"
+
+
+TOO_FEW = "too few seeds (n = 2) for an interval"
+
+
+def test_two_seeds_give_no_interval_and_the_verdict_cannot_tell():
+    # Used to be [1, 3], "significant", and "Memory size matters: yes" from two seeds.
+    paired = study_lib._paired(np.array([1.0, 3.0]), np.zeros(2))
+    assert paired == {"estimate": 2.0, "low": None, "high": None, "low_null_reason": TOO_FEW,
+                      "high_null_reason": TOO_FEW, "significant": None, "significant_null_reason": TOO_FEW}
+    assert study_lib._paired(np.array([1.0, np.nan, 3.0]), np.zeros(3))["low_null_reason"] == TOO_FEW
+    six = study_lib._paired(np.arange(1.0, 7.0), np.zeros(6))  # 6 seeds: an interval
+    assert six["estimate"] == 3.5 and six["low"] > 0 and six["significant"] is True
+    adaptive = [{"initial_size": 100, "mean_size": 150.0, "final_size_mean": 160.0, "grow_fraction": 0.5,
+                 "moves_toward_optimum": "moves toward", "score_iqm": 2.0, "vs_best_static": paired,
+                 "vs_random_walk": paired, "vs_fixed_at_mean": six}]
+    verdict = study_lib._verdict((100, 400), [{"score_iqm": 1.0}, {"score_iqm": 3.0}], 1, 0, paired, adaptive,
+                                 [{"fixed_at_mean_size": 150}])
+    assert verdict["memory_size_matters"] is None and verdict["memory_size_matters_null_reason"] == TOO_FEW
+    assert verdict["beats_controls"] == [None] and verdict["beats_controls_null_reason"] == TOO_FEW
+    assert verdict["summary"] == (
+        f"Memory size matters: cannot tell (too few seeds): best 400 vs worst 100 differ by 2 [{TOO_FEW}]. Static "
+        "optimum: 400. aER moves toward it (or stays near it) from 1 of 1 starts and beats both controls (random "
+        "walk, fixed at its mean size) from 0 of 1, cannot tell (too few seeds) from 1.")
+    assert verdict["per_start"] == [
+        f"from 100: mean size 150 (ends at 160, grow share 0.50): moves toward the optimum; score 2 vs best static 3 "
+        f"(paired 2 [{TOO_FEW}]); vs random walk 2 [{TOO_FEW}]; vs fixed at its mean size 150: 3.5 "
+        f"[{six['low']:.3g}, {six['high']:.3g}]"]
+
+
+def _committed(env="CartPole-v1") -> dict:
+    import pathlib
+
+    return json.loads((pathlib.Path(__file__).resolve().parents[1] / "docs" / "study" / env / "study.json").read_text())
+
+
+def test_a_two_seed_study_reports_too_few_seeds_not_intervals():
+    # A study.json of 2 seeds written with intervals (as before the rule): refreshed, it has none.
+    result = _committed()
+    result.update(seeds=2, quick=True)
+    fresh = study_lib.relabel(result)
+    assert fresh["memory_size_effect"] == {"estimate": result["memory_size_effect"]["estimate"], "low": None,
+                                           "high": None, "significant": None, "low_null_reason": TOO_FEW,
+                                           "high_null_reason": TOO_FEW, "significant_null_reason": TOO_FEW}
+    assert fresh["response"][0]["score_ci_low"] is None and fresh["controls"][0]["random_walk_ci_high"] is None
+    assert fresh["paper_share"] == result["paper_share"]  # Clopper–Pearson: exact at any number of seeds
+    assert fresh["verdict"]["memory_size_matters"] is None and study_lib.relabel(fresh) == fresh
+    report = study_lib._report(fresh)
+    assert "Memory size matters: cannot tell (too few seeds)" in report
+    assert f"| 100 | {fresh['response'][0]['score_iqm']:.3g} [{TOO_FEW}] |" in report
+    assert "With 2 seeds there is no 95% interval" in report and "nan" not in report and "n/a, n/a" not in report
+    table = study_lib.summary_table([fresh])
+    assert "| CartPole-v1 | quick, 2 × 40000 | cannot tell (too few seeds): 0.201 [" + TOO_FEW + "] |" in table
+
+
+def test_study_readme_refuses_a_study_given_twice_and_labels_quick_and_full(tmp_path, capsys):
+    full = _committed()
+    quick = dict(full, quick=True, seeds=3)
+    for name, result in (("a", full), ("b", full), ("c", quick), ("all/CartPole-v1", full)):
+        (tmp_path / name).mkdir(parents=True)
+        (tmp_path / name / "study.json").write_text(json.dumps(result))
+    readme = tmp_path / "README.md"
+    readme.write_text("<!-- study:begin -->\nold\n<!-- study:end -->\n")
+    a, b, c, parent = (str(tmp_path / n) for n in ("a", "b", "c", "all"))
+    for dirs, message in (
+        ([a, a], f"{a}/study.json is given twice (as {a} and {a}); give each study once."),
+        ([parent, f"{parent}/CartPole-v1"],
+         f"{parent}/CartPole-v1/study.json is given twice (as {parent} and {parent}/CartPole-v1); give each study "
+         "once."),
+        ([a, b], f"{a}/study.json and {b}/study.json are the same study (CartPole-v1, full, 100 × 40000); give each "
+                 "study once."),
+    ):
+        assert cli.main(["study", "readme", *dirs, "--readme", str(readme)]) == 2
+        assert capsys.readouterr().err == f"jaxreplay study: error: {message}\n"
+        assert "old" in readme.read_text()  # nothing written
+    assert cli.main(["study", "readme", a, c, "--readme", str(readme)]) == 0
+    labels = [line.split(" | ")[1] for line in readme.read_text().splitlines() if line.startswith("| CartPole-v1 |")]
+    assert labels == ["full, 100 × 40000"] * 3 + ["quick, 3 × 40000"] * 3

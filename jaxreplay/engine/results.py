@@ -7,12 +7,19 @@ other label, so ``mean_ci(ds.final_metric)`` is indexed by the grid axes.
 * :func:`iqm` and :func:`bootstrap_ci`: the interquartile mean (rliable's
   robust aggregate) and a percentile-bootstrap interval of any statistic
   (SciPy's ``scipy.stats.bootstrap``).
+* :func:`seed_interval`: :func:`bootstrap_ci` of one setting's seeds, or ``None``
+  bounds with a reason where the seeds are too few for an interval
+  (:func:`min_seeds_for_interval`).
 * :func:`best`: the best setting along each axis, and overall.
 * :func:`plot_metric`: a metric against one axis (mean ± CI, one line per
   value of a second axis) or a filled contour over two axes.
 
 Non-finite values (diverged runs) are ignored by the statistics; ``count`` in
 :func:`mean_ci` says how many seeds entered each mean.
+
+:func:`strict_json` is the convention of every ``--json`` output: strict JSON,
+where a value that cannot be given is ``null`` and has a sibling
+``"<key>_null_reason"`` saying why.
 """
 
 from __future__ import annotations
@@ -29,7 +36,16 @@ from typing import Any
 
 import numpy as np
 
-__all__ = ["mean_ci", "iqm", "bootstrap_ci", "best", "plot_metric"]
+__all__ = [
+    "mean_ci",
+    "iqm",
+    "bootstrap_ci",
+    "seed_interval",
+    "min_seeds_for_interval",
+    "best",
+    "plot_metric",
+    "strict_json",
+]
 
 SEED_DIM = "seed"
 
@@ -143,6 +159,53 @@ def bootstrap_ci(
     return xr.Dataset({"estimate": out.isel(_stat=0), "low": out.isel(_stat=1), "high": out.isel(_stat=2)})
 
 
+def min_seeds_for_interval(confidence: float = 0.95) -> int:
+    """The fewest seeds from which a two-sided ``confidence`` percentile-bootstrap interval of a
+    mean or IQM can reach its nominal coverage: 6 at 95%.
+
+    Every resample's mean or IQM lies between the smallest and the largest seed, so the interval
+    does too. For a continuous distribution symmetric about its centre θ, all n seeds fall on one
+    side of θ with probability 2 · 2⁻ⁿ, and then the interval misses θ: its coverage is at most
+    1 − 2¹⁻ⁿ, which reaches ``confidence`` only from n = 1 + log2(1 / (1 − confidence)) on (5.3
+    at 95%; a "95%" interval of 2 seeds covers at most 50%, of 3 seeds at most 75%).
+    """
+    _check_confidence(confidence)
+    return math.ceil(1 + math.log2(1 / (1 - confidence)) - 1e-9)  # (1e-9: 0.5 needs exactly 2)
+
+
+def seed_interval(values, statistic: str = "iqm", confidence: float = 0.95, resamples: int = 2000, seed: int = 0):
+    """One setting's ``statistic`` over seeds and its percentile-bootstrap interval, or why not.
+
+    Args:
+        values: per-seed numbers, shape ``[seeds]``; non-finite ones (diverged runs, nothing
+            measured) are dropped first.
+        statistic: ``"mean"`` or ``"iqm"``.
+        confidence, resamples, seed: as in :func:`bootstrap_ci`.
+
+    Returns:
+        ``{"estimate", "low", "high"}`` as floats. With no finite value all three are ``None``;
+        with fewer finite values n than :func:`min_seeds_for_interval` the bounds are ``None``.
+        Each ``None`` has a sibling ``"<key>_null_reason"`` (:func:`strict_json`'s convention):
+        ``"too few seeds (n = 2) for an interval"`` or ``"no seed has a finite value"``.
+    """
+    import xarray as xr
+
+    values = np.asarray(values, np.float64).reshape(-1)
+    n = int(np.isfinite(values).sum())
+    if n == 0:
+        why = "no seed has a finite value"
+        return {key: None for key in ("estimate", "low", "high")} | _reasons(("estimate", "low", "high"), why)
+    ci = bootstrap_ci(xr.DataArray(values, dims=(SEED_DIM,)), statistic, SEED_DIM, confidence, resamples, seed)
+    if n < min_seeds_for_interval(confidence):
+        why = f"too few seeds (n = {n}) for an interval"
+        return {"estimate": float(ci.estimate), "low": None, "high": None} | _reasons(("low", "high"), why)
+    return {"estimate": float(ci.estimate), "low": float(ci.low), "high": float(ci.high)}
+
+
+def _reasons(keys: Sequence[str], why: str) -> dict[str, str]:
+    return {f"{key}_null_reason": why for key in keys}
+
+
 def best(data, axes: Sequence[str] | None = None, minimize: bool = True, dim: str = SEED_DIM) -> dict:
     """The best settings of the seed-mean of ``data``.
 
@@ -241,3 +304,43 @@ def jsonable(value: Any, strict: bool = False) -> Any:
     if strict and isinstance(value, float) and not math.isfinite(value):
         return None
     return value
+
+
+def strict_json(value: Any, reason: str | None = None) -> Any:
+    """``value`` as strict JSON data in which every ``null`` can say why: the ``--json`` convention.
+
+    As :func:`jsonable` with ``strict`` (NaN and ±inf become ``None``), and in every dict an
+    entry that is ``None``, or a list holding one, gets a sibling ``"<key>_null_reason"`` unless
+    it has one already: ``reason`` where given, else, for a value that was a non-finite float,
+    what it was (``"not a finite number (nan)"``). An entry the caller set to ``None`` itself
+    gets no generic reason: the caller knows why and says so (the sibling key, or ``reason``).
+
+    Args:
+        value: dicts, lists, tuples, NumPy scalars, numbers, strings, paths.
+        reason: why any ``None`` within ``value`` is ``None``, when one cause explains them all.
+    """
+    if isinstance(value, dict):
+        out: dict[str, Any] = {}
+        for key, item in value.items():
+            out[str(key)] = strict_json(item, reason)
+            why = reason or _what_it_was(item)
+            if why and f"{key}_null_reason" not in value and _holds_null(out[str(key)]):
+                out[f"{key}_null_reason"] = why
+        return out
+    if isinstance(value, (list, tuple)):
+        return [strict_json(v, reason) for v in value]
+    return jsonable(value, strict=True)
+
+
+def _holds_null(value: Any) -> bool:
+    """``value`` is ``None`` or a (nested) list with a ``None`` (a dict explains its own)."""
+    return value is None or (isinstance(value, list) and any(_holds_null(v) for v in value))
+
+
+def _what_it_was(value: Any) -> str | None:
+    """Why a value turned into ``null``, if it was a non-finite float (or a list holding them)."""
+    if isinstance(value, (float, np.floating)) and not math.isfinite(value):
+        return f"not a finite number ({float(value)})"
+    if isinstance(value, (list, tuple)) and any(_what_it_was(v) for v in value):
+        return "null where the value was not a finite number (NaN or ±inf)"
+    return None

@@ -28,7 +28,12 @@ Scores. ``auc``: the mean over segments of the mean training-episode return
 (the area under the learning curve, what the paper's figures compare);
 ``final``: the greedy evaluation return at the end. Per setting: the IQM over
 seeds with a 95% percentile-bootstrap interval. Paired comparisons: the mean
-over seeds of the per-seed difference, with a bootstrap interval. The paper's
+over seeds of the per-seed difference, with a bootstrap interval. Below 6
+finite seeds there is no interval (a percentile interval of a mean or IQM
+cannot reach 95% coverage there:
+:func:`~jaxreplay.engine.results.min_seeds_for_interval`): its bounds are
+``null`` with a ``*_null_reason`` ("too few seeds (n = 2) for an interval")
+and the verdict says "cannot tell (too few seeds)" instead of yes or no. The paper's
 statistic (share of aER seeds above the mean of every static run) is reported
 beside them with the static sizes that enter the average.
 
@@ -246,22 +251,25 @@ class _Runs:
 
 
 def _ci(values: np.ndarray, statistic: str = "iqm", seed: int = 0) -> dict:
-    import xarray as xr
-
+    """``statistic`` of per-seed ``values`` (shape ``[seeds]``) with a 95% bootstrap interval:
+    ``{"estimate", "low", "high"}``, a ``None`` (no finite value; too few seeds for an interval)
+    with its ``*_null_reason`` (:func:`~jaxreplay.engine.results.seed_interval`)."""
     from jaxreplay.engine import results
 
-    values = np.asarray(values, np.float64)
-    if not np.isfinite(values).any():
-        return {"estimate": None, "low": None, "high": None}
-    ci = results.bootstrap_ci(xr.DataArray(values, dims=("seed",)), statistic, resamples=2000, seed=seed)
-    return {"estimate": float(ci.estimate), "low": float(ci.low), "high": float(ci.high)}
+    return results.seed_interval(values, statistic, resamples=2000, seed=seed)
 
 
 def _paired(a: np.ndarray, b: np.ndarray) -> dict:
-    """Mean over seeds of ``a - b`` (same seed index: common random numbers) with a bootstrap CI."""
+    """Mean over seeds of ``a - b`` (same seed index: common random numbers) with a bootstrap CI.
+
+    ``significant``: whether the interval excludes 0; ``None`` (with ``significant_null_reason``)
+    where there is no interval, e.g. too few seeds."""
     diff = np.asarray(a, np.float64) - np.asarray(b, np.float64)
     out = _ci(diff[np.isfinite(diff)], "mean")
-    out["significant"] = out["low"] is not None and (out["low"] > 0 or out["high"] < 0)
+    if out["low"] is None:
+        out.update(significant=None, significant_null_reason=out["low_null_reason"])
+    else:
+        out["significant"] = out["low"] > 0 or out["high"] < 0
     return out
 
 
@@ -314,15 +322,7 @@ def study(
     for i, n in enumerate(plan.sizes):
         score, final = _ci(static.auc[i]), _ci(static.final[i])
         response.append(
-            {
-                "memory_size": int(n),
-                "score_iqm": score["estimate"],
-                "score_ci_low": score["low"],
-                "score_ci_high": score["high"],
-                "final_iqm": final["estimate"],
-                "final_ci_low": final["low"],
-                "final_ci_high": final["high"],
-            }
+            {"memory_size": int(n), **_renamed(score), **_renamed(final, "final_iqm", "final_ci_low", "final_ci_high")}
         )
     iqms = np.array([r["score_iqm"] if r["score_iqm"] is not None else -np.inf for r in response])
     best = int(np.argmax(iqms))
@@ -373,10 +373,8 @@ def study(
             "final_size_mean": float(np.nanmean(second.final_size[row])),
             "mean_size": float(np.nanmean(second.mean_size[row])),
             "grow_fraction": grow_fraction(second, row),
-            "score_iqm": score["estimate"],
-            "score_ci_low": score["low"],
-            "score_ci_high": score["high"],
-            "final_iqm": _ci(second.final[row])["estimate"],
+            **_renamed(score),
+            **_renamed(_ci(second.final[row]), "final_iqm", None, None),
             "moves_toward_optimum": _toward(n0, float(np.nanmean(second.mean_size[row])), plan.sizes[best]),
             "vs_best_static": _paired(second.auc[row], static.auc[best]),
             "vs_start_static": _paired(second.auc[row], static.auc[start_index]),
@@ -397,13 +395,9 @@ def study(
                 "random_walk_mean_size": float(np.nanmean(second.mean_size[walk_rows[j]])),
                 "random_walk_final_size_mean": float(np.nanmean(second.final_size[walk_rows[j]])),
                 "random_walk_grow_fraction": grow_fraction(second, walk_rows[j]),
-                "random_walk_score_iqm": walk["estimate"],
-                "random_walk_ci_low": walk["low"],
-                "random_walk_ci_high": walk["high"],
+                **_renamed(walk, "random_walk_score_iqm", "random_walk_ci_low", "random_walk_ci_high"),
                 "fixed_at_mean_size": mean_sizes[j],
-                "fixed_at_mean_score_iqm": fixed["estimate"],
-                "fixed_at_mean_ci_low": fixed["low"],
-                "fixed_at_mean_ci_high": fixed["high"],
+                **_renamed(fixed, "fixed_at_mean_score_iqm", "fixed_at_mean_ci_low", "fixed_at_mean_ci_high"),
             }
         )
 
@@ -417,9 +411,7 @@ def study(
                 "seeds": sens_plan.seeds,
                 "final_size_mean": float(np.nanmean(sens.final_size[row])),
                 "grow_fraction": grow_fraction(sens, row),
-                "score_iqm": score["estimate"],
-                "score_ci_low": score["low"],
-                "score_ci_high": score["high"],
+                **_renamed(score),
                 "vs_default": None if row == 0 else _paired(sens.auc[row], sens.auc[0]),
                 "diagnostics": diagnostics(sens, row),
             }
@@ -494,9 +486,17 @@ def relabel(result: dict) -> dict:
     """``result`` (a ``study.json``) with its derived labels recomputed by today's rules, from
     the numbers it stores: each aER start's ``moves_toward_optimum`` and the ``verdict``.
 
-    Reruns nothing: the response curve, aER's sizes and the paired statistics are kept. Lets
-    an earlier study be read under the current definitions (``jaxreplay study refresh``)."""
+    Reruns nothing: the response curve, aER's sizes and the paired statistics are kept, except
+    the intervals of a study with fewer seeds than an interval needs (written before that rule):
+    they become ``null`` with the reason. Lets an earlier study be read under the current
+    definitions (``jaxreplay study refresh``)."""
+    from jaxreplay.engine.results import min_seeds_for_interval
+
     result = json.loads(json.dumps(result))  # a deep copy
+    if result["seeds"] < min_seeds_for_interval():
+        why = f"too few seeds (n = {result['seeds']}) for an interval"
+        for key in ("response", "memory_size_effect", "adaptive", "controls", "sensitivity", "other_reading"):
+            result[key] = _without_intervals(result[key], why)
     sizes = tuple(int(r["memory_size"]) for r in result["response"])
     best, worst = sizes.index(result["best_static"]), sizes.index(result["worst_static"])
     for entry in result["adaptive"]:
@@ -513,6 +513,20 @@ def relabel(result: dict) -> dict:
     return result
 
 
+def _without_intervals(value, why: str):
+    """``value`` (study.json data) with every stored interval, a ``*low`` / ``*high`` pair of one
+    dict, and its ``significant``, made ``None`` with the reason ``why``; a missing one is kept as it is."""
+    if isinstance(value, list):
+        return [_without_intervals(v, why) for v in value]
+    if not isinstance(value, dict):
+        return value
+    out = {k: _without_intervals(v, why) for k, v in value.items()}
+    for low in [k for k in value if k.endswith("low") and k[:-3] + "high" in value and value[k] is not None]:
+        for key in (low, low[:-3] + "high") + (("significant",) if "significant" in value else ()):
+            out[key], out[f"{key}_null_reason"] = None, why
+    return out
+
+
 def refresh(study_dir) -> dict:
     """Rewrite ``study_dir``'s ``study.json`` and ``report.md`` with :func:`relabel` (no runs)."""
     out = pathlib.Path(study_dir)
@@ -525,8 +539,16 @@ def refresh(study_dir) -> dict:
     return result
 
 
-def _renamed(ci: dict) -> dict:
-    return {"score_iqm": ci["estimate"], "score_ci_low": ci["low"], "score_ci_high": ci["high"]}
+def _renamed(ci: dict, estimate="score_iqm", low: str | None = "score_ci_low", high: str | None = "score_ci_high"):
+    """``ci``'s ``estimate``, ``low`` and ``high`` (each with its ``*_null_reason``, if any) under the
+    names a study.json entry gives them; a name ``None`` leaves that value out."""
+    out = {}
+    for key, name in (("estimate", estimate), ("low", low), ("high", high)):
+        if name is not None:
+            out[name] = ci[key]
+            if f"{key}_null_reason" in ci:
+                out[f"{name}_null_reason"] = ci[f"{key}_null_reason"]
+    return out
 
 
 def _starts(sizes: tuple, best: int) -> list[int]:
@@ -548,47 +570,71 @@ def _toward(start: float, mean_size: float, optimum: float) -> str:
 
 
 def _verdict(sizes, response, best, worst, matters, adaptive, controls) -> dict:
+    """The plain-language verdict from the paired statistics: yes / no, or "cannot tell (...)" where
+    a comparison has no interval (too few seeds), never a yes or no from a missing interval."""
     r = response
-    matter_text = (
-        f"yes: the best static size {sizes[best]} beats the worst {sizes[worst]} by "
-        f"{matters['estimate']:.3g} [{matters['low']:.3g}, {matters['high']:.3g}] (paired over seeds)"
-        if matters["significant"]
-        else f"not detectably: best {sizes[best]} vs worst {sizes[worst]} differ by "
-        f"{_fmt(matters['estimate'])} [{_fmt(matters['low'])}, {_fmt(matters['high'])}], an interval "
-        "that includes 0"
-    )
+    if matters["low"] is None:
+        why = _why_no_interval(matters)
+        matter_text = f"{_cannot_tell(why)}: best {sizes[best]} vs worst {sizes[worst]} differ by {_interval(matters)}"
+    elif matters["significant"]:
+        matter_text = (
+            f"yes: the best static size {sizes[best]} beats the worst {sizes[worst]} by "
+            f"{_interval(matters)} (paired over seeds)"
+        )
+    else:
+        matter_text = (
+            f"not detectably: best {sizes[best]} vs worst {sizes[worst]} differ by {_interval(matters)}, an interval "
+            "that includes 0"
+        )
     per_start = []
-    beats_controls = []
+    beats_controls: list[bool | None] = []
+    undecided = []
     for a, c in zip(adaptive, controls):
         vs_walk, vs_fixed, vs_best = a["vs_random_walk"], a["vs_fixed_at_mean"], a["vs_best_static"]
-        wins = [
-            vs_walk["significant"] and vs_walk["estimate"] > 0,
-            vs_fixed["significant"] and vs_fixed["estimate"] > 0,
-        ]
-        beats_controls.append(all(wins))
+        missing = [d for d in (vs_walk, vs_fixed) if d["low"] is None]
+        if missing:
+            beats_controls.append(None)
+            undecided.append(_why_no_interval(missing[0]))
+        else:
+            beats_controls.append(all(d["significant"] and d["estimate"] > 0 for d in (vs_walk, vs_fixed)))
         per_start.append(
             f"from {a['initial_size']}: mean size {a['mean_size']:.0f} (ends at {a['final_size_mean']:.0f}, grow share "
             f"{_fmt(a['grow_fraction'], '.2f')}): {a['moves_toward_optimum']} the optimum; score "
             f"{_fmt(a['score_iqm'])} vs best static {_fmt(r[best]['score_iqm'])} "
-            f"(paired {_fmt(vs_best['estimate'])} [{_fmt(vs_best['low'])}, {_fmt(vs_best['high'])}]); vs random walk "
-            f"{_fmt(vs_walk['estimate'])} [{_fmt(vs_walk['low'])}, {_fmt(vs_walk['high'])}]; vs fixed at its mean "
-            f"size {c['fixed_at_mean_size']}: {_fmt(vs_fixed['estimate'])} [{_fmt(vs_fixed['low'])}, "
-            f"{_fmt(vs_fixed['high'])}]"
+            f"(paired {_interval(vs_best)}); vs random walk {_interval(vs_walk)}; vs fixed at its mean "
+            f"size {c['fixed_at_mean_size']}: {_interval(vs_fixed)}"
         )
     toward = [a["moves_toward_optimum"] in ("moves toward", "stays near") for a in adaptive]
     summary = (
         f"Memory size matters: {matter_text}. Static optimum: {sizes[best]}. aER moves toward it (or stays near "
         f"it) from {sum(toward)} of {len(toward)} starts and beats both controls (random walk, fixed at its "
-        f"mean size) from {sum(beats_controls)} of {len(beats_controls)}."
+        f"mean size) from {sum(b is True for b in beats_controls)} of {len(beats_controls)}"
+        + (f", {_cannot_tell(undecided[0])} from {len(undecided)}." if undecided else ".")
     )
-    return {
-        "memory_size_matters": bool(matters["significant"]),
+    verdict: dict = {
+        "memory_size_matters": None if matters["low"] is None else bool(matters["significant"]),
         "static_optimum": int(sizes[best]),
         "toward_optimum": toward,
         "beats_controls": beats_controls,
         "per_start": per_start,
         "summary": summary,
     }
+    if matters["low"] is None:
+        verdict["memory_size_matters_null_reason"] = _why_no_interval(matters)
+    if undecided:
+        verdict["beats_controls_null_reason"] = undecided[0]
+    return verdict
+
+
+def _why_no_interval(d: dict, prefix: str = "") -> str:
+    """Why the interval dict (or entry) ``d`` has no ``{prefix}low`` bound (a study.json from before
+    reasons were stored says only that)."""
+    return d.get(f"{prefix}low_null_reason", "no interval")
+
+
+def _cannot_tell(why: str) -> str:
+    """The verdict where a comparison has no interval: ``cannot tell (too few seeds)``."""
+    return "cannot tell (too few seeds)" if why.startswith("too few seeds") else f"cannot tell ({why})"
 
 
 def _fmt(x, spec: str = ".3g") -> str:
@@ -596,7 +642,10 @@ def _fmt(x, spec: str = ".3g") -> str:
 
 
 def _interval(d: dict) -> str:
-    """``estimate [low, high]`` of a confidence-interval dict."""
+    """``estimate [low, high]`` of a confidence-interval dict, or ``estimate [why there is none]``:
+    ``1.5 [too few seeds (n = 2) for an interval]``."""
+    if d["low"] is None:
+        return f"{_fmt(d['estimate'])} [{_why_no_interval(d)}]"
     return f"{_fmt(d['estimate'])} [{_fmt(d['low'])}, {_fmt(d['high'])}]"
 
 
@@ -625,10 +674,13 @@ def _figures(out, plan, result, static, second, aer_rows, walk_rows, best) -> li
     for j, (row, n0, a, c) in enumerate(zip(aer_rows, starts, result["adaptive"], result["controls"])):
         color = colors[j % len(colors)]
         if a["score_iqm"] is not None:  # None: every run diverged
+            no_interval = a["score_ci_low"] is None  # too few seeds
             top.errorbar(
                 [a["mean_size"]],
                 [a["score_iqm"]],
-                yerr=[[a["score_iqm"] - a["score_ci_low"]], [a["score_ci_high"] - a["score_iqm"]]],
+                yerr=None
+                if no_interval
+                else [[a["score_iqm"] - a["score_ci_low"]], [a["score_ci_high"] - a["score_iqm"]]],
                 fmt="s",
                 color=color,
                 label=f"aER from {n0} (at its mean size)",
@@ -769,8 +821,15 @@ def _table(header: list[str], rows: list[list]) -> list[str]:
 
 
 def _score(entry: dict, prefix: str = "score") -> str:
-    """``IQM [low, high]`` of an entry's ``{prefix}_iqm`` / ``_ci_low`` / ``_ci_high``."""
-    return f"{_fmt(entry[prefix + '_iqm'])} [{_fmt(entry[prefix + '_ci_low'])}, {_fmt(entry[prefix + '_ci_high'])}]"
+    """``IQM [low, high]`` of an entry's ``{prefix}_iqm`` / ``_ci_low`` / ``_ci_high`` (:func:`_interval`)."""
+    return _interval(
+        {
+            "estimate": entry[prefix + "_iqm"],
+            "low": entry[prefix + "_ci_low"],
+            "high": entry[prefix + "_ci_high"],
+            "low_null_reason": _why_no_interval(entry, prefix + "_ci_"),
+        }
+    )
 
 
 def _report(result: dict) -> str:
@@ -782,6 +841,7 @@ def _report(result: dict) -> str:
         f"{result['seeds']} seeds per setting, {mode}: {result['total_steps']} environment steps per run; "
         f"optimizer reading: {result['optimizer_reading']}; {result['runtime_s']:.0f} s.",
         "",
+        *_few_seeds_note(result["seeds"]),
         "## Verdict",
         "",
         result["verdict"]["summary"],
@@ -926,6 +986,21 @@ def _report(result: dict) -> str:
     return "\n".join(lines) + "\n"
 
 
+def _few_seeds_note(seeds: int) -> list[str]:
+    """The report's paragraph (as lines) saying that ``seeds`` seeds give no interval; none if they do."""
+    from jaxreplay.engine.results import min_seeds_for_interval
+
+    need = min_seeds_for_interval()
+    if seeds >= need:
+        return []
+    return [
+        f"With {seeds} seeds there is no 95% interval (a percentile-bootstrap interval of a mean or IQM needs at "
+        f"least {need} seeds to reach 95% coverage), so no difference is called significant and the verdict "
+        "cannot tell.",
+        "",
+    ]
+
+
 def _seed_mean(curves: np.ndarray) -> np.ndarray:
     """Mean over seeds (axis 0) ignoring NaN (segments without a finished episode); NaN where all are."""
     curves = np.asarray(curves, np.float64)
@@ -941,12 +1016,13 @@ def summary_table(results: list[dict]) -> str:
     """
     rows = []
     for r in results:
-        matters = ("yes" if r["verdict"]["memory_size_matters"] else "no") + f": {_interval(r['memory_size_effect'])}"
+        effect, matters = r["memory_size_effect"], r["verdict"]["memory_size_matters"]
+        said = _cannot_tell(_why_no_interval(effect)) if matters is None else "yes" if matters else "no"
         rows += [
             [
                 r["env"],
-                f"{r['seeds']} × {r['total_steps']}",
-                matters,
+                _label(r),
+                f"{said}: {_interval(effect)}",
                 r["best_static"],
                 a["initial_size"],
                 f"{a['mean_size']:.0f}",
@@ -960,7 +1036,7 @@ def summary_table(results: list[dict]) -> str:
     lines = _table(
         [
             "game",
-            "seeds × steps",
+            "mode, seeds × steps",
             "memory size matters (best − worst static)",
             "static optimum",
             "aER from",
@@ -975,18 +1051,52 @@ def summary_table(results: list[dict]) -> str:
     return "\n".join(lines)
 
 
+def _label(result: dict) -> str:
+    """How a study ran, for the README's table: ``full, 100 × 40000`` (paper-length runs) or
+    ``quick, 3 × 10000``; ``(cut short)`` after a ``--steps`` smoke run, the optimizer reading if not Adam."""
+    label = "quick" if result["quick"] else "full"
+    if result.get("steps_override"):
+        label += " (cut short)"
+    label += f", {result['seeds']} × {result['total_steps']}"
+    if result.get("optimizer_reading", "adam") != "adam":
+        label += f", {result['optimizer_reading']} reading"
+    return label
+
+
+def _refuse_duplicates(sources: list, results: list[dict]) -> None:
+    """Refuse a study given twice to :func:`update_readme`: one study.json reached twice (a folder
+    given twice, or a folder and its parent), or two of the same game and plan (:func:`_label`),
+    whose rows the table could not tell apart. ``sources``: ``(folder given, study.json path)``
+    per result."""
+    by_file: dict[pathlib.Path, pathlib.Path] = {}
+    by_plan: dict[tuple, pathlib.Path] = {}
+    for (folder, path), result in zip(sources, results):
+        real, plan = path.resolve(), (result["env"], _label(result))
+        if real in by_file:
+            raise ValueError(f"{path} is given twice (as {by_file[real]} and {folder}); give each study once.")
+        if plan in by_plan:
+            raise ValueError(
+                f"{by_plan[plan]} and {path} are the same study ({plan[0]}, {plan[1]}); give each study once."
+            )
+        by_file[real], by_plan[plan] = folder, path
+
+
 def update_readme(readme, study_dirs, note: str = "") -> pathlib.Path:
     """Write :func:`summary_table` of ``study_dirs/*/study.json`` (or ``DIR/study.json``) into the
-    ``<!-- study:begin -->`` … ``<!-- study:end -->`` block of ``readme``."""
+    ``<!-- study:begin -->`` … ``<!-- study:end -->`` block of ``readme``, each row labelled with its
+    study's mode and size (:func:`_label`). A study given twice is refused (:func:`_refuse_duplicates`)."""
     from jaxreplay.paper.reproduce.paper import replace_block
 
     results = []
+    sources = []  # (folder given, its study.json) per result
     for d in study_dirs:
         d = pathlib.Path(d)
         files = [d / "study.json"] if (d / "study.json").exists() else sorted(d.glob("*/study.json"))
         if not files:
             raise ValueError(f"{d}: no study.json in it or in its subfolders; run jaxreplay study dqn --out {d} first.")
         results += [json.loads(f.read_text()) for f in files]
+        sources += [(d, f) for f in files]
+    _refuse_duplicates(sources, results)
     order = {env: i for i, env in enumerate(ENVS)}
     results.sort(key=lambda r: order.get(r["env"], len(order)))
     readme = pathlib.Path(readme)
