@@ -418,29 +418,44 @@ _DQN_NAMES = {
 def _run(sweep, out, names=None, **options):
     """``sweep.run``; its refusals for device memory, host memory or disk (MemoryError, raised with the
     numbers before anything runs) and a failed write (OSError, e.g. a full disk: it names the file) become a
-    ValueError: one line, exit status 2. Its warnings (a damaged chunk set aside, ...) print as one line each.
+    ValueError: one line, exit status 2. Every warning raised while it runs (the engine's, a damaged chunk
+    set aside, ..., and any other, e.g. NumPy's) prints once, as one line, after the run ends or fails.
     ``names`` rewrites the engine's advice (``setup.max_capacity``) into the command's options (``--memory-size``)."""
     import warnings
 
     from jaxreplay.engine import sweep as sweep_lib
 
-    with warnings.catch_warnings(record=True) as caught:
-        warnings.simplefilter("always", sweep_lib.SweepWarning)
-        try:
-            return sweep_lib.run(sweep, out, **options)
-        except MemoryError as e:
-            message = str(e)
-            for engine, command in (names or {}).items():
-                message = message.replace(engine, command)
-            raise ValueError(message) from None
-        except OSError as e:
-            raise ValueError(f"cannot write {e.filename or out}: {e.strerror or e}.") from None
-        finally:
-            for warning in caught:
-                if issubclass(warning.category, sweep_lib.SweepWarning):
-                    print(f"jaxreplay: warning: {warning.message}", file=sys.stderr)
-                else:
-                    warnings.warn_explicit(warning.message, warning.category, warning.filename, warning.lineno)
+    caught: list[warnings.WarningMessage] = []
+    try:
+        with warnings.catch_warnings(record=True) as caught:
+            warnings.simplefilter("always", sweep_lib.SweepWarning)
+            try:
+                return sweep_lib.run(sweep, out, **options)
+            except MemoryError as e:
+                message = str(e)
+                for engine, command in (names or {}).items():
+                    message = message.replace(engine, command)
+                raise ValueError(message) from None
+            except OSError as e:
+                raise ValueError(f"cannot write {e.filename or out}: {e.strerror or e}.") from None
+    finally:
+        # Printed outside the recording context: a warning emitted inside it would be appended to the
+        # list being printed, and the loop would never end.
+        # (dict.fromkeys: each distinct line once, in order; a cast warned by every trace is one line)
+        for line in dict.fromkeys(_warning_line(w, sweep_lib.SweepWarning) for w in caught):
+            print(line, file=sys.stderr)
+
+
+def _warning_line(warning, engine_category: type[Warning]) -> str:
+    """One line for a recorded warning: the engine's own as its message, any other with its category and
+    where it was raised (``jaxreplay: warning: RuntimeWarning: overflow encountered in cast (lax.py:5304)``)."""
+    import os
+
+    if issubclass(warning.category, engine_category):
+        return f"jaxreplay: warning: {warning.message}"
+    message = " ".join(str(warning.message).split())  # one line, whatever the warning's text holds
+    where = f"{os.path.basename(warning.filename)}:{warning.lineno}"
+    return f"jaxreplay: warning: {warning.category.__name__}: {message} ({where})"
 
 
 def _as_option(message: str, fields) -> str:

@@ -186,3 +186,44 @@ def test_reproduce_readme_writes_the_committed_runs_table(tmp_path, capsys):
     assert "reproduce all" in capsys.readouterr().err
     with pytest.raises(SystemExit):  # the hidden --seeds is gone
         cli.main(["reproduce", "readme", str(tmp_path), "--readme", str(readme), "--seeds", "3"])
+
+
+def test_warnings_raised_during_a_run_print_once_and_the_command_ends(tmp_path, capsys, monkeypatch):
+    """Any warning raised while a sweep runs (the engine's own or another, e.g. NumPy's) prints once as one line
+    and the command returns: re-emitting inside the recording context used to append each warning to the list
+    being printed, looping forever after results.nc was written."""
+    import signal
+    import warnings
+
+    from jaxreplay.engine import store, sweep
+
+    config = tmp_path / "s.toml"
+    config.write_text('experiment = "linesearch"\nseeds = 2\n[setup]\nsteps = 20\nmax_capacity = 20\n'
+                      'max_batch_size = 2\n[fixed]\nmemory_size = 5\nbatch_size = 2\n')
+    assert cli.main(["sweep", str(config), "--out", str(tmp_path / "warm"), "--quiet"]) == 0  # compiled once here
+    prepare = store.ChunkStore.prepare
+
+    def prepare_and_warn(self, scan):
+        warnings.warn("overflow encountered in cast", RuntimeWarning)
+        warnings.warn("a chunk was set aside", sweep.SweepWarning)
+        return prepare(self, scan)
+
+    def hung(signum, frame):
+        raise TimeoutError("the command did not end")
+
+    monkeypatch.setattr(store.ChunkStore, "prepare", prepare_and_warn)
+    capsys.readouterr()
+    previous = signal.signal(signal.SIGALRM, hung)
+    signal.alarm(20)  # a regression fails here instead of hanging (the run itself is compiled: ~1 s)
+    try:
+        status = cli.main(["sweep", str(config), "--out", str(tmp_path / "out"), "--quiet"])
+    finally:
+        signal.alarm(0)
+        signal.signal(signal.SIGALRM, previous)
+    err = capsys.readouterr().err.splitlines()
+    assert status == 0 and (tmp_path / "out" / "results.nc").exists()
+    line = prepare_and_warn.__code__.co_firstlineno + 1
+    assert err == [
+        f"jaxreplay: warning: RuntimeWarning: overflow encountered in cast (test_cli.py:{line})",
+        "jaxreplay: warning: a chunk was set aside",
+    ]
