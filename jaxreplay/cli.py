@@ -84,13 +84,16 @@ def _linesearch(args: argparse.Namespace) -> int:
     except ValueError as error:  # named as typed: --step-size, not step_size
         raise ValueError(_as_option(str(error), hparams._fields)) from None
     # One configuration × seeds through the sweep engine (run i's key: fold_in(key(seed), i)).
-    sweep = sweep_lib.Sweep(
-        "linesearch",
-        seeds=args.seeds,
-        seed=args.seed,
-        setup=setup,  # type: ignore[arg-type]  # Sweep.setup takes a Setup too; annotated Mapping only (engine)
-        fixed={k: np.asarray(v).item() for k, v in hparams._asdict().items()},
-    )
+    try:
+        sweep = sweep_lib.Sweep(
+            "linesearch",
+            seeds=args.seeds,
+            seed=args.seed,
+            setup=setup,  # type: ignore[arg-type]  # Sweep.setup takes a Setup too; annotated Mapping only (engine)
+            fixed={k: np.asarray(v).item() for k, v in hparams._asdict().items()},
+        )
+    except ValueError as error:  # e.g. a float32 refusal: named as typed, --step-size 1e-50
+        raise ValueError(_fixed_as_option(str(error), hparams._fields)) from None
     ds = _run(sweep, None, names=_LINESEARCH_NAMES, progress=False).dataset
     dtheta = ds.dtheta.values.astype(np.float64)  # [seeds, T, 2]
     mean_curve = dtheta.mean(axis=0)
@@ -463,6 +466,16 @@ def _as_option(message: str, fields) -> str:
     user typed (``--step-size must be ...``)."""
     field, _, rest = message.partition(" ")
     return f"--{field.replace('_', '-')} {rest}" if field in fields else message
+
+
+def _fixed_as_option(message: str, fields) -> str:
+    """``message`` with its leading ``fixed.step_size = `` (how a sweep names a fixed value) written as the option
+    the user typed (``--step-size ``)."""
+    for field in fields:
+        prefix = f"fixed.{field} = "
+        if message.startswith(prefix):
+            return f"--{field.replace('_', '-')} {message[len(prefix) :]}"
+    return message
 
 
 def _positive(name: str, value: int) -> None:

@@ -121,6 +121,21 @@ def test_dqn_refuses_games_it_cannot_play_before_compiling(capsys, args, message
     assert _COMPILES.lowerings == before
 
 
+@pytest.mark.parametrize("args, message", [
+    (["--step-size", "1e-50"], "--step-size 1e-50 does not fit a float32 (its smallest normal magnitude is 1.175e-38): "
+                               "it would run as 0 (XLA flushes subnormal numbers to zero); give 0 or a larger value."),
+    (["--step-size", "1e39"], "--step-size 1e+39 does not fit a float32 (at most 3.403e+38 in magnitude): it would "
+                              "run as inf."),
+    (["--sampler", "prioritized", "--priority-exponent", "1e-40"], "--priority-exponent 1e-40 does not fit a float32"),
+])
+def test_linesearch_refuses_floats_that_would_run_as_inf_or_zero(capsys, args, message):
+    before = _COMPILES.lowerings
+    assert cli.main(["linesearch", "--steps", "10", "--seeds", "1", *args]) == 2
+    err = capsys.readouterr().err
+    assert message in err and len(err.strip().splitlines()) == 1, err
+    assert _COMPILES.lowerings == before
+
+
 def test_linesearch_divergence_reports_the_experiment_and_strict_json(capsys):
     import json
 
