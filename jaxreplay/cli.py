@@ -354,15 +354,13 @@ def _adaptive_report(ds) -> dict:
 def _sweep(args: argparse.Namespace) -> int:
     import tomllib
 
+    from jaxreplay import _validation
     from jaxreplay.engine import sweep as sweep_lib
 
     try:
-        with open(args.config, "rb") as f:
-            config = tomllib.load(f)
-    except FileNotFoundError:
-        raise ValueError(f"CONFIG: no such file {args.config!r}.") from None
+        config = tomllib.loads(_validation.read_text(args.config, "CONFIG"))
     except tomllib.TOMLDecodeError as e:
-        raise ValueError(f"{args.config}: not valid TOML: {e}") from None
+        raise ValueError(f"CONFIG {args.config} is not valid TOML: {e}") from None
     options = sweep_lib.run_options(config)
     if args.chunk_size is not None:
         _positive("chunk-size", args.chunk_size)
@@ -649,8 +647,12 @@ def _study(args: argparse.Namespace) -> int:
     envs = study_lib.ENVS if args.env == "all" else (args.env,)
     import pathlib
 
-    for env in envs:
-        out = pathlib.Path(args.out) / env if args.env == "all" else pathlib.Path(args.out)
+    from jaxreplay import _validation
+
+    outs = {env: pathlib.Path(args.out) / env if args.env == "all" else pathlib.Path(args.out) for env in envs}
+    for out in outs.values():  # each game's folder, before the first game runs
+        _validation.check_output_folder(out)
+    for env, out in outs.items():
         result = study_lib.study(
             out,
             env,
@@ -709,6 +711,10 @@ def main(argv: list[str] | None = None) -> int:
         parser.print_help()
         return 2
     try:
+        if hasattr(args, "out"):  # every command that writes a folder: refused before anything runs
+            from jaxreplay import _validation
+
+            _validation.check_output_folder(args.out)
         return args.handler(args)
     # Bad input, or a file that cannot be read or written (a full disk: WriteError names the file, kept whole).
     except (ValueError, OSError) as error:

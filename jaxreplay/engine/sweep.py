@@ -238,11 +238,10 @@ class Sweep:
     @classmethod
     def from_toml(cls, path: str | os.PathLike) -> "Sweep":
         """Read a sweep from a TOML file (see ``examples/`` and :func:`run_options`)."""
-        with open(path, "rb") as f:
-            try:
-                config = tomllib.load(f)
-            except tomllib.TOMLDecodeError as e:
-                raise ValueError(f"{path}: not valid TOML: {e}") from None
+        try:
+            config = tomllib.loads(_validation.read_text(path, "the sweep config"))
+        except tomllib.TOMLDecodeError as e:
+            raise ValueError(f"the sweep config {path} is not valid TOML: {e}") from None
         return cls.from_dict(config)
 
     # -- derived quantities -------------------------------------------------------
