@@ -354,11 +354,11 @@ def _adaptive_report(ds) -> dict:
 def _sweep(args: argparse.Namespace) -> int:
     import tomllib
 
-    from jaxreplay import _validation
+    from jaxreplay import _files
     from jaxreplay.engine import sweep as sweep_lib
 
     try:
-        config = tomllib.loads(_validation.read_text(args.config, "CONFIG"))
+        config = tomllib.loads(_files.read_text(args.config, "CONFIG"))
     except tomllib.TOMLDecodeError as e:
         raise ValueError(f"CONFIG {args.config} is not valid TOML: {e}") from None
     options = sweep_lib.run_options(config)
@@ -647,11 +647,11 @@ def _study(args: argparse.Namespace) -> int:
     envs = study_lib.ENVS if args.env == "all" else (args.env,)
     import pathlib
 
-    from jaxreplay import _validation
+    from jaxreplay import _files
 
     outs = {env: pathlib.Path(args.out) / env if args.env == "all" else pathlib.Path(args.out) for env in envs}
     for out in outs.values():  # each game's folder, before the first game runs
-        _validation.check_output_folder(out)
+        _files.check_output_folder(out)
     for env, out in outs.items():
         result = study_lib.study(
             out,
@@ -712,9 +712,9 @@ def main(argv: list[str] | None = None) -> int:
         return 2
     try:
         if hasattr(args, "out"):  # every command that writes a folder: refused before anything runs
-            from jaxreplay import _validation
+            from jaxreplay import _files
 
-            _validation.check_output_folder(args.out)
+            _files.check_output_folder(args.out)
         return args.handler(args)
     # Bad input, or a file that cannot be read or written (a full disk: WriteError names the file, kept whole).
     except (ValueError, OSError) as error:

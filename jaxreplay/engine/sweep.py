@@ -103,7 +103,7 @@ from typing import Any, NamedTuple
 import jax
 import numpy as np
 
-from jaxreplay import _validation, experiments
+from jaxreplay import _files, _validation, experiments
 from jaxreplay.engine import assemble as assemble_lib
 from jaxreplay.engine import execute as execute_lib
 from jaxreplay.engine import plan as plan_lib
@@ -239,7 +239,7 @@ class Sweep:
     def from_toml(cls, path: str | os.PathLike) -> "Sweep":
         """Read a sweep from a TOML file (see ``examples/`` and :func:`run_options`)."""
         try:
-            config = tomllib.loads(_validation.read_text(path, "the sweep config"))
+            config = tomllib.loads(_files.read_text(path, "the sweep config"))
         except tomllib.TOMLDecodeError as e:
             raise ValueError(f"the sweep config {path} is not valid TOML: {e}") from None
         return cls.from_dict(config)

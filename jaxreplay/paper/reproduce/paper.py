@@ -40,7 +40,7 @@ import pathlib
 import time
 from typing import Iterable, Sequence
 
-from jaxreplay._files import atomic_write_text
+from jaxreplay._files import atomic_write_text, read_json, read_text
 
 __all__ = ["reproduce", "dqn_claims", "claims_table", "replace_block", "update_readme", "tally", "AGREEMENT"]
 
@@ -155,9 +155,7 @@ def update_readme(path: str | pathlib.Path, claims: Sequence[dict], note: str, b
 def read_readme(path: str | pathlib.Path, block: str) -> str:
     """The text of the README ``path``, which must hold one ``block`` block; ValueError, one line naming
     the file, when it is missing, a folder, not UTF-8 or without the block's markers."""
-    from jaxreplay import _validation
-
-    text = _validation.read_text(path, "the README")
+    text = read_text(path, "the README")
     try:
         replace_block(text, block, "")
     except ValueError as e:
@@ -173,9 +171,7 @@ def _claims_block(backend: str) -> str:
 def read_claims(path: pathlib.Path) -> tuple[list, dict, str]:
     """``(claims, context, backend)`` of the ``claims.json`` at ``path`` (as :func:`reproduce` writes it);
     ValueError, one line naming the file, when it is unreadable, not JSON or of another shape."""
-    from jaxreplay import _validation
-
-    record = _validation.read_json(path, "the claims file", ("context", "claims"))
+    record = read_json(path, "the claims file", ("context", "claims"))
     claims, context = record["claims"], record["context"]
     try:
         backend = context["devices"].rsplit("(", 1)[-1].rstrip(")")

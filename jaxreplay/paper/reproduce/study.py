@@ -52,7 +52,7 @@ from typing import TYPE_CHECKING
 import numpy as np
 
 from jaxreplay import _validation
-from jaxreplay._files import atomic_write_text, replacing
+from jaxreplay._files import atomic_write_text, read_json, replacing
 
 if TYPE_CHECKING:  # the experiment is imported where it runs (the study's module imports only NumPy)
     from jaxreplay.experiments.dqn import Setup
@@ -516,9 +516,7 @@ def relabel(result: dict) -> dict:
 def read_study(path) -> dict:
     """The ``study.json`` at ``path``, checked to be one :func:`study` wrote (it can be relabelled and
     summarised); ValueError, one line naming the file, when it is unreadable, not JSON or of another shape."""
-    from jaxreplay import _validation
-
-    result = _validation.read_json(path, "the study result", _STUDY_KEYS)
+    result = read_json(path, "the study result", _STUDY_KEYS)
     try:
         relabel(result)
         summary_table([result])
