@@ -1,6 +1,6 @@
-"""Atomic file writes: every file jaxreplay writes goes through here.
+"""Files: every file jaxreplay writes goes through here, and every file or folder a user names is checked here.
 
-A file is written to a temporary file in the same folder (named ``.tmp-<hex>-<name>``),
+Writes are atomic: a file is written to a temporary file in the same folder (named ``.tmp-<hex>-<name>``),
 flushed to disk (fsync) and renamed over its target, so a reader (or the user, after a
 full disk, a killed process or a crash) sees the whole old file or the whole new one, never
 a truncated mix. A failed write deletes the temporary file and raises :class:`WriteError`
@@ -13,19 +13,31 @@ Three forms, one mechanism (:func:`replacing`):
 * :func:`atomic_write_text` – a string, as UTF-8;
 * :func:`replacing` – a context manager yielding the open temporary file, for writers that
   write row by row (``csv.writer``).
+
+Reads of a file a user names (:func:`read_text`, :func:`read_json`) and the check of an output
+folder (:func:`check_output_folder`) refuse bad input with one ``ValueError`` line naming the path.
 """
 
 from __future__ import annotations
 
 import contextlib
+import json
 import os
 import pathlib
 import stat
 import uuid
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from typing import IO, Any
 
-__all__ = ["WriteError", "atomic_write", "atomic_write_text", "replacing"]
+__all__ = [
+    "WriteError",
+    "atomic_write",
+    "atomic_write_text",
+    "replacing",
+    "read_text",
+    "read_json",
+    "check_output_folder",
+]
 
 TEMP_PREFIX = ".tmp-"
 
@@ -109,3 +121,64 @@ def atomic_write_text(path: str | os.PathLike, text: str) -> pathlib.Path:
     with replacing(path, text=True) as f:
         f.write(text)
     return pathlib.Path(path)
+
+
+# ----------------------------------------------------------------------------
+# Files and folders a user names: read or checked, or refused in one line naming the path
+# ----------------------------------------------------------------------------
+
+
+def read_text(path: str | os.PathLike, what: str) -> str:
+    """The UTF-8 text of the file ``path``, or ``ValueError``: one line naming the file (as ``what``, e.g.
+    ``"the README"``) when it is missing, a folder, unreadable or not UTF-8."""
+    path = pathlib.Path(path)
+    try:
+        data = path.read_bytes()
+    except (FileNotFoundError, NotADirectoryError):  # (NotADirectoryError: a parent is a file)
+        raise ValueError(f"{what} {path}: no such file.") from None
+    except IsADirectoryError:
+        raise ValueError(f"{what} {path} is a folder, not a file.") from None
+    except OSError as e:
+        raise ValueError(f"{what} {path} cannot be read ({e.strerror or e}).") from None
+    try:
+        return data.decode("utf-8")
+    except UnicodeDecodeError as e:
+        raise ValueError(f"{what} {path} is not UTF-8 text (byte {e.start} is {data[e.start]:#04x}).") from None
+
+
+def read_json(path: str | os.PathLike, what: str, keys: Iterable[str] = ()) -> dict:
+    """The JSON object in the file ``path``, holding at least ``keys``, or ``ValueError``: one line naming
+    the file (as ``what``) when :func:`read_text` refuses it, it is not JSON (e.g. truncated), or it is
+    JSON of another shape (not an object, or without one of ``keys``)."""
+    text = read_text(path, what)
+    try:
+        value = json.loads(text)
+    except json.JSONDecodeError as e:
+        raise ValueError(
+            f"{what} {path} is not valid JSON ({e.msg}: line {e.lineno} column {e.colno}; truncated?)."
+        ) from None
+    if not isinstance(value, dict):
+        kind = {list: "array", str: "string", int: "number", float: "number", bool: "boolean"}.get(type(value), "null")
+        raise ValueError(f"{what} {path} holds a JSON {kind}, not the object jaxreplay writes.")
+    missing = [k for k in keys if k not in value]
+    if missing:
+        raise ValueError(
+            f"{what} {path} is not one jaxreplay wrote: it lacks the key(s) {', '.join(map(repr, missing))}."
+        )
+    return value
+
+
+def check_output_folder(out: str | os.PathLike, name: str = "--out") -> pathlib.Path:
+    """``out`` as a path, or ``ValueError`` (one line) if no output folder can be made there: empty (it would
+    be the current folder), an existing file, or below a file. ``name`` is how the caller calls it."""
+    if not str(out):
+        raise ValueError(f"{name} is empty: name an output folder (e.g. {name} results).")
+    path = pathlib.Path(out)
+    if path.exists() and not path.is_dir():
+        raise ValueError(f"the output folder {path} is a file, not a folder: choose another {name}.")
+    parent = path
+    while not parent.exists() and parent != parent.parent:
+        parent = parent.parent
+    if not parent.is_dir():
+        raise ValueError(f"the output folder {path} cannot be created: {parent} is a file. Choose another {name}.")
+    return path

@@ -60,6 +60,45 @@ def check_float(
     _check_range(name, arr, low, high, high_inclusive)
 
 
+# Every traced float runs as a float32 (JAX's default; x64 is never enabled).
+FLOAT32_MAX = float(np.finfo(np.float32).max)  # 3.4028235e38
+FLOAT32_TINY = float(np.finfo(np.float32).tiny)  # 1.1754944e-38, the smallest normal float32
+
+
+def float32_problem(value: float | np.number) -> str | None:
+    """Why the finite number ``value`` does not survive the cast to float32, or None if it does.
+
+    Above ``FLOAT32_MAX`` in magnitude it would run as ±inf. A nonzero value
+    below ``FLOAT32_TINY`` would run as 0: it rounds to 0 or to a subnormal
+    float32, and XLA flushes subnormals to zero on CPU and GPU (measured:
+    ``jit(lambda x: x * 1e30)(float32(1e-40))`` is 0), so a run labelled 1e-40
+    would really be a run at 0. Precision loss of normal values (0.1 is
+    0.100000001 in float32) is not a problem: each value still runs as itself,
+    to about 7 significant digits.
+    """
+    magnitude = abs(float(value))
+    if magnitude > FLOAT32_MAX:
+        return f"does not fit a float32 (at most {FLOAT32_MAX:.4g} in magnitude): it would run as inf"
+    if 0.0 < magnitude < FLOAT32_TINY:
+        return (
+            f"does not fit a float32 (its smallest normal magnitude is {FLOAT32_TINY:.4g}): it would run as 0 "
+            "(XLA flushes subnormal numbers to zero); give 0 or a larger value"
+        )
+    return None
+
+
+def check_float32(name: str, value: object) -> None:
+    """Raise ``ValueError`` naming ``name`` if a concrete finite entry of ``value`` (a number or an array of them)
+    does not survive the cast to float32 (:func:`float32_problem`)."""
+    arr = concrete_value(value)
+    if arr is None or arr.dtype.kind not in "iuf":
+        return
+    for x in arr.reshape(-1):
+        problem = float32_problem(x) if np.isfinite(x) else None
+        if problem:
+            raise ValueError(f"{name} = {value!r} {problem}.")
+
+
 def check_static_int(name: str, value: object, low: int | None = None, high: int | None = None) -> int:
     """Check a *static* integer (a shape): it must be a Python/NumPy int, not a traced value."""
     if isinstance(value, jax.core.Tracer) or isinstance(value, bool) or not isinstance(value, (int, np.integer)):

@@ -88,13 +88,16 @@ def _linesearch(args: argparse.Namespace) -> int:
     except ValueError as error:  # named as typed: --step-size, not step_size
         raise ValueError(_as_option(str(error), hparams._fields)) from None
     # One configuration × seeds through the sweep engine (run i's key: fold_in(key(seed), i)).
-    sweep = sweep_lib.Sweep(
-        "linesearch",
-        seeds=args.seeds,
-        seed=args.seed,
-        setup=setup,  # type: ignore[arg-type]  # Sweep.setup takes a Setup too; annotated Mapping only (engine)
-        fixed={k: np.asarray(v).item() for k, v in hparams._asdict().items()},
-    )
+    try:
+        sweep = sweep_lib.Sweep(
+            "linesearch",
+            seeds=args.seeds,
+            seed=args.seed,
+            setup=setup,  # type: ignore[arg-type]  # Sweep.setup takes a Setup too; annotated Mapping only (engine)
+            fixed={k: np.asarray(v).item() for k, v in hparams._asdict().items()},
+        )
+    except ValueError as error:  # e.g. a float32 refusal: named as typed, --step-size 1e-50
+        raise ValueError(_fixed_as_option(str(error), hparams._fields)) from None
     ds = _run(sweep, None, names=_LINESEARCH_NAMES, progress=False).dataset
     dtheta = ds.dtheta.values.astype(np.float64)  # [seeds, T, 2]
     mean_curve = dtheta.mean(axis=0)
@@ -394,15 +397,13 @@ def _adaptive_report(ds) -> dict:
 def _sweep(args: argparse.Namespace) -> int:
     import tomllib
 
+    from jaxreplay import _files
     from jaxreplay.engine import sweep as sweep_lib
 
     try:
-        with open(args.config, "rb") as f:
-            config = tomllib.load(f)
-    except FileNotFoundError:
-        raise ValueError(f"CONFIG: no such file {args.config!r}.") from None
+        config = tomllib.loads(_files.read_text(args.config, "CONFIG"))
     except tomllib.TOMLDecodeError as e:
-        raise ValueError(f"{args.config}: not valid TOML: {e}") from None
+        raise ValueError(f"CONFIG {args.config} is not valid TOML: {e}") from None
     options = sweep_lib.run_options(config)
     if args.chunk_size is not None:
         _positive("chunk-size", args.chunk_size)
@@ -461,29 +462,44 @@ _DQN_NAMES = {
 def _run(sweep, out, names=None, **options):
     """``sweep.run``; its refusals for device memory, host memory or disk (MemoryError, raised with the
     numbers before anything runs) and a failed write (OSError, e.g. a full disk: it names the file) become a
-    ValueError: one line, exit status 2. Its warnings (a damaged chunk set aside, ...) print as one line each.
+    ValueError: one line, exit status 2. Every warning raised while it runs (the engine's, a damaged chunk
+    set aside, ..., and any other, e.g. NumPy's) prints once, as one line, after the run ends or fails.
     ``names`` rewrites the engine's advice (``setup.max_capacity``) into the command's options (``--memory-size``)."""
     import warnings
 
     from jaxreplay.engine import sweep as sweep_lib
 
-    with warnings.catch_warnings(record=True) as caught:
-        warnings.simplefilter("always", sweep_lib.SweepWarning)
-        try:
-            return sweep_lib.run(sweep, out, **options)
-        except MemoryError as e:
-            message = str(e)
-            for engine, command in (names or {}).items():
-                message = message.replace(engine, command)
-            raise ValueError(message) from None
-        except OSError as e:
-            raise ValueError(f"cannot write {e.filename or out}: {e.strerror or e}.") from None
-        finally:
-            for warning in caught:
-                if issubclass(warning.category, sweep_lib.SweepWarning):
-                    print(f"jaxreplay: warning: {warning.message}", file=sys.stderr)
-                else:
-                    warnings.warn_explicit(warning.message, warning.category, warning.filename, warning.lineno)
+    caught: list[warnings.WarningMessage] = []
+    try:
+        with warnings.catch_warnings(record=True) as caught:
+            warnings.simplefilter("always", sweep_lib.SweepWarning)
+            try:
+                return sweep_lib.run(sweep, out, **options)
+            except MemoryError as e:
+                message = str(e)
+                for engine, command in (names or {}).items():
+                    message = message.replace(engine, command)
+                raise ValueError(message) from None
+            except OSError as e:
+                raise ValueError(f"cannot write {e.filename or out}: {e.strerror or e}.") from None
+    finally:
+        # Printed outside the recording context: a warning emitted inside it would be appended to the
+        # list being printed, and the loop would never end.
+        # (dict.fromkeys: each distinct line once, in order; a cast warned by every trace is one line)
+        for line in dict.fromkeys(_warning_line(w, sweep_lib.SweepWarning) for w in caught):
+            print(line, file=sys.stderr)
+
+
+def _warning_line(warning, engine_category: type[Warning]) -> str:
+    """One line for a recorded warning: the engine's own as its message, any other with its category and
+    where it was raised (``jaxreplay: warning: RuntimeWarning: overflow encountered in cast (lax.py:5304)``)."""
+    import os
+
+    if issubclass(warning.category, engine_category):
+        return f"jaxreplay: warning: {warning.message}"
+    message = " ".join(str(warning.message).split())  # one line, whatever the warning's text holds
+    where = f"{os.path.basename(warning.filename)}:{warning.lineno}"
+    return f"jaxreplay: warning: {warning.category.__name__}: {message} ({where})"
 
 
 def _as_option(message: str, fields) -> str:
@@ -491,6 +507,16 @@ def _as_option(message: str, fields) -> str:
     user typed (``--step-size must be ...``)."""
     field, _, rest = message.partition(" ")
     return f"--{field.replace('_', '-')} {rest}" if field in fields else message
+
+
+def _fixed_as_option(message: str, fields) -> str:
+    """``message`` with its leading ``fixed.step_size = `` (how a sweep names a fixed value) written as the option
+    the user typed (``--step-size ``)."""
+    for field in fields:
+        prefix = f"fixed.{field} = "
+        if message.startswith(prefix):
+            return f"--{field.replace('_', '-')} {message[len(prefix) :]}"
+    return message
 
 
 def _positive(name: str, value: int) -> None:
@@ -668,8 +694,12 @@ def _study(args: argparse.Namespace) -> int:
     envs = study_lib.ENVS if args.env == "all" else (args.env,)
     import pathlib
 
-    for env in envs:
-        out = pathlib.Path(args.out) / env if args.env == "all" else pathlib.Path(args.out)
+    from jaxreplay import _files
+
+    outs = {env: pathlib.Path(args.out) / env if args.env == "all" else pathlib.Path(args.out) for env in envs}
+    for out in outs.values():  # each game's folder, before the first game runs
+        _files.check_output_folder(out)
+    for env, out in outs.items():
         result = study_lib.study(
             out,
             env,
@@ -728,6 +758,10 @@ def main(argv: list[str] | None = None) -> int:
         parser.print_help()
         return 2
     try:
+        if hasattr(args, "out"):  # every command that writes a folder: refused before anything runs
+            from jaxreplay import _files
+
+            _files.check_output_folder(args.out)
         return args.handler(args)
     # Bad input, or a file that cannot be read or written (a full disk: WriteError names the file, kept whole).
     except (ValueError, OSError) as error:

@@ -121,6 +121,21 @@ def test_dqn_refuses_games_it_cannot_play_before_compiling(capsys, args, message
     assert _COMPILES.lowerings == before
 
 
+@pytest.mark.parametrize("args, message", [
+    (["--step-size", "1e-50"], "--step-size 1e-50 does not fit a float32 (its smallest normal magnitude is 1.175e-38): "
+                               "it would run as 0 (XLA flushes subnormal numbers to zero); give 0 or a larger value."),
+    (["--step-size", "1e39"], "--step-size 1e+39 does not fit a float32 (at most 3.403e+38 in magnitude): it would "
+                              "run as inf."),
+    (["--sampler", "prioritized", "--priority-exponent", "1e-40"], "--priority-exponent 1e-40 does not fit a float32"),
+])
+def test_linesearch_refuses_floats_that_would_run_as_inf_or_zero(capsys, args, message):
+    before = _COMPILES.lowerings
+    assert cli.main(["linesearch", "--steps", "10", "--seeds", "1", *args]) == 2
+    err = capsys.readouterr().err
+    assert message in err and len(err.strip().splitlines()) == 1, err
+    assert _COMPILES.lowerings == before
+
+
 def test_linesearch_divergence_reports_the_experiment_and_strict_json(capsys):
     import json
 
@@ -235,3 +250,44 @@ def test_reproduce_readme_writes_the_committed_runs_table(tmp_path, capsys):
     assert "reproduce all" in capsys.readouterr().err
     with pytest.raises(SystemExit):  # the hidden --seeds is gone
         cli.main(["reproduce", "readme", str(tmp_path), "--readme", str(readme), "--seeds", "3"])
+
+
+def test_warnings_raised_during_a_run_print_once_and_the_command_ends(tmp_path, capsys, monkeypatch):
+    """Any warning raised while a sweep runs (the engine's own or another, e.g. NumPy's) prints once as one line
+    and the command returns: re-emitting inside the recording context used to append each warning to the list
+    being printed, looping forever after results.nc was written."""
+    import signal
+    import warnings
+
+    from jaxreplay.engine import store, sweep
+
+    config = tmp_path / "s.toml"
+    config.write_text('experiment = "linesearch"\nseeds = 2\n[setup]\nsteps = 20\nmax_capacity = 20\n'
+                      'max_batch_size = 2\n[fixed]\nmemory_size = 5\nbatch_size = 2\n')
+    assert cli.main(["sweep", str(config), "--out", str(tmp_path / "warm"), "--quiet"]) == 0  # compiled once here
+    prepare = store.ChunkStore.prepare
+
+    def prepare_and_warn(self, scan):
+        warnings.warn("overflow encountered in cast", RuntimeWarning)
+        warnings.warn("a chunk was set aside", sweep.SweepWarning)
+        return prepare(self, scan)
+
+    def hung(signum, frame):
+        raise TimeoutError("the command did not end")
+
+    monkeypatch.setattr(store.ChunkStore, "prepare", prepare_and_warn)
+    capsys.readouterr()
+    previous = signal.signal(signal.SIGALRM, hung)
+    signal.alarm(20)  # a regression fails here instead of hanging (the run itself is compiled: ~1 s)
+    try:
+        status = cli.main(["sweep", str(config), "--out", str(tmp_path / "out"), "--quiet"])
+    finally:
+        signal.alarm(0)
+        signal.signal(signal.SIGALRM, previous)
+    err = capsys.readouterr().err.splitlines()
+    assert status == 0 and (tmp_path / "out" / "results.nc").exists()
+    line = prepare_and_warn.__code__.co_firstlineno + 1
+    assert err == [
+        f"jaxreplay: warning: RuntimeWarning: overflow encountered in cast (test_cli.py:{line})",
+        "jaxreplay: warning: a chunk was set aside",
+    ]

@@ -6,6 +6,7 @@ from __future__ import annotations
 import builtins
 import errno
 import io
+import json
 import os
 import pathlib
 import shutil
@@ -183,3 +184,123 @@ def test_a_full_disk_leaves_each_kind_of_file_whole(kind, tmp_path, monkeypatch,
         )
     if kind == "CSV":
         assert len(path.read_text().splitlines()) == 201
+
+
+# -- files and folders a user names: one line naming the path -------------------------------------
+
+_MARKERS = "<!-- study:begin -->\n<!-- study:end -->\n<!-- claims:begin -->\n<!-- claims:end -->\n"
+
+
+def _bad_inputs(root: pathlib.Path) -> dict[str, pathlib.Path]:
+    """Each kind of unusable input file under ``root``, plus a good README (name → path)."""
+    (root / "README.md").write_text(_MARKERS)
+    (root / "latin.md").write_bytes(b"\xff\xfe caf\xe9")
+    (root / "folder.md").mkdir()
+    study = json.loads((STUDY / "study.json").read_text())
+    del study["adaptive"][0]["mean_size"]
+    claims = json.loads((REPO / "docs" / "paper_scale" / "claims.json").read_text())
+    del claims["context"]["devices"]
+    contents = {
+        "s_folder": None,
+        "s_truncated": (STUDY / "study.json").read_text()[:100],
+        "s_bytes": b"\xff{}",
+        "s_list": "[]",
+        "s_keys": json.dumps({"env": "CartPole-v1"}),
+        "s_nested": json.dumps(study),
+        "c_folder": None,
+        "c_truncated": '{"context": {',
+        "c_list": "[1]",
+        "c_nested": json.dumps(claims),
+    }
+    for name, content in contents.items():
+        file = root / name / ("study.json" if name.startswith("s_") else "claims.json")
+        if content is None:
+            file.mkdir(parents=True)
+        else:
+            file.parent.mkdir()
+            (file.write_bytes if isinstance(content, bytes) else file.write_text)(content)
+    return {name: root / name for name in ("README.md", "latin.md", "folder.md", *contents)}
+
+
+@pytest.mark.parametrize("args, message", [
+    (["study", "refresh", "s_folder"], "the study result s_folder/study.json is a folder, not a file."),
+    (["study", "refresh", "s_truncated"], "the study result s_truncated/study.json is not valid JSON (Expecting "
+                                          "value: line 6 column 20; truncated?)."),
+    (["study", "refresh", "s_bytes"], "the study result s_bytes/study.json is not UTF-8 text (byte 0 is 0xff)."),
+    (["study", "refresh", "s_list"], "the study result s_list/study.json holds a JSON array, not the object"),
+    (["study", "refresh", "s_keys"], "the study result s_keys/study.json is not one jaxreplay wrote: it lacks the "
+                                     "key(s) 'seeds', 'total_steps', 'response'"),
+    (["study", "refresh", "s_nested"], "the study result s_nested/study.json is not one `jaxreplay study dqn` wrote "
+                                       "(KeyError: 'mean_size')."),
+    (["study", "readme", "s_nested", "--readme", "README.md"], "the study result s_nested/study.json is not one"),
+    (["study", "readme", "STUDY", "--readme", "missing.md"], "the README missing.md: no such file."),
+    (["study", "readme", "STUDY", "--readme", "folder.md"], "the README folder.md is a folder, not a file."),
+    (["study", "readme", "STUDY", "--readme", "latin.md"], "the README latin.md is not UTF-8 text (byte 0 is 0xff)."),
+    (["study", "readme", "STUDY", "--readme", "s_keys/study.json"], "the README s_keys/study.json: expected exactly "
+                                                                     "one '<!-- study:begin -->'"),
+    (["reproduce", "readme", "c_folder", "--readme", "README.md"], "the claims file c_folder/claims.json is a folder"),
+    (["reproduce", "readme", "c_truncated", "--readme", "README.md"], "the claims file c_truncated/claims.json is not "
+                                                                      "valid JSON (Expecting property name"),
+    (["reproduce", "readme", "c_list", "--readme", "README.md"],
+     "the claims file c_list/claims.json holds a JSON array"),
+    (["reproduce", "readme", "c_nested", "--readme", "README.md"],
+     "the claims file c_nested/claims.json is not one `jaxreplay reproduce all` wrote (KeyError: 'devices')."),
+    (["reproduce", "readme", "PAPER", "--readme", "latin.md"], "the README latin.md is not UTF-8 text"),
+    (["reproduce", "readme", "PAPER", "--readme", "missing.md"], "the README missing.md: no such file."),
+    (["reproduce", "all", "--out", "o", "--quick", "--readme", "missing.md"], "the README missing.md: no such file."),
+    (["sweep", "folder.md", "--out", "o"], "CONFIG folder.md is a folder, not a file."),
+    (["sweep", "latin.md", "--out", "o"], "CONFIG latin.md is not UTF-8 text (byte 0 is 0xff)."),
+    (["sweep", "missing.toml", "--out", "o"], "CONFIG missing.toml: no such file."),
+])
+def test_an_unusable_input_file_is_one_line_naming_it(args, message, tmp_path, monkeypatch, capsys):
+    """Missing, a folder, not UTF-8, truncated JSON, JSON of another shape: one line naming the file, exit 2,
+    nothing written or run (these were KeyError/TypeError tracebacks, or an OS error without the file's role)."""
+    from compile_events import COMPILE_EVENTS
+
+    monkeypatch.chdir(tmp_path)
+    _bad_inputs(tmp_path)
+    paper = REPO / "docs" / "paper_scale"
+    argv = [str(STUDY) if a == "STUDY" else str(paper) if a == "PAPER" else a for a in args]
+    before = sorted(p.name for p in tmp_path.iterdir()), COMPILE_EVENTS.lowerings
+    readme = (tmp_path / "README.md").read_text()
+    assert cli.main(argv) == 2
+    err = capsys.readouterr().err
+    assert err.startswith(f"jaxreplay {args[0]}: error: ") and message in err and len(err.splitlines()) == 1, err
+    assert (sorted(p.name for p in tmp_path.iterdir()), COMPILE_EVENTS.lowerings) == before
+    assert (tmp_path / "README.md").read_text() == readme
+
+
+@pytest.mark.parametrize("command", [
+    ["sweep", "CONFIG", "--quiet"],
+    ["reproduce", "linesearch", "--quiet"],
+    ["reproduce", "dqn", "--env", "CartPole-v1", "--quiet"],
+    ["reproduce", "all", "--quick", "--quiet"],
+    ["study", "dqn", "--env", "CartPole-v1", "--quiet"],
+    ["study", "dqn", "--env", "all", "--quiet"],
+])
+def test_every_out_that_is_empty_a_file_or_below_a_file_is_refused_in_one_line(command, tmp_path, monkeypatch, capsys):
+    """`--out ""` used to write into the current folder; a file, or a path below one, gave FileExistsError or
+    NotADirectoryError. Every command refuses them before anything runs."""
+    from compile_events import COMPILE_EVENTS
+
+    monkeypatch.chdir(tmp_path)
+    config = tmp_path / "sweep.toml"
+    config.write_text('experiment = "linesearch"\n[setup]\nmax_capacity = 20\n[fixed]\nmemory_size = 5\n')
+    argv = [str(config) if a == "CONFIG" else a for a in command]
+    for out, message in [
+        ("", "--out is empty: name an output folder (e.g. --out results)."),
+        ("sweep.toml", "the output folder sweep.toml is a file, not a folder: choose another --out."),
+        ("sweep.toml/sub",
+         "the output folder sweep.toml/sub cannot be created: sweep.toml is a file. Choose another --out."),
+    ]:
+        before = COMPILE_EVENTS.lowerings
+        assert cli.main([*argv, "--out", out]) == 2
+        err = capsys.readouterr().err
+        assert err == f"jaxreplay {command[0]}: error: {message}\n"
+        assert os.listdir(tmp_path) == ["sweep.toml"] and COMPILE_EVENTS.lowerings == before
+    if command[-2:] == ["all", "--quiet"]:  # each game's folder too, before the first game runs
+        (tmp_path / "out").mkdir()
+        (tmp_path / "out" / "MountainCar-v0").write_text("")
+        assert cli.main([*argv, "--out", "out"]) == 2
+        assert "the output folder out/MountainCar-v0 is a file, not a folder" in capsys.readouterr().err
+        assert sorted(os.listdir(tmp_path / "out")) == ["MountainCar-v0"]

@@ -798,6 +798,54 @@ def test_bad_config_files_name_the_key(tmp_path, text, message):
         sw.Sweep.from_toml(path)
 
 
+_TINY_SETUP = 'experiment = "linesearch"\n[setup]\nsteps = 20\nmax_capacity = 20\nmax_batch_size = 5\n'
+
+
+@pytest.mark.parametrize("text, message", [
+    # Above float32's range: a constant that ran as inf (NumPy's overflow warning then hung the CLI).
+    (_TINY_SETUP + "reward_slope = 1e39\n[fixed]\nmemory_size = 5\n",
+     "setup.reward_slope = 1e+39 does not fit a float32 (at most 3.403e+38 in magnitude): it would run as inf."),
+    ('experiment = "dqn"\n[setup]\nenv_params = {gravity = -1e39}\n',
+     "setup.env_params.gravity must be a finite number within float32 (like its default 9.8), got -1e+39."),
+    (_TINY_SETUP + "[fixed]\nmemory_size = 5\nstep_size = 1e300\n", "fixed.step_size = 1e+300 does not fit a float32"),
+    # Below it: would run as 0 (or a subnormal, which XLA flushes to 0) under the label 1e-40.
+    (_TINY_SETUP + "speed = 1e-40\n[fixed]\nmemory_size = 5\n",
+     "setup.speed = 1e-40 does not fit a float32 (its smallest normal magnitude is 1.175e-38): it would run as 0"),
+    ('experiment = "dqn"\n[setup]\nenv_params = {gravity = 1e-40}\n',
+     "setup.env_params.gravity = 1e-40 does not fit a float32 (its smallest normal magnitude is 1.175e-38)"),
+    (_TINY_SETUP + "[fixed]\nmemory_size = 5\n[grid]\nstep_size = [0.01, 1e-45]\n",
+     "grid.step_size = 1e-45 does not fit a float32 (its smallest normal magnitude is 1.175e-38)"),
+    # Two grid values, or two points, that are one float32: one configuration under two labels.
+    (_TINY_SETUP + "[fixed]\nmemory_size = 5\n[grid]\nstep_size = [0.1, 0.10000000001]\n",
+     "grid.step_size has values 0.1 and 0.10000000001, which are one float32: both would run as "
+     "0.10000000149011612, one configuration under two labels; keep one"),
+    (_TINY_SETUP + "[[points]]\nmemory_size = 5\ndiscount = 0.5\n[[points]]\nmemory_size = 5\ndiscount = 0.50000001\n",
+     "points[0] {'memory_size': 5, 'discount': 0.5} and points[1] {'memory_size': 5, 'discount': 0.50000001} are "
+     "one configuration in float32"),
+])
+def test_floats_that_do_not_survive_the_cast_to_float32_are_refused_before_compiling(tmp_path, capsys, text, message):
+    path = _write(tmp_path, text)
+    before = _LOWERINGS.lowerings
+    assert _cli("sweep", path, "--out", tmp_path / "out", "--quiet") == 2
+    err = capsys.readouterr().err
+    assert message in err and len(err.strip().splitlines()) == 1, err
+    assert _LOWERINGS.lowerings == before and not (tmp_path / "out").exists()
+
+
+def test_float32_checks_of_setups_and_accepted_values():
+    from jaxreplay.experiments import dqn
+
+    with pytest.raises(ValueError, match=r"^initial_weights = .* does not fit a float32 .* it would run as 0"):
+        ls.Setup(initial_weights=(1e-39, 1.0))
+    with pytest.raises(ValueError, match=r"^setup\.env_params\.gravity = 1e-39 does not fit a float32 .* run as 0"):
+        dqn.Setup(env_params={"gravity": 1e-39})
+    # Zero, the smallest normal float32 and values 7 digits apart are kept, each as itself.
+    sweep = sw.Sweep("linesearch", setup={"max_capacity": 20, "speed": 1.1754944e-38}, fixed={"memory_size": 5},
+                     grid={"step_size": [0.0, 1.1754944e-38, 0.1, 0.1000001]})
+    assert sweep.hyperparameters().step_size.tolist() == np.float32([0.0, 1.1754944e-38, 0.1, 0.1000001]).tolist()
+    assert len(set(sweep.hyperparameters().step_size.tolist())) == 4
+
+
 def test_points_with_the_same_keys_in_another_order_are_one_sweep():
     setup = {"steps": 20, "max_capacity": 20, "max_batch_size": 2}
     mixed = sw.Sweep("linesearch", setup=setup, points=[{"memory_size": 5, "batch_size": 1},

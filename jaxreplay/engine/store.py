@@ -38,7 +38,7 @@ from typing import TYPE_CHECKING, NamedTuple
 
 import numpy as np
 
-from jaxreplay._files import TEMP_PREFIX, atomic_write
+from jaxreplay._files import TEMP_PREFIX, atomic_write, check_output_folder
 
 if TYPE_CHECKING:
     from jaxreplay.engine.sweep import Sweep
@@ -273,16 +273,7 @@ class ChunkStore:
 
     def check_folder(self) -> None:
         """ValueError (one line naming the path) if ``out`` is a file or lies under one."""
-        out = self.out
-        if out.exists() and not out.is_dir():
-            raise ValueError(
-                f"the output folder {out} is a file, not a folder: choose a folder (new, or one holding this sweep)."
-            )
-        parent = out
-        while not parent.exists() and parent != parent.parent:
-            parent = parent.parent
-        if not parent.is_dir():
-            raise ValueError(f"the output folder {out} cannot be created: {parent} is a file. Choose another folder.")
+        check_output_folder(self.out, "folder")
 
     def lock(self) -> FolderLock:
         """Create the folder if needed and take its lock (:func:`lock_folder`): one writer per folder.

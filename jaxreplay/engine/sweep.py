@@ -103,7 +103,7 @@ from typing import Any, NamedTuple
 import jax
 import numpy as np
 
-from jaxreplay import experiments
+from jaxreplay import _files, _validation, experiments
 from jaxreplay.engine import assemble as assemble_lib
 from jaxreplay.engine import execute as execute_lib
 from jaxreplay.engine import plan as plan_lib
@@ -238,11 +238,10 @@ class Sweep:
     @classmethod
     def from_toml(cls, path: str | os.PathLike) -> "Sweep":
         """Read a sweep from a TOML file (see ``examples/`` and :func:`run_options`)."""
-        with open(path, "rb") as f:
-            try:
-                config = tomllib.load(f)
-            except tomllib.TOMLDecodeError as e:
-                raise ValueError(f"{path}: not valid TOML: {e}") from None
+        try:
+            config = tomllib.loads(_files.read_text(path, "the sweep config"))
+        except tomllib.TOMLDecodeError as e:
+            raise ValueError(f"the sweep config {path} is not valid TOML: {e}") from None
         return cls.from_dict(config)
 
     # -- derived quantities -------------------------------------------------------
@@ -406,6 +405,13 @@ def _normalised(given: Sweep) -> dict[str, Any]:
         checked = tuple(_check_hparam(exp, f"grid.{k}", k, v) for v in values)
         if len(set(checked)) != len(checked):
             raise ValueError(f"grid.{k} has repeated values {list(values)}: each grid value must be distinct.")
+        twins = _float32_twins([(v,) for v in checked])
+        if twins:
+            (a,), (b,) = twins
+            raise ValueError(
+                f"grid.{k} has values {a!r} and {b!r}, which are one float32: both would run as "
+                f"{float(np.float32(a))!r}, one configuration under two labels; {_DISTINCT_FLOAT32}"
+            )
         if k in fixed:
             raise ValueError(f"grid.{k}: {k!r} is also in fixed; a hyperparameter is either fixed or a grid axis.")
         grid[k] = checked
@@ -434,6 +440,13 @@ def _normalised(given: Sweep) -> dict[str, Any]:
                     raise ValueError(f"points[{i}].{k}: {k!r} is also in fixed.")
             # In points[0]'s key order (the order of the dataset's coordinates).
             checked_points.append({k: _check_hparam(exp, f"points[{i}].{k}", k, point[k]) for k in keys})
+        twins = _float32_twins([tuple(p.values()) for p in checked_points])
+        if twins:
+            i, j = (next(n for n, p in enumerate(checked_points) if tuple(p.values()) == t) for t in twins)
+            raise ValueError(
+                f"points[{i}] {checked_points[i]} and points[{j}] {checked_points[j]} are one configuration in "
+                f"float32: they would run as one under two labels; {_DISTINCT_FLOAT32}"
+            )
         points = tuple(checked_points)
     try:
         setup_obj = exp.setup_type(**setup)
@@ -449,6 +462,20 @@ def _normalised(given: Sweep) -> dict[str, Any]:
         raise ValueError(f"record must be a Record or a table (keep, stride, reduce), got {record!r}.")
     record.check_names(tuple(exp.record_dims(setup_obj)), tuple(exp.summary_dims(setup_obj)), exp.name)
     return {"setup": _fields_of(setup_obj), "fixed": fixed, "grid": grid, "points": points, "record": record}
+
+
+_DISTINCT_FLOAT32 = "keep one, or make them differ by more than float32's precision (about 7 significant digits)."
+
+
+def _float32_twins(configs: Sequence[tuple]) -> tuple[tuple, tuple] | None:
+    """The first two configurations (tuples of checked values) that differ as given but are equal once their
+    floats are cast to float32, the dtype they run in (None if there are none)."""
+    first_of: dict[tuple, tuple] = {}
+    for config in configs:
+        cast = tuple(float(np.float32(v)) if isinstance(v, float) else v for v in config)
+        if first_of.setdefault(cast, config) != config:
+            return first_of[cast], config
+    return None
 
 
 def _plain(v):
@@ -506,8 +533,9 @@ def _check_hparam(exp, where: str, name: str, value):
         return int(value)
     if not math.isfinite(float(value)):
         raise ValueError(f"{where} must be finite, got {value!r}.")
-    if abs(float(value)) > float(np.finfo(np.float32).max):  # traced as float32: would be inf
-        raise ValueError(f"{where} = {value!r} does not fit a float32 (at most {float(np.finfo(np.float32).max):.4g}).")
+    problem = _validation.float32_problem(value)  # traced as float32: inf, or 0 under another label
+    if problem:
+        raise ValueError(f"{where} = {value!r} {problem}.")
     return float(value)
 
 
@@ -553,7 +581,10 @@ def _check_setup_value(exp, name: str, value):
     for key, item in pairs:
         if isinstance(item, str) or not isinstance(item, (bool, int, float, np.integer, np.floating)):
             raise ValueError(f"setup.{name}.{key} must be a number, got {item!r} ({type(item).__name__}).")
-    return float(value) if isinstance(default, float) else value
+    if isinstance(default, float):
+        _validation.check_float32(f"setup.{name}", value)  # a float32 constant in the compiled program
+        return float(value)
+    return value
 
 
 def run_options(config: Mapping[str, Any]) -> dict:

@@ -463,6 +463,9 @@ def _check_env_param(where: str, value: object, default: object) -> bool | int |
             raise ValueError(
                 f"{where} must be a finite number within float32 (like its default {default}), got {value!r}."
             )
+        problem = _validation.float32_problem(real)  # nonzero below float32's normals: it would run as 0
+        if problem:
+            raise ValueError(f"{where} = {value!r} {problem}.")
         return real
     raise ValueError(
         f"{where} cannot be overridden: its default is an array of shape {tuple(getattr(default, 'shape', ()))}, "

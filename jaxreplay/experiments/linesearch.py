@@ -118,6 +118,10 @@ class Setup:
         if len(self.initial_weights) != 2:
             raise ValueError(f"initial_weights must be (θ1, θ2), got {self.initial_weights!r}.")
         _validation.check_float("initial_weights", np.asarray(self.initial_weights, np.float64))
+        # float32 constants of the compiled program: refused where they would run as inf or 0
+        for name in ("initial_position", "speed", "reward_slope", "reward_intercept"):
+            _validation.check_float32(name, getattr(self, name))
+        _validation.check_float32("initial_weights", np.asarray(self.initial_weights, np.float64))
 
 
 class Hyperparameters(NamedTuple):

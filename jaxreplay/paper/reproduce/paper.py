@@ -40,7 +40,7 @@ import pathlib
 import time
 from typing import Iterable, Sequence
 
-from jaxreplay._files import atomic_write_text
+from jaxreplay._files import atomic_write_text, read_json, read_text
 
 __all__ = ["reproduce", "dqn_claims", "claims_table", "replace_block", "update_readme", "tally", "AGREEMENT"]
 
@@ -148,8 +148,40 @@ def update_readme(path: str | pathlib.Path, claims: Sequence[dict], note: str, b
     (``claims``; :func:`reproduce` writes ``claims-gpu`` when JAX's backend is a GPU, so a CPU
     quick run and a paper-scale GPU run keep their own tables)."""
     path = pathlib.Path(path)
-    atomic_write_text(path, replace_block(path.read_text(), block, f"{note}\n\n{claims_table(claims)}"))
+    atomic_write_text(path, replace_block(read_readme(path, block), block, f"{note}\n\n{claims_table(claims)}"))
     return path
+
+
+def read_readme(path: str | pathlib.Path, block: str) -> str:
+    """The text of the README ``path``, which must hold one ``block`` block; ValueError, one line naming
+    the file, when it is missing, a folder, not UTF-8 or without the block's markers."""
+    text = read_text(path, "the README")
+    try:
+        replace_block(text, block, "")
+    except ValueError as e:
+        raise ValueError(f"the README {path}: {e}") from None
+    return text
+
+
+def _claims_block(backend: str) -> str:
+    """The README block of a run on ``backend``: ``claims`` for the CPU, ``claims-<backend>`` otherwise."""
+    return "claims" if backend == "cpu" else f"claims-{backend}"
+
+
+def read_claims(path: pathlib.Path) -> tuple[list, dict, str]:
+    """``(claims, context, backend)`` of the ``claims.json`` at ``path`` (as :func:`reproduce` writes it);
+    ValueError, one line naming the file, when it is unreadable, not JSON or of another shape."""
+    record = read_json(path, "the claims file", ("context", "claims"))
+    claims, context = record["claims"], record["context"]
+    try:
+        backend = context["devices"].rsplit("(", 1)[-1].rstrip(")")
+        claims_table(claims)  # every claim has its columns
+        readme_note(dict(context, resumed=context.get("resumed", {})), claims)  # and the context its fields
+    except (KeyError, TypeError, AttributeError, IndexError, ValueError) as e:
+        raise ValueError(
+            f"the claims file {path} is not one `jaxreplay reproduce all` wrote ({type(e).__name__}: {e})."
+        ) from None
+    return claims, context, backend
 
 
 def readme_note(context: dict, claims: Sequence[dict]) -> str:
@@ -187,17 +219,10 @@ def readme_from(out_dir: str | pathlib.Path, readme: str | pathlib.Path) -> path
     path = pathlib.Path(out_dir) / "claims.json"
     if not path.exists():
         raise FileNotFoundError(f"{path} not found: run `jaxreplay reproduce all --out {out_dir}` first.")
-    record = json.loads(path.read_text())
-    context = record["context"]
+    claims, context, backend = read_claims(path)
     if "resumed" not in context:  # written before runs recorded it: read it from the folder
         context["resumed"] = _resumed_from_files(pathlib.Path(out_dir), context)
-    backend = context["devices"].rsplit("(", 1)[-1].rstrip(")")
-    return update_readme(
-        readme,
-        record["claims"],
-        readme_note(context, record["claims"]),
-        block="claims" if backend == "cpu" else f"claims-{backend}",
-    )
+    return update_readme(readme, claims, readme_note(context, claims), block=_claims_block(backend))
 
 
 def _resumed_from_files(out: pathlib.Path, context: dict) -> dict:
@@ -277,6 +302,8 @@ def reproduce(
         raise ValueError(f"envs must be a non-empty subset of {reproduce_dqn.ENVS}, got {envs!r}.")
     if seeds is not None:
         seeds = _validation.check_static_int("seeds", seeds, low=1)
+    if readme is not None:  # checked now, not after the runs
+        read_readme(readme, _claims_block(jax.default_backend()))
     t0 = time.perf_counter()
     out = pathlib.Path(out_dir)
     out.mkdir(parents=True, exist_ok=True)
@@ -324,10 +351,7 @@ def reproduce(
     report_path = out / "report.md"
     atomic_write_text(report_path, _report(out, claims, ls, dqn, context))
     if readme is not None:
-        backend = jax.default_backend()
-        update_readme(
-            readme, claims, readme_note(context, claims), block="claims" if backend == "cpu" else f"claims-{backend}"
-        )
+        update_readme(readme, claims, readme_note(context, claims), block=_claims_block(jax.default_backend()))
     return dict(
         report=report_path,
         claims_json=claims_path,

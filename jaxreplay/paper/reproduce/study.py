@@ -57,7 +57,7 @@ from typing import TYPE_CHECKING
 import numpy as np
 
 from jaxreplay import _validation
-from jaxreplay._files import atomic_write_text, replacing
+from jaxreplay._files import atomic_write_text, read_json, replacing
 
 if TYPE_CHECKING:  # the experiment is imported where it runs (the study's module imports only NumPy)
     from jaxreplay.experiments.dqn import Setup
@@ -527,13 +527,42 @@ def _without_intervals(value, why: str):
     return out
 
 
+def read_study(path) -> dict:
+    """The ``study.json`` at ``path``, checked to be one :func:`study` wrote (it can be relabelled and
+    summarised); ValueError, one line naming the file, when it is unreadable, not JSON or of another shape."""
+    result = read_json(path, "the study result", _STUDY_KEYS)
+    try:
+        relabel(result)
+        summary_table([result])
+    except (KeyError, TypeError, AttributeError, IndexError, ValueError) as e:
+        raise ValueError(
+            f"the study result {path} is not one `jaxreplay study dqn` wrote ({type(e).__name__}: {e})."
+        ) from None
+    return result
+
+
+# What relabel, summary_table and the report read of a study.json.
+_STUDY_KEYS = (
+    "env",
+    "seeds",
+    "total_steps",
+    "response",
+    "best_static",
+    "worst_static",
+    "memory_size_effect",
+    "adaptive",
+    "controls",
+    "verdict",
+)
+
+
 def refresh(study_dir) -> dict:
     """Rewrite ``study_dir``'s ``study.json`` and ``report.md`` with :func:`relabel` (no runs)."""
     out = pathlib.Path(study_dir)
     path = out / "study.json"
     if not path.exists():
         raise ValueError(f"{out}: no study.json; run jaxreplay study dqn --out {out} first.")
-    result = relabel(json.loads(path.read_text()))
+    result = relabel(read_study(path))
     atomic_write_text(path, json.dumps(result, indent=1, allow_nan=False))
     atomic_write_text(out / "report.md", _report(result))
     return result
@@ -1085,7 +1114,7 @@ def update_readme(readme, study_dirs, note: str = "") -> pathlib.Path:
     """Write :func:`summary_table` of ``study_dirs/*/study.json`` (or ``DIR/study.json``) into the
     ``<!-- study:begin -->`` … ``<!-- study:end -->`` block of ``readme``, each row labelled with its
     study's mode and size (:func:`_label`). A study given twice is refused (:func:`_refuse_duplicates`)."""
-    from jaxreplay.paper.reproduce.paper import replace_block
+    from jaxreplay.paper.reproduce.paper import read_readme, replace_block
 
     results = []
     sources = []  # (folder given, its study.json) per result
@@ -1094,11 +1123,12 @@ def update_readme(readme, study_dirs, note: str = "") -> pathlib.Path:
         files = [d / "study.json"] if (d / "study.json").exists() else sorted(d.glob("*/study.json"))
         if not files:
             raise ValueError(f"{d}: no study.json in it or in its subfolders; run jaxreplay study dqn --out {d} first.")
-        results += [json.loads(f.read_text()) for f in files]
+        results += [read_study(f) for f in files]
         sources += [(d, f) for f in files]
     _refuse_duplicates(sources, results)
     order = {env: i for i, env in enumerate(ENVS)}
     results.sort(key=lambda r: order.get(r["env"], len(order)))
     readme = pathlib.Path(readme)
-    atomic_write_text(readme, replace_block(readme.read_text(), "study", f"{note}\n\n{summary_table(results)}".strip()))
+    text = read_readme(readme, "study")
+    atomic_write_text(readme, replace_block(text, "study", f"{note}\n\n{summary_table(results)}".strip()))
     return readme
