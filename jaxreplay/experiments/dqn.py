@@ -728,8 +728,7 @@ def advance(state: DQNState, hparams: Hyperparameters, setup: Setup) -> tuple[DQ
         acc = acc._replace(
             return_sum=acc.return_sum + jnp.where(done, episode_return, 0.0),
             episodes=acc.episodes + done.astype(jnp.int32),
-            capacity_sum=acc.capacity_sum
-            + (replay.buffer(memory).capacity - start_capacity).astype(jnp.float32),
+            capacity_sum=acc.capacity_sum + (replay.buffer(memory).capacity - start_capacity).astype(jnp.float32),
         )
         return s, acc
 
