@@ -517,10 +517,12 @@ def example_transition(setup: Setup) -> dict:
     return {"obs": obs, "action": jnp.int32(0), "reward": jnp.float32(0), "next_obs": obs, "terminated": jnp.float32(0)}
 
 
-@functools.lru_cache(maxsize=None)
-def replay_memory(setup: Setup) -> memory_lib.Memory:
-    """The replay memory of ``setup`` (:func:`jaxreplay.memory.make` of ``setup.sampler``)."""
-    return memory_lib.make(setup.sampler)
+def replay_memory(setup: Setup, hparams: Hyperparameters) -> memory_lib.Memory:
+    """The replay memory of ``setup.sampler`` with its hyperparameters (those of
+    :data:`jaxreplay.memory.HYPERPARAMETERS`) bound from ``hparams``; built
+    inside the traced function, so they may be traced."""
+    bound = {name: getattr(hparams, name) for name in memory_lib.HYPERPARAMETERS[setup.sampler]}
+    return memory_lib.make(setup.sampler, **bound)
 
 
 class DQNState(NamedTuple):
@@ -593,7 +595,7 @@ def init(key: jax.Array, hparams: Hyperparameters, setup: Setup) -> DQNState:
     params = agent.init_params(jax.random.fold_in(key, _STREAM_PARAMS), net, _obs_shape(setup))
     opt_state = agent.make_optimizer(setup.optimizer).init(params)
     example = example_transition(setup)
-    memory = replay_memory(setup).init(example, setup.max_capacity, hp.memory_size)
+    memory = replay_memory(setup, hp).init(example, setup.max_capacity, hp.memory_size)
     obs, env_state = env.reset(jax.random.fold_in(key, _STREAM_RESET), env_params)
     zero_i = jnp.zeros((), jnp.int32)
     return DQNState(
@@ -689,9 +691,10 @@ def advance(state: DQNState, hparams: Hyperparameters, setup: Setup) -> tuple[DQ
     env, env_params = environment(setup)
     net = network(setup)
     optimizer = agent.make_optimizer(setup.optimizer, hp.adam_epsilon)
+    replay = replay_memory(setup, hp)
     # The segment's mean capacity is summed as deviations from its first capacity: small
     # integers, exact in float32 (a float32 sum of capacities of 3e5 drifted by ~1e-4).
-    start_capacity = replay_memory(setup).buffer(state.memory).capacity
+    start_capacity = replay.buffer(state.memory).capacity
 
     def env_step(carry):
         s, acc = carry
@@ -708,7 +711,7 @@ def advance(state: DQNState, hparams: Hyperparameters, setup: Setup) -> tuple[DQ
             "next_obs": jnp.asarray(info["final_observation"], jnp.float32),
             "terminated": no_bootstrap.astype(jnp.float32),
         }
-        memory = replay_memory(setup).add(s.memory, transition)
+        memory = replay.add(s.memory, transition)
         done = terminated | truncated
         episode_return = s.episode_return + reward
         slot = s.episodes % setup.recent_episodes
@@ -725,8 +728,7 @@ def advance(state: DQNState, hparams: Hyperparameters, setup: Setup) -> tuple[DQ
         acc = acc._replace(
             return_sum=acc.return_sum + jnp.where(done, episode_return, 0.0),
             episodes=acc.episodes + done.astype(jnp.int32),
-            capacity_sum=acc.capacity_sum
-            + (replay_memory(setup).buffer(memory).capacity - start_capacity).astype(jnp.float32),
+            capacity_sum=acc.capacity_sum + (replay.buffer(memory).capacity - start_capacity).astype(jnp.float32),
         )
         return s, acc
 
@@ -735,8 +737,8 @@ def advance(state: DQNState, hparams: Hyperparameters, setup: Setup) -> tuple[DQ
         # Keys of the unit's last step (index s.step - 1): one draw per unit.
         _, _, sample_key, _ = _step_keys(s._replace(step=s.step - 1))
         do_train = s.step >= hp.learning_starts
-        memory, replay = s.memory, replay_memory(setup)
-        sample = replay.sample(sample_key, memory, setup.batch_size, importance_exponent=hp.importance_exponent)
+        memory = s.memory
+        sample = replay.sample(sample_key, memory, setup.batch_size)
         batch = buffer.get(replay.buffer(memory), sample.indices)
         params, opt_state, loss, delta = agent.train_step(
             net,
@@ -756,9 +758,7 @@ def advance(state: DQNState, hparams: Hyperparameters, setup: Setup) -> tuple[DQ
         params, opt_state = keep(params, s.params), keep(opt_state, s.opt_state)
         # Slot -1 is skipped: a masked step stores nothing (uniform replay stores no priorities at all).
         indices = jnp.where(do_train, sample.indices, -1)
-        memory = replay.update(
-            memory, indices, delta, priority_exponent=hp.priority_exponent, priority_floor=hp.priority_floor
-        )
+        memory = replay.update(memory, indices, delta)
         if setup.target_update == "hard":
             # Copy when a multiple of target_period lies in (t - train_frequency, t].
             crossed = s.step // hp.target_period > (s.step - setup.train_frequency) // hp.target_period
@@ -799,7 +799,7 @@ def advance(state: DQNState, hparams: Hyperparameters, setup: Setup) -> tuple[DQ
         controller, capacity = adaptive.update(
             adaptive_key,
             s.controller,
-            replay_memory(setup).buffer(s.memory),
+            replay.buffer(s.memory),
             td_error_fn,
             s.step,
             interval=hp.adaptive_interval,
@@ -816,13 +816,13 @@ def advance(state: DQNState, hparams: Hyperparameters, setup: Setup) -> tuple[DQ
         # A fixed-rule run keeps its size and its (untouched) controller.
         active = hp.adaptive_rule != RULE_FIXED
         controller = jax.tree.map(lambda new, old: jnp.where(active, new, old), controller, s.controller)
-        capacity = jnp.where(active, capacity, replay_memory(setup).buffer(s.memory).capacity)
+        capacity = jnp.where(active, capacity, replay.buffer(s.memory).capacity)
         fired = controller.num_checks > s.controller.num_checks
         straddle = fired & (s.target_copies > s.copies_at_check)
         grew = controller.num_grows > s.controller.num_grows
         s = s._replace(
             controller=controller,
-            memory=replay_memory(setup).resize(s.memory, capacity),
+            memory=replay.resize(s.memory, capacity),
             copies_at_check=jnp.where(fired, s.target_copies, s.copies_at_check),
             straddle_checks=s.straddle_checks + straddle.astype(jnp.int32),
             straddle_grows=s.straddle_grows + (straddle & grew).astype(jnp.int32),
@@ -839,7 +839,7 @@ def advance(state: DQNState, hparams: Hyperparameters, setup: Setup) -> tuple[DQ
     state, acc = _scan_indexed(cycle, (state, acc), 0, setup.steps_per_segment // setup.cycle_length, always_scan=True)
 
     nan = jnp.float32(jnp.nan)
-    memory = replay_memory(setup).buffer(state.memory)
+    memory = replay.buffer(state.memory)
     record = {
         "train_return": jnp.where(acc.episodes > 0, acc.return_sum / jnp.maximum(acc.episodes, 1), nan),
         "train_episodes": acc.episodes,
@@ -924,7 +924,7 @@ def summarize(state: DQNState, hparams: Hyperparameters, setup: Setup) -> dict:
     recent = state.recent_returns
     count = jnp.minimum(state.episodes, setup.recent_episodes)
     recent_mean = jnp.where(count > 0, jnp.nansum(recent) / jnp.maximum(count, 1), jnp.nan)
-    memory = replay_memory(setup).buffer(state.memory)
+    memory = memory_lib.buffer_of(state.memory)
     return {
         "diverged": ~(agent.is_finite(state.params) & agent.is_finite(state.target_params)),
         "recent_return": recent_mean.astype(jnp.float32),
