@@ -9,7 +9,7 @@ max_a' Q(x', a') = θ1 x' + v|θ1| + θ2)::
     δ(y; θ) = A(θ) y + B(θ),   A = β1 − (1−γ) θ1,   B = β2 + γ v |θ1| − (1−γ) θ2.
 
 Its zero for every y is the TD fixed point θ* = (β1/(1−γ), (β2 + γ v|θ1*|)/(1−γ))
-(ERRATA item 8); the returned Δθ = θ − θ* are measured from it.
+(docs/paper_readings.md §8); the returned Δθ = θ − θ* are measured from it.
 
 Replay (ER) averages the update over the buffer window [t − n(t), t] of
 stored transitions, n(t) = min(t, N) (or a given n(t)), with m updates of
@@ -352,7 +352,7 @@ def solve(
             ``"intercept"`` (θ2 stays at θ2⁰). The appendix's 1-D cases set
             the frozen weight to its real value through ``params``.
         real_weights: ``"reward"`` (params' real weights are β, default) or
-            ``"fixed_point"`` (they are θ*) — ERRATA item 8.
+            ``"fixed_point"`` (they are θ*) — docs/paper_readings.md §8.
         rtol, atol: diffrax PID tolerances (static).
         max_steps: diffrax step budget (static).
 
