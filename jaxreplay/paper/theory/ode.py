@@ -4,7 +4,7 @@ Model. LineSearch has state x, actions a = ±v, next state x' = x + a and
 reward r = β1 x' + β2; the agent's value is Q(x, a; θ) = θ1 (x + a) + θ2, so
 ∇θQ = (x + a, 1). With discount γ the TD error of a transition whose landing
 position is y = x + a is (TD target r + γ max_a' Q(x', a'; θ), and
-max_a' Q(x', a') = θ1 x' + v|θ1| + θ2)::
+max_a' Q(x', a') = θ1 x' + v|θ1| + θ2, docs/paper_readings.md §7)::
 
     δ(y; θ) = A(θ) y + B(θ),   A = β1 − (1−γ) θ1,   B = β2 + γ v |θ1| − (1−γ) θ2.
 
