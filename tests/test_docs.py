@@ -198,3 +198,12 @@ def test_module_docstring_references_exist(module_name):
     module = importlib.import_module(module_name)
     missing = [name for name in _REF.findall(module.__doc__ or "") if not _resolves(name, module)]
     assert not missing, f"{module_name}'s docstring names what does not exist: {missing}"
+
+
+def test_paper_readings_names_code_that_exists():
+    """Each module, function or attribute that docs/paper_readings.md names (relative to ``jaxreplay``) exists."""
+    text = (ROOT / READINGS).read_text()
+    names = set(re.findall(r"`((?:paper|envs|experiments|agents|adaptive)(?:\.[A-Za-z_]\w*)*)`", text))
+    assert {"paper.theory.analytic.b_coefficients", "adaptive.update", "agents.linear.td_error"} <= names
+    missing = sorted(name for name in names if not _resolves(f"jaxreplay.{name}", jaxreplay))
+    assert not missing, f"{READINGS} names what does not exist: {missing}"
