@@ -12,13 +12,13 @@ minibatch 50, one gradient step per environment step, uniform replay.
   same network and batch (:mod:`benchmarks._sb3_cartpole`; needs the
   ``bench`` extra: torch, stable-baselines3). Skipped with a note if missing.
 
-Compile time is reported apart. Targets (issue 5): ≥ 10× the sequential
+Compile time is reported apart. Targets: ≥ 10× the sequential
 single-seed runs, ≥ 100× SB3 (aggregate env steps/s).
 
-**Scaling with seeds** (issue 15): the same sweep at growing seed counts, up to
+**Scaling with seeds**: the same sweep at growing seed counts, up to
 the largest that the engine runs in one chunk (on the CPU only up to
 :data:`MODES`' ``scaling`` list, in time's interest). Targets on a GPU: at
-1,000 and 4,000 seeds, twice the env steps/s measured before issue 15's work
+1,000 and 4,000 seeds, twice the env steps/s measured before the GPU performance work
 (:data:`BEFORE`, one H100).
 """
 
@@ -41,7 +41,7 @@ MODES = {
 #: Seed counts of the scaling table on an accelerator (then 4× the last, see MAX_ACCELERATOR_SEEDS).
 ACCELERATOR_SCALING = (1_000, 4_000, 16_000)
 MAX_ACCELERATOR_SEEDS = 64_000  # 4× steps on from 16,000 while one chunk holds them, up to 64,000 (time)
-#: Env steps/s of the 4,000-step CartPole sweep measured before issue 15's work, on one H100 (issue 15's table).
+#: Env steps/s of the 4,000-step CartPole sweep measured before the GPU performance work, on one H100.
 BEFORE = {1_000: 7.0e6, 4_000: 11.4e6}
 HEADLINES: list[list[str]] = []  # filled by run(): the summary rows of `python -m benchmarks`
 
@@ -138,7 +138,7 @@ def _scaling_report(mode: dict, rows: list[dict]) -> str:
                            f"{r['seconds'] / mode['steps'] * 1e6:.3g}", f"{r['compile_s']:.1f} s",
                            f"{rate / before:.2f}×" if before else "–"])
         if before:
-            HEADLINES.append([f"DQN CartPole, {r['seeds']:,}-seed sweep: env steps/s ÷ before issue 15 "
+            HEADLINES.append([f"DQN CartPole, {r['seeds']:,}-seed sweep: env steps/s ÷ before the GPU work "
                               f"({before / 1e6:.1f} M, one H100)", f"{rate / before:.2f}×", "≥ 2×"])
     table = _timing.markdown_table(["seeds", "chunk", "env steps/s", "µs per env step (all seeds)", "compile",
                                     "÷ before (H100)"], table_rows)

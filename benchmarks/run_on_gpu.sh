@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
-# Issue 15's measurements on the GPU machine (`device`), in one call: every benchmark in quick mode
+# The GPU measurements, in one call on a GPU machine: every benchmark in quick mode
 # (roofline, end to end vs the bare kernel at 10⁶ runs, DQN seed scaling, theory placement,
 # XLA:GPU command-buffer variants), writing the README's GPU block. Bring back OUT.
-# Usage (repo root, wheels for gymnax, flashbax & co. in .whl/, see the shared GPU notes):
+# Usage (repo root; the GPU machine has no network, so wheels of what its image lacks, gymnax,
+# flashbax & co., go in .whl/ beforehand):
 #   bash benchmarks/run_on_gpu.sh OUT [--only NAME ...]
 set -uo pipefail
 OUT=${1:?output folder}; shift

@@ -14,10 +14,10 @@ m = 5 sequential updates per step, α = 1e-3, max_capacity 1000), swept over
 
 Per-run cost of (a) and (b) is measured on a subset of runs (they are linear
 in the number of runs) and compared with ours at the largest sweep.
-Targets (issue 4): per-run cost flat within 1.5× from 10² to 10⁴ runs, ≥ 20×
+Targets: per-run cost flat within 1.5× from 10² to 10⁴ runs, ≥ 20×
 (a), ≥ 100× (b). With a GPU present the same command also sweeps 10⁵ runs.
 
-**End to end vs the bare kernel** (issue 15). The same runs (10⁴ on a CPU,
+**End to end vs the bare kernel**. The same runs (10⁴ on a CPU,
 10⁶ on an accelerator) three ways, one after another in one process:
 
 * **bare kernel**: ``jax.jit(linesearch.run_grid)`` called on the engine's

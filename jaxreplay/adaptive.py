@@ -54,7 +54,7 @@ shrinks when ``|δ_old|' == |δ_old|`` while the ε criterion with ε = 0 enlarg
 ``tolerance=None`` (default) gives the former, ``tolerance=0.0`` the latter;
 they differ only on exact ties (e.g. an all-zero TD error signal).
 
-Shrink reading (ERRATA item 9). After ``N ← N - k`` the paper recomputes
+Shrink reading (docs/paper_readings.md §9). After ``N ← N - k`` the paper recomputes
 ``|δ_old| = Σ_{i=t-N+k+1}^{t-N+k+n_old} |δ_i|`` without saying which ``N``:
 
 * ``"new"`` (default): the literal reading; the assignment ``N = N - k`` comes

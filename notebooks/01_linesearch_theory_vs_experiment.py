@@ -36,8 +36,8 @@
 # default mode it runs in about a minute on a 2-core CPU (most of it is four XLA
 # compilations); `PAPER_SCALE = True` uses the paper's resolution and seed counts.
 #
-# Paper: `../shared/paper/memory_replay.tex`; the errata we rely on:
-# `../shared/paper/ERRATA.md` (cited as "ERRATA n").
+# Paper: Liu & Zou, arXiv:1710.06574. Its misprints and ambiguities, and the readings we
+# use, are in `docs/paper_readings.md` (cited below as "§n").
 
 # %%
 PAPER_SCALE = False  # True: paper resolution (N step 10, 12 simulated N per m) and seeds (128 ER / 32 pER per setting)
@@ -46,7 +46,7 @@ PAPER_SCALE = False  # True: paper resolution (N step 10, 12 simulated N per m) 
 # ## Parameters
 #
 # These drive Section 1. The defaults are the paper's Fig. 2a (ER, N = 100, m = 5,
-# α = 0.01, γ = 0; the paper does not state N for Fig. 2a, ERRATA 10: its narrative
+# α = 0.01, γ = 0; the paper does not state N for Fig. 2a, §10: its narrative
 # fits N ≈ 100). Sections 2–5 reproduce the paper's figures at the paper's own settings
 # and do not change with these (their constants are at the top of each section).
 
@@ -54,7 +54,7 @@ PAPER_SCALE = False  # True: paper resolution (N step 10, 12 simulated N per m) 
 MEMORY_SIZE = 100  # N: replay memory capacity in transitions (1 … 1000); FIFO
 BATCH_SIZE = 5  # m: replayed single-transition TD updates per environment step
 STEP_SIZE = 0.01  # α: TD step size
-DISCOUNT = 0.0  # γ in [0, 1); for γ > 0, Δθ is measured from the TD fixed point θ* (ERRATA 8)
+DISCOUNT = 0.0  # γ in [0, 1); for γ > 0, Δθ is measured from the TD fixed point θ* (§8)
 SAMPLER = "uniform"  # "uniform" (ER) or "prioritized" (pER: P(i) ∝ |δ_i|^β, TD errors recomputed per draw)
 PRIORITY_EXPONENT = 2.0  # β of pER (the paper's pER theory: β = 2)
 SEEDS = 128 if PAPER_SCALE else 32  # simulated seeds per ER setting
@@ -190,20 +190,20 @@ def markers(ax, t, y, every=25, **kw):
 # Q-function is in the model class and θ → β is the goal. Each step the agent moves
 # greedily (right while θ1 ≥ 0), stores the transition in a FIFO memory of N transitions,
 # and makes m TD updates θ ← θ + α δ ∇θQ on transitions drawn from the memory
-# (Algorithm 1; ERRATA 9: the agent acts from its current position each step).
+# (Algorithm 1; §9: the agent acts from its current position each step).
 #
 # **The ODE.** With γ = 0 the TD error of a stored transition landing at y is
 # δ = −(Δθ1 y + Δθ2), minus the agent's error at y. The positions in the memory are
 # spread uniformly over the last n = min(t, N) moves, so averaging the m updates per step
 # over the memory gives Eqs. (dtheta1), (dtheta2) of the paper (the printed b-coefficients
-# with b12 = mαv², ERRATA 1):
+# with b12 = mαv², §1):
 #
 # $$\frac{d\Delta\theta}{dt} = -m\alpha\, C(t)\, \Delta\theta,\qquad
 #   C = \begin{pmatrix}\langle y^2\rangle & \langle y\rangle\\ \langle y\rangle & 1\end{pmatrix}_{\text{memory}} .$$
 #
 # pER replaces the uniform average by one weighted with |δ|^β (Eq. theta_memory_pri);
 # γ > 0 adds γ max_a' Q(x', a') to the target, whose fixed point θ* is then the target of
-# Δθ = θ − θ* (ERRATA 8, see Section 5).
+# Δθ = θ − θ* (§8, see Section 5).
 #
 # **The metric** M = |Δθ1(T)| + |Δθ2(T)| at T = 1000, the paper's single number for how
 # well the agent learned: 0 is perfect. For the simulation we take M of the
@@ -421,7 +421,7 @@ for (N, m, a, _), d in zip(peak_cfg, peak_th):
 #
 # * *Fixed intercept* (θ2 ≡ β2, only θ1 learns): Δθ1(t) = Δθ1⁰ e^{−k(t)} with the cubic
 #   exponent k(t) of Eq. (1Dk), one branch while the memory fills (t ≤ N) and one after
-#   (the main text's Eq. (1DthetaMain) is only the t > N branch, ERRATA 10). Here
+#   (the main text's Eq. (1DthetaMain) is only the t > N branch, §10). Here
 #   dk/dt = mα⟨y²⟩_memory: every replayed transition pushes θ1 the right way, by more the
 #   farther it is from x = 0. Early on the old transitions near x0 = −5 are the useful ones
 #   (a large memory is best); once the agent is far right of 0 its newest transition is the
@@ -429,9 +429,9 @@ for (N, m, a, _), d in zip(peak_cfg, peak_th):
 #   then drops abruptly to 1 (appendix Figs. 1DStepsVsSize, 1DOptSize).
 # * *Fixed slope* (θ1 ≡ β1): Δθ2 = Δθ2⁰ e^{−mαt} for any N: every transition carries the
 #   same information about the intercept. It reaches Δθ/Δθ⁰ = 0.05 after ln 20/(mα) steps,
-#   ≈ 30,000 at m = 5, α = 2·10⁻⁵ (ERRATA 2: the paper prints α = 5·10⁻⁵ there).
+#   ≈ 30,000 at m = 5, α = 2·10⁻⁵ (§2: the paper prints α = 5·10⁻⁵ there).
 # * *pER, fixed intercept*: d(k_pri − k)/dt = mα Var(y²)/⟨y²⟩ ≥ 0, so pER is always faster
-#   (ERRATA 5: the paper's expressions are rates, with 2vN in the t > N bracket); k_pri is
+#   (§5: the paper's expressions are rates, with 2vN in the t > N bracket); k_pri is
 #   integrated numerically from the closed-form rate (`reproduce.linesearch.prioritized_exponent_1d`).
 #
 # Settings: m = 5, α = 2·10⁻⁵, N = 1, 50, 500, 1000 (appendix Fig. 1DLearning). Lines:
@@ -583,11 +583,11 @@ for k, N in enumerate(EXPLAIN_N):
 #
 # With γ > 0 the target includes γ max_a' Q(x', a'), so the weights converge to the TD
 # fixed point θ* = (β1/(1−γ), (β2 + γv|θ1*|)/(1−γ)), not to β. The paper calls (0.1, 0.5)
-# the "real weights" both as reward weights β (appendix) and as θʳ (main text); ERRATA 8.
+# the "real weights" both as reward weights β (appendix) and as θʳ (main text); §8.
 # We follow the library's default and read them as **reward weights** (`Setup.weights =
 # "reward"`), so at γ = 0.5, θ* = (0.2, 1.002) and Δθ = θ − θ* starts at (−0.2, −0.002):
 # θ⁰ = (0, 1) is already almost right in the intercept. (The figure caption says γ = 0.7,
-# the text 0.5: ERRATA 6; we use 0.5.) Setting: N = 100, m = 5, α = 0.01 (Fig. 2a and
+# the text 0.5: §6; we use 0.5.) Setting: N = 100, m = 5, α = 0.01 (Fig. 2a and
 # Fig. 2DDiscountLearning).
 #
 # The third panel is the other reading (θ* = (0.1, 0.5) given), ODE only: it equals the
@@ -660,7 +660,7 @@ for k, (N, m, a, g) in enumerate(gamma_cfg):
 #    by more than 10⁻⁴ between grid neighbours (seen: ≤ 10⁻⁵) and is smallest at N ≥ 900;
 #    in the simulation M(100) > M(250) > M(1000). The Fig. 2a overshoot at N = 100 (|Δθ1|
 #    peaks at t ∈ [400, 600] above 2× its plateau, Δθ2(600) < 0) and its absence at
-#    N = 1000 (Δθ2(600) > 0; ERRATA 10). pER worse than ER at N = 100 and better at
+#    N = 1000 (Δθ2(600) > 0; §10). pER worse than ER at N = 100 and better at
 #    N = 1000, in the ODE and beyond 3 standard errors in the simulation.
 # 4. **Our overshoot criterion**: t_peak ≈ N/2 − x0/v − mαN²/12 within 20 steps of the
 #    ODE's peak (seen: 1–10 steps; the peak moves by ≈ 50 steps between these settings).
@@ -691,7 +691,7 @@ print(f"closed form vs ODE: fixed intercept {err_int:.2g}, fixed slope {err_slop
       f"Eq. (Beginning), t ≤ 20: {err_first_20:.2g}")
 assert err_int < 1e-6 and err_slope < 1e-6 and err_per1d < 1e-6
 assert np.max(np.abs(slope_ratio_ode[0] - slope_ratio_ode[1])) < 1e-6  # fixed slope: N does not matter
-assert np.all(k_per_500[1:] > k_er_500[1:])  # pER faster in the fixed-intercept case (ERRATA 5)
+assert np.all(k_per_500[1:] > k_er_500[1:])  # pER faster in the fixed-intercept case (§5)
 assert err_first_20 < 0.005
 best_small_K = int(N_STEPS[np.nanargmin(steps_K[1.0])])
 best_large_K = int(N_STEPS[np.nanargmin(steps_K[math.log(20.0)])])

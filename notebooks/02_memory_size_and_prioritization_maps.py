@@ -17,6 +17,7 @@
 # # Memory size and prioritization maps on LineSearch
 #
 # Liu & Zou, *The Effects of Memory Replay in Reinforcement Learning* (arXiv:1710.06574), Sections 3–4.
+# Its misprints and ambiguities, and the readings we use, are in `docs/paper_readings.md` (cited below as "§n").
 # This notebook draws the paper's maps of the final metric
 #
 # $$M(N, m) = |\Delta\theta_1(T)| + |\Delta\theta_2(T)|, \qquad T = 1000,$$
@@ -51,12 +52,12 @@ PAPER_SCALE = False
 # which are stated for the defaults (α = 1e-3, γ = 0, β = 2, aER from N0 = 100 at m = 10).
 #
 # The game is the paper's LineSearch: $x_0 = -5$, $v = 0.01$, reward weights $\beta = (0.1, 0.5)$,
-# $\theta^0 = (0, 1)$, $T = 1000$ (the library defaults; see ERRATA, "Parameters used throughout").
+# $\theta^0 = (0, 1)$, $T = 1000$ (the library defaults; the paper's parameters are listed in §11).
 
 # %%
 ALPHA = 1e-3  # step size α (Fig. 2c–2f, Fig. 3)
 DISCOUNT = 0.0  # γ of the main maps and all experiments (Fig. 2d/2e, appendix 2D2DPri/2DComp)
-DISCOUNT_F = 0.5  # γ of the companion ER map (Fig. 2f; its sub-caption says 0.7, the text 0.5: ERRATA 6)
+DISCOUNT_F = 0.5  # γ of the companion ER map (Fig. 2f; its sub-caption says 0.7, the text 0.5: §6)
 PRIORITY_EXPONENT = 2.0  # pER's β in P(i) ∝ |δ_i|^β (the paper's pER ODE uses β = 2)
 T = 1000  # steps per game
 SEED = 0  # base seed of the experiments
@@ -143,8 +144,8 @@ print(f"ODE grid: {len(gridN)} memory sizes × {len(gridm)} minibatch sizes = {g
 # second moment of the features over the positions $y \in [x(t) - v\,n(t),\, x(t)]$ of the $n(t) = \min(t, N)$
 # stored transitions. pER (Eq. theta_memory_pri) weights that average by $|\delta|^\beta$.
 # We integrate this first-order system directly (`theory.solve_grid`) rather than the appendix's printed
-# second-order/b-coefficient forms, which have typos (ERRATA 1, 3). With γ > 0 the pair (0.1, 0.5) is read as
-# the reward weights β and Δθ is measured from the TD fixed point θ* (ERRATA 8, the library default);
+# second-order/b-coefficient forms, which have typos (§1, §3). With γ > 0 the pair (0.1, 0.5) is read as
+# the reward weights β and Δθ is measured from the TD fixed point θ* (§8, the library default);
 # at γ = 0 the two readings coincide.
 #
 # One ER solve covers both discounts (γ is traced: the grid gets a leading axis of 2), one pER solve the pER map.
@@ -178,9 +179,9 @@ for name, optN in (("ER", optN_er), (f"ER, γ = {DISCOUNT_F:g}", optN_er_f), ("p
 # Each sampler is one static `Setup` (one compilation); memory size, minibatch size and discount are traced
 # hyperparameters of explicit sweep points, so all spot checks of a sampler run as one `jit(vmap)` program.
 # Algorithm 1 is read as "the agent acts from its current position each step, starting at $x_0$"
-# (ERRATA 9). pER recomputes every stored TD error before each draw (exact, like the ODE), which costs
+# (§9). pER recomputes every stored TD error before each draw (exact, like the ODE), which costs
 # O(max capacity) per update: its spot checks are few and its `Setup` is only as large as they need.
-# aER uses Algorithm 2 with exact sums, ε = 0 and the "new" shrink reading (ERRATA 9; library defaults).
+# aER uses Algorithm 2 with exact sums, ε = 0 and the "new" shrink reading (§9; library defaults).
 #
 # The experiment's M is that of the seed-averaged curve,
 # $|\langle\Delta\theta_1(T)\rangle| + |\langle\Delta\theta_2(T)\rangle|$
@@ -266,7 +267,7 @@ print(f"max |M_exp − M_ode|: ER {spot_err_er:.2e}, pER {spot_err_per:.2e}; "
 # $N = 100$, while the agent travels from −5 to +5), so $C_n$ is nearly rank one. The agent quickly fits its
 # prediction at its current position but barely constrains the split between slope and intercept, and as it
 # moves the weights overshoot (θ1 moves away from β1, θ2 turns negative: Fig. 2a's narrative, which fits
-# N ≈ 100, ERRATA 10). A longer window constrains both weights and mitigates the overshoot, but the averaged
+# N ≈ 100, §10). A longer window constrains both weights and mitigates the overshoot, but the averaged
 # update becomes slower (the paper's words), so a memory that is too long has not converged by $T$. With few
 # updates per step (small $m$) both effects matter and a middle $N$ wins (the paper: $N \approx 250$ at $m = 10$).
 # With many updates per step (large $m$) learning converges whenever the overshoot is avoided, so $M$ falls
@@ -304,13 +305,13 @@ fig = plots.metric_contour(gridN, gridm, M_er, optN_er,
 show(overlay_spots(fig, M_er, [(N, m, Mx) for N, m, g, Mx, _, _ in er_rows if g == DISCOUNT]))
 
 # %% [markdown]
-# The same map at γ = 0.5 (Fig. 2f; the sub-caption's γ = 0.7 contradicts the caption and text, ERRATA 6).
-# Δθ is measured from the TD fixed point θ* = (β1/(1−γ), (β2 + γv|θ1*|)/(1−γ)) (ERRATA 8). The structure
+# The same map at γ = 0.5 (Fig. 2f; the sub-caption's γ = 0.7 contradicts the caption and text, §6).
+# Δθ is measured from the TD fixed point θ* = (β1/(1−γ), (β2 + γv|θ1*|)/(1−γ)) (§8). The structure
 # is the paper's "similar principles": an interior optimum at small $m$, monotone at large $m$.
 
 # %%
 fig = plots.metric_contour(gridN, gridm, M_er_f, optN_er_f,
-                           title=f"Fig. 2f: M(N, m), ER, γ = {DISCOUNT_F:g} (caption: 0.7, ERRATA 6), α = {ALPHA:g}")
+                           title=f"Fig. 2f: M(N, m), ER, γ = {DISCOUNT_F:g} (caption: 0.7, paper_readings §6), α = {ALPHA:g}")
 show(overlay_spots(fig, M_er_f, [(N, m, Mx) for N, m, g, Mx, _, _ in er_rows if g == DISCOUNT_F]))
 
 # %% [markdown]

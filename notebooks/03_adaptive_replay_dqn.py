@@ -48,8 +48,8 @@
 # `jaxreplay reproduce dqn --env ENV --out DIR` (`jaxreplay.paper.reproduce.dqn`); this notebook
 # uses its public pieces (settings, scores, statistic) so that each step is visible.
 #
-# Paper: `../shared/paper/memory_replay.tex` (Section "Adaptive Memory Size Algorithm",
-# Algorithm 2, Fig. 4); errata: `../shared/paper/ERRATA.md`.
+# Paper: Liu & Zou, arXiv:1710.06574 (Section "Adaptive Memory Size Algorithm",
+# Algorithm 2, Fig. 4); its misprints and ambiguities, and our readings: `docs/paper_readings.md`.
 
 # %% [markdown]
 # ## The algorithm and the claim
@@ -64,7 +64,7 @@
 #   store |δ_old| ← |δ_old|′;
 # * otherwise (the old data fit better, so they teach little): **shrink**, N ← N − k,
 #   drop the k oldest transitions, and store |δ_old| recomputed on the transitions that will
-#   be the oldest at the next check (ERRATA 9: the pseudo-code does not say which N that sum
+#   be the oldest at the next check (`docs/paper_readings.md` §9: the pseudo-code does not say which N that sum
 #   uses; `jaxreplay.adaptive` implements both readings, default `"new"`).
 #
 # In the DQN experiments k = 20, n_old = N₀/2, and the sums are estimated from a random

@@ -511,7 +511,7 @@ def test_valid_concrete_call_outside_jit():
 
 
 # ----------------------------------------------------------------------------
-# The estimator: equal counts, paired draws, noise, random walk (issue: a faithful aER)
+# The estimator: equal counts, paired draws, noise, random walk (what a faithful aER needs)
 
 WALK_RUNS = 96
 

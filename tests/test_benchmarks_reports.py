@@ -1,4 +1,5 @@
-"""The arithmetic and decisions of issue 15's benchmark sections, on made-up measurements.
+"""The arithmetic and decisions of the benchmarks' later sections (end to end vs the bare kernel, DQN scaling
+with seeds, XLA flag sets), on made-up measurements.
 
 No timing here: performance is measured in benchmarks/, never in tests.
 """

@@ -115,7 +115,7 @@ def test_bad_setup(kwargs, argument):
 
 
 def test_seed_averaged_experiment_follows_the_ode():
-    # The check: m = 5, α = 0.01, N = 100, max |Δθ_exp − Δθ_ode| <= 1e-2 for t >= 10.
+    # The acceptance check: m = 5, α = 0.01, N = 100, max |Δθ_exp − Δθ_ode| <= 1e-2 for t >= 10.
     from jaxreplay.paper import theory
 
     setup = ls.Setup(steps=1000, max_capacity=100, max_batch_size=5)

@@ -1,4 +1,4 @@
-"""The three notebooks run top to bottom in their default (small) mode.
+"""Every notebook runs top to bottom in their default (small) mode.
 
 Each notebook is a jupytext "percent" script (``notebooks/*.py``, reviewable in
 diffs, no stored outputs). The test converts it to a notebook in memory,

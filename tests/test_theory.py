@@ -72,7 +72,7 @@ def test_fixed_slope_erratum_2_times():
 
 
 def test_prioritized_rate_difference_matches_ode():
-    """k_pri − k from the ODEs (θ2 frozen, β = 2) equals ∫ d(k_pri − k)/dt (ERRATA 5)."""
+    """k_pri − k from the ODEs (θ2 frozen, β = 2) equals ∫ d(k_pri − k)/dt (docs/paper_readings.md §5)."""
     params = P._replace(initial_intercept=B2)
     N, m, a = 500, 5, 2e-5
     er = np_sol(th.solve(params, N, m, a, frozen="intercept"))
@@ -103,7 +103,7 @@ def b_form_rhs(N, m, a, g, beta1, beta2, x0=X0, v=V):
         n = min(t, N)
         b10 = mu * (n * n * v * v / 3 + x0 * x0 - n * v * x0)
         b11 = mu * (2 * v * x0 - n * v * v)
-        b12 = mu * v * v  # ERRATA 1
+        b12 = mu * v * v  # docs/paper_readings.md §1
         b20, b21, b22 = mu * (x0 - n * v / 2), mu * v, mu
         e1 = (1 - g) * th_[0] - beta1
         e2 = (1 - g) * th_[1] - g * v * abs(th_[0]) - beta2
@@ -182,7 +182,7 @@ def test_second_order_equation_reproduces_first_order(N, m, a, t_end):
 
 
 def test_printed_second_order_coefficients_are_wrong():
-    """The paper's d1 = 24v and c01 = 6αmv²x0 (ERRATA 3) do not reproduce the system."""
+    """The paper's d1 = 24v and c01 = 6αmv²x0 (docs/paper_readings.md §3) do not reproduce the system."""
     N, m, a = 100, 10, 1e-3
     sol = np_sol(th.solve(P, N, m, a))
     coef = dict(th.second_order_coefficients(N, m, a))
@@ -236,7 +236,7 @@ def test_first_stage_matches_ode():
 
 
 def test_last_stage_matches_ode():
-    """Eq. (Last) (ERRATA 4) in its regime: x0 = 0 and an online window (n ≡ 0), so
+    """Eq. (Last) (docs/paper_readings.md §4) in its regime: x0 = 0 and an online window (n ≡ 0), so
     b10 = b11 = b20 = 0; it then neglects R Δθ2 in dΔθ1/dt and μ Δθ2 in dΔθ2/dt,
     relative size O((μ/v)^{2/3}) on the time scale (3/(μ v²))^{1/3}."""
     params = th.TheoryParams(initial_position=0.0, speed=1.0, initial_slope=0.0, initial_intercept=0.5)

@@ -3,10 +3,11 @@
 # `jaxreplay reproduce all` (LineSearch `full`, DQN 100 seeds), then the DQN replay study of the
 # games given in STUDY (100 seeds, one compiled program per stage), one after another.
 # (Concurrent processes were tried on 2026-11-26 and only slowed each other: the GPU
-# time-slices between processes; see the shared GPU notes.) Every part is resumable: rerun
+# time-slices between processes.) Every part is resumable: rerun
 # with RESUME=folder holding the paper.tar.gz and study.tar.gz of an earlier call to finish
 # what a deadline cut.
-# Usage (repo root, wheels for gymnax & co. in .whl/, see the shared GPU notes):
+# Usage (repo root; the GPU machine has no network, so wheels of what its image lacks, gymnax & co.,
+# go in .whl/ beforehand):
 #   DEADLINE_S=540 STUDY="Acrobot-v1 MountainCar-v0" bash docs/paper_scale/run_on_gpu.sh OUT
 set -uo pipefail
 OUT=${1:?output folder}

@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # The paper-scale DQN study on one GPU (the device machine), as run for docs/study/.
-# Usage (repo root, wheels for gymnax & co. in .whl/, see shared GPU notes): bash docs/study/run_gpu_study.sh OUT
+# Usage (repo root; the GPU machine has no network, so wheels of what its image lacks, gymnax & co.,
+# go in .whl/ beforehand): bash docs/study/run_gpu_study.sh OUT
 set -uo pipefail
 OUT=${1:?output folder}
 mkdir -p "$OUT"

@@ -2,7 +2,8 @@
 
 ``Q(x, a; θ) = θ1 · (x + a) + θ2`` with ``θ = (θ1, θ2)``; the greedy policy
 moves right (``a = +v``) when ``θ1 >= 0`` and left otherwise, so
-``max_a' Q(x', a') = θ1 · x' + θ2 + |θ1| · v``. One TD update on a transition
+``max_a' Q(x', a') = θ1 · x' + θ2 + |θ1| · v`` (the paper's Q_real for γ > 0 read
+this way: docs/paper_readings.md §7). One TD update on a transition
 ``(x, a, r, x')`` is ``θ ← θ + α · δ · ∇θQ`` with ``∇θQ = (x + a, 1)`` and
 ``δ = r + γ · max_a' Q(x', a') − Q(x, a)``.
 

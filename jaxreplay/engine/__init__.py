@@ -9,9 +9,13 @@
   * :mod:`jaxreplay.engine.execute`: the compiled, sharded chunk programs;
   * :mod:`jaxreplay.engine.store`: the output folder (``ChunkStore``: manifest,
     atomic chunks, fingerprints, damaged chunks set aside);
-  * :mod:`jaxreplay.engine.assemble`: chunks into a labeled ``xarray.Dataset`` and NetCDF.
-* :mod:`jaxreplay.engine.results`: statistics (IQM, bootstrap intervals, paired
-  differences) and tables over those labeled results.
+  * :mod:`jaxreplay.engine.assemble`: chunks into a labeled ``xarray.Dataset`` and NetCDF;
+  * :mod:`jaxreplay.engine.records`: records on demand (which per-step records a run
+    keeps, their stride, reductions over seeds), decided inside the compiled program.
+* :mod:`jaxreplay.engine.results`: statistics over those labeled results (mean with a
+  Student-t interval, IQM, bootstrap intervals, the best setting) and a metric plot.
+  Paired comparisons and report tables belong to the paper layer
+  (:mod:`jaxreplay.paper.reproduce.study`, :mod:`jaxreplay.paper.reproduce.dqn`).
 
 The engine knows experiments only through :mod:`jaxreplay.experiments`' registry; it
 knows nothing of the paper.

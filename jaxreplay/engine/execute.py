@@ -52,7 +52,7 @@ class Programs:
 
         exp, setup, spec, seeds = sweep.exp, sweep.make_setup(), sweep.record, sweep.seeds
         # Auto axes: jax.make_mesh defaults to Explicit axes, under which vmap refuses
-        # a mapped axis sharded differently from its outputs (STACK_NOTES).
+        # a mapped axis sharded differently from its outputs ("Mapped away dimension ... sharded the same").
         mesh = Mesh(np.array(devices), (RUN_AXIS,), axis_types=(AxisType.Auto,))
         self.batched = NamedSharding(mesh, PartitionSpec(RUN_AXIS))
         self.replicated = NamedSharding(mesh, PartitionSpec())

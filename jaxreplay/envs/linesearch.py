@@ -20,7 +20,7 @@ from jaxreplay import _validation
 from jaxreplay._typing import ArrayLike
 
 REAL_WEIGHTS = ("reward", "fixed_point")
-"""The two readings of the paper's "real weights" (0.1, 0.5) for γ > 0 (ERRATA item 8): the
+"""The two readings of the paper's "real weights" (0.1, 0.5) for γ > 0 (docs/paper_readings.md §8): the
 reward weights β, or the TD fixed point θ* itself."""
 
 

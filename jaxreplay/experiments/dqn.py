@@ -130,7 +130,7 @@ class Setup:
             draws (paper: 50 for CartPole, 1000 for MountainCar and Acrobot);
             ``None`` sums exactly over ``max_num_old`` transitions.
         shrink_reading: aER's reading of the shrink recompute (``"new"`` or
-            ``"shrunk"``, :mod:`jaxreplay.adaptive`, ERRATA item 9).
+            ``"shrunk"``, :mod:`jaxreplay.adaptive`, docs/paper_readings.md §9).
         loss: ``"mse"`` (δ²/2) or ``"huber"``.
         double: double DQN targets.
         target_update: ``"hard"`` (copy every ``target_period`` steps) or

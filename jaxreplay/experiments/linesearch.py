@@ -30,10 +30,10 @@ T = 1000, N = 100, m = 5, per run): ER 0.26 / 0.43 / 1.24 ms with
 (``max_capacity`` 1000). So a pER sweep over a wide range of ``m`` is best
 split into a few Setups by ``m``; ER is cheap enough not to care.
 
-Errata choices (``../shared/paper/ERRATA.md``). Algorithm 1's indexing slip
-(item 9) is read as: the agent acts from its current position each step,
+Readings of the paper (``docs/paper_readings.md``). Algorithm 1's indexing slip
+(§9) is read as: the agent acts from its current position each step,
 starting at x0. With γ > 0 the deviation Δθ is measured from the TD fixed
-point θ*; item 8's two readings of the "real weights" are the option
+point θ*; §8's two readings of the "real weights" are the option
 ``Setup.weights``: ``"reward"`` (β = (β1, β2) are the reward weights, θ* is
 derived) or ``"fixed_point"`` (θ* = (β1, β2) is given and the reward weights
 are derived so that it is the fixed point). With γ = 0 they coincide.
@@ -56,7 +56,7 @@ from jaxreplay.experiments import Experiment
 
 SAMPLERS = ("uniform", "prioritized", "adaptive")
 FROZEN = ("none", "slope", "intercept")
-WEIGHTS = env_lib.REAL_WEIGHTS  # one definition of the two readings (ERRATA 8), with the game
+WEIGHTS = env_lib.REAL_WEIGHTS  # one definition of the two readings (docs/paper_readings.md §8), with the game
 
 
 @dataclasses.dataclass(frozen=True)

@@ -2,7 +2,7 @@
 
 * :mod:`jaxreplay.paper.theory.ode`: the replay ODE (ER and pER, γ ≥ 0, fixed or
   driven window, frozen weights) solved with diffrax in float64.
-* :mod:`jaxreplay.paper.theory.analytic`: the appendix's closed forms, errata applied.
+* :mod:`jaxreplay.paper.theory.analytic`: the appendix's closed forms, errata applied (docs/paper_readings.md).
 * :mod:`jaxreplay.paper.theory.cusps`: the cusps of M(N) (sign changes of a
   component of Δθ(T) in a continuous memory size N) and the optimum of M
   over N including them.

@@ -25,7 +25,7 @@ class TheoryParams(NamedTuple):
         speed: v ≥ 0, the length of one move per unit time (paper: 0.01).
         reward_slope: the first "real weight" (paper: β1 = 0.1). Read as the
             reward slope β1 or as the fixed-point slope θ1*, depending on
-            ``real_weights`` (ERRATA item 8).
+            ``real_weights`` (docs/paper_readings.md §8).
         reward_intercept: the second "real weight" (paper: β2 = 0.5), read
             likewise as β2 or θ2*.
         initial_slope: θ1⁰ (paper: 0).
@@ -40,7 +40,7 @@ class TheoryParams(NamedTuple):
     initial_intercept: ArrayLike = 1.0
 
 
-# The game's TD fixed point under either reading of its "real weights" (ERRATA item 8) is a
+# The game's TD fixed point under either reading of its "real weights" (docs/paper_readings.md §8) is a
 # property of the game: defined with it, re-exported here.
 from jaxreplay.envs.linesearch import REAL_WEIGHTS, fixed_point_and_rewards  # noqa: E402,F401
 
@@ -65,7 +65,7 @@ def check_hyper(memory_size, batch_size, step_size, discount, priority_exponent=
 
 
 def check_real_weights(real_weights: str) -> None:
-    """ValueError unless ``real_weights`` is one of :data:`REAL_WEIGHTS` (ERRATA item 8)."""
+    """ValueError unless ``real_weights`` is one of :data:`REAL_WEIGHTS` (docs/paper_readings.md §8)."""
     _validation.check_choice("real_weights", real_weights, REAL_WEIGHTS)
 
 

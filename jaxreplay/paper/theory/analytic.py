@@ -1,4 +1,4 @@
-"""Closed forms of the appendix of Liu & Zou (2018), with the errata applied.
+"""Closed forms of the appendix of Liu & Zou (2018), with the errata of ``docs/paper_readings.md`` applied.
 
 All functions are elementwise in their array arguments (broadcast together),
 jittable and vmappable, and compute in float64 inside a scoped
@@ -11,20 +11,20 @@ Contents:
 
 * :func:`b_coefficients`: the ER ODE in b-coefficient form, Eqs. (dtheta1),
   (dtheta2): dΔθ1/dt = −(b10 + b11 t + b12 t²) Δθ1 − (b20 + b21 t) Δθ2,
-  dΔθ2/dt = −(b20 + b21 t) Δθ1 − b22 Δθ2 (ERRATA 1: b12 = μv²; the window
+  dΔθ2/dt = −(b20 + b21 t) Δθ1 − b22 Δθ2 (docs/paper_readings.md §1: b12 = μv²; the window
   n = min(t, N) goes into b10, b11, b20).
 * :func:`fixed_intercept_exponent`, :func:`fixed_intercept_solution`: θ2
   frozen at β2, Δθ1 = Δθ1⁰ e^{−k(t)}, both branches t ≤ N and t > N.
-* :func:`fixed_slope_solution`: θ1 frozen at β1, Δθ2 = Δθ2⁰ e^{−μt} (ERRATA 2).
+* :func:`fixed_slope_solution`: θ1 frozen at β1, Δθ2 = Δθ2⁰ e^{−μt} (§2).
 * :func:`prioritized_rate_difference`: d(k_pri − k)/dt for β = 2 in the
-  fixed-intercept case (ERRATA 5: a rate, and 2vN in the t > N bracket).
+  fixed-intercept case (§5: a rate, and 2vN in the t > N bracket).
 * :func:`first_stage_solution`, :func:`first_stage_limit`: Eqs. (Beginning),
   (BeginningConv).
 * :func:`last_stage_solution`, :func:`last_stage_limit`: Eqs. (Last),
-  (LastConv) with the "+" of ERRATA 4.
+  (LastConv) with the "+" of §4.
 * :func:`second_order_coefficients`, :func:`second_order_terms`,
   :func:`second_order_initial_slope`: the second-order equation for Δθ1 with
-  coefficients re-derived (ERRATA 3), see below.
+  coefficients re-derived (§3), see below.
 
 Second-order equation for Δθ1. Writing P(t) = b10 + b11 t + b12 t²,
 R(t) = b20 + b21 t (with n = min(t, N)), eliminating Δθ2 = −(Δθ1' + P Δθ1)/R
@@ -100,7 +100,7 @@ def b_coefficients(
     initial_position: ArrayLike = X0,
     speed: ArrayLike = V,
 ) -> tuple[jax.Array, ...]:
-    """(b10, b11, b12, b20, b21, b22) of the ER ODE at time t (ERRATA 1).
+    """(b10, b11, b12, b20, b21, b22) of the ER ODE at time t (docs/paper_readings.md §1).
 
     b10 = μ(n² v²/3 + x0² − n v x0), b11 = μ(2 v x0 − n v²), b12 = μ v²,
     b20 = μ(x0 − n v/2), b21 = μ v, b22 = μ with n = min(t, N). The same
@@ -169,7 +169,7 @@ def fixed_intercept_solution(
 def fixed_slope_solution(t: ArrayLike, batch_size: ArrayLike, step_size: ArrayLike, dtheta0: ArrayLike) -> jax.Array:
     """Δθ2(t) = Δθ2⁰ e^{−m α t} with θ1 frozen at β1 (ER or pER, any N, γ = 0).
 
-    It reaches 0.05 Δθ2⁰ at t = ln 20 / (m α) (ERRATA 2).
+    It reaches 0.05 Δθ2⁰ at t = ln 20 / (m α) (docs/paper_readings.md §2).
     """
     _check(None, batch_size, step_size, t=t)
     return f64(dtheta0) * jnp.exp(-f64(batch_size) * f64(step_size) * f64(t))
@@ -184,7 +184,7 @@ def prioritized_rate_difference(
     initial_position: ArrayLike = X0,
     speed: ArrayLike = V,
 ) -> jax.Array:
-    """d(k_pri − k)/dt for pER with β = 2, θ2 frozen at β2 (ERRATA 5). Units 1/step.
+    """d(k_pri − k)/dt for pER with β = 2, θ2 frozen at β2 (docs/paper_readings.md §5). Units 1/step.
 
     With Δθ1 = Δθ1⁰ e^{−k}, ER has dk/dt = μ⟨y²⟩ and pER (β = 2) has
     dk_pri/dt = μ⟨y⁴⟩/⟨y²⟩ over the window, so the difference is
@@ -254,7 +254,7 @@ def last_stage_solution(
     dtheta2_1: ArrayLike,
     speed: ArrayLike = V,
 ) -> tuple[jax.Array, jax.Array]:
-    """Eq. (Last) with ERRATA 4: the last stage, where b12 t² and b21 t dominate.
+    """Eq. (Last) with the "+" of docs/paper_readings.md §4: the last stage, where b12 t² and b21 t dominate.
 
     Δθ1 = Δθ1¹ e^{−μ v² t³/3};
     Δθ2 = [3^{2/3} Δθ1¹ (μ v²)^{1/3} Γ(2/3, μ v² t³/3) + 3 Δθ2¹ v] / (3 v)
@@ -295,7 +295,7 @@ def second_order_coefficients(
     initial_position: ArrayLike = X0,
     speed: ArrayLike = V,
 ) -> dict[str, jax.Array]:
-    """The corrected coefficients of the second-order Δθ1 equation (ERRATA 3).
+    """The corrected coefficients of the second-order Δθ1 equation (docs/paper_readings.md §3).
 
     Returns a dict with keys c00..c03, c10..c13, d0, d1 (branch t ≤ N) and
     g00..g02, g10..g13, h0, h1 (branch t ≥ N); formulas in the module

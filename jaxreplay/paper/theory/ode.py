@@ -4,12 +4,12 @@ Model. LineSearch has state x, actions a = ±v, next state x' = x + a and
 reward r = β1 x' + β2; the agent's value is Q(x, a; θ) = θ1 (x + a) + θ2, so
 ∇θQ = (x + a, 1). With discount γ the TD error of a transition whose landing
 position is y = x + a is (TD target r + γ max_a' Q(x', a'; θ), and
-max_a' Q(x', a') = θ1 x' + v|θ1| + θ2)::
+max_a' Q(x', a') = θ1 x' + v|θ1| + θ2, docs/paper_readings.md §7)::
 
     δ(y; θ) = A(θ) y + B(θ),   A = β1 − (1−γ) θ1,   B = β2 + γ v |θ1| − (1−γ) θ2.
 
 Its zero for every y is the TD fixed point θ* = (β1/(1−γ), (β2 + γ v|θ1*|)/(1−γ))
-(ERRATA item 8); the returned Δθ = θ − θ* are measured from it.
+(docs/paper_readings.md §8); the returned Δθ = θ − θ* are measured from it.
 
 Replay (ER) averages the update over the buffer window [t − n(t), t] of
 stored transitions, n(t) = min(t, N) (or a given n(t)), with m updates of
@@ -352,7 +352,7 @@ def solve(
             ``"intercept"`` (θ2 stays at θ2⁰). The appendix's 1-D cases set
             the frozen weight to its real value through ``params``.
         real_weights: ``"reward"`` (params' real weights are β, default) or
-            ``"fixed_point"`` (they are θ*) — ERRATA item 8.
+            ``"fixed_point"`` (they are θ*) — docs/paper_readings.md §8.
         rtol, atol: diffrax PID tolerances (static).
         max_steps: diffrax step budget (static).
 

@@ -45,11 +45,11 @@ boundary.
 
 Choices where the paper is silent (also listed in the report):
 
-* Fig. 2a/2b do not state N: N = 100 (ERRATA item 10, the narrative fits it);
+* Fig. 2a/2b do not state N: N = 100 (docs/paper_readings.md §10: the narrative fits it);
   N = 1000 is shown as well. Fig. 2c–2f use α = 1e-3 (text).
-* γ = 0.5 (ERRATA 6): the real weights (0.1, 0.5) are read as reward weights
+* γ = 0.5 (docs/paper_readings.md §6): the real weights (0.1, 0.5) are read as reward weights
   β (the appendix's wording; ``Setup.weights="reward"``); Δθ is measured from
-  the TD fixed point θ* (ERRATA 8). Its learning curves use N = 100 and 1000.
+  the TD fixed point θ* (§8). Its learning curves use N = 100 and 1000.
 * pER uses priority exponent β = 2 (the theory's pER model, P ∝ |δ|²).
 * aER on LineSearch: k = 20 and n_old = N0/2 = 50 (the paper's DQN rule;
   not given for LineSearch), exact sums, Algorithm 2 with ε = 0 and the "new"

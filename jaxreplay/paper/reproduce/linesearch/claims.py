@@ -285,10 +285,10 @@ def per_worse_region_experiment(s: Stages) -> dict:
 
 @_register("fixed_slope_steps")
 def fixed_slope_example(s: Stages) -> dict:
-    """The fixed-slope example's steps to Δθ/Δθ⁰ = 0.05 (ERRATA 2)."""
+    """The fixed-slope example's steps to Δθ/Δθ⁰ = 0.05 (docs/paper_readings.md §2)."""
     a = s.appendix
     return _row(
-        "Fixed slope: Δθ/Δθ⁰ = 0.05 after ln 20/(mα) steps, m = 5, α = 2e-5 (ERRATA 2)",
+        "Fixed slope: Δθ/Δθ⁰ = 0.05 after ln 20/(mα) steps, m = 5, α = 2e-5 (docs/paper_readings.md §2)",
         "30,000 steps (printed with α = 5e-5)",
         f"{a.slope_steps:.0f} steps at α = 2e-5 (ln20/(mα) = {math.log(20) / (5 * 2e-5):.0f}); "
         f"{a.slope_steps_printed:.0f} at the printed α = 5e-5",
@@ -408,12 +408,12 @@ def overshoot_theta2_n100(s: Stages) -> dict:
 
 @_register("overshoot_N1000")
 def overshoot_n1000(s: Stages) -> dict:
-    """The same narrative at N = 1000 (ERRATA 10: it should not fit)."""
+    """The same narrative at N = 1000 (docs/paper_readings.md §10: it should not fit)."""
     ov = s.overshoot_1000
     d2 = ov.dtheta[600, 1]
     fits1k = ov.rise is not None and bool(ov.rise) and abs(ov.rise["end"] - 500) <= 100 and float(d2) < 0
     return _row(
-        "Fig. 2a narrative at N = 1000 instead (ERRATA 10: fits N ≈ 100, not 1000)",
+        "Fig. 2a narrative at N = 1000 instead (docs/paper_readings.md §10: fits N ≈ 100, not 1000)",
         "narrative does not fit N = 1000",
         (f"|Δθ1| peaks at t = {ov.rise['end']:.0f} ({ov.rise['peak']:.3g})" if ov.rise else "|Δθ1| never rises")
         + f"; Δθ2(600) = {d2:+.3g}"

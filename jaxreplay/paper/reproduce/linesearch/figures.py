@@ -47,7 +47,9 @@ FIGURES = {
         "Fig. 2e: where pER (red) or ER (blue) is better, white where |ΔM| < 1.5e-3 (theory; diamonds: experiment"
         " spot checks)"
     ),
-    "fig2f_contour_er_gamma0.5.png": "Fig. 2f: M over (N, m), ER, γ = 0.5 (caption says 0.7: ERRATA 6)",
+    "fig2f_contour_er_gamma0.5.png": (
+        "Fig. 2f: M over (N, m), ER, γ = 0.5 (caption says 0.7: docs/paper_readings.md §6)"
+    ),
     "figA1a_exponent_k_fixed_intercept.png": (
         "Appendix Fig. 1DLearning(a): k(t), fixed intercept, N = 1, 50, 500, 1000, m = 5, α = 2e-5"
     ),

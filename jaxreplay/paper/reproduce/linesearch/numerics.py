@@ -73,7 +73,7 @@ def fixed_slope_steps(
     """Steps at which the fixed-slope metric Δθ/Δθ⁰ = e^{−mαt} falls to ``ratio`` (numerically).
 
     Root-finds :func:`jaxreplay.paper.theory.fixed_slope_solution`; the closed form
-    is ln(1/ratio)/(mα) (ERRATA 2: ≈ 30,000 steps at m = 5, α = 2e-5).
+    is ln(1/ratio)/(mα) (docs/paper_readings.md §2: ≈ 30,000 steps at m = 5, α = 2e-5).
     """
     from jaxreplay.paper import theory
 
@@ -91,7 +91,7 @@ def prioritized_exponent_1d(
 
     k is the closed form (Eq. 1Dk); k_pri = k + ∫₀ᵗ d(k_pri − k)/dt' dt' with
     the rate difference of :func:`jaxreplay.paper.theory.prioritized_rate_difference`
-    (ERRATA 5), integrated by the trapezoid rule on ``t`` (use a fine grid).
+    (docs/paper_readings.md §5), integrated by the trapezoid rule on ``t`` (use a fine grid).
     """
     from scipy.integrate import cumulative_trapezoid
 

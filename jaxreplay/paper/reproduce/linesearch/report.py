@@ -124,18 +124,18 @@ def report_markdown(
         "",
         "## Choices where the paper is silent",
         "",
-        "- Fig. 2a/2b do not state N: N = 100 (ERRATA 10: the overshoot narrative fits N ≈ 100); "
+        "- Fig. 2a/2b do not state N: N = 100 (docs/paper_readings.md §10: the overshoot narrative fits N ≈ 100); "
         "N = 1000 is also shown.",
         "- Fig. 2c–2f, Fig. 3 and Fig. 2DExplain use α = 1e-3; Fig. 2a/2b and the γ = 0.5 curves α = 0.01, m = 5.",
-        "- γ = 0.5 (the caption's 0.7 is ERRATA 6): (0.1, 0.5) read as reward weights β; "
-        "Δθ from the TD fixed point θ* (ERRATA 8).",
+        "- γ = 0.5 (the caption's 0.7: docs/paper_readings.md §6): (0.1, 0.5) read as reward weights β; "
+        "Δθ from the TD fixed point θ* (docs/paper_readings.md §8).",
         "- pER: P(i) ∝ |δ_i|² (priority exponent 2), TD errors recomputed before every draw.",
         f"- aER on LineSearch: k = {AER_K}, n_old = N0/2 = {AER_NOLD} "
         "(the paper's DQN rule; not given for LineSearch), "
-        "exact sums, Algorithm 2 with ε = 0, shrink recompute on the 'new' reading (ERRATA 9).",
+        "exact sums, Algorithm 2 with ε = 0, shrink recompute on the 'new' reading (docs/paper_readings.md §9).",
         "- aER theory (not in the paper): the ODE with window n(t) = min(t, N̄(t)), N̄ the seed-mean memory size.",
         "- Appendix 1-D figures: m = 5, α = 2e-5 (Fig. 1DLearning's values) also for steps-to-K and optimal N vs K; "
-        "the target Δθ/Δθ⁰ = 0.05 is K = ln 20 ≈ 3.00. Fixed-slope example: α = 2e-5 (ERRATA 2); "
+        "the target Δθ/Δθ⁰ = 0.05 is K = ln 20 ≈ 3.00. Fixed-slope example: α = 2e-5 (docs/paper_readings.md §2); "
         "fixed-intercept example: α = 5e-5.",
         f"- Monotonicity: M(N) counts as non-monotone when M(N_max) − min_N M > {MONOTONE_TOL:g} "
         "(min over the grid and the cusps of M(N), where a component of Δθ(T) changes sign, located in continuous N); "

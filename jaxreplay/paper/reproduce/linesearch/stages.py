@@ -475,7 +475,7 @@ def finals_apart() -> bool:
     Both ER sweeps keep the chunk size ``plan.er_chunk`` (the same program
     shape, so every number is bit-identical either way), and the split costs
     one more, padded, chunk. On a GPU a chunk's kernel is a fraction of what
-    moving and assembling its per-step records costs (issue 15), so the split
+    moving and assembling its per-step records costs, so the split
     saves most of the stage; on the CPU the records are already in host memory
     and the extra chunk is the larger cost (7 s in default mode on 2 cores).
     """
