@@ -748,31 +748,45 @@ def run(
         free_disk=_free_disk_bytes(out) if out is not None and writable and process == 0 else None,
         num_devices=len(devices),
         on_cpu=all(d.platform == "cpu" for d in devices),
+        platform=devices[0].platform,
+        device_kind=devices[0].device_kind,
+        xla_flags=plan_lib.xla_flags_in_environment(),
     )
 
-    def make_plan(done):
-        return plan_lib.make_plan(
+    def make_plan(found: store_lib.Scan | None):
+        if found is None:
+            return plan_lib.make_plan(sweep, np.zeros(sweep.num_runs, bool), resources, chunk_size=chunk_size)
+        try:
+            recorded = plan_lib.Batch.from_dict(found.batch) if found.batch is not None else None
+        except ValueError as e:
+            raise ValueError(f"{out}: a chunk's meta.batch is {e}: delete that chunk (its runs are then recomputed).")
+        plan = plan_lib.make_plan(
             sweep,
-            done,
+            found.done,
             resources,
             chunk_size=chunk_size,
             out=out,
             writable=writable,
             process=process,
             processes=processes,
+            recorded=recorded,
         )
+        assert store is not None and plan.batch is not None
+        # What the chunks are computed at (a finished sweep keeps what its chunks record).
+        store.batch = plan.batch.to_dict() if plan.runs_done < plan.num_runs else found.batch
+        return plan
 
     if store is not None:
         if process == 0:
             assert scan is not None  # process 0 scanned above
-            plan = make_plan(scan.done)  # every refusal before the folder is touched
+            plan = make_plan(scan)  # every refusal before the folder is touched
             if writable:
                 store.prepare(scan)
         _barrier("jaxreplay-sweep-start")  # process 0 has set damaged chunks aside and written sweep.json
         if process != 0:
-            plan = make_plan(store.scan().done)
+            plan = make_plan(store.scan())
     else:
-        plan = make_plan(np.zeros(sweep.num_runs, bool))
+        plan = make_plan(None)
 
     # Execute: finished chunks go to the store, or (in memory) straight into the assembled arrays.
     programs = execute_lib.programs_for(sweep, devices)
