@@ -36,8 +36,12 @@ Reproducibility. Run r's key is ``fold_in(key(sweep.seed), r % seeds)``: it
 depends only on the seed index, never on the chunk or device a run lands on, and
 runs with the same seed index share their random numbers across the grid
 (common random numbers: differences between settings are not seed noise).
-Results are bit-identical whatever the chunk size, the number of devices, or
-how often the sweep was interrupted and resumed (tested).
+A run's floating-point result can still depend on the program it is computed
+in (XLA picks kernels by batch shape), so every chunk records its batch
+(:class:`jaxreplay.engine.plan.Batch`) and a resumed sweep computes its missing
+runs at the recorded batch, or refuses (naming ``chunk_size``, the device count,
+platform or ``XLA_FLAGS``): however often it was interrupted, a sweep gives
+exactly the results of an uninterrupted run (tested).
 
 Devices and hosts. The run axis of each chunk is sharded over all local
 devices with a one-axis :class:`jax.sharding.Mesh` (``"runs"``) and
@@ -62,9 +66,9 @@ or seed count over the same setup -- a notebook cell edited and rerun --
 compiles nothing new unless the chunk shape changes
 (:func:`clear_program_cache` frees them).
 
-The output directory holds ``sweep.json`` (the config, its fingerprint and the
-software versions), ``chunks/*.npz`` (finished runs; each also carries its
-sweep's fingerprint, run count and run range), ``results.nc`` and
+The output directory holds ``sweep.json`` (the config, its fingerprint, the
+software versions and the batch), ``chunks/*.npz`` (finished runs; each also
+carries its sweep's fingerprint, run count, run range and batch), ``results.nc`` and
 ``summary.json`` (this call's statistics, and under ``calls`` those of every
 call that computed runs here). Rerunning the same sweep into it computes only the
 missing runs; a different sweep is refused, by ``sweep.json`` or, if that was
@@ -705,8 +709,9 @@ def run(
         chunk_size: runs per compiled call (rounded down to a multiple of
             the device count, at most what fits ``memory_budget``); a sweep
             with fewer runs is padded to it, so every sweep given the same
-            ``chunk_size`` runs in programs of one shape. Default: as many as
-            fit ``memory_budget`` (on CPU at most :data:`CPU_RUNS_PER_DEVICE`
+            ``chunk_size`` runs in programs of one shape. Default: the chunk
+            size ``out_dir``'s finished runs record, else as many as fit
+            ``memory_budget`` (on CPU at most :data:`CPU_RUNS_PER_DEVICE`
             per device), and no more than the sweep's runs.
         memory_budget: device bytes the chunk may use in all (default:
             ``memory_fraction`` of the free device memory, see
@@ -719,7 +724,10 @@ def run(
         A :class:`SweepResult`.
 
     Raises:
-        ValueError: ``out_dir`` holds a different sweep, or bad options.
+        ValueError: ``out_dir`` holds a different sweep, or bad options, or
+            runs of this sweep computed at another batch than the missing runs
+            would be (another ``chunk_size``, device count, platform or
+            ``XLA_FLAGS``: :func:`jaxreplay.engine.plan.check_batch`).
         MemoryError: a single run (per device) does not fit the budget, the
             results do not fit the host's available memory, or the chunks and
             ``results.nc`` do not fit the free disk under ``out_dir``; raised
