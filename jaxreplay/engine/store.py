@@ -210,7 +210,16 @@ class ChunkStore:
                 "or the folder to start over."
             )
         self._vouched = frozenset(unfingerprinted)
-        batch = json.loads(next(iter(batches))) if batches else None
+        batch = None
+        if batches:
+            (text, name), *_ = batches.items()
+            try:
+                batch = json.loads(text)
+            except ValueError:
+                raise ValueError(
+                    f"{self.chunk_dir / name}'s meta.batch is not JSON ({text[:40]!r}): delete that chunk (its "
+                    "runs are then recomputed) and rerun."
+                ) from None
         return Scan(done, tuple(damaged), tuple(unfingerprinted), manifest is None or legacy, batch)
 
     def prepare(self, scan: Scan) -> None:

@@ -762,15 +762,18 @@ def run(
     )
 
     def make_plan(found: store_lib.Scan | None):
-        if found is None:
-            return plan_lib.make_plan(sweep, np.zeros(sweep.num_runs, bool), resources, chunk_size=chunk_size)
-        try:
-            recorded = plan_lib.Batch.from_dict(found.batch) if found.batch is not None else None
-        except ValueError as e:
-            raise ValueError(f"{out}: a chunk's meta.batch is {e}: delete that chunk (its runs are then recomputed).")
+        """The plan, given what the store's scan ``found`` (None: in memory, nothing done or recorded)."""
+        recorded = None
+        if found is not None and found.batch is not None:
+            try:
+                recorded = plan_lib.Batch.from_dict(found.batch)
+            except ValueError as e:
+                raise ValueError(
+                    f"{out}: a chunk's meta.batch is {e}: delete that chunk (its runs are then recomputed)."
+                ) from None
         plan = plan_lib.make_plan(
             sweep,
-            found.done,
+            found.done if found is not None else np.zeros(sweep.num_runs, bool),
             resources,
             chunk_size=chunk_size,
             out=out,
@@ -779,9 +782,9 @@ def run(
             processes=processes,
             recorded=recorded,
         )
-        assert store is not None and plan.batch is not None
-        # What the chunks are computed at (a finished sweep keeps what its chunks record).
-        store.batch = plan.batch.to_dict() if plan.runs_done < plan.num_runs else found.batch
+        if store is not None and found is not None and plan.batch is not None:
+            # What the chunks are computed at (a finished sweep keeps what its chunks record).
+            store.batch = plan.batch.to_dict() if plan.runs_done < plan.num_runs else found.batch
         return plan
 
     if store is not None:
