@@ -26,4 +26,5 @@ BENCHMARKS: dict[str, str] = {
     "roofline": "benchmarks.roofline",
     "theory": "benchmarks.theory",
     "xla_flags": "benchmarks.xla_flags",
+    "cpu_batch_flags": "benchmarks.cpu_batch_flags",
 }

@@ -100,3 +100,43 @@ def test_sweep_is_normalised_once_on_construction():
 
     c = dataclasses.replace(a, seeds=3)  # replace goes through the same normalisation
     assert c.seeds == 3 and c.setup == a.setup and c.fingerprint() != a.fingerprint()
+
+
+def test_a_resume_at_another_batch_is_refused_by_the_plan_naming_what_differs(tmp_path):
+    out = tmp_path / "out"
+    done = np.arange(8) < 4  # 4 runs missing
+    recorded = plan_lib.Batch("cpu", "cpu", 1, 2, "")
+    # Without a chunk size the recorded one is asked for; with it, or on a finished sweep, anything goes.
+    assert plan_lib.make_plan(SWEEP, done, PLENTY, out=out, recorded=recorded).chunk_size == 2
+    assert plan_lib.make_plan(SWEEP, done, PLENTY, chunk_size=2, out=out, recorded=recorded).batch == recorded
+    assert plan_lib.make_plan(SWEEP, np.ones(8, bool), PLENTY._replace(platform="gpu"), chunk_size=8,
+                              recorded=recorded).chunks == ()
+    cases = [
+        (dict(chunk_size=4), {}, r"but chunk_size 4 asked for computes its 4 missing runs at 4 per device: rerun with "
+                                 r"chunk_size 2 \(--chunk-size 2\) or none"),
+        ({}, dict(platform="gpu", device_kind="NVIDIA H100"), r"this process runs on NVIDIA H100 \(gpu\)\. Finish the "
+                                                              r"sweep on cpu \(cpu\)"),
+        ({}, dict(xla_flags="--xla_cpu_max_isa=AVX2"), r"this process has XLA_FLAGS '--xla_cpu_max_isa=AVX2'\. Set "
+                                                       r"XLA_FLAGS to '' before starting Python"),
+        ({}, dict(num_devices=2), r"this process shards over 2 device\(s\)\. Finish the sweep with 1 local device"),
+        ({}, dict(memory_budget=plan_lib.estimate_bytes_per_run(SWEEP)),
+         r"\(chunk_size 2\), but only 1 runs fit the memory budget now"),
+    ]
+    for options, machine, message in cases:
+        where = rf"^{out} holds runs computed at 2 run\(s\) per device on 1 × cpu \(cpu\), XLA_FLAGS ''"
+        with pytest.raises(ValueError, match=rf"{where}.*{message}"):
+            plan_lib.make_plan(SWEEP, done, PLENTY._replace(**machine), out=out, recorded=recorded, **options)
+    assert not out.exists()
+
+
+def test_the_recorded_xla_flags_leave_out_the_device_count_and_name_the_batch_independence_flags():
+    flags = "--xla_force_host_platform_device_count=4 --xla_cpu_experimental_ynn_fusion_type= --xla_cpu_max_isa=AVX2"
+    assert plan_lib.xla_flags_in_environment({"XLA_FLAGS": flags}) == (
+        "--xla_cpu_experimental_ynn_fusion_type= --xla_cpu_max_isa=AVX2")
+    assert plan_lib.xla_flags_in_environment({}) == ""
+    batch = plan_lib.Batch("cpu", "cpu", 4, 3, plan_lib.xla_flags_in_environment({"XLA_FLAGS": flags}))
+    assert batch.chunk_size == 12 and batch.batch_independence_flags
+    assert plan_lib.Batch.from_dict(json.loads(json.dumps(batch.to_dict()))) == batch
+    assert not batch._replace(xla_flags="--xla_cpu_max_isa=AVX2").batch_independence_flags
+    with pytest.raises(ValueError, match="not a recorded batch"):
+        plan_lib.Batch.from_dict(dict(batch.to_dict(), devices="4"))

@@ -550,14 +550,19 @@ def test_sweep_killed_with_sigkill_resumes_to_identical_results(tmp_path):
 
     sweep = sw.Sweep.from_toml(config)
     with pytest.warns(sw.SweepWarning, match=rf"left by process {proc.pid}@.*killed\?\): taken over"):
-        resumed = sw.run(sweep, out, chunk_size=16, progress=False)
+        with pytest.raises(ValueError, match=r"rerun with chunk_size 1 \(--chunk-size 1\) or none"):
+            sw.run(sweep, out, chunk_size=16, progress=False)  # never mixed with runs of another batch
+    assert not (out / "sweep.lock").exists()  # released by the refused run
+    resumed = sw.run(sweep, out, progress=False)  # at the recorded chunk size
     assert not (out / "sweep.lock").exists()
     assert resumed.stats.runs_resumed == finished and resumed.stats.runs_computed == 80 - finished
+    assert resumed.stats.chunk_size == 1
     assert not list(out.rglob(".tmp-*")), "a partial file was left behind"
     for path in (out / "chunks").glob("*.npz"):
         with np.load(path, allow_pickle=False) as data:
             assert data["run_index"].size >= 1
-    _same(resumed.dataset, sw.run(sweep, None, progress=False).dataset)
+    # (At the same batch: at 80 runs per program XLA:CPU rounds one of these runs differently.)
+    _same(resumed.dataset, sw.run(sweep, None, chunk_size=1, progress=False).dataset)
 
 
 def test_an_edited_manifest_is_refused_as_damaged_and_deleting_it_alone_is_enough(tmp_path, capsys):
@@ -928,3 +933,102 @@ def test_a_resumed_sweep_runs_its_missing_runs_at_the_original_batch_size(tmp_pa
     assert _cli("sweep", config, "--out", other, "--quiet", "--chunk-size", "12") == 0
     assert json.loads((other / "summary.json").read_text())["chunk_size"] == 12
     _same(sw.load(other), reference)
+
+
+# ----------------------------------------------------------------------------
+# The batch a chunk was computed at: recorded, and never mixed on resume
+# ----------------------------------------------------------------------------
+
+
+@jax.custom_batching.custom_vmap
+def _plus_batch_size(x):
+    return x
+
+
+@_plus_batch_size.def_vmap
+def _plus_batch_size_rule(axis_size, in_batched, x):
+    return x + axis_size, in_batched[0]
+
+
+@pytest.fixture
+def batch_dependent(monkeypatch):
+    """LineSearch whose Δθ record is shifted by the batch size of the program it runs in: a stand-in for
+    XLA rounding a DQN run differently at another batch size (benchmarks/README.md), at LineSearch's cost."""
+    from jaxreplay import experiments
+    from jaxreplay.engine import execute
+
+    real = ls.EXPERIMENT
+
+    def advance(state, hparams, setup):
+        state, record = real.advance(state, hparams, setup)
+        return state, dict(record, dtheta=_plus_batch_size(record["dtheta"]))
+
+    fake = real._replace(advance=advance)
+    monkeypatch.setattr(experiments, "get", lambda name: fake if name == "linesearch" else real)
+    execute.clear_program_cache()  # (programs are cached by experiment name and setup)
+    yield
+    execute.clear_program_cache()
+
+
+def test_a_resume_computes_its_missing_runs_at_the_recorded_batch_or_refuses(tmp_path, batch_dependent):
+    sweep = sw.Sweep.from_toml(_write(tmp_path, TINY_TOML))  # 8 runs
+    reference = sw.run(sweep, tmp_path / "ref", chunk_size=2, progress=False).dataset
+    default = sw.run(sweep, None, progress=False)  # all 8 runs in one program: Δθ shifted by 8, not 2
+    assert default.stats.chunk_size == 8
+    np.testing.assert_allclose(default.dataset.dtheta - reference.dtheta, 6.0)
+    out = tmp_path / "out"
+    sw.run(sweep, out, chunk_size=2, progress=False)
+    chunks = sorted((out / "chunks").glob("runs-*.npz"))
+    # Resumed without a chunk size: not at the default 8 (mixing runs of two programs), at the recorded 2.
+    chunks[-1].unlink()
+    resumed = sw.run(sweep, out, progress=False)
+    _same(resumed.dataset, reference)
+    assert (resumed.stats.runs_computed, resumed.stats.chunk_size) == (2, 2)
+    with np.load(chunks[0], allow_pickle=False) as data:
+        recorded = json.loads(str(data["meta.batch"]))
+    device = jax.devices()[0]
+    assert recorded == dict(platform=device.platform, device_kind=device.device_kind, devices=1, runs_per_device=2,
+                            xla_flags=recorded["xla_flags"], batch_independence_flags=False)
+    assert json.loads((out / "sweep.json").read_text())["batch"] == recorded
+
+    # Asked for another chunk size: refused, naming it and the recorded one; nothing written.
+    chunks[0].unlink()
+    before = sorted(p.name for p in (out / "chunks").iterdir())
+    refused = (r"^\S+ holds runs computed at 2 run\(s\) per device on 1 × .* \(chunk_size 2\), but chunk_size 4 "
+               r"asked for computes its 2 missing runs at 4 per device: "
+               r"rerun with chunk_size 2 \(--chunk-size 2\) or none")
+    with pytest.raises(ValueError, match=refused):
+        sw.run(sweep, out, chunk_size=4, progress=False)
+    assert sorted(p.name for p in (out / "chunks").iterdir()) == before
+    # A finished sweep is only assembled: any chunk size is fine, the manifest keeps the recorded batch.
+    sw.run(sweep, out, chunk_size=2, progress=False)
+    _same(sw.run(sweep, out, chunk_size=4, progress=False).dataset, reference)
+    assert json.loads((out / "sweep.json").read_text())["batch"] == recorded
+
+
+def test_a_resume_at_another_chunk_size_is_refused_in_one_line(tmp_path, capsys):
+    config = _write(tmp_path, TINY_TOML)
+    out = tmp_path / "out"
+    assert _cli("sweep", config, "--out", out, "--quiet", "--chunk-size", "3") == 0
+    sorted((out / "chunks").glob("runs-*.npz"))[-1].unlink()
+    capsys.readouterr()
+    assert _cli("sweep", config, "--out", out, "--quiet", "--chunk-size", "2") == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and err.startswith(f"jaxreplay sweep: error: {out} holds runs computed at 3 run(s) ")
+    assert "rerun with chunk_size 3 (--chunk-size 3) or none, or use a new output folder" in err
+    assert _cli("sweep", config, "--out", out, "--quiet") == 0  # without one: at the recorded 3
+    assert json.loads((out / "summary.json").read_text())["chunk_size"] == 3
+
+
+def test_the_chunks_of_two_batches_in_one_folder_are_refused(tmp_path):
+    sweep = sw.Sweep.from_toml(_write(tmp_path, TINY_TOML))
+    out = tmp_path / "out"
+    sw.run(sweep, out, chunk_size=4, progress=False)
+    first = sorted((out / "chunks").glob("runs-*.npz"))[0]
+    with np.load(first, allow_pickle=False) as data:
+        arrays = dict(data)
+    batch = json.loads(str(arrays["meta.batch"]))
+    arrays["meta.batch"] = np.array(json.dumps(dict(batch, runs_per_device=8), sort_keys=True))
+    np.savez(first, **arrays)  # as an older jaxreplay's mixed resume (plus the record) would have left it
+    with pytest.raises(ValueError, match=r"holds chunks computed at different batches .*delete the chunks of one"):
+        sw.run(sweep, out, progress=False)

@@ -13,6 +13,7 @@ a file: the shapes come from tracing (``jax.eval_shape``, ``jax.make_jaxpr``).
 from __future__ import annotations
 
 import math
+import os
 import pathlib
 from typing import TYPE_CHECKING, Any, NamedTuple
 
@@ -25,8 +26,11 @@ if TYPE_CHECKING:  # (the engine's declaration module imports this one)
     from jaxreplay.engine.sweep import Sweep
 
 __all__ = [
+    "Batch",
+    "BATCH_INDEPENDENCE_FLAGS",
     "Plan",
     "Resources",
+    "xla_flags_in_environment",
     "make_plan",
     "check_run_options",
     "estimate_bytes_per_run",
@@ -57,6 +61,124 @@ def check_run_options(prefix: str = "", chunk_size=None, memory_fraction=None, m
         not number(memory_budget) or not math.isfinite(memory_budget) or memory_budget < 1
     ):
         raise ValueError(f"{prefix}memory_budget must be a positive number of bytes, got {memory_budget!r}.")
+
+
+# ----------------------------------------------------------------------------
+# The program a run is computed in
+# ----------------------------------------------------------------------------
+
+# The two XLA:CPU flags that removed the batch dependence docs/design.md §5 describes on the
+# machine it was found on (they do not remove it everywhere: benchmarks/README.md measures it).
+BATCH_INDEPENDENCE_FLAGS = ("--xla_cpu_max_isa=AVX2", "--xla_cpu_experimental_ynn_fusion_type=")
+
+# The forced host device count is recorded as Batch.devices, not as a flag.
+_DEVICE_COUNT_FLAG = "--xla_force_host_platform_device_count"
+
+
+def xla_flags_in_environment(environ=None) -> str:
+    """``XLA_FLAGS`` of ``environ`` (default ``os.environ``), sorted, the forced host device count left out.
+
+    XLA reads ``XLA_FLAGS`` once, when JAX starts its backend; this reads the
+    environment now, so it is what was in force if nobody changed it after
+    JAX's first computation (the CLI and the engine never change it).
+    """
+    flags = str((os.environ if environ is None else environ).get("XLA_FLAGS", "")).split()
+    return " ".join(sorted(f for f in flags if not f.startswith(_DEVICE_COUNT_FLAG)))
+
+
+class Batch(NamedTuple):
+    """The program a sweep's runs are computed in, as far as a run's bits depend on it.
+
+    XLA compiles a chunk's program for its shape and the machine, and may round
+    a run differently in a program of another batch size (measured:
+    ``benchmarks/README.md``), on another backend or under other ``XLA_FLAGS``.
+    Recorded in ``sweep.json`` and in every chunk, so a resumed sweep computes
+    its missing runs in the same program or refuses (:func:`make_plan`).
+
+    Attributes:
+        platform: JAX's platform of the devices (``"cpu"``, ``"gpu"``, ``"tpu"``).
+        device_kind: their ``Device.device_kind`` (``"cpu"``, ``"NVIDIA H100 80GB HBM3"``).
+        devices: local devices a chunk's run axis is sharded over.
+        runs_per_device: runs in each device's program (the chunk size over ``devices``).
+        xla_flags: :func:`xla_flags_in_environment` when the runs were computed.
+    """
+
+    platform: str
+    device_kind: str
+    devices: int
+    runs_per_device: int
+    xla_flags: str
+
+    @property
+    def chunk_size(self) -> int:
+        """Runs per compiled call, over all local devices."""
+        return self.devices * self.runs_per_device
+
+    @property
+    def batch_independence_flags(self) -> bool:
+        """Whether both :data:`BATCH_INDEPENDENCE_FLAGS` were in ``xla_flags``."""
+        return all(flag in self.xla_flags.split() for flag in BATCH_INDEPENDENCE_FLAGS)
+
+    def to_dict(self) -> dict:
+        """As stored in ``sweep.json`` and in a chunk (JSON; the derived flag spelled out for readers)."""
+        return dict(self._asdict(), batch_independence_flags=self.batch_independence_flags)
+
+    @classmethod
+    def from_dict(cls, stored: dict) -> "Batch":
+        """The :class:`Batch` that :meth:`to_dict` stored. ValueError if a field is missing or mistyped."""
+        try:
+            batch = cls(*(stored[name] for name in cls._fields))
+        except (KeyError, TypeError) as e:
+            raise ValueError(f"not a recorded batch ({type(e).__name__}: {e})") from None
+        kinds = (str, str, int, int, str)
+        if not all(isinstance(v, k) and not isinstance(v, bool) for v, k in zip(batch, kinds)):
+            raise ValueError(f"not a recorded batch: {stored!r}")
+        return batch
+
+    def describe(self) -> str:
+        """``"4 runs per device on 1 × cpu (cpu), XLA_FLAGS ''"``."""
+        return (
+            f"{self.runs_per_device} run(s) per device on {self.devices} × {self.device_kind} "
+            f"({self.platform}), XLA_FLAGS {self.xla_flags!r}"
+        )
+
+
+def check_batch(recorded: Batch | None, batch: Batch, chunk_size: int | None, missing: int, out) -> None:
+    """Refuse (ValueError, one line) computing the ``missing`` runs of ``out`` in another program than
+    its finished runs were computed in (``recorded``; None: none recorded, nothing to check).
+
+    ``chunk_size`` is the chunk size the caller asked for (None: none; the
+    plan then asked for the recorded one and got ``batch.chunk_size``).
+    """
+    if recorded is None or not missing or recorded == batch:
+        return
+    where = f"{out} holds runs computed at {recorded.describe()}"
+    keep = "so that runs computed in different programs are never mixed into one sweep (XLA may round them differently)"
+    if (recorded.platform, recorded.device_kind) != (batch.platform, batch.device_kind):
+        raise ValueError(
+            f"{where}; this process runs on {batch.device_kind} ({batch.platform}). Finish the sweep on "
+            f"{recorded.device_kind} ({recorded.platform}), or use a new output folder, {keep}."
+        )
+    if recorded.xla_flags != batch.xla_flags:
+        raise ValueError(
+            f"{where}; this process has XLA_FLAGS {batch.xla_flags!r}. Set XLA_FLAGS to {recorded.xla_flags!r} "
+            f"before starting Python (XLA reads it once), or use a new output folder, {keep}."
+        )
+    if recorded.devices != batch.devices:
+        raise ValueError(
+            f"{where}; this process shards over {batch.devices} device(s). Finish the sweep with "
+            f"{recorded.devices} local device(s), or use a new output folder, {keep}."
+        )
+    if chunk_size is not None:
+        raise ValueError(
+            f"{where} (chunk_size {recorded.chunk_size}), but chunk_size {chunk_size} asked for computes its "
+            f"{missing} missing runs at {batch.runs_per_device} per device: rerun with chunk_size "
+            f"{recorded.chunk_size} (--chunk-size {recorded.chunk_size}) or none, or use a new output folder, {keep}."
+        )
+    raise ValueError(
+        f"{where} (chunk_size {recorded.chunk_size}), but only {batch.chunk_size} runs fit the memory budget "
+        f"now: free device memory or raise memory_budget / memory_fraction, or use a new output folder, {keep}."
+    )
 
 
 # ----------------------------------------------------------------------------
@@ -237,6 +359,8 @@ class Resources(NamedTuple):
             process writes no chunks or results (in memory, or not process 0).
         num_devices: local devices the run axis is sharded over.
         on_cpu: whether those devices are CPUs (their memory is the host's).
+        platform, device_kind: those devices' (see :class:`Batch`).
+        xla_flags: :func:`xla_flags_in_environment` of this process.
     """
 
     memory_budget: int
@@ -244,6 +368,9 @@ class Resources(NamedTuple):
     free_disk: int | None
     num_devices: int
     on_cpu: bool
+    platform: str = "cpu"
+    device_kind: str = "cpu"
+    xla_flags: str = ""
 
 
 class Plan(NamedTuple):
@@ -264,6 +391,7 @@ class Plan(NamedTuple):
             seed reduction; else 1): every chunk holds whole groups of them.
         segment_points: points of each kept record per segment, before the
             stride (0 if none is kept).
+        batch: the program the chunks are computed in (:class:`Batch`), or None.
     """
 
     num_runs: int
@@ -279,6 +407,7 @@ class Plan(NamedTuple):
     disk_bytes: int
     align: int = 1
     segment_points: int = 0
+    batch: Batch | None = None
 
     @property
     def runs_to_compute(self) -> int:
@@ -303,6 +432,7 @@ def make_plan(
     writable: bool = True,
     process: int = 0,
     processes: int = 1,
+    recorded: Batch | None = None,
 ) -> Plan:
     """Decide the chunks of ``sweep`` still to compute, or refuse; pure (no file, no compilation).
 
@@ -315,9 +445,13 @@ def make_plan(
         writable: whether ``out`` can be written.
         process, processes: this process and the process count (process ``p``
             takes chunks ``p, p + P, ...`` of the missing runs).
+        recorded: the :class:`Batch` the finished runs were computed at (from
+            the chunk store; None: none recorded). Without ``chunk_size`` the
+            missing runs are computed at its chunk size.
 
     Raises:
-        ValueError: a bad ``chunk_size``; ``out`` is not writable but runs are missing.
+        ValueError: a bad ``chunk_size``; ``out`` is not writable but runs are missing; runs are
+            missing and would be computed in another program than ``recorded`` (:func:`check_batch`).
         MemoryError: one run per device does not fit the budget; the results
             do not fit the host's memory; chunks and ``results.nc`` do not fit
             ``resources.free_disk``. The message gives the numbers.
@@ -333,12 +467,22 @@ def make_plan(
     align = sweep.seeds if sweep.record.reduce else 1
     # Sized for the whole sweep, not for the runs still missing: a resumed sweep then runs its
     # remaining runs in programs of the same batch size as the first attempt (XLA may round a
-    # run differently at another batch size, docs/design.md), at the cost of padding.
-    chunk = _choose_chunk(per_run, resources.memory_budget, resources.num_devices, runs, chunk_size, cpu_cap, fp, align)
+    # run differently at another batch size, docs/design.md), at the cost of padding. Where the
+    # finished runs record their batch, that one is asked for (check_batch refuses any other).
+    asked = recorded.chunk_size if chunk_size is None and recorded is not None else chunk_size
+    chunk = _choose_chunk(per_run, resources.memory_budget, resources.num_devices, runs, asked, cpu_cap, fp, align)
+    batch = Batch(
+        resources.platform,
+        resources.device_kind,
+        resources.num_devices,
+        chunk // resources.num_devices,
+        resources.xla_flags,
+    )
     host = _check_host_memory(
         runs, per_result, chunk, chunk * per_run if resources.on_cpu else 0, resources.host_memory
     )
     missing = np.flatnonzero(~np.asarray(done, bool))
+    check_batch(recorded, batch, chunk_size, missing.size, out)
     if out is not None and not writable and missing.size:
         raise ValueError(
             f"{out} is not writable (read-only or no permission) and {missing.size} of {runs} runs are "
@@ -362,6 +506,7 @@ def make_plan(
         disk_bytes=disk,
         align=align,
         segment_points=points,
+        batch=batch,
     )
 
 

@@ -1,8 +1,10 @@
 """The chunk store: one sweep's output folder, and the only code that reads or writes it.
 
-The folder holds ``sweep.json`` (the config, its fingerprint and the software
-versions), ``chunks/*.npz`` (finished runs; each also carries its sweep's
-fingerprint, run count and run range), ``results.nc`` and ``summary.json``.
+The folder holds ``sweep.json`` (the config, its fingerprint, the software
+versions and the batch its runs are computed at), ``chunks/*.npz`` (finished
+runs; each also carries its sweep's fingerprint, run count, run range and the
+batch it was computed at, :class:`jaxreplay.engine.plan.Batch`), ``results.nc``
+and ``summary.json``.
 A :class:`ChunkStore` is used in three steps by :func:`jaxreplay.engine.sweep.run`:
 
 .. code-block:: text
@@ -20,6 +22,8 @@ A :class:`ChunkStore` is used in three steps by :func:`jaxreplay.engine.sweep.ru
 A chunk is only ever used by the sweep that wrote it: a chunk of another sweep
 (another fingerprint, with or without ``sweep.json``) refuses the run with a
 ``ValueError``; a damaged one is set aside and its runs are computed again.
+:meth:`ChunkStore.scan` reports the batch the chunks were computed at, so the
+plan computes the missing runs in the same program or refuses.
 """
 
 from __future__ import annotations
@@ -222,8 +226,11 @@ def _alive_or_unknown(holder: _Holder) -> bool:
 
 # A chunk is self-describing: besides its arrays (record.*, summary.*) and run_index it
 # carries the fingerprint of its sweep, the sweep's run count and its run range, so a
-# chunk is only ever used by the sweep that wrote it, with or without sweep.json.
+# chunk is only ever used by the sweep that wrote it, with or without sweep.json. It also
+# carries the batch it was computed at (JSON of plan.Batch.to_dict; absent before jaxreplay
+# recorded it), so a resume never mixes runs of two programs.
 _META_FINGERPRINT, _META_NUM_RUNS, _META_RUN_RANGE = "meta.fingerprint", "meta.num_runs", "meta.run_range"
+_META_BATCH = "meta.batch"
 
 
 class _DamagedChunk(Exception):
@@ -239,12 +246,16 @@ class Scan(NamedTuple):
         unfingerprinted: names of fingerprint-less chunks of an older jaxreplay
             accepted as this sweep's (vouched for by its verified manifest).
         write_manifest: whether ``sweep.json`` is missing or of an older jaxreplay.
+        batch: the batch (:meth:`jaxreplay.engine.plan.Batch.to_dict`) the intact
+            chunks were computed at; None if none records one (none yet, or
+            written by a jaxreplay that did not record it).
     """
 
     done: np.ndarray
     damaged: tuple[tuple[pathlib.Path, str], ...]
     unfingerprinted: tuple[str, ...]
     write_manifest: bool
+    batch: dict | None = None
 
 
 class ChunkStore:
@@ -264,6 +275,9 @@ class ChunkStore:
         self.repair = repair
         self.fingerprint = sweep.fingerprint()
         self._vouched: frozenset[str] = frozenset()
+        # The batch (plan.Batch.to_dict) this call computes at: set by sweep.run once the plan is
+        # made, written into sweep.json by prepare and into every chunk by save.
+        self.batch: dict | None = None
 
     @property
     def chunk_dir(self) -> pathlib.Path:
@@ -304,7 +318,8 @@ class ChunkStore:
         Raises:
             ValueError: the folder holds another sweep (by its manifest, or by a
                 chunk's fingerprint); the manifest is damaged; a chunk is damaged
-                and the folder cannot be written (it cannot be set aside).
+                and the folder cannot be written (it cannot be set aside); its
+                chunks record two different batches.
         """
         self.check_folder()
         manifest = self._check_manifest()
@@ -312,6 +327,7 @@ class ChunkStore:
         vouched: frozenset[str] | bool = True if legacy else (manifest["vouched"] if manifest else frozenset())
         done = np.zeros(self.sweep.num_runs, bool)
         damaged, unfingerprinted = [], []
+        batches: dict[str, str] = {}  # recorded batch (JSON) -> the first chunk recording it
         for path in self._chunk_paths():
             try:
                 done[self._chunk_runs(path, vouched)] = True
@@ -323,16 +339,35 @@ class ChunkStore:
                     ) from None
                 damaged.append((path, str(e)))
                 continue
-            if _is_vouched(path.name, vouched):
-                with np.load(path, allow_pickle=False) as data:
-                    if _META_FINGERPRINT not in data.files:
-                        unfingerprinted.append(path.name)
+            with np.load(path, allow_pickle=False) as data:
+                if _is_vouched(path.name, vouched) and _META_FINGERPRINT not in data.files:
+                    unfingerprinted.append(path.name)
+                if _META_BATCH in data.files:
+                    batches.setdefault(str(data[_META_BATCH]), path.name)
+        if len(batches) > 1:
+            (a, first), (b, second) = list(batches.items())[:2]
+            raise ValueError(
+                f"{self.out} holds chunks computed at different batches ({first}: {a}; {second}: {b}), which "
+                "may round runs differently: delete the chunks of one of them (their runs are then recomputed) "
+                "or the folder to start over."
+            )
         self._vouched = frozenset(unfingerprinted)
-        return Scan(done, tuple(damaged), tuple(unfingerprinted), manifest is None or legacy)
+        batch = None
+        if batches:
+            (text, name), *_ = batches.items()
+            try:
+                batch = json.loads(text)
+            except ValueError:
+                raise ValueError(
+                    f"{self.chunk_dir / name}'s meta.batch is not JSON ({text[:40]!r}): delete that chunk (its "
+                    "runs are then recomputed) and rerun."
+                ) from None
+        return Scan(done, tuple(damaged), tuple(unfingerprinted), manifest is None or legacy, batch)
 
     def prepare(self, scan: Scan) -> None:
         """Make the folder ready for writing: create it and ``chunks/``, delete temp files a killed writer
-        left, set the damaged chunks of ``scan`` aside (warning), write ``sweep.json`` if needed.
+        left, set the damaged chunks of ``scan`` aside (warning), write ``sweep.json`` if needed (missing,
+        of an older jaxreplay, or recording another batch than :attr:`batch`, which the plan has accepted).
 
         Chunks are checked (by :meth:`scan`) before a missing manifest is
         written: chunks of another sweep (``sweep.json`` deleted, config
@@ -358,18 +393,34 @@ class ChunkStore:
             }
             if scan.unfingerprinted:  # an older jaxreplay's chunks of this sweep, adopted with its manifest
                 manifest["unfingerprinted_chunks"] = sorted(scan.unfingerprinted)
+            if self.batch is not None:
+                manifest["batch"] = self.batch
             atomic_write(out / "sweep.json", json.dumps(manifest, indent=2).encode())
+        elif self.batch is not None:
+            self._record_batch_in_manifest()
+
+    def _record_batch_in_manifest(self) -> None:
+        """Set ``sweep.json``'s ``batch`` to :attr:`batch` (a manifest of this sweep, checked by :meth:`scan`;
+        its other fields kept): one written before batches were recorded, or whose chunks were all deleted."""
+        path = self.out / "sweep.json"
+        manifest = json.loads(path.read_text())
+        if manifest.get("batch") != self.batch:
+            manifest["batch"] = self.batch
+            atomic_write(path, json.dumps(manifest, indent=2).encode())
 
     # -- chunks -------------------------------------------------------------------
 
     def save(self, part: dict[str, np.ndarray]) -> None:
-        """Save one finished chunk (its arrays and ``run_index``) atomically, with this sweep's fingerprint."""
+        """Save one finished chunk (its arrays and ``run_index``) atomically, with this sweep's fingerprint
+        and the batch it was computed at (:attr:`batch`, if set)."""
         runs = part["run_index"]
         meta = {
             _META_FINGERPRINT: np.array(self.fingerprint),
             _META_NUM_RUNS: np.array(self.sweep.num_runs, np.int64),
             _META_RUN_RANGE: np.array([runs.min(), runs.max() + 1], np.int64),
         }
+        if self.batch is not None:
+            meta[_META_BATCH] = np.array(json.dumps(self.batch, sort_keys=True))
         atomic_write(
             self.chunk_dir / f"runs-{int(runs[0]):09d}-{len(runs):07d}-{uuid.uuid4().hex[:8]}.npz",
             lambda f: np.savez(f, **part, **meta),  # type: ignore[arg-type]  # numpy's stub: **kwds vs allow_pickle

@@ -36,8 +36,12 @@ Reproducibility. Run r's key is ``fold_in(key(sweep.seed), r % seeds)``: it
 depends only on the seed index, never on the chunk or device a run lands on, and
 runs with the same seed index share their random numbers across the grid
 (common random numbers: differences between settings are not seed noise).
-Results are bit-identical whatever the chunk size, the number of devices, or
-how often the sweep was interrupted and resumed (tested).
+A run's floating-point result can still depend on the program it is computed
+in (XLA picks kernels by batch shape), so every chunk records its batch
+(:class:`jaxreplay.engine.plan.Batch`) and a resumed sweep computes its missing
+runs at the recorded batch, or refuses (naming ``chunk_size``, the device count,
+platform or ``XLA_FLAGS``): however often it was interrupted, a sweep gives
+exactly the results of an uninterrupted run (tested).
 
 Devices and hosts. The run axis of each chunk is sharded over all local
 devices with a one-axis :class:`jax.sharding.Mesh` (``"runs"``) and
@@ -62,9 +66,9 @@ or seed count over the same setup -- a notebook cell edited and rerun --
 compiles nothing new unless the chunk shape changes
 (:func:`clear_program_cache` frees them).
 
-The output directory holds ``sweep.json`` (the config, its fingerprint and the
-software versions), ``chunks/*.npz`` (finished runs; each also carries its
-sweep's fingerprint, run count and run range), ``results.nc`` and
+The output directory holds ``sweep.json`` (the config, its fingerprint, the
+software versions and the batch), ``chunks/*.npz`` (finished runs; each also
+carries its sweep's fingerprint, run count, run range and batch), ``results.nc`` and
 ``summary.json`` (this call's statistics, and under ``calls`` those of every
 call that computed runs here). Rerunning the same sweep into it computes only the
 missing runs; a different sweep is refused, by ``sweep.json`` (itself refused
@@ -745,8 +749,9 @@ def run(
         chunk_size: runs per compiled call (rounded down to a multiple of
             the device count, at most what fits ``memory_budget``); a sweep
             with fewer runs is padded to it, so every sweep given the same
-            ``chunk_size`` runs in programs of one shape. Default: as many as
-            fit ``memory_budget`` (on CPU at most :data:`CPU_RUNS_PER_DEVICE`
+            ``chunk_size`` runs in programs of one shape. Default: the chunk
+            size ``out_dir``'s finished runs record, else as many as fit
+            ``memory_budget`` (on CPU at most :data:`CPU_RUNS_PER_DEVICE`
             per device), and no more than the sweep's runs.
         memory_budget: device bytes the chunk may use in all (default:
             ``memory_fraction`` of the free device memory, see
@@ -761,7 +766,10 @@ def run(
     Raises:
         ValueError: ``out_dir`` holds a different sweep, is being written by
             another process (one writer per folder: its lock file
-            ``sweep.lock`` names it), or bad options.
+            ``sweep.lock`` names it), or bad options, or runs of this sweep
+            computed at another batch than the missing runs would be (another
+            ``chunk_size``, device count, platform or ``XLA_FLAGS``:
+            :func:`jaxreplay.engine.plan.check_batch`).
         MemoryError: a single run (per device) does not fit the budget, the
             results do not fit the host's available memory, or the chunks and
             ``results.nc`` do not fit the free disk under ``out_dir``; raised
@@ -796,35 +804,52 @@ def run(
             free_disk=_free_disk_bytes(out) if out is not None and writable and process == 0 else None,
             num_devices=len(devices),
             on_cpu=all(d.platform == "cpu" for d in devices),
+            platform=devices[0].platform,
+            device_kind=devices[0].device_kind,
+            xla_flags=plan_lib.xla_flags_in_environment(),
         )
 
-        def make_plan(done):
-            return plan_lib.make_plan(
+        def make_plan(found: store_lib.Scan | None):
+            """The plan, given what the store's scan ``found`` (None: in memory, nothing done or recorded)."""
+            recorded = None
+            if found is not None and found.batch is not None:
+                try:
+                    recorded = plan_lib.Batch.from_dict(found.batch)
+                except ValueError as e:
+                    raise ValueError(
+                        f"{out}: a chunk's meta.batch is {e}: delete that chunk (its runs are then recomputed)."
+                    ) from None
+            plan = plan_lib.make_plan(
                 sweep,
-                done,
+                found.done if found is not None else np.zeros(sweep.num_runs, bool),
                 resources,
                 chunk_size=chunk_size,
                 out=out,
                 writable=writable,
                 process=process,
                 processes=processes,
+                recorded=recorded,
             )
+            if store is not None and found is not None and plan.batch is not None:
+                # What the chunks are computed at (a finished sweep keeps what its chunks record).
+                store.batch = plan.batch.to_dict() if plan.runs_done < plan.num_runs else found.batch
+            return plan
 
         if store is not None:
             if process == 0:
                 assert scan is not None  # process 0 scanned above
-                plan = make_plan(scan.done)  # every refusal before the folder is touched
+                plan = make_plan(scan)  # every refusal before the folder is touched
                 if writable:
                     if lock is None:  # a new folder, created now: scanned and planned again under the lock,
                         lock = store.lock()  # as another writer may have written into it since
                         scan = store.scan()
-                        plan = make_plan(scan.done)
+                        plan = make_plan(scan)
                     store.prepare(scan)
             _barrier("jaxreplay-sweep-start")  # process 0 has set damaged chunks aside and written sweep.json
             if process != 0:
-                plan = make_plan(store.scan().done)
+                plan = make_plan(store.scan())
         else:
-            plan = make_plan(np.zeros(sweep.num_runs, bool))
+            plan = make_plan(None)
 
         # Execute: finished chunks go to the store, or (in memory) straight into the assembled arrays.
         programs = execute_lib.programs_for(sweep, devices)
