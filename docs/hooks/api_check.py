@@ -4,7 +4,8 @@ mkdocstrings renders an undocumented public name as a bare signature and says no
 loads jaxreplay with griffe (statically: nothing is imported) before the build and logs one
 warning per public name without a docstring, which fails ``mkdocs build --strict``. A module's
 public names are its ``__all__`` when it has one, else every name it defines (not imports) that
-does not start with ``_``; a public class's public methods count too. The modules are those the
+does not start with ``_``; a public class's public methods count too (an override documented
+in a base class, as ``help()`` finds it, counts as documented). The modules are those the
 reference renders (the ``::: module`` lines of ``docs/api/*.md``), so a page added there is
 checked with no change here. ``python docs/hooks/api_check.py`` prints the same list and exits 1
 if it is not empty.
@@ -49,9 +50,18 @@ def undocumented(package: griffe.Module, modules: set[str]) -> list[str]:
                 missing += [
                     f"{module.path}.{name}.{m}"
                     for m, member in obj.members.items()
-                    if not m.startswith("_") and member.is_function and not member.docstring
+                    if not m.startswith("_") and member.is_function and not _inherited_docstring(obj, m)
                 ]
     return missing
+
+
+def _inherited_docstring(cls: griffe.Class, name: str) -> bool:
+    """Whether method ``name`` of ``cls`` has a docstring, its own or a base class's (as ``help()`` finds it)."""
+    for klass in (cls, *cls.mro()):
+        member = klass.members.get(name)
+        if member is not None and member.docstring:
+            return True
+    return False
 
 
 def load(root: pathlib.Path = ROOT) -> griffe.Module:

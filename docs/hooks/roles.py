@@ -9,7 +9,8 @@ rewrites each role into Markdown:
   ``[`add`][jaxreplay.buffer.add]`` (autorefs resolves it; ``mkdocs build --strict`` fails on
   one it cannot);
 * a role naming an object of jaxreplay that is not rendered (private, or in a module outside the
-  reference) or an object outside jaxreplay (``jax.jit``) becomes inline code;
+  reference) or an object outside jaxreplay (``jax.jit``, a builtin, a standard-library module)
+  becomes inline code;
 * a role naming nothing (a misspelt or removed name) is reported as a warning, which fails the
   strict build, naming the docstring and the role.
 
@@ -21,9 +22,11 @@ become plain Markdown code blocks.
 
 from __future__ import annotations
 
+import builtins
 import logging
 import pathlib
 import re
+import sys
 
 import griffe
 
@@ -74,6 +77,11 @@ def resolve(name: str, where: griffe.Object, package: griffe.Module) -> griffe.O
     return None
 
 
+def _outside(name: str) -> bool:
+    """Whether the bare ``name`` is Python's own: a builtin (``open``) or a standard-library module (``csv``)."""
+    return hasattr(builtins, name) or name in sys.stdlib_module_names
+
+
 def is_rendered(obj: griffe.Object, modules: set[str]) -> bool:
     """Whether the API reference has a heading for ``obj``: a rendered module, or a public member of one."""
     if obj.path in modules:
@@ -95,8 +103,10 @@ def rewrite(text: str, where: griffe.Object, package: griffe.Module, modules: se
         shown = name.rsplit(".", 1)[-1] if written.startswith("~") else name
         target = resolve(name, where, package)
         if target is None:
-            # Outside jaxreplay (jax.jit, xarray.Dataset): code. A bare or jaxreplay.… name must resolve.
-            if "." not in name or name.split(".")[0] == package.name:
+            # Outside jaxreplay (jax.jit, xarray.Dataset, open, csv): code. Any other bare name, or a
+            # jaxreplay.… one, was meant to be ours and must resolve.
+            top = name.split(".")[0]
+            if top == package.name or ("." not in name and not _outside(name)):
                 broken.append(written)
             return f"`{shown}`"
         return f"[`{shown}`][{target.path}]" if is_rendered(target, modules) else f"`{shown}`"
