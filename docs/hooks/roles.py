@@ -135,4 +135,4 @@ class RolesToLinks(griffe.Extension):
                 continue
             obj.docstring.value, broken = rewrite(obj.docstring.value, obj, pkg, modules)
             for role in broken:
-                _log.warning("the docstring of %s: the cross-reference %r names nothing in %s", obj.path, role, pkg.name)
+                _log.warning("the docstring of %s: %r names nothing in %s", obj.path, role, pkg.name)
