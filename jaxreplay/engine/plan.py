@@ -67,9 +67,9 @@ def check_run_options(prefix: str = "", chunk_size=None, memory_fraction=None, m
 # The program a run is computed in
 # ----------------------------------------------------------------------------
 
-# The two XLA:CPU flags that removed the batch dependence docs/design.md §5 describes on the
-# machine it was found on (they do not remove it everywhere: benchmarks/README.md measures it).
 BATCH_INDEPENDENCE_FLAGS = ("--xla_cpu_max_isa=AVX2", "--xla_cpu_experimental_ynn_fusion_type=")
+"""The two XLA:CPU flags that removed the batch dependence docs/design.md §5 describes on the
+machine it was found on (they do not remove it everywhere: benchmarks/README.md measures it)."""
 
 # The forced host device count is recorded as Batch.devices, not as a flag.
 _DEVICE_COUNT_FLAG = "--xla_force_host_platform_device_count"
