@@ -169,10 +169,14 @@ from jaxreplay import _validation
 from jaxreplay import buffer as buffer_lib
 from jaxreplay._typing import ArrayLike
 
-Transition = buffer_lib.Transition  # a pytree of arrays
-TDErrorFn = Callable[[Transition], ArrayLike]  # its result is made an array (jnp.asarray) and its shape checked
+Transition = buffer_lib.Transition
+"""One transition, or a batch of them: a pytree of arrays (as :data:`jaxreplay.buffer.Transition`)."""
+TDErrorFn = Callable[[Transition], ArrayLike]
+"""Maps a batch of transitions (leaves ``[n, ...]``) to their TD errors, ``[n]``; the result is made
+an array (``jnp.asarray``) and its shape checked."""
 
 SHRINK_READINGS = ("new", "shrunk")
+"""The two readings of Algorithm 2's shrink step, the values of ``shrink_reading`` (see :func:`update`)."""
 
 
 class AdaptiveState(NamedTuple):

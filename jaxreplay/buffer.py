@@ -53,7 +53,8 @@ import numpy as np
 from jaxreplay import _validation
 from jaxreplay._typing import ArrayLike, PyTree
 
-Transition = PyTree  # one transition, or a batch of them: a pytree of arrays
+Transition = PyTree
+"""One transition, or a batch of them: any pytree of arrays (a batch has a leading axis on every leaf)."""
 
 
 class BufferState(NamedTuple):

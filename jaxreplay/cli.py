@@ -659,7 +659,7 @@ def build_parser() -> argparse.ArgumentParser:
     ral.add_argument(
         "--readme",
         default=None,
-        metavar="README.md",
+        metavar="docs/claims.md",
         help="also write the claims table into this file's <!-- claims:begin/end --> block",
     )
     ral.add_argument("--quiet", action="store_true", help="no progress bars")
@@ -670,7 +670,7 @@ def build_parser() -> argparse.ArgumentParser:
         "(the block of the backend it ran on: claims, claims-gpu, ...)",
     )
     rrm.add_argument("dir", help="the --out folder of `reproduce all`")
-    rrm.add_argument("--readme", required=True, metavar="README.md")
+    rrm.add_argument("--readme", required=True, metavar="docs/claims.md")
     rrm.set_defaults(handler=_reproduce_readme)
     _add_study_parser(commands)
     return parser
@@ -742,7 +742,7 @@ def _add_study_parser(commands) -> None:
     sd.set_defaults(handler=_study)
     sr = kinds.add_parser("readme", help="write the summary of finished studies into a README's study block")
     sr.add_argument("dirs", nargs="+", help="study output folders (or folders holding one per game)")
-    sr.add_argument("--readme", required=True, metavar="README.md")
+    sr.add_argument("--readme", required=True, metavar="docs/study.md")
     sr.add_argument("--note", default="", help="a line written above the table")
     sr.set_defaults(handler=_study)
     sf = kinds.add_parser("refresh", help="recompute a finished study's labels and verdict (no runs) by today's rules")

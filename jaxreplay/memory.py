@@ -54,6 +54,7 @@ from jaxreplay import buffer as buffer_lib
 from jaxreplay._typing import ArrayLike
 
 KINDS = ("uniform", "prioritized", "cer")
+"""The replay memories :func:`make` builds: uniform, stored-priority (PER) and combined (CER)."""
 
 HYPERPARAMETERS: dict[str, tuple[str, ...]] = {
     "uniform": (),

@@ -105,6 +105,7 @@ from jaxreplay import buffer as buffer_lib
 from jaxreplay._typing import ArrayLike
 
 Transition = buffer_lib.Transition
+"""One transition, or a batch of them: a pytree of arrays (as :data:`jaxreplay.buffer.Transition`)."""
 
 _FLOAT = jnp.float32
 # Largest total priority (the root): finite, with a normal float32 reciprocal (Numerics).

@@ -235,13 +235,13 @@ def test_once_tracebacks_are_one_line_naming_the_option(tmp_path, capsys, monkey
 
 
 def test_reproduce_readme_writes_the_committed_runs_table(tmp_path, capsys):
-    """`reproduce readme DIR --readme FILE` (its own handler: no --seeds) rewrites the README's claims-gpu block
+    """`reproduce readme DIR --readme FILE` (its own handler: no --seeds) rewrites docs/claims.md's claims-gpu block
     from docs/paper_scale exactly as committed; a folder with no claims.json is one line of error."""
     import pathlib
 
     root = pathlib.Path(__file__).resolve().parents[1]
-    readme = tmp_path / "README.md"
-    committed = (root / "README.md").read_text()
+    readme = tmp_path / "claims.md"
+    committed = (root / "docs" / "claims.md").read_text()
     readme.write_text(committed.replace("DQN 100 seeds per setting", "DQN 1 seeds per setting"))
     assert cli.main(["reproduce", "readme", str(root / "docs" / "paper_scale"), "--readme", str(readme)]) == 0
     assert readme.read_text() == committed

@@ -118,8 +118,8 @@ def test_an_error_in_the_writing_code_propagates_unchanged_and_leaves_no_temp_fi
 
 
 def _readme(tmp_path):
-    readme = tmp_path / "README.md"
-    shutil.copy(REPO / "README.md", readme)
+    readme = tmp_path / "study.md"
+    shutil.copy(REPO / "docs" / "study.md", readme)
     return readme, lambda: cli.main(["study", "readme", str(REPO / "docs" / "study"), "--readme", str(readme)])
 
 
@@ -180,7 +180,7 @@ def test_a_full_disk_leaves_each_kind_of_file_whole(kind, tmp_path, monkeypatch,
     assert _temp_files(tmp_path) == []
     if kind == "README block":
         assert path.read_text().count("<!-- study:begin -->") == 1 and path.read_text().endswith(
-            (REPO / "README.md").read_text().split("<!-- study:end -->")[1]
+            (REPO / "docs" / "study.md").read_text().split("<!-- study:end -->")[1]
         )
     if kind == "CSV":
         assert len(path.read_text().splitlines()) == 201

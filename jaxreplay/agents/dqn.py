@@ -49,12 +49,18 @@ import optax
 from jaxreplay._typing import ArrayLike, PyTree
 
 LOSSES = ("mse", "huber")
+"""The TD losses :func:`loss_fn` accepts: squared error, or Huber (quadratic within 1, linear outside)."""
 OPTIMIZERS = ("adam", "sgd")
+"""The optax optimizers :func:`make_optimizer` builds."""
 REDUCTIONS = ("mean", "sum")
+"""How :func:`loss_fn` reduces the minibatch: its mean (the usual DQN loss) or its sum."""
 
-Params = PyTree  # a flax parameter pytree ({"params": {...}})
-OptState = PyTree  # an optax optimizer state
-Batch = dict[str, jax.Array]  # see the module docstring
+Params = PyTree
+"""A flax parameter pytree (``{"params": {...}}``)."""
+OptState = PyTree
+"""An optax optimizer state."""
+Batch = dict[str, jax.Array]
+"""A minibatch of transitions, ``{name: array[batch, ...]}`` (keys in the module docstring)."""
 
 
 class QNetwork(nn.Module):

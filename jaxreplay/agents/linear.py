@@ -19,7 +19,9 @@ import jax.numpy as jnp
 
 from jaxreplay._typing import ArrayLike
 
-Transition = dict[str, jax.Array]  # {"position", "move", "reward", "next_position"}, leaves of any leading shape
+Transition = dict[str, jax.Array]
+"""One LineSearch transition, ``{"position", "move", "reward", "next_position"}``; leaves of any
+leading shape."""
 
 EXAMPLE_TRANSITION = {
     "position": jnp.float32(0),
@@ -27,6 +29,7 @@ EXAMPLE_TRANSITION = {
     "reward": jnp.float32(0),
     "next_position": jnp.float32(0),
 }
+"""One LineSearch transition of float32 scalars, the example a replay memory is initialised from."""
 
 
 def greedy_action(theta: jax.Array) -> jax.Array:

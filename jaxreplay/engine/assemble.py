@@ -26,7 +26,9 @@ if TYPE_CHECKING:
 __all__ = ["assemble", "Assembler", "to_dataset", "write_netcdf", "load", "SEED_DIM", "CONFIG_DIM"]
 
 SEED_DIM = "seed"
+"""The dim of a sweep's results that indexes seeds."""
 CONFIG_DIM = "config"
+"""The dim that indexes configurations, in results of explicit ``points`` (a grid has one dim per axis)."""
 
 
 def assemble(sweep: Sweep, parts: Iterable[Mapping[str, np.ndarray]]):

@@ -30,6 +30,7 @@ if TYPE_CHECKING:
 __all__ = ["execute", "Execution", "programs_for", "clear_program_cache", "PROGRAM_CACHE_SIZE", "RUN_AXIS"]
 
 RUN_AXIS = "runs"
+"""The name of the mesh axis the run axis (configurations × seeds) is sharded over."""
 
 
 class Programs:
@@ -126,8 +127,8 @@ class Programs:
             return compiled(state, hparams)
 
 
-#: How many sweeps' compiled programs the process keeps (least recently used dropped first).
 PROGRAM_CACHE_SIZE = 8
+"""How many sweeps' compiled programs the process keeps (least recently used dropped first)."""
 _PROGRAM_CACHE: OrderedDict = OrderedDict()
 
 

@@ -67,9 +67,9 @@ def check_run_options(prefix: str = "", chunk_size=None, memory_fraction=None, m
 # The program a run is computed in
 # ----------------------------------------------------------------------------
 
-# The two XLA:CPU flags that removed the batch dependence docs/design.md §5 describes on the
-# machine it was found on (they do not remove it everywhere: benchmarks/README.md measures it).
 BATCH_INDEPENDENCE_FLAGS = ("--xla_cpu_max_isa=AVX2", "--xla_cpu_experimental_ynn_fusion_type=")
+"""The two XLA:CPU flags that removed the batch dependence docs/design.md §5 describes on the
+machine it was found on (they do not remove it everywhere: benchmarks/README.md measures it)."""
 
 # The forced host device count is recorded as Batch.devices, not as a flag.
 _DEVICE_COUNT_FLAG = "--xla_force_host_platform_device_count"
@@ -300,8 +300,8 @@ def estimate_result_bytes_per_run(sweep: Sweep) -> int:
     return result_bytes(sweep, footprint(sweep))
 
 
-#: Temporaries of a step, as a multiple of its largest array (see :func:`estimate_bytes_per_run`).
 TEMPORARY_FACTOR = 8
+"""Temporaries of a step, as a multiple of its largest array (see :func:`estimate_bytes_per_run`)."""
 
 
 def estimate_bytes_per_run(sweep: Sweep) -> int:
@@ -420,6 +420,7 @@ class Plan(NamedTuple):
 # 256–1024 runs and 1.4× / 2.7× higher at 4096 / 10^4 runs. Accelerators are
 # limited by memory only.
 CPU_RUNS_PER_DEVICE = 1024
+"""The most runs per device in one chunk on CPU (accelerators: limited by memory only)."""
 
 
 def make_plan(
@@ -514,7 +515,7 @@ def _check_host_memory(runs: int, result_bytes: int, chunk: int, chunk_device_by
     """Refuse (MemoryError with the numbers) a sweep whose results cannot fit the host's memory.
 
     Peak host use: the assembled results (``runs × result_bytes``, what
-    :func:`run` returns), two copies of one chunk's results (the segments
+    :func:`~jaxreplay.engine.sweep.run` returns), two copies of one chunk's results (the segments
     collected and their concatenation), the bookkeeping of which runs are
     done (9 bytes per run), and on CPU the chunk's device memory, which is
     host memory too. Returns that peak in bytes.

@@ -36,8 +36,8 @@ import numpy as np
 
 __all__ = ["Record", "STAT_DIM", "select", "reduce_seeds", "quantile_of", "segment_kept"]
 
-#: The dim of a reduced record that holds its reductions (coordinates: their names).
 STAT_DIM = "stat"
+"""The dim of a reduced record that holds its reductions (coordinates: their names)."""
 _KEYS = ("keep", "stride", "reduce")
 
 

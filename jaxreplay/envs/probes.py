@@ -42,6 +42,7 @@ from jaxreplay import _validation
 from jaxreplay._typing import ArrayLike
 
 PROBE_IDS = ("Probe-OneStep", "Probe-TwoStep", "Probe-Truncation")
+"""The ids :func:`jaxreplay.envs.make` accepts for the probe environments."""
 
 
 @struct.dataclass
@@ -78,6 +79,7 @@ class TruncationParams(environment.EnvParams):
 
 
 ProbeParams = OneStepParams | TwoStepParams | TruncationParams
+"""The parameters of any probe environment."""
 
 
 class _Probe(environment.Environment):

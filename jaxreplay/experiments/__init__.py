@@ -97,3 +97,4 @@ def get(name: str) -> Experiment:
 
 
 NAMES = ("linesearch", "dqn")
+"""The registered experiments, by the name a sweep's ``experiment`` key gives (see :func:`get`)."""

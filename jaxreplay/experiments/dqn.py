@@ -86,7 +86,9 @@ from jaxreplay.agents import dqn as agent
 from jaxreplay.experiments import Experiment
 
 SAMPLERS = memory_lib.KINDS
+"""The replay memories DQN runs with, by ``Setup.sampler``: the kinds of :func:`jaxreplay.memory.make`."""
 TARGET_UPDATES = ("hard", "polyak")
+"""How the target network follows the online one: a copy every period, or Polyak averaging."""
 ADAPTIVE_RULES = ("fixed", "aer", "random")
 """Values of ``Hyperparameters.adaptive_rule`` by index: 0 keeps the memory size
 (a static run inside an aER program), 1 is aER (Algorithm 2), 2 is the random
@@ -1076,6 +1078,7 @@ EXPERIMENT = Experiment(
     summary_dims=summary_dims,
     coords=coords,
 )
+"""DQN as a sweep-engine experiment, registered as ``"dqn"``."""
 
 
 # ----------------------------------------------------------------------------

@@ -55,8 +55,12 @@ from jaxreplay.envs import linesearch as env_lib
 from jaxreplay.experiments import Experiment
 
 SAMPLERS = ("uniform", "prioritized", "adaptive")
+"""The samplers of a LineSearch run, by ``Setup.sampler``: ER, exact pER, and aER (uniform sampling)."""
 FROZEN = ("none", "slope", "intercept")
-WEIGHTS = env_lib.REAL_WEIGHTS  # one definition of the two readings (docs/paper_readings.md §8), with the game
+"""Which weight a run holds at its target: none, θ1 (fixed slope) or θ2 (fixed intercept)."""
+WEIGHTS = env_lib.REAL_WEIGHTS
+"""The two readings of the paper's real weights for γ > 0 (docs/paper_readings.md §8), defined once with the game
+(:mod:`jaxreplay.envs.linesearch`)."""
 
 
 @dataclasses.dataclass(frozen=True)
@@ -400,3 +404,4 @@ EXPERIMENT = Experiment(
         "weight": np.array(["theta1", "theta2"]),
     },
 )
+"""LineSearch (Algorithm 1, ER / pER, and aER) as a sweep-engine experiment, registered as ``"linesearch"``."""

@@ -42,7 +42,8 @@ from jaxreplay.paper.theory._common import (
 
 __all__ = ["CHUNK", "MemoryCusps", "memory_cusps", "final_dtheta"]
 
-CHUNK = 64  # configurations per compiled batched solve (fixed: one compile per ER/pER)
+CHUNK = 64
+"""Configurations per compiled batched solve (fixed, so that ER and pER compile once each)."""
 _SAVE_POINTS = 1001  # save times of the batched solve (solve's default grid)
 
 
