@@ -242,7 +242,7 @@ def test_last_stage_matches_ode():
     params = th.TheoryParams(initial_position=0.0, speed=1.0, initial_slope=0.0, initial_intercept=0.5)
     online = th.MemorySizeSchedule(np.array([0.0]), np.array([0.0]))
     for mu in (1e-4, 1e-6):
-        sol = np_sol(th.solve(params, None, 1, mu, memory_size_fn=online))
+        sol = np_sol(th.solve(params, online, 1, mu))
         l1, l2 = (np.asarray(z) for z in th.last_stage_solution(T, 1, mu, -0.1, 0.0, speed=1.0))
         bound = (mu / 1.0) ** (2 / 3) * 0.1
         assert np.abs(sol.dtheta1 - l1).max() <= bound
@@ -295,18 +295,18 @@ def test_window_averages_exact(beta):
 def test_driven_window_constant_equals_fixed():
     fixed = np_sol(th.solve(P, 200, 10, 1e-3, priority_exponent=2.0))
     sched = th.MemorySizeSchedule(np.array([0.0, 1000.0]), np.array([200.0, 200.0]))
-    driven = np_sol(th.solve(P, None, 10, 1e-3, priority_exponent=2.0, memory_size_fn=sched))
+    driven = np_sol(th.solve(P, sched, 10, 1e-3, priority_exponent=2.0))
     assert scaled_err(driven.dtheta1, fixed.dtheta1) <= 1e-7
     assert scaled_err(driven.dtheta2, fixed.dtheta2) <= 1e-7
     er = np_sol(th.solve(P, 200, 10, 1e-3))
-    er_fn = np_sol(th.solve(P, None, 10, 1e-3, memory_size_fn=lambda t: 200.0))
+    er_fn = np_sol(th.solve(P, lambda t: 200.0, 10, 1e-3))
     assert scaled_err(er_fn.dtheta1, er.dtheta1) <= 1e-7
 
 
 def test_driven_window_follows_schedule():
     # A growing memory N(t) = 50 + t/2 is between fixed N = 50 and N = 550 in effect.
     sched = th.MemorySizeSchedule(T, 50.0 + T / 2)
-    driven = np_sol(th.solve(P, None, 10, 1e-3, memory_size_fn=sched))
+    driven = np_sol(th.solve(P, sched, 10, 1e-3))
     ref = np_sol(th.solve(P, 50.0 + 1000.0 / 2, 10, 1e-3))
     assert np.isfinite(driven.metric) and not driven.direction_changed
     # Until t = 100 the window is min(t, N(t)) = t for both.
@@ -330,7 +330,7 @@ def test_grid_equals_one_by_one():
         assert scaled_err(grid.dtheta2[idx], one.dtheta2) <= 1e-7
         assert grid.metric[idx] == pytest.approx(float(one.metric), rel=1e-6, abs=1e-9)
     # Solved in fixed batches (the compile memory_cusps shares): same values, same shapes.
-    chunked = np_sol(th.solve_grid(P, N, m, a, g, chunk=th.cusps.CHUNK))
+    chunked = np_sol(th.solve_grid(P, N, m, a, g, options=th.SolverOptions(chunk=th.cusps.CHUNK)))
     assert jax.tree.map(np.shape, chunked) == jax.tree.map(np.shape, grid)
     assert scaled_err(chunked.dtheta1, grid.dtheta1) <= 1e-7 and scaled_err(chunked.dtheta2, grid.dtheta2) <= 1e-7
     np.testing.assert_array_equal(chunked.direction_changed, grid.direction_changed)
@@ -427,15 +427,14 @@ def test_tracing_without_x64_raises_clear_error():
     (dict(times=np.array([0.0, 2.0, 1.0])), "times"),
     (dict(params=th.TheoryParams(speed=-1.0)), "speed"),
     (dict(params=th.TheoryParams(initial_position=float("inf"))), "initial_position"),
-    (dict(memory_size=None, memory_size_fn=th.MemorySizeSchedule(np.array([0.0, 1.0]), np.array([1.0, -1.0]))),
-     "memory_size_fn.sizes"),
+    (dict(memory_size=th.MemorySizeSchedule(np.array([0.0, 1.0]), np.array([1.0, -1.0]))), "memory_size.sizes"),
 ])
 def test_bad_input_raises(kwargs, name):
     args = dict(params=P, memory_size=100, batch_size=5, step_size=1e-3)
     args.update(kwargs)
     with pytest.raises(ValueError, match=name.replace(".", r"\.")):
         th.solve(**args)
-    if "memory_size_fn" not in kwargs and "times" not in kwargs:
+    if not isinstance(kwargs.get("memory_size"), th.MemorySizeSchedule) and "times" not in kwargs:
         with pytest.raises(ValueError, match=name.replace(".", r"\.")):
             th.solve_grid(**args)
 
@@ -525,7 +524,7 @@ def test_final_dtheta_agrees_with_solve():
 def test_memory_cusps_with_given_grid_and_chunked_grid():
     ms = np.array([5, 18])
     N, m = np.meshgrid(GRID30, ms)  # [2, 34]
-    grid = np_sol(th.solve_grid(P, N, m, 1e-3, chunk=th.cusps.CHUNK))
+    grid = np_sol(th.solve_grid(P, N, m, 1e-3, options=th.SolverOptions(chunk=th.cusps.CHUNK)))
     assert grid.dtheta1.shape == (2, GRID30.size, T.size)
     gd = np.stack([grid.dtheta1[..., -1], grid.dtheta2[..., -1]], axis=-1)
     given = th.memory_cusps(ms, 1e-3, memory_sizes=GRID30, grid_dtheta=gd)

@@ -21,7 +21,7 @@ from jaxreplay import _extras  # noqa: E402
 _extras.require("jaxreplay.paper.theory", "paper", "diffrax", "equinox")
 
 from jaxreplay.paper.theory import analytic
-from jaxreplay.paper.theory._common import REAL_WEIGHTS, TheoryParams, fixed_point_and_rewards
+from jaxreplay.paper.theory._common import REAL_WEIGHTS, SolverOptions, TheoryParams, fixed_point_and_rewards
 from jaxreplay.paper.theory.analytic import (
     b_coefficients,
     first_stage_limit,
@@ -36,18 +36,20 @@ from jaxreplay.paper.theory.analytic import (
     second_order_initial_slope,
     second_order_terms,
 )
-from jaxreplay.paper.theory.cusps import MemoryCusps, final_dtheta, memory_cusps
+from jaxreplay.paper.theory.cusps import CuspOptions, MemoryCusps, final_dtheta, memory_cusps
 from jaxreplay.paper.theory.ode import MemorySizeSchedule, ODESolution, solve, solve_grid, window_averages
 
 __all__ = [
     "REAL_WEIGHTS",
     "TheoryParams",
+    "SolverOptions",
     "fixed_point_and_rewards",
     "MemorySizeSchedule",
     "ODESolution",
     "solve",
     "solve_grid",
     "window_averages",
+    "CuspOptions",
     "MemoryCusps",
     "final_dtheta",
     "memory_cusps",

@@ -32,15 +32,17 @@ from numpy.typing import ArrayLike  # host-side NumPy: these functions are not t
 
 from jaxreplay import _validation
 from jaxreplay.paper.theory._common import (
+    SolverOptions,
     TheoryParams,
     check_hyper,
+    check_options,
     check_params,
     check_real_weights,
     f64,
     x64,
 )
 
-__all__ = ["CHUNK", "MemoryCusps", "memory_cusps", "final_dtheta"]
+__all__ = ["CHUNK", "CuspOptions", "MemoryCusps", "memory_cusps", "final_dtheta"]
 
 CHUNK = 64
 """Configurations per compiled batched solve (fixed, so that ER and pER compile once each)."""
@@ -85,6 +87,44 @@ class MemoryCusps(NamedTuple):
         return N[order], M[order]
 
 
+class CuspOptions(NamedTuple):
+    """How :func:`memory_cusps` refines the cusps, and the solver of every solve it makes.
+
+    Static: checked once per call (ValueError naming ``options.xtol``, ``options.solver.rtol``, ...).
+
+    Attributes:
+        xtol: a root is accepted when its bracket is narrower than this, in
+            transitions of N (≥ 0).
+        ftol: ... or when the vanishing component of Δθ(T) is below this in
+            magnitude (≥ 0; about the solver's accuracy at the default tolerances).
+        noise_floor: sign changes where the component is below this on both
+            grid neighbours are ignored (≥ 0; at the default tolerances a
+            component of ~1e-10 is solver noise, its "cusps" change M by less).
+        max_iterations: cap on the refinement iterations (int ≥ 1).
+        solver: the :class:`~jaxreplay.paper.theory.SolverOptions` of the
+            solves; its ``chunk`` (default :data:`CHUNK`) is the lanes of each
+            batched solve, one compile shared by every iteration (None: one
+            compile per number of open brackets).
+    """
+
+    xtol: float = 1e-3
+    ftol: float = 1e-10
+    noise_floor: float = 1e-9
+    max_iterations: int = 100
+    solver: SolverOptions = SolverOptions(chunk=CHUNK)
+
+
+def _check_cusp_options(options: CuspOptions) -> CuspOptions:
+    """``options`` with its solver checked (:func:`check_options`), or ValueError naming the bad field."""
+    if not isinstance(options, CuspOptions):
+        raise ValueError(f"options must be a jaxreplay.paper.theory.CuspOptions, got {type(options).__name__}.")
+    for name in ("xtol", "ftol", "noise_floor"):
+        _validation.check_float(f"options.{name}", getattr(options, name), low=0.0)
+    max_iterations = _validation.check_static_int("options.max_iterations", options.max_iterations, low=1)
+    solver = check_options(options.solver, "options.solver")
+    return options._replace(max_iterations=max_iterations, solver=solver)
+
+
 def _check_common(params, batch_size, step_size, discount, priority_exponent, horizon, real_weights):
     check_params(params)
     check_hyper(None, batch_size, step_size, discount, priority_exponent)
@@ -95,26 +135,16 @@ def _check_common(params, batch_size, step_size, discount, priority_exponent, ho
 
 
 @x64
-def _final_core(params, N, m, a, g, beta, horizon, prioritized, real_weights, rtol, atol, max_steps, chunk):
+def _final_core(params, hyper, horizon, prioritized, real_weights, solver):
+    """Δθ(T) float64[C, 2] for the 5 flat hyperparameter columns ``hyper`` (N, m, α, γ, β), float64[C] each."""
     from jaxreplay.paper.theory import ode
 
     # The save grid of solve's default times: the compiled batched solve is the one
-    # solve_grid(..., chunk=chunk) uses at 1001 save times (no second compile).
+    # solve_grid(..., options=SolverOptions(chunk=chunk)) uses at 1001 save times (no second compile).
     times = f64(np.linspace(0.0, float(horizon), _SAVE_POINTS))
+    program = ode._Program("fixed", prioritized, real_weights, None, solver)
     sol = ode._solve_flat(
-        TheoryParams(*map(f64, params)),
-        [f64(x) for x in (N, m, a, g, beta)],
-        times,
-        None,
-        f64(np.ones(2)),
-        chunk,
-        prioritized=prioritized,
-        real_weights=real_weights,
-        rtol=rtol,
-        atol=atol,
-        max_steps=max_steps,
-        size_fn=None,
-        kind="fixed",
+        TheoryParams(*map(f64, params)), [f64(x) for x in hyper], times, None, f64(np.ones(2)), program
     )
     return np.stack([np.asarray(sol.dtheta1)[:, -1], np.asarray(sol.dtheta2)[:, -1]], axis=-1)
 
@@ -129,39 +159,28 @@ def final_dtheta(
     params: TheoryParams = TheoryParams(),
     horizon: float = 1000.0,
     real_weights: str = "reward",
-    rtol: float = 1e-10,
-    atol: float = 1e-13,
-    max_steps: int = 200_000,
-    chunk: int = CHUNK,
+    options: SolverOptions = SolverOptions(chunk=CHUNK),
 ) -> np.ndarray:
     """Δθ(T) of the replay ODE for a **continuous** memory size N (ER or pER), broadcast over the arguments.
 
     Same model and solver as :func:`jaxreplay.paper.theory.solve` at its default
-    save times, but ``memory_size`` may be any real N ≥ 1 (the window
-    n(t) = min(t, N) is continuous in N). Returns float64[*G, 2] (Δθ1, Δθ2)
-    for the broadcast shape G; the solves run in fixed batches of ``chunk``
-    (one compile per ER/pER, reused by every call).
+    save times (1001 from 0 to T = ``horizon``), but ``memory_size`` may be any
+    real N ≥ 1 (the window n(t) = min(t, N) is continuous in N). Returns
+    float64[*G, 2] (Δθ1, Δθ2) for the broadcast shape G; the solves run in
+    batches of ``options.chunk`` (default :data:`CHUNK`: one compile per ER/pER,
+    reused by every call).
     """
     _check_common(params, batch_size, step_size, discount, priority_exponent, horizon, real_weights)
     _validation.check_float("memory_size", memory_size, low=1.0)
-    chunk = _validation.check_static_int("chunk", chunk, low=1)
-    arrays = np.broadcast_arrays(
-        *(
-            np.asarray(x, dtype=np.float64)
-            for x in (
-                memory_size,
-                batch_size,
-                step_size,
-                discount,
-                0.0 if priority_exponent is None else priority_exponent,
-            )
-        )
-    )
+    solver = check_options(options)
+    beta = 0.0 if priority_exponent is None else priority_exponent
+    columns = (memory_size, batch_size, step_size, discount, beta)
+    arrays = np.broadcast_arrays(*(np.asarray(x, dtype=np.float64) for x in columns))
     shape = arrays[0].shape
     flat = [x.reshape(-1) for x in arrays]
     if flat[0].size == 0:
         return np.zeros(shape + (2,))
-    out = _final_core(params, *flat, horizon, priority_exponent is not None, real_weights, rtol, atol, max_steps, chunk)
+    out = _final_core(params, flat, horizon, priority_exponent is not None, real_weights, solver)
     return out.reshape(shape + (2,))
 
 
@@ -176,14 +195,7 @@ def memory_cusps(
     params: TheoryParams = TheoryParams(),
     horizon: float = 1000.0,
     real_weights: str = "reward",
-    xtol: float = 1e-3,
-    ftol: float = 1e-10,
-    noise_floor: float = 1e-9,
-    max_iterations: int = 100,
-    rtol: float = 1e-10,
-    atol: float = 1e-13,
-    max_steps: int = 200_000,
-    chunk: int = CHUNK,
+    options: CuspOptions = CuspOptions(),
 ) -> MemoryCusps | list[MemoryCusps]:
     """Locate the cusps of M(N) on [N_min, N_max] and the minimum of M including them.
 
@@ -192,10 +204,11 @@ def memory_cusps(
     sign change of Δθ1(T; N) or Δθ2(T; N) between neighbours of
     ``memory_sizes`` is refined to a root in continuous N (Illinois regula
     falsi, all brackets of all configurations in lockstep, until the bracket
-    is narrower than ``xtol`` in N or the component is below ``ftol``). Two sign
-    changes of one component inside one grid cell (no net change) are not
-    seen: use a grid finer than the distance between such roots; a component
-    exactly 0 on a grid point is not listed as a cusp (M there is on the grid).
+    is narrower than ``options.xtol`` in N or the component is below
+    ``options.ftol``). Two sign changes of one component inside one grid cell
+    (no net change) are not seen: use a grid finer than the distance between
+    such roots; a component exactly 0 on a grid point is not listed as a cusp
+    (M there is on the grid).
 
     Args:
         batch_size, step_size, discount: m, α, γ (scalars or arrays
@@ -204,16 +217,9 @@ def memory_cusps(
         memory_sizes: float[nN], the bracketing grid, strictly increasing, ≥ 1.
         grid_dtheta: optional float[*K, nN, 2], Δθ(T) already solved on the grid
             (e.g. by :func:`jaxreplay.paper.theory.solve_grid`); solved here if None.
-        params, horizon (T), real_weights, rtol, atol, max_steps: as in
-            :func:`jaxreplay.paper.theory.solve`.
-        xtol, ftol: a root is accepted when its bracket is narrower than
-            ``xtol`` in N or the component is below ``ftol`` in magnitude
-            (about the solver's accuracy at the default rtol/atol).
-        noise_floor: sign changes where the component is below this on both
-            grid neighbours are ignored (at the default ODE tolerances a
-            component of ~1e-10 is solver noise; its "cusps" change M by less).
-        max_iterations: cap on the refinement iterations.
-        chunk: lanes of the compiled batched solve.
+        params, real_weights: as in :func:`jaxreplay.paper.theory.solve`.
+        horizon: T, the time of Δθ(T) and M (steps, > 0).
+        options: :class:`CuspOptions`, the refinement's tolerances and the solver's.
 
     Returns:
         One :class:`MemoryCusps` if the hyperparameters are all scalars, else
@@ -224,10 +230,8 @@ def memory_cusps(
     if grid.ndim != 1 or grid.size < 2 or not np.all(np.diff(grid) > 0):
         raise ValueError("memory_sizes must be a strictly increasing 1-D array of at least 2 values.")
     _validation.check_float("memory_sizes", grid, low=1.0)
-    _validation.check_float("xtol", xtol, low=0.0)
-    _validation.check_float("ftol", ftol, low=0.0)
-    _validation.check_float("noise_floor", noise_floor, low=0.0)
-    max_iterations = _validation.check_static_int("max_iterations", max_iterations, low=1)
+    options = _check_cusp_options(options)
+    xtol, ftol, noise_floor = options.xtol, options.ftol, options.noise_floor
     hyper = np.broadcast_arrays(*(np.asarray(x, dtype=np.float64) for x in (batch_size, step_size, discount)))
     scalar = hyper[0].ndim == 0
     if hyper[0].ndim > 1:
@@ -240,10 +244,7 @@ def memory_cusps(
         params=params,
         horizon=horizon,
         real_weights=real_weights,
-        rtol=rtol,
-        atol=atol,
-        max_steps=max_steps,
-        chunk=chunk,
+        options=options.solver,
     )
     if grid_dtheta is None:
         gd = solve(grid[None, :], m[:, None], a[:, None], g[:, None])
@@ -263,7 +264,7 @@ def memory_cusps(
     dlo, dhi = gd[kk, ii].copy(), gd[kk, ii + 1].copy()  # both components at the bracket ends
     open_ = np.ones(kk.size, bool)
     side = np.zeros(kk.size, np.int8)  # last retained end: −1 lo, +1 hi (Illinois halving)
-    for _ in range(max_iterations):
+    for _ in range(options.max_iterations):
         idx = np.nonzero(open_)[0]
         if idx.size == 0:
             break
