@@ -551,3 +551,74 @@ def test_memory_cusps_bad_input_raises():
         th.memory_cusps(18, memory_sizes=GRID30, grid_dtheta=np.zeros((3, 2)))
     with pytest.raises(ValueError, match="memory_size"):
         th.final_dtheta(0.5, 18)
+
+
+def test_solver_options_defaults():
+    # The documented defaults; the cusp search batches its solves in CHUNK lanes (one compile).
+    assert th.SolverOptions() == (1e-10, 1e-13, 200_000, None)
+    assert th.CuspOptions() == (1e-3, 1e-10, 1e-9, 100, th.SolverOptions(chunk=th.cusps.CHUNK))
+    assert th.cusps.CHUNK == 64
+
+
+@pytest.mark.parametrize("options,message", [
+    (th.SolverOptions(rtol=-1e-6), "options.rtol must be >= 0.0"),
+    (th.SolverOptions(atol=float("nan")), "options.atol"),
+    (th.SolverOptions(rtol=0.0, atol=0.0), "options.rtol and options.atol cannot both be 0"),
+    (th.SolverOptions(rtol=np.array([1e-6, 1e-7])), "options.rtol must be a Python number"),
+    (th.SolverOptions(max_steps=0), "options.max_steps must be >= 1"),
+    (th.SolverOptions(max_steps=1e5), "options.max_steps must be a Python int"),
+    (th.SolverOptions(chunk=0), "options.chunk must be >= 1"),
+    ((1e-10, 1e-13, 200_000, None), "options must be a jaxreplay.paper.theory.SolverOptions, got tuple"),
+])
+def test_bad_solver_options_name_the_field(options, message):
+    # Refused before anything is compiled, by every entry point that solves.
+    with pytest.raises(ValueError, match=message.replace(".", r"\.")):
+        th.solve(P, 100, 5, 1e-3, options=options)
+    with pytest.raises(ValueError, match=message.replace(".", r"\.")):
+        th.solve_grid(P, np.array([100, 200]), 5, 1e-3, options=options)
+    with pytest.raises(ValueError, match=message.replace(".", r"\.")):
+        th.final_dtheta(100.0, 5, options=options)
+
+
+@pytest.mark.parametrize("options,message", [
+    (th.CuspOptions(xtol=-1.0), "options.xtol must be >= 0.0"),
+    (th.CuspOptions(ftol=float("inf")), "options.ftol"),
+    (th.CuspOptions(noise_floor=-1e-9), "options.noise_floor must be >= 0.0"),
+    (th.CuspOptions(max_iterations=0), "options.max_iterations must be >= 1"),
+    (th.CuspOptions(solver=th.SolverOptions(chunk=2.5)), "options.solver.chunk must be a Python int"),
+    (th.SolverOptions(), "options must be a jaxreplay.paper.theory.CuspOptions, got SolverOptions"),
+])
+def test_bad_cusp_options_name_the_field(options, message):
+    with pytest.raises(ValueError, match=message.replace(".", r"\.")):
+        th.memory_cusps(18, memory_sizes=GRID30, grid_dtheta=np.ones((GRID30.size, 2)), options=options)
+
+
+def test_driven_window_argument_is_checked():
+    with pytest.raises(ValueError, match="memory_size must be a number of transitions, a MemorySizeSchedule"):
+        th.solve(P, None, 5, 1e-3)
+    with pytest.raises(ValueError, match=r"memory_size\.times must be a non-empty, strictly increasing"):
+        th.solve(P, th.MemorySizeSchedule(np.array([1.0, 0.0]), np.array([5.0, 5.0])), 5, 1e-3)
+    with pytest.raises(ValueError, match=r"memory_size\.sizes must have the shape of memory_size\.times"):
+        th.solve(P, th.MemorySizeSchedule(np.array([0.0, 1.0]), np.array([5.0])), 5, 1e-3)
+
+
+def test_step_budget_of_the_options_is_the_solvers():
+    # 10 steps cannot cover 100 steps of dynamics at rtol 1e-10: equinox's step-budget error.
+    with pytest.raises((RuntimeError, ValueError), match="maximum number of solver steps"):
+        th.solve(P, 100, 5, 1e-3, times=np.linspace(0.0, 100.0, 11), options=th.SolverOptions(max_steps=10))
+
+
+def test_theory_signatures_have_at_most_ten_parameters():
+    import ast
+    import pathlib
+
+    root = pathlib.Path(th.__file__).parent
+    wide = {}
+    for path in sorted(root.glob("*.py")):
+        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+            if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)):
+                a = node.args
+                count = len(a.posonlyargs) + len(a.args) + len(a.kwonlyargs) + bool(a.vararg) + bool(a.kwarg)
+                if count > 10:
+                    wide[f"{path.name}:{node.name}"] = count
+    assert wide == {}

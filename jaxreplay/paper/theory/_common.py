@@ -92,8 +92,16 @@ def check_options(options: SolverOptions, name: str = "options") -> SolverOption
         tol[field] = float(value)
     if tol["rtol"] == 0.0 and tol["atol"] == 0.0:
         raise ValueError(f"{name}.rtol and {name}.atol cannot both be 0 (the step-size controller needs a tolerance).")
-    max_steps = _validation.check_static_int(f"{name}.max_steps", options.max_steps, low=1)
-    chunk = None if options.chunk is None else _validation.check_static_int(f"{name}.chunk", options.chunk, low=1)
+    static = {}
+    for field in ("max_steps", "chunk"):
+        value = getattr(options, field)
+        if field == "chunk" and value is None:
+            static[field] = None
+        elif isinstance(value, bool) or not isinstance(value, (int, np.integer)):
+            raise ValueError(f"{name}.{field} must be a Python int >= 1 (it is static), got {value!r}.")
+        else:
+            static[field] = _validation.check_static_int(f"{name}.{field}", value, low=1)
+    max_steps, chunk = static["max_steps"], static["chunk"]
     return SolverOptions(tol["rtol"], tol["atol"], max_steps, chunk)
 
 

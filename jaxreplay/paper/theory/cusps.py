@@ -184,6 +184,86 @@ def final_dtheta(
     return out.reshape(shape + (2,))
 
 
+def _refine(grid: np.ndarray, gd: np.ndarray, evaluate, options: CuspOptions):
+    """Bracket every sign change of Δθ(T) between grid neighbours and refine it to a root in continuous N.
+
+    Args:
+        grid: float64[nN], the memory sizes.
+        gd: float64[K, nN, 2], Δθ(T) on the grid for each of K configurations.
+        evaluate: (N float64[B], configuration index int[B]) ↦ Δθ(T) float64[B, 2].
+        options: the checked :class:`CuspOptions`.
+
+    Returns:
+        (configuration int[c], component int[c], root N float64[c], Δθ(T) at the root float64[c, 2]).
+    """
+    # Brackets: (configuration, component, left grid index) with a strict sign change.
+    sign = np.sign(gd)  # [K, nN, 2]
+    big = np.maximum(np.abs(gd[:, :-1, :]), np.abs(gd[:, 1:, :])) >= options.noise_floor
+    kk, ii, cc = np.nonzero((sign[:, :-1, :] * sign[:, 1:, :] < 0) & big)
+    lo, hi = grid[ii].copy(), grid[ii + 1].copy()
+    flo, fhi = gd[kk, ii, cc].copy(), gd[kk, ii + 1, cc].copy()
+    dlo, dhi = gd[kk, ii].copy(), gd[kk, ii + 1].copy()  # both components at the bracket ends
+    open_ = np.ones(kk.size, bool)
+    side = np.zeros(kk.size, np.int8)  # last retained end: −1 lo, +1 hi (Illinois halving)
+    for _ in range(options.max_iterations):
+        idx = np.nonzero(open_)[0]
+        if idx.size == 0:
+            break
+        # Regula falsi point, kept inside the open bracket (bisection otherwise).
+        with np.errstate(divide="ignore", invalid="ignore"):
+            xr = (lo[idx] * fhi[idx] - hi[idx] * flo[idx]) / (fhi[idx] - flo[idx])
+        inside = np.isfinite(xr) & (xr > lo[idx]) & (xr < hi[idx])
+        xi = np.where(inside, xr, 0.5 * (lo[idx] + hi[idx]))
+        d = evaluate(xi, kk[idx])
+        f = d[np.arange(idx.size), cc[idx]]
+        left = np.sign(f) == np.sign(flo[idx])  # root in (x, hi): x replaces lo
+        zero = np.abs(f) <= options.ftol
+        # Illinois: when the same end is replaced twice in a row, halve the other end's value.
+        new_side = np.where(left, -1, 1).astype(np.int8)
+        same = side[idx] == new_side
+        fhi[idx] = np.where(left & same, 0.5 * fhi[idx], fhi[idx])
+        flo[idx] = np.where(~left & same, 0.5 * flo[idx], flo[idx])
+        lo[idx] = np.where(left, xi, lo[idx])
+        flo[idx] = np.where(left, f, flo[idx])
+        dlo[idx] = np.where(left[:, None], d, dlo[idx])
+        hi[idx] = np.where(left, hi[idx], xi)
+        fhi[idx] = np.where(left, fhi[idx], f)
+        dhi[idx] = np.where(left[:, None], dhi[idx], d)
+        side[idx] = new_side
+        open_[idx] = ~zero & (hi[idx] - lo[idx] > options.xtol)
+    # The root: the bracket end with the smaller |component| (halved Illinois values are not
+    # the function's: compare the stored solutions).
+    kb = np.arange(kk.size)
+    pick_lo = np.abs(dlo[kb, cc]) <= np.abs(dhi[kb, cc])
+    x = np.where(pick_lo, lo, hi)
+    dx = np.where(pick_lo[:, None], dlo, dhi)
+    return kk, cc, x, dx
+
+
+def _collect(grid: np.ndarray, gd: np.ndarray, kk, cc, x, dx) -> list[MemoryCusps]:
+    """One :class:`MemoryCusps` per configuration of ``gd`` [K, nN, 2] from the roots of :func:`_refine`."""
+    results = []
+    grid_metric = np.abs(gd).sum(-1)  # [K, nN]
+    for k in range(gd.shape[0]):
+        sel = np.nonzero(kk == k)[0]
+        sel = sel[np.lexsort((cc[sel], x[sel]))]
+        cN, cC, cD = x[sel], cc[sel].astype(np.int64), dx[sel].reshape(-1, 2)
+        cM = np.abs(cD).sum(-1)
+        Mg = grid_metric[k]
+        filled = np.where(np.isfinite(Mg), Mg, np.inf)
+        jg = int(np.argmin(filled))
+        best_N, best_M = float(grid[jg]), float(Mg[jg])
+        if cM.size and np.nanmin(cM) < best_M:
+            jc = int(np.nanargmin(cM))
+            best_N, best_M = float(cN[jc]), float(cM[jc])
+        results.append(
+            MemoryCusps(
+                grid.copy(), gd[k].copy(), Mg.copy(), cN, cC, cD, cM, float(grid[jg]), float(Mg[jg]), best_N, best_M
+            )
+        )
+    return results
+
+
 def memory_cusps(
     batch_size: ArrayLike,
     step_size: ArrayLike = 1e-3,
@@ -231,7 +311,6 @@ def memory_cusps(
         raise ValueError("memory_sizes must be a strictly increasing 1-D array of at least 2 values.")
     _validation.check_float("memory_sizes", grid, low=1.0)
     options = _check_cusp_options(options)
-    xtol, ftol, noise_floor = options.xtol, options.ftol, options.noise_floor
     hyper = np.broadcast_arrays(*(np.asarray(x, dtype=np.float64) for x in (batch_size, step_size, discount)))
     scalar = hyper[0].ndim == 0
     if hyper[0].ndim > 1:
@@ -255,65 +334,6 @@ def memory_cusps(
         _validation.check_float("grid_dtheta", grid_dtheta)
         gd = np.asarray(grid_dtheta, dtype=np.float64).reshape(K, nN, 2)
 
-    # Brackets: (configuration, component, left grid index) with a strict sign change.
-    sign = np.sign(gd)  # [K, nN, 2]
-    big = np.maximum(np.abs(gd[:, :-1, :]), np.abs(gd[:, 1:, :])) >= noise_floor
-    kk, ii, cc = np.nonzero((sign[:, :-1, :] * sign[:, 1:, :] < 0) & big)
-    lo, hi = grid[ii].copy(), grid[ii + 1].copy()
-    flo, fhi = gd[kk, ii, cc].copy(), gd[kk, ii + 1, cc].copy()
-    dlo, dhi = gd[kk, ii].copy(), gd[kk, ii + 1].copy()  # both components at the bracket ends
-    open_ = np.ones(kk.size, bool)
-    side = np.zeros(kk.size, np.int8)  # last retained end: −1 lo, +1 hi (Illinois halving)
-    for _ in range(options.max_iterations):
-        idx = np.nonzero(open_)[0]
-        if idx.size == 0:
-            break
-        # Regula falsi point, kept inside the open bracket (bisection otherwise).
-        with np.errstate(divide="ignore", invalid="ignore"):
-            xr = (lo[idx] * fhi[idx] - hi[idx] * flo[idx]) / (fhi[idx] - flo[idx])
-        inside = np.isfinite(xr) & (xr > lo[idx]) & (xr < hi[idx])
-        xi = np.where(inside, xr, 0.5 * (lo[idx] + hi[idx]))
-        d = solve(xi, m[kk[idx]], a[kk[idx]], g[kk[idx]])
-        f = d[np.arange(idx.size), cc[idx]]
-        left = np.sign(f) == np.sign(flo[idx])  # root in (x, hi): x replaces lo
-        zero = np.abs(f) <= ftol
-        # Illinois: when the same end is replaced twice in a row, halve the other end's value.
-        new_side = np.where(left, -1, 1).astype(np.int8)
-        same = side[idx] == new_side
-        fhi[idx] = np.where(left & same, 0.5 * fhi[idx], fhi[idx])
-        flo[idx] = np.where(~left & same, 0.5 * flo[idx], flo[idx])
-        lo[idx] = np.where(left, xi, lo[idx])
-        flo[idx] = np.where(left, f, flo[idx])
-        dlo[idx] = np.where(left[:, None], d, dlo[idx])
-        hi[idx] = np.where(left, hi[idx], xi)
-        fhi[idx] = np.where(left, fhi[idx], f)
-        dhi[idx] = np.where(left[:, None], dhi[idx], d)
-        side[idx] = new_side
-        open_[idx] = ~zero & (hi[idx] - lo[idx] > xtol)
-    # The root: the bracket end with the smaller |component| (halved Illinois values are not
-    # the function's: compare the stored solutions).
-    kb = np.arange(kk.size)
-    pick_lo = np.abs(dlo[kb, cc]) <= np.abs(dhi[kb, cc])
-    x = np.where(pick_lo, lo, hi)
-    dx = np.where(pick_lo[:, None], dlo, dhi)
-
-    results = []
-    grid_metric = np.abs(gd).sum(-1)  # [K, nN]
-    for k in range(K):
-        sel = np.nonzero(kk == k)[0]
-        sel = sel[np.lexsort((cc[sel], x[sel]))]
-        cN, cC, cD = x[sel], cc[sel].astype(np.int64), dx[sel].reshape(-1, 2)
-        cM = np.abs(cD).sum(-1)
-        Mg = grid_metric[k]
-        filled = np.where(np.isfinite(Mg), Mg, np.inf)
-        jg = int(np.argmin(filled))
-        best_N, best_M = float(grid[jg]), float(Mg[jg])
-        if cM.size and np.nanmin(cM) < best_M:
-            jc = int(np.nanargmin(cM))
-            best_N, best_M = float(cN[jc]), float(cM[jc])
-        results.append(
-            MemoryCusps(
-                grid.copy(), gd[k].copy(), Mg.copy(), cN, cC, cD, cM, float(grid[jg]), float(Mg[jg]), best_N, best_M
-            )
-        )
+    roots = _refine(grid, gd, lambda xi, k: solve(xi, m[k], a[k], g[k]), options)
+    results = _collect(grid, gd, *roots)
     return results[0] if scalar else results
