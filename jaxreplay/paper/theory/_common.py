@@ -71,6 +71,13 @@ class SolverOptions(NamedTuple):
     chunk: int | None = None
 
 
+def _static_int(label: str, value: object) -> int:
+    """``value`` as an int ≥ 1, or ValueError naming ``label`` (a static option: no arrays, no bools)."""
+    if isinstance(value, bool) or not isinstance(value, (int, np.integer)):
+        raise ValueError(f"{label} must be a Python int >= 1 (it is static), got {value!r}.")
+    return _validation.check_static_int(label, value, low=1)
+
+
 def check_options(options: SolverOptions, name: str = "options") -> SolverOptions:
     """``options`` with Python-number fields, or ValueError naming the bad field (``options.rtol``, ...).
 
@@ -82,26 +89,14 @@ def check_options(options: SolverOptions, name: str = "options") -> SolverOption
     tol = {}
     for field in ("rtol", "atol"):
         value = getattr(options, field)
-        if (
-            isinstance(value, jax.core.Tracer)
-            or isinstance(value, bool)
-            or not isinstance(value, (int, float, np.number))
-        ):
+        if isinstance(value, bool) or not isinstance(value, (int, float, np.number)):  # not an array, not traced
             raise ValueError(f"{name}.{field} must be a Python number (it is static), got {value!r}.")
         _validation.check_float(f"{name}.{field}", value, low=0.0)
         tol[field] = float(value)
     if tol["rtol"] == 0.0 and tol["atol"] == 0.0:
         raise ValueError(f"{name}.rtol and {name}.atol cannot both be 0 (the step-size controller needs a tolerance).")
-    static = {}
-    for field in ("max_steps", "chunk"):
-        value = getattr(options, field)
-        if field == "chunk" and value is None:
-            static[field] = None
-        elif isinstance(value, bool) or not isinstance(value, (int, np.integer)):
-            raise ValueError(f"{name}.{field} must be a Python int >= 1 (it is static), got {value!r}.")
-        else:
-            static[field] = _validation.check_static_int(f"{name}.{field}", value, low=1)
-    max_steps, chunk = static["max_steps"], static["chunk"]
+    max_steps = _static_int(f"{name}.max_steps", options.max_steps)
+    chunk = None if options.chunk is None else _static_int(f"{name}.chunk", options.chunk)
     return SolverOptions(tol["rtol"], tol["atol"], max_steps, chunk)
 
 
