@@ -7,6 +7,10 @@
   component of Δθ(T) in a continuous memory size N) and the optimum of M
   over N including them.
 
+How the ODE is solved (tolerances, step budget, batching) is one
+:class:`SolverOptions` record, passed as ``options=`` (the cusp search takes a
+:class:`CuspOptions`, which holds its own tolerances and a ``SolverOptions``).
+
 No random keys anywhere. All computations run in float64 inside a scoped
 ``jax.enable_x64`` context; the global JAX configuration is left alone.
 They run on the host CPU even where JAX's default backend is a GPU: adaptive

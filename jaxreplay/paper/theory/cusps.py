@@ -14,7 +14,7 @@ then returns the cusps and the minimum of M over the grid and the cusps.
 
 Cost: one XLA compile per static configuration (ER or pER) of a fixed-size
 batched solve (``chunk`` configurations, 1001 save times: the compile that
-:func:`jaxreplay.paper.theory.solve_grid` with the same ``chunk`` uses, so a caller
+:func:`jaxreplay.paper.theory.solve_grid` with ``options=SolverOptions(chunk=CHUNK)`` uses, so a caller
 that solved its grid that way pays no second compile); every root-finding
 iteration is one call per ``chunk`` open brackets, about ten iterations
 (~20 ms per call for ER, ~0.1 s for pER on a CPU).
