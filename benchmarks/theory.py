@@ -42,7 +42,7 @@ def _solve_seconds(memory_size, batch_size, device) -> tuple[float, float, np.nd
 
     def solve():
         sol = theory.solve_grid(memory_size=memory_size, batch_size=batch_size, step_size=1e-3, discount=0.0,
-                                times=times, chunk=theory.cusps.CHUNK)
+                                times=times, options=theory.SolverOptions(chunk=theory.cusps.CHUNK))
         return np.asarray(sol.metric)
 
     with jax.default_device(device) if device is not None else contextlib.nullcontext():

@@ -107,13 +107,12 @@ def _linesearch(args: argparse.Namespace) -> int:
     times = np.arange(args.steps + 1, dtype=np.float64)
     schedule = theory.MemorySizeSchedule(np.arange(args.steps + 1.0), np.concatenate([[args.memory_size], memory_mean]))
     solution = _solve_theory(
-        memory_size=None if adaptive else args.memory_size,
+        memory_size=schedule if adaptive else args.memory_size,
         batch_size=args.batch_size,
         step_size=args.step_size,
         discount=args.discount,
         priority_exponent=args.priority_exponent if args.sampler == "prioritized" else None,
         times=times,
-        memory_size_fn=schedule if adaptive else None,
     )
     report = {
         "config": {

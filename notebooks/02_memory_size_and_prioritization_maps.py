@@ -406,8 +406,8 @@ loN, hiN = (np.percentile(cap_aer, q, axis=1) for q in (10, 90))
 
 
 def driven_solve(sizes, m):
-    return theory.solve(memory_size=None, batch_size=m, step_size=ALPHA, discount=DISCOUNT,
-                        memory_size_fn=theory.MemorySizeSchedule(jnp.asarray(t_steps), sizes), times=times)
+    return theory.solve(memory_size=theory.MemorySizeSchedule(jnp.asarray(t_steps), sizes), batch_size=m,
+                        step_size=ALPHA, discount=DISCOUNT, times=times)
 
 
 # One compiled, vmapped solve for every schedule: aER's mean N(t) per m, then the constant N0 (= fixed-N ODE).

@@ -242,7 +242,7 @@ def test_last_stage_matches_ode():
     params = th.TheoryParams(initial_position=0.0, speed=1.0, initial_slope=0.0, initial_intercept=0.5)
     online = th.MemorySizeSchedule(np.array([0.0]), np.array([0.0]))
     for mu in (1e-4, 1e-6):
-        sol = np_sol(th.solve(params, None, 1, mu, memory_size_fn=online))
+        sol = np_sol(th.solve(params, online, 1, mu))
         l1, l2 = (np.asarray(z) for z in th.last_stage_solution(T, 1, mu, -0.1, 0.0, speed=1.0))
         bound = (mu / 1.0) ** (2 / 3) * 0.1
         assert np.abs(sol.dtheta1 - l1).max() <= bound
@@ -295,18 +295,18 @@ def test_window_averages_exact(beta):
 def test_driven_window_constant_equals_fixed():
     fixed = np_sol(th.solve(P, 200, 10, 1e-3, priority_exponent=2.0))
     sched = th.MemorySizeSchedule(np.array([0.0, 1000.0]), np.array([200.0, 200.0]))
-    driven = np_sol(th.solve(P, None, 10, 1e-3, priority_exponent=2.0, memory_size_fn=sched))
+    driven = np_sol(th.solve(P, sched, 10, 1e-3, priority_exponent=2.0))
     assert scaled_err(driven.dtheta1, fixed.dtheta1) <= 1e-7
     assert scaled_err(driven.dtheta2, fixed.dtheta2) <= 1e-7
     er = np_sol(th.solve(P, 200, 10, 1e-3))
-    er_fn = np_sol(th.solve(P, None, 10, 1e-3, memory_size_fn=lambda t: 200.0))
+    er_fn = np_sol(th.solve(P, lambda t: 200.0, 10, 1e-3))
     assert scaled_err(er_fn.dtheta1, er.dtheta1) <= 1e-7
 
 
 def test_driven_window_follows_schedule():
     # A growing memory N(t) = 50 + t/2 is between fixed N = 50 and N = 550 in effect.
     sched = th.MemorySizeSchedule(T, 50.0 + T / 2)
-    driven = np_sol(th.solve(P, None, 10, 1e-3, memory_size_fn=sched))
+    driven = np_sol(th.solve(P, sched, 10, 1e-3))
     ref = np_sol(th.solve(P, 50.0 + 1000.0 / 2, 10, 1e-3))
     assert np.isfinite(driven.metric) and not driven.direction_changed
     # Until t = 100 the window is min(t, N(t)) = t for both.
@@ -330,7 +330,7 @@ def test_grid_equals_one_by_one():
         assert scaled_err(grid.dtheta2[idx], one.dtheta2) <= 1e-7
         assert grid.metric[idx] == pytest.approx(float(one.metric), rel=1e-6, abs=1e-9)
     # Solved in fixed batches (the compile memory_cusps shares): same values, same shapes.
-    chunked = np_sol(th.solve_grid(P, N, m, a, g, chunk=th.cusps.CHUNK))
+    chunked = np_sol(th.solve_grid(P, N, m, a, g, options=th.SolverOptions(chunk=th.cusps.CHUNK)))
     assert jax.tree.map(np.shape, chunked) == jax.tree.map(np.shape, grid)
     assert scaled_err(chunked.dtheta1, grid.dtheta1) <= 1e-7 and scaled_err(chunked.dtheta2, grid.dtheta2) <= 1e-7
     np.testing.assert_array_equal(chunked.direction_changed, grid.direction_changed)
@@ -427,15 +427,14 @@ def test_tracing_without_x64_raises_clear_error():
     (dict(times=np.array([0.0, 2.0, 1.0])), "times"),
     (dict(params=th.TheoryParams(speed=-1.0)), "speed"),
     (dict(params=th.TheoryParams(initial_position=float("inf"))), "initial_position"),
-    (dict(memory_size=None, memory_size_fn=th.MemorySizeSchedule(np.array([0.0, 1.0]), np.array([1.0, -1.0]))),
-     "memory_size_fn.sizes"),
+    (dict(memory_size=th.MemorySizeSchedule(np.array([0.0, 1.0]), np.array([1.0, -1.0]))), "memory_size.sizes"),
 ])
 def test_bad_input_raises(kwargs, name):
     args = dict(params=P, memory_size=100, batch_size=5, step_size=1e-3)
     args.update(kwargs)
     with pytest.raises(ValueError, match=name.replace(".", r"\.")):
         th.solve(**args)
-    if "memory_size_fn" not in kwargs and "times" not in kwargs:
+    if not isinstance(kwargs.get("memory_size"), th.MemorySizeSchedule) and "times" not in kwargs:
         with pytest.raises(ValueError, match=name.replace(".", r"\.")):
             th.solve_grid(**args)
 
@@ -525,7 +524,7 @@ def test_final_dtheta_agrees_with_solve():
 def test_memory_cusps_with_given_grid_and_chunked_grid():
     ms = np.array([5, 18])
     N, m = np.meshgrid(GRID30, ms)  # [2, 34]
-    grid = np_sol(th.solve_grid(P, N, m, 1e-3, chunk=th.cusps.CHUNK))
+    grid = np_sol(th.solve_grid(P, N, m, 1e-3, options=th.SolverOptions(chunk=th.cusps.CHUNK)))
     assert grid.dtheta1.shape == (2, GRID30.size, T.size)
     gd = np.stack([grid.dtheta1[..., -1], grid.dtheta2[..., -1]], axis=-1)
     given = th.memory_cusps(ms, 1e-3, memory_sizes=GRID30, grid_dtheta=gd)
@@ -552,3 +551,74 @@ def test_memory_cusps_bad_input_raises():
         th.memory_cusps(18, memory_sizes=GRID30, grid_dtheta=np.zeros((3, 2)))
     with pytest.raises(ValueError, match="memory_size"):
         th.final_dtheta(0.5, 18)
+
+
+def test_solver_options_defaults():
+    # The documented defaults; the cusp search batches its solves in CHUNK lanes (one compile).
+    assert th.SolverOptions() == (1e-10, 1e-13, 200_000, None)
+    assert th.CuspOptions() == (1e-3, 1e-10, 1e-9, 100, th.SolverOptions(chunk=th.cusps.CHUNK))
+    assert th.cusps.CHUNK == 64
+
+
+@pytest.mark.parametrize("options,message", [
+    (th.SolverOptions(rtol=-1e-6), "options.rtol must be >= 0.0"),
+    (th.SolverOptions(atol=float("nan")), "options.atol"),
+    (th.SolverOptions(rtol=0.0, atol=0.0), "options.rtol and options.atol cannot both be 0"),
+    (th.SolverOptions(rtol=np.array([1e-6, 1e-7])), "options.rtol must be a Python number"),
+    (th.SolverOptions(max_steps=0), "options.max_steps must be >= 1"),
+    (th.SolverOptions(max_steps=1e5), "options.max_steps must be a Python int"),
+    (th.SolverOptions(chunk=0), "options.chunk must be >= 1"),
+    ((1e-10, 1e-13, 200_000, None), "options must be a jaxreplay.paper.theory.SolverOptions, got tuple"),
+])
+def test_bad_solver_options_name_the_field(options, message):
+    # Refused before anything is compiled, by every entry point that solves.
+    with pytest.raises(ValueError, match=message.replace(".", r"\.")):
+        th.solve(P, 100, 5, 1e-3, options=options)
+    with pytest.raises(ValueError, match=message.replace(".", r"\.")):
+        th.solve_grid(P, np.array([100, 200]), 5, 1e-3, options=options)
+    with pytest.raises(ValueError, match=message.replace(".", r"\.")):
+        th.final_dtheta(100.0, 5, options=options)
+
+
+@pytest.mark.parametrize("options,message", [
+    (th.CuspOptions(xtol=-1.0), "options.xtol must be >= 0.0"),
+    (th.CuspOptions(ftol=float("inf")), "options.ftol"),
+    (th.CuspOptions(noise_floor=-1e-9), "options.noise_floor must be >= 0.0"),
+    (th.CuspOptions(max_iterations=0), "options.max_iterations must be >= 1"),
+    (th.CuspOptions(solver=th.SolverOptions(chunk=2.5)), "options.solver.chunk must be a Python int"),
+    (th.SolverOptions(), "options must be a jaxreplay.paper.theory.CuspOptions, got SolverOptions"),
+])
+def test_bad_cusp_options_name_the_field(options, message):
+    with pytest.raises(ValueError, match=message.replace(".", r"\.")):
+        th.memory_cusps(18, memory_sizes=GRID30, grid_dtheta=np.ones((GRID30.size, 2)), options=options)
+
+
+def test_driven_window_argument_is_checked():
+    with pytest.raises(ValueError, match="memory_size must be a number of transitions, a MemorySizeSchedule"):
+        th.solve(P, None, 5, 1e-3)
+    with pytest.raises(ValueError, match=r"memory_size\.times must be a non-empty, strictly increasing"):
+        th.solve(P, th.MemorySizeSchedule(np.array([1.0, 0.0]), np.array([5.0, 5.0])), 5, 1e-3)
+    with pytest.raises(ValueError, match=r"memory_size\.sizes must have the shape of memory_size\.times"):
+        th.solve(P, th.MemorySizeSchedule(np.array([0.0, 1.0]), np.array([5.0])), 5, 1e-3)
+
+
+def test_step_budget_of_the_options_is_the_solvers():
+    # 10 steps cannot cover 100 steps of dynamics at rtol 1e-10: equinox's step-budget error.
+    with pytest.raises((RuntimeError, ValueError), match="maximum number of solver steps"):
+        th.solve(P, 100, 5, 1e-3, times=np.linspace(0.0, 100.0, 11), options=th.SolverOptions(max_steps=10))
+
+
+def test_theory_signatures_have_at_most_ten_parameters():
+    import ast
+    import pathlib
+
+    root = pathlib.Path(th.__file__).parent
+    wide = {}
+    for path in sorted(root.glob("*.py")):
+        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+            if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)):
+                a = node.args
+                count = len(a.posonlyargs) + len(a.args) + len(a.kwonlyargs) + bool(a.vararg) + bool(a.kwarg)
+                if count > 10:
+                    wide[f"{path.name}:{node.name}"] = count
+    assert wide == {}

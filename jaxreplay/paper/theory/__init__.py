@@ -7,6 +7,10 @@
   component of Δθ(T) in a continuous memory size N) and the optimum of M
   over N including them.
 
+How the ODE is solved (tolerances, step budget, batching) is one
+:class:`SolverOptions` record, passed as ``options=`` (the cusp search takes a
+:class:`CuspOptions`, which holds its own tolerances and a ``SolverOptions``).
+
 No random keys anywhere. All computations run in float64 inside a scoped
 ``jax.enable_x64`` context; the global JAX configuration is left alone.
 They run on the host CPU even where JAX's default backend is a GPU: adaptive
@@ -21,7 +25,7 @@ from jaxreplay import _extras  # noqa: E402
 _extras.require("jaxreplay.paper.theory", "paper", "diffrax", "equinox")
 
 from jaxreplay.paper.theory import analytic
-from jaxreplay.paper.theory._common import REAL_WEIGHTS, TheoryParams, fixed_point_and_rewards
+from jaxreplay.paper.theory._common import REAL_WEIGHTS, SolverOptions, TheoryParams, fixed_point_and_rewards
 from jaxreplay.paper.theory.analytic import (
     b_coefficients,
     first_stage_limit,
@@ -36,18 +40,20 @@ from jaxreplay.paper.theory.analytic import (
     second_order_initial_slope,
     second_order_terms,
 )
-from jaxreplay.paper.theory.cusps import MemoryCusps, final_dtheta, memory_cusps
+from jaxreplay.paper.theory.cusps import CuspOptions, MemoryCusps, final_dtheta, memory_cusps
 from jaxreplay.paper.theory.ode import MemorySizeSchedule, ODESolution, solve, solve_grid, window_averages
 
 __all__ = [
     "REAL_WEIGHTS",
     "TheoryParams",
+    "SolverOptions",
     "fixed_point_and_rewards",
     "MemorySizeSchedule",
     "ODESolution",
     "solve",
     "solve_grid",
     "window_averages",
+    "CuspOptions",
     "MemoryCusps",
     "final_dtheta",
     "memory_cusps",

@@ -40,6 +40,66 @@ class TheoryParams(NamedTuple):
     initial_intercept: ArrayLike = 1.0
 
 
+class SolverOptions(NamedTuple):
+    """How the replay ODE is solved: diffrax's Dopri8 under a PID step-size controller, in float64.
+
+    One record for every entry point that solves the ODE (:func:`~jaxreplay.paper.theory.solve`,
+    :func:`~jaxreplay.paper.theory.solve_grid`, :func:`~jaxreplay.paper.theory.final_dtheta`,
+    :func:`~jaxreplay.paper.theory.memory_cusps` through :class:`~jaxreplay.paper.theory.CuspOptions`).
+    Static: hashable, checked once per call by :func:`check_options`; each distinct
+    (rtol, atol, max_steps) is one XLA compile per static configuration.
+
+    Attributes:
+        rtol: relative tolerance of the step-size controller (dimensionless, ≥ 0).
+        atol: absolute tolerance, in the units of θ (≥ 0; rtol and atol not both 0).
+            At the defaults (1e-10, 1e-13) the trajectories agree with an
+            independent tight solve to ~1e-8 relative to max|Δθ|.
+        max_steps: the step budget of one solve (int ≥ 1). A solve that needs
+            more (the dynamics diverge) raises equinox's "maximum number of
+            solver steps was reached".
+        chunk: configurations per compiled call of a batched solve (int ≥ 1), or
+            None for one call per batch. It does not change the numbers, only how
+            many programs are compiled: with an int every batch size shares one
+            compile (the last call is padded); with None each batch size is one
+            compile. :func:`~jaxreplay.paper.theory.solve` (one configuration)
+            ignores it; the cusp search defaults to :data:`~jaxreplay.paper.theory.cusps.CHUNK`.
+    """
+
+    rtol: float = 1e-10
+    atol: float = 1e-13
+    max_steps: int = 200_000
+    chunk: int | None = None
+
+
+def _static_int(label: str, value: object) -> int:
+    """``value`` as an int ≥ 1, or ValueError naming ``label`` (a static option: no arrays, no bools)."""
+    if isinstance(value, bool) or not isinstance(value, (int, np.integer)):
+        raise ValueError(f"{label} must be a Python int >= 1 (it is static), got {value!r}.")
+    return _validation.check_static_int(label, value, low=1)
+
+
+def check_options(options: SolverOptions, name: str = "options") -> SolverOptions:
+    """``options`` with Python-number fields, or ValueError naming the bad field (``options.rtol``, ...).
+
+    The fields are static (part of a compile's key), so they must be concrete
+    numbers; they are returned as ``float``/``int`` so that equal values hash equal.
+    """
+    if not isinstance(options, SolverOptions):
+        raise ValueError(f"{name} must be a jaxreplay.paper.theory.SolverOptions, got {type(options).__name__}.")
+    tol = {}
+    for field in ("rtol", "atol"):
+        value = getattr(options, field)
+        if isinstance(value, bool) or not isinstance(value, (int, float, np.number)):  # not an array, not traced
+            raise ValueError(f"{name}.{field} must be a Python number (it is static), got {value!r}.")
+        _validation.check_float(f"{name}.{field}", value, low=0.0)
+        tol[field] = float(value)
+    if tol["rtol"] == 0.0 and tol["atol"] == 0.0:
+        raise ValueError(f"{name}.rtol and {name}.atol cannot both be 0 (the step-size controller needs a tolerance).")
+    max_steps = _static_int(f"{name}.max_steps", options.max_steps)
+    chunk = None if options.chunk is None else _static_int(f"{name}.chunk", options.chunk)
+    return SolverOptions(tol["rtol"], tol["atol"], max_steps, chunk)
+
+
 # The game's TD fixed point under either reading of its "real weights" (docs/paper_readings.md §8) is a
 # property of the game: defined with it, re-exported here.
 from jaxreplay.envs.linesearch import REAL_WEIGHTS, fixed_point_and_rewards  # noqa: E402,F401

@@ -57,8 +57,10 @@ import numpy as np
 from jaxreplay import _validation
 from jaxreplay._typing import ArrayLike
 from jaxreplay.paper.theory._common import (
+    SolverOptions,
     TheoryParams,
     check_hyper,
+    check_options,
     check_params,
     check_real_weights,
     concrete_times,
@@ -67,7 +69,7 @@ from jaxreplay.paper.theory._common import (
     x64,
 )
 
-__all__ = ["MemorySizeSchedule", "ODESolution", "solve", "solve_grid", "window_averages"]
+__all__ = ["MemorySizeSchedule", "ODESolution", "SolverOptions", "solve", "solve_grid", "window_averages"]
 
 FROZEN = (None, "slope", "intercept")
 _GL_NODES, _GL_WEIGHTS = np.polynomial.legendre.leggauss(8)
@@ -173,48 +175,51 @@ def window_averages(y_start, y_end, slope, offset, priority_exponent=None):
     return jnp.where(ok, ey / safe_e0, 0.0), jnp.where(ok, e1 / safe_e0, 0.0)
 
 
-@functools.partial(
-    jax.jit,
-    static_argnames=("prioritized", "real_weights", "rtol", "atol", "max_steps", "size_fn", "kind"),
-)
+class _Program(NamedTuple):
+    """The static part of a solve: what selects its compiled program (hashable, a ``jit`` static argument).
+
+    Attributes:
+        kind: the window: ``"fixed"`` (N), ``"schedule"`` (a :class:`MemorySizeSchedule`)
+            or ``"callable"`` (``size_fn``).
+        prioritized: pER (True) or ER (False).
+        real_weights: the reading of the params' real weights (:data:`REAL_WEIGHTS`).
+        size_fn: the callable t ↦ N(t) when ``kind == "callable"``, else None.
+        solver: the checked :class:`SolverOptions` (its ``chunk`` only splits a
+            batched solve into calls; the traced program does not read it).
+    """
+
+    kind: str
+    prioritized: bool
+    real_weights: str
+    size_fn: Callable | None
+    solver: SolverOptions
+
+
+def _window_cap(program: _Program, memory_size, schedule):
+    """(t ↦ the window's cap N(t) ≥ 0, the times the step-size controller must not step over, or None)."""
+    if program.kind == "fixed":
+        N = f64(memory_size)
+        return (lambda t: N), jnp.reshape(N, (1,))
+    if program.kind == "schedule":
+        st, sz = f64(schedule.times), f64(schedule.sizes)
+        return (lambda t: jnp.maximum(jnp.interp(t, st, sz), 0.0)), st
+    size_fn = program.size_fn
+    assert size_fn is not None  # kind == "callable"
+    return (lambda t: jnp.maximum(f64(size_fn(t)), 0.0)), None
+
+
+@functools.partial(jax.jit, static_argnames=("program",))
 def _solve_core(
-    params,
-    memory_size,
-    batch_size,
-    step_size,
-    discount,
-    priority_exponent,
-    times,
-    schedule,
-    learn,
-    *,
-    prioritized,
-    real_weights,
-    rtol,
-    atol,
-    max_steps,
-    size_fn,
-    kind,
+    params, memory_size, batch_size, step_size, discount, priority_exponent, times, schedule, learn, *, program
 ):
     x0, v, p1, p2, th10, th20 = (f64(p) for p in params)
     mu = f64(batch_size) * f64(step_size)
     g = f64(discount)
-    beta = f64(priority_exponent) if prioritized else None
-    beta1, beta2, th1s, th2s = fixed_point_and_rewards(p1, p2, v, g, real_weights)
+    beta = f64(priority_exponent) if program.prioritized else None
+    beta1, beta2, th1s, th2s = fixed_point_and_rewards(p1, p2, v, g, program.real_weights)
     s = jnp.where(th10 >= 0, 1.0, -1.0)
     times = f64(times)
-
-    if kind == "fixed":
-        N = f64(memory_size)
-        window_cap = lambda t: N  # noqa: E731
-        jumps = jnp.reshape(N, (1,))
-    elif kind == "schedule":
-        st, sz = f64(schedule.times), f64(schedule.sizes)
-        window_cap = lambda t: jnp.maximum(jnp.interp(t, st, sz), 0.0)  # noqa: E731
-        jumps = st
-    else:
-        window_cap = lambda t: jnp.maximum(f64(size_fn(t)), 0.0)  # noqa: E731
-        jumps = None
+    window_cap, jumps = _window_cap(program, memory_size, schedule)
 
     def field(t, state, args):
         th1, th2, _ = state
@@ -228,7 +233,7 @@ def _solve_core(
         d2 = learn[1] * mu * g2
         return d1, d2, jax.nn.relu(-s * th1)
 
-    controller = diffrax.PIDController(rtol=rtol, atol=atol)
+    controller = diffrax.PIDController(rtol=program.solver.rtol, atol=program.solver.atol)
     if jumps is not None:
         controller = diffrax.ClipStepSizeController(controller, jump_ts=jumps)
     sol = diffrax.diffeqsolve(
@@ -240,7 +245,7 @@ def _solve_core(
         y0=(th10, th20, f64(0.0)),
         saveat=diffrax.SaveAt(ts=times),
         stepsize_controller=controller,
-        max_steps=max_steps,
+        max_steps=program.solver.max_steps,
     )
     th1, th2, viol = sol.ys
     dth1, dth2 = th1 - th1s, th2 - th2s
@@ -250,90 +255,87 @@ def _solve_core(
     return ODESolution(times, dth1, dth2, metric, changed, jnp.stack([th1s, th2s]))
 
 
-def _prepare(
-    params,
-    memory_size,
-    batch_size,
-    step_size,
-    discount,
-    priority_exponent,
-    times,
-    horizon,
-    memory_size_fn,
-    frozen,
-    real_weights,
-):
-    check_params(params)
-    if memory_size_fn is None and memory_size is None:
-        raise ValueError("memory_size must be given (or memory_size_fn).")
-    check_hyper(memory_size if memory_size_fn is None else None, batch_size, step_size, discount, priority_exponent)
-    _validation.check_choice("frozen", frozen, FROZEN)
-    check_real_weights(real_weights)
-    if times is None:
-        _validation.check_float("horizon", horizon, low=0.0)
-        if not horizon > 0:
-            raise ValueError(f"horizon must be > 0, got {horizon!r}.")
-        times = np.linspace(0.0, float(horizon), 1001)
-    else:
-        concrete_times(times)
-    schedule, size_fn, kind = None, None, "fixed"
-    if isinstance(memory_size_fn, MemorySizeSchedule):
-        st = _validation.concrete_value(memory_size_fn.times)
-        sz = _validation.concrete_value(memory_size_fn.sizes)
+def _window(memory_size):
+    """Check the window argument: (N or 1 when driven, the schedule or None, size_fn or None, kind).
+
+    ``memory_size`` is N (a number of transitions, int ≥ 1 when concrete), a
+    :class:`MemorySizeSchedule` or a callable t ↦ N(t); ValueError naming it otherwise.
+    """
+    if isinstance(memory_size, MemorySizeSchedule):
+        st = _validation.concrete_value(memory_size.times)
+        sz = _validation.concrete_value(memory_size.sizes)
         if st is not None:
             if st.ndim != 1 or st.shape[0] < 1 or (st.shape[0] > 1 and not np.all(np.diff(st) > 0)):
-                raise ValueError("memory_size_fn.times must be a non-empty, strictly increasing 1-D array.")
+                raise ValueError("memory_size.times must be a non-empty, strictly increasing 1-D array.")
         if sz is not None:
-            _validation.check_float("memory_size_fn.sizes", sz, low=0.0)
+            _validation.check_float("memory_size.sizes", sz, low=0.0)
             if st is not None and sz.shape != st.shape:
-                raise ValueError("memory_size_fn.sizes must have the shape of memory_size_fn.times.")
-        schedule, kind = memory_size_fn, "schedule"
-    elif memory_size_fn is not None:
-        if not callable(memory_size_fn):
-            raise ValueError("memory_size_fn must be a MemorySizeSchedule or a callable t -> N(t).")
-        size_fn, kind = memory_size_fn, "callable"
+                raise ValueError("memory_size.sizes must have the shape of memory_size.times.")
+        return 1, memory_size, None, "schedule"
+    if callable(memory_size):
+        return 1, None, memory_size, "callable"
     if memory_size is None:
-        memory_size = 1
-    if priority_exponent is None:
-        priority_exponent = 0.0
-        prioritized = False
-    else:
-        prioritized = True
+        raise ValueError(
+            "memory_size must be a number of transitions, a MemorySizeSchedule or a callable t -> N(t), got None."
+        )
+    _validation.check_int("memory_size", memory_size, low=1)
+    return memory_size, None, None, "fixed"
+
+
+def _save_times(times):
+    """The save grid: ``times`` checked, or the default ``linspace(0, 1000, 1001)`` (the paper's T = 1000)."""
+    if times is None:
+        return np.linspace(0.0, 1000.0, 1001)
+    concrete_times(times)
+    return times
+
+
+def _prepare(
+    params, memory_size, batch_size, step_size, discount, priority_exponent, times, frozen, real_weights, options
+):
+    """Check the arguments of :func:`solve` / :func:`solve_grid` (ValueError naming the first bad one).
+
+    Returns (N, β, times, schedule, learn, program): N is 1 for a driven window,
+    β is 0 for ER, learn is float64[2], the weights' learning mask.
+    """
+    check_params(params)
+    memory_size, schedule, size_fn, kind = _window(memory_size)
+    check_hyper(None, batch_size, step_size, discount, priority_exponent)
+    _validation.check_choice("frozen", frozen, FROZEN)
+    check_real_weights(real_weights)
+    program = _Program(kind, priority_exponent is not None, real_weights, size_fn, check_options(options))
     learn = np.array([frozen != "slope", frozen != "intercept"], dtype=np.float64)
-    return (
-        memory_size,
-        priority_exponent,
-        times,
-        schedule,
-        learn,
-        dict(prioritized=prioritized, size_fn=size_fn, kind=kind),
-    )
+    beta = 0.0 if priority_exponent is None else priority_exponent
+    return memory_size, beta, _save_times(times), schedule, learn, program
+
+
+def _f64_schedule(schedule: MemorySizeSchedule | None) -> MemorySizeSchedule | None:
+    return None if schedule is None else MemorySizeSchedule(f64(schedule.times), f64(schedule.sizes))
 
 
 @x64
 def solve(
     params: TheoryParams = TheoryParams(),
-    memory_size: ArrayLike = 1000,
+    memory_size: ArrayLike | MemorySizeSchedule | Callable = 1000,
     batch_size: ArrayLike = 5,
     step_size: ArrayLike = 1e-3,
     discount: ArrayLike = 0.0,
     priority_exponent: ArrayLike | None = None,
     *,
     times: ArrayLike | None = None,
-    horizon: float = 1000.0,
-    memory_size_fn: MemorySizeSchedule | Callable | None = None,
     frozen: str | None = None,
     real_weights: str = "reward",
-    rtol: float = 1e-10,
-    atol: float = 1e-13,
-    max_steps: int = 200_000,
+    options: SolverOptions = SolverOptions(),
 ) -> ODESolution:
     """Solve the replay ODE on LineSearch with diffrax (Dopri8, float64).
 
     Args:
         params: :class:`TheoryParams` (x0, v, real weights, θ⁰).
-        memory_size: N, capacity in transitions (int ≥ 1; may be traced).
-            Ignored when ``memory_size_fn`` is given (pass None).
+        memory_size: the window's cap. N, a capacity in transitions (int ≥ 1;
+            may be traced), or a window driven by a given N(t): a
+            :class:`MemorySizeSchedule` (samples, linearly interpolated; may be
+            traced) or a jittable callable t ↦ N(t) (static; one compile per
+            function object). The window is n(t) = min(t, N(t)).
         batch_size: m, updates per step (int ≥ 1; may be traced).
         step_size: α ≥ 0 (may be traced).
         discount: γ in [0, 1) (may be traced).
@@ -342,28 +344,24 @@ def solve(
             not-None is static.
         times: float[S] strictly increasing save times in steps, ≥ 0; the
             solve runs from 0 to ``times[-1]``. Default
-            ``linspace(0, horizon, 1001)``.
-        horizon: T when ``times`` is None (paper: 1000).
-        memory_size_fn: a window driven by a given N(t): a
-            :class:`MemorySizeSchedule` (samples, linearly interpolated; may be
-            traced) or a jittable callable t ↦ N(t) (static; one compile per
-            function object). The window is n(t) = min(t, N(t)).
+            ``linspace(0, 1000, 1001)`` (the paper's horizon T = 1000).
         frozen: None (both weights learn), ``"slope"`` (θ1 stays at θ1⁰) or
             ``"intercept"`` (θ2 stays at θ2⁰). The appendix's 1-D cases set
             the frozen weight to its real value through ``params``.
         real_weights: ``"reward"`` (params' real weights are β, default) or
             ``"fixed_point"`` (they are θ*) — docs/paper_readings.md §8.
-        rtol, atol: diffrax PID tolerances (static).
-        max_steps: diffrax step budget (static).
+        options: :class:`SolverOptions`, the solver's tolerances and step budget
+            (static; ``chunk`` is ignored here).
 
     Returns:
         :class:`ODESolution` (float64 arrays; scalars for scalar inputs).
 
     Raises:
         ValueError: naming the argument, for concrete bad input
-            (memory_size < 1, batch_size < 1, non-finite or negative
-            step_size, discount outside [0, 1), negative priority_exponent,
-            bad params, times, frozen or real_weights).
+            (memory_size < 1 or not an integer, batch_size < 1, non-finite or
+            negative step_size, discount outside [0, 1), negative
+            priority_exponent, bad params, times, schedule, frozen,
+            real_weights or options field).
 
     Jittable and vmappable over memory_size, batch_size, step_size,
     discount, priority_exponent and params (one compilation per static
@@ -377,71 +375,44 @@ def solve(
     independent tight solve of the paper's b-coefficient form to ~1e-8
     relative to max|Δθ| (tests require 1e-6).
     """
-    memory_size, priority_exponent, times, schedule, learn, kw = _prepare(
-        params,
-        memory_size,
-        batch_size,
-        step_size,
-        discount,
-        priority_exponent,
-        times,
-        horizon,
-        memory_size_fn,
-        frozen,
-        real_weights,
+    memory_size, beta, times, schedule, learn, program = _prepare(
+        params, memory_size, batch_size, step_size, discount, priority_exponent, times, frozen, real_weights, options
     )
     # Float64 arrays throughout, so that ints vs floats do not recompile.
+    hyper = (f64(memory_size), f64(batch_size), f64(step_size), f64(discount), f64(beta))
     return _solve_core(
-        TheoryParams(*map(f64, params)),
-        f64(memory_size),
-        f64(batch_size),
-        f64(step_size),
-        f64(discount),
-        f64(priority_exponent),
-        f64(times),
-        None if schedule is None else MemorySizeSchedule(f64(schedule.times), f64(schedule.sizes)),
-        f64(learn),
-        real_weights=real_weights,
-        rtol=rtol,
-        atol=atol,
-        max_steps=max_steps,
-        **kw,
+        TheoryParams(*map(f64, params)), *hyper, f64(times), _f64_schedule(schedule), f64(learn), program=program
     )
 
 
-@functools.partial(
-    jax.jit,
-    static_argnames=("prioritized", "real_weights", "rtol", "atol", "max_steps", "size_fn", "kind"),
-)
-def _solve_grid_core(
-    params, memory_size, batch_size, step_size, discount, priority_exponent, times, schedule, learn, **static
-):
-    core = functools.partial(_solve_core, **static)
-    return jax.vmap(core, in_axes=(None, 0, 0, 0, 0, 0, None, None, None))(
-        params, memory_size, batch_size, step_size, discount, priority_exponent, times, schedule, learn
-    )
+@functools.partial(jax.jit, static_argnames=("program",))
+def _solve_grid_core(params, hyper, times, schedule, learn, *, program):
+    """:func:`_solve_core` vmapped over ``hyper``, the 5 columns (N, m, α, γ, β), float64[C] each."""
+    core = functools.partial(_solve_core, program=program)
+    return jax.vmap(core, in_axes=(None, 0, 0, 0, 0, 0, None, None, None))(params, *hyper, times, schedule, learn)
 
 
-def _solve_flat(params, flat, times, schedule, learn, chunk, **static) -> ODESolution:
+def _solve_flat(params, flat, times, schedule, learn, program) -> ODESolution:
     """:func:`_solve_grid_core` over the flat float64 hyperparameter columns ``flat`` (5 arrays [C]).
 
-    ``chunk=None`` (or traced columns): one call of size C (one compile per C).
-    ``chunk=k``: calls of exactly k configurations, the last padded with copies
+    ``program.solver.chunk`` None (or traced columns): one call of size C (one compile per C);
+    ``k``: calls of exactly k configurations, the last padded with copies
     of its final configuration, so every grid size shares one compile per
     static configuration and save-time count; padding and slicing run in
     NumPy (eager JAX ops would compile once per slice size). Call inside
     ``jax.enable_x64``.
     """
+    chunk = program.solver.chunk
     concrete = [_validation.concrete_value(x) for x in flat]
     host = [h for h in concrete if h is not None]
     if chunk is None or len(host) < len(concrete) or host[0].shape[0] == 0:
-        return _solve_grid_core(params, *flat, times, schedule, learn, **static)
+        return _solve_grid_core(params, tuple(flat), times, schedule, learn, program=program)
     n = host[0].shape[0]
     parts = []
     for start in range(0, n, chunk):
         stop = min(start + chunk, n)
         cols = [np.concatenate([h[start:stop], np.repeat(h[stop - 1 : stop], chunk - (stop - start))]) for h in host]
-        out = _solve_grid_core(params, *map(f64, cols), times, schedule, learn, **static)
+        out = _solve_grid_core(params, tuple(map(f64, cols)), times, schedule, learn, program=program)
         parts.append(jax.tree.map(lambda a, k=stop - start: np.asarray(a)[:k], out))
     return jax.tree.map(lambda *a: f64(np.concatenate(a, axis=0)), *parts)
 
@@ -449,68 +420,37 @@ def _solve_flat(params, flat, times, schedule, learn, chunk, **static) -> ODESol
 @x64
 def solve_grid(
     params: TheoryParams = TheoryParams(),
-    memory_size: ArrayLike = 1000,
+    memory_size: ArrayLike | MemorySizeSchedule | Callable = 1000,
     batch_size: ArrayLike = 5,
     step_size: ArrayLike = 1e-3,
     discount: ArrayLike = 0.0,
     priority_exponent: ArrayLike | None = None,
     *,
     times: ArrayLike | None = None,
-    horizon: float = 1000.0,
-    memory_size_fn: MemorySizeSchedule | Callable | None = None,
     frozen: str | None = None,
     real_weights: str = "reward",
-    rtol: float = 1e-10,
-    atol: float = 1e-13,
-    max_steps: int = 200_000,
-    chunk: int | None = None,
+    options: SolverOptions = SolverOptions(),
 ) -> ODESolution:
     """:func:`solve` over a broadcast grid of hyperparameters, vmapped in one compilation.
 
-    ``memory_size``, ``batch_size``, ``step_size``, ``discount`` and
-    ``priority_exponent`` (if not None) are broadcast together to a shape G
-    (e.g. build a grid with ``np.meshgrid``); ``params``, ``times`` and
-    ``memory_size_fn`` are shared. Every field of the result gets the leading
-    shape G: ``dtheta1`` is float64[*G, S], ``metric`` float64[*G], and so on.
-    Same arguments, checks and errors as :func:`solve`, plus ``chunk``: None
-    solves the whole grid in one vmapped call (one compile per grid size);
-    an int solves it in calls of exactly ``chunk`` configurations (the last
-    padded), so grids of any size, and :func:`jaxreplay.paper.theory.memory_cusps`
-    with the same ``chunk`` and save-time count, share one compile.
+    ``memory_size`` (when a number), ``batch_size``, ``step_size``, ``discount``
+    and ``priority_exponent`` (if not None) are broadcast together to a shape G
+    (e.g. build a grid with ``np.meshgrid``); ``params``, ``times`` and a
+    driven window (``memory_size`` a schedule or callable) are shared. Every
+    field of the result gets the leading shape G: ``dtheta1`` is
+    float64[*G, S], ``metric`` float64[*G], and so on. Same arguments, checks
+    and errors as :func:`solve`; ``options.chunk``: None solves the whole grid
+    in one vmapped call (one compile per grid size); an int solves it in calls
+    of exactly ``chunk`` configurations (the last padded), so grids of any
+    size, and :func:`jaxreplay.paper.theory.memory_cusps` with the same
+    ``chunk`` and save-time count, share one compile.
     """
-    memory_size, priority_exponent, times, schedule, learn, kw = _prepare(
-        params,
-        memory_size,
-        batch_size,
-        step_size,
-        discount,
-        priority_exponent,
-        times,
-        horizon,
-        memory_size_fn,
-        frozen,
-        real_weights,
+    memory_size, beta, times, schedule, learn, program = _prepare(
+        params, memory_size, batch_size, step_size, discount, priority_exponent, times, frozen, real_weights, options
     )
-    arrays = jnp.broadcast_arrays(
-        f64(memory_size), f64(batch_size), f64(step_size), f64(discount), f64(priority_exponent)
-    )
-    if chunk is not None:
-        chunk = _validation.check_static_int("chunk", chunk, low=1)
+    arrays = jnp.broadcast_arrays(f64(memory_size), f64(batch_size), f64(step_size), f64(discount), f64(beta))
     shape = arrays[0].shape
     flat = [a.reshape(-1) for a in arrays]
-    if schedule is not None:
-        schedule = MemorySizeSchedule(f64(schedule.times), f64(schedule.sizes))
-    out = _solve_flat(
-        TheoryParams(*map(f64, params)),
-        flat,
-        f64(times),
-        schedule,
-        f64(learn),
-        chunk,
-        real_weights=real_weights,
-        rtol=rtol,
-        atol=atol,
-        max_steps=max_steps,
-        **kw,
-    )
+    params64 = TheoryParams(*map(f64, params))
+    out = _solve_flat(params64, flat, f64(times), _f64_schedule(schedule), f64(learn), program)
     return jax.tree.map(lambda a: a.reshape(shape + a.shape[1:]), out)

@@ -231,7 +231,7 @@ def solve_theory(registry: Registry, prioritized: bool, times: np.ndarray) -> Th
         discount=g,
         priority_exponent=PRIORITY_EXPONENT if prioritized else None,
         times=times,
-        chunk=theory.cusps.CHUNK,
+        options=theory.SolverOptions(chunk=theory.cusps.CHUNK),
     )
     return TheorySolves(
         registry,
@@ -566,7 +566,7 @@ def theory_aer(aer: Experiments, times: np.ndarray) -> AdaptiveTheory:
     mem = aer.memory_size[aer.curves[(AER_N0, AER_M, ALPHA_GRID, 0.0)]].astype(np.float64)  # [seeds, T]
     mean_N = mem.mean(axis=0)
     sched = theory.MemorySizeSchedule(times=np.arange(1.0, T + 1.0), sizes=mean_N)
-    sol = theory.solve(memory_size=None, batch_size=AER_M, step_size=ALPHA_GRID, memory_size_fn=sched, times=times)
+    sol = theory.solve(memory_size=sched, batch_size=AER_M, step_size=ALPHA_GRID, times=times)
     return AdaptiveTheory(
         mem,
         mean_N,
