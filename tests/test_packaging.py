@@ -166,8 +166,9 @@ ARRAY_ARGUMENTS = {
     "jaxreplay.prioritized.update_priorities": {"indices": "ArrayLike", "td_errors": "ArrayLike",
                                                 "priority_exponent": "ArrayLike", "tree": "TreeMode"},
     "jaxreplay.prioritized.sample": {"key": "jax.Array", "importance_exponent": "ArrayLike"},
-    "jaxreplay.adaptive.update": {"step": "ArrayLike", "interval": "ArrayLike", "num_old": "ArrayLike",
-                                  "tolerance": "ArrayLike", "random_walk": "ArrayLike", "state": "AdaptiveState"},
+    "jaxreplay.adaptive.controller": {"interval": "ArrayLike", "num_old": "ArrayLike", "tolerance": "ArrayLike",
+                                      "random_walk": "ArrayLike"},
+    "jaxreplay.adaptive.update": {"step": "ArrayLike", "state": "AdaptiveState"},
     "jaxreplay.adaptive.old_td_error_sum": {"num_old": "ArrayLike", "start": "ArrayLike"},
 }
 
