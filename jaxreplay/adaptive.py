@@ -178,18 +178,18 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from jaxreplay import _validation
+from jaxreplay import _td_sums, _validation
 from jaxreplay import buffer as buffer_lib
 from jaxreplay._typing import ArrayLike
 
 Transition = buffer_lib.Transition
 """One transition, or a batch of them: a pytree of arrays (as :data:`jaxreplay.buffer.Transition`)."""
-TDErrorFn = Callable[[Transition], ArrayLike]
+TDErrorFn = _td_sums.TDErrorFn
 """Maps a batch of transitions (leaves ``[n, ...]``) to their TD errors, ``[n]``; the result is made
 an array (``jnp.asarray``) and its shape checked."""
 
 SHRINK_READINGS = ("new", "shrunk")
-"""The two readings of Algorithm 2's shrink step, the values of ``shrink_reading`` (see :func:`update`)."""
+"""The two readings of Algorithm 2's shrink step, the values of ``shrink_reading`` (see :func:`controller`)."""
 
 
 class Config(NamedTuple):
@@ -255,12 +255,9 @@ class Diagnostics(NamedTuple):
         num_invalid: ``int32[]``; checks that could not decide: their sums
             were not finite (NaN or inf TD errors) or the (traced) tolerances
             were invalid. The capacity was kept and the reference dropped.
-        invalid_parameters: ``bool[]``; set (and kept) when an update was
-            given a traced ``tolerance`` that is NaN, infinite or negative, or
-            a traced ``relative_tolerance`` that is NaN or outside ``[0, 1]``;
-            its checks kept the capacity (module docstring). Like
-            ``buffer.capacity_clipped``, a flag to read after a jitted run,
-            since jitted code cannot raise.
+        invalid_parameters: ``bool[]``; set (and kept) by a traced invalid
+            ``tolerance`` or ``relative_tolerance`` (module docstring): a flag
+            to read after a jitted run, like ``buffer.capacity_clipped``.
         sum_abs_change: ``float32[]``; Σ over compared checks of the estimated
             ``| |δ_old|' - |δ_old| |``.
         sum_noise: ``float32[]``; Σ over compared checks of the standard error
@@ -374,45 +371,7 @@ def _check_common(
 
 
 # ----------------------------------------------------------------------------
-# The sum of |δ| over old transitions
-
-
-def _td_sum(
-    key: jax.Array | None,
-    buffer_state: buffer_lib.BufferState,
-    td_error_fn: TDErrorFn,
-    start: ArrayLike,
-    num_old: ArrayLike,
-    max_num_old: int,
-    subsample_size: int | None,
-) -> jax.Array:
-    """Σ|δ| (or its subsample estimate) over live offsets ``start .. start+num_old-1``."""
-    start = jnp.asarray(start, jnp.int32)
-    num_old = jnp.asarray(num_old, jnp.int32)
-    if subsample_size is None:
-        positions = jnp.arange(max_num_old, dtype=jnp.int32)
-        offsets = start + positions
-        valid = (positions < num_old) & (offsets < buffer_state.size)
-        length = max_num_old
-    else:
-        # m live transitions among the checked ones; draw s of them uniformly.
-        live = jnp.clip(jnp.minimum(num_old, buffer_state.size - start), 0, None)
-        assert key is not None  # _check_common refuses a subsample without a key
-        u = jax.random.uniform(key, (subsample_size,))
-        drawn = jnp.clip((u * live).astype(jnp.int32), 0, jnp.maximum(live - 1, 0))
-        offsets = start + drawn
-        valid = jnp.broadcast_to(live > 0, (subsample_size,))
-        length = subsample_size
-    slots = buffer_lib.slot_of(buffer_state, offsets)
-    td = jnp.asarray(td_error_fn(buffer_lib.get(buffer_state, slots)))
-    if td.shape != (length,):
-        raise ValueError(
-            f"td_error_fn must return one TD error per transition, shape ({length},); got shape {td.shape}."
-        )
-    total = jnp.sum(jnp.where(valid, jnp.abs(td), 0.0)).astype(jnp.float32)
-    if subsample_size is None:
-        return total
-    return (live.astype(jnp.float32) / subsample_size) * total
+# The sum of |δ| over old transitions (estimated in jaxreplay._td_sums)
 
 
 def old_td_error_sum(
@@ -457,31 +416,11 @@ def old_td_error_sum(
     max_num_old, subsample_size = _check_common(buffer_state, num_old, max_num_old, subsample_size, key)
     _validation.check_int("start", start, low=0)
     _check_td_error_fn(td_error_fn)
-    return _td_sum(key, buffer_state, td_error_fn, start, num_old, max_num_old, subsample_size)
+    return _td_sums.td_sum(key, buffer_state, td_error_fn, start, num_old, max_num_old, subsample_size)
 
 
 # ----------------------------------------------------------------------------
 # The controller
-
-
-def _draw_positions(key, window, length: int, subsample_size: int | None, enumerate_small):
-    """Where to evaluate a sum over ``window`` live transitions: ``(positions, valid, scale, drawn)``.
-
-    Exact (no subsample): positions ``0 .. L-1``, valid below ``window``.
-    Subsampled: ``s`` uniform draws with replacement from ``[0, window)``
-    (``drawn``, each counted ``window / s``), unless ``enumerate_small`` and
-    ``window <= s``: then every transition once (exact, scale 1).
-    """
-    index = jnp.arange(length, dtype=jnp.int32)
-    if subsample_size is None:
-        return index, index < window, jnp.float32(1.0), jnp.bool_(False)
-    drawn = ~(jnp.asarray(enumerate_small, jnp.bool_) & (window <= subsample_size))
-    u = jax.random.uniform(key, (subsample_size,))
-    random_positions = jnp.clip((u * window).astype(jnp.int32), 0, jnp.maximum(window - 1, 0))
-    positions = jnp.where(drawn, random_positions, index)
-    valid = jnp.where(drawn, jnp.broadcast_to(window > 0, (subsample_size,)), index < window)
-    scale = jnp.where(drawn, window.astype(jnp.float32) / subsample_size, jnp.float32(1.0))
-    return positions, valid, scale, drawn
 
 
 def _valid_tolerances(tolerance: ArrayLike | None, relative_tolerance: ArrayLike | None) -> jax.Array:
@@ -496,28 +435,8 @@ def _valid_tolerances(tolerance: ArrayLike | None, relative_tolerance: ArrayLike
     return valid
 
 
-def _standard_error(values, valid, scale, drawn, subsample_size: int | None):
-    """Standard error of ``scale · Σ values`` over draws with replacement (0 when exact)."""
-    if subsample_size is None or subsample_size < 2:
-        return jnp.float32(0.0)
-    sd = jnp.std(jnp.where(valid, values, 0.0), ddof=1)
-    return jnp.where(drawn & jnp.any(valid), scale * jnp.sqrt(jnp.float32(subsample_size)) * sd, 0.0)
-
-
-def _abs_td_errors(buffer_state, td_error_fn: TDErrorFn, length: int, start, positions, valid) -> jax.Array:
-    """``float32[L]``: ``|δ|`` at age offsets ``start + positions``, 0 where not ``valid``."""
-    offsets = jnp.asarray(start, jnp.int32) + positions
-    slots = buffer_lib.slot_of(buffer_state, offsets)
-    td = jnp.asarray(td_error_fn(buffer_lib.get(buffer_state, slots)))
-    if td.shape != (length,):
-        raise ValueError(
-            f"td_error_fn must return one TD error per transition, shape ({length},); got shape {td.shape}."
-        )
-    return jnp.where(valid, jnp.abs(td), 0.0).astype(jnp.float32)
-
-
 # The four steps of a check. Each takes the config as arrays (:func:`_as_arrays`);
-# ``evaluate(start, positions, valid)`` is :func:`_abs_td_errors` with the memory bound.
+# ``evaluate(start, positions, valid)`` is :func:`_td_sums.abs_td_errors` with the memory bound.
 
 
 class _Estimate(NamedTuple):
@@ -545,16 +464,16 @@ def _estimate(config: Config, key: jax.Array, reference: Reference, size, evalua
     length = config.max_num_old if subsample_size is None else subsample_size
     n_full = jnp.minimum(config.num_old, size)
     window = jnp.where(reference.valid & config.equal_counts, jnp.minimum(reference.window, n_full), n_full)
-    positions, valid, scale, drawn = _draw_positions(key, window, length, subsample_size, config.paired)
+    positions, valid, scale, drawn = _td_sums.draw_positions(key, window, length, subsample_size, config.paired)
     reuse_draws = config.paired & reference.valid & drawn & (window == reference.window)
     if subsample_size is not None:
         positions = jnp.where(reuse_draws, reference.positions, positions)
     values = evaluate(0, positions, valid)
     total = scale * jnp.sum(values)
-    se = _standard_error(values, valid, scale, drawn, subsample_size)
+    se = _td_sums.standard_error(values, valid, scale, drawn, subsample_size)
     change = total - reference.delta_old
     if subsample_size is not None:
-        se_paired = _standard_error(values - reference.values, valid, scale, drawn, subsample_size)
+        se_paired = _td_sums.standard_error(values - reference.values, valid, scale, drawn, subsample_size)
         se_change = jnp.where(reuse_draws, se_paired, jnp.sqrt(se**2 + reference.se**2))
     else:
         se_change = jnp.float32(0.0)
@@ -615,9 +534,9 @@ def _next_reference(
     keep = same | (~jnp.asarray(config.equal_counts) & decision.grow)
 
     def recompute():
-        pos, val, sc, dr = _draw_positions(key, ref_window, length, subsample_size, config.paired)
+        pos, val, sc, dr = _td_sums.draw_positions(key, ref_window, length, subsample_size, config.paired)
         vals = evaluate(start, pos, val)
-        return sc * jnp.sum(vals), pos, vals, _standard_error(vals, val, sc, dr, subsample_size)
+        return sc * jnp.sum(vals), pos, vals, _td_sums.standard_error(vals, val, sc, dr, subsample_size)
 
     def reuse():
         return estimate.total, estimate.positions, estimate.values, estimate.se
@@ -743,7 +662,7 @@ def _update(
         key = jax.random.key(0)  # unused: exact sums, no coin
     arrays = _as_arrays(config)
     length = config.max_num_old if config.subsample_size is None else config.subsample_size
-    evaluate = functools.partial(_abs_td_errors, buffer_state, td_error_fn, length)
+    evaluate = functools.partial(_td_sums.abs_td_errors, buffer_state, td_error_fn, length)
     valid_parameters = _valid_tolerances(config.tolerance, config.relative_tolerance)
     fire = (jnp.asarray(step, jnp.int32) % arrays.interval == 0) & buffer_lib.is_full(buffer_state)
 
@@ -842,30 +761,13 @@ def controller(
             is needed, a ``state`` that is not an :class:`AdaptiveState` of
             length ``s``, a non-callable ``td_error_fn``, or (at trace time) a
             ``td_error_fn`` output of the wrong shape. Traced values are not
-            checked: an out-of-range traced ``num_old`` is clipped to
-            ``[1, max_num_old]``, a traced ``interval`` below 1 acts as 1, and
-            an invalid traced ``tolerance`` or ``relative_tolerance`` keeps
-            the capacity at every check and sets ``invalid_parameters``
-            (module docstring).
+            checked: ``num_old`` is clipped to ``[1, max_num_old]``, an
+            ``interval`` below 1 acts as 1, and invalid tolerances are flagged
+            (``Diagnostics.invalid_parameters``, module docstring).
     """
-    config = _check_config(
-        Config(
-            interval=interval,
-            num_old=num_old,
-            max_num_old=max_num_old,
-            subsample_size=subsample_size,
-            tolerance=tolerance,
-            relative_tolerance=relative_tolerance,
-            shrink_reading=shrink_reading,
-            paired=paired,
-            equal_counts=equal_counts,
-            random_walk=random_walk,
-        )
-    )
-    return Controller(
-        init=functools.partial(init, config.subsample_size),
-        update=functools.partial(_update, config),
-    )
+    settings = (interval, num_old, max_num_old, subsample_size, tolerance, relative_tolerance, shrink_reading)
+    config = _check_config(Config(*settings, paired, equal_counts, random_walk))  # in Config's field order
+    return Controller(init=functools.partial(init, config.subsample_size), update=functools.partial(_update, config))
 
 
 def update(
