@@ -129,14 +129,12 @@ capacity, drops the reference (the next check starts afresh, like the first)
 and counts in ``num_invalid``; without this a NaN comparison would enlarge at
 every check.
 
-Invalid traced tolerances. Concrete ``tolerance`` and ``relative_tolerance``
-values are refused (``ValueError``); traced ones cannot be. A traced ``ε``
-that is NaN, infinite or negative, or ``ρ`` that is NaN or outside ``[0, 1]``,
-would otherwise bias every decision without a trace (NaN: never shrink;
-negative: shrink more easily). Instead every call with one sets the sticky
-flag ``invalid_parameters``, and every check it makes is treated like one with
-non-finite sums: the capacity is kept, the reference dropped, and the check
-counted in ``num_invalid``.
+Invalid traced tolerances. Concrete bad ``tolerance`` and
+``relative_tolerance`` values are refused (``ValueError``); traced ones cannot
+be. A traced ``ε`` that is NaN, infinite or negative, or ``ρ`` that is NaN or
+outside ``[0, 1]``, would bias every decision without a trace (NaN: never
+shrink; negative: shrink more easily). Instead it sets the sticky flag
+``invalid_parameters`` and its checks are treated like non-finite ones.
 
 The random-walk control (``random_walk=True``). The decision is a fair coin
 instead of the comparison, with the same boundaries, interval and
@@ -288,12 +286,6 @@ class AdaptiveState(NamedTuple):
     diagnostics: Diagnostics
 
 
-UpdateFn = Callable[
-    [jax.Array | None, AdaptiveState, buffer_lib.BufferState, TDErrorFn, ArrayLike],
-    tuple[AdaptiveState, jax.Array],
-]
-
-
 class Controller(NamedTuple):
     """aER's pure functions with its :class:`Config` bound (from :func:`controller`).
 
@@ -304,7 +296,7 @@ class Controller(NamedTuple):
     """
 
     init: Callable[[], AdaptiveState]
-    update: UpdateFn
+    update: Callable[[jax.Array | None, AdaptiveState, buffer_lib.BufferState, TDErrorFn, ArrayLike], tuple]
 
 
 def init(subsample_size: int | None = None) -> AdaptiveState:
@@ -435,8 +427,10 @@ def _valid_tolerances(tolerance: ArrayLike | None, relative_tolerance: ArrayLike
     return valid
 
 
-# The four steps of a check. Each takes the config as arrays (:func:`_as_arrays`);
-# ``evaluate(start, positions, valid)`` is :func:`_td_sums.abs_td_errors` with the memory bound.
+# The four steps of a check. Each takes the config as arrays (:func:`_as_arrays`).
+
+# ``(start, positions int32[L], valid bool[L]) -> float32[L]``: ``_td_sums.abs_td_errors`` with the memory bound.
+_Evaluate = Callable[[ArrayLike, jax.Array, jax.Array], jax.Array]
 
 
 class _Estimate(NamedTuple):
@@ -452,13 +446,15 @@ class _Estimate(NamedTuple):
 
 
 class _Decision(NamedTuple):
+    """What a check does to ``N``."""
+
     ok: jax.Array  # bool[]: the check could decide (finite sums, valid tolerances)
     shrink: jax.Array  # bool[]
     grow: jax.Array  # bool[]: every valid check that does not shrink
     capacity: jax.Array  # int32[]: the new N
 
 
-def _estimate(config: Config, key: jax.Array, reference: Reference, size, evaluate) -> _Estimate:
+def _estimate(config: Config, key: jax.Array, reference: Reference, size: jax.Array, evaluate: _Evaluate) -> _Estimate:
     """Estimate ``|δ_old|'`` over as many of the oldest transitions as the reference covers (equal counts)."""
     subsample_size = config.subsample_size
     length = config.max_num_old if subsample_size is None else subsample_size
@@ -481,18 +477,19 @@ def _estimate(config: Config, key: jax.Array, reference: Reference, size, evalua
 
 
 def _decide(
-    config: Config, key: jax.Array, estimate: _Estimate, delta_old, buffer_state, valid_parameters
+    config: Config,
+    key: jax.Array,
+    estimate: _Estimate,
+    delta_old: jax.Array,
+    buffer_state: buffer_lib.BufferState,
+    valid_parameters: jax.Array,
 ) -> _Decision:
     """Shrink, enlarge, or (sums not finite, tolerances invalid) keep ``N``: steps 2 to 4 of Algorithm 2."""
     if config.tolerance is None and config.relative_tolerance is None:
         decreased = estimate.total <= delta_old
     else:
-        eps = jnp.float32(0.0) if config.tolerance is None else jnp.asarray(config.tolerance, jnp.float32)
-        rho = (
-            jnp.float32(0.0)
-            if config.relative_tolerance is None
-            else jnp.asarray(config.relative_tolerance, jnp.float32)
-        )
+        eps = jnp.asarray(0.0 if config.tolerance is None else config.tolerance, jnp.float32)
+        rho = jnp.asarray(0.0 if config.relative_tolerance is None else config.relative_tolerance, jnp.float32)
         decreased = estimate.total < (1.0 - rho) * delta_old - eps
     coin = jax.random.uniform(key) < 0.5
     wants_shrink = jnp.where(config.random_walk, coin, decreased)
@@ -511,8 +508,8 @@ def _next_reference(
     estimate: _Estimate,
     decision: _Decision,
     previous: Reference,
-    buffer_state,
-    evaluate,
+    buffer_state: buffer_lib.BufferState,
+    evaluate: _Evaluate,
 ) -> Reference:
     """The reference for the next check: the transitions that will then be the oldest.
 
@@ -555,7 +552,9 @@ def _next_reference(
     )
 
 
-def _record(diagnostics: Diagnostics, estimate: _Estimate, decision: _Decision, had_reference) -> Diagnostics:
+def _record(
+    diagnostics: Diagnostics, estimate: _Estimate, decision: _Decision, had_reference: jax.Array
+) -> Diagnostics:
     """Count the check, its branch, and (with a reference) its change against the estimator's noise."""
     compared = decision.ok & had_reference
     noisy = jnp.abs(estimate.change) <= 2.0 * estimate.se_change
@@ -575,7 +574,12 @@ def _record(diagnostics: Diagnostics, estimate: _Estimate, decision: _Decision, 
 
 
 def _check(
-    config: Config, key: jax.Array, state: AdaptiveState, buffer_state, evaluate, valid_parameters
+    config: Config,
+    key: jax.Array,
+    state: AdaptiveState,
+    buffer_state: buffer_lib.BufferState,
+    evaluate: _Evaluate,
+    valid_parameters: jax.Array,
 ) -> tuple[AdaptiveState, jax.Array]:
     """A check that fires: estimate, decide, choose the next reference, record."""
     # Split inside the branch: steps without a check draw no random numbers.
