@@ -10,17 +10,15 @@ capacity and the caller applies it. Its settings are bound once, the way
 settings are fine (build it inside the traced function)::
 
     aer = adaptive.controller(interval=k, num_old=n_old, max_num_old=...)
-    ctrl = aer.init()
-    ...
+    ctrl = aer.init()  # then, every step:
     ctrl, capacity = aer.update(key, ctrl, memory, td_error_fn, step)
     memory = buffer.resize(memory, capacity)
 
 A check is four small pure steps: estimate ``|δ_old|'`` (and its change
 against the reference), decide (shrink, enlarge or keep), choose the next
 reference, and record the diagnostics. The state is its :class:`Reference`
-and its :class:`Diagnostics`. (``adaptive.update(key, ctrl, memory,
-td_error_fn, step, **settings)`` still works for one release, with a
-``DeprecationWarning``.)
+and its :class:`Diagnostics`. (:func:`update`, the earlier one-call form, warns
+and stays for one release.)
 
 All reads happen on the memory as it is *before* a shrink, which is what makes
 this split possible (the offsets below are from its oldest live transition).
@@ -784,8 +782,8 @@ def update(
 ) -> tuple[AdaptiveState, jax.Array]:
     """Deprecated (removed after 0.1): ``controller(**settings).update(key, state, buffer_state, td_error_fn, step)``.
 
-    The same computation, bit for bit. ``settings`` are :func:`controller`'s
-    keywords; one it does not take raises ``ValueError`` naming it.
+    The same ``(new_state, new_capacity int32[])``, bit for bit. ``settings`` are
+    :func:`controller`'s keywords; one it does not take raises ``ValueError``.
     """
     warnings.warn(
         "adaptive.update(key, state, memory, td_error_fn, step, **settings) is deprecated: build the controller "

@@ -740,7 +740,7 @@ def test_deprecated_update_refuses_an_unknown_keyword_by_name():
 
 
 def test_adaptive_functions_are_small():
-    # Issue 21's target, for this module: bodies (without their docstring) of at most 80 lines,
+    # The package's size target, for this module: bodies (without their docstring) of at most 80 lines,
     # at most 10 parameters, at most 800 lines in the file.
     import ast
     import inspect
