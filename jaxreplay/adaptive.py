@@ -5,11 +5,20 @@ change in the absolute TD errors of its *oldest* transitions. It knows nothing
 of agents: it receives ``td_error_fn(transitions) -> float[L]`` (the agent
 closes over its current parameters) and reads the memory with the helpers of
 :mod:`jaxreplay.buffer`. It does **not** resize the memory; it returns the new
-capacity and the caller applies it::
+capacity and the caller applies it. Its settings are bound once, the way
+``optax.adam(learning_rate)`` builds a ``GradientTransformation``; traced
+settings are fine (build it inside the traced function)::
 
-    ctrl, capacity = adaptive.update(key, ctrl, memory, td_error_fn, step,
-                                     interval=k, num_old=n_old, max_num_old=...)
+    aer = adaptive.controller(interval=k, num_old=n_old, max_num_old=...)
+    ctrl = aer.init()  # then, every step:
+    ctrl, capacity = aer.update(key, ctrl, memory, td_error_fn, step)
     memory = buffer.resize(memory, capacity)
+
+A check is four small pure steps: estimate ``|δ_old|'`` (and its change
+against the reference), decide (shrink, enlarge or keep), choose the next
+reference, and record the diagnostics. The state is its :class:`Reference`
+and its :class:`Diagnostics`. (:func:`update`, the earlier one-call form, warns
+and stays for one release.)
 
 All reads happen on the memory as it is *before* a shrink, which is what makes
 this split possible (the offsets below are from its oldest live transition).
@@ -76,7 +85,7 @@ of a comparison can cover different numbers of transitions: after a shrink at
 fewer than the next check will, which makes the next check likely to enlarge
 (a floor near ``n_old + 2k`` that has nothing to do with the TD errors). Here
 the controller remembers how many transitions its reference covers
-(``ref_count``) and the next check sums exactly that many of the oldest. The
+(``Reference.window``) and the next check sums exactly that many of the oldest. The
 reference is always taken over the transitions that will be the oldest at the
 next check: offset ``N + k - N_new`` of the current memory (0 after an
 enlargement, ``2k`` after a shrink; at ``max_capacity`` the memory forgets, so
@@ -111,21 +120,19 @@ Diagnostics. Every check that has a reference records the estimated change
 ``|δ_old|' - |δ_old|`` and its standard error (0 for exact sums; from the
 paired differences, or both sums' errors combined for independent draws), so
 a run reports how large the changes it must detect were against the noise of
-the estimate (``sum_abs_change``, ``sum_noise``, ``num_noisy``).
+the estimate (:class:`Diagnostics`: ``sum_abs_change``, ``sum_noise``, ``num_noisy``).
 
 Non-finite TD errors. A check whose sums are NaN or infinite keeps the
 capacity, drops the reference (the next check starts afresh, like the first)
 and counts in ``num_invalid``; without this a NaN comparison would enlarge at
 every check.
 
-Invalid traced tolerances. Concrete ``tolerance`` and ``relative_tolerance``
-values are refused (``ValueError``); traced ones cannot be. A traced ``ε``
-that is NaN, infinite or negative, or ``ρ`` that is NaN or outside ``[0, 1]``,
-would otherwise bias every decision without a trace (NaN: never shrink;
-negative: shrink more easily). Instead every call with one sets the sticky
-flag ``invalid_parameters``, and every check it makes is treated like one with
-non-finite sums: the capacity is kept, the reference dropped, and the check
-counted in ``num_invalid``.
+Invalid traced tolerances. Concrete bad ``tolerance`` and
+``relative_tolerance`` values are refused (``ValueError``); traced ones cannot
+be. A traced ``ε`` that is NaN, infinite or negative, or ``ρ`` that is NaN or
+outside ``[0, 1]``, would bias every decision without a trace (NaN: never
+shrink; negative: shrink more easily). Instead it sets the sticky flag
+``invalid_parameters`` and its checks are treated like non-finite ones.
 
 The random-walk control (``random_walk=True``). The decision is a fair coin
 instead of the comparison, with the same boundaries, interval and
@@ -147,10 +154,10 @@ the saving in a vmapped sweep, gate on a shared, unbatched step counter
 outside the ``vmap`` (``interval`` must then be shared too)::
 
     def maybe_update(keys, ctrl, memories, step):
+        aer = adaptive.controller(interval=k, ...)
         return jax.lax.cond(
             step % k == 0,
-            lambda: jax.vmap(lambda key, c, m: adaptive.update(
-                key, c, m, td_error_fn, step, interval=k, ...))(keys, ctrl, memories),
+            lambda: jax.vmap(lambda key, c, m: aer.update(key, c, m, td_error_fn, step))(keys, ctrl, memories),
             lambda: (ctrl, memories.capacity))
 
 All functions are pure, jit and vmap with a single compilation; concrete
@@ -159,48 +166,84 @@ arguments are validated in plain Python before tracing.
 
 from __future__ import annotations
 
+import functools
+import warnings
 from typing import Callable, NamedTuple
 
 import jax
 import jax.numpy as jnp
 import numpy as np
 
-from jaxreplay import _validation
+from jaxreplay import _td_sums, _validation
 from jaxreplay import buffer as buffer_lib
 from jaxreplay._typing import ArrayLike
 
 Transition = buffer_lib.Transition
 """One transition, or a batch of them: a pytree of arrays (as :data:`jaxreplay.buffer.Transition`)."""
-TDErrorFn = Callable[[Transition], ArrayLike]
+TDErrorFn = _td_sums.TDErrorFn
 """Maps a batch of transitions (leaves ``[n, ...]``) to their TD errors, ``[n]``; the result is made
 an array (``jnp.asarray``) and its shape checked."""
 
 SHRINK_READINGS = ("new", "shrunk")
-"""The two readings of Algorithm 2's shrink step, the values of ``shrink_reading`` (see :func:`update`)."""
+"""The two readings of Algorithm 2's shrink step, the values of ``shrink_reading`` (see :func:`controller`)."""
 
 
-class AdaptiveState(NamedTuple):
-    """State of the aER controller (a pytree; fields may gain leading vmap axes).
+class Config(NamedTuple):
+    """aER's settings, bound once by :func:`controller` (each described there).
+
+    ``max_num_old``, ``subsample_size`` and ``shrink_reading`` are static (they
+    fix array lengths or the program); the others may be traced.
+    """
+
+    interval: ArrayLike
+    num_old: ArrayLike
+    max_num_old: int
+    subsample_size: int | None = None
+    tolerance: ArrayLike | None = None
+    relative_tolerance: ArrayLike | None = None
+    shrink_reading: str = "new"
+    paired: ArrayLike = True
+    equal_counts: ArrayLike = True
+    random_walk: ArrayLike = False
+
+
+class Reference(NamedTuple):
+    """The reference sum ``|δ_old|`` the next check compares with (a pytree).
 
     ``s`` below is the ``subsample_size`` given to :func:`init` (0 for exact
     sums, which need no record of their draws).
 
     Attributes:
-        delta_old: ``float32[]``; the reference sum ``|δ_old|`` (0 initially).
+        delta_old: ``float32[]``; the reference sum ``|δ_old|`` (0 initially
+            and after an invalid check).
+        valid: ``bool[]``; a reference from an earlier check exists (False
+            before the first check and after an invalid one).
+        window: ``int32[]``; how many of the oldest transitions it covers
+            (what the next check compares with equal counts).
+        positions: ``int32[s]``; positions (within the reference's window) of
+            its draws, reused by the next check with paired draws.
+        values: ``float32[s]``; ``|δ|`` of those draws (0 where unused).
+        se: ``float32[]``; standard error of ``delta_old`` (0: exact).
+    """
+
+    delta_old: jax.Array
+    valid: jax.Array
+    window: jax.Array
+    positions: jax.Array
+    values: jax.Array
+    se: jax.Array
+
+
+class Diagnostics(NamedTuple):
+    """What the checks did and how noisy their sums were (a pytree; read after a run).
+
+    Attributes:
         delta_new: ``float32[]``; ``|δ_old|'`` computed at the latest check
-            (0 before the first); diagnostic only.
+            (0 before the first).
         num_checks: ``int32[]``; checks that fired.
         num_grows: ``int32[]``; checks that took the enlarge branch (including
             those at ``max_capacity``, where the capacity stays).
         num_shrinks: ``int32[]``; checks that shrank the memory by ``k``.
-        has_reference: ``bool[]``; a reference from an earlier check exists
-            (False before the first check and after an invalid one).
-        ref_count: ``int32[]``; how many of the oldest transitions the reference
-            covers (what the next check compares with equal counts).
-        ref_positions: ``int32[s]``; positions (within the reference's window)
-            of its draws, reused by the next check with paired draws.
-        ref_values: ``float32[s]``; ``|δ|`` of those draws (0 where unused).
-        ref_se: ``float32[]``; standard error of the reference sum (0: exact).
         num_compared: ``int32[]``; valid checks that had a reference.
         num_noisy: ``int32[]``; of those, checks where the change
             ``|δ_old|' - |δ_old|`` was within two standard errors of 0 (the
@@ -208,28 +251,19 @@ class AdaptiveState(NamedTuple):
         num_invalid: ``int32[]``; checks that could not decide: their sums
             were not finite (NaN or inf TD errors) or the (traced) tolerances
             were invalid. The capacity was kept and the reference dropped.
-        invalid_parameters: ``bool[]``; set (and kept) when :func:`update`
-            was given a traced ``tolerance`` that is NaN, infinite or
-            negative, or a traced ``relative_tolerance`` that is NaN or
-            outside ``[0, 1]``; its checks kept the capacity (module
-            docstring). Like ``buffer.capacity_clipped``, a flag to read after
-            a jitted run, since jitted code cannot raise.
+        invalid_parameters: ``bool[]``; set (and kept) by a traced invalid
+            ``tolerance`` or ``relative_tolerance`` (module docstring): a flag
+            to read after a jitted run, like ``buffer.capacity_clipped``.
         sum_abs_change: ``float32[]``; Σ over compared checks of the estimated
             ``| |δ_old|' - |δ_old| |``.
         sum_noise: ``float32[]``; Σ over compared checks of the standard error
             of that estimated change.
     """
 
-    delta_old: jax.Array
     delta_new: jax.Array
     num_checks: jax.Array
     num_grows: jax.Array
     num_shrinks: jax.Array
-    has_reference: jax.Array
-    ref_count: jax.Array
-    ref_positions: jax.Array
-    ref_values: jax.Array
-    ref_se: jax.Array
     num_compared: jax.Array
     num_noisy: jax.Array
     num_invalid: jax.Array
@@ -238,29 +272,57 @@ class AdaptiveState(NamedTuple):
     sum_noise: jax.Array
 
 
+class AdaptiveState(NamedTuple):
+    """State of the aER controller (a pytree; fields may gain leading vmap axes).
+
+    Attributes:
+        reference: the :class:`Reference` the next check compares with.
+        diagnostics: the :class:`Diagnostics` counted so far.
+    """
+
+    reference: Reference
+    diagnostics: Diagnostics
+
+
+class Controller(NamedTuple):
+    """aER's pure functions with its :class:`Config` bound (from :func:`controller`).
+
+    Attributes:
+        init: ``() -> AdaptiveState``, sized for the bound ``subsample_size``.
+        update: ``(key, state, buffer_state, td_error_fn, step) -> (state,
+            new_capacity)``: one step of Algorithm 2 (:func:`controller`).
+    """
+
+    init: Callable[[], AdaptiveState]
+    update: Callable[[jax.Array | None, AdaptiveState, buffer_lib.BufferState, TDErrorFn, ArrayLike], tuple]
+
+
 def init(subsample_size: int | None = None) -> AdaptiveState:
     """The initial :class:`AdaptiveState`: ``|δ_old| = 0``, no reference, all counters 0.
 
+    ``Controller.init()`` calls this with the bound ``subsample_size``.
+
     Args:
-        subsample_size: the ``subsample_size`` of the :func:`update` calls
-            that will use this state (``None``: exact sums). The state keeps
-            the reference's ``s`` draws (``O(s)`` memory; nothing for exact
-            sums).
+        subsample_size: the ``subsample_size`` of the controller that will use
+            this state (``None``: exact sums). The state keeps the reference's
+            ``s`` draws (``O(s)`` memory; nothing for exact sums).
     """
     length = 0 if subsample_size is None else _validation.check_static_int("subsample_size", subsample_size, low=1)
     zero_f = jnp.zeros((), jnp.float32)
     zero_i = jnp.zeros((), jnp.int32)
-    return AdaptiveState(
+    reference = Reference(
         delta_old=zero_f,
+        valid=jnp.zeros((), jnp.bool_),
+        window=zero_i,
+        positions=jnp.zeros((length,), jnp.int32),
+        values=jnp.zeros((length,), jnp.float32),
+        se=zero_f,
+    )
+    diagnostics = Diagnostics(
         delta_new=zero_f,
         num_checks=zero_i,
         num_grows=zero_i,
         num_shrinks=zero_i,
-        has_reference=jnp.zeros((), jnp.bool_),
-        ref_count=zero_i,
-        ref_positions=jnp.zeros((length,), jnp.int32),
-        ref_values=jnp.zeros((length,), jnp.float32),
-        ref_se=zero_f,
         num_compared=zero_i,
         num_noisy=zero_i,
         num_invalid=zero_i,
@@ -268,6 +330,7 @@ def init(subsample_size: int | None = None) -> AdaptiveState:
         sum_abs_change=zero_f,
         sum_noise=zero_f,
     )
+    return AdaptiveState(reference, diagnostics)
 
 
 # ----------------------------------------------------------------------------
@@ -298,45 +361,7 @@ def _check_common(
 
 
 # ----------------------------------------------------------------------------
-# The sum of |δ| over old transitions
-
-
-def _td_sum(
-    key: jax.Array | None,
-    buffer_state: buffer_lib.BufferState,
-    td_error_fn: TDErrorFn,
-    start: ArrayLike,
-    num_old: ArrayLike,
-    max_num_old: int,
-    subsample_size: int | None,
-) -> jax.Array:
-    """Σ|δ| (or its subsample estimate) over live offsets ``start .. start+num_old-1``."""
-    start = jnp.asarray(start, jnp.int32)
-    num_old = jnp.asarray(num_old, jnp.int32)
-    if subsample_size is None:
-        positions = jnp.arange(max_num_old, dtype=jnp.int32)
-        offsets = start + positions
-        valid = (positions < num_old) & (offsets < buffer_state.size)
-        length = max_num_old
-    else:
-        # m live transitions among the checked ones; draw s of them uniformly.
-        live = jnp.clip(jnp.minimum(num_old, buffer_state.size - start), 0, None)
-        assert key is not None  # _check_common refuses a subsample without a key
-        u = jax.random.uniform(key, (subsample_size,))
-        drawn = jnp.clip((u * live).astype(jnp.int32), 0, jnp.maximum(live - 1, 0))
-        offsets = start + drawn
-        valid = jnp.broadcast_to(live > 0, (subsample_size,))
-        length = subsample_size
-    slots = buffer_lib.slot_of(buffer_state, offsets)
-    td = jnp.asarray(td_error_fn(buffer_lib.get(buffer_state, slots)))
-    if td.shape != (length,):
-        raise ValueError(
-            f"td_error_fn must return one TD error per transition, shape ({length},); got shape {td.shape}."
-        )
-    total = jnp.sum(jnp.where(valid, jnp.abs(td), 0.0)).astype(jnp.float32)
-    if subsample_size is None:
-        return total
-    return (live.astype(jnp.float32) / subsample_size) * total
+# The sum of |δ| over old transitions (estimated in jaxreplay._td_sums)
 
 
 def old_td_error_sum(
@@ -381,31 +406,11 @@ def old_td_error_sum(
     max_num_old, subsample_size = _check_common(buffer_state, num_old, max_num_old, subsample_size, key)
     _validation.check_int("start", start, low=0)
     _check_td_error_fn(td_error_fn)
-    return _td_sum(key, buffer_state, td_error_fn, start, num_old, max_num_old, subsample_size)
+    return _td_sums.td_sum(key, buffer_state, td_error_fn, start, num_old, max_num_old, subsample_size)
 
 
 # ----------------------------------------------------------------------------
 # The controller
-
-
-def _draw_positions(key, window, length: int, subsample_size: int | None, enumerate_small):
-    """Where to evaluate a sum over ``window`` live transitions: ``(positions, valid, scale, drawn)``.
-
-    Exact (no subsample): positions ``0 .. L-1``, valid below ``window``.
-    Subsampled: ``s`` uniform draws with replacement from ``[0, window)``
-    (``drawn``, each counted ``window / s``), unless ``enumerate_small`` and
-    ``window <= s``: then every transition once (exact, scale 1).
-    """
-    index = jnp.arange(length, dtype=jnp.int32)
-    if subsample_size is None:
-        return index, index < window, jnp.float32(1.0), jnp.bool_(False)
-    drawn = ~(jnp.asarray(enumerate_small, jnp.bool_) & (window <= subsample_size))
-    u = jax.random.uniform(key, (subsample_size,))
-    random_positions = jnp.clip((u * window).astype(jnp.int32), 0, jnp.maximum(window - 1, 0))
-    positions = jnp.where(drawn, random_positions, index)
-    valid = jnp.where(drawn, jnp.broadcast_to(window > 0, (subsample_size,)), index < window)
-    scale = jnp.where(drawn, window.astype(jnp.float32) / subsample_size, jnp.float32(1.0))
-    return positions, valid, scale, drawn
 
 
 def _valid_tolerances(tolerance: ArrayLike | None, relative_tolerance: ArrayLike | None) -> jax.Array:
@@ -420,20 +425,263 @@ def _valid_tolerances(tolerance: ArrayLike | None, relative_tolerance: ArrayLike
     return valid
 
 
-def _standard_error(values, valid, scale, drawn, subsample_size: int | None):
-    """Standard error of ``scale · Σ values`` over draws with replacement (0 when exact)."""
-    if subsample_size is None or subsample_size < 2:
-        return jnp.float32(0.0)
-    sd = jnp.std(jnp.where(valid, values, 0.0), ddof=1)
-    return jnp.where(drawn & jnp.any(valid), scale * jnp.sqrt(jnp.float32(subsample_size)) * sd, 0.0)
+# The four steps of a check. Each takes the config as arrays (:func:`_as_arrays`).
+
+# ``(start, positions int32[L], valid bool[L]) -> float32[L]``: ``_td_sums.abs_td_errors`` with the memory bound.
+_Evaluate = Callable[[ArrayLike, jax.Array, jax.Array], jax.Array]
 
 
-def update(
+class _Estimate(NamedTuple):
+    """``|δ_old|'`` at a check and its comparison with the reference."""
+
+    window: jax.Array  # int32[]: how many of the oldest transitions it covers
+    positions: jax.Array  # int32[L]: where it evaluated them (offsets from the oldest)
+    values: jax.Array  # float32[L]: their |δ| (0 where unused)
+    total: jax.Array  # float32[]: |δ_old|'
+    se: jax.Array  # float32[]: standard error of total (0: exact)
+    change: jax.Array  # float32[]: |δ_old|' - |δ_old|
+    se_change: jax.Array  # float32[]: standard error of change
+
+
+class _Decision(NamedTuple):
+    """What a check does to ``N``."""
+
+    ok: jax.Array  # bool[]: the check could decide (finite sums, valid tolerances)
+    shrink: jax.Array  # bool[]
+    grow: jax.Array  # bool[]: every valid check that does not shrink
+    capacity: jax.Array  # int32[]: the new N
+
+
+def _estimate(config: Config, key: jax.Array, reference: Reference, size: jax.Array, evaluate: _Evaluate) -> _Estimate:
+    """Estimate ``|δ_old|'`` over as many of the oldest transitions as the reference covers (equal counts)."""
+    subsample_size = config.subsample_size
+    length = config.max_num_old if subsample_size is None else subsample_size
+    n_full = jnp.minimum(config.num_old, size)
+    window = jnp.where(reference.valid & config.equal_counts, jnp.minimum(reference.window, n_full), n_full)
+    positions, valid, scale, drawn = _td_sums.draw_positions(key, window, length, subsample_size, config.paired)
+    reuse_draws = config.paired & reference.valid & drawn & (window == reference.window)
+    if subsample_size is not None:
+        positions = jnp.where(reuse_draws, reference.positions, positions)
+    values = evaluate(0, positions, valid)
+    total = scale * jnp.sum(values)
+    se = _td_sums.standard_error(values, valid, scale, drawn, subsample_size)
+    change = total - reference.delta_old
+    if subsample_size is not None:
+        se_paired = _td_sums.standard_error(values - reference.values, valid, scale, drawn, subsample_size)
+        se_change = jnp.where(reuse_draws, se_paired, jnp.sqrt(se**2 + reference.se**2))
+    else:
+        se_change = jnp.float32(0.0)
+    return _Estimate(window, positions, values, total, se, change, se_change)
+
+
+def _decide(
+    config: Config,
+    key: jax.Array,
+    estimate: _Estimate,
+    delta_old: jax.Array,
+    buffer_state: buffer_lib.BufferState,
+    valid_parameters: jax.Array,
+) -> _Decision:
+    """Shrink, enlarge, or (sums not finite, tolerances invalid) keep ``N``: steps 2 to 4 of Algorithm 2."""
+    if config.tolerance is None and config.relative_tolerance is None:
+        decreased = estimate.total <= delta_old
+    else:
+        eps = jnp.asarray(0.0 if config.tolerance is None else config.tolerance, jnp.float32)
+        rho = jnp.asarray(0.0 if config.relative_tolerance is None else config.relative_tolerance, jnp.float32)
+        decreased = estimate.total < (1.0 - rho) * delta_old - eps
+    coin = jax.random.uniform(key) < 0.5
+    wants_shrink = jnp.where(config.random_walk, coin, decreased)
+    ok = jnp.isfinite(estimate.total) & jnp.isfinite(delta_old) & valid_parameters
+    k, capacity = config.interval, buffer_state.capacity
+    shrink = ok & wants_shrink & (capacity - k >= k)
+    grow = ok & ~shrink
+    grown = jnp.minimum(capacity + k, buffer_state.max_capacity)
+    new_capacity = jnp.where(shrink, capacity - k, jnp.where(grow, grown, capacity))
+    return _Decision(ok, shrink, grow, new_capacity.astype(jnp.int32))
+
+
+def _next_reference(
+    config: Config,
+    key: jax.Array,
+    estimate: _Estimate,
+    decision: _Decision,
+    previous: Reference,
+    buffer_state: buffer_lib.BufferState,
+    evaluate: _Evaluate,
+) -> Reference:
+    """The reference for the next check: the transitions that will then be the oldest.
+
+    Equal counts: they sit at offset ``N + k - N'`` now (0 after a plain
+    enlargement, ``2k`` after a shrink ("new"), ``N + k - max_capacity`` at
+    the ceiling); "shrunk" reads ``k``. ``|δ_old|'`` is reused when it already
+    covers them (a second ``td_error_fn`` call otherwise).
+    """
+    k, shrink, subsample_size = config.interval, decision.shrink, config.subsample_size
+    length = config.max_num_old if subsample_size is None else subsample_size
+    start_equal = jnp.where(
+        shrink & (config.shrink_reading == "shrunk"), k, buffer_state.capacity + k - decision.capacity
+    )
+    start_literal = jnp.where(shrink, 2 * k if config.shrink_reading == "new" else k, 0)
+    start = jnp.where(config.equal_counts, start_equal, start_literal)
+    ref_window = jnp.minimum(config.num_old, jnp.clip(buffer_state.size - start, 0, None))
+    same = (start == 0) & (ref_window == estimate.window)
+    # Literal counts keep |δ_old|' after an enlargement whatever the count (Algorithm 2 as printed).
+    keep = same | (~jnp.asarray(config.equal_counts) & decision.grow)
+
+    def recompute():
+        pos, val, sc, dr = _td_sums.draw_positions(key, ref_window, length, subsample_size, config.paired)
+        vals = evaluate(start, pos, val)
+        return sc * jnp.sum(vals), pos, vals, _td_sums.standard_error(vals, val, sc, dr, subsample_size)
+
+    def reuse():
+        return estimate.total, estimate.positions, estimate.values, estimate.se
+
+    ok = decision.ok
+    total, positions, values, se = jax.lax.cond(keep | ~ok, reuse, recompute)
+    if subsample_size is None:  # exact sums need no record of their draws
+        positions, values = previous.positions, previous.values
+    return Reference(
+        delta_old=jnp.where(ok, total, 0.0).astype(jnp.float32),
+        valid=ok,
+        window=jnp.where(ok, jnp.where(keep, estimate.window, ref_window), 0).astype(jnp.int32),
+        positions=jnp.asarray(positions, jnp.int32),
+        values=jnp.where(ok, values, 0.0).astype(jnp.float32),
+        se=jnp.where(ok, se, 0.0).astype(jnp.float32),
+    )
+
+
+def _record(
+    diagnostics: Diagnostics, estimate: _Estimate, decision: _Decision, had_reference: jax.Array
+) -> Diagnostics:
+    """Count the check, its branch, and (with a reference) its change against the estimator's noise."""
+    compared = decision.ok & had_reference
+    noisy = jnp.abs(estimate.change) <= 2.0 * estimate.se_change
+    return Diagnostics(
+        delta_new=estimate.total.astype(jnp.float32),
+        num_checks=diagnostics.num_checks + 1,
+        num_grows=diagnostics.num_grows + decision.grow.astype(jnp.int32),
+        num_shrinks=diagnostics.num_shrinks + decision.shrink.astype(jnp.int32),
+        num_compared=diagnostics.num_compared + compared.astype(jnp.int32),
+        num_noisy=diagnostics.num_noisy + (compared & noisy).astype(jnp.int32),
+        num_invalid=diagnostics.num_invalid + 1 - decision.ok.astype(jnp.int32),
+        invalid_parameters=diagnostics.invalid_parameters,
+        sum_abs_change=diagnostics.sum_abs_change
+        + jnp.where(compared, jnp.abs(estimate.change), 0.0).astype(jnp.float32),
+        sum_noise=diagnostics.sum_noise + jnp.where(compared, estimate.se_change, 0.0).astype(jnp.float32),
+    )
+
+
+def _check(
+    config: Config,
+    key: jax.Array,
+    state: AdaptiveState,
+    buffer_state: buffer_lib.BufferState,
+    evaluate: _Evaluate,
+    valid_parameters: jax.Array,
+) -> tuple[AdaptiveState, jax.Array]:
+    """A check that fires: estimate, decide, choose the next reference, record."""
+    # Split inside the branch: steps without a check draw no random numbers.
+    key_new, key_ref, key_coin = jax.random.split(key, 3)
+    reference = state.reference
+    estimate = _estimate(config, key_new, reference, buffer_state.size, evaluate)
+    decision = _decide(config, key_coin, estimate, reference.delta_old, buffer_state, valid_parameters)
+    next_reference = _next_reference(config, key_ref, estimate, decision, reference, buffer_state, evaluate)
+    diagnostics = _record(state.diagnostics, estimate, decision, reference.valid)
+    return AdaptiveState(next_reference, diagnostics), decision.capacity
+
+
+# ----------------------------------------------------------------------------
+# The controller record
+
+
+def _check_config(config: Config) -> Config:
+    """Refuse concrete bad settings (``ValueError`` naming the setting); the static ones normalized."""
+    max_num_old = _validation.check_static_int("max_num_old", config.max_num_old, low=1)
+    subsample_size = config.subsample_size
+    if subsample_size is not None:
+        subsample_size = _validation.check_static_int("subsample_size", subsample_size, low=1)
+    _validation.check_int("num_old", config.num_old, low=1, high=max_num_old)
+    _validation.check_int("interval", config.interval, low=1)
+    if config.tolerance is not None:
+        _validation.check_float("tolerance", config.tolerance, low=0.0)
+    if config.relative_tolerance is not None:
+        _validation.check_float("relative_tolerance", config.relative_tolerance, low=0.0, high=1.0)
+    _validation.check_choice("shrink_reading", config.shrink_reading, SHRINK_READINGS)
+    return config._replace(max_num_old=max_num_old, subsample_size=subsample_size)
+
+
+def _check_call(config: Config, key, state: object, buffer_state: object, td_error_fn: object, step) -> None:
+    """Refuse a concrete bad call of ``Controller.update`` (``ValueError`` naming the argument)."""
+    random_walk = _validation.concrete_value(config.random_walk)
+    if key is None and random_walk is not None and bool(np.any(random_walk)):
+        raise ValueError("key must be a PRNG key when random_walk is set (the coin is random).")
+    if key is None and random_walk is None:
+        raise ValueError("key must be a PRNG key when random_walk may be traced (the coin is random).")
+    if key is None and config.subsample_size is not None:
+        raise ValueError("key must be a PRNG key when subsample_size is given (the subsample is random).")
+    if not isinstance(buffer_state, buffer_lib.BufferState):
+        raise ValueError(f"buffer_state must be a jaxreplay.buffer.BufferState, got {type(buffer_state).__name__}.")
+    _validation.check_int("interval", config.interval, low=1, high=buffer_state.max_capacity)
+    _validation.check_int("step", step, low=1)
+    _check_td_error_fn(td_error_fn)
+    subsample_size = config.subsample_size
+    if not isinstance(state, AdaptiveState):
+        raise ValueError(
+            f"state must be an adaptive.AdaptiveState (from adaptive.init({subsample_size})), "
+            f"got {type(state).__name__}."
+        )
+    values = state.reference.values
+    stored = jnp.shape(values)[-1] if jnp.ndim(values) else -1
+    if stored != (subsample_size or 0):
+        raise ValueError(
+            f"state was made for subsample_size={stored or None}, this call uses "
+            f"subsample_size={subsample_size}: make it with adaptive.init({subsample_size})."
+        )
+
+
+def _as_arrays(config: Config) -> Config:
+    """The traceable settings as arrays: ``k >= 1``, ``n_old`` clipped to ``[1, max_num_old]``, flags bool."""
+    return config._replace(
+        interval=jnp.maximum(jnp.asarray(config.interval, jnp.int32), 1),
+        num_old=jnp.clip(jnp.asarray(config.num_old, jnp.int32), 1, config.max_num_old),
+        paired=jnp.asarray(config.paired, jnp.bool_),
+        equal_counts=jnp.asarray(config.equal_counts, jnp.bool_),
+        random_walk=jnp.asarray(config.random_walk, jnp.bool_),
+    )
+
+
+def _update(
+    config: Config,
     key: jax.Array | None,
     state: AdaptiveState,
     buffer_state: buffer_lib.BufferState,
     td_error_fn: TDErrorFn,
     step: ArrayLike,
+) -> tuple[AdaptiveState, jax.Array]:
+    """``Controller.update`` with ``config`` bound (:func:`controller` documents it)."""
+    _check_call(config, key, state, buffer_state, td_error_fn, step)
+    if key is None:
+        key = jax.random.key(0)  # unused: exact sums, no coin
+    arrays = _as_arrays(config)
+    length = config.max_num_old if config.subsample_size is None else config.subsample_size
+    evaluate = functools.partial(_td_sums.abs_td_errors, buffer_state, td_error_fn, length)
+    valid_parameters = _valid_tolerances(config.tolerance, config.relative_tolerance)
+    fire = (jnp.asarray(step, jnp.int32) % arrays.interval == 0) & buffer_lib.is_full(buffer_state)
+
+    def check(state: AdaptiveState) -> tuple[AdaptiveState, jax.Array]:
+        return _check(arrays, key, state, buffer_state, evaluate, valid_parameters)
+
+    def skip(state: AdaptiveState) -> tuple[AdaptiveState, jax.Array]:
+        return state, buffer_state.capacity
+
+    state = jax.tree.map(jnp.asarray, state)
+    # Sticky at every call, whether or not the check fires.
+    flagged = state.diagnostics.invalid_parameters | ~valid_parameters
+    state = state._replace(diagnostics=state.diagnostics._replace(invalid_parameters=flagged))
+    return jax.lax.cond(fire, check, skip, state)
+
+
+def controller(
     *,
     interval: ArrayLike,
     num_old: ArrayLike,
@@ -445,26 +693,18 @@ def update(
     paired: ArrayLike = True,
     equal_counts: ArrayLike = True,
     random_walk: ArrayLike = False,
-) -> tuple[AdaptiveState, jax.Array]:
-    """One step of Algorithm 2: check every ``interval`` steps and return the new capacity.
+) -> Controller:
+    """The aER :class:`Controller` with its settings bound: ``init()`` and ``update(key, state, memory, td_fn, step)``.
 
-    Call once per environment step *after* storing that step's transition(s),
-    then apply ``buffer.resize(buffer_state, new_capacity)``. See the module
-    docstring for the algorithm, the boundary rule, ties, ε, the readings, and
-    the estimator (equal counts, paired draws).
+    ``update`` is one step of Algorithm 2: call it once per environment step
+    *after* storing that step's transition(s), then apply
+    ``buffer.resize(buffer_state, new_capacity)``. See the module docstring
+    for the algorithm, the boundary rule, ties, ε, the readings, and the
+    estimator (equal counts, paired draws). Build the controller where its
+    traced settings live (inside the jitted or vmapped function); building it
+    costs nothing at run time.
 
     Args:
-        key: PRNG key for the subsample and the random walk; may be ``None``
-            without ``subsample_size`` and with ``random_walk=False``.
-        state: the controller state (from :func:`init` with
-            the same ``subsample_size``).
-        buffer_state: the memory after this step's adds (its ``capacity`` is
-            ``N``).
-        td_error_fn: ``transitions -> float[L]`` with the agent's current
-            parameters; transitions carry a leading axis ``L`` on every leaf.
-            Called only when the check fires (unless vmapped with a batched
-            predicate, see the module docstring).
-        step: the 1-based step count ``t`` (integer >= 1; may be traced).
         interval: ``k``, integer in ``[1, max_capacity]``; may be traced.
         num_old: ``n_old``, integer in ``[1, max_num_old]``; may be traced.
         max_num_old: static upper bound of ``num_old`` (an array length).
@@ -487,173 +727,74 @@ def update(
             (exact). ``False``: independent draws with replacement at every
             sum (the earlier estimator; noisy, and biased toward shrinking).
         equal_counts: (default True; may be traced) compare sums over equally
-            many transitions: the next check sums the ``ref_count`` oldest.
-            ``False``: the literal index ranges (``n_old`` at every check, the
-            live part of them after a shrink), which biases small memories
-            toward growing.
+            many transitions: the next check sums the ``window`` oldest of
+            the reference. ``False``: the literal index ranges (``n_old`` at every
+            check, the live part of them after a shrink), which biases small
+            memories toward growing.
         random_walk: (default False; may be traced) a control: decide by a
             fair coin instead of the TD errors (same boundaries, same
             bookkeeping).
 
-    Returns:
-        ``(new_state, new_capacity)``; ``new_capacity`` is ``int32[]``, equal
-        to ``buffer_state.capacity`` unless the check fired. Cost: O(1) when
-        the check does not fire; otherwise one or two ``td_error_fn`` calls on
-        ``L = subsample_size or max_num_old`` transitions, plus O(L).
+    ``update``'s arguments:
+        key: PRNG key for the subsample and the random walk; may be ``None``
+            without ``subsample_size`` and with ``random_walk=False``.
+        state: the controller state (from ``init()``).
+        buffer_state: the memory after this step's adds (its ``capacity`` is
+            ``N``).
+        td_error_fn: ``transitions -> float[L]`` with the agent's current
+            parameters; transitions carry a leading axis ``L`` on every leaf.
+            Called only when the check fires (unless vmapped with a batched
+            predicate, see the module docstring).
+        step: the 1-based step count ``t`` (integer >= 1; may be traced).
+
+    ``update`` returns ``(new_state, new_capacity)``; ``new_capacity`` is
+    ``int32[]``, equal to ``buffer_state.capacity`` unless the check fired.
+    Cost: O(1) when the check does not fire; otherwise one or two
+    ``td_error_fn`` calls on ``L = subsample_size or max_num_old``
+    transitions, plus O(L).
 
     Raises:
-        ValueError: a concrete ``interval`` outside ``[1, max_capacity]``,
-            ``num_old`` outside ``[1, max_num_old]``, ``step < 1``, a
-            negative or non-finite ``tolerance``, ``relative_tolerance``
-            outside ``[0, 1]``, an unknown ``shrink_reading``,
-            ``max_num_old`` or ``subsample_size`` not a Python int >= 1, a
-            missing key where randomness is needed, a ``state`` that is not an
-            :class:`AdaptiveState` of length ``L``, a non-callable
-            ``td_error_fn``, or (at trace time) a ``td_error_fn`` output of
-            the wrong shape. Traced values are not checked: an out-of-range
-            traced ``num_old`` is clipped to ``[1, max_num_old]``, a traced
-            ``interval`` below 1 acts as 1, and an invalid traced
-            ``tolerance`` or ``relative_tolerance`` keeps the capacity at
-            every check and sets ``invalid_parameters`` (module docstring).
+        ValueError: here, a concrete ``interval < 1``, ``num_old`` outside
+            ``[1, max_num_old]``, a negative or non-finite ``tolerance``,
+            ``relative_tolerance`` outside ``[0, 1]``, an unknown
+            ``shrink_reading``, ``max_num_old`` or ``subsample_size`` not a
+            Python int >= 1. From ``update``: a concrete ``interval`` above
+            ``max_capacity``, ``step < 1``, a missing key where randomness
+            is needed, a ``state`` that is not an :class:`AdaptiveState` of
+            length ``s``, a non-callable ``td_error_fn``, or (at trace time) a
+            ``td_error_fn`` output of the wrong shape. Traced values are not
+            checked: ``num_old`` is clipped to ``[1, max_num_old]``, an
+            ``interval`` below 1 acts as 1, and invalid tolerances are flagged
+            (``Diagnostics.invalid_parameters``, module docstring).
     """
-    if key is None and _validation.concrete_value(random_walk) is not None and bool(np.any(random_walk)):
-        raise ValueError("key must be a PRNG key when random_walk is set (the coin is random).")
-    if key is None and _validation.concrete_value(random_walk) is None:
-        raise ValueError("key must be a PRNG key when random_walk may be traced (the coin is random).")
-    max_num_old, subsample_size = _check_common(buffer_state, num_old, max_num_old, subsample_size, key)
-    _validation.check_int("interval", interval, low=1, high=buffer_state.max_capacity)
-    _validation.check_int("step", step, low=1)
-    if tolerance is not None:
-        _validation.check_float("tolerance", tolerance, low=0.0)
-    if relative_tolerance is not None:
-        _validation.check_float("relative_tolerance", relative_tolerance, low=0.0, high=1.0)
-    _validation.check_choice("shrink_reading", shrink_reading, SHRINK_READINGS)
-    _check_td_error_fn(td_error_fn)
-    length = max_num_old if subsample_size is None else subsample_size
-    if not isinstance(state, AdaptiveState):
+    settings = (interval, num_old, max_num_old, subsample_size, tolerance, relative_tolerance, shrink_reading)
+    config = _check_config(Config(*settings, paired, equal_counts, random_walk))  # in Config's field order
+    return Controller(init=functools.partial(init, config.subsample_size), update=functools.partial(_update, config))
+
+
+def update(
+    key: jax.Array | None,
+    state: AdaptiveState,
+    buffer_state: buffer_lib.BufferState,
+    td_error_fn: TDErrorFn,
+    step: ArrayLike,
+    **settings: ArrayLike | str | None,
+) -> tuple[AdaptiveState, jax.Array]:
+    """Deprecated (removed after 0.1): ``controller(**settings).update(key, state, buffer_state, td_error_fn, step)``.
+
+    The same ``(new_state, new_capacity int32[])``, bit for bit. ``settings`` are
+    :func:`controller`'s keywords; one it does not take raises ``ValueError``.
+    """
+    warnings.warn(
+        "adaptive.update(key, state, memory, td_error_fn, step, **settings) is deprecated: build the controller "
+        "once with adaptive.controller(**settings) and call its update(key, state, memory, td_error_fn, step).",
+        DeprecationWarning,
+        stacklevel=2,
+    )
+    unknown = sorted(set(settings) - set(Config._fields))
+    if unknown:
         raise ValueError(
-            f"state must be an adaptive.AdaptiveState (from adaptive.init({subsample_size})), "
-            f"got {type(state).__name__}."
+            f"adaptive.update got unknown keyword(s) {', '.join(unknown)}; it takes {', '.join(Config._fields)}."
         )
-    stored = jnp.shape(state.ref_values)[-1] if jnp.ndim(state.ref_values) else -1
-    if stored != (subsample_size or 0):
-        raise ValueError(
-            f"state was made for subsample_size={stored or None}, this call uses "
-            f"subsample_size={subsample_size}: make it with adaptive.init({subsample_size})."
-        )
-    if key is None:
-        key = jax.random.key(0)  # unused: exact sums, no coin
-
-    k = jnp.maximum(jnp.asarray(interval, jnp.int32), 1)
-    num_old = jnp.clip(jnp.asarray(num_old, jnp.int32), 1, max_num_old)
-    step = jnp.asarray(step, jnp.int32)
-    paired = jnp.asarray(paired, jnp.bool_)
-    equal_counts = jnp.asarray(equal_counts, jnp.bool_)
-    random_walk = jnp.asarray(random_walk, jnp.bool_)
-    valid_parameters = _valid_tolerances(tolerance, relative_tolerance)
-    capacity = buffer_state.capacity
-    size = buffer_state.size
-    fire = (step % k == 0) & buffer_lib.is_full(buffer_state)
-
-    def evaluate(start, positions, valid):
-        offsets = jnp.asarray(start, jnp.int32) + positions
-        slots = buffer_lib.slot_of(buffer_state, offsets)
-        td = jnp.asarray(td_error_fn(buffer_lib.get(buffer_state, slots)))
-        if td.shape != (length,):
-            raise ValueError(
-                f"td_error_fn must return one TD error per transition, shape ({length},); got shape {td.shape}."
-            )
-        return jnp.where(valid, jnp.abs(td), 0.0).astype(jnp.float32)
-
-    def check(state: AdaptiveState) -> tuple[AdaptiveState, jax.Array]:
-        # Split inside the branch: steps without a check draw no random numbers.
-        key_new, key_ref, key_coin = jax.random.split(key, 3)
-        has_ref = state.has_reference
-        subsampled = subsample_size is not None
-        # |δ_old|': the oldest transitions, as many as the reference covers (equal counts).
-        n_full = jnp.minimum(num_old, size)
-        window = jnp.where(has_ref & equal_counts, jnp.minimum(state.ref_count, n_full), n_full)
-        positions, valid, scale, drawn = _draw_positions(key_new, window, length, subsample_size, paired)
-        reuse_draws = paired & has_ref & drawn & (window == state.ref_count)
-        if subsampled:
-            positions = jnp.where(reuse_draws, state.ref_positions, positions)
-        values = evaluate(0, positions, valid)
-        delta_new = scale * jnp.sum(values)
-        se_new = _standard_error(values, valid, scale, drawn, subsample_size)
-        change = delta_new - state.delta_old
-        if subsampled:
-            se_paired = _standard_error(values - state.ref_values, valid, scale, drawn, subsample_size)
-            se_change = jnp.where(reuse_draws, se_paired, jnp.sqrt(se_new**2 + state.ref_se**2))
-        else:
-            se_change = jnp.float32(0.0)
-
-        # The decision.
-        if tolerance is None and relative_tolerance is None:
-            decreased = delta_new <= state.delta_old
-        else:
-            eps = jnp.float32(0.0) if tolerance is None else jnp.asarray(tolerance, jnp.float32)
-            rho = jnp.float32(0.0) if relative_tolerance is None else jnp.asarray(relative_tolerance, jnp.float32)
-            decreased = delta_new < (1.0 - rho) * state.delta_old - eps
-        coin = jax.random.uniform(key_coin) < 0.5
-        wants_shrink = jnp.where(random_walk, coin, decreased)
-        # A check decides only on finite sums and valid (traced) tolerances.
-        ok = jnp.isfinite(delta_new) & jnp.isfinite(state.delta_old) & valid_parameters
-        shrink = ok & wants_shrink & (capacity - k >= k)
-        grow = ok & ~shrink
-        new_capacity = jnp.where(
-            shrink, capacity - k, jnp.where(grow, jnp.minimum(capacity + k, buffer_state.max_capacity), capacity)
-        )
-
-        # The next reference: the transitions that will be the oldest at the next check.
-        # Equal counts: they sit at offset N + k - N' now (0 after a plain enlargement,
-        # 2k after a shrink ("new"), N + k - max_capacity at the ceiling); "shrunk" reads k.
-        start_equal = jnp.where(shrink & (shrink_reading == "shrunk"), k, capacity + k - new_capacity)
-        start_literal = jnp.where(shrink, 2 * k if shrink_reading == "new" else k, 0)
-        start = jnp.where(equal_counts, start_equal, start_literal)
-        live_from_start = jnp.clip(size - start, 0, None)
-        ref_window = jnp.minimum(num_old, live_from_start)
-        same = (start == 0) & (ref_window == window)
-        # Literal counts keep |δ_old|' after an enlargement whatever the count (Algorithm 2 as printed).
-        keep = same | (~equal_counts & grow)
-
-        def recompute():
-            pos, val, sc, dr = _draw_positions(key_ref, ref_window, length, subsample_size, paired)
-            vals = evaluate(start, pos, val)
-            return sc * jnp.sum(vals), pos, vals, _standard_error(vals, val, sc, dr, subsample_size)
-
-        def reuse():
-            return delta_new, positions, values, se_new
-
-        ref_sum, ref_positions, ref_values, ref_se = jax.lax.cond(keep | ~ok, reuse, recompute)
-        if not subsampled:  # exact sums need no record of their draws
-            ref_positions, ref_values = state.ref_positions, state.ref_values
-        compared = ok & has_ref
-        noisy = jnp.abs(change) <= 2.0 * se_change
-        shrink_i, grow_i, ok_i = shrink.astype(jnp.int32), grow.astype(jnp.int32), ok.astype(jnp.int32)
-        new_state = AdaptiveState(
-            delta_old=jnp.where(ok, ref_sum, 0.0).astype(jnp.float32),
-            delta_new=delta_new.astype(jnp.float32),
-            num_checks=state.num_checks + 1,
-            num_grows=state.num_grows + grow_i,
-            num_shrinks=state.num_shrinks + shrink_i,
-            has_reference=ok,
-            ref_count=jnp.where(ok, jnp.where(keep, window, ref_window), 0).astype(jnp.int32),
-            ref_positions=jnp.asarray(ref_positions, jnp.int32),
-            ref_values=jnp.where(ok, ref_values, 0.0).astype(jnp.float32),
-            ref_se=jnp.where(ok, ref_se, 0.0).astype(jnp.float32),
-            num_compared=state.num_compared + compared.astype(jnp.int32),
-            num_noisy=state.num_noisy + (compared & noisy).astype(jnp.int32),
-            num_invalid=state.num_invalid + 1 - ok_i,
-            invalid_parameters=state.invalid_parameters,
-            sum_abs_change=state.sum_abs_change + jnp.where(compared, jnp.abs(change), 0.0).astype(jnp.float32),
-            sum_noise=state.sum_noise + jnp.where(compared, se_change, 0.0).astype(jnp.float32),
-        )
-        return new_state, new_capacity.astype(jnp.int32)
-
-    def skip(state: AdaptiveState) -> tuple[AdaptiveState, jax.Array]:
-        return state, capacity
-
-    state = jax.tree.map(jnp.asarray, state)
-    # Sticky at every call, whether or not the check fires.
-    state = state._replace(invalid_parameters=state.invalid_parameters | ~valid_parameters)
-    return jax.lax.cond(fire, check, skip, state)
+    bound = controller(**settings)  # type: ignore[arg-type]  # each value's type is checked by _check_config
+    return bound.update(key, state, buffer_state, td_error_fn, step)

@@ -115,6 +115,17 @@ def _run(
     memory = buffer.init(EXAMPLE, MAX_CAPACITY, capacity=initial_capacity)
     steps = jnp.arange(1, STEPS + 1, dtype=jnp.int32)
     keys = None if key is None else jax.random.split(key, STEPS)
+    aer = adaptive.controller(
+        interval=k,
+        num_old=n_old,
+        max_num_old=MAX_NUM_OLD,
+        subsample_size=subsample_size,
+        tolerance=tolerance if use_tolerance else None,
+        relative_tolerance=relative_tolerance,
+        shrink_reading=reading,
+        equal_counts=equal_counts,
+        paired=paired,
+    )
 
     def body(carry, xs):
         memory, ctrl = carry
@@ -124,27 +135,11 @@ def _run(
         def td_error_fn(transitions):  # the "agent" closes over the step
             return table[t, transitions["index"]]
 
-        ctrl, capacity = adaptive.update(
-            step_key,
-            ctrl,
-            memory,
-            td_error_fn,
-            t,
-            interval=k,
-            num_old=n_old,
-            max_num_old=MAX_NUM_OLD,
-            subsample_size=subsample_size,
-            tolerance=tolerance if use_tolerance else None,
-            relative_tolerance=relative_tolerance,
-            shrink_reading=reading,
-            equal_counts=equal_counts,
-            paired=paired,
-        )
+        ctrl, capacity = aer.update(step_key, ctrl, memory, td_error_fn, t)
         memory = buffer.resize(memory, capacity)
-        return (memory, ctrl), (capacity, ctrl.delta_old)
+        return (memory, ctrl), (capacity, ctrl.reference.delta_old)
 
-    init = adaptive.init(subsample_size)
-    (_, ctrl), (capacities, deltas) = jax.lax.scan(body, (memory, init), (steps, keys))
+    (_, ctrl), (capacities, deltas) = jax.lax.scan(body, (memory, aer.init()), (steps, keys))
     return capacities, deltas, ctrl
 
 
@@ -172,8 +167,8 @@ def check_against_reference(table, initial_capacity, k, n_old, tolerance, readin
     caps, deltas, ctrl = run_jax(table, initial_capacity, k, n_old, tolerance, reading, equal_counts)
     np.testing.assert_array_equal(caps, ref_caps)
     np.testing.assert_array_equal(deltas, np.asarray(ref_deltas, np.float32))
-    assert int(ctrl.num_grows) + int(ctrl.num_shrinks) == int(ctrl.num_checks)
-    assert int(ctrl.num_invalid) == 0
+    assert int(ctrl.diagnostics.num_grows) + int(ctrl.diagnostics.num_shrinks) == int(ctrl.diagnostics.num_checks)
+    assert int(ctrl.diagnostics.num_invalid) == 0
     return ref_caps, ref_deltas, ctrl
 
 
@@ -235,8 +230,8 @@ def test_grows_to_max_capacity_and_stays(reading):
     caps, _, ctrl = check_against_reference(make_table("rise", 0), 8, 4, 6, None, reading)
     assert max(caps) == MAX_CAPACITY and caps[-1] == MAX_CAPACITY
     # Enlarging at max_capacity keeps N but still counts as a grow.
-    assert int(ctrl.num_shrinks) == 0
-    assert int(ctrl.num_grows) > (MAX_CAPACITY - 8) // 4
+    assert int(ctrl.diagnostics.num_shrinks) == 0
+    assert int(ctrl.diagnostics.num_grows) > (MAX_CAPACITY - 8) // 4
 
 
 @pytest.mark.parametrize("reading", ["new", "shrunk"])
@@ -245,7 +240,7 @@ def test_shrinks_to_interval_then_forced_to_grow(reading):
     assert min(caps) == 4  # N = k reached ...
     first = caps.index(4)
     assert 8 in caps[first:]  # ... and N = k forces an enlargement
-    assert int(ctrl.num_shrinks) >= 9
+    assert int(ctrl.diagnostics.num_shrinks) >= 9
 
 
 def test_ties_shrink_without_tolerance_and_grow_with_zero_tolerance():
@@ -256,7 +251,7 @@ def test_ties_shrink_without_tolerance_and_grow_with_zero_tolerance():
     # Printed rule: equal sums shrink (down to k, alternating with the forced grow).
     assert min(caps_plain) == 4
     # ε rule with ε = 0: equal sums are not a decrease, so the memory grows.
-    assert caps_eps0[-1] == MAX_CAPACITY and int(ctrl.num_shrinks) == 0
+    assert caps_eps0[-1] == MAX_CAPACITY and int(ctrl.diagnostics.num_shrinks) == 0
 
 
 def test_tolerance_band_enlarges():
@@ -268,7 +263,7 @@ def test_tolerance_band_enlarges():
     caps1, _, ctrl1 = check_against_reference(table, 24, 4, 1, 1.0, "new")
     caps2, _, _ = check_against_reference(table, 24, 4, 1, 0.5, "new")
     assert min(caps0) == 4
-    assert int(ctrl1.num_shrinks) == 0 and caps1[-1] == MAX_CAPACITY
+    assert int(ctrl1.diagnostics.num_shrinks) == 0 and caps1[-1] == MAX_CAPACITY
     assert min(caps2) == 4
 
 
@@ -313,7 +308,7 @@ def test_scripts_cover_both_bounds():
             seen_k |= min(caps[4:]) == 4
             seen_max |= max(caps) == MAX_CAPACITY
             if kind == "phases":
-                assert int(ctrl.num_shrinks) > 0 and int(ctrl.num_grows) > 0
+                assert int(ctrl.diagnostics.num_shrinks) > 0 and int(ctrl.diagnostics.num_grows) > 0
     assert seen_k and seen_max
 
 
@@ -337,7 +332,7 @@ def test_vmap_matches_unbatched():
         caps, deltas, ctrl = run(table, initial[j], k[j], n_old[j], 1.0, reading="new", use_tolerance=True)
         np.testing.assert_array_equal(caps_b[j], caps)
         np.testing.assert_array_equal(deltas_b[j], deltas)
-        assert int(ctrl_b.num_shrinks[j]) == int(ctrl.num_shrinks)
+        assert int(ctrl_b.diagnostics.num_shrinks[j]) == int(ctrl.diagnostics.num_shrinks)
     assert len({tuple(np.asarray(c)) for c in caps_b}) == initial.shape[0]  # the runs really differ
 
 
@@ -360,20 +355,17 @@ def test_td_error_fn_runs_only_at_checks():
                 jax.debug.callback(lambda: calls.append(1))
                 return table[t, transitions["index"]]
 
-            ctrl, capacity = adaptive.update(
-                None, ctrl, memory, td_error_fn, t, interval=4, num_old=4, max_num_old=MAX_NUM_OLD,
-                equal_counts=False,
-            )
+            ctrl, capacity = aer.update(None, ctrl, memory, td_error_fn, t)
             return (buffer.resize(memory, capacity), ctrl), None
 
-        init = adaptive.init()
-        return jax.lax.scan(body, (memory, init), jnp.arange(1, STEPS + 1, dtype=jnp.int32))[0][1]
+        aer = adaptive.controller(interval=4, num_old=4, max_num_old=MAX_NUM_OLD, equal_counts=False)
+        return jax.lax.scan(body, (memory, aer.init()), jnp.arange(1, STEPS + 1, dtype=jnp.int32))[0][1]
 
     ctrl = go(memory)
     jax.effects_barrier()
-    assert int(ctrl.num_checks) > 0 and int(ctrl.num_shrinks) > 0
+    assert int(ctrl.diagnostics.num_checks) > 0 and int(ctrl.diagnostics.num_shrinks) > 0
     # One evaluation per check, a second one per shrink.
-    assert len(calls) == int(ctrl.num_checks) + int(ctrl.num_shrinks)
+    assert len(calls) == int(ctrl.diagnostics.num_checks) + int(ctrl.diagnostics.num_shrinks)
 
 
 # ----------------------------------------------------------------------------
@@ -474,6 +466,7 @@ def _td(transitions):
         ({"tolerance": -0.1}, "tolerance"),
         ({"tolerance": float("nan")}, "tolerance"),
         ({"tolerance": float("inf")}, "tolerance"),
+        ({"relative_tolerance": 1.5}, "relative_tolerance"),
         ({"shrink_reading": "old"}, "shrink_reading"),
         ({"subsample_size": 0}, "subsample_size"),
         ({"subsample_size": 3, "key": None}, "key"),
@@ -487,10 +480,9 @@ def test_bad_input_raises_value_error_naming_argument(overrides, name):
     args.update(overrides)
     key, td_error_fn, step = args.pop("key"), args.pop("td_error_fn"), args.pop("step")
     memory = _memory()
-    with pytest.raises(ValueError, match=name):
-        sub = args.get("subsample_size")
-        adaptive.update(key, adaptive.init(sub if isinstance(sub, int) and sub > 0 else None), memory,
-                        td_error_fn, step, **args)
+    with pytest.raises(ValueError, match=name):  # when the controller is built, or at its first update
+        aer = adaptive.controller(**args)
+        aer.update(key, aer.init(), memory, td_error_fn, step)
 
 
 def test_bad_input_old_td_error_sum():
@@ -502,12 +494,10 @@ def test_bad_input_old_td_error_sum():
 
 def test_valid_concrete_call_outside_jit():
     memory = _memory()
-    ctrl, capacity = adaptive.update(
-        None, adaptive.init(), memory, lambda tr: tr["index"].astype(jnp.float32), 8,
-        interval=2, num_old=3, max_num_old=4,
-    )
+    aer = adaptive.controller(interval=2, num_old=3, max_num_old=4)
+    ctrl, capacity = aer.update(None, aer.init(), memory, lambda tr: tr["index"].astype(jnp.float32), 8)
     # Memory holds indices 0..7 (full at 8); oldest three: 0+1+2 = 3 > 0: enlarge.
-    assert int(capacity) == 10 and float(ctrl.delta_old) == 3.0 and int(ctrl.num_grows) == 1
+    assert int(capacity) == 10 and float(ctrl.reference.delta_old) == 3.0 and int(ctrl.diagnostics.num_grows) == 1
 
 
 # ----------------------------------------------------------------------------
@@ -542,17 +532,14 @@ def _walk_runs(tables, keys, paired, equal_counts, random_walk, subsample_size):
             memory, ctrl = carry
             t, step_key = xs
             memory = buffer.add(memory, {"index": t})
-            before, grows = memory.capacity, ctrl.num_grows
-            ctrl, capacity = adaptive.update(
-                step_key, ctrl, memory, lambda tr: table[t, tr["index"]], t, interval=4, num_old=12,
-                max_num_old=MAX_NUM_OLD, subsample_size=subsample_size, paired=paired,
-                equal_counts=equal_counts, random_walk=random_walk,
-            )
-            return (buffer.resize(memory, capacity), ctrl), (before, ctrl.num_grows - grows, t % 4 == 0)
+            before, grows = memory.capacity, ctrl.diagnostics.num_grows
+            ctrl, capacity = aer.update(step_key, ctrl, memory, lambda tr: table[t, tr["index"]], t)
+            return (buffer.resize(memory, capacity), ctrl), (before, ctrl.diagnostics.num_grows - grows, t % 4 == 0)
 
         steps = jnp.arange(1, STEPS + 1, dtype=jnp.int32)
-        init = adaptive.init(subsample_size)
-        (_, ctrl), out = jax.lax.scan(body, (memory, init), (steps, jax.random.split(key, STEPS)))
+        aer = adaptive.controller(interval=4, num_old=12, max_num_old=MAX_NUM_OLD, subsample_size=subsample_size,
+                                  paired=paired, equal_counts=equal_counts, random_walk=random_walk)
+        (_, ctrl), out = jax.lax.scan(body, (memory, aer.init()), (steps, jax.random.split(key, STEPS)))
         return ctrl, out
 
     return jax.vmap(one)(tables, keys)
@@ -584,7 +571,7 @@ def test_pure_noise_grows_half_the_time_with_paired_sums(subsample_size):
     low, high = _binomial_interval(fraction, n)
     assert n > 1500
     assert low <= 0.5 <= high, (fraction, n)
-    assert int(np.sum(ctrl.num_invalid)) == 0
+    assert int(np.sum(ctrl.diagnostics.num_invalid)) == 0
 
 
 def test_independent_draws_bias_pure_noise_toward_shrinking():
@@ -626,8 +613,8 @@ def test_non_finite_errors_keep_the_capacity_and_are_counted():
     table = np.full((STEPS + 1, STEPS + 1), np.nan, np.float32)
     caps, _, ctrl = run(jnp.asarray(table), 24, 4, 6, 0.0, reading="new", use_tolerance=False)
     assert np.all(np.asarray(caps) == 24)
-    assert int(ctrl.num_invalid) == int(ctrl.num_checks) > 0
-    assert int(ctrl.num_grows) == int(ctrl.num_shrinks) == 0
+    assert int(ctrl.diagnostics.num_invalid) == int(ctrl.diagnostics.num_checks) > 0
+    assert int(ctrl.diagnostics.num_grows) == int(ctrl.diagnostics.num_shrinks) == 0
 
 
 @pytest.mark.parametrize("tolerance, relative_tolerance", [
@@ -637,6 +624,7 @@ def test_traced_invalid_tolerances_keep_the_capacity_and_are_flagged(tolerance, 
     # Falling TD errors: with valid tolerances the memory shrinks from 24 toward k = 4.
     table = jnp.asarray(make_table("fall", 0), jnp.float32)
     _, _, valid = run(table, 24, 4, 6, 0.0, reading="new", use_tolerance=True, relative_tolerance=0.0)
+    valid = valid.diagnostics
     assert int(valid.num_shrinks) > 3 and int(valid.num_invalid) == 0 and not bool(valid.invalid_parameters)
     # Traced NaN / inf / negative ε or ρ outside [0, 1]: no decision, counted and flagged
     # (before, NaN ε or ρ never shrank: the memory grew at every check, silently).
@@ -644,22 +632,23 @@ def test_traced_invalid_tolerances_keep_the_capacity_and_are_flagged(tolerance, 
     caps, _, ctrl = run(table, 24, 4, 6, jnp.float32(tolerance), reading="new", use_tolerance=True,
                         relative_tolerance=rho)
     assert np.all(np.asarray(caps) == 24)
-    assert int(ctrl.num_invalid) == int(ctrl.num_checks) == STEPS // 4 - 5  # every check from t = 24
-    assert int(ctrl.num_grows) == int(ctrl.num_shrinks) == 0
-    assert bool(ctrl.invalid_parameters)
+    diagnostics = ctrl.diagnostics
+    assert int(diagnostics.num_invalid) == int(diagnostics.num_checks) == STEPS // 4 - 5  # every check from t = 24
+    assert int(ctrl.diagnostics.num_grows) == int(ctrl.diagnostics.num_shrinks) == 0
+    assert bool(ctrl.diagnostics.invalid_parameters)
 
 
 def test_invalid_parameters_flag_is_sticky_and_set_without_a_check():
     memory = buffer.init(EXAMPLE, MAX_CAPACITY, capacity=8)  # empty: the check does not fire
 
     def step(ctrl, tolerance):
-        return adaptive.update(None, ctrl, memory, lambda tr: tr["index"].astype(jnp.float32), 4, interval=4,
-                               num_old=2, max_num_old=MAX_NUM_OLD, tolerance=tolerance)
+        aer = adaptive.controller(interval=4, num_old=2, max_num_old=MAX_NUM_OLD, tolerance=tolerance)
+        return aer.update(None, ctrl, memory, lambda tr: tr["index"].astype(jnp.float32), 4)
 
     ctrl, capacity = jax.jit(step)(adaptive.init(), jnp.float32(np.nan))
-    assert bool(ctrl.invalid_parameters) and int(ctrl.num_checks) == 0 and int(capacity) == 8
+    assert bool(ctrl.diagnostics.invalid_parameters) and int(ctrl.diagnostics.num_checks) == 0 and int(capacity) == 8
     ctrl, _ = jax.jit(step)(ctrl, jnp.float32(0.5))
-    assert bool(ctrl.invalid_parameters), "the flag is sticky"
+    assert bool(ctrl.diagnostics.invalid_parameters), "the flag is sticky"
 
 
 def test_noise_diagnostics_measure_the_estimators_spread():
@@ -670,12 +659,12 @@ def test_noise_diagnostics_measure_the_estimators_spread():
     _, _, exact = _grow_fraction(_walk_tables(4, runs=16))
 
     def noise(c):
-        return float(np.sum(c.sum_noise) / np.sum(c.num_compared))
+        return float(np.sum(c.diagnostics.sum_noise) / np.sum(c.diagnostics.num_compared))
 
     assert noise(exact) == 0.0
     assert 0 < noise(paired) < noise(independent) / 5
-    assert np.sum(independent.num_noisy) / np.sum(independent.num_compared) > 0.8
-    assert np.all(np.asarray(paired.num_compared) == np.asarray(paired.num_checks) - 1)
+    assert np.sum(independent.diagnostics.num_noisy) / np.sum(independent.diagnostics.num_compared) > 0.8
+    assert np.all(np.asarray(paired.diagnostics.num_compared) == np.asarray(paired.diagnostics.num_checks) - 1)
 
 
 def test_errors_that_fluctuate_around_a_level_show_algorithm_2s_selection_effect():
@@ -693,6 +682,77 @@ def test_bad_state_is_named():
     memory = _memory()
     args = dict(interval=2, num_old=2, max_num_old=4)
     with pytest.raises(ValueError, match=r"state must be an adaptive.AdaptiveState"):
-        adaptive.update(None, None, memory, _td, 8, **args)
+        adaptive.controller(**args).update(None, None, memory, _td, 8)
     with pytest.raises(ValueError, match=r"adaptive.init\(3\)"):  # made for exact sums, used with a subsample
-        adaptive.update(jax.random.key(0), adaptive.init(), memory, _td, 8, subsample_size=3, **args)
+        adaptive.controller(subsample_size=3, **args).update(jax.random.key(0), adaptive.init(), memory, _td, 8)
+
+
+# ----------------------------------------------------------------------------
+# The controller record: settings bound once, the check as four steps, the deprecated update
+
+
+@pytest.mark.parametrize("settings, name", [
+    ({"interval": 0}, "interval"), ({"num_old": 5}, "num_old"), ({"subsample_size": 0}, "subsample_size"),
+    ({"tolerance": -1.0}, "tolerance"), ({"relative_tolerance": 2.0}, "relative_tolerance"),
+    ({"shrink_reading": "old"}, "shrink_reading"), ({"max_num_old": 4.0}, "max_num_old"),
+])
+def test_controller_refuses_bad_settings_when_built(settings, name):
+    # Named when the record is built, before any memory or TD error exists.
+    with pytest.raises(ValueError, match=f"^{name}"):
+        adaptive.controller(**{"interval": 2, "num_old": 2, "max_num_old": 4, **settings})
+
+
+def test_controller_init_is_sized_for_its_subsample_and_groups_the_state():
+    state = adaptive.controller(interval=2, num_old=2, max_num_old=4, subsample_size=5).init()
+    assert adaptive.AdaptiveState._fields == ("reference", "diagnostics")
+    assert state.reference.positions.shape == (5,) and state.reference.values.shape == (5,)
+    assert adaptive.controller(interval=2, num_old=2, max_num_old=4).init().reference.values.shape == (0,)
+    assert len(adaptive.Diagnostics._fields) == 10 and int(state.diagnostics.num_checks) == 0
+
+
+def test_deprecated_update_warns_and_matches_the_controller_bit_for_bit():
+    table = jnp.asarray(make_table("phases", 2), jnp.float32)
+    settings = dict(interval=4, num_old=6, max_num_old=MAX_NUM_OLD, subsample_size=3, tolerance=0.5)
+
+    def go(step_fn):
+        def body(carry, xs):
+            memory, ctrl = carry
+            t, key = xs
+            memory = buffer.add(memory, {"index": t})
+            ctrl, capacity = step_fn(key, ctrl, memory, lambda tr: table[t, tr["index"]], t)
+            return (buffer.resize(memory, capacity), ctrl), capacity
+
+        steps = jnp.arange(1, STEPS + 1, dtype=jnp.int32)
+        memory = buffer.init(EXAMPLE, MAX_CAPACITY, capacity=8)
+        return jax.lax.scan(body, (memory, adaptive.init(3)), (steps, jax.random.split(jax.random.key(7), STEPS)))
+
+    new = go(adaptive.controller(**settings).update)
+    with pytest.warns(DeprecationWarning, match=r"adaptive\.controller\(\*\*settings\)"):
+        old = go(lambda *args: adaptive.update(*args, **settings))
+    assert int(new[0][1].diagnostics.num_shrinks) > 0 and int(new[0][1].diagnostics.num_grows) > 0
+    for a, b in zip(jax.tree.leaves(new), jax.tree.leaves(old), strict=True):
+        np.testing.assert_array_equal(a, b)
+
+
+def test_deprecated_update_refuses_an_unknown_keyword_by_name():
+    with pytest.warns(DeprecationWarning), pytest.raises(ValueError, match="unknown keyword.s. intervall; it takes"):
+        adaptive.update(None, adaptive.init(), _memory(), _td, 8, intervall=2, num_old=2, max_num_old=4)
+
+
+def test_adaptive_functions_are_small():
+    # The package's size target, for this module: bodies (without their docstring) of at most 80 lines,
+    # at most 10 parameters, at most 800 lines in the file.
+    import ast
+    import inspect
+
+    source = inspect.getsource(adaptive)
+    assert len(source.splitlines()) <= 800
+    tree = ast.parse(source)
+    for node in ast.walk(tree):
+        if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)):
+            body = node.body[1:] if ast.get_docstring(node) is not None else node.body
+            length = body[-1].end_lineno - body[0].lineno + 1
+            args = node.args
+            count = len(args.posonlyargs + args.args + args.kwonlyargs) + bool(args.vararg) + bool(args.kwarg)
+            assert length <= 80, (node.name, length)
+            assert count <= 10, (node.name, count)

@@ -204,6 +204,6 @@ def test_paper_readings_names_code_that_exists():
     """Each module, function or attribute that docs/paper_readings.md names (relative to ``jaxreplay``) exists."""
     text = (ROOT / READINGS).read_text()
     names = set(re.findall(r"`((?:paper|envs|experiments|agents|adaptive)(?:\.[A-Za-z_]\w*)*)`", text))
-    assert {"paper.theory.analytic.b_coefficients", "adaptive.update", "agents.linear.td_error"} <= names
+    assert {"paper.theory.analytic.b_coefficients", "adaptive.controller", "agents.linear.td_error"} <= names
     missing = sorted(name for name in names if not _resolves(f"jaxreplay.{name}", jaxreplay))
     assert not missing, f"{READINGS} names what does not exist: {missing}"

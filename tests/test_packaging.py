@@ -19,7 +19,8 @@ CORE = ("jaxreplay.buffer", "jaxreplay.samplers", "jaxreplay.prioritized", "jaxr
 
 # Layers, bottom to top: a module may import jaxreplay modules of its own layer or below.
 LAYERS = {
-    "core": ("jaxreplay", "jaxreplay._validation", "jaxreplay._extras", "jaxreplay._typing", "jaxreplay._files") + CORE,
+    "core": ("jaxreplay", "jaxreplay._validation", "jaxreplay._extras", "jaxreplay._typing", "jaxreplay._files",
+             "jaxreplay._td_sums") + CORE,
     "environments and agents": ("jaxreplay.envs", "jaxreplay.agents"),
     "experiments": ("jaxreplay.experiments",),
     "sweep engine and results": ("jaxreplay.engine",),
@@ -144,7 +145,7 @@ def test_the_tree_shows_the_layers():
     packages = {name for name in top if (PACKAGE / name).is_dir() and any((PACKAGE / name).rglob("*.py"))}
     assert packages == set(folders), f"unexpected folders {packages ^ set(folders)}"
     modules = {name[:-3] for name in top if name.endswith(".py")}
-    private = {"_validation", "_extras", "_typing", "_files"}
+    private = {"_validation", "_extras", "_typing", "_files", "_td_sums"}
     assert modules == {"__init__", "__main__", "cli"} | private | {m.split(".")[1] for m in CORE}
     for name, index in folders.items():
         for path in (PACKAGE / name).rglob("*.py"):
@@ -166,8 +167,9 @@ ARRAY_ARGUMENTS = {
     "jaxreplay.prioritized.update_priorities": {"indices": "ArrayLike", "td_errors": "ArrayLike",
                                                 "priority_exponent": "ArrayLike", "tree": "TreeMode"},
     "jaxreplay.prioritized.sample": {"key": "jax.Array", "importance_exponent": "ArrayLike"},
-    "jaxreplay.adaptive.update": {"step": "ArrayLike", "interval": "ArrayLike", "num_old": "ArrayLike",
-                                  "tolerance": "ArrayLike", "random_walk": "ArrayLike", "state": "AdaptiveState"},
+    "jaxreplay.adaptive.controller": {"interval": "ArrayLike", "num_old": "ArrayLike", "tolerance": "ArrayLike",
+                                      "random_walk": "ArrayLike"},
+    "jaxreplay.adaptive.update": {"step": "ArrayLike", "state": "AdaptiveState"},
     "jaxreplay.adaptive.old_td_error_sum": {"num_old": "ArrayLike", "start": "ArrayLike"},
 }
 

@@ -19,7 +19,7 @@ One environment step ``t = 1, 2, ...`` (``t`` counts steps done)::
         target network: hard copy when t crosses a multiple of target_period,
                         or Polyak averaging with target_tau after every update
     aER (adaptive=True): Algorithm 2 at every t that is a multiple of
-        adaptive_interval (jaxreplay.adaptive.update, then resize), with TD
+        adaptive_interval (jaxreplay.adaptive.controller, then resize), with TD
         errors under the parameters after step t's gradient step: the online
         network on both sides, as Algorithm 2 writes Q(·; θ)
         (adaptive_td_target=1: the target network bootstraps, as in the loss)
@@ -284,7 +284,7 @@ class Hyperparameters(NamedTuple):
             bootstraps (as the loss does).
         adaptive_paired: 1 (default): the next check re-evaluates the
             reference's draws (the same transitions); 0: independent draws
-            (:func:`jaxreplay.adaptive.update`).
+            (:func:`jaxreplay.adaptive.controller`).
         adaptive_equal_counts: 1 (default): both sums of a comparison cover
             equally many transitions; 0: the literal index ranges.
         adam_epsilon: Adam's ε >= 0.
@@ -798,12 +798,7 @@ def advance(state: DQNState, hparams: Hyperparameters, setup: Setup) -> tuple[DQ
         def td_error_fn(transitions):
             return agent.td_errors(net, params, bootstrap, transitions, hp.discount, double=setup.double)
 
-        controller, capacity = adaptive.update(
-            adaptive_key,
-            s.controller,
-            replay.buffer(s.memory),
-            td_error_fn,
-            s.step,
+        aer = adaptive.controller(
             interval=hp.adaptive_interval,
             num_old=hp.adaptive_num_old,
             max_num_old=setup.num_old_bound,
@@ -815,13 +810,14 @@ def advance(state: DQNState, hparams: Hyperparameters, setup: Setup) -> tuple[DQ
             equal_counts=jnp.asarray(hp.adaptive_equal_counts) > 0,
             random_walk=hp.adaptive_rule == RULE_RANDOM,
         )
+        controller, capacity = aer.update(adaptive_key, s.controller, replay.buffer(s.memory), td_error_fn, s.step)
         # A fixed-rule run keeps its size and its (untouched) controller.
         active = hp.adaptive_rule != RULE_FIXED
         controller = jax.tree.map(lambda new, old: jnp.where(active, new, old), controller, s.controller)
         capacity = jnp.where(active, capacity, replay.buffer(s.memory).capacity)
-        fired = controller.num_checks > s.controller.num_checks
+        fired = controller.diagnostics.num_checks > s.controller.diagnostics.num_checks
         straddle = fired & (s.target_copies > s.copies_at_check)
-        grew = controller.num_grows > s.controller.num_grows
+        grew = controller.diagnostics.num_grows > s.controller.diagnostics.num_grows
         s = s._replace(
             controller=controller,
             memory=replay.resize(s.memory, capacity),
@@ -933,18 +929,18 @@ def summarize(state: DQNState, hparams: Hyperparameters, setup: Setup) -> dict:
         "episodes": state.episodes,
         "gradient_steps": state.gradient_steps,
         "final_capacity": memory.capacity,
-        "adaptive_checks": state.controller.num_checks,
-        "adaptive_grows": state.controller.num_grows,
-        "adaptive_shrinks": state.controller.num_shrinks,
-        "adaptive_invalid": state.controller.num_invalid,
+        "adaptive_checks": state.controller.diagnostics.num_checks,
+        "adaptive_grows": state.controller.diagnostics.num_grows,
+        "adaptive_shrinks": state.controller.diagnostics.num_shrinks,
+        "adaptive_invalid": state.controller.diagnostics.num_invalid,
         "adaptive_straddle_checks": state.straddle_checks,
         "adaptive_straddle_grows": state.straddle_grows,
-        "adaptive_compared": state.controller.num_compared,
-        "adaptive_noisy": state.controller.num_noisy,
-        "adaptive_change_sum": state.controller.sum_abs_change,
-        "adaptive_noise_sum": state.controller.sum_noise,
+        "adaptive_compared": state.controller.diagnostics.num_compared,
+        "adaptive_noisy": state.controller.diagnostics.num_noisy,
+        "adaptive_change_sum": state.controller.diagnostics.sum_abs_change,
+        "adaptive_noise_sum": state.controller.diagnostics.sum_noise,
         "capacity_clipped": memory.capacity_clipped,
-        "adaptive_invalid_parameters": state.controller.invalid_parameters,
+        "adaptive_invalid_parameters": state.controller.diagnostics.invalid_parameters,
     }
 
 

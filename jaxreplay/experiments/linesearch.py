@@ -279,12 +279,7 @@ def advance(state: State, hparams: Hyperparameters, setup: Setup) -> tuple[State
         theta, _ = replay(replay_key, theta, memory, hparams, setup, trainable)
         if setup.sampler == "adaptive":
             td_fn = lambda transitions: linear.td_error(theta, transitions, hparams.discount, setup.speed)  # noqa: E731
-            controller, capacity = adaptive.update(
-                adaptive_key if setup.subsample_size else None,
-                controller,
-                memory,
-                td_fn,
-                t,
+            aer = adaptive.controller(
                 interval=hparams.adaptive_interval,
                 num_old=hparams.adaptive_num_old,
                 max_num_old=setup.max_num_old,
@@ -292,6 +287,8 @@ def advance(state: State, hparams: Hyperparameters, setup: Setup) -> tuple[State
                 tolerance=hparams.adaptive_tolerance,
                 shrink_reading=setup.shrink_reading,
             )
+            check_key = adaptive_key if setup.subsample_size else None
+            controller, capacity = aer.update(check_key, controller, memory, td_fn, t)
             memory = buffer.resize(memory, capacity)
         diverged = diverged | ~jnp.all(jnp.isfinite(theta))
         return (theta, next_state, memory, controller, diverged), (theta - theta_star, memory.capacity)
