@@ -58,13 +58,11 @@ step count (per step: action, environment, minibatch, aER subsample; at a
 segment end: the evaluation episodes), so a run does not depend on how it is
 batched or segmented.
 
-What is recorded (one point per segment, dim ``"segment"``, coordinate: the
-environment steps done at its end): the mean return of the training episodes
-completed in the segment (NaN if none) and their number, the greedy
-evaluation return at its end (``eval_episodes > 0``), the memory's capacity at
-its end and averaged over its steps, the mean TD loss of its gradient steps
-(NaN if none), ε at its end and the environment steps done. Nothing grows with
-the run's length except the records themselves (a few scalars per segment).
+What is recorded: a :class:`Record` per segment (dim ``"segment"``,
+coordinate: the environment steps done at its end: training and evaluation
+returns, TD loss, the memory's capacity, ε) and a :class:`Summary` at the
+run's end. Nothing grows with the run's length except the records
+themselves (a few scalars per segment).
 """
 
 from __future__ import annotations
