@@ -781,3 +781,57 @@ def test_mean_capacity_of_a_large_memory_is_exact():
         jax.random.split(jax.random.key(0), 2), PROBE_HPARAMS._replace(memory_size=np.array([300_000, 299_999])), setup
     )
     assert records["capacity_mean"][:, 0].tolist() == [300_000.0, 299_999.0]
+
+
+RECORD_DTYPES = {"train_return": "float32", "train_episodes": "int32", "td_loss": "float32", "capacity": "int32",
+                 "capacity_mean": "float32", "epsilon": "float32", "env_steps": "int32"}
+SUMMARY_DTYPES = {"diverged": "bool", "recent_return": "float32", "episodes": "int32", "gradient_steps": "int32",
+                  "final_capacity": "int32", "adaptive_checks": "int32", "adaptive_grows": "int32",
+                  "adaptive_shrinks": "int32", "adaptive_invalid": "int32", "adaptive_straddle_checks": "int32",
+                  "adaptive_straddle_grows": "int32", "adaptive_compared": "int32", "adaptive_noisy": "int32",
+                  "adaptive_change_sum": "float32", "adaptive_noise_sum": "float32", "capacity_clipped": "bool",
+                  "adaptive_invalid_parameters": "bool"}
+
+
+@pytest.mark.parametrize("eval_episodes", [0, 2])
+def test_advance_and_summarize_give_exactly_the_declared_names(eval_episodes):
+    """Record and Summary declare the names once: advance and summarize return exactly the names
+    and dtypes that record_dims and summary_dims announce (traced only, nothing compiled)."""
+    setup = probe_setup("Probe-OneStep", total_steps=40, steps_per_segment=20, adaptive=True, max_capacity=64,
+                        eval_episodes=eval_episodes)
+
+    def one_segment(key):
+        state, record = dqn.advance(dqn.init(key, PROBE_HPARAMS, setup), PROBE_HPARAMS, setup)
+        return record, dqn.summarize(state, PROBE_HPARAMS, setup)
+
+    record, summary = jax.eval_shape(one_segment, jax.random.key(0))
+    expected = dict(RECORD_DTYPES, **({"eval_return": "float32"} if eval_episodes else {}))
+    assert list(dqn.record_dims(setup)) == list(expected) and sorted(record) == sorted(expected)  # pytrees sort keys
+    assert {name: str(v.dtype) for name, v in record.items()} == expected
+    assert {v.shape for v in record.values()} == {(1,)}
+    assert list(dqn.summary_dims(setup)) == list(SUMMARY_DTYPES) == list(dqn.Summary._fields)
+    assert sorted(summary) == sorted(SUMMARY_DTYPES)
+    assert {name: str(v.dtype) for name, v in summary.items()} == SUMMARY_DTYPES
+    assert {v.shape for v in summary.values()} == {()}
+
+
+def test_dqn_step_functions_are_small_and_module_level():
+    """advance composes module-level step functions: no function of dqn.py has a body (without its
+    docstring) over 80 lines or more than 10 parameters, and advance defines no closures."""
+    import ast
+    import inspect
+
+    tree = ast.parse(inspect.getsource(dqn))
+    sizes = {}
+    for node in ast.walk(tree):
+        if isinstance(node, ast.FunctionDef):
+            body = node.body[1:] if ast.get_docstring(node) is not None else node.body
+            args = node.args
+            count = len(args.posonlyargs) + len(args.args) + len(args.kwonlyargs) + bool(args.vararg) + bool(args.kwarg)
+            sizes[node.name] = (body[-1].end_lineno - body[0].lineno + 1, count)
+    too_big = {name: size for name, size in sizes.items() if size[0] > 80 or size[1] > 10}
+    assert too_big == {}
+    advance = next(n for n in ast.walk(tree) if isinstance(n, ast.FunctionDef) and n.name == "advance")
+    assert [n for n in ast.walk(advance) if isinstance(n, (ast.FunctionDef, ast.Lambda))] == [advance]
+    for step in ("_env_step", "_train", "_unit", "_consult_adaptive", "_cycle", "_record"):
+        assert sizes[step][1] <= 3, step

@@ -58,13 +58,11 @@ step count (per step: action, environment, minibatch, aER subsample; at a
 segment end: the evaluation episodes), so a run does not depend on how it is
 batched or segmented.
 
-What is recorded (one point per segment, dim ``"segment"``, coordinate: the
-environment steps done at its end): the mean return of the training episodes
-completed in the segment (NaN if none) and their number, the greedy
-evaluation return at its end (``eval_episodes > 0``), the memory's capacity at
-its end and averaged over its steps, the mean TD loss of its gradient steps
-(NaN if none), ε at its end and the environment steps done. Nothing grows with
-the run's length except the records themselves (a few scalars per segment).
+What is recorded: a :class:`Record` per segment (dim ``"segment"``,
+coordinate: the environment steps done at its end: training and evaluation
+returns, TD loss, the memory's capacity, ε) and a :class:`Summary` at the
+run's end. Nothing grows with the run's length except the records
+themselves (a few scalars per segment).
 """
 
 from __future__ import annotations
@@ -72,7 +70,7 @@ from __future__ import annotations
 import dataclasses
 import functools
 import math
-from typing import NamedTuple, Protocol
+from typing import TYPE_CHECKING, NamedTuple, Protocol
 
 import jax
 import jax.numpy as jnp
@@ -84,6 +82,10 @@ from jaxreplay import memory as memory_lib
 from jaxreplay._typing import ArrayLike, PyTree
 from jaxreplay.agents import dqn as agent
 from jaxreplay.experiments import Experiment
+
+if TYPE_CHECKING:  # annotations only: the optional rl extra is checked by jaxreplay.envs on import
+    import optax
+    from gymnax.environments import environment as gymnax_environment
 
 SAMPLERS = memory_lib.KINDS
 """The replay memories DQN runs with, by ``Setup.sampler``: the kinds of :func:`jaxreplay.memory.make`."""
@@ -569,6 +571,94 @@ class DQNState(NamedTuple):
     key: jax.Array
 
 
+class Record(NamedTuple):
+    """One segment's record point, each a scalar (:func:`advance` gives every leaf a
+    ``"segment"`` axis of length 1; :func:`record_dims` names them).
+
+    Attributes:
+        train_return: ``float32``; mean return of the training episodes completed
+            in the segment (NaN if none).
+        train_episodes: ``int32``; their number.
+        td_loss: ``float32``; mean TD loss of the segment's gradient steps (NaN if none).
+        capacity: ``int32``; the memory's capacity at the segment's end.
+        capacity_mean: ``float32``; its capacity averaged over the segment's steps.
+        epsilon: ``float32``; ε at the segment's end.
+        env_steps: ``int32``; environment steps done.
+        eval_return: ``float32``; mean greedy evaluation return at the segment's
+            end (:func:`evaluate`); ``None``, and not recorded, when
+            ``Setup.eval_episodes`` is 0.
+    """
+
+    train_return: jax.Array
+    train_episodes: jax.Array
+    td_loss: jax.Array
+    capacity: jax.Array
+    capacity_mean: jax.Array
+    epsilon: jax.Array
+    env_steps: jax.Array
+    eval_return: jax.Array | None = None
+
+
+def _record_names(setup: Setup) -> tuple[str, ...]:
+    """The recorded fields of :class:`Record` under ``setup`` (``eval_return`` only with evaluation)."""
+    return tuple(name for name in Record._fields if name != "eval_return" or setup.eval_episodes > 0)
+
+
+def _record_arrays(record: Record) -> dict:
+    """``record`` as ``{name: value[None]}`` (a segment axis of length 1), unrecorded (``None``) fields left out."""
+    return {name: value[None] for name, value in record._asdict().items() if value is not None}
+
+
+class Summary(NamedTuple):
+    """Scalars describing a run's end (:func:`summarize` returns them as a dict; :func:`summary_dims`).
+
+    Attributes:
+        diverged: ``bool``; a parameter (online or target) is non-finite.
+        recent_return: ``float32``; mean of the last ``recent_episodes``
+            training-episode returns (NaN if none).
+        episodes: ``int32``; training episodes completed.
+        gradient_steps: ``int32``; gradient steps made.
+        final_capacity: ``int32``; the memory's capacity at the end (not
+            ``memory_size``, which labels the hyperparameter in a sweep).
+        adaptive_checks, adaptive_grows, adaptive_shrinks: ``int32``; aER's
+            checks and their outcomes (0 without aER).
+        adaptive_invalid: ``int32``; checks that could not decide (non-finite
+            sums or invalid traced tolerances).
+        adaptive_straddle_checks, adaptive_straddle_grows: ``int32``; checks,
+            and enlargements among them, with a target copy since the previous check.
+        adaptive_compared, adaptive_noisy: ``int32``; checks with a reference,
+            and of them those whose change was within two standard errors of 0.
+        adaptive_change_sum, adaptive_noise_sum: ``float32``; sums over compared
+            checks of the estimated ``| |δ_old|' - |δ_old| |`` and of that
+            change's standard error (divide by ``adaptive_compared`` on the
+            host: a traced division rounds differently in vectorised code,
+            which would make results depend on the chunk size).
+        capacity_clipped: ``bool``; a traced ``memory_size`` or aER capacity
+            outside ``[1, max_capacity]`` was clipped.
+        adaptive_invalid_parameters: ``bool``; a traced ``adaptive_tolerance``
+            or ``adaptive_relative_tolerance`` was NaN, infinite or out of
+            range (aER's checks kept the capacity).
+    """
+
+    diverged: jax.Array
+    recent_return: jax.Array
+    episodes: jax.Array
+    gradient_steps: jax.Array
+    final_capacity: jax.Array
+    adaptive_checks: jax.Array
+    adaptive_grows: jax.Array
+    adaptive_shrinks: jax.Array
+    adaptive_invalid: jax.Array
+    adaptive_straddle_checks: jax.Array
+    adaptive_straddle_grows: jax.Array
+    adaptive_compared: jax.Array
+    adaptive_noisy: jax.Array
+    adaptive_change_sum: jax.Array
+    adaptive_noise_sum: jax.Array
+    capacity_clipped: jax.Array
+    adaptive_invalid_parameters: jax.Array
+
+
 def _strip_weak_types(tree):
     # gymnax resets put Python ints in the state (weakly typed after tracing),
     # steps return strong int32: give scan one carry type.
@@ -622,13 +712,85 @@ def init(key: jax.Array, hparams: Hyperparameters, setup: Setup) -> DQNState:
 
 
 class _Accumulators(NamedTuple):
-    """Sums over one segment (reset by every :func:`advance`)."""
+    """Sums over one segment (reset by every :func:`advance`); each a scalar."""
 
     return_sum: jax.Array
     episodes: jax.Array
     loss_sum: jax.Array
     losses: jax.Array
     capacity_sum: jax.Array
+
+
+def _zero_accumulators() -> _Accumulators:
+    """All sums 0: ``float32[]`` for the sums, ``int32[]`` for the counts."""
+    zero_f, zero_i = jnp.zeros((), jnp.float32), jnp.zeros((), jnp.int32)
+    return _Accumulators(zero_f, zero_i, zero_f, zero_i, zero_f)
+
+
+class _Context(NamedTuple):
+    """What every step of one segment reads, bound once by :func:`advance` from ``setup`` and ``hparams``.
+
+    Only passed to the step functions below at trace time (closed over by the
+    scans and conditionals), never as a traced argument.
+
+    Attributes:
+        setup: the static :class:`Setup`.
+        hp: the run's :class:`Hyperparameters`, each field a scalar array (:func:`as_arrays`).
+        env, env_params: the environment and its parameters (:func:`environment`).
+        net: the Q-network (:func:`network`).
+        optimizer: ``setup.optimizer`` with ``hp.adam_epsilon``.
+        replay: the replay memory with its hyperparameters bound (:func:`replay_memory`).
+        controller: aER's controller with its settings bound (consulted only with ``setup.adaptive``).
+        start_capacity: ``int32[]``; the memory's capacity when the segment starts.
+    """
+
+    setup: Setup
+    hp: Hyperparameters
+    env: gymnax_environment.Environment
+    env_params: gymnax_environment.EnvParams
+    net: agent.QNetwork
+    optimizer: optax.GradientTransformation
+    replay: memory_lib.Memory
+    controller: adaptive.Controller
+    start_capacity: jax.Array
+
+
+# A carry of the step functions: the run's state and the segment's sums.
+_Carry = tuple[DQNState, _Accumulators]
+
+
+def _aer_controller(hp: Hyperparameters, setup: Setup) -> adaptive.Controller:
+    """aER's :class:`~jaxreplay.adaptive.Controller` with the run's settings bound (``hp`` as arrays)."""
+    return adaptive.controller(
+        interval=hp.adaptive_interval,
+        num_old=hp.adaptive_num_old,
+        max_num_old=setup.num_old_bound,
+        subsample_size=setup.subsample_size,
+        tolerance=hp.adaptive_tolerance,
+        relative_tolerance=hp.adaptive_relative_tolerance,
+        shrink_reading=setup.shrink_reading,
+        paired=jnp.asarray(hp.adaptive_paired) > 0,
+        equal_counts=jnp.asarray(hp.adaptive_equal_counts) > 0,
+        random_walk=hp.adaptive_rule == RULE_RANDOM,
+    )
+
+
+def _context(state: DQNState, hparams: Hyperparameters, setup: Setup) -> _Context:
+    """The :class:`_Context` of the segment that starts from ``state``."""
+    hp = as_arrays(hparams)
+    env, env_params = environment(setup)
+    replay = replay_memory(setup, hp)
+    return _Context(
+        setup=setup,
+        hp=hp,
+        env=env,
+        env_params=env_params,
+        net=network(setup),
+        optimizer=agent.make_optimizer(setup.optimizer, hp.adam_epsilon),
+        replay=replay,
+        controller=_aer_controller(hp, setup),
+        start_capacity=replay.buffer(state.memory).capacity,
+    )
 
 
 def _repeat(body, carry, length: int):
@@ -673,8 +835,191 @@ def _step_keys(state: DQNState) -> jax.Array:
     return jax.random.split(jax.random.fold_in(step_stream, state.step), 4)
 
 
+def _select(flag: ArrayLike, new: PyTree, old: PyTree) -> PyTree:
+    """``new`` where ``flag`` (``bool[]``) else ``old``, leaf by leaf."""
+    return jax.tree.map(lambda n, o: jnp.where(flag, n, o), new, old)
+
+
+def _env_step(ctx: _Context, carry: _Carry) -> _Carry:
+    """One ε-greedy environment step: the transition stored, the episode bookkeeping and sums updated."""
+    s, acc = carry
+    hp, setup = ctx.hp, ctx.setup
+    action_key, env_key, _, _ = _step_keys(s)
+    epsilon = agent.epsilon_schedule(s.step, hp.epsilon_start, hp.epsilon_end, hp.epsilon_decay_steps)
+    action = agent.epsilon_greedy(action_key, agent.q_values(ctx.net, s.params, s.obs), epsilon)
+    obs, env_state, reward, terminated, truncated, info = ctx.env.step(env_key, s.env_state, action, ctx.env_params)
+    reward = jnp.asarray(reward, jnp.float32)
+    no_bootstrap = terminated if setup.truncation_bootstrap else terminated | truncated
+    transition = {
+        "obs": s.obs,
+        "action": action,
+        "reward": reward,
+        "next_obs": jnp.asarray(info["final_observation"], jnp.float32),
+        "terminated": no_bootstrap.astype(jnp.float32),
+    }
+    memory = ctx.replay.add(s.memory, transition)
+    done = terminated | truncated
+    episode_return = s.episode_return + reward
+    slot = s.episodes % setup.recent_episodes
+    recent = s.recent_returns.at[slot].set(jnp.where(done, episode_return, s.recent_returns[slot]))
+    s = s._replace(
+        memory=memory,
+        env_state=_strip_weak_types(env_state),
+        obs=jnp.asarray(obs, jnp.float32),
+        episode_return=jnp.where(done, 0.0, episode_return),
+        recent_returns=recent,
+        episodes=s.episodes + done.astype(jnp.int32),
+        step=s.step + 1,
+    )
+    # The segment's mean capacity is summed as deviations from its first capacity: small
+    # integers, exact in float32 (a float32 sum of capacities of 3e5 drifted by ~1e-4).
+    capacity_step = (ctx.replay.buffer(memory).capacity - ctx.start_capacity).astype(jnp.float32)
+    acc = acc._replace(
+        return_sum=acc.return_sum + jnp.where(done, episode_return, 0.0),
+        episodes=acc.episodes + done.astype(jnp.int32),
+        capacity_sum=acc.capacity_sum + capacity_step,
+    )
+    return s, acc
+
+
+def _update_target(ctx: _Context, s: DQNState, params: agent.Params, do_train: jax.Array):
+    """``(target_params, copied)`` after a gradient step that moved the online network to ``params``.
+
+    ``do_train`` (``bool[]``) says whether the step counts (``learning_starts``
+    reached); ``copied`` (``bool[]``) whether it counts as a target update:
+    a hard copy when a multiple of ``target_period`` lies in
+    ``(t - train_frequency, t]``, or every counted Polyak update.
+    """
+    hp, setup = ctx.hp, ctx.setup
+    if setup.target_update == "hard":
+        crossed = s.step // hp.target_period > (s.step - setup.train_frequency) // hp.target_period
+        copied = do_train & crossed
+        return agent.hard_target_update(params, s.target_params, copied), copied
+    polyak = agent.polyak_target_update(params, s.target_params, hp.target_tau)
+    return _select(do_train, polyak, s.target_params), do_train
+
+
+def _train(ctx: _Context, carry: _Carry) -> _Carry:
+    """One gradient step on a sampled minibatch (masked before ``learning_starts``), the sampled
+    transitions' priorities stored and the target network updated."""
+    s, acc = carry
+    hp, setup = ctx.hp, ctx.setup
+    # Keys of the unit's last step (index s.step - 1): one draw per unit.
+    _, _, sample_key, _ = _step_keys(s._replace(step=s.step - 1))
+    do_train = s.step >= hp.learning_starts
+    memory = s.memory
+    sample = ctx.replay.sample(sample_key, memory, setup.batch_size)
+    batch = buffer.get(ctx.replay.buffer(memory), sample.indices)
+    params, opt_state, loss, delta = agent.train_step(
+        ctx.net,
+        ctx.optimizer,
+        s.params,
+        s.target_params,
+        s.opt_state,
+        batch,
+        sample.weights,
+        hp.step_size,
+        hp.discount,
+        loss=setup.loss,
+        double=setup.double,
+        reduction=setup.batch_reduction,
+    )
+    params, opt_state = _select(do_train, params, s.params), _select(do_train, opt_state, s.opt_state)
+    # Slot -1 is skipped: a masked step stores nothing (uniform replay stores no priorities at all).
+    indices = jnp.where(do_train, sample.indices, -1)
+    memory = ctx.replay.update(memory, indices, delta)
+    target, copied = _update_target(ctx, s, params, do_train)
+    s = s._replace(
+        params=params,
+        target_params=target,
+        opt_state=opt_state,
+        memory=memory,
+        gradient_steps=s.gradient_steps + do_train.astype(jnp.int32),
+        target_copies=s.target_copies + copied.astype(jnp.int32),
+    )
+    acc = acc._replace(
+        loss_sum=acc.loss_sum + jnp.where(do_train, loss, 0.0),
+        losses=acc.losses + do_train.astype(jnp.int32),
+    )
+    return s, acc
+
+
+def _unit(ctx: _Context, carry: _Carry, index: jax.Array) -> _Carry:
+    """``train_frequency`` environment steps, then one gradient step (isolated: :func:`_isolated`)."""
+    carry = _repeat(functools.partial(_env_step, ctx), carry, ctx.setup.train_frequency)
+    return _isolated(index, functools.partial(_train, ctx), carry)
+
+
+def _consult_adaptive(ctx: _Context, carry: _Carry) -> _Carry:
+    """aER's controller consulted after the step ``s.step`` (it fires at multiples of
+    ``adaptive_interval``), the memory resized and the straddle counts updated."""
+    s, acc = carry
+    hp, setup, replay = ctx.hp, ctx.setup, ctx.replay
+    _, _, _, adaptive_key = _step_keys(s._replace(step=s.step - 1))
+    params = s.params
+    # Algorithm 2 writes Q(·; θ) on both sides; the target network is the option.
+    use_target = jnp.asarray(hp.adaptive_td_target) > 0
+    bootstrap = jax.tree.map(lambda t, p: jnp.where(use_target, t, p), s.target_params, params)
+    td_error_fn = functools.partial(
+        agent.td_errors, ctx.net, params, bootstrap, discount=hp.discount, double=setup.double
+    )
+    controller, capacity = ctx.controller.update(
+        adaptive_key, s.controller, replay.buffer(s.memory), td_error_fn, s.step
+    )
+    # A fixed-rule run keeps its size and its (untouched) controller.
+    active = hp.adaptive_rule != RULE_FIXED
+    controller = _select(active, controller, s.controller)
+    capacity = jnp.where(active, capacity, replay.buffer(s.memory).capacity)
+    fired = controller.diagnostics.num_checks > s.controller.diagnostics.num_checks
+    straddle = fired & (s.target_copies > s.copies_at_check)
+    grew = controller.diagnostics.num_grows > s.controller.diagnostics.num_grows
+    s = s._replace(
+        controller=controller,
+        memory=replay.resize(s.memory, capacity),
+        copies_at_check=jnp.where(fired, s.target_copies, s.copies_at_check),
+        straddle_checks=s.straddle_checks + straddle.astype(jnp.int32),
+        straddle_grows=s.straddle_grows + (straddle & grew).astype(jnp.int32),
+    )
+    return s, acc
+
+
+def _cycle(ctx: _Context, carry: _Carry, index: jax.Array) -> _Carry:
+    """Cycle ``index`` of the segment: its units, then (aER) one consultation of the controller."""
+    units = ctx.setup.cycle_length // ctx.setup.train_frequency
+    carry = _scan_indexed(functools.partial(_unit, ctx), carry, index * units, units)
+    return _isolated(index, functools.partial(_consult_adaptive, ctx), carry) if ctx.setup.adaptive else carry
+
+
+def _record(ctx: _Context, state: DQNState, acc: _Accumulators) -> Record:
+    """The segment's :class:`Record` from its sums and the state at its end (scalars)."""
+    hp, setup = ctx.hp, ctx.setup
+    nan = jnp.float32(jnp.nan)
+    eval_return = None
+    if setup.eval_episodes > 0:
+        eval_key = jax.random.fold_in(jax.random.fold_in(state.key, _STREAM_EVAL), state.step)
+        eval_return = evaluate(eval_key, state.params, setup)
+    return Record(
+        train_return=jnp.where(acc.episodes > 0, acc.return_sum / jnp.maximum(acc.episodes, 1), nan),
+        train_episodes=acc.episodes,
+        td_loss=jnp.where(acc.losses > 0, acc.loss_sum / jnp.maximum(acc.losses, 1), nan),
+        capacity=ctx.replay.buffer(state.memory).capacity,
+        # A static divisor: XLA multiplies by its (rounded) reciprocal, which gives the
+        # same bits at every batch size; a traced divisor is divided exactly in scalar
+        # code but to 1 ulp in vectorised code, so a chunk of 1 run differed.
+        capacity_mean=ctx.start_capacity.astype(jnp.float32)
+        + acc.capacity_sum * jnp.float32(1.0 / setup.steps_per_segment),
+        epsilon=agent.epsilon_schedule(state.step, hp.epsilon_start, hp.epsilon_end, hp.epsilon_decay_steps),
+        env_steps=state.step,
+        eval_return=eval_return,
+    )
+
+
 def advance(state: DQNState, hparams: Hyperparameters, setup: Setup) -> tuple[DQNState, dict]:
     """Run ``setup.steps_per_segment`` environment steps (with training and aER) and record them.
+
+    The segment is a scan of cycles (:func:`_cycle`), each a scan of units
+    (:func:`_unit`: environment steps, then a gradient step) and an aER
+    consultation (:func:`_consult_adaptive`); module docstring: why.
 
     Args:
         state: from :func:`init` or a previous :func:`advance`.
@@ -689,172 +1034,11 @@ def advance(state: DQNState, hparams: Hyperparameters, setup: Setup) -> tuple[DQ
         ``adaptive_check_every`` steps an aER consultation; per segment
         ``eval_episodes × max_steps_in_episode`` forward passes.
     """
-    hp = as_arrays(hparams)
-    env, env_params = environment(setup)
-    net = network(setup)
-    optimizer = agent.make_optimizer(setup.optimizer, hp.adam_epsilon)
-    replay = replay_memory(setup, hp)
-    # The segment's mean capacity is summed as deviations from its first capacity: small
-    # integers, exact in float32 (a float32 sum of capacities of 3e5 drifted by ~1e-4).
-    start_capacity = replay.buffer(state.memory).capacity
-
-    def env_step(carry):
-        s, acc = carry
-        action_key, env_key, _, _ = _step_keys(s)
-        epsilon = agent.epsilon_schedule(s.step, hp.epsilon_start, hp.epsilon_end, hp.epsilon_decay_steps)
-        action = agent.epsilon_greedy(action_key, agent.q_values(net, s.params, s.obs), epsilon)
-        obs, env_state, reward, terminated, truncated, info = env.step(env_key, s.env_state, action, env_params)
-        reward = jnp.asarray(reward, jnp.float32)
-        no_bootstrap = terminated if setup.truncation_bootstrap else terminated | truncated
-        transition = {
-            "obs": s.obs,
-            "action": action,
-            "reward": reward,
-            "next_obs": jnp.asarray(info["final_observation"], jnp.float32),
-            "terminated": no_bootstrap.astype(jnp.float32),
-        }
-        memory = replay.add(s.memory, transition)
-        done = terminated | truncated
-        episode_return = s.episode_return + reward
-        slot = s.episodes % setup.recent_episodes
-        recent = s.recent_returns.at[slot].set(jnp.where(done, episode_return, s.recent_returns[slot]))
-        s = s._replace(
-            memory=memory,
-            env_state=_strip_weak_types(env_state),
-            obs=jnp.asarray(obs, jnp.float32),
-            episode_return=jnp.where(done, 0.0, episode_return),
-            recent_returns=recent,
-            episodes=s.episodes + done.astype(jnp.int32),
-            step=s.step + 1,
-        )
-        acc = acc._replace(
-            return_sum=acc.return_sum + jnp.where(done, episode_return, 0.0),
-            episodes=acc.episodes + done.astype(jnp.int32),
-            capacity_sum=acc.capacity_sum + (replay.buffer(memory).capacity - start_capacity).astype(jnp.float32),
-        )
-        return s, acc
-
-    def train(carry):
-        s, acc = carry
-        # Keys of the unit's last step (index s.step - 1): one draw per unit.
-        _, _, sample_key, _ = _step_keys(s._replace(step=s.step - 1))
-        do_train = s.step >= hp.learning_starts
-        memory = s.memory
-        sample = replay.sample(sample_key, memory, setup.batch_size)
-        batch = buffer.get(replay.buffer(memory), sample.indices)
-        params, opt_state, loss, delta = agent.train_step(
-            net,
-            optimizer,
-            s.params,
-            s.target_params,
-            s.opt_state,
-            batch,
-            sample.weights,
-            hp.step_size,
-            hp.discount,
-            loss=setup.loss,
-            double=setup.double,
-            reduction=setup.batch_reduction,
-        )
-        keep = lambda new, old: jax.tree.map(lambda n, o: jnp.where(do_train, n, o), new, old)  # noqa: E731
-        params, opt_state = keep(params, s.params), keep(opt_state, s.opt_state)
-        # Slot -1 is skipped: a masked step stores nothing (uniform replay stores no priorities at all).
-        indices = jnp.where(do_train, sample.indices, -1)
-        memory = replay.update(memory, indices, delta)
-        if setup.target_update == "hard":
-            # Copy when a multiple of target_period lies in (t - train_frequency, t].
-            crossed = s.step // hp.target_period > (s.step - setup.train_frequency) // hp.target_period
-            copied = do_train & crossed
-            target = agent.hard_target_update(params, s.target_params, copied)
-        else:
-            copied = do_train
-            target = keep(agent.polyak_target_update(params, s.target_params, hp.target_tau), s.target_params)
-        s = s._replace(
-            params=params,
-            target_params=target,
-            opt_state=opt_state,
-            memory=memory,
-            gradient_steps=s.gradient_steps + do_train.astype(jnp.int32),
-            target_copies=s.target_copies + copied.astype(jnp.int32),
-        )
-        acc = acc._replace(
-            loss_sum=acc.loss_sum + jnp.where(do_train, loss, 0.0),
-            losses=acc.losses + do_train.astype(jnp.int32),
-        )
-        return s, acc
-
-    def unit(carry, index):
-        carry = _repeat(env_step, carry, setup.train_frequency)
-        return _isolated(index, train, carry)
-
-    def consult_adaptive(carry):
-        s, acc = carry
-        _, _, _, adaptive_key = _step_keys(s._replace(step=s.step - 1))
-        params = s.params
-        # Algorithm 2 writes Q(·; θ) on both sides; the target network is the option.
-        use_target = jnp.asarray(hp.adaptive_td_target) > 0
-        bootstrap = jax.tree.map(lambda t, p: jnp.where(use_target, t, p), s.target_params, params)
-
-        def td_error_fn(transitions):
-            return agent.td_errors(net, params, bootstrap, transitions, hp.discount, double=setup.double)
-
-        aer = adaptive.controller(
-            interval=hp.adaptive_interval,
-            num_old=hp.adaptive_num_old,
-            max_num_old=setup.num_old_bound,
-            subsample_size=setup.subsample_size,
-            tolerance=hp.adaptive_tolerance,
-            relative_tolerance=hp.adaptive_relative_tolerance,
-            shrink_reading=setup.shrink_reading,
-            paired=jnp.asarray(hp.adaptive_paired) > 0,
-            equal_counts=jnp.asarray(hp.adaptive_equal_counts) > 0,
-            random_walk=hp.adaptive_rule == RULE_RANDOM,
-        )
-        controller, capacity = aer.update(adaptive_key, s.controller, replay.buffer(s.memory), td_error_fn, s.step)
-        # A fixed-rule run keeps its size and its (untouched) controller.
-        active = hp.adaptive_rule != RULE_FIXED
-        controller = jax.tree.map(lambda new, old: jnp.where(active, new, old), controller, s.controller)
-        capacity = jnp.where(active, capacity, replay.buffer(s.memory).capacity)
-        fired = controller.diagnostics.num_checks > s.controller.diagnostics.num_checks
-        straddle = fired & (s.target_copies > s.copies_at_check)
-        grew = controller.diagnostics.num_grows > s.controller.diagnostics.num_grows
-        s = s._replace(
-            controller=controller,
-            memory=replay.resize(s.memory, capacity),
-            copies_at_check=jnp.where(fired, s.target_copies, s.copies_at_check),
-            straddle_checks=s.straddle_checks + straddle.astype(jnp.int32),
-            straddle_grows=s.straddle_grows + (straddle & grew).astype(jnp.int32),
-        )
-        return s, acc
-
-    def cycle(carry, index):
-        units = setup.cycle_length // setup.train_frequency
-        carry = _scan_indexed(unit, carry, index * units, units)
-        return _isolated(index, consult_adaptive, carry) if setup.adaptive else carry
-
-    zero_f, zero_i = jnp.zeros((), jnp.float32), jnp.zeros((), jnp.int32)
-    acc = _Accumulators(zero_f, zero_i, zero_f, zero_i, zero_f)
-    state, acc = _scan_indexed(cycle, (state, acc), 0, setup.steps_per_segment // setup.cycle_length, always_scan=True)
-
-    nan = jnp.float32(jnp.nan)
-    memory = replay.buffer(state.memory)
-    record = {
-        "train_return": jnp.where(acc.episodes > 0, acc.return_sum / jnp.maximum(acc.episodes, 1), nan),
-        "train_episodes": acc.episodes,
-        "td_loss": jnp.where(acc.losses > 0, acc.loss_sum / jnp.maximum(acc.losses, 1), nan),
-        "capacity": memory.capacity,
-        # A static divisor: XLA multiplies by its (rounded) reciprocal, which gives the
-        # same bits at every batch size; a traced divisor is divided exactly in scalar
-        # code but to 1 ulp in vectorised code, so a chunk of 1 run differed.
-        "capacity_mean": start_capacity.astype(jnp.float32)
-        + acc.capacity_sum * jnp.float32(1.0 / setup.steps_per_segment),
-        "epsilon": agent.epsilon_schedule(state.step, hp.epsilon_start, hp.epsilon_end, hp.epsilon_decay_steps),
-        "env_steps": state.step,
-    }
-    if setup.eval_episodes > 0:
-        eval_key = jax.random.fold_in(jax.random.fold_in(state.key, _STREAM_EVAL), state.step)
-        record["eval_return"] = evaluate(eval_key, state.params, setup)
-    return state, {name: value[None] for name, value in record.items()}
+    ctx = _context(state, hparams, setup)
+    cycles = setup.steps_per_segment // setup.cycle_length
+    carry = (state, _zero_accumulators())
+    state, acc = _scan_indexed(functools.partial(_cycle, ctx), carry, 0, cycles, always_scan=True)
+    return state, _record_arrays(_record(ctx, state, acc))
 
 
 def evaluate(key: jax.Array, params: agent.Params, setup: Setup) -> jax.Array:
@@ -891,57 +1075,32 @@ def evaluate(key: jax.Array, params: agent.Params, setup: Setup) -> jax.Array:
 
 
 def summarize(state: DQNState, hparams: Hyperparameters, setup: Setup) -> dict:
-    """Scalars describing the run's end (names: :func:`summary_dims`).
-
-    Returns:
-        ``{"diverged": bool[]`` (a parameter is non-finite),
-        ``"recent_return": float32[]`` (mean of the last ``recent_episodes``
-        training-episode returns; NaN if none), ``"episodes": int32[]``,
-        ``"gradient_steps": int32[]``, ``"final_capacity": int32[]`` (the
-        memory's capacity at the end; not ``memory_size``, which labels the
-        hyperparameter in a sweep), ``"adaptive_checks"``, ``"adaptive_grows"``,
-        ``"adaptive_shrinks"``, ``"adaptive_invalid"`` (checks that could not
-        decide: non-finite sums or invalid traced tolerances),
-        ``"adaptive_straddle_checks"``, ``"adaptive_straddle_grows"``
-        (checks, and enlargements among them, with a target copy since the
-        previous check), ``"adaptive_compared"``, ``"adaptive_noisy"``
-        (checks with a reference, and of them those whose change was within
-        two standard errors of 0): ``int32[]`` (0 without aER);
-        ``"adaptive_change_sum"``, ``"adaptive_noise_sum"``: ``float32[]``
-        sums over compared checks of the estimated ``| |δ_old|' - |δ_old| |``
-        and of that change's standard error (divide by ``adaptive_compared``
-        on the host: a traced division rounds differently in vectorised code,
-        which would make results depend on the chunk size);
-        ``"capacity_clipped"``: ``bool[]`` (a traced ``memory_size`` or aER
-        capacity outside ``[1, max_capacity]`` was clipped),
-        ``"adaptive_invalid_parameters"``: ``bool[]`` (a traced
-        ``adaptive_tolerance`` or ``adaptive_relative_tolerance`` was NaN,
-        infinite or out of range: aER's checks kept the capacity)}``.
-    """
+    """The run's :class:`Summary` as ``{name: scalar}`` (names: :func:`summary_dims`)."""
     del hparams
     recent = state.recent_returns
     count = jnp.minimum(state.episodes, setup.recent_episodes)
     recent_mean = jnp.where(count > 0, jnp.nansum(recent) / jnp.maximum(count, 1), jnp.nan)
     memory = memory_lib.buffer_of(state.memory)
-    return {
-        "diverged": ~(agent.is_finite(state.params) & agent.is_finite(state.target_params)),
-        "recent_return": recent_mean.astype(jnp.float32),
-        "episodes": state.episodes,
-        "gradient_steps": state.gradient_steps,
-        "final_capacity": memory.capacity,
-        "adaptive_checks": state.controller.diagnostics.num_checks,
-        "adaptive_grows": state.controller.diagnostics.num_grows,
-        "adaptive_shrinks": state.controller.diagnostics.num_shrinks,
-        "adaptive_invalid": state.controller.diagnostics.num_invalid,
-        "adaptive_straddle_checks": state.straddle_checks,
-        "adaptive_straddle_grows": state.straddle_grows,
-        "adaptive_compared": state.controller.diagnostics.num_compared,
-        "adaptive_noisy": state.controller.diagnostics.num_noisy,
-        "adaptive_change_sum": state.controller.diagnostics.sum_abs_change,
-        "adaptive_noise_sum": state.controller.diagnostics.sum_noise,
-        "capacity_clipped": memory.capacity_clipped,
-        "adaptive_invalid_parameters": state.controller.diagnostics.invalid_parameters,
-    }
+    summary = Summary(
+        diverged=~(agent.is_finite(state.params) & agent.is_finite(state.target_params)),
+        recent_return=recent_mean.astype(jnp.float32),
+        episodes=state.episodes,
+        gradient_steps=state.gradient_steps,
+        final_capacity=memory.capacity,
+        adaptive_checks=state.controller.diagnostics.num_checks,
+        adaptive_grows=state.controller.diagnostics.num_grows,
+        adaptive_shrinks=state.controller.diagnostics.num_shrinks,
+        adaptive_invalid=state.controller.diagnostics.num_invalid,
+        adaptive_straddle_checks=state.straddle_checks,
+        adaptive_straddle_grows=state.straddle_grows,
+        adaptive_compared=state.controller.diagnostics.num_compared,
+        adaptive_noisy=state.controller.diagnostics.num_noisy,
+        adaptive_change_sum=state.controller.diagnostics.sum_abs_change,
+        adaptive_noise_sum=state.controller.diagnostics.sum_noise,
+        capacity_clipped=memory.capacity_clipped,
+        adaptive_invalid_parameters=state.controller.diagnostics.invalid_parameters,
+    )
+    return summary._asdict()
 
 
 _ADAPTIVE_SUMMARY = (
@@ -1023,37 +1182,14 @@ def with_total_steps(setup: Setup, steps: int) -> Setup:
     return dataclasses.replace(setup, total_steps=int(steps), steps_per_segment=int(steps) // segments)
 
 
-_RECORD_NAMES = ("train_return", "train_episodes", "td_loss", "capacity", "capacity_mean", "epsilon", "env_steps")
-_SUMMARY_NAMES = (
-    "diverged",
-    "recent_return",
-    "episodes",
-    "gradient_steps",
-    "final_capacity",
-    "adaptive_checks",
-    "adaptive_grows",
-    "adaptive_shrinks",
-    "adaptive_invalid",
-    "adaptive_straddle_checks",
-    "adaptive_straddle_grows",
-    "adaptive_compared",
-    "adaptive_noisy",
-    "adaptive_change_sum",
-    "adaptive_noise_sum",
-    "capacity_clipped",
-    "adaptive_invalid_parameters",
-)
-
-
 def record_dims(setup: Setup) -> dict:
-    """Every record leaf has the single dim ``"segment"`` (one point per segment)."""
-    names = _RECORD_NAMES + (("eval_return",) if setup.eval_episodes > 0 else ())
-    return {name: ("segment",) for name in names}
+    """Every recorded field of :class:`Record` has the single dim ``"segment"`` (one point per segment)."""
+    return {name: ("segment",) for name in _record_names(setup)}
 
 
 def summary_dims(setup: Setup) -> dict:
-    """Every summary leaf is a scalar."""
-    return {name: () for name in _SUMMARY_NAMES}
+    """Every field of :class:`Summary` is a scalar."""
+    return {name: () for name in Summary._fields}
 
 
 def coords(setup: Setup) -> dict:
