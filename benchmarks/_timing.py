@@ -21,9 +21,12 @@ from __future__ import annotations
 
 import dataclasses
 import importlib.metadata
+import json
 import os
 import platform
 import statistics
+import subprocess
+import sys
 import time
 from typing import Any, Callable
 
@@ -107,6 +110,21 @@ def machine_markdown(info: dict[str, str] | None = None) -> str:
     lines = ["| machine | |", "| --- | --- |"]
     lines += [f"| {k} | {v} |" for k, v in info.items()]
     return "\n".join(lines)
+
+
+def run_child_with_xla_flags(module: str, mode_name: str, flags: str, timeout: float) -> dict | str:
+    """``python -m module --child mode_name`` in a fresh process with ``flags`` added to ``XLA_FLAGS`` (XLA
+    reads them once, when JAX's backend starts). Returns the JSON object the child prints last, or one line
+    saying how it failed (a flag XLA rejects is reported, never fatal to the benchmark)."""
+    env = dict(os.environ)
+    env["XLA_FLAGS"] = " ".join(x for x in (env.get("XLA_FLAGS", ""), flags) if x)
+    proc = subprocess.run(
+        [sys.executable, "-m", module, "--child", mode_name], env=env, capture_output=True, text=True, timeout=timeout
+    )
+    if proc.returncode != 0:
+        tail = (proc.stderr.strip().splitlines() or ["(no message)"])[-1]
+        return f"failed (exit {proc.returncode}): {tail[:200]}"
+    return json.loads(proc.stdout.strip().splitlines()[-1])
 
 
 def disable_compilation_cache() -> None:

@@ -19,8 +19,6 @@ from __future__ import annotations
 
 import hashlib
 import json
-import os
-import subprocess
 import sys
 from collections.abc import Callable
 
@@ -69,14 +67,7 @@ def child(mode_name: str) -> dict:
 
 
 def _run_child(mode_name: str, flags: str) -> dict | str:
-    env = dict(os.environ)
-    env["XLA_FLAGS"] = " ".join(x for x in (env.get("XLA_FLAGS", ""), flags) if x)
-    proc = subprocess.run([sys.executable, "-m", "benchmarks.xla_flags", "--child", mode_name], env=env,
-                          capture_output=True, text=True, timeout=600)
-    if proc.returncode != 0:
-        tail = (proc.stderr.strip().splitlines() or ["(no message)"])[-1]
-        return f"failed (exit {proc.returncode}): {tail[:200]}"
-    return json.loads(proc.stdout.strip().splitlines()[-1])
+    return _timing.run_child_with_xla_flags("benchmarks.xla_flags", mode_name, flags, timeout=600)
 
 
 def run(mode_name: str = "quick", progress: Callable[[str], None] = lambda s: print(s, file=sys.stderr)) -> str:
