@@ -13,8 +13,7 @@ from jaxreplay.engine import sweep as sw
 
 SWEEP = sw.Sweep("linesearch", seeds=2, setup={"steps": 20, "max_capacity": 20, "max_batch_size": 2},
                  fixed={"step_size": 0.05}, grid={"memory_size": [5, 20], "batch_size": [1, 2]})
-PLENTY = plan_lib.Resources(memory_budget=1 << 30, host_memory=1 << 30, free_disk=1 << 30, num_devices=1,
-                            on_cpu=True)
+PLENTY = plan_lib.Resources(memory_budget=1 << 30, host_memory=1 << 30, free_disk=1 << 30, num_devices=1)
 
 
 def test_plan_splits_the_missing_runs_between_processes():

@@ -174,8 +174,7 @@ def test_result_bytes_shrink_with_what_is_kept():
     assert result.dataset.dtheta.nbytes == 4 * 40 - 4 * 8  # 4 configurations
     # A seed reduction aligns chunks to whole configurations, and refuses a budget below one.
     per_run = sw.estimate_bytes_per_run(reduced)
-    resources = plan_lib.Resources(memory_budget=5 * per_run, host_memory=1 << 30, free_disk=None, num_devices=2,
-                                   on_cpu=True)
+    resources = plan_lib.Resources(memory_budget=5 * per_run, host_memory=1 << 30, free_disk=None, num_devices=2)
     plan = plan_lib.make_plan(reduced, np.zeros(12, bool), resources._replace(memory_budget=13 * per_run))
     assert plan.chunk_size == 12 and plan.align == 3  # lcm(3 seeds, 2 devices) = 6 per unit
     with pytest.raises(MemoryError, match=r"needs every seed of a configuration in one chunk: 6 runs"):

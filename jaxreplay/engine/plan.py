@@ -358,7 +358,6 @@ class Resources(NamedTuple):
         free_disk: free bytes under the output folder; ``None`` where this
             process writes no chunks or results (in memory, or not process 0).
         num_devices: local devices the run axis is sharded over.
-        on_cpu: whether those devices are CPUs (their memory is the host's).
         platform, device_kind: those devices' (see :class:`Batch`).
         xla_flags: :func:`xla_flags_in_environment` of this process.
     """
@@ -367,10 +366,14 @@ class Resources(NamedTuple):
     host_memory: int
     free_disk: int | None
     num_devices: int
-    on_cpu: bool
     platform: str = "cpu"
     device_kind: str = "cpu"
     xla_flags: str = ""
+
+    @property
+    def on_cpu(self) -> bool:
+        """Whether the devices are CPUs (their memory is the host's)."""
+        return self.platform == "cpu"
 
 
 class Plan(NamedTuple):

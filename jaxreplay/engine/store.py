@@ -233,6 +233,14 @@ _META_FINGERPRINT, _META_NUM_RUNS, _META_RUN_RANGE = "meta.fingerprint", "meta.n
 _META_BATCH = "meta.batch"
 
 
+class _Chunk(NamedTuple):
+    """What :meth:`ChunkStore._chunk` read of one chunk file."""
+
+    runs: np.ndarray  # int[R]: the run indices it holds
+    fingerprinted: bool  # False: an older jaxreplay's chunk, adopted with its manifest
+    batch: str | None  # the recorded plan.Batch as JSON (None: recorded before batches were)
+
+
 class _DamagedChunk(Exception):
     """A chunk file that cannot be read, or whose contents contradict themselves."""
 
@@ -330,7 +338,7 @@ class ChunkStore:
         batches: dict[str, str] = {}  # recorded batch (JSON) -> the first chunk recording it
         for path in self._chunk_paths():
             try:
-                done[self._chunk_runs(path, vouched)] = True
+                chunk = self._chunk(path, vouched)
             except _DamagedChunk as e:
                 if not self.repair:
                     raise ValueError(
@@ -339,11 +347,11 @@ class ChunkStore:
                     ) from None
                 damaged.append((path, str(e)))
                 continue
-            with np.load(path, allow_pickle=False) as data:
-                if _is_vouched(path.name, vouched) and _META_FINGERPRINT not in data.files:
-                    unfingerprinted.append(path.name)
-                if _META_BATCH in data.files:
-                    batches.setdefault(str(data[_META_BATCH]), path.name)
+            done[chunk.runs] = True
+            if not chunk.fingerprinted:
+                unfingerprinted.append(path.name)
+            if chunk.batch is not None:
+                batches.setdefault(chunk.batch, path.name)
         if len(batches) > 1:
             (a, first), (b, second) = list(batches.items())[:2]
             raise ValueError(
@@ -550,7 +558,12 @@ class ChunkStore:
         return "edited by hand, or written by another jaxreplay version, which fingerprints configs differently"
 
     def _chunk_runs(self, path: pathlib.Path, vouched: frozenset[str] | bool = frozenset()) -> np.ndarray:
-        """The run indices held by the chunk file ``path``.
+        """The run indices held by the chunk file ``path`` (:meth:`_chunk`'s ``runs``)."""
+        return self._chunk(path, vouched).runs
+
+    def _chunk(self, path: pathlib.Path, vouched: frozenset[str] | bool = frozenset()) -> _Chunk:
+        """What the chunk file ``path`` holds (its run indices, whether it carries a fingerprint, its
+        recorded batch), read in one opening of the file.
 
         ``vouched``: names of fingerprint-less chunks known to be this sweep's (or
         True: all of them), see :meth:`_check_manifest`.
@@ -564,6 +577,8 @@ class ChunkStore:
         try:
             with np.load(path, allow_pickle=False) as data:
                 stored = str(data[_META_FINGERPRINT]) if _META_FINGERPRINT in data.files else None
+                fingerprinted = stored is not None
+                batch = str(data[_META_BATCH]) if _META_BATCH in data.files else None
                 if stored == fingerprint:
                     runs = np.asarray(data["run_index"])
                     lo, hi = (int(x) for x in data[_META_RUN_RANGE])
@@ -593,7 +608,7 @@ class ChunkStore:
                 or hi > num_runs
             ):
                 raise _DamagedChunk(f"its run range [{lo}, {hi}) does not match its run indices")
-            return runs
+            return _Chunk(runs, fingerprinted, batch)
         raise ValueError(
             f"{path} {reason}. Results of two configs are never mixed: run into a new output directory, or "
             f"delete {path.parent.parent} to start over."

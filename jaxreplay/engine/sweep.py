@@ -803,7 +803,6 @@ def run(
             host_memory=_host_memory_bytes(),
             free_disk=_free_disk_bytes(out) if out is not None and writable and process == 0 else None,
             num_devices=len(devices),
-            on_cpu=all(d.platform == "cpu" for d in devices),
             platform=devices[0].platform,
             device_kind=devices[0].device_kind,
             xla_flags=plan_lib.xla_flags_in_environment(),
