@@ -1081,24 +1081,25 @@ def summarize(state: DQNState, hparams: Hyperparameters, setup: Setup) -> dict:
     count = jnp.minimum(state.episodes, setup.recent_episodes)
     recent_mean = jnp.where(count > 0, jnp.nansum(recent) / jnp.maximum(count, 1), jnp.nan)
     memory = memory_lib.buffer_of(state.memory)
+    aer = state.controller.diagnostics
     summary = Summary(
         diverged=~(agent.is_finite(state.params) & agent.is_finite(state.target_params)),
         recent_return=recent_mean.astype(jnp.float32),
         episodes=state.episodes,
         gradient_steps=state.gradient_steps,
         final_capacity=memory.capacity,
-        adaptive_checks=state.controller.diagnostics.num_checks,
-        adaptive_grows=state.controller.diagnostics.num_grows,
-        adaptive_shrinks=state.controller.diagnostics.num_shrinks,
-        adaptive_invalid=state.controller.diagnostics.num_invalid,
+        adaptive_checks=aer.num_checks,
+        adaptive_grows=aer.num_grows,
+        adaptive_shrinks=aer.num_shrinks,
+        adaptive_invalid=aer.num_invalid,
         adaptive_straddle_checks=state.straddle_checks,
         adaptive_straddle_grows=state.straddle_grows,
-        adaptive_compared=state.controller.diagnostics.num_compared,
-        adaptive_noisy=state.controller.diagnostics.num_noisy,
-        adaptive_change_sum=state.controller.diagnostics.sum_abs_change,
-        adaptive_noise_sum=state.controller.diagnostics.sum_noise,
+        adaptive_compared=aer.num_compared,
+        adaptive_noisy=aer.num_noisy,
+        adaptive_change_sum=aer.sum_abs_change,
+        adaptive_noise_sum=aer.sum_noise,
         capacity_clipped=memory.capacity_clipped,
-        adaptive_invalid_parameters=state.controller.diagnostics.invalid_parameters,
+        adaptive_invalid_parameters=aer.invalid_parameters,
     )
     return summary._asdict()
 
