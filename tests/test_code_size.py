@@ -2,8 +2,8 @@
 
 No function in ``jaxreplay/`` is longer than 80 lines without its docstring, no signature has more than
 10 parameters (``self``/``cls`` not counted), no file is over 800 lines. Each exception is a row of the
-table in docs/design.md with its reason; a row that is no longer needed must go (the table says what is
-over budget today, nothing else).
+table in docs/design.md with its reason; a row that is no longer needed must go, and a row's value is a
+ceiling: an exception may shrink, never grow.
 """
 
 from __future__ import annotations
@@ -81,7 +81,7 @@ def test_every_place_over_budget_is_a_named_exception_with_its_reason():
     assert not missing, f"over the size budget and not named in docs/design.md: {missing}"
     for key, (value, reason) in named.items():
         assert key in over, f"{key} is within budget now: remove its row from docs/design.md"
-        assert over[key] == value, f"{key} is {over[key]}, the table says {value}: update the row"
+        assert over[key] <= value, f"{key} grew to {over[key]}, past the {value} its row allows: shrink it"
         assert len(reason.split()) >= 4, f"{key} needs a reason"
 
 
