@@ -527,18 +527,19 @@ def _without_intervals(value, why: str):
     return out
 
 
-def read_study(path) -> dict:
-    """The ``study.json`` at ``path``, checked to be one :func:`study` wrote (it can be relabelled and
-    summarised); ValueError, one line naming the file, when it is unreadable, not JSON or of another shape."""
+def read_study(path, relabelled: bool = False) -> dict:
+    """The ``study.json`` at ``path`` as stored (or, with ``relabelled``, as :func:`relabel` rewrites it),
+    checked to be one :func:`study` wrote (it can be relabelled and summarised); ValueError, one line naming
+    the file, when it is unreadable, not JSON or of another shape."""
     result = read_json(path, "the study result", _STUDY_KEYS)
     try:
-        relabel(result)
+        fresh = relabel(result)
         summary_table([result])
     except (KeyError, TypeError, AttributeError, IndexError, ValueError) as e:
         raise ValueError(
             f"the study result {path} is not one `jaxreplay study dqn` wrote ({type(e).__name__}: {e})."
         ) from None
-    return result
+    return fresh if relabelled else result
 
 
 # What relabel, summary_table and the report read of a study.json.
@@ -562,7 +563,7 @@ def refresh(study_dir) -> dict:
     path = out / "study.json"
     if not path.exists():
         raise ValueError(f"{out}: no study.json; run jaxreplay study dqn --out {out} first.")
-    result = relabel(read_study(path))
+    result = read_study(path, relabelled=True)
     atomic_write_text(path, json.dumps(result, indent=1, allow_nan=False))
     atomic_write_text(out / "report.md", _report(result))
     return result
