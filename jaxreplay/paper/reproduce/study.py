@@ -528,9 +528,8 @@ def _without_intervals(value, why: str):
 
 
 def read_study(path, relabelled: bool = False) -> dict:
-    """The ``study.json`` at ``path`` as stored (or, with ``relabelled``, as :func:`relabel` rewrites it),
-    checked to be one :func:`study` wrote (it can be relabelled and summarised); ValueError, one line naming
-    the file, when it is unreadable, not JSON or of another shape."""
+    """The ``study.json`` at ``path`` as stored (with ``relabelled``, as :func:`relabel` rewrites it), checked
+    to be one :func:`study` wrote; ValueError, one line naming the file, when unreadable or of another shape."""
     result = read_json(path, "the study result", _STUDY_KEYS)
     try:
         fresh = relabel(result)
