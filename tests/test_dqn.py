@@ -687,6 +687,8 @@ def test_with_total_steps_keeps_whole_cycles_and_at_most_the_segment_count():
 
 
 def test_paper_settings():
+    # One row of numbers per game the paper plays, no more.
+    assert set(paper_settings._GAMES) == set(paper_settings.PAPER_TOTAL_STEPS) == set(paper_settings.PAPER_MEMORY_SIZES)
     setup, hparams = paper_settings.paper_setting("CartPole-v1", 100, adaptive=True)
     dqn.check(hparams, setup)
     assert (setup.total_steps, setup.max_capacity, setup.batch_size, setup.hidden_sizes) == (40_000, 40_000, 50, (64,))

@@ -508,15 +508,15 @@ def test_experiment_sweeps_keep_only_what_is_read():
     # Which records each experiment sweep asks for (no run: the Sweep objects only).
     from jaxreplay.engine.records import Record
     from jaxreplay.experiments import linesearch as ls
-    from jaxreplay.paper.reproduce.linesearch import stages
+    from jaxreplay.paper.reproduce.linesearch.stages import batched, er_per
 
-    reg = stages.Registry()
-    curves = stages.er_curves()
+    reg = batched.Registry()
+    curves = er_per.er_curves()
     for key in curves.keys:
         reg.add(*key)
     spots = [reg.add(N, m, rl.ALPHA_GRID, g) for N in (10, 250) for m in (1, 40) for g in (0.0, 0.5)]
     setup = ls.Setup(steps=rl.T, max_capacity=1000, max_batch_size=50, sampler="uniform")
-    split = stages.experiment_sweeps(reg, setup, seeds=3, seed=0, curves=curves)
+    split = batched.experiment_sweeps(reg, setup, seeds=3, seed=0, curves=curves)
     assert [name for name, _, _ in split] == ["uniform: curves", "uniform: finals"]
     (_, whole, whole_keys), (_, finals, final_keys) = split
     assert whole.record == Record(keep=("dtheta",)) and whole_keys == curves.keys
@@ -524,7 +524,7 @@ def test_experiment_sweeps_keep_only_what_is_read():
     assert finals.record == Record(keep=("dtheta",), stride=rl.T - 1) and final_keys == spots
     assert finals.num_runs == 3 * len(spots)
     # One sweep when every configuration needs its curves; the memory size only where asked (aER).
-    ((name, one, keys),) = stages.experiment_sweeps(reg, setup, 3, 0, memory=True)
+    ((name, one, keys),) = batched.experiment_sweeps(reg, setup, 3, 0, memory=True)
     assert name == "uniform" and one.record == Record(keep=("dtheta", "capacity")) and keys == reg.keys
     # Never a reduction on the device: the claims read per-seed values and NaN-aware host means.
     assert not any(s.record.reduce for _, s, _ in split)
@@ -533,13 +533,13 @@ def test_experiment_sweeps_keep_only_what_is_read():
 def test_er_finals_apart_is_bit_identical_and_moves_little():
     import dataclasses
 
-    from jaxreplay.paper.reproduce.linesearch import stages
+    from jaxreplay.paper.reproduce.linesearch.stages import er_per
 
     plan = dataclasses.replace(rl.make_plan("tiny"), er_chunk=64)  # small programs, the same size in both variants
-    one = stages.experiment_er(plan, 0, apart=False)
-    two = stages.experiment_er(plan, 0, apart=True)
+    one = er_per.experiment_er(plan, 0, apart=False)
+    two = er_per.experiment_er(plan, 0, apart=True)
     assert one.registry.keys == two.registry.keys and len(one.registry.keys) == 22
-    assert two.curves.keys == stages.er_curves().keys and one.curves.keys == one.registry.keys
+    assert two.curves.keys == er_per.er_curves().keys and one.curves.keys == one.registry.keys
     np.testing.assert_array_equal(one.final, two.final)  # NaN only where diverged, in both
     np.testing.assert_array_equal(one.diverged, two.diverged)
     for key in two.curves.keys:

@@ -12,6 +12,8 @@ lengths and the memory sizes of the paper's figures. Used by
 
 from __future__ import annotations
 
+from typing import NamedTuple
+
 from jaxreplay import _validation
 from jaxreplay.experiments.dqn import Hyperparameters, Setup
 
@@ -36,6 +38,24 @@ OPTIMIZER_READINGS = ("adam", "sgd")
 """How the paper's step size α is read: ``"adam"`` (Adam with learning rate α on
 the minibatch-mean loss, the usual DQN practice) or ``"sgd"`` (Algorithm 1: plain
 gradient steps of α per transition, the minibatch's updates summed)."""
+
+
+class _Game(NamedTuple):
+    """One game's numbers of :func:`paper_setting`, each from the paper unless marked ours."""
+
+    step_size: float  # α
+    discount: float  # γ
+    hidden_sizes: tuple[int, ...]  # the paper's number of hidden layers; ours: 64 units each
+    subsample_size: int  # old transitions aER samples to estimate its comparison
+    quick_scale: float  # ours: ``quick`` shrinks the run by this factor
+
+
+_GAMES = {
+    # env_id: _Game(step_size, discount, hidden_sizes, subsample_size, quick_scale)
+    "CartPole-v1": _Game(2e-5, 0.9, (64,), 50, 0.5),
+    "MountainCar-v0": _Game(6e-4, 0.99, (64, 64), 1000, 0.25),
+    "Acrobot-v1": _Game(1e-3, 0.99, (64, 64), 1000, 0.25),
+}
 
 
 def paper_setting(
@@ -104,47 +124,25 @@ def paper_setting(
     _validation.check_choice("optimizer_reading", optimizer_reading, OPTIMIZER_READINGS)
     if max_capacity is not None:
         _validation.check_static_int("max_capacity", max_capacity, low=1)
-    if tuned:
-        if env_id != "CartPole-v1":
-            raise ValueError(f"tuned is only available for CartPole-v1, got env_id={env_id!r}.")
-        if quick:
-            raise ValueError("tuned and quick cannot be combined (the tuned run is already short).")
-        if optimizer_reading != "adam":
-            raise ValueError("tuned uses Adam on the mean loss: optimizer_reading must be 'adam' with tuned.")
-        _validation.check_int("memory_size", memory_size, high=50_000)
-        setup = Setup(
-            env_id=env_id,
-            total_steps=200_000,
-            steps_per_segment=10_000,
-            hidden_sizes=(120, 84),
-            max_capacity=50_000,
-            batch_size=128,
-            sampler="uniform",
-            adaptive=adaptive,
-            adaptive_check_every=20,
-            subsample_size=50,
-            loss="mse",
-            double=False,
-            target_update="hard",
-            optimizer="adam",
-            train_frequency=10,
-            eval_episodes=10,
-        )
-        hparams = Hyperparameters(
-            memory_size=memory_size,
-            step_size=2.5e-4,
-            discount=0.99,
-            epsilon_start=1.0,
-            epsilon_end=0.05,
-            epsilon_decay_steps=100_000,
-            learning_starts=10_000,
-            target_period=500,
-            adaptive_interval=20,
-            adaptive_num_old=max(1, memory_size // 2),
-        )
-        return setup, hparams
+    if not tuned:
+        return _paper_setting(env_id, memory_size, adaptive, quick, optimizer_reading, max_capacity)
+    if env_id != "CartPole-v1":
+        raise ValueError(f"tuned is only available for CartPole-v1, got env_id={env_id!r}.")
+    if quick:
+        raise ValueError("tuned and quick cannot be combined (the tuned run is already short).")
+    if optimizer_reading != "adam":
+        raise ValueError("tuned uses Adam on the mean loss: optimizer_reading must be 'adam' with tuned.")
+    _validation.check_int("memory_size", memory_size, high=50_000)
+    return _tuned_cartpole(memory_size, adaptive)
 
-    scale = (0.5 if env_id == "CartPole-v1" else 0.25) if quick else 1.0
+
+def _paper_setting(
+    env_id: str, memory_size: int, adaptive: bool, quick: bool, optimizer_reading: str, max_capacity: int | None
+) -> tuple[Setup, Hyperparameters]:
+    """:func:`paper_setting` without ``tuned``, its arguments checked: the game's row of ``_GAMES`` and
+    the numbers every game shares."""
+    game = _GAMES[env_id]
+    scale = game.quick_scale if quick else 1.0
 
     def scaled(n: int) -> int:
         return max(1, int(round(n * scale)))
@@ -155,38 +153,74 @@ def paper_setting(
     memory = scaled(memory_size)
     if memory > max_capacity:
         raise ValueError(f"memory_size must be <= {round(max_capacity / scale)} for {env_id}, got {memory_size}.")
-    segments = 25 if quick else 50
+    segments = 25 if quick else 50  # ours: greedy evaluations along the run
     steps_per_segment = scaled(total) // segments
     steps_per_segment -= steps_per_segment % 20  # a whole number of aER cycles
     setup = Setup(
         env_id=env_id,
         total_steps=steps_per_segment * segments,
         steps_per_segment=steps_per_segment,
-        hidden_sizes=(64,) if env_id == "CartPole-v1" else (64, 64),
+        hidden_sizes=game.hidden_sizes,
         max_capacity=max_capacity,
-        batch_size=50,
-        sampler="uniform",
+        batch_size=50,  # paper
+        sampler="uniform",  # paper: aER on top of uniform replay
         adaptive=adaptive,
-        adaptive_check_every=20,
-        subsample_size=50 if env_id == "CartPole-v1" else 1000,
-        loss="mse",
+        adaptive_check_every=20,  # paper: k
+        subsample_size=game.subsample_size,
+        loss="mse",  # ours: MSE, plain DQN targets, a hard target copy
         double=False,
         target_update="hard",
-        optimizer=optimizer_reading,
+        optimizer=optimizer_reading,  # how α is read (OPTIMIZER_READINGS)
         batch_reduction="mean" if optimizer_reading == "adam" else "sum",
-        train_frequency=1,
-        eval_episodes=10,
+        train_frequency=1,  # ours: a gradient step every environment step
+        eval_episodes=10,  # ours
     )
     hparams = Hyperparameters(
         memory_size=memory,
-        step_size={"CartPole-v1": 2e-5, "MountainCar-v0": 6e-4, "Acrobot-v1": 1e-3}[env_id],
-        discount=0.9 if env_id == "CartPole-v1" else 0.99,
-        epsilon_start=1.0,
+        step_size=game.step_size,
+        discount=game.discount,
+        epsilon_start=1.0,  # ours: ε from 1 to 0.05 over the first 10% of the run
         epsilon_end=0.05,
         epsilon_decay_steps=scaled(total // 10),
-        learning_starts=scaled(1_000),
+        learning_starts=scaled(1_000),  # ours: one value for every memory size of a comparison
+        target_period=500,  # ours
+        adaptive_interval=20,  # paper: k
+        adaptive_num_old=max(1, memory // 2),  # paper: half the initial memory
+    )
+    return setup, hparams
+
+
+def _tuned_cartpole(memory_size: int, adaptive: bool) -> tuple[Setup, Hyperparameters]:
+    """:func:`paper_setting` with ``tuned``, its arguments checked: CleanRL's ``dqn.py`` defaults
+    (Huang et al. 2022) unless marked, run for 200,000 steps instead of 500,000."""
+    setup = Setup(
+        env_id="CartPole-v1",
+        total_steps=200_000,  # ours (CleanRL: 500,000)
+        steps_per_segment=10_000,  # ours: 20 greedy evaluations
+        hidden_sizes=(120, 84),
+        max_capacity=50_000,  # ours: memory sizes up to 50,000 (CleanRL's: 10,000)
+        batch_size=128,
+        sampler="uniform",
+        adaptive=adaptive,
+        adaptive_check_every=20,  # the paper's aER for CartPole: k = 20, 50 sampled old transitions
+        subsample_size=50,
+        loss="mse",
+        double=False,
+        target_update="hard",
+        optimizer="adam",
+        train_frequency=10,
+        eval_episodes=10,  # ours
+    )
+    hparams = Hyperparameters(
+        memory_size=memory_size,
+        step_size=2.5e-4,
+        discount=0.99,
+        epsilon_start=1.0,
+        epsilon_end=0.05,
+        epsilon_decay_steps=100_000,  # the first half of the run
+        learning_starts=10_000,
         target_period=500,
-        adaptive_interval=20,
-        adaptive_num_old=max(1, memory // 2),
+        adaptive_interval=20,  # the paper's k and n_old
+        adaptive_num_old=max(1, memory_size // 2),
     )
     return setup, hparams

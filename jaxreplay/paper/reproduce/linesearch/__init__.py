@@ -30,7 +30,7 @@ The appendix's 1-D results use the closed forms of
 :mod:`jaxreplay.paper.theory.analytic` (no compile).
 Records on demand: each experiment sweep keeps only the records read (Δθ per
 seed; aER's memory size too), and on an accelerator the ER spot checks keep
-Δθ(T) alone (:func:`~jaxreplay.paper.reproduce.linesearch.stages.finals_apart`);
+Δθ(T) alone (:func:`~jaxreplay.paper.reproduce.linesearch.stages.er_per.finals_apart`);
 the numbers are bit-identical either way (``benchmarks/README.md``).
 
 Cusps of M(N): where a component of Δθ(T) changes sign between two grid
@@ -63,7 +63,8 @@ Choices where the paper is silent (also listed in the report):
 Layout: :mod:`~jaxreplay.paper.reproduce.linesearch.plan` (constants, the
 :class:`Plan` of each mode), :mod:`~jaxreplay.paper.reproduce.linesearch.numerics`
 (NumPy helpers on the closed forms), :mod:`~jaxreplay.paper.reproduce.linesearch.stages`
-(one function per computing stage, each returning a named result, gathered in
+(the ordered stage list, one function per computing stage in a module per
+figure group, each returning a named result, gathered in
 :class:`~jaxreplay.paper.reproduce.linesearch.stages.Stages`),
 :mod:`~jaxreplay.paper.reproduce.linesearch.claims` (:data:`CLAIMS`: one function
 per claim, registered under its id), :mod:`~jaxreplay.paper.reproduce.linesearch.figures`

@@ -1,0 +1,110 @@
+"""The Fig. 3 group: adaptive experience replay (aER) from N0 = 100.
+
+Fig. 3a and 3b: the stages :func:`experiment_aer` and :func:`theory_aer`
+(the ODE driven by aER's mean memory size), and :func:`adaptive_comparison`
+(aER against the fixed memory it starts from).
+"""
+
+from __future__ import annotations
+
+from typing import NamedTuple
+
+import numpy as np
+
+from jaxreplay.paper.reproduce.linesearch.numerics import seed_average_metric
+from jaxreplay.paper.reproduce.linesearch.plan import AER_K, AER_M, AER_N0, AER_NOLD, ALPHA_GRID, Plan, T
+from jaxreplay.paper.reproduce.linesearch.stages.batched import Experiments, Registry, TheorySolves, run_experiments
+
+
+def experiment_aer(plan: Plan, seed: int) -> Experiments:
+    """Stage 7: aER from N0 = 100 (m = 10, α = 1e-3, k = 20, n_old = 50)."""
+    from jaxreplay.experiments import linesearch as ls
+
+    setup = ls.Setup(steps=T, max_capacity=1000, max_batch_size=AER_M, sampler="adaptive", max_num_old=AER_NOLD)
+    reg = Registry()
+    reg.add(AER_N0, AER_M, ALPHA_GRID, 0.0)
+    return run_experiments(
+        reg,
+        setup,
+        plan.aer_seeds,
+        plan.er_chunk,
+        seed,
+        memory=True,
+        adaptive_interval=np.int32(AER_K),
+        adaptive_num_old=np.int32(AER_NOLD),
+    )
+
+
+class AdaptiveTheory(NamedTuple):
+    """The ODE driven by aER's seed-mean memory size N̄(t) (window n(t) = min(t, N̄(t))).
+
+    Attributes:
+        memory_size: aER's memory size per seed, [seeds, T].
+        mean_memory: N̄(t), [T].
+        dtheta: Δθ(t) of the driven ODE, [T + 1, 2].
+        metric: its M.
+        direction_changed: whether θ1 changed sign.
+    """
+
+    memory_size: np.ndarray
+    mean_memory: np.ndarray
+    dtheta: np.ndarray
+    metric: float
+    direction_changed: bool
+
+
+def theory_aer(aer: Experiments, times: np.ndarray) -> AdaptiveTheory:
+    """Stage 8: the ODE driven by the mean N(t) of the aER experiment."""
+    from jaxreplay.paper import theory
+
+    assert aer.memory_size is not None  # kept by experiment_aer
+    mem = aer.memory_size[aer.curves[(AER_N0, AER_M, ALPHA_GRID, 0.0)]].astype(np.float64)  # [seeds, T]
+    mean_N = mem.mean(axis=0)
+    sched = theory.MemorySizeSchedule(times=np.arange(1.0, T + 1.0), sizes=mean_N)
+    sol = theory.solve(memory_size=sched, batch_size=AER_M, step_size=ALPHA_GRID, times=times)
+    return AdaptiveTheory(
+        mem,
+        mean_N,
+        np.stack([np.asarray(sol.dtheta1), np.asarray(sol.dtheta2)], axis=-1),
+        float(sol.metric),
+        bool(sol.direction_changed),
+    )
+
+
+class AdaptiveComparison(NamedTuple):
+    """aER from N0 = 100 against fixed N = 100 (m = 10, α = 1e-3).
+
+    Attributes:
+        metric, fixed_metric: M of the seed-averaged aER and fixed-memory curves.
+        dtheta, fixed_dtheta: the per-seed curves, [seeds, T, 2].
+        fraction, fraction_paired: the share of seeds whose M is below the averaged fixed M,
+            and below the fixed M of the same seed.
+        theory_fixed_metric: M of the fixed-memory ODE.
+    """
+
+    metric: float
+    fixed_metric: float
+    dtheta: np.ndarray
+    fixed_dtheta: np.ndarray
+    fraction: float
+    fraction_paired: float
+    theory_fixed_metric: float
+
+
+def adaptive_comparison(er: TheorySolves, ex_er: Experiments, ex_aer: Experiments) -> AdaptiveComparison:
+    """aER's experiment and ODE against the fixed-memory ones."""
+    key = (AER_N0, AER_M, ALPHA_GRID, 0.0)
+    fixed_metric = ex_er.metric(*key)
+    aer_d = ex_aer.runs(*key)
+    aer_seeds = np.abs(aer_d[:, -1, :]).sum(-1)
+    fixed_d = ex_er.runs(*key)
+    fixed_seeds = np.abs(fixed_d[:, -1, :]).sum(-1)
+    return AdaptiveComparison(
+        metric=seed_average_metric(aer_d),
+        fixed_metric=fixed_metric,
+        dtheta=aer_d,
+        fixed_dtheta=fixed_d,
+        fraction=float(np.nanmean(aer_seeds < fixed_metric)),
+        fraction_paired=float(np.nanmean(aer_seeds < fixed_seeds)),
+        theory_fixed_metric=er.final_metric(*key),
+    )

@@ -1,0 +1,84 @@
+"""The appendix's one-dimensional group: Fig. 1DLearning, 1DStepsVsSize, 1DOptSize and 1DPriLearning.
+
+One stage, :func:`appendix`, from the closed forms of
+:mod:`jaxreplay.paper.theory.analytic` and :mod:`~jaxreplay.paper.reproduce.linesearch.numerics`
+(NumPy, no compile).
+"""
+
+from __future__ import annotations
+
+import math
+from typing import NamedTuple
+
+import numpy as np
+
+from jaxreplay.paper.reproduce.linesearch.numerics import (
+    fixed_slope_steps,
+    optimal_memory,
+    prioritized_exponent_1d,
+    steps_to_exponent,
+)
+from jaxreplay.paper.reproduce.linesearch.plan import ALPHA_1D, FIG1D_MEMORY, M_1D, TARGET_RATIO, Plan
+
+
+class Appendix(NamedTuple):
+    """The appendix's 1-D results (fixed intercept / fixed slope), from the closed forms.
+
+    Attributes:
+        times: t of Fig. 1DLearning, 0 … 2000.
+        exponent: N → k(t) for N in :data:`FIG1D_MEMORY` (m = 5, α = 2e-5).
+        target: the main target K = ln 20 (Δθ/Δθ⁰ = 0.05).
+        memory_sizes: the N of the steps-to-K analysis.
+        steps_to_target: K → steps to reach k = K per N, for the plotted K.
+        targets: the K of the optimal-N-vs-K curve.
+        optimal_memory: the optimal N per target.
+        steps_fast: steps to K = ln 20 per N at α = 5e-5.
+        slope_steps: steps of the fixed-slope example at α = 2e-5.
+        slope_steps_printed: the same at the printed α = 5e-5.
+        pri_times: the fine t grid of Fig. 1DPriLearning.
+        exponent_er, exponent_per: k(t) and k_pri(t) at N = 500.
+    """
+
+    times: np.ndarray
+    exponent: dict[int, np.ndarray]
+    target: float
+    memory_sizes: np.ndarray
+    steps_to_target: dict[float, np.ndarray]
+    targets: np.ndarray
+    optimal_memory: np.ndarray
+    steps_fast: np.ndarray
+    slope_steps: float
+    slope_steps_printed: float
+    pri_times: np.ndarray
+    exponent_er: np.ndarray
+    exponent_per: np.ndarray
+
+
+def appendix(plan: Plan) -> Appendix:
+    """Stage 4: the appendix's closed forms (no compile)."""
+    from jaxreplay.paper import theory
+
+    t1d = np.linspace(0.0, 2000.0, 2001)
+    k_curves = {N: np.asarray(theory.fixed_intercept_exponent(t1d, N, M_1D, ALPHA_1D)) for N in FIG1D_MEMORY}
+    K_main = math.log(1.0 / TARGET_RATIO)
+    appN = np.asarray(plan.appendix_memory_sizes, dtype=np.float64)
+    steps_K = {K: steps_to_exponent(K, appN) for K in (0.5, 1.0, 1.25, 2.0, K_main, 5.0)}
+    targets = np.asarray(plan.appendix_targets, dtype=np.float64)
+    steps_grid = steps_to_exponent(targets[:, None], appN[None, :])  # [nK, nN]
+    t_pri = np.linspace(0.0, 2000.0, 20001)
+    k_er1d, k_per1d = prioritized_exponent_1d(t_pri, 500, M_1D, ALPHA_1D)
+    return Appendix(
+        times=t1d,
+        exponent=k_curves,
+        target=K_main,
+        memory_sizes=appN,
+        steps_to_target=steps_K,
+        targets=targets,
+        optimal_memory=optimal_memory(appN, steps_grid.T),
+        steps_fast=steps_to_exponent(K_main, appN, M_1D, 5e-5),
+        slope_steps=float(fixed_slope_steps(TARGET_RATIO, M_1D, 2e-5)),
+        slope_steps_printed=float(fixed_slope_steps(TARGET_RATIO, M_1D, 5e-5)),
+        pri_times=t_pri,
+        exponent_er=k_er1d,
+        exponent_per=k_per1d,
+    )
