@@ -17,6 +17,7 @@ from scipy import stats
 
 from jaxreplay import cli
 from jaxreplay.paper.reproduce import study as study_lib
+from jaxreplay.paper.reproduce.study import report, runs, stages, verdict
 
 STEPS, SEEDS = 400, 2
 
@@ -40,9 +41,10 @@ def test_plan_grid_and_starts():
     assert len(plan.sizes) == 8 and plan.sizes[0] == 100 and plan.sizes[-1] == 300_000
     assert np.all(np.diff(np.log(plan.sizes)) > 0.5)  # a log grid
     assert plan.setup.max_capacity == plan.setup.total_steps and plan.other_reading is None
-    assert study_lib._starts((10, 20, 40, 80, 160), 2) == [10, 40, 160]
-    assert study_lib._starts((10, 20, 40, 80, 160), 0) == [10, 40, 160]  # optimum at an end: the middle joins
-    assert study_lib._starts((10, 20, 40, 80, 160), 4) == [10, 40, 160]
+    assert stages.starts((10, 20, 40, 80, 160), 40) == [10, 40, 160]
+    assert stages.starts((10, 20, 40, 80, 160), 10) == [10, 40, 160]  # optimum at an end: the middle joins
+    assert stages.starts((10, 20, 40, 80, 160), 160) == [10, 40, 160]
+    assert stages.starts((10, 20, 40, 80, 160), 20) == [10, 20, 160]
     with pytest.raises(ValueError, match="env"):
         study_lib.make_plan("Pong")
     with pytest.raises(ValueError, match="seeds"):
@@ -187,24 +189,25 @@ TOO_FEW = "too few seeds (n = 2) for an interval"
 
 def test_two_seeds_give_no_interval_and_the_verdict_cannot_tell():
     # Used to be [1, 3], "significant", and "Memory size matters: yes" from two seeds.
-    paired = study_lib._paired(np.array([1.0, 3.0]), np.zeros(2))
+    paired = runs.paired(np.array([1.0, 3.0]), np.zeros(2))
     assert paired == {"estimate": 2.0, "low": None, "high": None, "low_null_reason": TOO_FEW,
                       "high_null_reason": TOO_FEW, "significant": None, "significant_null_reason": TOO_FEW}
-    assert study_lib._paired(np.array([1.0, np.nan, 3.0]), np.zeros(3))["low_null_reason"] == TOO_FEW
-    six = study_lib._paired(np.arange(1.0, 7.0), np.zeros(6))  # 6 seeds: an interval
+    assert runs.paired(np.array([1.0, np.nan, 3.0]), np.zeros(3))["low_null_reason"] == TOO_FEW
+    six = runs.paired(np.arange(1.0, 7.0), np.zeros(6))  # 6 seeds: an interval
     assert six["estimate"] == 3.5 and six["low"] > 0 and six["significant"] is True
     adaptive = [{"initial_size": 100, "mean_size": 150.0, "final_size_mean": 160.0, "grow_fraction": 0.5,
                  "moves_toward_optimum": "moves toward", "score_iqm": 2.0, "vs_best_static": paired,
                  "vs_random_walk": paired, "vs_fixed_at_mean": six}]
-    verdict = study_lib._verdict((100, 400), [{"score_iqm": 1.0}, {"score_iqm": 3.0}], 1, 0, paired, adaptive,
-                                 [{"fixed_at_mean_size": 150}])
-    assert verdict["memory_size_matters"] is None and verdict["memory_size_matters_null_reason"] == TOO_FEW
-    assert verdict["beats_controls"] == [None] and verdict["beats_controls_null_reason"] == TOO_FEW
-    assert verdict["summary"] == (
+    said = verdict.verdict({"response": [{"memory_size": 100, "score_iqm": 1.0}, {"memory_size": 400, "score_iqm": 3.0}],
+                            "best_static": 400, "worst_static": 100, "memory_size_effect": paired,
+                            "adaptive": adaptive, "controls": [{"initial_size": 100, "fixed_at_mean_size": 150}]})
+    assert said["memory_size_matters"] is None and said["memory_size_matters_null_reason"] == TOO_FEW
+    assert said["beats_controls"] == [None] and said["beats_controls_null_reason"] == TOO_FEW
+    assert said["summary"] == (
         f"Memory size matters: cannot tell (too few seeds): best 400 vs worst 100 differ by 2 [{TOO_FEW}]. Static "
         "optimum: 400. aER moves toward it (or stays near it) from 1 of 1 starts and beats both controls (random "
         "walk, fixed at its mean size) from 0 of 1, cannot tell (too few seeds) from 1.")
-    assert verdict["per_start"] == [
+    assert said["per_start"] == [
         f"from 100: mean size 150 (ends at 160, grow share 0.50): moves toward the optimum; score 2 vs best static 3 "
         f"(paired 2 [{TOO_FEW}]); vs random walk 2 [{TOO_FEW}]; vs fixed at its mean size 150: 3.5 "
         f"[{six['low']:.3g}, {six['high']:.3g}]"]
@@ -227,10 +230,10 @@ def test_a_two_seed_study_reports_too_few_seeds_not_intervals():
     assert fresh["response"][0]["score_ci_low"] is None and fresh["controls"][0]["random_walk_ci_high"] is None
     assert fresh["paper_share"] == result["paper_share"]  # Clopper–Pearson: exact at any number of seeds
     assert fresh["verdict"]["memory_size_matters"] is None and study_lib.relabel(fresh) == fresh
-    report = study_lib._report(fresh)
-    assert "Memory size matters: cannot tell (too few seeds)" in report
-    assert f"| 100 | {fresh['response'][0]['score_iqm']:.3g} [{TOO_FEW}] |" in report
-    assert "With 2 seeds there is no 95% interval" in report and "nan" not in report and "n/a, n/a" not in report
+    text = report.report(fresh)
+    assert "Memory size matters: cannot tell (too few seeds)" in text
+    assert f"| 100 | {fresh['response'][0]['score_iqm']:.3g} [{TOO_FEW}] |" in text
+    assert "With 2 seeds there is no 95% interval" in text and "nan" not in text and "n/a, n/a" not in text
     table = study_lib.summary_table([fresh])
     assert "| CartPole-v1 | quick, 2 × 40000 | cannot tell (too few seeds): 0.201 [" + TOO_FEW + "] |" in table
 
