@@ -161,6 +161,7 @@ def test_relabel_recomputes_the_labels_from_the_stored_numbers(tiny_study, tmp_p
     stale = json.loads(json.dumps(result))
     optimum = stale["best_static"]
     stale["adaptive"][0].update(initial_size=optimum // 1000 or 1, mean_size=(optimum // 1000 or 1) * 1.9)
+    stale["controls"][0]["initial_size"] = optimum // 1000 or 1  # a start's controls are found by its size
     stale["adaptive"][0]["moves_toward_optimum"] = "moves toward"
     fresh = study_lib.relabel(stale)
     # From 1000× below the optimum to 1.9× the start is not a third of the way in log N.
@@ -261,3 +262,60 @@ def test_study_readme_refuses_a_study_given_twice_and_labels_quick_and_full(tmp_
     assert cli.main(["study", "readme", a, c, "--readme", str(readme)]) == 0
     labels = [line.split(" | ")[1] for line in readme.read_text().splitlines() if line.startswith("| CartPole-v1 |")]
     assert labels == ["full, 100 × 40000"] * 3 + ["quick, 3 × 40000"] * 3
+
+
+def _fake_runs(stage, settings, auc, mean_size=None):
+    """A stage's Runs from given per-run scores ``[setting, seed]`` (no sweep)."""
+    import xarray as xr
+
+    auc = np.asarray(auc, np.float64)
+    sizes = np.asarray(mean_size if mean_size is not None else np.ones_like(auc), np.float64)
+    ds = xr.Dataset({"auc": (("config", "seed"), auc)})
+    return runs.Runs(stage, tuple(settings), ds, auc, auc, sizes, sizes)
+
+
+def test_stages_are_declared_once_and_read_earlier_stages_by_label():
+    plan = study_lib.make_plan("CartPole-v1", quick=True, steps=400, seeds=2)
+    declared = stages.declare(plan)
+    assert [s.label for s in declared] == ["response", "adaptive", "sensitivity", "fixed-at-mean", "reading-sgd"]
+    assert [s.seeds for s in declared] == [2] * 5
+    assert (declared[-1].setup.optimizer, declared[-1].setup.batch_reduction) == ("sgd", "sum")
+    response = declared[0].settings(plan, {})
+    assert [s.label for s in response] == [f"fixed {n}" for n in plan.sizes] and plan.sizes == (20, 42, 89, 190, 400)
+    assert [(s.point["memory_size"], s.point["adaptive_rule"]) for s in response] == [(n, 0) for n in plan.sizes]
+    # The optimum is read from the response's scores (IQM over seeds): 89 here, so aER starts at 20, 89 and 400.
+    done = {"response": _fake_runs("response", response, [[1, 1], [2, 2], [5, 5], [3, 3], [0, 0]])}
+    adaptive = declared[1].settings(plan, done)
+    assert [s.label for s in adaptive] == ["aER from 20", "aER from 89", "aER from 400", "random walk from 20",
+                                           "random walk from 89", "random walk from 400"]
+    assert [s.point["adaptive_rule"] for s in adaptive] == [1, 1, 1, 2, 2, 2]
+    sensitivity = declared[2].settings(plan, done)
+    assert [s.label for s in sensitivity] == ["default (aER)", *plan.sensitivity]
+    assert {s.point["memory_size"] for s in sensitivity} == {20}
+    # The fixed control sits at the seed mean of each aER's time-averaged size (rows found by label).
+    done["adaptive"] = _fake_runs("adaptive", adaptive, np.zeros((6, 2)),
+                                  [[30, 32], [70, 72], [350, 352], [1, 1], [1, 1], [1, 1]])
+    fixed = declared[3].settings(plan, done)
+    assert [(s.label, s.point["memory_size"]) for s in fixed] == [
+        ("fixed at the mean size of aER from 20", 31), ("fixed at the mean size of aER from 89", 71),
+        ("fixed at the mean size of aER from 400", 351)]
+
+
+def test_a_missing_label_is_one_line_naming_it():
+    settings = [stages.Setting("fixed 10", {}), stages.Setting("fixed 20", {})]
+    response = _fake_runs("response", settings, [[1.0, 2.0], [3.0, 4.0]])
+    assert list(runs.select(response, "fixed 20").auc) == [3.0, 4.0]
+    with pytest.raises(ValueError) as caught:
+        runs.select(response, "fixed 30")
+    assert str(caught.value) == ("the study's stage 'response' has no setting 'fixed 30'; its settings: "
+                                 "['fixed 10', 'fixed 20'].")
+
+
+def test_a_study_json_whose_start_has_no_controls_is_refused(tmp_path, capsys):
+    result = _committed()
+    result["controls"][0]["initial_size"] = 7
+    (tmp_path / "study.json").write_text(json.dumps(result))
+    assert cli.main(["study", "refresh", str(tmp_path)]) == 2
+    assert capsys.readouterr().err == (
+        f"jaxreplay study: error: the study result {tmp_path}/study.json is not one `jaxreplay study dqn` wrote "
+        "(ValueError: no entry has initial_size = 100 (the entries have initial_size: [7, 240, 40000])).\n")

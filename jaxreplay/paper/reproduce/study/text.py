@@ -9,13 +9,14 @@ def find(entries: list[dict], **match) -> dict:
     ``find(result["controls"], initial_size=100)``.
 
     Raises:
-        ValueError: no entry matches (names the fields sought).
+        ValueError: no entry matches (names the values sought and those present).
     """
     for entry in entries:
         if all(entry[key] == value for key, value in match.items()):
             return entry
     sought = ", ".join(f"{key} = {value!r}" for key, value in match.items())
-    raise ValueError(f"no entry with {sought} among {len(entries)}")
+    present = "; ".join(f"{key}: {[entry[key] for entry in entries]}" for key in match)
+    raise ValueError(f"no entry has {sought} (the entries have {present})")
 
 
 def fmt(x, spec: str = ".3g") -> str:
