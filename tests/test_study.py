@@ -17,6 +17,7 @@ from scipy import stats
 
 from jaxreplay import cli
 from jaxreplay.paper.reproduce import study as study_lib
+from jaxreplay.paper.reproduce.study import report, runs, stages, verdict
 
 STEPS, SEEDS = 400, 2
 
@@ -40,9 +41,10 @@ def test_plan_grid_and_starts():
     assert len(plan.sizes) == 8 and plan.sizes[0] == 100 and plan.sizes[-1] == 300_000
     assert np.all(np.diff(np.log(plan.sizes)) > 0.5)  # a log grid
     assert plan.setup.max_capacity == plan.setup.total_steps and plan.other_reading is None
-    assert study_lib._starts((10, 20, 40, 80, 160), 2) == [10, 40, 160]
-    assert study_lib._starts((10, 20, 40, 80, 160), 0) == [10, 40, 160]  # optimum at an end: the middle joins
-    assert study_lib._starts((10, 20, 40, 80, 160), 4) == [10, 40, 160]
+    assert stages.starts((10, 20, 40, 80, 160), 40) == [10, 40, 160]
+    assert stages.starts((10, 20, 40, 80, 160), 10) == [10, 40, 160]  # optimum at an end: the middle joins
+    assert stages.starts((10, 20, 40, 80, 160), 160) == [10, 40, 160]
+    assert stages.starts((10, 20, 40, 80, 160), 20) == [10, 20, 160]
     with pytest.raises(ValueError, match="env"):
         study_lib.make_plan("Pong")
     with pytest.raises(ValueError, match="seeds"):
@@ -159,6 +161,7 @@ def test_relabel_recomputes_the_labels_from_the_stored_numbers(tiny_study, tmp_p
     stale = json.loads(json.dumps(result))
     optimum = stale["best_static"]
     stale["adaptive"][0].update(initial_size=optimum // 1000 or 1, mean_size=(optimum // 1000 or 1) * 1.9)
+    stale["controls"][0]["initial_size"] = optimum // 1000 or 1  # a start's controls are found by its size
     stale["adaptive"][0]["moves_toward_optimum"] = "moves toward"
     fresh = study_lib.relabel(stale)
     # From 1000× below the optimum to 1.9× the start is not a third of the way in log N.
@@ -187,24 +190,25 @@ TOO_FEW = "too few seeds (n = 2) for an interval"
 
 def test_two_seeds_give_no_interval_and_the_verdict_cannot_tell():
     # Used to be [1, 3], "significant", and "Memory size matters: yes" from two seeds.
-    paired = study_lib._paired(np.array([1.0, 3.0]), np.zeros(2))
+    paired = runs.paired(np.array([1.0, 3.0]), np.zeros(2))
     assert paired == {"estimate": 2.0, "low": None, "high": None, "low_null_reason": TOO_FEW,
                       "high_null_reason": TOO_FEW, "significant": None, "significant_null_reason": TOO_FEW}
-    assert study_lib._paired(np.array([1.0, np.nan, 3.0]), np.zeros(3))["low_null_reason"] == TOO_FEW
-    six = study_lib._paired(np.arange(1.0, 7.0), np.zeros(6))  # 6 seeds: an interval
+    assert runs.paired(np.array([1.0, np.nan, 3.0]), np.zeros(3))["low_null_reason"] == TOO_FEW
+    six = runs.paired(np.arange(1.0, 7.0), np.zeros(6))  # 6 seeds: an interval
     assert six["estimate"] == 3.5 and six["low"] > 0 and six["significant"] is True
     adaptive = [{"initial_size": 100, "mean_size": 150.0, "final_size_mean": 160.0, "grow_fraction": 0.5,
                  "moves_toward_optimum": "moves toward", "score_iqm": 2.0, "vs_best_static": paired,
                  "vs_random_walk": paired, "vs_fixed_at_mean": six}]
-    verdict = study_lib._verdict((100, 400), [{"score_iqm": 1.0}, {"score_iqm": 3.0}], 1, 0, paired, adaptive,
-                                 [{"fixed_at_mean_size": 150}])
-    assert verdict["memory_size_matters"] is None and verdict["memory_size_matters_null_reason"] == TOO_FEW
-    assert verdict["beats_controls"] == [None] and verdict["beats_controls_null_reason"] == TOO_FEW
-    assert verdict["summary"] == (
+    said = verdict.verdict({"response": [{"memory_size": 100, "score_iqm": 1.0}, {"memory_size": 400, "score_iqm": 3.0}],
+                            "best_static": 400, "worst_static": 100, "memory_size_effect": paired,
+                            "adaptive": adaptive, "controls": [{"initial_size": 100, "fixed_at_mean_size": 150}]})
+    assert said["memory_size_matters"] is None and said["memory_size_matters_null_reason"] == TOO_FEW
+    assert said["beats_controls"] == [None] and said["beats_controls_null_reason"] == TOO_FEW
+    assert said["summary"] == (
         f"Memory size matters: cannot tell (too few seeds): best 400 vs worst 100 differ by 2 [{TOO_FEW}]. Static "
         "optimum: 400. aER moves toward it (or stays near it) from 1 of 1 starts and beats both controls (random "
         "walk, fixed at its mean size) from 0 of 1, cannot tell (too few seeds) from 1.")
-    assert verdict["per_start"] == [
+    assert said["per_start"] == [
         f"from 100: mean size 150 (ends at 160, grow share 0.50): moves toward the optimum; score 2 vs best static 3 "
         f"(paired 2 [{TOO_FEW}]); vs random walk 2 [{TOO_FEW}]; vs fixed at its mean size 150: 3.5 "
         f"[{six['low']:.3g}, {six['high']:.3g}]"]
@@ -227,10 +231,10 @@ def test_a_two_seed_study_reports_too_few_seeds_not_intervals():
     assert fresh["response"][0]["score_ci_low"] is None and fresh["controls"][0]["random_walk_ci_high"] is None
     assert fresh["paper_share"] == result["paper_share"]  # Clopper–Pearson: exact at any number of seeds
     assert fresh["verdict"]["memory_size_matters"] is None and study_lib.relabel(fresh) == fresh
-    report = study_lib._report(fresh)
-    assert "Memory size matters: cannot tell (too few seeds)" in report
-    assert f"| 100 | {fresh['response'][0]['score_iqm']:.3g} [{TOO_FEW}] |" in report
-    assert "With 2 seeds there is no 95% interval" in report and "nan" not in report and "n/a, n/a" not in report
+    text = report.report(fresh)
+    assert "Memory size matters: cannot tell (too few seeds)" in text
+    assert f"| 100 | {fresh['response'][0]['score_iqm']:.3g} [{TOO_FEW}] |" in text
+    assert "With 2 seeds there is no 95% interval" in text and "nan" not in text and "n/a, n/a" not in text
     table = study_lib.summary_table([fresh])
     assert "| CartPole-v1 | quick, 2 × 40000 | cannot tell (too few seeds): 0.201 [" + TOO_FEW + "] |" in table
 
@@ -258,3 +262,60 @@ def test_study_readme_refuses_a_study_given_twice_and_labels_quick_and_full(tmp_
     assert cli.main(["study", "readme", a, c, "--readme", str(readme)]) == 0
     labels = [line.split(" | ")[1] for line in readme.read_text().splitlines() if line.startswith("| CartPole-v1 |")]
     assert labels == ["full, 100 × 40000"] * 3 + ["quick, 3 × 40000"] * 3
+
+
+def _fake_runs(stage, settings, auc, mean_size=None):
+    """A stage's Runs from given per-run scores ``[setting, seed]`` (no sweep)."""
+    import xarray as xr
+
+    auc = np.asarray(auc, np.float64)
+    sizes = np.asarray(mean_size if mean_size is not None else np.ones_like(auc), np.float64)
+    ds = xr.Dataset({"auc": (("config", "seed"), auc)})
+    return runs.Runs(stage, tuple(settings), ds, auc, auc, sizes, sizes)
+
+
+def test_stages_are_declared_once_and_read_earlier_stages_by_label():
+    plan = study_lib.make_plan("CartPole-v1", quick=True, steps=400, seeds=2)
+    declared = stages.declare(plan)
+    assert [s.label for s in declared] == ["response", "adaptive", "sensitivity", "fixed-at-mean", "reading-sgd"]
+    assert [s.seeds for s in declared] == [2] * 5
+    assert (declared[-1].setup.optimizer, declared[-1].setup.batch_reduction) == ("sgd", "sum")
+    response = declared[0].settings(plan, {})
+    assert [s.label for s in response] == [f"fixed {n}" for n in plan.sizes] and plan.sizes == (20, 42, 89, 190, 400)
+    assert [(s.point["memory_size"], s.point["adaptive_rule"]) for s in response] == [(n, 0) for n in plan.sizes]
+    # The optimum is read from the response's scores (IQM over seeds): 89 here, so aER starts at 20, 89 and 400.
+    done = {"response": _fake_runs("response", response, [[1, 1], [2, 2], [5, 5], [3, 3], [0, 0]])}
+    adaptive = declared[1].settings(plan, done)
+    assert [s.label for s in adaptive] == ["aER from 20", "aER from 89", "aER from 400", "random walk from 20",
+                                           "random walk from 89", "random walk from 400"]
+    assert [s.point["adaptive_rule"] for s in adaptive] == [1, 1, 1, 2, 2, 2]
+    sensitivity = declared[2].settings(plan, done)
+    assert [s.label for s in sensitivity] == ["default (aER)", *plan.sensitivity]
+    assert {s.point["memory_size"] for s in sensitivity} == {20}
+    # The fixed control sits at the seed mean of each aER's time-averaged size (rows found by label).
+    done["adaptive"] = _fake_runs("adaptive", adaptive, np.zeros((6, 2)),
+                                  [[30, 32], [70, 72], [350, 352], [1, 1], [1, 1], [1, 1]])
+    fixed = declared[3].settings(plan, done)
+    assert [(s.label, s.point["memory_size"]) for s in fixed] == [
+        ("fixed at the mean size of aER from 20", 31), ("fixed at the mean size of aER from 89", 71),
+        ("fixed at the mean size of aER from 400", 351)]
+
+
+def test_a_missing_label_is_one_line_naming_it():
+    settings = [stages.Setting("fixed 10", {}), stages.Setting("fixed 20", {})]
+    response = _fake_runs("response", settings, [[1.0, 2.0], [3.0, 4.0]])
+    assert list(runs.select(response, "fixed 20").auc) == [3.0, 4.0]
+    with pytest.raises(ValueError) as caught:
+        runs.select(response, "fixed 30")
+    assert str(caught.value) == ("the study's stage 'response' has no setting 'fixed 30'; its settings: "
+                                 "['fixed 10', 'fixed 20'].")
+
+
+def test_a_study_json_whose_start_has_no_controls_is_refused(tmp_path, capsys):
+    result = _committed()
+    result["controls"][0]["initial_size"] = 7
+    (tmp_path / "study.json").write_text(json.dumps(result))
+    assert cli.main(["study", "refresh", str(tmp_path)]) == 2
+    assert capsys.readouterr().err == (
+        f"jaxreplay study: error: the study result {tmp_path}/study.json is not one `jaxreplay study dqn` wrote "
+        "(ValueError: no entry has initial_size = 100 (the entries have initial_size: [7, 240, 40000])).\n")

@@ -1,0 +1,171 @@
+"""The study's stages, declared in one place (:func:`declare`), and the runner (:func:`run`).
+
+A :class:`Stage` is one sweep: its label, its seeds, its compiled program and the function that
+lists its settings, each a :class:`~jaxreplay.paper.reproduce.study.runs.Setting` with a label
+(:func:`fixed`, :func:`aer`, :func:`walk`, :func:`fixed_at_mean`, a sensitivity variant's name).
+A later stage's settings may depend on the earlier stages' runs: aER's starts on the response
+curve's optimum, the fixed-at-mean control on aER's time-averaged sizes.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import pathlib
+from collections.abc import Callable, Mapping
+from typing import TYPE_CHECKING, NamedTuple
+
+import numpy as np
+
+from jaxreplay.paper.reproduce.study.plan import StudyPlan, point, variant
+from jaxreplay.paper.reproduce.study.runs import Runs, Setting, optimum, select
+
+if TYPE_CHECKING:
+    from jaxreplay.experiments.dqn import Setup
+
+# The stages' labels: each names its sweep folder (``sweeps/LABEL-<fingerprint>``) and its rows
+# in runs.csv and curves.csv.
+RESPONSE, ADAPTIVE, SENSITIVITY, FIXED_AT_MEAN = "response", "adaptive", "sensitivity", "fixed-at-mean"
+DEFAULT_AER = "default (aER)"  # the sensitivity stage's reference: default aER on the variants' seeds
+
+
+def reading(name: str) -> str:
+    """The label of the stage that reruns the response curve and aER under optimizer reading ``name``."""
+    return f"reading-{name}"
+
+
+def fixed(size: int) -> str:
+    """The label of a fixed memory of ``size``."""
+    return f"fixed {size}"
+
+
+def aer(start: int) -> str:
+    """The label of default aER from ``start``."""
+    return f"aER from {start}"
+
+
+def walk(start: int) -> str:
+    """The label of the random ±k walk from ``start`` (aER's first control)."""
+    return f"random walk from {start}"
+
+
+def fixed_at_mean(start: int) -> str:
+    """The label of a fixed memory at the time-averaged size of aER from ``start`` (its second control)."""
+    return f"fixed at the mean size of aER from {start}"
+
+
+Done = Mapping[str, Runs]  # the runs of the stages run so far, by stage label
+
+
+class Stage(NamedTuple):
+    """One declared stage of the study (:func:`declare`).
+
+    Attributes:
+        label: names the stage (its sweep folder and its rows in the CSV files).
+        seeds: seeds per setting.
+        setup: the compiled program its runs share.
+        settings: ``settings(plan, done)``: the stage's settings, from the plan and the runs of
+            the stages before it (``done``, by stage label).
+    """
+
+    label: str
+    seeds: int
+    setup: Setup
+    settings: Callable[[StudyPlan, Done], tuple[Setting, ...]]
+
+
+def starts(sizes: tuple, best: int) -> list[int]:
+    """aER's starts below, near and above the static optimum ``best`` (a size of the grid ``sizes``):
+    the smallest, the optimum and the largest size; where the optimum is an end, the grid's middle too."""
+    chosen = [min(sizes), best, max(sizes)]
+    if best in (min(sizes), max(sizes)):
+        chosen.append(sizes[len(sizes) // 2])
+    return sorted(set(chosen))
+
+
+def _starts(plan: StudyPlan, done: Done) -> list[int]:
+    return starts(plan.sizes, optimum(done[RESPONSE])[0])
+
+
+def _response(plan: StudyPlan, done: Done) -> tuple[Setting, ...]:
+    from jaxreplay.experiments.dqn import RULE_FIXED
+
+    return tuple(Setting(fixed(n), point(n, RULE_FIXED)) for n in plan.sizes)
+
+
+def _adaptive(plan: StudyPlan, done: Done) -> tuple[Setting, ...]:
+    from jaxreplay.experiments.dqn import RULE_AER, RULE_RANDOM
+
+    begin = _starts(plan, done)
+    return tuple(Setting(aer(n), point(n, RULE_AER)) for n in begin) + tuple(
+        Setting(walk(n), point(n, RULE_RANDOM)) for n in begin
+    )
+
+
+def _sensitivity(plan: StudyPlan, done: Done) -> tuple[Setting, ...]:
+    from jaxreplay.experiments.dqn import RULE_AER
+
+    start = min(_starts(plan, done))
+    return (Setting(DEFAULT_AER, point(start, RULE_AER)),) + tuple(
+        Setting(name, variant(name, start)) for name in plan.sensitivity
+    )
+
+
+def _fixed_at_mean(plan: StudyPlan, done: Done) -> tuple[Setting, ...]:
+    from jaxreplay.experiments.dqn import RULE_FIXED
+
+    def mean_size(start: int) -> int:
+        size = np.nanmean(select(done[ADAPTIVE], aer(start)).mean_size)
+        return int(min(max(round(size), 1), plan.setup.max_capacity))
+
+    return tuple(Setting(fixed_at_mean(n), point(mean_size(n), RULE_FIXED)) for n in _starts(plan, done))
+
+
+def _other_reading(plan: StudyPlan, done: Done) -> tuple[Setting, ...]:
+    from jaxreplay.experiments.dqn import RULE_AER
+
+    return _response(plan, done) + tuple(Setting(aer(n), point(n, RULE_AER)) for n in _starts(plan, done))
+
+
+def declare(plan: StudyPlan) -> tuple[Stage, ...]:
+    """The study's stages in the order they run (the module docstring of
+    :mod:`jaxreplay.paper.reproduce.study` says what each is for)."""
+    stages = (
+        Stage(RESPONSE, plan.seeds, plan.setup, _response),
+        Stage(ADAPTIVE, plan.seeds, plan.setup, _adaptive),
+        Stage(SENSITIVITY, plan.sensitivity_seeds, plan.setup, _sensitivity),
+        Stage(FIXED_AT_MEAN, plan.seeds, plan.setup, _fixed_at_mean),
+    )
+    if plan.other_reading is None:
+        return stages
+    # Algorithm 1's per-transition SGD step sums the batch's loss; Adam takes the mean.
+    other = dataclasses.replace(
+        plan.setup, optimizer=plan.other_reading, batch_reduction="sum" if plan.other_reading == "sgd" else "mean"
+    )
+    return stages + (Stage(reading(plan.other_reading), plan.seeds, other, _other_reading),)
+
+
+def run(plan: StudyPlan, out: pathlib.Path, *, progress: bool = True, chunk_size: int) -> dict[str, Runs]:
+    """Run every stage of :func:`declare` in order, each a sweep persisted under ``out/sweeps/``
+    (a rerun resumes finished sweeps), with ``chunk_size`` runs per compiled call in every stage.
+
+    Returns:
+        The runs of each stage, by stage label, in the order they ran.
+    """
+    from jaxreplay.engine import sweep as sweep_lib
+    from jaxreplay.paper.reproduce.dqn import _sweep_dir
+
+    done: dict[str, Runs] = {}
+    for stage in declare(plan):
+        settings = stage.settings(plan, done)
+        sweep = sweep_lib.Sweep(
+            "dqn",
+            seeds=stage.seeds,
+            seed=0,
+            fixed=plan.common,
+            points=[s.point for s in settings],
+            setup=stage.setup,  # type: ignore[arg-type]  # Sweep.setup takes a Setup too; annotated Mapping only
+        )
+        path = _sweep_dir(out, stage.label, sweep)
+        ds = sweep_lib.run(sweep, path, progress=progress, chunk_size=chunk_size).dataset
+        done[stage.label] = Runs.of(stage.label, settings, ds)
+    return done

@@ -1,0 +1,61 @@
+"""Reading ``study.json``'s entries for text: the entry of a size or start (:func:`find`), a number,
+an interval or why there is none, a markdown table."""
+
+from __future__ import annotations
+
+
+def find(entries: list[dict], **match) -> dict:
+    """The entry of ``entries`` (a list of ``study.json``) whose fields equal ``match``, e.g.
+    ``find(result["controls"], initial_size=100)``.
+
+    Raises:
+        ValueError: no entry matches (names the values sought and those present).
+    """
+    for entry in entries:
+        if all(entry[key] == value for key, value in match.items()):
+            return entry
+    sought = ", ".join(f"{key} = {value!r}" for key, value in match.items())
+    present = "; ".join(f"{key}: {[entry[key] for entry in entries]}" for key in match)
+    raise ValueError(f"no entry has {sought} (the entries have {present})")
+
+
+def fmt(x, spec: str = ".3g") -> str:
+    """``x`` formatted by ``spec``; ``n/a`` for ``None``."""
+    return "n/a" if x is None else format(x, spec)
+
+
+def why_no_interval(d: dict, prefix: str = "") -> str:
+    """Why the interval dict (or entry) ``d`` has no ``{prefix}low`` bound (a study.json from before
+    reasons were stored says only that)."""
+    return d.get(f"{prefix}low_null_reason", "no interval")
+
+
+def cannot_tell(why: str) -> str:
+    """The verdict where a comparison has no interval: ``cannot tell (too few seeds)``."""
+    return "cannot tell (too few seeds)" if why.startswith("too few seeds") else f"cannot tell ({why})"
+
+
+def interval(d: dict) -> str:
+    """``estimate [low, high]`` of a confidence-interval dict, or ``estimate [why there is none]``:
+    ``1.5 [too few seeds (n = 2) for an interval]``."""
+    if d["low"] is None:
+        return f"{fmt(d['estimate'])} [{why_no_interval(d)}]"
+    return f"{fmt(d['estimate'])} [{fmt(d['low'])}, {fmt(d['high'])}]"
+
+
+def score(entry: dict, prefix: str = "score") -> str:
+    """``IQM [low, high]`` of an entry's ``{prefix}_iqm`` / ``_ci_low`` / ``_ci_high`` (:func:`interval`)."""
+    return interval(
+        {
+            "estimate": entry[prefix + "_iqm"],
+            "low": entry[prefix + "_ci_low"],
+            "high": entry[prefix + "_ci_high"],
+            "low_null_reason": why_no_interval(entry, prefix + "_ci_"),
+        }
+    )
+
+
+def table(header: list[str], rows: list[list]) -> list[str]:
+    """A markdown table as lines: ``header`` cells, a separator, then one line per row."""
+    lines = ["| " + " | ".join(header) + " |", "| " + " | ".join("---" for _ in header) + " |"]
+    return lines + ["| " + " | ".join(str(cell) for cell in row) + " |" for row in rows]

@@ -1,0 +1,274 @@
+"""The study's files: ``study.json`` (:func:`study_json` lays out an
+:class:`~jaxreplay.paper.reproduce.study.analysis.Analysis`, :func:`write` writes it with
+``report.md``), ``runs.csv`` and ``curves.csv`` (:func:`write_csvs`), reading a ``study.json``
+back (:func:`read_study`, :func:`refresh`) and the README's study block (:func:`update_readme`)."""
+
+from __future__ import annotations
+
+import csv
+import dataclasses
+import json
+import pathlib
+from collections.abc import Mapping
+
+from jaxreplay._files import atomic_write_text, read_json, replacing
+from jaxreplay.paper.reproduce.study.analysis import (
+    AdaptiveScore,
+    Analysis,
+    Control,
+    OtherReading,
+    StaticScore,
+    Variant,
+)
+from jaxreplay.paper.reproduce.study.plan import ENVS, POINT_KEYS, StudyPlan
+from jaxreplay.paper.reproduce.study.report import label, report, summary_table
+from jaxreplay.paper.reproduce.study.runs import Interval, Runs, seed_mean
+from jaxreplay.paper.reproduce.study.verdict import relabel, toward, verdict
+
+
+def _renamed(ci: Interval, estimate="score_iqm", low: str | None = "score_ci_low", high: str | None = "score_ci_high"):
+    """``ci``'s ``estimate``, ``low`` and ``high`` (each with its ``*_null_reason``, if any) under the
+    names a study.json entry gives them; a name ``None`` leaves that value out."""
+    out = {}
+    for key, name in (("estimate", estimate), ("low", low), ("high", high)):
+        if name is not None:
+            out[name] = ci[key]
+            if f"{key}_null_reason" in ci:
+                out[f"{name}_null_reason"] = ci[f"{key}_null_reason"]
+    return out
+
+
+def _response(rows: tuple[StaticScore, ...]) -> list[dict]:
+    def entry(r: StaticScore) -> dict:
+        final = {} if r.final is None else _renamed(r.final, "final_iqm", "final_ci_low", "final_ci_high")
+        return {"memory_size": r.memory_size, **_renamed(r.score), **final}
+
+    return [entry(r) for r in rows]
+
+
+def _adaptive(a: AdaptiveScore, best: int) -> dict:
+    return {
+        "initial_size": a.initial_size,
+        "final_size_mean": a.final_size_mean,
+        "mean_size": a.mean_size,
+        "grow_fraction": a.grow_fraction,
+        **_renamed(a.score),
+        **_renamed(a.final, "final_iqm", None, None),
+        "moves_toward_optimum": toward(a.initial_size, a.mean_size, best),
+        "vs_best_static": a.vs_best_static,
+        "vs_start_static": a.vs_start_static,
+        "vs_random_walk": a.vs_random_walk,
+        "vs_fixed_at_mean": a.vs_fixed_at_mean,
+        "diagnostics": a.diagnostics,
+    }
+
+
+def _control(c: Control) -> dict:
+    return {
+        "initial_size": c.initial_size,
+        "random_walk_mean_size": c.random_walk_mean_size,
+        "random_walk_final_size_mean": c.random_walk_final_size_mean,
+        "random_walk_grow_fraction": c.random_walk_grow_fraction,
+        **_renamed(c.random_walk, "random_walk_score_iqm", "random_walk_ci_low", "random_walk_ci_high"),
+        "fixed_at_mean_size": c.fixed_at_mean_size,
+        **_renamed(c.fixed_at_mean, "fixed_at_mean_score_iqm", "fixed_at_mean_ci_low", "fixed_at_mean_ci_high"),
+    }
+
+
+def _variant(v: Variant) -> dict:
+    return {
+        "variant": v.variant,
+        "initial_size": v.initial_size,
+        "seeds": v.seeds,
+        "final_size_mean": v.final_size_mean,
+        "grow_fraction": v.grow_fraction,
+        **_renamed(v.score),
+        "vs_default": v.vs_default,
+        "diagnostics": v.diagnostics,
+    }
+
+
+def _other_reading(o: OtherReading | None) -> dict | None:
+    if o is None:
+        return None
+    return {
+        "reading": o.reading,
+        "response": _response(o.response),
+        "adaptive": [
+            {
+                "initial_size": a.initial_size,
+                "final_size_mean": a.final_size_mean,
+                "grow_fraction": a.grow_fraction,
+                **_renamed(a.score),
+            }
+            for a in o.adaptive
+        ],
+    }
+
+
+def study_json(plan: StudyPlan, analysis: Analysis, steps: int | None) -> dict:
+    """``study.json``'s content of ``analysis`` (before :func:`write` makes it strict JSON), with the labels
+    of :mod:`~jaxreplay.paper.reproduce.study.verdict`; ``steps``: the ``--steps`` cut, if any."""
+    result = {
+        "env": plan.env_id,
+        "quick": plan.quick,
+        "seeds": plan.seeds,
+        "total_steps": int(plan.setup.total_steps),
+        "steps_override": steps,
+        "optimizer_reading": plan.reading,
+        "starts": list(analysis.starts),
+        "response": _response(analysis.response),
+        "best_static": analysis.best_static,
+        "worst_static": analysis.worst_static,
+        "memory_size_effect": analysis.memory_size_effect,
+        "adaptive": [_adaptive(a, analysis.best_static) for a in analysis.adaptive],
+        "controls": [_control(c) for c in analysis.controls],
+        "sensitivity": [_variant(v) for v in analysis.sensitivity],
+        "paper_share": [
+            {"initial_size": p.initial_size, "static_sizes": p.static_sizes, **p.share} for p in analysis.paper_share
+        ],
+        "other_reading": _other_reading(analysis.other_reading),
+    }
+    result["verdict"] = verdict(result)
+    result["settings"] = {"setup": dataclasses.asdict(plan.setup), "common": plan.common}
+    return result
+
+
+def write(out: pathlib.Path, result: dict) -> dict:
+    """Write ``result`` as strict JSON (NaN as ``null``) into ``out/study.json`` and its
+    :func:`~jaxreplay.paper.reproduce.study.report.report` into ``out/report.md``; returns what was written."""
+    from jaxreplay.engine.results import jsonable
+
+    result = jsonable(result, strict=True)
+    atomic_write_text(out / "study.json", json.dumps(result, indent=1, allow_nan=False))
+    atomic_write_text(out / "report.md", report(result))
+    return result
+
+
+_RUN_COUNTS = (
+    "adaptive_checks",
+    "adaptive_grows",
+    "adaptive_shrinks",
+    "adaptive_straddle_checks",
+    "adaptive_straddle_grows",
+)
+
+
+def write_csvs(out: pathlib.Path, plan: StudyPlan, runs: Mapping[str, Runs]) -> None:
+    """``runs.csv`` (one row per run) and ``curves.csv`` (seed means per setting and segment) of every stage."""
+    with (
+        replacing(out / "runs.csv", text=True, newline="") as f_runs,
+        replacing(out / "curves.csv", text=True, newline="") as f_curves,
+    ):
+        per_run, curves = csv.writer(f_runs), csv.writer(f_curves)
+        per_run.writerow(
+            ["env", "stage", *POINT_KEYS, "seed", "auc", "final_return", "mean_memory_size", "final_memory_size"]
+            + ["checks", "grows", "shrinks", "straddle_checks", "straddle_grows", "diverged"]
+        )
+        curves.writerow(
+            ["env", "stage", "memory_size", "adaptive_rule", "config", "step", "train_return_mean", "memory_size_mean"]
+        )
+        for stage, r in runs.items():
+            ds = r.ds
+            for c in range(ds.sizes["config"]):
+                keys = [ds[k].values[c].item() if k in ds else "" for k in POINT_KEYS]
+                for s in range(ds.sizes["seed"]):
+                    per_run.writerow(
+                        [plan.env_id, stage, *keys, s, f"{r.auc[c, s]:.6g}", f"{r.final[c, s]:.6g}"]
+                        + [f"{r.mean_size[c, s]:.6g}", int(r.final_size[c, s])]
+                        + [int(ds[n].values[c, s]) for n in _RUN_COUNTS]
+                        + [bool(ds.diverged.values[c, s])]
+                    )
+                ret = seed_mean(ds.train_return.values[c])
+                cap = ds.capacity.values[c].astype(float).mean(0)
+                for step, a, b in zip(ds.segment.values, ret, cap):
+                    curves.writerow([plan.env_id, stage, keys[0], keys[1], c, int(step), f"{a:.6g}", f"{b:.6g}"])
+
+
+# What relabel, summary_table and the report read of a study.json.
+_STUDY_KEYS = (
+    "env",
+    "seeds",
+    "total_steps",
+    "response",
+    "best_static",
+    "worst_static",
+    "memory_size_effect",
+    "adaptive",
+    "controls",
+    "verdict",
+)
+
+
+def read_study(path, relabelled: bool = False) -> dict:
+    """The ``study.json`` at ``path`` as stored (with ``relabelled``, as
+    :func:`~jaxreplay.paper.reproduce.study.verdict.relabel` rewrites it), checked to be one
+    :func:`~jaxreplay.paper.reproduce.study.study` wrote.
+
+    Raises:
+        ValueError: one line naming the file, when it is unreadable or of another shape.
+    """
+    result = read_json(path, "the study result", _STUDY_KEYS)
+    try:
+        fresh = relabel(result)
+        summary_table([result])
+    except (KeyError, TypeError, AttributeError, IndexError, ValueError) as e:
+        raise ValueError(
+            f"the study result {path} is not one `jaxreplay study dqn` wrote ({type(e).__name__}: {e})."
+        ) from None
+    return fresh if relabelled else result
+
+
+def refresh(study_dir) -> dict:
+    """Rewrite ``study_dir``'s ``study.json`` and ``report.md`` with
+    :func:`~jaxreplay.paper.reproduce.study.verdict.relabel` (no runs)."""
+    out = pathlib.Path(study_dir)
+    path = out / "study.json"
+    if not path.exists():
+        raise ValueError(f"{out}: no study.json; run jaxreplay study dqn --out {out} first.")
+    result = read_study(path, relabelled=True)
+    atomic_write_text(path, json.dumps(result, indent=1, allow_nan=False))
+    atomic_write_text(out / "report.md", report(result))
+    return result
+
+
+def _refuse_duplicates(sources: list, results: list[dict]) -> None:
+    """Refuse a study given twice to :func:`update_readme`: one study.json reached twice (a folder
+    given twice, or a folder and its parent), or two of the same game and plan (:func:`label`),
+    whose rows the table could not tell apart. ``sources``: ``(folder given, study.json path)``
+    per result."""
+    by_file: dict[pathlib.Path, pathlib.Path] = {}
+    by_plan: dict[tuple, pathlib.Path] = {}
+    for (folder, path), result in zip(sources, results):
+        real, plan = path.resolve(), (result["env"], label(result))
+        if real in by_file:
+            raise ValueError(f"{path} is given twice (as {by_file[real]} and {folder}); give each study once.")
+        if plan in by_plan:
+            raise ValueError(
+                f"{by_plan[plan]} and {path} are the same study ({plan[0]}, {plan[1]}); give each study once."
+            )
+        by_file[real], by_plan[plan] = folder, path
+
+
+def update_readme(readme, study_dirs, note: str = "") -> pathlib.Path:
+    """Write :func:`summary_table` of ``study_dirs/*/study.json`` (or ``DIR/study.json``) into the
+    ``<!-- study:begin -->`` … ``<!-- study:end -->`` block of ``readme``, each row labelled with its
+    study's mode and size (:func:`label`). A study given twice is refused (:func:`_refuse_duplicates`)."""
+    from jaxreplay.paper.reproduce.paper import read_readme, replace_block
+
+    results = []
+    sources = []  # (folder given, its study.json) per result
+    for d in study_dirs:
+        d = pathlib.Path(d)
+        files = [d / "study.json"] if (d / "study.json").exists() else sorted(d.glob("*/study.json"))
+        if not files:
+            raise ValueError(f"{d}: no study.json in it or in its subfolders; run jaxreplay study dqn --out {d} first.")
+        results += [read_study(f) for f in files]
+        sources += [(d, f) for f in files]
+    _refuse_duplicates(sources, results)
+    order = {env: i for i, env in enumerate(ENVS)}
+    results.sort(key=lambda r: order.get(r["env"], len(order)))
+    readme = pathlib.Path(readme)
+    text = read_readme(readme, "study")
+    atomic_write_text(readme, replace_block(text, "study", f"{note}\n\n{summary_table(results)}".strip()))
+    return readme
