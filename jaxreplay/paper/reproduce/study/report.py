@@ -44,7 +44,8 @@ def _verdict(result: dict) -> list[str]:
         *(f"- {line}" for line in result["verdict"]["per_start"]),
         "",
         "Best and worst static sizes are chosen by their IQM and then compared on the same seeds, so the "
-        "effect is slightly favoured by the choice (8 sizes); an interval that includes 0 is a clear no.",
+        f"effect is slightly favoured by the choice ({len(result['response'])} sizes); an interval that includes 0 "
+        "is a clear no.",
     ]
 
 
