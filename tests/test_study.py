@@ -68,8 +68,9 @@ def test_study_json_has_the_specified_fields(tiny_study):
     for name in ("report.md", "runs.csv", "curves.csv", "response.png", "learning_curves.png", "memory_size.png"):
         assert (out / name).stat().st_size > 0
     assert "## Verdict" in (out / "report.md").read_text()
-    # The selection caveat counts the sizes this study compared (5 in quick mode), not the full grid's 8.
-    assert f"choice ({len(saved['response'])} sizes)" in (out / "report.md").read_text()
+    # The selection caveat counts the sizes the study compared (5 in quick mode), not the full grid's 8.
+    assert "choice (8 sizes)" in (out / "report.md").read_text()
+    assert "choice (3 sizes)" in report.report({**saved, "response": saved["response"][:3]})
 
 
 def test_response_scores_are_the_iqm_of_the_runs(tiny_study):
