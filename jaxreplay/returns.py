@@ -40,10 +40,12 @@ shorter horizons, and a start's target lengthens as new transitions arrive.
 float32 results bit for bit): ``G = r_t``, then ``G = G + γ^j · r_{t+j}`` for
 ``j = 1 .. k-1`` with the powers ``γ^1 = γ``, ``γ^(j+1) = γ^j · γ`` in
 float32; the bootstrap discount is ``γ^k``, or 0 if the ``k``-th transition
-terminated. At ``n = 1`` this is ``G = r_t`` and ``γ · (1 - terminated_t)``
-exactly, so ``G + discount · V`` is the 1-step target bit for bit. (XLA on
-CPU keeps this order; a backend that fuses ``G + γ^j · r`` into one
-fused multiply-add rounds once fewer per step.)
+terminated. XLA:CPU fuses each ``G + γ^j · r_{t+j}`` into one fused
+multiply-add, rounded once (measured; a backend that does not fuse also
+rounds the product, an error of half an ulp of ``γ^j · r`` per step); the
+tests' reference rounds as the backend does. At ``n = 1`` no step is taken:
+``G = r_t`` and the discount is ``γ · (1 - terminated_t)`` exactly, so
+``G + discount · V`` is the 1-step target bit for bit.
 
 Bad ``n``: a concrete one that is not an integer in ``[1, max_n_step]`` is a
 ``ValueError`` naming it, before anything is traced. A traced one cannot
@@ -125,16 +127,15 @@ def accumulate(
             concrete ``discount`` outside ``[0, 1]``, or windows of different
             shapes.
     """
-    rewards = jnp.asarray(rewards, jnp.float32)
+    shape = jnp.shape(rewards)
     shapes = {
         name: jnp.shape(x) for name, x in zip(("terminated", "truncated", "valid"), (terminated, truncated, valid))
     }
-    if rewards.ndim < 1 or any(shape != rewards.shape for shape in shapes.values()):
+    if len(shape) < 1 or any(other != shape for other in shapes.values()):
         raise ValueError(
-            f"rewards, terminated, truncated and valid must share one shape [*S, L], got "
-            f"rewards {rewards.shape} and {shapes}."
+            f"rewards, terminated, truncated and valid must share one shape [*S, L], got rewards {shape} and {shapes}."
         )
-    length = rewards.shape[-1]
+    length = shape[-1]
     _validation.check_int("n", n, low=1, high=length)
     _validation.check_float("discount", discount, low=0.0, high=1.0)
     horizon, n_clipped = _validation.clip_traced_int(n, 1, length, fallback=1)
@@ -142,6 +143,7 @@ def accumulate(
     ends = terminal | (jnp.asarray(truncated) != 0)
     valid = jnp.asarray(valid, bool)
     gamma = jnp.asarray(discount, jnp.float32)
+    rewards = jnp.asarray(rewards, jnp.float32)
 
     included = valid[..., 0]
     total = jnp.where(included, rewards[..., 0], 0.0)
@@ -198,6 +200,7 @@ def n_step(
     """
     max_n_step = _validation.check_static_int("max_n_step", max_n_step, low=1)
     _validation.check_int("n", n, low=1, high=max_n_step)
+    _validation.check_float("discount", discount, low=0.0, high=1.0)
     storage = state.storage
     for name in fields:
         if not isinstance(storage, Mapping) or name not in storage:
