@@ -440,3 +440,36 @@ def test_traced_n_out_of_range_is_clipped_and_flagged():
     for n, steps, flagged in ((2.0, 2, False), (2.7, 2, True), (float("nan"), 1, True), (float("inf"), MAX_N, True)):
         pieces = jax.jit(lambda n: returns.n_step(state, jnp.array([0]), n, 0.5, MAX_N)[0])(jnp.float32(n))
         assert (int(pieces.steps[0]), bool(pieces.n_clipped)) == (steps, flagged), n
+
+
+def test_chain_probe_follows_the_gymnax_api_and_refuses_a_bad_length():
+    from jaxreplay import envs
+    from jaxreplay.experiments import dqn
+
+    env, params = envs.make("Probe-Chain", length=3, reward=1.0, final_reward=5.0)
+    obs, state = env.reset(jax.random.key(0), params)
+    steps = []
+    for i in range(4):
+        obs, state, reward, terminated, truncated, info = env.step(jax.random.key(i), state, i % 2, params)
+        steps.append((float(info["final_observation"][0]), float(reward), bool(terminated), bool(truncated)))
+    assert steps == [
+        (1.0, 1.0, False, False),
+        (2.0, 1.0, False, False),
+        (3.0, 5.0, True, False),
+        (1.0, 1.0, False, False),
+    ]
+    # Q([i]) = Σ of the rewards left, discounted: 1 + γ + γ² · 5, 1 + γ · 5, 5.
+    np.testing.assert_allclose(
+        env.true_q(jnp.array([[0.0], [1.0], [2.0]]), params, 0.5), [[2.75, 2.75], [3.5, 3.5], [5.0, 5.0]]
+    )
+    np.testing.assert_allclose(env.true_q(jnp.array([[0.0]]), params, 1.0), [[7.0, 7.0]])
+    env, params = envs.make("Probe-Chain", length=3, max_steps_in_episode=2)
+    first = env.step(jax.random.key(1), env.reset(jax.random.key(0), params)[1], 0, params)
+    second = env.step(jax.random.key(2), first[1], 0, params)
+    # (truncated, terminated) per step: the second step reaches the time limit before the chain's end.
+    assert [(bool(out[4]), bool(out[3])) for out in (first, second)] == [(False, False), (True, False)]
+    for length in (0, 2.5):
+        with pytest.raises(ValueError, match="length must be"):
+            envs.make("Probe-Chain", length=length)
+    with pytest.raises(ValueError, match="setup.env_params.length must be an integer >= 1"):
+        dqn.Setup(env_id="Probe-Chain", env_params={"length": 0})
