@@ -241,6 +241,7 @@ class ChainProbe(_Probe):
         return state.time.astype(jnp.float32)
 
     def observation_space(self, params: ChainParams) -> spaces.Box:
+        """Positions in ``[0, length]`` (``length``: the final observation of a finished chain)."""
         return spaces.Box(0.0, jnp.float32(params.length), (1,), jnp.float32)
 
     def reset_env(self, key, params):
