@@ -4,7 +4,7 @@ Every check runs in plain Python *before* any tracing or compilation, and only
 when the value is concrete (a Python number, a NumPy value, or a JAX array
 outside ``jit``). Traced values pass through unchecked: jitted code cannot
 raise, so the functions that accept them clip and flag instead (each says how
-in its docstring).
+in its docstring; :func:`clip_traced_int` is the shared clip for integers).
 """
 
 from __future__ import annotations
@@ -12,6 +12,7 @@ from __future__ import annotations
 from collections.abc import Iterable
 
 import jax
+import jax.numpy as jnp
 import numpy as np
 
 
@@ -105,6 +106,20 @@ def check_static_int(name: str, value: object, low: int | None = None, high: int
         raise ValueError(f"{name} must be a Python int (it sets an array shape and is static), got {value!r}.")
     _check_range(name, np.asarray(value), low, high)
     return int(value)
+
+
+def clip_traced_int(value: object, low: int, high: int, fallback: object) -> tuple[jax.Array, jax.Array]:
+    """``(int32[] value in [low, high], bool[] flag)`` for a possibly traced integer setting.
+
+    Out of range: clipped; fractional: truncated; NaN: ``fallback``. The flag
+    is set whenever the result differs from ``value``. (NaN must be caught
+    before the cast: ``clip`` keeps NaN and ``int32(NaN)`` is 0 on CPU.)
+    """
+    value = jnp.asarray(value)
+    is_nan = jnp.isnan(value) if jnp.issubdtype(value.dtype, jnp.floating) else jnp.bool_(False)
+    clipped = jnp.clip(jnp.where(is_nan, low, value), low, high)
+    result = jnp.where(is_nan, jnp.asarray(fallback, jnp.int32), clipped.astype(jnp.int32))
+    return result, is_nan | (result != value)
 
 
 def _check_range(

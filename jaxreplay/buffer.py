@@ -142,16 +142,11 @@ def init(example: Transition, max_capacity: int, capacity: ArrayLike | None = No
 def _clip_capacity(capacity: ArrayLike, max_capacity: int, fallback: ArrayLike) -> tuple[jax.Array, jax.Array]:
     """``(int32[] capacity in [1, max_capacity], bool[] flag)`` for a possibly traced ``capacity``.
 
-    Out of range: clipped; fractional: truncated; NaN: ``fallback``. The flag
-    is set whenever the result differs from ``capacity``. (NaN must be caught
-    before the cast: ``clip`` keeps NaN and ``int32(NaN)`` is 0 on CPU, a
-    capacity that stores nothing.)
+    Out of range: clipped; fractional: truncated; NaN: ``fallback`` (never a
+    capacity of 0, which would store nothing). The flag is set whenever the
+    result differs from ``capacity``.
     """
-    capacity = jnp.asarray(capacity)
-    is_nan = jnp.isnan(capacity) if jnp.issubdtype(capacity.dtype, jnp.floating) else jnp.bool_(False)
-    clipped = jnp.clip(jnp.where(is_nan, 1, capacity), 1, max_capacity)
-    value = jnp.where(is_nan, jnp.asarray(fallback, jnp.int32), clipped.astype(jnp.int32))
-    return value, is_nan | (value != capacity)
+    return _validation.clip_traced_int(capacity, 1, max_capacity, fallback)
 
 
 def _check_transitions(state: BufferState, transitions: Transition, batch_axis: bool) -> None:
@@ -377,6 +372,43 @@ def get(state: BufferState, indices: ArrayLike) -> Transition:
     Cost: O(len(indices)).
     """
     return jax.tree.map(lambda buf: buf[indices], state.storage)
+
+
+def successors(state: BufferState, indices: ArrayLike, length: int) -> tuple[jax.Array, jax.Array]:
+    """Slots of the transitions at ``indices`` and of the ``length - 1`` written after each.
+
+    Entry ``[..., j]`` is the slot of the ``j``-th transition written after the
+    one at ``indices[...]`` (``j = 0``: that one). It is *valid* when it is
+    live and no newer than the newest transition: since the live window is
+    always the ``size`` most recent writes, this holds exactly when the start
+    is live and lies at least ``j`` transitions before the newest, whatever
+    resizes happened. So a valid entry never crosses the write head (the slot
+    after the newest holds the oldest live transition, a forgotten one, or
+    nothing) and never leaves the live window. For n-step returns
+    (:mod:`jaxreplay.returns`) the entries are consecutive steps of the
+    stream; the caller's episode flags say where an episode ends.
+
+    Args:
+        state: the memory.
+        indices: ``int`` slots in ``[0, max_capacity)``, any shape ``S`` (e.g.
+            a :class:`~jaxreplay.samplers.Sample`'s ``indices``).
+        length: static number of entries per start (>= 1).
+
+    Returns:
+        ``(slots, valid)``: ``int32[*S, length]`` slots (those of invalid
+        entries are arbitrary but in range, safe to gather) and
+        ``bool[*S, length]``; a start that is not live has no valid entry.
+        Cost: O(|S| · length), no gather.
+
+    Raises:
+        ValueError: ``length`` is not a positive Python int.
+    """
+    length = _validation.check_static_int("length", length, low=1)
+    indices = jnp.asarray(indices, jnp.int32)
+    steps = jnp.arange(length, dtype=jnp.int32)
+    age_offsets = (indices - oldest_index(state)) % state.max_capacity  # 0 = oldest live
+    slots = (indices[..., None] + steps) % state.max_capacity
+    return slots, age_offsets[..., None] + steps < state.size
 
 
 def is_full(state: BufferState) -> jax.Array:

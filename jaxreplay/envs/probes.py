@@ -26,6 +26,16 @@ learner (Andy Jones's "debugging RL" probes, plus a time-limit probe):
   that treats truncation as termination learns ``Q([-1]) = reward`` (for
   ``max_steps_in_episode = 1``); one that bootstraps through termination
   learns ``Q([+1]) = reward / (1 - γ)``.
+* ``"Probe-Chain"`` (:class:`ChainProbe`): positions ``0 .. length - 1``
+  (the observation is the position), two actions that do the same, one step
+  forward per step. Every step pays ``reward`` except the last, from
+  position ``length - 1``, which pays ``final_reward`` and terminates; a time
+  limit ``max_steps_in_episode`` below ``length`` truncates instead. With
+  ``m = length - i`` steps left, ``Q([i], ·) = reward · (1 - γ^(m-1)) /
+  (1 - γ) + γ^(m-1) · final_reward`` (the untruncated task's values). Every
+  n-step target is analytic too: it sums ``min(n, m)`` known rewards and
+  bootstraps from position ``i + n``, so it checks n-step returns
+  (:mod:`jaxreplay.returns`) across terminations and truncations.
 
 All are deterministic apart from the truncation probe's flag; keys are
 accepted for the API.
@@ -41,7 +51,7 @@ from gymnax.environments import environment, spaces
 from jaxreplay import _validation
 from jaxreplay._typing import ArrayLike
 
-PROBE_IDS = ("Probe-OneStep", "Probe-TwoStep", "Probe-Truncation")
+PROBE_IDS = ("Probe-OneStep", "Probe-TwoStep", "Probe-Truncation", "Probe-Chain")
 """The ids :func:`jaxreplay.envs.make` accepts for the probe environments."""
 
 
@@ -78,7 +88,17 @@ class TruncationParams(environment.EnvParams):
     max_steps_in_episode: ArrayLike = 1
 
 
-ProbeParams = OneStepParams | TwoStepParams | TruncationParams
+@struct.dataclass
+class ChainParams(environment.EnvParams):
+    """``length`` positions; ``reward`` per step but the last, which pays ``final_reward``; a time limit."""
+
+    length: ArrayLike = 4
+    reward: ArrayLike = 1.0
+    final_reward: ArrayLike = 10.0
+    max_steps_in_episode: ArrayLike = 1000
+
+
+ProbeParams = OneStepParams | TwoStepParams | TruncationParams | ChainParams
 """The parameters of any probe environment."""
 
 
@@ -210,15 +230,60 @@ class TruncationProbe(_Probe):
         return "Probe-Truncation"
 
 
-_CLASSES = {"Probe-OneStep": OneStepProbe, "Probe-TwoStep": TwoStepProbe, "Probe-Truncation": TruncationProbe}
+class ChainProbe(_Probe):
+    """Positions ``0 .. length - 1``; ``reward`` per step, ``final_reward`` on the last, which terminates."""
+
+    @property
+    def default_params(self) -> ChainParams:
+        return ChainParams()
+
+    def _obs_value(self, state: ProbeState) -> jax.Array:
+        return state.time.astype(jnp.float32)
+
+    def observation_space(self, params: ChainParams) -> spaces.Box:
+        """Positions in ``[0, length]`` (``length``: the final observation of a finished chain)."""
+        return spaces.Box(0.0, jnp.float32(params.length), (1,), jnp.float32)
+
+    def reset_env(self, key, params):
+        state = self._state(0)
+        return self.get_obs(state), state
+
+    def step_env(self, key, state, action, params):
+        last = state.time >= params.length - 1
+        reward = jnp.where(last, params.final_reward, params.reward).astype(jnp.float32)
+        state = self._state(state.time + 1)
+        return self.get_obs(state), state, reward, last, {}
+
+    def true_q(self, obs: jax.Array, params: ChainParams, discount: ArrayLike) -> jax.Array:
+        """``float32[..., 2]`` for positions ``float32[..., 1]`` in ``[0, length)`` (module docstring)."""
+        steps_left = jnp.float32(params.length) - obs[..., 0]
+        gamma = jnp.float32(discount)
+        before_last = jnp.power(gamma, steps_left - 1.0)
+        # Σ_{j < m-1} γ^j: the geometric sum, or m - 1 ones at γ = 1 (where the quotient is 0/0).
+        paid = jnp.where(gamma == 1.0, steps_left - 1.0, (1.0 - before_last) / (1.0 - gamma))
+        value = params.reward * paid + before_last * params.final_reward
+        return jnp.repeat(value[..., None], 2, axis=-1).astype(jnp.float32)
+
+    @property
+    def name(self) -> str:
+        return "Probe-Chain"
+
+
+_CLASSES = {
+    "Probe-OneStep": OneStepProbe,
+    "Probe-TwoStep": TwoStepProbe,
+    "Probe-Truncation": TruncationProbe,
+    "Probe-Chain": ChainProbe,
+}
 
 
 def make(env_id: str, **overrides: ArrayLike) -> tuple[_Probe, ProbeParams]:
     """``(env, params)`` for a probe id, with checked parameter overrides.
 
     Raises:
-        ValueError: unknown id, unknown parameter, non-finite reward or
-            ``max_steps_in_episode < 1`` (the message names the argument).
+        ValueError: unknown id, unknown parameter, non-finite reward,
+            ``max_steps_in_episode < 1`` or ``length < 1`` (the message names
+            the argument).
     """
     if env_id not in _CLASSES:
         raise ValueError(f"env_id {env_id!r} is not a probe; choose one of {PROBE_IDS}.")
@@ -230,8 +295,10 @@ def make(env_id: str, **overrides: ArrayLike) -> tuple[_Probe, ProbeParams]:
             f"{sorted(unknown)} are not parameters of {env_id}; it has {sorted(defaults.__dataclass_fields__)}."
         )
     params = defaults.replace(**overrides)
-    for name in ("reward", "action_bonus", "first_reward"):
+    for name in ("reward", "action_bonus", "first_reward", "final_reward"):
         if hasattr(params, name):
             _validation.check_float(name, getattr(params, name))
     _validation.check_int("max_steps_in_episode", params.max_steps_in_episode, low=1)
+    if hasattr(params, "length"):
+        _validation.check_int("length", params.length, low=1)
     return env, params
