@@ -30,7 +30,12 @@ ADAPTIVE_RULES = ("fixed", "aer", "random")
 """Values of ``Hyperparameters.adaptive_rule`` by index: 0 keeps the memory size
 (a static run inside an aER program), 1 is aER (Algorithm 2), 2 is the random
 ±k walk control (a fair coin instead of the TD errors)."""
-RULE_FIXED, RULE_AER, RULE_RANDOM = 0, 1, 2
+RULE_FIXED = 0
+"""``Hyperparameters.adaptive_rule`` of a run that keeps its memory size (the controller is not consulted)."""
+RULE_AER = 1
+"""``Hyperparameters.adaptive_rule`` of aER (Algorithm 2), the default."""
+RULE_RANDOM = 2
+"""``Hyperparameters.adaptive_rule`` of the random ±k walk control."""
 
 
 @dataclasses.dataclass(frozen=True)
