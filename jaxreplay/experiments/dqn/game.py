@@ -23,7 +23,7 @@ from jaxreplay import envs as envs_lib
 from jaxreplay._typing import ArrayLike
 from jaxreplay.agents import dqn as agent
 
-if TYPE_CHECKING:  # annotations only: Setup checks its game with this module
+if TYPE_CHECKING:  # annotations only: config imports this module (a Setup checks its game here)
     from jaxreplay.experiments.dqn.config import Setup
 
 
