@@ -375,7 +375,7 @@ def test_traced_invalid_adaptive_tolerances_are_flagged_in_the_summary(adaptive_
         adaptive_tolerance=np.array([np.nan, 0.0, 0.0], np.float32),
         adaptive_relative_tolerance=np.array([0.0, 2.0, 0.0], np.float32),
     )
-    (records, summary), count = _compiles_during(lambda: dqn._run_batch(keys, bad, ADAPTIVE, False))
+    (records, summary), count = _compiles_during(lambda: dqn.runs._run_batch(keys, bad, ADAPTIVE, False))
     assert count == 0
     records, summary = jax.tree.map(np.asarray, (records, summary))
     assert summary["adaptive_invalid_parameters"].tolist() == [True, True, False]
@@ -497,13 +497,15 @@ def test_sum_reduction_with_sgd_is_the_mean_step_times_the_batch():
              "terminated": jnp.array([0.0, 0, 1, 0, 0])}
     sgd = agent.make_optimizer("sgd")
     ones = jnp.ones(5)
-    summed = agent.train_step(net, sgd, params, params, sgd.init(params), batch, ones, 0.01, 0.9, reduction="sum")
-    mean = agent.train_step(net, sgd, params, params, sgd.init(params), batch, ones, 0.05, 0.9, reduction="mean")
+    summed = agent.train_step(net, sgd, params, params, sgd.init(params), batch, ones, 0.01,
+                              agent.LossOptions(0.9, reduction="sum"))
+    mean = agent.train_step(net, sgd, params, params, sgd.init(params), batch, ones, 0.05,
+                            agent.LossOptions(0.9, reduction="mean"))
     for a, b in zip(jax.tree.leaves(summed[0]), jax.tree.leaves(mean[0])):
         np.testing.assert_allclose(a, b, rtol=1e-5, atol=1e-7)
     assert float(summed[2]) == pytest.approx(5 * float(mean[2]), rel=1e-6)
     with pytest.raises(ValueError, match="reduction"):
-        agent.loss_fn(params, net, params, batch, ones, 0.9, reduction="max")
+        agent.loss_fn(params, net, params, batch, ones, agent.LossOptions(0.9, reduction="max"))
 
 
 # ----------------------------------------------------------------------------
@@ -527,9 +529,9 @@ def test_td_errors_terminal_masking_and_double_dqn_by_hand():
     np.testing.assert_allclose(dqn_delta, [1 + 0.5 * 6 - 1, 1 - 2.5])
     double_delta = agent.td_errors(net, params, target, batch, 0.5, double=True)
     np.testing.assert_allclose(double_delta, [1 + 0.5 * 2 - 1, 1 - 2.5])
-    loss, _ = agent.loss_fn(params, net, target, batch, jnp.array([1.0, 0.5]), 0.5, loss="mse")
+    loss, _ = agent.loss_fn(params, net, target, batch, jnp.array([1.0, 0.5]), agent.LossOptions(0.5, loss="mse"))
     np.testing.assert_allclose(loss, np.mean([0.5 * 9.0, 0.5 * 0.5 * 2.25]))
-    huber, _ = agent.loss_fn(params, net, target, batch, jnp.ones(2), 0.5, loss="huber")
+    huber, _ = agent.loss_fn(params, net, target, batch, jnp.ones(2), agent.LossOptions(0.5, loss="huber"))
     np.testing.assert_allclose(huber, np.mean([3.0 - 0.5, 1.5 - 0.5]))
     np.testing.assert_allclose(agent.epsilon_schedule(jnp.array([0, 50, 100, 500]), 1.0, 0.1, 100), [1.0, 0.55, 0.1, 0.1])
     np.testing.assert_allclose(agent.epsilon_schedule(7, 1.0, 0.1, 0), 0.1)
@@ -818,12 +820,15 @@ def test_advance_and_summarize_give_exactly_the_declared_names(eval_episodes):
 
 
 def test_dqn_step_functions_are_small_and_module_level():
-    """advance composes module-level step functions: no function of dqn.py has a body (without its
+    """advance composes module-level step functions: no function of dqn/steps.py has a body (without its
     docstring) over 80 lines or more than 10 parameters, and advance defines no closures."""
     import ast
     import inspect
 
-    tree = ast.parse(inspect.getsource(dqn))
+    from jaxreplay.experiments.dqn import steps
+
+    assert dqn.advance is steps.advance
+    tree = ast.parse(inspect.getsource(steps))
     sizes = {}
     for node in ast.walk(tree):
         if isinstance(node, ast.FunctionDef):

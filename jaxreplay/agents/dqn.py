@@ -6,7 +6,8 @@ MountainCar and Acrobot). Everything here is a pure function that jits and
 vmaps; every number that a sweep may vary (step size, discount, ε schedule,
 target period or τ, Adam's ε) is an argument that may be traced. What changes
 code or shapes (network widths, loss, double DQN, optimizer) is a Python
-value fixed at trace time.
+value fixed at trace time. The TD loss a gradient step descends (discount,
+loss, double DQN, batch reduction) is one record, :class:`LossOptions`.
 
 A *transition batch* is a dict of arrays with a leading batch axis ``B``::
 
@@ -39,7 +40,7 @@ rate in the optimizer state; a plain product keeps the state free of it).
 
 from __future__ import annotations
 
-from typing import cast
+from typing import NamedTuple, cast
 
 import flax.linen as nn
 import jax
@@ -222,42 +223,76 @@ def elementwise_loss(delta: jax.Array, loss: str) -> jax.Array:
     raise ValueError(f"loss must be one of {LOSSES}, got {loss!r}.")
 
 
+class LossOptions(NamedTuple):
+    """The TD loss that :func:`loss_fn` computes and :func:`train_step` descends.
+
+    One record of the loss's variants, so a gradient step takes them as one
+    argument. ``discount`` may be traced (a sweep varies it in one compiled
+    program); the other fields are Python values that pick the code at trace
+    time, checked (``ValueError`` naming the field) before anything is traced.
+
+    Attributes:
+        discount: γ in [0, 1) of the TD target (a scalar; may be traced).
+        loss: ``"mse"`` (``δ²/2``) or ``"huber"`` (:func:`elementwise_loss`).
+        double: double DQN targets (a Python ``bool``; :func:`td_errors`).
+        reduction: ``"mean"`` (the usual DQN loss: the step size applies to
+            the batch average) or ``"sum"`` (the step size applies to every
+            transition: with SGD, one step is the paper's Algorithm 1 update
+            ``θ += α Σ_i δ_i ∇Q_i`` with the batch's transitions applied at
+            once instead of one after another).
+    """
+
+    discount: ArrayLike
+    loss: str = "mse"
+    double: bool = False
+    reduction: str = "mean"
+
+
+def _check_options(options: LossOptions) -> None:
+    """Raise ValueError naming the field of ``options`` that is not a :class:`LossOptions` choice.
+
+    Only the static fields are checked (``discount`` may be traced; its range
+    is the caller's to check, as ``jaxreplay.experiments.dqn.check`` does).
+    """
+    if not isinstance(options, LossOptions):
+        raise ValueError(f"options must be an agents.dqn.LossOptions, got {type(options).__name__}.")
+    for name, value, allowed in (("loss", options.loss, LOSSES), ("reduction", options.reduction, REDUCTIONS)):
+        if not isinstance(value, str) or value not in allowed:
+            raise ValueError(f"options.{name} must be one of {allowed}, got {value!r}.")
+    if not isinstance(options.double, bool):
+        raise ValueError(
+            f"options.double must be a Python bool (it picks the target's code when traced), got {options.double!r}."
+        )
+
+
 def loss_fn(
     params: Params,
     network: QNetwork,
     target_params: Params,
     batch: Batch,
     weights: jax.Array,
-    discount: ArrayLike,
-    *,
-    loss: str = "mse",
-    double: bool = False,
-    reduction: str = "mean",
+    options: LossOptions,
 ) -> tuple[jax.Array, jax.Array]:
     """Importance-weighted TD loss over the batch and the TD errors.
 
     Args:
         params: online parameters (differentiated).
-        network, target_params, batch, discount, double: as :func:`td_errors`.
+        network, target_params, batch: as :func:`td_errors`.
         weights: ``float32[B]`` importance weights (ones for uniform replay).
-        loss: ``"mse"`` or ``"huber"`` (module docstring).
-        reduction: ``"mean"`` (the usual DQN loss: the step size applies to
-            the batch average) or ``"sum"`` (the step size applies to every
-            transition: with SGD, one step is the paper's Algorithm 1 update
-            ``θ += α Σ_i δ_i ∇Q_i`` with the batch's transitions applied at
-            once instead of one after another).
+        options: the discount and the loss's variants (:class:`LossOptions`).
 
     Returns:
         ``(loss float32[], td_errors float32[B])``: the loss is
         ``mean(weights · ℓ(δ))`` or ``sum(weights · ℓ(δ))``.
+
+    Raises:
+        ValueError: a bad static field of ``options`` (named), when traced.
     """
-    delta = td_errors(network, params, target_params, batch, discount, double=double)
-    weighted = weights * elementwise_loss(delta, loss)
-    if reduction == "mean":
-        return jnp.mean(weighted), delta
-    if reduction == "sum":
-        return jnp.sum(weighted), delta
-    raise ValueError(f"reduction must be one of {REDUCTIONS}, got {reduction!r}.")
+    _check_options(options)
+    delta = td_errors(network, params, target_params, batch, options.discount, double=options.double)
+    weighted = weights * elementwise_loss(delta, options.loss)
+    reduce = jnp.mean if options.reduction == "mean" else jnp.sum
+    return reduce(weighted), delta
 
 
 def train_step(
@@ -269,11 +304,7 @@ def train_step(
     batch: Batch,
     weights: jax.Array,
     step_size: ArrayLike,
-    discount: ArrayLike,
-    *,
-    loss: str = "mse",
-    double: bool = False,
-    reduction: str = "mean",
+    options: LossOptions,
 ) -> tuple[Params, OptState, jax.Array, jax.Array]:
     """One gradient step on the TD loss of ``batch``.
 
@@ -285,17 +316,20 @@ def train_step(
         batch: transition batch, leading axis ``B``.
         weights: ``float32[B]`` importance weights.
         step_size: learning rate α (may be traced).
-        discount: γ (may be traced).
-        loss, double, reduction: static choices (see :func:`loss_fn`).
+        options: the discount (may be traced) and the loss's static variants
+            (:class:`LossOptions`, :func:`loss_fn`).
 
     Returns:
         ``(params, opt_state, loss float32[], td_errors float32[B])``; the TD
         errors are those *before* the step (what prioritized replay stores).
         Cost: one forward and backward pass on ``B`` transitions plus the
         target's forward pass(es).
+
+    Raises:
+        ValueError: a bad static field of ``options`` (named), when traced.
     """
     (value, delta), grads = jax.value_and_grad(loss_fn, has_aux=True)(
-        params, network, target_params, batch, weights, discount, loss=loss, double=double, reduction=reduction
+        params, network, target_params, batch, weights, options
     )
     updates, opt_state = optimizer.update(grads, opt_state, params)
     return apply_updates(params, updates, step_size), opt_state, value, delta

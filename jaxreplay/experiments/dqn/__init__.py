@@ -1,0 +1,136 @@
+"""DQN on gymnax environments with uniform, prioritized or combined replay and aER.
+
+The paper's "Performance on OpenAI Games with DQN" experiment (CartPole,
+MountainCar, Acrobot; fixed memories vs the adaptive memory aER) as an
+:class:`~jaxreplay.experiments.Experiment`: ``init`` / ``advance`` /
+``summarize`` over *one run*, which the sweep engine vmaps over runs. The
+memory size is traced, so runs with different fixed sizes, and aER runs with
+different initial sizes, share one compiled program.
+
+One environment step ``t = 1, 2, ...`` (``t`` counts steps done)::
+
+    ε_t   = linear schedule(t - 1)                       (epsilon_start -> epsilon_end)
+    a     = ε_t-greedy in Q(obs)
+    obs', r, terminated, truncated = env.step(a)         (gymnax auto-resets)
+    store (obs, a, r, final_obs, terminated)             (final_obs: before the reset)
+    every train_frequency steps, once t >= learning_starts:
+        sample a batch (uniform / prioritized / CER), one gradient step,
+        prioritized: store the batch's new priorities,
+        target network: hard copy when t crosses a multiple of target_period,
+                        or Polyak averaging with target_tau after every update
+    aER (adaptive=True): Algorithm 2 at every t that is a multiple of
+        adaptive_interval (jaxreplay.adaptive.controller, then resize), with TD
+        errors under the parameters after step t's gradient step: the online
+        network on both sides, as Algorithm 2 writes Q(·; θ)
+        (adaptive_td_target=1: the target network bootstraps, as in the loss)
+
+Prioritized replay uses a constant importance exponent β (no annealing; sweep
+it instead) and stores ``(|δ| + priority_floor)^α`` for the replayed batch
+after each gradient step, with the TD errors computed before it.
+
+Only ``terminated`` stops bootstrapping; a time-limit truncation bootstraps
+from the true final observation (``info["final_observation"]`` of gymnax's
+``step``), which is also what is stored as the next observation
+(``Setup.truncation_bootstrap=False`` treats truncation as termination, the
+common mistake studied by Pardo et al. 2018, for comparison).
+
+Randomness. Every draw derives from the run's key with ``fold_in`` on the
+step count (per step: action, environment, minibatch, aER subsample; at a
+segment end: the evaluation episodes), so a run does not depend on how it is
+batched or segmented.
+
+What is recorded: a :class:`Record` per segment (dim ``"segment"``,
+coordinate: the environment steps done at its end: training and evaluation
+returns, TD loss, the memory's capacity, ε) and a :class:`Summary` at the
+run's end. Nothing grows with the run's length except the records
+themselves (a few scalars per segment).
+
+The package, one concern per module (every name below is also importable
+from ``jaxreplay.experiments.dqn`` itself):
+
+* :mod:`~jaxreplay.experiments.dqn.config`: the static :class:`Setup` (checked
+  when made), the traced :class:`Hyperparameters` and their :func:`check`;
+* :mod:`~jaxreplay.experiments.dqn.game`: the environment with its checked
+  parameters, the Q-network sized to it, greedy :func:`evaluate`;
+* :mod:`~jaxreplay.experiments.dqn.state`: a run's :class:`DQNState` and :func:`init`;
+* :mod:`~jaxreplay.experiments.dqn.steps`: :func:`advance`, one segment,
+  composed of module-level step functions (why the loop is nested: there);
+* :mod:`~jaxreplay.experiments.dqn.summary`: the :class:`Record` and
+  :class:`Summary` declarations and :func:`summarize`;
+* :mod:`~jaxreplay.experiments.dqn.runs`: the engine's :data:`EXPERIMENT`,
+  :func:`run` and :func:`run_batch`.
+"""
+
+from __future__ import annotations
+
+from jaxreplay.experiments.dqn.config import (
+    ADAPTIVE_RULES,
+    RULE_AER,
+    RULE_FIXED,
+    RULE_RANDOM,
+    SAMPLERS,
+    TARGET_UPDATES,
+    Hyperparameters,
+    Setup,
+    as_arrays,
+    broadcast_hyperparameters,
+    check,
+    num_segments,
+    with_total_steps,
+)
+from jaxreplay.experiments.dqn.game import (
+    check_env_params,
+    environment,
+    evaluate,
+    example_transition,
+    network,
+    q_values,
+)
+from jaxreplay.experiments.dqn.runs import EXPERIMENT, run, run_batch
+from jaxreplay.experiments.dqn.state import DQNState, init, replay_memory
+from jaxreplay.experiments.dqn.steps import advance
+from jaxreplay.experiments.dqn.summary import (
+    Record,
+    Summary,
+    adaptive_diagnostics,
+    coords,
+    record_dims,
+    summarize,
+    summary_dims,
+)
+
+__all__ = [
+    "SAMPLERS",
+    "TARGET_UPDATES",
+    "ADAPTIVE_RULES",
+    "RULE_FIXED",
+    "RULE_AER",
+    "RULE_RANDOM",
+    "Setup",
+    "Hyperparameters",
+    "as_arrays",
+    "broadcast_hyperparameters",
+    "check",
+    "num_segments",
+    "with_total_steps",
+    "check_env_params",
+    "environment",
+    "evaluate",
+    "example_transition",
+    "network",
+    "q_values",
+    "DQNState",
+    "init",
+    "replay_memory",
+    "advance",
+    "Record",
+    "Summary",
+    "adaptive_diagnostics",
+    "coords",
+    "record_dims",
+    "summarize",
+    "summary_dims",
+    "EXPERIMENT",
+    "run",
+    "run_batch",
+]

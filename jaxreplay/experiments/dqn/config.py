@@ -1,0 +1,358 @@
+"""What a DQN run is configured with: its static :class:`Setup` and traced :class:`Hyperparameters`.
+
+A :class:`Setup` checks itself when it is made (a ``ValueError`` naming the
+field); :func:`check` checks concrete hyperparameters against a setup before
+anything is compiled. :func:`as_arrays` and :func:`broadcast_hyperparameters`
+give the hyperparameters their canonical dtypes; :func:`num_segments` and
+:func:`with_total_steps` read and change a setup's run length.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from typing import NamedTuple
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+
+from jaxreplay import _validation, adaptive
+from jaxreplay import memory as memory_lib
+from jaxreplay._typing import ArrayLike
+from jaxreplay.agents import dqn as agent
+from jaxreplay.experiments.dqn.game import check_env_params, environment
+
+SAMPLERS = memory_lib.KINDS
+"""The replay memories DQN runs with, by ``Setup.sampler``: the kinds of :func:`jaxreplay.memory.make`."""
+TARGET_UPDATES = ("hard", "polyak")
+"""How the target network follows the online one: a copy every period, or Polyak averaging."""
+ADAPTIVE_RULES = ("fixed", "aer", "random")
+"""Values of ``Hyperparameters.adaptive_rule`` by index: 0 keeps the memory size
+(a static run inside an aER program), 1 is aER (Algorithm 2), 2 is the random
+±k walk control (a fair coin instead of the TD errors)."""
+RULE_FIXED = 0
+"""``Hyperparameters.adaptive_rule`` of a run that keeps its memory size (the controller is not consulted)."""
+RULE_AER = 1
+"""``Hyperparameters.adaptive_rule`` of aER (Algorithm 2), the default."""
+RULE_RANDOM = 2
+"""``Hyperparameters.adaptive_rule`` of the random ±k walk control."""
+
+
+@dataclasses.dataclass(frozen=True)
+class Setup:
+    """Static settings of a DQN experiment (hashable: a ``jit`` static argument).
+
+    Attributes:
+        env_id: any id of :func:`jaxreplay.envs.make` (gymnax ids, ``"Probe-..."``).
+        env_params: ``((name, value), ...)`` overrides of the environment's
+            default parameters (a dict is accepted and sorted into pairs),
+            e.g. ``(("max_steps_in_episode", 200),)``. Each is checked
+            against the default of the same name (:func:`check_env_params`)
+            and stored as a Python ``bool``, ``int`` or ``float``.
+        total_steps: environment steps per run; a multiple of ``steps_per_segment``.
+        steps_per_segment: steps per :func:`~jaxreplay.experiments.dqn.steps.advance` call (one record point);
+            a multiple of the cycle length (``train_frequency``, or
+            ``adaptive_check_every`` with ``adaptive``).
+        hidden_sizes: widths of the Q-network's ReLU hidden layers.
+        max_capacity: replay slots allocated (memory sizes and aER's growth
+            are limited to it).
+        batch_size: minibatch size (paper: 50).
+        sampler: ``"uniform"``, ``"prioritized"`` (stored priorities on a sum
+            tree with importance weights, :mod:`jaxreplay.prioritized`) or
+            ``"cer"`` (newest transition + uniform, :func:`jaxreplay.samplers.combined`).
+        adaptive: resize the memory with aER (Algorithm 2) on top of ``sampler``.
+        adaptive_check_every: static granularity, in environment steps, at
+            which aER is consulted; a multiple of ``train_frequency``. The
+            traced ``adaptive_interval`` must be a multiple of it (the
+            docstring of :mod:`jaxreplay.experiments.dqn.steps`: why).
+        max_num_old: static upper bound of ``adaptive_num_old`` (``None``:
+            ``max_capacity``). Only an array length without subsampling.
+        subsample_size: aER estimates each sum of old TD errors from this many
+            draws (paper: 50 for CartPole, 1000 for MountainCar and Acrobot);
+            ``None`` sums exactly over ``max_num_old`` transitions.
+        shrink_reading: aER's reading of the shrink recompute (``"new"`` or
+            ``"shrunk"``, :mod:`jaxreplay.adaptive`, docs/paper_readings.md §9).
+        loss: ``"mse"`` (δ²/2) or ``"huber"``.
+        double: double DQN targets.
+        target_update: ``"hard"`` (copy every ``target_period`` steps) or
+            ``"polyak"`` (``target_tau`` after every gradient step).
+        optimizer: ``"adam"`` or ``"sgd"`` (step size ``Hyperparameters.step_size``).
+        batch_reduction: ``"mean"`` (the loss averages over the minibatch) or
+            ``"sum"`` (it sums: the step size is per transition; with
+            ``"sgd"`` this is the paper's Algorithm 1 reading,
+            :func:`jaxreplay.agents.dqn.loss_fn`).
+        train_frequency: environment steps per gradient step.
+        eval_episodes: greedy evaluation episodes at each segment end
+            (vmapped, each a scan of the environment's ``max_steps_in_episode``
+            steps); 0 disables (no ``"eval_return"`` record).
+        truncation_bootstrap: bootstrap through time-limit truncations (the
+            correct target). ``False`` treats them as terminal.
+        recent_episodes: length of the window of the last training-episode
+            returns kept for the summary's ``"recent_return"``.
+    """
+
+    env_id: str = "CartPole-v1"
+    env_params: tuple = ()
+    total_steps: int = 10_000
+    steps_per_segment: int = 1_000
+    hidden_sizes: tuple = (64,)
+    max_capacity: int = 10_000
+    batch_size: int = 50
+    sampler: str = "uniform"
+    adaptive: bool = False
+    adaptive_check_every: int = 20
+    max_num_old: int | None = None
+    subsample_size: int | None = 50
+    shrink_reading: str = "new"
+    loss: str = "mse"
+    double: bool = False
+    target_update: str = "hard"
+    optimizer: str = "adam"
+    batch_reduction: str = "mean"
+    train_frequency: int = 1
+    eval_episodes: int = 0
+    truncation_bootstrap: bool = True
+    recent_episodes: int = 100
+
+    def __post_init__(self):
+        if isinstance(self.env_params, dict):
+            object.__setattr__(self, "env_params", tuple(sorted(self.env_params.items())))
+        object.__setattr__(self, "env_params", tuple(tuple(pair) for pair in self.env_params))
+        object.__setattr__(self, "hidden_sizes", tuple(self.hidden_sizes))
+        for name in (
+            "total_steps",
+            "steps_per_segment",
+            "max_capacity",
+            "batch_size",
+            "adaptive_check_every",
+            "train_frequency",
+            "recent_episodes",
+        ):
+            _validation.check_static_int(name, getattr(self, name), low=1)
+        _validation.check_static_int("eval_episodes", self.eval_episodes, low=0)
+        for width in self.hidden_sizes:
+            _validation.check_static_int("hidden_sizes", width, low=1)
+        if self.max_num_old is not None:
+            _validation.check_static_int("max_num_old", self.max_num_old, low=1, high=self.max_capacity)
+        if self.subsample_size is not None:
+            _validation.check_static_int("subsample_size", self.subsample_size, low=1)
+        for name, value, allowed in (
+            ("sampler", self.sampler, SAMPLERS),
+            ("shrink_reading", self.shrink_reading, adaptive.SHRINK_READINGS),
+            ("loss", self.loss, agent.LOSSES),
+            ("target_update", self.target_update, TARGET_UPDATES),
+            ("optimizer", self.optimizer, agent.OPTIMIZERS),
+            ("batch_reduction", self.batch_reduction, agent.REDUCTIONS),
+        ):
+            _validation.check_choice(name, value, allowed)
+        for name in ("adaptive", "double", "truncation_bootstrap"):
+            if not isinstance(getattr(self, name), bool):
+                raise ValueError(f"{name} must be a bool, got {getattr(self, name)!r}.")
+        if self.total_steps % self.steps_per_segment:
+            raise ValueError(
+                f"total_steps ({self.total_steps}) must be a multiple of steps_per_segment ({self.steps_per_segment})."
+            )
+        if self.adaptive and self.adaptive_check_every % self.train_frequency:
+            raise ValueError(
+                f"adaptive_check_every ({self.adaptive_check_every}) must be a multiple of "
+                f"train_frequency ({self.train_frequency})."
+            )
+        if self.steps_per_segment % self.cycle_length:
+            raise ValueError(
+                f"steps_per_segment ({self.steps_per_segment}) must be a multiple of the cycle length "
+                f"{self.cycle_length} (train_frequency, or adaptive_check_every with adaptive=True)."
+            )
+        # ValueError: unknown id, unknown parameter or a value its default's type or range rules out.
+        object.__setattr__(self, "env_params", check_env_params(self.env_id, self.env_params))
+        try:
+            env, env_params = environment(self)
+        except ValueError as e:  # the environment's own range checks (probes, LineSearch) name the bare field
+            raise ValueError(f"setup.env_params.{e}") from None
+        space = env.action_space(env_params)
+        if getattr(space, "n", None) is None or getattr(space, "shape", ()) not in ((), None):
+            raise ValueError(
+                f"env_id {self.env_id!r}: DQN needs a discrete action space (one Q-value per action), but "
+                f"{self.env_id} has continuous actions ({type(space).__name__} of shape "
+                f"{tuple(getattr(space, 'shape', ()))}); choose a game with discrete actions, e.g. CartPole-v1, "
+                "Acrobot-v1 or MountainCar-v0."
+            )
+        if int(space.n) < 2:
+            raise ValueError(
+                f"env_id {self.env_id!r}: DQN needs at least 2 actions to choose from, {self.env_id} "
+                f"has {int(space.n)}."
+            )
+
+    @property
+    def cycle_length(self) -> int:
+        """Environment steps per scan cycle (static; :mod:`jaxreplay.experiments.dqn.steps` says why)."""
+        return self.adaptive_check_every if self.adaptive else self.train_frequency
+
+    @property
+    def num_old_bound(self) -> int:
+        """The static bound of ``adaptive_num_old``."""
+        return self.max_capacity if self.max_num_old is None else self.max_num_old
+
+
+class Hyperparameters(NamedTuple):
+    """Traced hyperparameters of one run (each a scalar; give them a leading run axis to sweep).
+
+    Attributes:
+        memory_size: the memory's capacity N (aER: the initial N0), in [1, max_capacity].
+        step_size: the optimizer's learning rate α >= 0.
+        discount: γ in [0, 1).
+        epsilon_start, epsilon_end: ε-greedy exploration at step 0 and after
+            the ramp, in [0, 1].
+        epsilon_decay_steps: length of the linear ε ramp in environment steps (>= 0).
+        learning_starts: no gradient step before this many environment steps (>= 0).
+        target_period: hard target copy every this many environment steps (>= 1).
+        target_tau: Polyak coefficient τ in [0, 1] (``target_update="polyak"``).
+        priority_exponent: α >= 0 of stored-priority replay.
+        importance_exponent: β >= 0 of its importance weights (0: none, 1: full).
+        priority_floor: ε >= 0 added to |δ| before the exponent.
+        adaptive_interval: aER's k >= 1, a multiple of ``Setup.adaptive_check_every``.
+        adaptive_num_old: aER's n_old (old transitions checked), in [1, max_num_old]
+            (paper: half the initial memory).
+        adaptive_tolerance: aER's ε >= 0 (shrink iff |δ_old|' < (1 - ρ)|δ_old| - ε;
+            0 is Algorithm 2 except on exact ties, where it enlarges).
+        adaptive_relative_tolerance: aER's ρ in [0, 1]: the ε variant as a
+            fraction of |δ_old| (free of the TD errors' scale).
+        adaptive_rule: 0 fixed (the controller is not consulted), 1 aER,
+            2 the random ±k walk control (:data:`ADAPTIVE_RULES`).
+        adaptive_td_target: 0 (default): aER's TD errors use the online
+            network on both sides (Algorithm 2); 1: the target network
+            bootstraps (as the loss does).
+        adaptive_paired: 1 (default): the next check re-evaluates the
+            reference's draws (the same transitions); 0: independent draws
+            (:func:`jaxreplay.adaptive.controller`).
+        adaptive_equal_counts: 1 (default): both sums of a comparison cover
+            equally many transitions; 0: the literal index ranges.
+        adam_epsilon: Adam's ε >= 0.
+    """
+
+    memory_size: ArrayLike = 10_000
+    step_size: ArrayLike = 1e-3
+    discount: ArrayLike = 0.99
+    epsilon_start: ArrayLike = 1.0
+    epsilon_end: ArrayLike = 0.05
+    epsilon_decay_steps: ArrayLike = 5_000
+    learning_starts: ArrayLike = 1_000
+    target_period: ArrayLike = 500
+    target_tau: ArrayLike = 0.005
+    priority_exponent: ArrayLike = 0.6
+    importance_exponent: ArrayLike = 0.4
+    priority_floor: ArrayLike = 1e-6
+    adaptive_interval: ArrayLike = 20
+    adaptive_num_old: ArrayLike = 50
+    adaptive_tolerance: ArrayLike = 0.0
+    adaptive_relative_tolerance: ArrayLike = 0.0
+    adaptive_rule: ArrayLike = RULE_AER
+    adaptive_td_target: ArrayLike = 0
+    adaptive_paired: ArrayLike = 1
+    adaptive_equal_counts: ArrayLike = 1
+    adam_epsilon: ArrayLike = 1e-8
+
+
+_INT_FIELDS = frozenset(
+    {
+        "memory_size",
+        "epsilon_decay_steps",
+        "learning_starts",
+        "target_period",
+        "adaptive_interval",
+        "adaptive_num_old",
+        "adaptive_rule",
+        "adaptive_td_target",
+        "adaptive_paired",
+        "adaptive_equal_counts",
+    }
+)
+
+
+def as_arrays(hparams: Hyperparameters) -> Hyperparameters:
+    """Each field as a JAX array of its canonical dtype (``int32`` or ``float32``), shape kept."""
+    return Hyperparameters(
+        *(
+            jnp.asarray(value, jnp.int32 if name in _INT_FIELDS else jnp.float32)
+            for name, value in zip(Hyperparameters._fields, hparams)
+        )
+    )
+
+
+def check(hparams: Hyperparameters, setup: Setup) -> None:
+    """Raise ValueError naming any concrete hyperparameter outside its range.
+
+    Each field may be a scalar or an array (e.g. ``[R]`` for a sweep); every
+    entry is checked. Traced fields pass unchecked.
+    """
+    if not isinstance(hparams, Hyperparameters):
+        raise ValueError(f"hparams must be a dqn.Hyperparameters, got {type(hparams).__name__}.")
+    if not isinstance(setup, Setup):
+        raise ValueError(f"setup must be a dqn.Setup, got {type(setup).__name__}.")
+    h = hparams
+    _validation.check_int("memory_size", h.memory_size, low=1, high=setup.max_capacity)
+    _validation.check_float("step_size", h.step_size, low=0.0)
+    _validation.check_float("discount", h.discount, low=0.0, high=1.0, high_inclusive=False)
+    _validation.check_float("epsilon_start", h.epsilon_start, low=0.0, high=1.0)
+    _validation.check_float("epsilon_end", h.epsilon_end, low=0.0, high=1.0)
+    _validation.check_int("epsilon_decay_steps", h.epsilon_decay_steps, low=0)
+    _validation.check_int("learning_starts", h.learning_starts, low=0)
+    _validation.check_int("target_period", h.target_period, low=1)
+    _validation.check_float("target_tau", h.target_tau, low=0.0, high=1.0)
+    _validation.check_float("priority_exponent", h.priority_exponent, low=0.0)
+    _validation.check_float("importance_exponent", h.importance_exponent, low=0.0)
+    _validation.check_float("priority_floor", h.priority_floor, low=0.0)
+    _validation.check_int("adaptive_interval", h.adaptive_interval, low=1, high=setup.max_capacity)
+    interval = _validation.concrete_value(h.adaptive_interval)
+    if setup.adaptive and interval is not None and np.any(np.asarray(interval) % setup.adaptive_check_every):
+        raise ValueError(
+            f"adaptive_interval must be a multiple of Setup.adaptive_check_every ({setup.adaptive_check_every}), "
+            f"got {h.adaptive_interval!r}; lower adaptive_check_every (a divisor of every interval) to allow it."
+        )
+    _validation.check_int("adaptive_num_old", h.adaptive_num_old, low=1, high=setup.num_old_bound)
+    _validation.check_float("adaptive_tolerance", h.adaptive_tolerance, low=0.0)
+    _validation.check_float("adaptive_relative_tolerance", h.adaptive_relative_tolerance, low=0.0, high=1.0)
+    _validation.check_int("adaptive_rule", h.adaptive_rule, low=0, high=len(ADAPTIVE_RULES) - 1)
+    for name in ("adaptive_td_target", "adaptive_paired", "adaptive_equal_counts"):
+        _validation.check_int(name, getattr(h, name), low=0, high=1)
+    _validation.check_float("adam_epsilon", h.adam_epsilon, low=0.0)
+
+
+def broadcast_hyperparameters(hparams: Hyperparameters, runs: int) -> Hyperparameters:
+    """Every field as an array of shape ``[runs]`` in its canonical dtype.
+
+    Python and NumPy values are converted with NumPy (no device computation,
+    hence nothing compiled); JAX arrays with ``jnp``.
+    """
+    fields: list[jax.Array | np.ndarray] = []
+    for name, value in zip(Hyperparameters._fields, hparams):
+        dtype = np.int32 if name in _INT_FIELDS else np.float32
+        if isinstance(value, (jax.Array, jax.core.Tracer)):
+            fields.append(jnp.broadcast_to(jnp.asarray(value, dtype), (runs,)))
+        else:
+            fields.append(np.broadcast_to(np.asarray(value, dtype), (runs,)))
+    return Hyperparameters(*fields)
+
+
+def num_segments(setup: Setup) -> int:
+    """``total_steps // steps_per_segment``."""
+    return setup.total_steps // setup.steps_per_segment
+
+
+def with_total_steps(setup: Setup, steps: int) -> Setup:
+    """``setup`` with runs of ``steps`` environment steps, in as many segments as before where they fit.
+
+    ``steps`` must be a positive multiple of the cycle length
+    (``train_frequency``, or ``adaptive_check_every`` with aER); the segment
+    count is the largest one, up to the current count, that splits ``steps``
+    into whole cycles. Everything else (memory sizes included) is kept.
+    """
+    cycle = setup.cycle_length
+    if isinstance(steps, bool) or not isinstance(steps, (int, np.integer)) or steps < cycle or steps % cycle:
+        raise ValueError(
+            f"steps must be a positive multiple of {cycle} (the train frequency, or the aER check "
+            f"interval with aER), got {steps!r}."
+        )
+    segments = min(num_segments(setup), steps // cycle)
+    while steps % segments or (steps // segments) % cycle:
+        segments -= 1
+    return dataclasses.replace(setup, total_steps=int(steps), steps_per_segment=int(steps) // segments)

@@ -1,0 +1,208 @@
+"""The game of a DQN setup and what is built from it.
+
+The gymnax environment with its parameters checked against the game's
+defaults (:func:`check_env_params`), the Q-network sized to the game
+(:func:`network`, :func:`q_values`), one stored transition
+(:func:`example_transition`) and greedy evaluation episodes
+(:func:`evaluate`). Everything is a function of the static ``Setup``; the
+environment is built once per ``(env_id, env_params)`` (cached).
+"""
+
+from __future__ import annotations
+
+import functools
+import math
+from typing import TYPE_CHECKING
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+
+from jaxreplay import _validation
+from jaxreplay import envs as envs_lib
+from jaxreplay._typing import ArrayLike
+from jaxreplay.agents import dqn as agent
+
+if TYPE_CHECKING:  # annotations only: config imports this module (a Setup checks its game here)
+    from jaxreplay.experiments.dqn.config import Setup
+
+
+@functools.lru_cache(maxsize=None)
+def _environment(env_id: str, env_params: tuple):
+    """``(env, params)``; cached so that gymnax's jitted ``step`` sees one hashable ``env``.
+
+    ``env_params`` are applied as given: :func:`check_env_params` checks them first.
+    """
+    if env_id.startswith("Probe-") or env_id == "LineSearch":
+        return envs_lib.make(env_id, **dict(env_params))
+    env, params = envs_lib.make(env_id)
+    if env_params:
+        params = params.replace(**dict(env_params))
+    return env, params
+
+
+_FLOAT32_MAX = float(np.finfo(np.float32).max)
+_INT32_MAX = int(np.iinfo(np.int32).max)
+
+
+def check_env_params(env_id: str, env_params: tuple) -> tuple:
+    """``env_params`` checked against ``env_id``'s default parameters, each value as its default's type.
+
+    Every ``(name, value)`` must name a parameter of the environment (once),
+    and its value must suit that parameter's default, before anything is
+    compiled (a traced bad constant would only show as a wrong episode):
+
+    * a ``bool`` default takes ``True`` or ``False``;
+    * an ``int`` default (an episode length, a count, an interval) takes an
+      integer (``200.0`` counts as ``200``) within int32, ``>= 1`` where the
+      default is positive (``max_steps_in_episode`` of 0 or -1 would end every
+      episode at once);
+    * a ``float`` default (a physics constant, a reward) takes a finite real
+      number within float32;
+    * array-valued parameters (e.g. Acrobot's ``available_torque``) cannot be
+      overridden: ``Setup`` must stay hashable.
+
+    The environment may check ranges of its own after this (e.g. LineSearch's
+    ``speed >= 0``).
+
+    Args:
+        env_id: an id of :func:`jaxreplay.envs.make`.
+        env_params: ``((name, value), ...)`` pairs.
+
+    Returns:
+        The pairs, values as Python ``bool``/``int``/``float``.
+
+    Raises:
+        ValueError: naming ``setup.env_params.<name>`` and what it takes (or
+            the unknown ``env_id``).
+    """
+    _, defaults = _environment(env_id, ())
+    fields = sorted(getattr(defaults, "__dataclass_fields__", {}))
+    checked: dict[str, bool | int | float] = {}
+    for pair in env_params:
+        if len(pair) != 2 or not isinstance(pair[0], str):
+            raise ValueError(f"setup.env_params must be (name, value) pairs with a str name, got {pair!r}.")
+        name, value = pair
+        where = f"setup.env_params.{name}"
+        if name not in fields:
+            raise ValueError(f"{where}: not a parameter of {env_id}; it has {', '.join(fields)}.")
+        if name in checked:
+            raise ValueError(f"{where} is given twice.")
+        checked[name] = _check_env_param(where, value, getattr(defaults, name))
+    return tuple(checked.items())
+
+
+def _as_real(value: object) -> float | None:
+    """``value`` as a float if it is a real number (bools are not), else ``None``."""
+    if isinstance(value, (bool, np.bool_)) or not isinstance(value, (int, float, np.integer, np.floating)):
+        return None
+    try:
+        return float(value)
+    except OverflowError:  # an int beyond any float: out of every range below
+        return math.inf if value > 0 else -math.inf
+
+
+def _check_env_param(where: str, value: object, default: object) -> bool | int | float:
+    """``value`` as the type of ``default`` (a Python bool, int or float), or ValueError naming ``where``."""
+    real = _as_real(value)
+    finite = real is not None and math.isfinite(real)
+    if isinstance(default, bool):
+        if not isinstance(value, (bool, np.bool_)):
+            raise ValueError(f"{where} must be true or false (like its default {default}), got {value!r}.")
+        return bool(value)
+    if isinstance(default, int):
+        low = 1 if default >= 1 else -_INT32_MAX - 1
+        if real is None or not finite or not real.is_integer() or not low <= real <= _INT32_MAX:
+            rule = "an integer >= 1" if low == 1 else "an integer"
+            raise ValueError(
+                f"{where} must be {rule} within int32 (like its default {default}: a length, a count or an "
+                f"interval), got {value!r}."
+            )
+        return int(real)
+    if isinstance(default, float):
+        if real is None or not finite or abs(real) > _FLOAT32_MAX:
+            raise ValueError(
+                f"{where} must be a finite number within float32 (like its default {default}), got {value!r}."
+            )
+        problem = _validation.float32_problem(real)  # nonzero below float32's normals: it would run as 0
+        if problem:
+            raise ValueError(f"{where} = {value!r} {problem}.")
+        return real
+    raise ValueError(
+        f"{where} cannot be overridden: its default is an array of shape {tuple(getattr(default, 'shape', ()))}, "
+        "and only scalar parameters (bool, int, float) can be."
+    )
+
+
+def environment(setup: Setup):
+    """``(env, env_params)`` of ``setup`` (a gymnax environment and its parameters)."""
+    return _environment(setup.env_id, setup.env_params)
+
+
+def network(setup: Setup) -> agent.QNetwork:
+    """The :class:`~jaxreplay.agents.dqn.QNetwork` of ``setup``."""
+    env, params = environment(setup)
+    return agent.QNetwork(setup.hidden_sizes, env.num_actions, len(_obs_shape(setup)))
+
+
+@functools.lru_cache(maxsize=None)
+def _obs_shape(setup: Setup) -> tuple[int, ...]:
+    # Cached: network() asks for it in every init / advance / evaluate / q_values trace.
+    env, params = environment(setup)
+    return tuple(jax.eval_shape(lambda k: env.reset(k, params)[0], jax.random.key(0)).shape)
+
+
+def _max_episode_steps(setup: Setup) -> int:
+    _, params = environment(setup)
+    return int(params.max_steps_in_episode)
+
+
+def example_transition(setup: Setup) -> dict:
+    """One stored transition (zeros): ``obs``/``next_obs`` float32[*obs_shape], ``action`` int32,
+    ``reward`` and ``terminated`` float32."""
+    obs = jnp.zeros(_obs_shape(setup), jnp.float32)
+    return {"obs": obs, "action": jnp.int32(0), "reward": jnp.float32(0), "next_obs": obs, "terminated": jnp.float32(0)}
+
+
+def _strip_weak_types(tree):
+    # gymnax resets put Python ints in the state (weakly typed after tracing),
+    # steps return strong int32: give scan one carry type.
+    return jax.tree.map(lambda x: jnp.asarray(x, jnp.result_type(x)), tree)
+
+
+def evaluate(key: jax.Array, params: agent.Params, setup: Setup) -> jax.Array:
+    """Mean return of ``setup.eval_episodes`` greedy episodes (ε = 0), run in parallel.
+
+    Each episode is a ``lax.scan`` of the environment's ``max_steps_in_episode``
+    steps on ``step_env`` (no auto-reset); rewards after the episode ends
+    (termination or the time limit) are masked out.
+
+    Returns:
+        ``float32[]``. Cost: ``eval_episodes × max_steps_in_episode`` forward
+        passes and environment steps.
+    """
+    env, env_params = environment(setup)
+    net = network(setup)
+
+    def episode(episode_key):
+        reset_key, steps_key = jax.random.split(episode_key)
+        obs, env_state = env.reset(reset_key, env_params)
+
+        def step(carry, step_key):
+            obs, env_state, total, done = carry
+            action = agent.greedy_action(net, params, obs)
+            obs, env_state, reward, terminated, _ = env.step_env(step_key, env_state, action, env_params)
+            total = total + jnp.where(done, 0.0, jnp.asarray(reward, jnp.float32))
+            done = done | terminated | env.is_truncated(env_state, env_params)
+            return (jnp.asarray(obs, jnp.float32), _strip_weak_types(env_state), total, done), None
+
+        carry = (jnp.asarray(obs, jnp.float32), _strip_weak_types(env_state), jnp.float32(0), jnp.bool_(False))
+        steps = jax.random.split(steps_key, _max_episode_steps(setup))
+        return jax.lax.scan(step, carry, steps)[0][2]
+
+    return jnp.mean(jax.vmap(episode)(jax.random.split(key, setup.eval_episodes)))
+
+
+def q_values(params: agent.Params, obs: ArrayLike, setup: Setup) -> jax.Array:
+    """``Q(obs, ·)`` of the network of ``setup``: ``float32[..., num_actions]``."""
+    return agent.q_values(network(setup), params, obs)

@@ -1,0 +1,94 @@
+"""DQN as a whole: the sweep engine's :data:`EXPERIMENT`, and whole runs without the engine.
+
+:data:`EXPERIMENT` gathers the experiment's functions for the engine, which
+runs segments (:func:`~jaxreplay.experiments.dqn.steps.advance`) on the host
+one at a time. :func:`run` is one whole run in one traced function (the
+segments a ``lax.scan``) and :func:`run_batch` vmaps it over runs, compiled
+once per setup.
+"""
+
+from __future__ import annotations
+
+import functools
+
+import jax
+import jax.numpy as jnp
+
+from jaxreplay.experiments import Experiment
+from jaxreplay.experiments.dqn.config import (
+    Hyperparameters,
+    Setup,
+    broadcast_hyperparameters,
+    check,
+    num_segments,
+)
+from jaxreplay.experiments.dqn.state import init
+from jaxreplay.experiments.dqn.steps import advance
+from jaxreplay.experiments.dqn.summary import coords, record_dims, summarize, summary_dims
+
+EXPERIMENT = Experiment(
+    name="dqn",
+    setup_type=Setup,
+    hyperparameters_type=Hyperparameters,
+    check=check,
+    init=init,
+    advance=advance,
+    summarize=summarize,
+    num_segments=num_segments,
+    record_dims=record_dims,
+    summary_dims=summary_dims,
+    coords=coords,
+)
+"""DQN as a sweep-engine experiment, registered as ``"dqn"``."""
+
+
+def run(key: jax.Array, hparams: Hyperparameters, setup: Setup, return_state: bool = False):
+    """One whole run: ``init``, ``advance`` × ``num_segments`` (a ``lax.scan``), ``summarize``.
+
+    Jittable with ``setup`` (and ``return_state``) static:
+    ``jax.jit(run, static_argnums=(2, 3))``.
+
+    Args:
+        key: the run's PRNG key.
+        hparams: scalar :class:`Hyperparameters`.
+        setup: static :class:`Setup`.
+        return_state: also return the final :class:`~jaxreplay.experiments.dqn.state.DQNState` (its memory
+            holds ``max_capacity`` slots: large for big memories).
+
+    Returns:
+        ``(records, summary)`` or ``(records, summary, state)``: each record
+        leaf ``[num_segments]`` (the segments concatenated), the summary as
+        :func:`summarize`.
+    """
+    check(hparams, setup)
+    state = init(key, hparams, setup)
+    state, records = jax.lax.scan(lambda s, _: advance(s, hparams, setup), state, None, length=num_segments(setup))
+    records = jax.tree.map(lambda r: r.reshape(-1, *r.shape[2:]), records)
+    summary = summarize(state, hparams, setup)
+    return (records, summary, state) if return_state else (records, summary)
+
+
+@functools.partial(jax.jit, static_argnums=(2, 3))
+def _run_batch(keys, hparams, setup, return_state):
+    return jax.vmap(run, in_axes=(0, 0, None, None))(keys, hparams, setup, return_state)
+
+
+def run_batch(keys: jax.Array, hparams: Hyperparameters, setup: Setup, return_state: bool = False):
+    """:func:`run` for ``R`` runs at once: ``jit(vmap(run))``, compiled once per ``setup``, ``R``
+    and ``return_state`` (any hyperparameter values, memory sizes included, reuse it).
+
+    Args:
+        keys: ``[R]`` PRNG keys.
+        hparams: each field a scalar (shared) or ``[R]``.
+        setup: static :class:`Setup`.
+        return_state: also return the final states (leading axis ``R``).
+
+    Returns:
+        ``(records, summary)`` (or with the states) with a leading axis ``R`` on every leaf.
+
+    Raises:
+        ValueError: a bad concrete hyperparameter (named), before compiling.
+    """
+    check(hparams, setup)
+    runs = jnp.shape(keys)[0]
+    return _run_batch(keys, broadcast_hyperparameters(hparams, runs), setup, bool(return_state))

@@ -1,0 +1,208 @@
+"""What a DQN run records: a :class:`Record` per segment and a :class:`Summary` at its end.
+
+The two named tuples declare the names once: :func:`record_dims` and
+:func:`summary_dims` give their fields to the engine, the segment step
+(:func:`~jaxreplay.experiments.dqn.steps.advance`) fills a ``Record`` and
+:func:`summarize` a ``Summary``. :func:`adaptive_diagnostics` pools aER's
+check counts of many runs on the host.
+"""
+
+from __future__ import annotations
+
+from typing import NamedTuple, Protocol
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+
+from jaxreplay import memory as memory_lib
+from jaxreplay.agents import dqn as agent
+from jaxreplay.experiments.dqn.config import Hyperparameters, Setup, num_segments
+from jaxreplay.experiments.dqn.state import DQNState
+
+
+class Record(NamedTuple):
+    """One segment's record point, each a scalar (:func:`~jaxreplay.experiments.dqn.steps.advance` gives every leaf a
+    ``"segment"`` axis of length 1; :func:`record_dims` names them).
+
+    Attributes:
+        train_return: ``float32``; mean return of the training episodes completed
+            in the segment (NaN if none).
+        train_episodes: ``int32``; their number.
+        td_loss: ``float32``; mean TD loss of the segment's gradient steps (NaN if none).
+        capacity: ``int32``; the memory's capacity at the segment's end.
+        capacity_mean: ``float32``; its capacity averaged over the segment's steps.
+        epsilon: ``float32``; ε at the segment's end.
+        env_steps: ``int32``; environment steps done.
+        eval_return: ``float32``; mean greedy evaluation return at the segment's
+            end (:func:`~jaxreplay.experiments.dqn.game.evaluate`); ``None``, and not recorded, when
+            ``Setup.eval_episodes`` is 0.
+    """
+
+    train_return: jax.Array
+    train_episodes: jax.Array
+    td_loss: jax.Array
+    capacity: jax.Array
+    capacity_mean: jax.Array
+    epsilon: jax.Array
+    env_steps: jax.Array
+    eval_return: jax.Array | None = None
+
+
+def _record_names(setup: Setup) -> tuple[str, ...]:
+    """The recorded fields of :class:`Record` under ``setup`` (``eval_return`` only with evaluation)."""
+    return tuple(name for name in Record._fields if name != "eval_return" or setup.eval_episodes > 0)
+
+
+def _record_arrays(record: Record) -> dict:
+    """``record`` as ``{name: value[None]}`` (a segment axis of length 1), unrecorded (``None``) fields left out."""
+    return {name: value[None] for name, value in record._asdict().items() if value is not None}
+
+
+class Summary(NamedTuple):
+    """Scalars describing a run's end (:func:`summarize` returns them as a dict; :func:`summary_dims`).
+
+    Attributes:
+        diverged: ``bool``; a parameter (online or target) is non-finite.
+        recent_return: ``float32``; mean of the last ``recent_episodes``
+            training-episode returns (NaN if none).
+        episodes: ``int32``; training episodes completed.
+        gradient_steps: ``int32``; gradient steps made.
+        final_capacity: ``int32``; the memory's capacity at the end (not
+            ``memory_size``, which labels the hyperparameter in a sweep).
+        adaptive_checks, adaptive_grows, adaptive_shrinks: ``int32``; aER's
+            checks and their outcomes (0 without aER).
+        adaptive_invalid: ``int32``; checks that could not decide (non-finite
+            sums or invalid traced tolerances).
+        adaptive_straddle_checks, adaptive_straddle_grows: ``int32``; checks,
+            and enlargements among them, with a target copy since the previous check.
+        adaptive_compared, adaptive_noisy: ``int32``; checks with a reference,
+            and of them those whose change was within two standard errors of 0.
+        adaptive_change_sum, adaptive_noise_sum: ``float32``; sums over compared
+            checks of the estimated ``| |δ_old|' - |δ_old| |`` and of that
+            change's standard error (divide by ``adaptive_compared`` on the
+            host: a traced division rounds differently in vectorised code,
+            which would make results depend on the chunk size).
+        capacity_clipped: ``bool``; a traced ``memory_size`` or aER capacity
+            outside ``[1, max_capacity]`` was clipped.
+        adaptive_invalid_parameters: ``bool``; a traced ``adaptive_tolerance``
+            or ``adaptive_relative_tolerance`` was NaN, infinite or out of
+            range (aER's checks kept the capacity).
+    """
+
+    diverged: jax.Array
+    recent_return: jax.Array
+    episodes: jax.Array
+    gradient_steps: jax.Array
+    final_capacity: jax.Array
+    adaptive_checks: jax.Array
+    adaptive_grows: jax.Array
+    adaptive_shrinks: jax.Array
+    adaptive_invalid: jax.Array
+    adaptive_straddle_checks: jax.Array
+    adaptive_straddle_grows: jax.Array
+    adaptive_compared: jax.Array
+    adaptive_noisy: jax.Array
+    adaptive_change_sum: jax.Array
+    adaptive_noise_sum: jax.Array
+    capacity_clipped: jax.Array
+    adaptive_invalid_parameters: jax.Array
+
+
+def summarize(state: DQNState, hparams: Hyperparameters, setup: Setup) -> dict:
+    """The run's :class:`Summary` as ``{name: scalar}`` (names: :func:`summary_dims`)."""
+    del hparams
+    recent = state.recent_returns
+    count = jnp.minimum(state.episodes, setup.recent_episodes)
+    recent_mean = jnp.where(count > 0, jnp.nansum(recent) / jnp.maximum(count, 1), jnp.nan)
+    memory = memory_lib.buffer_of(state.memory)
+    aer = state.controller.diagnostics
+    summary = Summary(
+        diverged=~(agent.is_finite(state.params) & agent.is_finite(state.target_params)),
+        recent_return=recent_mean.astype(jnp.float32),
+        episodes=state.episodes,
+        gradient_steps=state.gradient_steps,
+        final_capacity=memory.capacity,
+        adaptive_checks=aer.num_checks,
+        adaptive_grows=aer.num_grows,
+        adaptive_shrinks=aer.num_shrinks,
+        adaptive_invalid=aer.num_invalid,
+        adaptive_straddle_checks=state.straddle_checks,
+        adaptive_straddle_grows=state.straddle_grows,
+        adaptive_compared=aer.num_compared,
+        adaptive_noisy=aer.num_noisy,
+        adaptive_change_sum=aer.sum_abs_change,
+        adaptive_noise_sum=aer.sum_noise,
+        capacity_clipped=memory.capacity_clipped,
+        adaptive_invalid_parameters=aer.invalid_parameters,
+    )
+    return summary._asdict()
+
+
+_ADAPTIVE_SUMMARY = (
+    "adaptive_checks",
+    "adaptive_grows",
+    "adaptive_straddle_checks",
+    "adaptive_straddle_grows",
+    "adaptive_compared",
+    "adaptive_noisy",
+    "adaptive_change_sum",
+    "adaptive_noise_sum",
+)
+
+
+class _Entries(Protocol):
+    """Arrays by name: a dict of arrays, an ``xarray.Dataset``."""
+
+    def __getitem__(self, name: str, /) -> object: ...
+
+
+def adaptive_diagnostics(summary: _Entries) -> dict:
+    """aER's check diagnostics pooled over the runs of ``summary`` (on the host).
+
+    Args:
+        summary: a mapping (a dict of arrays, an ``xarray.Dataset``) holding
+            the ``adaptive_*`` entries of :func:`summarize`, each of any shape
+            (one entry per run).
+
+    Returns:
+        ``checks_mean`` (checks per run), ``grow_fraction``, the grow fraction
+        at checks that straddle a target copy and at the others
+        (``straddle_grow_fraction``, ``other_grow_fraction``),
+        ``noisy_fraction`` (compared checks whose change was within two
+        standard errors of 0), ``change_mean`` and ``noise_mean`` (per compared
+        check); ``None`` where nothing was counted.
+    """
+    total = {name: float(np.sum(np.asarray(summary[name], np.float64))) for name in _ADAPTIVE_SUMMARY}
+    runs = int(np.size(np.asarray(summary["adaptive_checks"])))
+
+    def share(numerator, denominator):
+        return numerator / denominator if denominator else None
+
+    checks, grows = total["adaptive_checks"], total["adaptive_grows"]
+    straddle, straddle_grows = total["adaptive_straddle_checks"], total["adaptive_straddle_grows"]
+    compared = total["adaptive_compared"]
+    return {
+        "checks_mean": share(checks, runs),
+        "grow_fraction": share(grows, checks),
+        "straddle_grow_fraction": share(straddle_grows, straddle),
+        "other_grow_fraction": share(grows - straddle_grows, checks - straddle),
+        "noisy_fraction": share(total["adaptive_noisy"], compared),
+        "change_mean": share(total["adaptive_change_sum"], compared),
+        "noise_mean": share(total["adaptive_noise_sum"], compared),
+    }
+
+
+def record_dims(setup: Setup) -> dict:
+    """Every recorded field of :class:`Record` has the single dim ``"segment"`` (one point per segment)."""
+    return {name: ("segment",) for name in _record_names(setup)}
+
+
+def summary_dims(setup: Setup) -> dict:
+    """Every field of :class:`Summary` is a scalar."""
+    return {name: () for name in Summary._fields}
+
+
+def coords(setup: Setup) -> dict:
+    """``{"segment": int64[num_segments]}``: environment steps done at each segment's end."""
+    return {"segment": np.arange(1, num_segments(setup) + 1, dtype=np.int64) * setup.steps_per_segment}
