@@ -218,13 +218,13 @@ def test_dqn_json_is_strict_and_says_why_a_value_is_missing(capsys):
     (["sweep", "CONFIG", "--out", "OUT", "--chunk-size", "0"], "--chunk-size must be >= 1, got 0."),
 ])
 def test_once_tracebacks_are_one_line_naming_the_option(tmp_path, capsys, monkeypatch, args, message):
-    from jaxreplay.engine import sweep
+    from jaxreplay.engine import resources
 
     config = tmp_path / "s.toml"
     config.write_text('experiment = "linesearch"\nseeds = 2\n[setup]\nsteps = 20\nmax_capacity = 20\n'
                       'max_batch_size = 2\n[fixed]\nmemory_size = 5\nbatch_size = 2\n')
     args = [str(config) if a == "CONFIG" else str(tmp_path / "out") if a == "OUT" else a for a in args]
-    monkeypatch.setattr(sweep, "_host_memory_bytes", lambda: 16 << 30)  # the same numbers on any machine
+    monkeypatch.setattr(resources, "host_memory_bytes", lambda: 16 << 30)  # the same numbers on any machine
     before = _COMPILES.lowerings
     assert cli.main(args) == 2
     err = capsys.readouterr().err

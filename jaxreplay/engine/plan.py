@@ -22,8 +22,8 @@ import numpy as np
 
 from jaxreplay.engine import records as records_lib
 
-if TYPE_CHECKING:  # (the engine's declaration module imports this one)
-    from jaxreplay.engine.sweep import Sweep
+if TYPE_CHECKING:  # (the declaration module imports this one)
+    from jaxreplay.engine.declaration import Sweep
 
 __all__ = [
     "Batch",
@@ -349,8 +349,8 @@ def mib(n: int) -> str:
 
 
 class Resources(NamedTuple):
-    """What the machine offers, as numbers (measured by :func:`jaxreplay.engine.sweep.run`, so that
-    :func:`make_plan` stays pure).
+    """What the machine offers, as numbers (measured by :func:`jaxreplay.engine.resources.measure`, so
+    that :func:`make_plan` stays pure).
 
     Attributes:
         memory_budget: device bytes a chunk may use, over all local devices.
