@@ -13,10 +13,12 @@ Subcommands:
 from __future__ import annotations
 
 import argparse
+import contextlib
 import importlib.metadata
 import math
 import platform
 import sys
+from typing import Any, NamedTuple
 
 import jaxreplay
 
@@ -46,18 +48,39 @@ def _info(args: argparse.Namespace) -> int:
 
 _NO_THEORY = "solver did not converge (its step budget ran out: the ODE diverges)"
 
+# Each field `jaxreplay linesearch` sets, as the library names it, and the option that sets it; a sweep names a
+# fixed value fixed.<field>.
+_LINESEARCH_OPTIONS = {
+    "memory_size": "--memory-size",
+    "batch_size": "--batch-size",
+    "step_size": "--step-size",
+    "discount": "--discount",
+    "priority_exponent": "--priority-exponent",
+    "adaptive_interval": "--adaptive-interval",
+    "adaptive_num_old": "--adaptive-num-old",
+}
+_LINESEARCH_OPTIONS.update({f"fixed.{field}": option for field, option in _LINESEARCH_OPTIONS.items()})
+
 
 def _linesearch(args: argparse.Namespace) -> int:
-    import json
+    sweep = _linesearch_sweep(args)
+    ds = _run(sweep, None, advice=_LINESEARCH_ADVICE, progress=False).dataset
+    result = _linesearch_result(args, ds)
+    if args.json:
+        _print_linesearch_json(result.report, args.seeds)
+    else:
+        _print_linesearch(args, result)
+    return 0
 
+
+def _linesearch_sweep(args: argparse.Namespace):
+    """`jaxreplay linesearch`'s options as one configuration × seeds of the sweep engine (run i's key:
+    ``fold_in(key(seed), i)``), checked before anything runs; a bad value is named as the option typed."""
     import numpy as np
 
-    from jaxreplay.engine import results
     from jaxreplay.engine import sweep as sweep_lib
     from jaxreplay.experiments import linesearch as ls
-    from jaxreplay.paper import theory
 
-    adaptive = args.sampler == "adaptive"
     # `is None`, not falsiness: an explicit 0 is refused below, never replaced by the default.
     num_old = args.adaptive_num_old if args.adaptive_num_old is not None else max(args.memory_size // 2, 1)
     hparams = ls.Hyperparameters(
@@ -75,7 +98,7 @@ def _linesearch(args: argparse.Namespace) -> int:
         _positive("adaptive-num-old", args.adaptive_num_old)
     # The smallest storage that can hold the run: N itself, or for aER as much
     # as the memory can grow in `steps` steps (N grows by at most k every k steps).
-    max_capacity = max(args.memory_size, 1) + (args.steps if adaptive else 0)
+    max_capacity = max(args.memory_size, 1) + (args.steps if args.sampler == "adaptive" else 0)
     setup = ls.Setup(
         steps=args.steps,
         max_capacity=max_capacity,
@@ -83,22 +106,34 @@ def _linesearch(args: argparse.Namespace) -> int:
         sampler=args.sampler,
         max_num_old=max(num_old, 1),
     )
-    try:
+    with _named_as_options(_LINESEARCH_OPTIONS):
         ls.check_hyperparameters(hparams, setup)
-    except ValueError as error:  # named as typed: --step-size, not step_size
-        raise ValueError(_as_option(str(error), hparams._fields)) from None
-    # One configuration × seeds through the sweep engine (run i's key: fold_in(key(seed), i)).
-    try:
-        sweep = sweep_lib.Sweep(
+        return sweep_lib.Sweep(
             "linesearch",
             seeds=args.seeds,
             seed=args.seed,
             setup=setup,  # type: ignore[arg-type]  # Sweep.setup takes a Setup too; annotated Mapping only (engine)
             fixed={k: np.asarray(v).item() for k, v in hparams._asdict().items()},
         )
-    except ValueError as error:  # e.g. a float32 refusal: named as typed, --step-size 1e-50
-        raise ValueError(_fixed_as_option(str(error), hparams._fields)) from None
-    ds = _run(sweep, None, names=_LINESEARCH_NAMES, progress=False).dataset
+
+
+class _LineSearchResult(NamedTuple):
+    """What `jaxreplay linesearch` found: its report (the --json object), the seeds' mean Δθ curve
+    (``float64[T, 2]``) and the ODE's solution (None where its solver gave up)."""
+
+    report: dict
+    mean_curve: Any
+    solution: Any
+
+
+def _linesearch_result(args: argparse.Namespace, ds) -> _LineSearchResult:
+    """The experiment's runs ``ds`` (one configuration × seeds) beside the ODE theory of the same setting."""
+    import numpy as np
+
+    from jaxreplay.engine import results
+    from jaxreplay.paper import theory
+
+    adaptive = args.sampler == "adaptive"
     dtheta = ds.dtheta.values.astype(np.float64)  # [seeds, T, 2]
     mean_curve = dtheta.mean(axis=0)
     per_seed = ds.final_metric.values.astype(np.float64)
@@ -114,17 +149,9 @@ def _linesearch(args: argparse.Namespace) -> int:
         priority_exponent=args.priority_exponent if args.sampler == "prioritized" else None,
         times=times,
     )
+    config = ("memory_size", "batch_size", "step_size", "discount", "sampler", "priority_exponent", "seeds", "steps")
     report = {
-        "config": {
-            "memory_size": args.memory_size,
-            "batch_size": args.batch_size,
-            "step_size": args.step_size,
-            "discount": args.discount,
-            "sampler": args.sampler,
-            "priority_exponent": args.priority_exponent,
-            "seeds": args.seeds,
-            "steps": args.steps,
-        },
+        "config": {name: getattr(args, name) for name in config},
         "theory": {
             "converged": True,
             "final_metric": float(solution.metric),
@@ -158,13 +185,13 @@ def _linesearch(args: argparse.Namespace) -> int:
     }
     if adaptive:
         report["experiment"]["memory_size_mean"] = memory_mean.tolist()
-    if args.json:
-        # strict JSON: NaN and ±inf become null, each with its <key>_null_reason
-        diverged = report["experiment"]["diverged_seeds"]
-        why = f"{diverged} of {args.seeds} seed(s) diverged (non-finite weights)" if diverged else None
-        report["experiment"] = results.strict_json(report["experiment"], reason=why)
-        print(json.dumps(results.strict_json(report), allow_nan=False))
-        return 0
+    return _LineSearchResult(report, mean_curve, solution)
+
+
+def _print_linesearch(args: argparse.Namespace, result: _LineSearchResult) -> None:
+    import numpy as np
+
+    report, solution = result.report, result.solution
     exp = report["experiment"]
     print(
         f"LineSearch, sampler={args.sampler}, N={args.memory_size}, m={args.batch_size}, "
@@ -179,13 +206,24 @@ def _linesearch(args: argparse.Namespace) -> int:
         f"per-seed mean {exp['final_metric_per_seed_mean']:.6g} ± {exp['final_metric_stderr']:.2g}"
     )
     if solution is not None:
-        gap = np.abs(mean_curve - np.stack([solution.dtheta1, solution.dtheta2], -1)[1:]).max()
+        gap = np.abs(result.mean_curve - np.stack([solution.dtheta1, solution.dtheta2], -1)[1:]).max()
         print(f"  max |Δθ_experiment − Δθ_theory| over t = {gap:.3g}")
-    if adaptive:
-        print(f"  memory size: start {args.memory_size}, mean at T {memory_mean[-1]:.1f}")
+    if args.sampler == "adaptive":
+        print(f"  memory size: start {args.memory_size}, mean at T {exp['memory_size_mean'][-1]:.1f}")
     if exp["diverged_seeds"]:
         print(f"  {exp['diverged_seeds']} seed(s) diverged (non-finite weights)")
-    return 0
+
+
+def _print_linesearch_json(report: dict, seeds: int) -> None:
+    """``report`` as strict JSON: NaN and ±inf become null, each with its <key>_null_reason."""
+    import json
+
+    from jaxreplay.engine import results
+
+    diverged = report["experiment"]["diverged_seeds"]
+    why = f"{diverged} of {seeds} seed(s) diverged (non-finite weights)" if diverged else None
+    report = dict(report, experiment=results.strict_json(report["experiment"], reason=why))
+    print(json.dumps(results.strict_json(report), allow_nan=False))
 
 
 def _reproduce_readme(args: argparse.Namespace) -> int:
@@ -244,14 +282,38 @@ def _reproduce(args: argparse.Namespace) -> int:
     return 0
 
 
-def _dqn(args: argparse.Namespace) -> int:
-    import dataclasses
-    import json
+# Each field `jaxreplay dqn` sets, as the library names it, and the option that sets it.
+_DQN_OPTIONS = {"env_id": "--env"}
 
-    import numpy as np
+
+def _dqn(args: argparse.Namespace) -> int:
+    import json
 
     from jaxreplay.engine import results
     from jaxreplay.engine import sweep as sweep_lib
+
+    setup, hparams = _dqn_setting(args)
+    sweep = sweep_lib.Sweep(
+        "dqn",
+        seeds=args.seeds,
+        seed=args.seed,
+        setup=setup,  # type: ignore[arg-type]  # Sweep.setup takes a Setup too; annotated Mapping only (engine)
+        fixed=hparams._asdict(),
+    )
+    ds = _run(sweep, None, advice=_DQN_ADVICE, progress=not args.quiet and not args.json).dataset
+    result = _dqn_result(args, setup, ds)
+    if args.json:
+        print(json.dumps(results.strict_json(result.report), allow_nan=False))
+    else:
+        _print_dqn(args, result)
+    return 0
+
+
+def _dqn_setting(args: argparse.Namespace):
+    """`jaxreplay dqn`'s options as the experiment's ``(Setup, Hyperparameters)``: the paper's setting of a game it
+    ran, else the defaults; checked before anything runs, a bad value named as the option typed."""
+    import dataclasses
+
     from jaxreplay.experiments import dqn
     from jaxreplay.paper.reproduce import settings as paper_settings
 
@@ -263,11 +325,8 @@ def _dqn(args: argparse.Namespace) -> int:
     else:
         if args.tuned:
             raise ValueError("--tuned is only available for CartPole-v1.")
-        try:
+        with _named_as_options(_DQN_OPTIONS):
             setup = dqn.Setup(env_id=args.env, max_capacity=max(args.memory_size, 1), adaptive=args.adaptive)
-        except ValueError as e:  # name the option the user typed
-            prefix = f"env_id {args.env!r}:"
-            raise ValueError(str(e).replace(prefix, f"--env {args.env}:", 1)) from None
         hparams = dqn.Hyperparameters(memory_size=args.memory_size, adaptive_num_old=max(args.memory_size // 2, 1))
     setup = dataclasses.replace(setup, sampler=args.sampler)
     hparams = hparams._replace(
@@ -279,15 +338,25 @@ def _dqn(args: argparse.Namespace) -> int:
             dqn.with_total_steps(setup, args.steps),
             max_capacity=max(min(setup.max_capacity, args.steps), hparams.memory_size),
         )
-    _check_dqn_env(setup)
-    sweep = sweep_lib.Sweep(
-        "dqn",
-        seeds=args.seeds,
-        seed=args.seed,
-        setup=setup,  # type: ignore[arg-type]  # Sweep.setup takes a Setup too; annotated Mapping only (engine)
-        fixed=hparams._asdict(),
-    )
-    ds = _run(sweep, None, names=_DQN_NAMES, progress=not args.quiet and not args.json).dataset
+    _check_dqn_episodes(setup)
+    return setup, hparams
+
+
+class _DQNResult(NamedTuple):
+    """What `jaxreplay dqn` found: its report (the --json object), each seed's final return (``float64[seeds]``,
+    NaN where none was measured) and whether each seed diverged (``bool[seeds]``)."""
+
+    report: dict
+    final: Any
+    diverged: Any
+
+
+def _dqn_result(args: argparse.Namespace, setup, ds) -> _DQNResult:
+    """The runs ``ds`` of one DQN setting × seeds: final returns, their IQM and interval, memory sizes."""
+    import numpy as np
+
+    from jaxreplay.engine import results
+
     final_kind = "eval_return" if "eval_return" in ds else "train_return"
     final = ds[final_kind].isel(segment=-1).values.astype(np.float64)
     diverged = ds.diverged.values.reshape(-1)
@@ -313,20 +382,24 @@ def _dqn(args: argparse.Namespace) -> int:
     report = {k: v for k, v in report.items() if not (k.endswith("_null_reason") and v is None)}
     if args.adaptive:
         report["adaptive"] = _adaptive_report(ds)
-    if args.json:
-        print(json.dumps(results.strict_json(report), allow_nan=False))
-        return 0
+    return _DQNResult(report, final, diverged)
+
+
+def _print_dqn(args: argparse.Namespace, result: _DQNResult) -> None:
+    import numpy as np
+
+    report, final = result.report, result.final
     print(
         f"DQN {args.env}, {'aER from' if args.adaptive else 'fixed memory'} {args.memory_size}, sampler "
-        f"{args.sampler}, {args.seeds} seeds, {setup.total_steps} steps"
+        f"{args.sampler}, {args.seeds} seeds, {report['steps']} steps"
     )
     print(f"  final {report['final_return_kind']} per seed: " + ", ".join(f"{x:.1f}" for x in final))
     interval = (
         report["iqm_ci95_null_reason"]
         if report["iqm_ci95"] is None
-        else f"95% bootstrap CI [{ci['low']:.1f}, {ci['high']:.1f}]"
+        else f"95% bootstrap CI [{report['iqm_ci95'][0]:.1f}, {report['iqm_ci95'][1]:.1f}]"
     )
-    print(f"  IQM {'n/a' if ci['estimate'] is None else format(ci['estimate'], '.1f')} ({interval})")
+    print(f"  IQM {'n/a' if report['iqm'] is None else format(report['iqm'], '.1f')} ({interval})")
     print(f"  memory size: start {args.memory_size}, mean at the end {report['memory_size_mean'][-1]:.0f}")
     if args.adaptive:
         a = report["adaptive"]
@@ -339,13 +412,12 @@ def _dqn(args: argparse.Namespace) -> int:
         )
     if report["diverged"]:
         print(f"  {report['diverged']} seed(s) diverged (non-finite parameters)")
-    unmeasured = int(np.sum(~np.isfinite(final) & ~ds.diverged.values.reshape(-1)))
+    unmeasured = int(np.sum(~np.isfinite(final) & ~result.diverged))
     if unmeasured:
         print(
-            f"  {unmeasured} seed(s) finished no {final_kind.split('_')[0]} episode in the last segment: "
-            "their return is NaN (not measured, not diverged)"
+            f"  {unmeasured} seed(s) finished no {report['final_return_kind'].split('_')[0]} episode in the last "
+            "segment: their return is NaN (not measured, not diverged)"
         )
-    return 0
 
 
 def _unmeasured_seeds(final, diverged, final_kind: str) -> str | None:
@@ -442,31 +514,32 @@ def _solve_theory(**kwargs):
         logger.disabled = disabled
 
 
-# How the sweep engine's advice reads for commands that build the sweep from their options.
-_LINESEARCH_NAMES = {
-    "(setup.max_batch_size, setup.batch_size, --batch-size)": "(--batch-size)",
-    "Lower setup.max_capacity (replay storage dominates), shorten a segment": "Lower --memory-size (replay storage "
-    "dominates)",
-    ", or raise memory_budget / memory_fraction.": ", or use a machine with more memory.",
-    "Run fewer seeds or grid points, or record less (e.g. a shorter setup.steps / fewer segments), or split the "
-    "sweep into several.": "Run fewer --seeds, or fewer --steps.",
+# What a command advises where the engine refuses its sweep for memory (a ResourceError), by the fields the engine
+# advises lowering; {cause} is what the engine found dominates the need.
+_LINESEARCH_ADVICE = {
+    ("setup.max_capacity",): "Lower --memory-size ({cause}), or use a machine with more memory.",
+    ("setup.max_batch_size", "setup.batch_size"): "{cause}: lower the minibatch size (--batch-size), or use a "
+    "machine with more memory.",
+    ("seeds", "setup.steps"): "Run fewer --seeds, or fewer --steps.",
 }
-_DQN_NAMES = {
-    **_LINESEARCH_NAMES,
-    "Lower --memory-size (replay storage dominates)": "Lower --memory-size or --steps (replay storage dominates)",
-    "(--batch-size)": "(the Setup's batch_size: run it as a sweep)",
+_DQN_ADVICE = {
+    ("setup.max_capacity",): "Lower --memory-size or --steps ({cause}), or use a machine with more memory.",
+    ("setup.max_batch_size", "setup.batch_size"): "{cause}: lower the minibatch size (the Setup's batch_size: run "
+    "it as a sweep), or use a machine with more memory.",
+    ("seeds", "setup.steps"): "Run fewer --seeds, or fewer --steps.",
 }
 
 
-def _run(sweep, out, names=None, **options):
+def _run(sweep, out, advice=None, **options):
     """``sweep.run``; its refusals for device memory, host memory or disk (MemoryError, raised with the
     numbers before anything runs) and a failed write (OSError, e.g. a full disk: it names the file) become a
     ValueError: one line, exit status 2. Every warning raised while it runs (the engine's, a damaged chunk
     set aside, ..., and any other, e.g. NumPy's) prints once, as one line, after the run ends or fails.
-    ``names`` rewrites the engine's advice (``setup.max_capacity``) into the command's options (``--memory-size``)."""
+    ``advice`` (a command's table above) replaces the engine's advice for a refusal it has an entry for."""
     import warnings
 
     from jaxreplay.engine import sweep as sweep_lib
+    from jaxreplay.engine.plan import ResourceError
 
     caught: list[warnings.WarningMessage] = []
     try:
@@ -475,10 +548,8 @@ def _run(sweep, out, names=None, **options):
             try:
                 return sweep_lib.run(sweep, out, **options)
             except MemoryError as e:
-                message = str(e)
-                for engine, command in (names or {}).items():
-                    message = message.replace(engine, command)
-                raise ValueError(message) from None
+                ours = (advice or {}).get(e.lower) if isinstance(e, ResourceError) else None
+                raise ValueError(f"{e.problem} {ours.format(cause=e.cause)}" if ours else str(e)) from None
             except OSError as e:
                 raise ValueError(f"cannot write {e.filename or out}: {e.strerror or e}.") from None
     finally:
@@ -501,21 +572,22 @@ def _warning_line(warning, engine_category: type[Warning]) -> str:
     return f"jaxreplay: warning: {warning.category.__name__}: {message} ({where})"
 
 
-def _as_option(message: str, fields) -> str:
-    """``message`` with its leading field name (``step_size must be ...``) written as the option the
-    user typed (``--step-size must be ...``)."""
-    field, _, rest = message.partition(" ")
-    return f"--{field.replace('_', '-')} {rest}" if field in fields else message
+@contextlib.contextmanager
+def _named_as_options(options: dict[str, str]):
+    """A :class:`~jaxreplay._validation.FieldError` about a field of ``options`` (a command's table above) raised
+    inside, said of the option the user typed instead: ``--step-size must be >= 0.0, got -1.0.``,
+    ``--step-size 1e-50 does not fit a float32 ...``, ``--env Pendulum-v1: DQN needs ...``."""
+    from jaxreplay._validation import FieldError
 
-
-def _fixed_as_option(message: str, fields) -> str:
-    """``message`` with its leading ``fixed.step_size = `` (how a sweep names a fixed value) written as the option
-    the user typed (``--step-size ``)."""
-    for field in fields:
-        prefix = f"fixed.{field} = "
-        if message.startswith(prefix):
-            return f"--{field.replace('_', '-')} {message[len(prefix) :]}"
-    return message
+    try:
+        yield
+    except FieldError as error:
+        if error.field not in options:
+            raise
+        option = options[error.field]
+        if error.shows_value:  # as typed: the value after the option, no `=`, no quotes
+            option += f" {error.value}:" if error.about else f" {error.value}"
+        raise ValueError(f"{option} {error.problem}") from None
 
 
 def _positive(name: str, value: int) -> None:
@@ -525,40 +597,28 @@ def _positive(name: str, value: int) -> None:
         raise ValueError(f"--{name} must be <= {2**31 - 1} (an int32), got {value}.")
 
 
-def _check_dqn_env(setup) -> None:
-    """Refuse, before compiling, a game DQN cannot play or report (ValueError naming --env and why).
+def _check_dqn_episodes(setup) -> None:
+    """Refuse, before compiling, a run whose return cannot be reported (ValueError naming --env and why).
 
-    DQN picks an action by arg-max over one Q-value per action, so it needs a
-    discrete action space of at least two actions (a continuous ``Box`` such
-    as Pendulum-v1's would be trained as a one-action network). LineSearch
-    never terminates: its only episode end is at ``horizon``, so a run whose
-    last segment contains none would report a NaN return.
+    LineSearch never terminates: its only episode end is at ``horizon``, so a
+    run whose last segment contains none would report a NaN return. (A game
+    DQN cannot play, with continuous actions or a single one, is refused by
+    ``dqn.Setup`` itself.)
     """
-    from gymnax.environments import spaces
-
     from jaxreplay.experiments import dqn
 
-    env_id = setup.env_id
-    env, params = dqn.environment(setup)  # (its env_params applied as the experiment does)
-    space = env.action_space(params)
-    if not isinstance(space, spaces.Discrete):
+    if setup.env_id != "LineSearch":
+        return
+    _, params = dqn.environment(setup)  # (its env_params applied as the experiment does)
+    horizon, total = int(params.horizon), setup.total_steps
+    last_start = total - setup.steps_per_segment
+    if total // horizon * horizon <= last_start:
         raise ValueError(
-            f"--env {env_id}: DQN needs a discrete action space (one Q-value per action), but {env_id} has "
-            f"continuous actions ({type(space).__name__} of shape {tuple(space.shape)}); choose a game with "
-            "discrete actions, e.g. CartPole-v1, Acrobot-v1 or MountainCar-v0."
+            f"--env LineSearch: its episode never terminates and lasts horizon = {horizon} steps, so no "
+            f"episode ends in the last segment (steps {last_start + 1}-{total}) and the return would be NaN; "
+            f"use --steps {max(horizon, total // horizon * horizon)} (a multiple of {horizon}), or "
+            "`jaxreplay linesearch` for the paper's LineSearch experiment."
         )
-    if int(space.n) < 2:
-        raise ValueError(f"--env {env_id}: DQN needs at least 2 actions to choose from, {env_id} has {int(space.n)}.")
-    if env_id == "LineSearch":
-        horizon, total = int(params.horizon), setup.total_steps
-        last_start = total - setup.steps_per_segment
-        if total // horizon * horizon <= last_start:
-            raise ValueError(
-                f"--env LineSearch: its episode never terminates and lasts horizon = {horizon} steps, so no "
-                f"episode ends in the last segment (steps {last_start + 1}-{total}) and the return would be NaN; "
-                f"use --steps {max(horizon, total // horizon * horizon)} (a multiple of {horizon}), or "
-                "`jaxreplay linesearch` for the paper's LineSearch experiment."
-            )
 
 
 # The --json convention (jaxreplay.engine.results.strict_json), in the help of every --json.
@@ -566,15 +626,19 @@ _NULLS = "a value that cannot be given, such as NaN or an interval of too few se
 
 
 def build_parser() -> argparse.ArgumentParser:
-    """The ``jaxreplay`` argument parser (subcommands info, linesearch, dqn, sweep, reproduce)."""
-    from jaxreplay.paper.reproduce import dqn as reproduce_dqn  # the games of the paper (no JAX import)
-
+    """The ``jaxreplay`` argument parser (subcommands info, linesearch, dqn, sweep, reproduce, study)."""
     parser = argparse.ArgumentParser(prog="jaxreplay", description=__doc__.splitlines()[0])
     parser.add_argument("--version", action="version", version=f"jaxreplay {jaxreplay.__version__}")
     commands = parser.add_subparsers(dest="command", metavar="COMMAND")
     info = commands.add_parser("info", help="print versions and the devices JAX sees")
     info.set_defaults(handler=_info)
+    for add_parser in (_add_linesearch_parser, _add_dqn_parser, _add_sweep_parser, _add_reproduce_parser):
+        add_parser(commands)
+    _add_study_parser(commands)
+    return parser
 
+
+def _add_linesearch_parser(commands) -> None:
     ls = commands.add_parser("linesearch", help="one LineSearch configuration: theory and experiment side by side")
     ls.add_argument("--memory-size", type=int, default=100, help="N, replay memory capacity (aER: initial N0)")
     ls.add_argument("--batch-size", type=int, default=5, help="m, sequential updates per step")
@@ -590,6 +654,8 @@ def build_parser() -> argparse.ArgumentParser:
     ls.add_argument("--json", action="store_true", help="print one JSON object (strict JSON: " + _NULLS + ")")
     ls.set_defaults(handler=_linesearch)
 
+
+def _add_dqn_parser(commands) -> None:
     dq = commands.add_parser("dqn", help="one DQN setting on a gymnax game, vmapped over seeds")
     dq.add_argument("--env", default="CartPole-v1", help="gymnax id (CartPole-v1, MountainCar-v0, Acrobot-v1, ...)")
     dq.add_argument("--memory-size", type=int, default=100, help="N (aER: the initial N0)")
@@ -622,6 +688,8 @@ def build_parser() -> argparse.ArgumentParser:
     dq.add_argument("--quiet", action="store_true", help="no progress bar")
     dq.set_defaults(handler=_dqn)
 
+
+def _add_sweep_parser(commands) -> None:
     sw = commands.add_parser("sweep", help="run a sweep declared in a TOML file (resumable)")
     sw.add_argument("config", help="TOML file: experiment, seeds, [setup], [fixed], [grid] or [[points]], [run]")
     sw.add_argument("--out", required=True, help="output folder (rerun with the same config to resume)")
@@ -630,6 +698,10 @@ def build_parser() -> argparse.ArgumentParser:
     sw.add_argument("--memory-budget-mib", type=float, default=None, help="device memory budget in MiB")
     sw.add_argument("--quiet", action="store_true", help="no progress bar")
     sw.set_defaults(handler=_sweep)
+
+
+def _add_reproduce_parser(commands) -> None:
+    from jaxreplay.paper.reproduce import dqn as reproduce_dqn  # the games of the paper (no JAX import)
 
     reproduce = commands.add_parser("reproduce", help="reproduce the paper's figures and claims")
     targets = reproduce.add_subparsers(dest="target", metavar="TARGET", required=True)
@@ -671,8 +743,6 @@ def build_parser() -> argparse.ArgumentParser:
     rrm.add_argument("dir", help="the --out folder of `reproduce all`")
     rrm.add_argument("--readme", required=True, metavar="docs/claims.md")
     rrm.set_defaults(handler=_reproduce_readme)
-    _add_study_parser(commands)
-    return parser
 
 
 def _study(args: argparse.Namespace) -> int:

@@ -29,6 +29,7 @@ from typing import Any
 import numpy as np
 
 from jaxreplay import _files, _validation, experiments
+from jaxreplay._validation import FieldError
 from jaxreplay.engine.plan import check_run_options
 from jaxreplay.engine.records import Record
 
@@ -97,7 +98,9 @@ class Sweep:
                 exp.check(one_config, setup_obj)
             except ValueError as one:
                 message = str(one)
-                field = message.split(" ", 1)[0]
+                # (a rule over several fields, e.g. DQN's adaptive_interval against a Setup value, still
+                # raises a plain ValueError that begins with the field it refuses)
+                field = one.field if isinstance(one, FieldError) else message.split(" ", 1)[0]
                 if field not in exp.hyperparameter_names:
                     return message
                 value = getattr(one_config, field).item()
@@ -416,18 +419,18 @@ def _check_hparam(exp, where: str, name: str, value):
     if name not in fields:
         raise ValueError(f"{where}: unknown hyperparameter of {exp.name!r}; known: {', '.join(fields)}.")
     if isinstance(value, bool) or not isinstance(value, (int, float, np.integer, np.floating)):
-        raise ValueError(f"{where} must be a number, got {value!r} ({type(value).__name__}).")
+        raise FieldError(where, f"must be a number, got {value!r} ({type(value).__name__}).")
     if _is_int_field(exp.hyperparameters_type(), name):
         if not math.isfinite(float(value)) or float(value) != int(value):
-            raise ValueError(f"{where} must be an integer, got {value!r}.")
+            raise FieldError(where, f"must be an integer, got {value!r}.")
         if not -_INT32_MAX - 1 <= int(value) <= _INT32_MAX:  # traced as int32
-            raise ValueError(f"{where} = {int(value)} does not fit an int32 (at most {_INT32_MAX}).")
+            raise FieldError(where, f"does not fit an int32 (at most {_INT32_MAX}).", int(value))
         return int(value)
     if not math.isfinite(float(value)):
-        raise ValueError(f"{where} must be finite, got {value!r}.")
+        raise FieldError(where, f"must be finite, got {value!r}.")
     problem = _validation.float32_problem(value)  # traced as float32: inf, or 0 under another label
     if problem:
-        raise ValueError(f"{where} = {value!r} {problem}.")
+        raise FieldError(where, f"{problem}.", value)
     return float(value)
 
 

@@ -172,9 +172,9 @@ def run(
         MemoryError: a single run (per device) does not fit the budget, the
             results do not fit the host's available memory, or the chunks and
             ``results.nc`` do not fit the free disk under ``out_dir``; raised
-            with the numbers before anything is written or compiled
-            (a :class:`jaxreplay._validation.ResourceError`, which names what
-            to lower).
+            with the numbers before anything is written or compiled (a
+            :class:`~jaxreplay.engine.plan.ResourceError`, which also names
+            the fields to lower).
     """
     # Options first: nothing read, written or compiled yet (on every process, before any barrier).
     plan_lib.check_run_options(chunk_size=chunk_size, memory_fraction=memory_fraction, memory_budget=memory_budget)
