@@ -27,27 +27,30 @@ class FieldError(ValueError):
         field: the field, dotted as the library names it (``"step_size"``,
             ``"setup.max_capacity"``, ``"fixed.step_size"``).
         problem: the rest of the sentence (``"must be >= 0.0, got -1.0."``).
-        value: the value refused, where the message shows it beside the field;
-            else ``None`` (and :attr:`shows_value` is False).
-        about: where the value is shown, whether the problem is about what the
-            value names (``env_id 'Pendulum-v1': DQN needs ...``) rather than
-            said of the value itself (``fixed.step_size = 1e-50 does not fit ...``).
+        value: the value refused, where the message shows it beside the field
+            (else None, and :attr:`shows_value` is False).
+        about: whether the problem is about what that value names (given as
+            ``about=``) rather than said of the value itself (``value=``).
 
-    The message is ``f"{field} {problem}"``; with a value shown,
-    ``f"{field} = {value!r} {problem}"``, or where ``about``,
-    ``f"{field} {value!r}: {problem}"``.
+    The message is ``f"{field} {problem}"`` (``step_size must be >= 0.0, got
+    -1.0.``); with ``value=v``, ``f"{field} = {v!r} {problem}"``
+    (``fixed.step_size = 1e-50 does not fit a float32 ...``); with ``about=v``,
+    ``f"{field} {v!r}: {problem}"`` (``env_id 'Pendulum-v1': DQN needs ...``).
     """
 
-    def __init__(self, field: str, problem: str, value: object = _UNSHOWN, *, about: bool = False):
-        self.field, self.problem, self.about = field, problem, about
-        self.shows_value = value is not _UNSHOWN
-        self.value = value if self.shows_value else None
+    def __init__(self, field: str, problem: str, value: object = _UNSHOWN, *, about: object = _UNSHOWN):
+        if value is not _UNSHOWN and about is not _UNSHOWN:
+            raise TypeError("FieldError takes value= or about=, not both.")
+        self.field, self.problem, self.about = field, problem, about is not _UNSHOWN
+        shown = about if self.about else value
+        self.shows_value = shown is not _UNSHOWN
+        self.value = shown if self.shows_value else None
         if not self.shows_value:
             message = f"{field} {problem}"
-        elif about:
-            message = f"{field} {value!r}: {problem}"
+        elif self.about:
+            message = f"{field} {shown!r}: {problem}"
         else:
-            message = f"{field} = {value!r} {problem}"
+            message = f"{field} = {shown!r} {problem}"
         super().__init__(message)
 
 

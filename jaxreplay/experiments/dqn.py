@@ -233,22 +233,15 @@ class Setup:
             raise ValueError(f"setup.env_params.{e}") from None
         space = env.action_space(env_params)
         if getattr(space, "n", None) is None or getattr(space, "shape", ()) not in ((), None):
-            raise _validation.FieldError(
-                "env_id",
-                "DQN needs a discrete action space (one Q-value per action), but "
-                f"{self.env_id} has continuous actions ({type(space).__name__} of shape "
-                f"{tuple(getattr(space, 'shape', ()))}); choose a game with discrete actions, e.g. CartPole-v1, "
-                "Acrobot-v1 or MountainCar-v0.",
-                self.env_id,
-                about=True,
+            problem = (
+                f"DQN needs a discrete action space (one Q-value per action), but {self.env_id} has continuous actions "
+                f"({type(space).__name__} of shape {tuple(getattr(space, 'shape', ()))}); choose a game with discrete "
+                "actions, e.g. CartPole-v1, Acrobot-v1 or MountainCar-v0."
             )
+            raise _validation.FieldError("env_id", problem, about=self.env_id)
         if int(space.n) < 2:
-            raise _validation.FieldError(
-                "env_id",
-                f"DQN needs at least 2 actions to choose from, {self.env_id} has {int(space.n)}.",
-                self.env_id,
-                about=True,
-            )
+            problem = f"DQN needs at least 2 actions to choose from, {self.env_id} has {int(space.n)}."
+            raise _validation.FieldError("env_id", problem, about=self.env_id)
 
     @property
     def cycle_length(self) -> int:
