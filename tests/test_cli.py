@@ -234,6 +234,36 @@ def test_once_tracebacks_are_one_line_naming_the_option(tmp_path, capsys, monkey
         assert "Lower --memory-size (replay storage dominates), or use a machine with more memory." in err
 
 
+def test_field_errors_are_read_in_parts_and_said_of_the_option_only_for_the_commands_fields():
+    """The library's FieldError keeps its message (field first, as the library names it) and its parts; a command
+    says it of the option the user typed where its OPTIONS table names the field, and passes any other unchanged."""
+    from jaxreplay._validation import FieldError, check_float, check_float32
+    from jaxreplay.cli import common, dqn, linesearch
+
+    with pytest.raises(FieldError) as bare:
+        check_float("step_size", -1.0, low=0.0)
+    assert (bare.value.field, bare.value.problem, bare.value.shows_value) == ("step_size", "must be >= 0.0, got -1.0.",
+                                                                             False)
+    assert str(bare.value) == "step_size must be >= 0.0, got -1.0." and isinstance(bare.value, ValueError)
+    with pytest.raises(FieldError) as shown:
+        check_float32("fixed.step_size", 1e-50)
+    assert shown.value.value == 1e-50 and not shown.value.about
+    assert str(shown.value).startswith("fixed.step_size = 1e-50 does not fit a float32 (its smallest normal")
+    about = FieldError("env_id", "DQN needs a discrete action space.", about="Pendulum-v1")
+    assert str(about) == "env_id 'Pendulum-v1': DQN needs a discrete action space." and about.value == "Pendulum-v1"
+    for error, options, said in [
+        (bare.value, linesearch.OPTIONS, "--step-size must be >= 0.0, got -1.0."),
+        (shown.value, linesearch.OPTIONS, "--step-size 1e-50 does not fit a float32 (its smallest normal"),
+        (about, dqn.OPTIONS, "--env Pendulum-v1: DQN needs a discrete action space."),
+        (bare.value, dqn.OPTIONS, "step_size must be >= 0.0, got -1.0."),  # not a field of `jaxreplay dqn`
+    ]:
+        with pytest.raises(ValueError) as raised:
+            with common.named_as_options(options):
+                raise error
+        assert str(raised.value).startswith(said)
+        assert (raised.value is error) == (error.field not in options)
+
+
 def test_reproduce_readme_writes_the_committed_runs_table(tmp_path, capsys):
     """`reproduce readme DIR --readme FILE` (its own handler: no --seeds) rewrites docs/claims.md's claims-gpu block
     from docs/paper_scale exactly as committed; a folder with no claims.json is one line of error."""

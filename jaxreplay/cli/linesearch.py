@@ -53,7 +53,7 @@ def add_parser(commands) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    """``jaxreplay linesearch``: its options read into a sweep, the sweep run, the theory solved, the two printed."""
+    """``jaxreplay linesearch``: its options read into a sweep, the sweep run, the ODE solved, both shown."""
     sweep = _read_sweep(args)
     ds = run_sweep(sweep, None, advice=ADVICE, progress=False).dataset
     result = _result(args, ds)
