@@ -15,6 +15,45 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
+_UNSHOWN = object()  # FieldError's value when its message does not show one
+
+
+class FieldError(ValueError):
+    """A ``ValueError`` about one field's value, naming the field as the library does.
+
+    A caller that names things otherwise (the command line's ``--step-size``
+    for ``step_size``) reads the parts instead of rewriting the message.
+
+    Attributes:
+        field: the field, dotted as the library names it (``"step_size"``,
+            ``"setup.max_capacity"``, ``"fixed.step_size"``).
+        problem: the rest of the sentence (``"must be >= 0.0, got -1.0."``).
+        value: the value refused, where the message shows it beside the field
+            (else None, and :attr:`shows_value` is False).
+        about: whether the problem is about what that value names (given as
+            ``about=``) rather than said of the value itself (``value=``).
+
+    The message is ``f"{field} {problem}"`` (``step_size must be >= 0.0, got
+    -1.0.``); with ``value=v``, ``f"{field} = {v!r} {problem}"``
+    (``fixed.step_size = 1e-50 does not fit a float32 ...``); with ``about=v``,
+    ``f"{field} {v!r}: {problem}"`` (``env_id 'Pendulum-v1': DQN needs ...``).
+    """
+
+    def __init__(self, field: str, problem: str, value: object = _UNSHOWN, *, about: object = _UNSHOWN):
+        if value is not _UNSHOWN and about is not _UNSHOWN:
+            raise TypeError("FieldError takes value= or about=, not both.")
+        self.field, self.problem, self.about = field, problem, about is not _UNSHOWN
+        shown = about if self.about else value
+        self.shows_value = shown is not _UNSHOWN
+        self.value = shown if self.shows_value else None
+        if not self.shows_value:
+            message = f"{field} {problem}"
+        elif self.about:
+            message = f"{field} {shown!r}: {problem}"
+        else:
+            message = f"{field} = {shown!r} {problem}"
+        super().__init__(message)
+
 
 def concrete_value(value: object) -> np.ndarray | None:
     """Return ``value`` as a NumPy scalar/array if it is concrete, else ``None``."""
@@ -27,19 +66,20 @@ def concrete_value(value: object) -> np.ndarray | None:
 
 
 def check_choice(name: str, value: object, allowed: Iterable[object]) -> None:
-    """Raise ``ValueError`` naming ``name`` unless ``value`` is one of ``allowed`` (static options: strings)."""
+    """Raise :class:`FieldError` naming ``name`` unless ``value`` is one of ``allowed`` (static options: strings)."""
     allowed = tuple(allowed)
     if value not in allowed:
-        raise ValueError(f"{name} must be one of {allowed}, got {value!r}.")
+        raise FieldError(name, f"must be one of {allowed}, got {value!r}.")
 
 
 def check_int(name: str, value: object, low: int | None = None, high: int | None = None) -> None:
-    """Raise ``ValueError`` unless every concrete entry of ``value`` is an integer in [low, high]."""
+    """Raise :class:`FieldError` naming ``name`` unless every concrete entry of ``value`` is an integer in
+    [low, high]."""
     arr = concrete_value(value)
     if arr is None:
         return
     if arr.dtype.kind == "b" or (arr.dtype.kind not in "iu" and not np.all(np.mod(arr, 1) == 0)):
-        raise ValueError(f"{name} must be an integer, got {value!r}.")
+        raise FieldError(name, f"must be an integer, got {value!r}.")
     _check_range(name, arr, low, high)
 
 
@@ -50,14 +90,14 @@ def check_float(
     high: float | None = None,
     high_inclusive: bool = True,
 ) -> None:
-    """Raise ``ValueError`` unless every concrete entry is a finite number in the range."""
+    """Raise :class:`FieldError` naming ``name`` unless every concrete entry is a finite number in the range."""
     arr = concrete_value(value)
     if arr is None:
         return
     if arr.dtype.kind not in "iuf":
-        raise ValueError(f"{name} must be a real number, got {value!r}.")
+        raise FieldError(name, f"must be a real number, got {value!r}.")
     if not np.all(np.isfinite(arr)):
-        raise ValueError(f"{name} must be finite, got {value!r}.")
+        raise FieldError(name, f"must be finite, got {value!r}.")
     _check_range(name, arr, low, high, high_inclusive)
 
 
@@ -89,7 +129,7 @@ def float32_problem(value: float | np.number) -> str | None:
 
 
 def check_float32(name: str, value: object) -> None:
-    """Raise ``ValueError`` naming ``name`` if a concrete finite entry of ``value`` (a number or an array of them)
+    """Raise :class:`FieldError` naming ``name`` if a concrete finite entry of ``value`` (a number or an array of them)
     does not survive the cast to float32 (:func:`float32_problem`)."""
     arr = concrete_value(value)
     if arr is None or arr.dtype.kind not in "iuf":
@@ -97,13 +137,14 @@ def check_float32(name: str, value: object) -> None:
     for x in arr.reshape(-1):
         problem = float32_problem(x) if np.isfinite(x) else None
         if problem:
-            raise ValueError(f"{name} = {value!r} {problem}.")
+            raise FieldError(name, f"{problem}.", value)
 
 
 def check_static_int(name: str, value: object, low: int | None = None, high: int | None = None) -> int:
-    """Check a *static* integer (a shape): it must be a Python/NumPy int, not a traced value."""
+    """Check a *static* integer (a shape): it must be a Python/NumPy int, not a traced value (else
+    :class:`FieldError` naming ``name``)."""
     if isinstance(value, jax.core.Tracer) or isinstance(value, bool) or not isinstance(value, (int, np.integer)):
-        raise ValueError(f"{name} must be a Python int (it sets an array shape and is static), got {value!r}.")
+        raise FieldError(name, f"must be a Python int (it sets an array shape and is static), got {value!r}.")
     _check_range(name, np.asarray(value), low, high)
     return int(value)
 
@@ -126,12 +167,12 @@ def _check_range(
     name: str, arr: np.ndarray, low: float | None, high: float | None, high_inclusive: bool = True
 ) -> None:
     if low is not None and np.any(arr < low):
-        raise ValueError(f"{name} must be >= {low}{_allowed(low, high, high_inclusive)}, got {_show(arr)}.")
+        raise FieldError(name, f"must be >= {low}{_allowed(low, high, high_inclusive)}, got {_show(arr)}.")
     if high is not None:
         bad = np.any(arr > high) if high_inclusive else np.any(arr >= high)
         if bad:
             op = "<=" if high_inclusive else "<"
-            raise ValueError(f"{name} must be {op} {high}{_allowed(low, high, high_inclusive)}, got {_show(arr)}.")
+            raise FieldError(name, f"must be {op} {high}{_allowed(low, high, high_inclusive)}, got {_show(arr)}.")
 
 
 def _allowed(low: float | None, high: float | None, high_inclusive: bool) -> str:

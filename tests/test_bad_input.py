@@ -9,7 +9,7 @@ import shlex
 import pytest
 
 from jaxreplay import cli
-from jaxreplay.engine import sweep as sw
+from jaxreplay.engine import resources
 
 REPO = pathlib.Path(__file__).resolve().parents[1]
 DOC = REPO / "docs" / "bad_input.md"
@@ -67,8 +67,8 @@ RUNNABLE = [row for row in ROWS if (_code(row["Example"]) or "").startswith(("ja
 @pytest.mark.parametrize("row", RUNNABLE, ids=[row["Bad input or fault"] for row in RUNNABLE])
 def test_each_example_does_what_the_table_says(row, tmp_path, capsys, monkeypatch):
     # The same memory on any machine: a 2 GiB device budget on a 4 GiB host.
-    monkeypatch.setattr(sw, "_host_memory_bytes", lambda: 4 << 30)
-    monkeypatch.setattr(sw, "default_memory_budget", lambda fraction=0.5, devices=None: 2 << 30)
+    monkeypatch.setattr(resources, "host_memory_bytes", lambda: 4 << 30)
+    monkeypatch.setattr(resources, "default_memory_budget", lambda fraction=0.5, devices=None: 2 << 30)
     example = _code(row["Example"])
     config, out = tmp_path / "sweep.toml", tmp_path / "out"
     if example.startswith("experiment = "):  # a whole config file, "\n" for a line break

@@ -218,13 +218,13 @@ def test_dqn_json_is_strict_and_says_why_a_value_is_missing(capsys):
     (["sweep", "CONFIG", "--out", "OUT", "--chunk-size", "0"], "--chunk-size must be >= 1, got 0."),
 ])
 def test_once_tracebacks_are_one_line_naming_the_option(tmp_path, capsys, monkeypatch, args, message):
-    from jaxreplay.engine import sweep
+    from jaxreplay.engine import resources
 
     config = tmp_path / "s.toml"
     config.write_text('experiment = "linesearch"\nseeds = 2\n[setup]\nsteps = 20\nmax_capacity = 20\n'
                       'max_batch_size = 2\n[fixed]\nmemory_size = 5\nbatch_size = 2\n')
     args = [str(config) if a == "CONFIG" else str(tmp_path / "out") if a == "OUT" else a for a in args]
-    monkeypatch.setattr(sweep, "_host_memory_bytes", lambda: 16 << 30)  # the same numbers on any machine
+    monkeypatch.setattr(resources, "host_memory_bytes", lambda: 16 << 30)  # the same numbers on any machine
     before = _COMPILES.lowerings
     assert cli.main(args) == 2
     err = capsys.readouterr().err
@@ -232,6 +232,36 @@ def test_once_tracebacks_are_one_line_naming_the_option(tmp_path, capsys, monkey
     assert "setup.max_capacity" not in err and _COMPILES.lowerings == before
     if "2000000000" in args:
         assert "Lower --memory-size (replay storage dominates), or use a machine with more memory." in err
+
+
+def test_field_errors_are_read_in_parts_and_said_of_the_option_only_for_the_commands_fields():
+    """The library's FieldError keeps its message (field first, as the library names it) and its parts; a command
+    says it of the option the user typed where its OPTIONS table names the field, and passes any other unchanged."""
+    from jaxreplay._validation import FieldError, check_float, check_float32
+    from jaxreplay.cli import common, dqn, linesearch
+
+    with pytest.raises(FieldError) as bare:
+        check_float("step_size", -1.0, low=0.0)
+    assert (bare.value.field, bare.value.problem, bare.value.shows_value) == ("step_size", "must be >= 0.0, got -1.0.",
+                                                                             False)
+    assert str(bare.value) == "step_size must be >= 0.0, got -1.0." and isinstance(bare.value, ValueError)
+    with pytest.raises(FieldError) as shown:
+        check_float32("fixed.step_size", 1e-50)
+    assert shown.value.value == 1e-50 and not shown.value.about
+    assert str(shown.value).startswith("fixed.step_size = 1e-50 does not fit a float32 (its smallest normal")
+    about = FieldError("env_id", "DQN needs a discrete action space.", about="Pendulum-v1")
+    assert str(about) == "env_id 'Pendulum-v1': DQN needs a discrete action space." and about.value == "Pendulum-v1"
+    for error, options, said in [
+        (bare.value, linesearch.OPTIONS, "--step-size must be >= 0.0, got -1.0."),
+        (shown.value, linesearch.OPTIONS, "--step-size 1e-50 does not fit a float32 (its smallest normal"),
+        (about, dqn.OPTIONS, "--env Pendulum-v1: DQN needs a discrete action space."),
+        (bare.value, dqn.OPTIONS, "step_size must be >= 0.0, got -1.0."),  # not a field of `jaxreplay dqn`
+    ]:
+        with pytest.raises(ValueError) as raised:
+            with common.named_as_options(options):
+                raise error
+        assert str(raised.value).startswith(said)
+        assert (raised.value is error) == (error.field not in options)
 
 
 def test_reproduce_readme_writes_the_committed_runs_table(tmp_path, capsys):

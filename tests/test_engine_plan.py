@@ -33,6 +33,34 @@ def test_plan_splits_the_missing_runs_between_processes():
     assert plan_lib.make_plan(SWEEP, np.zeros(8, bool), four, chunk_size=7).chunk_size == 4
 
 
+def test_a_refusal_names_the_fields_to_lower_in_the_parts_of_its_message():
+    """A ResourceError is the numbers, the library's advice, the fields that advice says to lower and what dominates;
+    its message is the numbers then the advice, so a command gives its own advice from the parts."""
+    per_run = sw.estimate_bytes_per_run(SWEEP)
+    with pytest.raises(plan_lib.ResourceError) as device:
+        plan_lib.make_plan(SWEEP, np.zeros(8, bool), PLENTY._replace(memory_budget=per_run - 1))
+    e = device.value
+    assert isinstance(e, MemoryError) and str(e) == f"{e.problem} {e.advice}"
+    assert e.problem == (f"one run needs about {plan_lib.mib(per_run)} of device memory and 1 device(s) need at least "
+                         f"1 runs per chunk ({plan_lib.mib(per_run)}), but the memory budget is {plan_lib.mib(per_run - 1)}.")
+    assert e.advice == ("Lower setup.max_capacity (replay storage dominates), shorten a segment, or raise "
+                        "memory_budget / memory_fraction.")
+    assert e.lower == ("setup.max_capacity",) and e.cause == "replay storage dominates"
+    # A huge minibatch: its step's temporaries dominate, and the advice names the minibatch size.
+    huge = sw.Sweep("linesearch", setup={"steps": 10, "max_batch_size": 10**8}, fixed={"batch_size": 10**8})
+    with pytest.raises(plan_lib.ResourceError) as temporaries:
+        plan_lib.make_plan(huge, np.zeros(1, bool), PLENTY._replace(memory_budget=2 << 30))
+    e = temporaries.value
+    assert e.lower == ("setup.max_batch_size", "setup.batch_size")
+    assert e.cause == "A step's temporaries dominate (its largest array is 381.5 MiB)"
+    assert e.advice.startswith(f"{e.cause}: lower the minibatch size (setup.max_batch_size, setup.batch_size")
+    per_result = sw.estimate_result_bytes_per_run(SWEEP)
+    with pytest.raises(plan_lib.ResourceError) as host:
+        plan_lib.make_plan(SWEEP, np.zeros(8, bool), PLENTY._replace(host_memory=8 * per_result))
+    assert host.value.lower == ("seeds", "setup.steps") and host.value.cause is None
+    assert host.value.problem.endswith("but only 2.0 KiB is available.")
+
+
 def test_plan_refusals_carry_their_numbers_and_touch_nothing(tmp_path):
     out = tmp_path / "never"
     per_run = sw.estimate_bytes_per_run(SWEEP)

@@ -140,14 +140,14 @@ def test_the_core_imports_nothing_above_it():
 
 def test_the_tree_shows_the_layers():
     """Every module lives in its layer's folder: the core at the top, then one folder per layer."""
-    folders = {"envs": 1, "agents": 1, "experiments": 2, "engine": 3, "paper": 4}
+    folders = {"envs": 1, "agents": 1, "experiments": 2, "engine": 3, "paper": 4, "cli": 4}
     top = {p.name for p in PACKAGE.iterdir() if p.name != "__pycache__" and not p.name.endswith(".egg-info")}
     # A folder with no Python file is a stale leftover (e.g. __pycache__ of a moved package), not a layer.
     packages = {name for name in top if (PACKAGE / name).is_dir() and any((PACKAGE / name).rglob("*.py"))}
     assert packages == set(folders), f"unexpected folders {packages ^ set(folders)}"
     modules = {name[:-3] for name in top if name.endswith(".py")}
     private = {"_validation", "_extras", "_typing", "_files", "_td_sums"}
-    assert modules == {"__init__", "__main__", "cli"} | private | {m.split(".")[1] for m in CORE}
+    assert modules == {"__init__", "__main__"} | private | {m.split(".")[1] for m in CORE}
     for name, index in folders.items():
         for path in (PACKAGE / name).rglob("*.py"):
             assert _layer(_module_name(path)) == index, path

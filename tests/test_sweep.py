@@ -17,7 +17,7 @@ import jax
 import numpy as np
 import pytest
 
-from jaxreplay.engine import store
+from jaxreplay.engine import declaration, resources, store
 from jaxreplay.engine import sweep as sw
 from jaxreplay.experiments import linesearch as ls
 
@@ -182,7 +182,7 @@ def test_host_memory_is_checked_before_anything_is_written_or_compiled(tmp_path,
     sweep = sw.Sweep.from_toml(_write(tmp_path, TINY_TOML))
     per_run = sw.estimate_result_bytes_per_run(sweep)
     assert per_run == 20 * 2 * 4 + 20 * 4 + 4 + 1 + 8  # dtheta, capacity, final_metric, diverged, run index
-    monkeypatch.setattr(sw, "_host_memory_bytes", lambda: 8 * per_run)  # the results alone need 8 runs' worth
+    monkeypatch.setattr(resources, "host_memory_bytes", lambda: 8 * per_run)  # the results alone need 8 runs' worth
     mark = _LOWERINGS.lowerings
     with pytest.raises(MemoryError, match=r"results need about .* of host memory \(8 runs × 253 B of results "
                                           r"each = 2.0 KiB assembled.*but only 2.0 KiB is available"):
@@ -193,7 +193,7 @@ def test_host_memory_is_checked_before_anything_is_written_or_compiled(tmp_path,
 def test_disk_is_checked_before_anything_is_written_or_compiled(tmp_path, monkeypatch, capsys):
     config = _write(tmp_path, TINY_TOML)
     per_run = sw.estimate_result_bytes_per_run(sw.Sweep.from_toml(config))
-    monkeypatch.setattr(sw, "_free_disk_bytes", lambda path: 10 * per_run)
+    monkeypatch.setattr(resources, "free_disk_bytes", lambda path: 10 * per_run)
     mark = _LOWERINGS.lowerings
     assert _cli("sweep", config, "--out", tmp_path / "out", "--quiet") == 2
     err = capsys.readouterr().err
@@ -261,7 +261,7 @@ def test_a_huge_minibatch_is_refused_by_memory_before_compiling(capsys, monkeypa
     # --batch-size 10^8 used to start 16 runs of ~3 GiB of step temporaries each and hang.
     from jaxreplay import cli
 
-    monkeypatch.setattr(sw, "_host_memory_bytes", lambda: 4 << 30)  # a 4 GiB host: a 2 GiB CPU budget
+    monkeypatch.setattr(resources, "host_memory_bytes", lambda: 4 << 30)  # a 4 GiB host: a 2 GiB CPU budget
     mark = _LOWERINGS.lowerings
     assert cli.main(["linesearch", "--steps", "200", "--batch-size", "100000000"]) == 2
     err = capsys.readouterr().err
@@ -478,7 +478,7 @@ def test_unusable_output_folders_and_a_damaged_manifest_get_one_line(tmp_path, c
     assert "(0 computed, 8 resumed)" in capsys.readouterr().out
 
     # A read-only folder (simulated: tests may run as root, for whom permissions do not apply).
-    monkeypatch.setattr(sw, "_writable", lambda folder: False)
+    monkeypatch.setattr(resources, "writable", lambda folder: False)
     summary = (out / "summary.json").read_bytes()
     again = sw.run(sw.Sweep.from_toml(config), out, progress=False)  # finished: read, nothing rewritten
     assert again.stats.runs_computed == 0 and (out / "summary.json").read_bytes() == summary
@@ -901,10 +901,10 @@ def test_setup_table_and_instance_are_one_sweep_and_round_trip_through_toml(tmp_
 
 
 def test_toml_values():
-    assert sw._toml_value([1, 2.5, True, "a\"b", float("inf"), float("-inf")]) == '[1, 2.5, true, "a\\"b", inf, -inf]'
-    assert sw._toml_value({"x y": 1e-05}) == '{"x y" = 1e-05}'
+    assert declaration._toml_value([1, 2.5, True, "a\"b", float("inf"), float("-inf")]) == '[1, 2.5, true, "a\\"b", inf, -inf]'
+    assert declaration._toml_value({"x y": 1e-05}) == '{"x y" = 1e-05}'
     with pytest.raises(ValueError, match="TOML"):
-        sw._toml_value(object())
+        declaration._toml_value(object())
 
 
 def test_a_resumed_sweep_runs_its_missing_runs_at_the_original_batch_size(tmp_path):

@@ -2,8 +2,15 @@
 
 * :mod:`jaxreplay.engine.sweep`: a grid of hyperparameters × seeds run as chunks of one
   compiled ``jit(vmap(...))`` program, sharded over devices, resumable, written as
-  labeled NetCDF; :func:`~jaxreplay.engine.sweep.run` is plan → execute → assemble:
+  labeled NetCDF; it gathers the names a user needs from the modules below.
+  :func:`~jaxreplay.engine.sweep.run` is plan → execute → assemble:
 
+  * :mod:`jaxreplay.engine.declaration`: the ``Sweep`` (what runs), its checks and its
+    TOML file;
+  * :mod:`jaxreplay.engine.runner`: ``run`` itself (lock the folder, then the steps
+    below) and its ``SweepStats``;
+  * :mod:`jaxreplay.engine.resources`: the machine's device memory, host memory and
+    disk, measured as the plan's ``Resources``;
   * :mod:`jaxreplay.engine.plan`: a pure function to a ``Plan`` (chunks, byte
     estimates); every refusal happens there, before anything is written or compiled;
   * :mod:`jaxreplay.engine.execute`: the compiled, sharded chunk programs;

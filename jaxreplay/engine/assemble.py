@@ -21,7 +21,7 @@ from jaxreplay.engine.records import STAT_DIM
 from jaxreplay.engine.store import software_versions
 
 if TYPE_CHECKING:
-    from jaxreplay.engine.sweep import Sweep
+    from jaxreplay.engine.declaration import Sweep
 
 __all__ = ["assemble", "Assembler", "to_dataset", "write_netcdf", "load", "SEED_DIM", "CONFIG_DIM"]
 

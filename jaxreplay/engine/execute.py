@@ -24,8 +24,8 @@ import numpy as np
 from jaxreplay.engine import records as records_lib
 
 if TYPE_CHECKING:
+    from jaxreplay.engine.declaration import Sweep
     from jaxreplay.engine.plan import Plan
-    from jaxreplay.engine.sweep import Sweep
 
 __all__ = ["execute", "Execution", "programs_for", "clear_program_cache", "PROGRAM_CACHE_SIZE", "RUN_AXIS"]
 

@@ -3,11 +3,12 @@
 :func:`make_plan` is a pure function of the sweep, the runs already finished
 (from the :class:`~jaxreplay.engine.store.ChunkStore`), the run options and
 the machine's :class:`Resources` (numbers measured by the caller). It returns
-a :class:`Plan`, or refuses: ``ValueError`` for bad options, ``MemoryError``
-(with the numbers) for a run that cannot fit the device budget, results that
-cannot fit the host's memory, or chunks and ``results.nc`` that cannot fit
-the disk. Nothing in this module compiles, allocates device memory or touches
-a file: the shapes come from tracing (``jax.eval_shape``, ``jax.make_jaxpr``).
+a :class:`Plan`, or refuses: ``ValueError`` for bad options, a
+:class:`ResourceError` (a ``MemoryError`` with the numbers and the fields to
+lower) for a run that cannot fit the device budget, results that cannot fit
+the host's memory, or chunks and ``results.nc`` that cannot fit the disk.
+Nothing in this module compiles, allocates device memory or touches a file:
+the shapes come from tracing (``jax.eval_shape``, ``jax.make_jaxpr``).
 """
 
 from __future__ import annotations
@@ -22,14 +23,15 @@ import numpy as np
 
 from jaxreplay.engine import records as records_lib
 
-if TYPE_CHECKING:  # (the engine's declaration module imports this one)
-    from jaxreplay.engine.sweep import Sweep
+if TYPE_CHECKING:  # (the declaration module imports this one)
+    from jaxreplay.engine.declaration import Sweep
 
 __all__ = [
     "Batch",
     "BATCH_INDEPENDENCE_FLAGS",
     "Plan",
     "Resources",
+    "ResourceError",
     "xla_flags_in_environment",
     "make_plan",
     "check_run_options",
@@ -348,9 +350,33 @@ def mib(n: int) -> str:
 # ----------------------------------------------------------------------------
 
 
+class ResourceError(MemoryError):
+    """A sweep the machine cannot hold (device memory, host memory or disk), refused before it runs.
+
+    A caller that names the sweep's settings otherwise (the command line's
+    ``--memory-size`` for ``setup.max_capacity``) reads the parts and gives
+    its own advice instead of rewriting the message.
+
+    Attributes:
+        problem: what the sweep needs against what there is, with the numbers
+            (``"one run needs about 55.9 GiB of device memory ..., but the memory budget is 8.0 GiB."``).
+        advice: what to do, in the library's words.
+        lower: the fields the advice says to lower (or drop), as the library
+            names them, most effective first (``("setup.max_capacity",)``).
+        cause: what dominates the need, where the advice says
+            (``"replay storage dominates"``); else None.
+
+    The message is ``f"{problem} {advice}"``.
+    """
+
+    def __init__(self, problem: str, advice: str, lower: tuple[str, ...] = (), cause: str | None = None):
+        self.problem, self.advice, self.lower, self.cause = problem, advice, lower, cause
+        super().__init__(f"{problem} {advice}")
+
+
 class Resources(NamedTuple):
-    """What the machine offers, as numbers (measured by :func:`jaxreplay.engine.sweep.run`, so that
-    :func:`make_plan` stays pure).
+    """What the machine offers, as numbers (measured by :func:`jaxreplay.engine.resources.measure`, so
+    that :func:`make_plan` stays pure).
 
     Attributes:
         memory_budget: device bytes a chunk may use, over all local devices.
@@ -456,7 +482,7 @@ def make_plan(
     Raises:
         ValueError: a bad ``chunk_size``; ``out`` is not writable but runs are missing; runs are
             missing and would be computed in another program than ``recorded`` (:func:`check_batch`).
-        MemoryError: one run per device does not fit the budget; the results
+        ResourceError: (a ``MemoryError``) one run per device does not fit the budget; the results
             do not fit the host's memory; chunks and ``results.nc`` do not fit
             ``resources.free_disk``. The message gives the numbers.
     """
@@ -515,7 +541,7 @@ def make_plan(
 
 
 def _check_host_memory(runs: int, result_bytes: int, chunk: int, chunk_device_bytes: int, available: int) -> int:
-    """Refuse (MemoryError with the numbers) a sweep whose results cannot fit the host's memory.
+    """Refuse (:class:`ResourceError` with the numbers) a sweep whose results cannot fit the host's memory.
 
     Peak host use: the assembled results (``runs × result_bytes``, what
     :func:`~jaxreplay.engine.sweep.run` returns), two copies of one chunk's results (the segments
@@ -526,37 +552,44 @@ def _check_host_memory(runs: int, result_bytes: int, chunk: int, chunk_device_by
     assembled = runs * result_bytes
     need = assembled + 2 * chunk * result_bytes + 9 * runs + chunk_device_bytes
     if need > available:
-        raise MemoryError(
+        raise ResourceError(
             f"the sweep's results need about {mib(need)} of host memory ({runs} runs × {mib(result_bytes)} "
             f"of results each = {mib(assembled)} assembled, plus a chunk of {chunk} runs"
             + (f" and its {mib(chunk_device_bytes)} of CPU device memory" if chunk_device_bytes else "")
-            + f"), but only {mib(available)} is available. Run fewer seeds or grid points, or record less "
-            "(e.g. a shorter setup.steps / fewer segments), or split the sweep into several."
+            + f"), but only {mib(available)} is available.",
+            "Run fewer seeds or grid points, or record less (e.g. a shorter setup.steps / fewer segments), or "
+            "split the sweep into several.",
+            lower=("seeds", "setup.steps"),
         )
     return need
 
 
 def _check_disk(out: pathlib.Path, missing_runs: int, runs: int, result_bytes: int, free: int) -> int:
-    """Refuse (MemoryError with the numbers) a sweep whose chunks and ``results.nc`` cannot fit on disk."""
+    """Refuse (:class:`ResourceError` with the numbers) a sweep whose chunks and ``results.nc`` cannot fit on disk."""
     chunks, results = missing_runs * result_bytes, runs * result_bytes
     need = chunks + results
     if need > free:
-        raise MemoryError(
+        raise ResourceError(
             f"the sweep needs about {mib(need)} of disk in {out} ({mib(chunks)} of chunk files for the "
             f"{missing_runs} runs still to compute, {mib(results)} for results.nc), but only {mib(free)} is "
-            "free there. Free some space, choose another --out, or run fewer seeds or grid points."
+            "free there.",
+            "Free some space, choose another --out, or run fewer seeds or grid points.",
+            lower=("seeds",),
         )
     return need
 
 
-def _memory_hint(fp: Footprint | None) -> str:
-    """What to lower when one run does not fit: whichever of state and step temporaries dominates."""
+def _too_large_a_run(problem: str, fp: Footprint | None) -> ResourceError:
+    """The refusal of a run too large for the device budget (``problem``: the numbers), advising to lower
+    whichever of state and step temporaries dominates."""
+    more = "or raise memory_budget / memory_fraction."
     if fp is not None and TEMPORARY_FACTOR * fp.temporary > 1.5 * _tree_bytes(fp.state):
-        return (
-            f"A step's temporaries dominate (its largest array is {mib(fp.temporary)}): lower the "
-            "minibatch size (setup.max_batch_size, setup.batch_size, --batch-size)"
-        )
-    return "Lower setup.max_capacity (replay storage dominates), shorten a segment"
+        cause = f"A step's temporaries dominate (its largest array is {mib(fp.temporary)})"
+        advice = f"{cause}: lower the minibatch size (setup.max_batch_size, setup.batch_size, --batch-size), {more}"
+        return ResourceError(problem, advice, ("setup.max_batch_size", "setup.batch_size"), cause)
+    cause = "replay storage dominates"
+    advice = f"Lower setup.max_capacity ({cause}), shorten a segment, {more}"
+    return ResourceError(problem, advice, ("setup.max_capacity",), cause)
 
 
 def _choose_chunk(
@@ -574,11 +607,13 @@ def _choose_chunk(
         # Whole configurations (align runs each) spread evenly over the devices: a multiple of both.
         unit = math.lcm(align, num_devices)
         if fit < unit:
-            raise MemoryError(
+            raise ResourceError(
                 f"a seed reduction (record.reduce) needs every seed of a configuration in one chunk: {unit} runs "
                 f"({align} seeds on {num_devices} device(s)) need about {mib(bytes_per_run * unit)} of device "
-                f"memory, but the memory budget is {mib(budget)} ({fit} runs). Reduce on the host instead (no "
-                "record.reduce), run fewer seeds, or raise memory_budget / memory_fraction."
+                f"memory, but the memory budget is {mib(budget)} ({fit} runs).",
+                "Reduce on the host instead (no record.reduce), run fewer seeds, or raise memory_budget / "
+                "memory_fraction.",
+                lower=("record.reduce", "seeds"),
             )
         if chunk_size is None:
             wanted = min(fit, cpu_chunk_cap or fit, -(-runs // unit) * unit)
@@ -586,10 +621,11 @@ def _choose_chunk(
             wanted = min(fit, max(chunk_size, unit))  # asked for: at least one whole configuration per chunk
         return max(unit, wanted // unit * unit)
     if fit < num_devices:
-        raise MemoryError(
+        raise _too_large_a_run(
             f"one run needs about {mib(bytes_per_run)} of device memory and {num_devices} device(s) need at least "
             f"{num_devices} runs per chunk ({mib(bytes_per_run * num_devices)}), but the memory budget is "
-            f"{mib(budget)}. {_memory_hint(fp)}, or raise memory_budget / memory_fraction."
+            f"{mib(budget)}.",
+            fp,
         )
     if chunk_size is None:
         chunk = min(fit, cpu_chunk_cap if cpu_chunk_cap else fit)

@@ -45,7 +45,7 @@ import numpy as np
 from jaxreplay._files import TEMP_PREFIX, atomic_write, check_output_folder
 
 if TYPE_CHECKING:
-    from jaxreplay.engine.sweep import Sweep
+    from jaxreplay.engine.declaration import Sweep
 
 __all__ = ["ChunkStore", "FolderLock", "Scan", "SweepWarning", "software_versions", "atomic_write", "lock_folder"]
 

@@ -170,17 +170,15 @@ class Setup:
             raise ValueError(f"setup.env_params.{e}") from None
         space = env.action_space(env_params)
         if getattr(space, "n", None) is None or getattr(space, "shape", ()) not in ((), None):
-            raise ValueError(
-                f"env_id {self.env_id!r}: DQN needs a discrete action space (one Q-value per action), but "
-                f"{self.env_id} has continuous actions ({type(space).__name__} of shape "
-                f"{tuple(getattr(space, 'shape', ()))}); choose a game with discrete actions, e.g. CartPole-v1, "
-                "Acrobot-v1 or MountainCar-v0."
+            problem = (
+                f"DQN needs a discrete action space (one Q-value per action), but {self.env_id} has continuous actions "
+                f"({type(space).__name__} of shape {tuple(getattr(space, 'shape', ()))}); choose a game with discrete "
+                "actions, e.g. CartPole-v1, Acrobot-v1 or MountainCar-v0."
             )
+            raise _validation.FieldError("env_id", problem, about=self.env_id)
         if int(space.n) < 2:
-            raise ValueError(
-                f"env_id {self.env_id!r}: DQN needs at least 2 actions to choose from, {self.env_id} "
-                f"has {int(space.n)}."
-            )
+            problem = f"DQN needs at least 2 actions to choose from, {self.env_id} has {int(space.n)}."
+            raise _validation.FieldError("env_id", problem, about=self.env_id)
 
     @property
     def cycle_length(self) -> int:

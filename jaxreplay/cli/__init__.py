@@ -1,0 +1,87 @@
+"""The ``jaxreplay`` command line.
+
+Subcommands, one module each:
+    info        versions of jaxreplay and its stack, and the devices JAX sees.
+    linesearch  one LineSearch configuration: the ODE theory and the seed-averaged
+                experiment side by side (:mod:`jaxreplay.cli.linesearch`).
+    dqn         one DQN setting on a gymnax game, vmapped over seeds (:mod:`jaxreplay.cli.dqn`).
+    sweep       run a sweep declared in a TOML file: ``sweep CONFIG.toml --out DIR`` (:mod:`jaxreplay.cli.sweep`).
+    reproduce   reproduce the paper: ``reproduce linesearch --out DIR [--full]`` (:mod:`jaxreplay.cli.paper`).
+    study       the DQN replay study: ``study dqn --env ENV --out DIR [--quick]`` (:mod:`jaxreplay.cli.paper`).
+
+What they share (running a sweep, bad input named as options): :mod:`jaxreplay.cli.common`.
+"""
+
+from __future__ import annotations
+
+import argparse
+import importlib.metadata
+import platform
+import sys
+
+import jaxreplay
+from jaxreplay.cli import dqn, linesearch, paper, sweep
+
+_STACK = ("jax", "jaxlib", "flax", "optax", "chex", "gymnax", "diffrax", "equinox", "numpy", "scipy", "matplotlib")
+
+
+def _versions() -> dict[str, str]:
+    versions = {"jaxreplay": jaxreplay.__version__, "python": platform.python_version()}
+    for name in _STACK:
+        try:
+            versions[name] = importlib.metadata.version(name)
+        except importlib.metadata.PackageNotFoundError:
+            versions[name] = "not installed"
+    return versions
+
+
+def _info(args: argparse.Namespace) -> int:
+    import jax
+
+    for name, version in _versions().items():
+        print(f"{name:<11} {version}")
+    print(f"{'backend':<11} {jax.default_backend()}")
+    for device in jax.devices():
+        print(f"{'device':<11} {device.id}: {device.device_kind} ({device.platform})")
+    return 0
+
+
+def build_parser() -> argparse.ArgumentParser:
+    """The ``jaxreplay`` argument parser (subcommands info, linesearch, dqn, sweep, reproduce, study)."""
+    parser = argparse.ArgumentParser(prog="jaxreplay", description=__doc__.splitlines()[0])
+    parser.add_argument("--version", action="version", version=f"jaxreplay {jaxreplay.__version__}")
+    commands = parser.add_subparsers(dest="command", metavar="COMMAND")
+    info = commands.add_parser("info", help="print versions and the devices JAX sees")
+    info.set_defaults(handler=_info)
+    for add_parser in (linesearch.add_parser, dqn.add_parser, sweep.add_parser, paper.add_reproduce_parser):
+        add_parser(commands)
+    paper.add_study_parser(commands)
+    return parser
+
+
+def main(argv: list[str] | None = None) -> int:
+    """Run the command line on ``argv`` (default ``sys.argv[1:]``); returns the exit status (2: bad input)."""
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    if not hasattr(args, "handler"):
+        parser.print_help()
+        return 2
+    try:
+        if hasattr(args, "out"):  # every command that writes a folder: refused before anything runs
+            from jaxreplay import _files
+
+            _files.check_output_folder(args.out)
+        return args.handler(args)
+    # Bad input, or a file that cannot be read or written (a full disk: WriteError names the file, kept whole).
+    except (ValueError, OSError) as error:
+        print(f"jaxreplay {args.command}: error: {error}", file=sys.stderr)
+        return 2
+    except ModuleNotFoundError as error:
+        if "pip install 'jaxreplay[" not in str(error):  # not an optional dependency of ours
+            raise
+        print(f"jaxreplay {args.command}: error: {error}", file=sys.stderr)
+        return 2
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,263 @@
+"""``jaxreplay dqn``: one DQN setting on a gymnax game, vmapped over seeds."""
+
+from __future__ import annotations
+
+import argparse
+import math
+from typing import TYPE_CHECKING, Any, NamedTuple
+
+from jaxreplay.cli.common import NULLS, named_as_options, positive, run_sweep
+
+if TYPE_CHECKING:  # (imported where used: `jaxreplay --help` imports no JAX)
+    from jaxreplay.experiments import dqn
+
+# Each field `jaxreplay dqn` sets, as the library names it, and the option that sets it.
+OPTIONS = {"env_id": "--env"}
+
+# What the command advises where the engine refuses its sweep for memory (a ResourceError), by the fields the
+# engine advises lowering; {cause} is what the engine found dominates the need.
+ADVICE = {
+    ("setup.max_capacity",): "Lower --memory-size or --steps ({cause}), or use a machine with more memory.",
+    ("setup.max_batch_size", "setup.batch_size"): "{cause}: lower the minibatch size (the Setup's batch_size: run "
+    "it as a sweep), or use a machine with more memory.",
+    ("seeds", "setup.steps"): "Run fewer --seeds, or fewer --steps.",
+}
+
+
+def add_parser(commands) -> None:
+    """Declare ``jaxreplay dqn`` and its options among ``commands`` (argparse's subparsers)."""
+    dq = commands.add_parser("dqn", help="one DQN setting on a gymnax game, vmapped over seeds")
+    dq.add_argument("--env", default="CartPole-v1", help="gymnax id (CartPole-v1, MountainCar-v0, Acrobot-v1, ...)")
+    dq.add_argument("--memory-size", type=int, default=100, help="N (aER: the initial N0)")
+    dq.add_argument("--adaptive", action="store_true", help="aER: adapt the memory size (k = 20, n_old = N0/2)")
+    dq.add_argument("--sampler", choices=("uniform", "prioritized", "cer"), default="uniform")
+    dq.add_argument("--seeds", type=int, default=8)
+    dq.add_argument("--seed", type=int, default=0, help="base seed")
+    dq.add_argument("--steps", type=int, default=None, help="environment steps per run (default: the paper's)")
+    dq.add_argument("--tuned", action="store_true", help="CartPole: a configuration that learns (not the paper's)")
+    dq.add_argument(
+        "--optimizer-reading",
+        choices=("adam", "sgd"),
+        default="adam",
+        help="the paper's step size as Adam's rate on the mean loss (default) or as Algorithm 1's "
+        "per-transition SGD step",
+    )
+    dq.add_argument(
+        "--adaptive-td",
+        choices=("online", "target"),
+        default="online",
+        help="aER's TD errors: online network on both sides (Algorithm 2, default) or target bootstrap",
+    )
+    dq.add_argument(
+        "--adaptive-draws",
+        choices=("paired", "independent"),
+        default="paired",
+        help="aER's subsample: the same transitions at both times (default) or fresh draws",
+    )
+    dq.add_argument("--json", action="store_true", help="print one JSON object (strict JSON: " + NULLS + ")")
+    dq.add_argument("--quiet", action="store_true", help="no progress bar")
+    dq.set_defaults(handler=run)
+
+
+def run(args: argparse.Namespace) -> int:
+    """``jaxreplay dqn``: the options read into the experiment's setting, its seeds run as a sweep, the result shown."""
+    import json
+
+    from jaxreplay.engine import results
+    from jaxreplay.engine import sweep as sweep_lib
+
+    setup, hparams = _read_setting(args)
+    sweep = sweep_lib.Sweep(
+        "dqn",
+        seeds=args.seeds,
+        seed=args.seed,
+        setup=setup,  # type: ignore[arg-type]  # Sweep.setup takes a Setup too; annotated Mapping only (engine)
+        fixed=hparams._asdict(),
+    )
+    ds = run_sweep(sweep, None, advice=ADVICE, progress=not args.quiet and not args.json).dataset
+    result = _result(args, setup, ds)
+    if args.json:
+        print(json.dumps(results.strict_json(result.report), allow_nan=False))
+    else:
+        _print_text(args, result)
+    return 0
+
+
+def _read_setting(args: argparse.Namespace) -> tuple[dqn.Setup, dqn.Hyperparameters]:
+    """`jaxreplay dqn`'s options as the experiment's ``(Setup, Hyperparameters)``: the paper's setting of a game it
+    ran, else the defaults; checked before anything runs, a bad value named as the option typed."""
+    import dataclasses
+
+    from jaxreplay.experiments import dqn
+    from jaxreplay.paper.reproduce import settings as paper_settings
+
+    positive("seeds", args.seeds)
+    if args.env in paper_settings.PAPER_TOTAL_STEPS:
+        setup, hparams = paper_settings.paper_setting(
+            args.env, args.memory_size, args.adaptive, tuned=args.tuned, optimizer_reading=args.optimizer_reading
+        )
+    else:
+        if args.tuned:
+            raise ValueError("--tuned is only available for CartPole-v1.")
+        with named_as_options(OPTIONS):
+            setup = dqn.Setup(env_id=args.env, max_capacity=max(args.memory_size, 1), adaptive=args.adaptive)
+        hparams = dqn.Hyperparameters(memory_size=args.memory_size, adaptive_num_old=max(args.memory_size // 2, 1))
+    setup = dataclasses.replace(setup, sampler=args.sampler)
+    hparams = hparams._replace(
+        adaptive_td_target=int(args.adaptive_td == "target"), adaptive_paired=int(args.adaptive_draws == "paired")
+    )
+    if args.steps is not None:
+        # A run of T steps never stores more than T transitions: allocate no more.
+        setup = dataclasses.replace(
+            dqn.with_total_steps(setup, args.steps),
+            max_capacity=max(min(setup.max_capacity, args.steps), hparams.memory_size),
+        )
+    _check_episodes(setup)
+    return setup, hparams
+
+
+def _check_episodes(setup) -> None:
+    """Refuse, before compiling, a run whose return cannot be reported (ValueError naming --env and why).
+
+    LineSearch never terminates: its only episode end is at ``horizon``, so a
+    run whose last segment contains none would report a NaN return. (A game
+    DQN cannot play, with continuous actions or a single one, is refused by
+    ``dqn.Setup`` itself.)
+    """
+    from jaxreplay.experiments import dqn
+
+    if setup.env_id != "LineSearch":
+        return
+    _, params = dqn.environment(setup)  # (its env_params applied as the experiment does)
+    horizon, total = int(params.horizon), setup.total_steps
+    last_start = total - setup.steps_per_segment
+    if total // horizon * horizon <= last_start:
+        raise ValueError(
+            f"--env LineSearch: its episode never terminates and lasts horizon = {horizon} steps, so no "
+            f"episode ends in the last segment (steps {last_start + 1}-{total}) and the return would be NaN; "
+            f"use --steps {max(horizon, total // horizon * horizon)} (a multiple of {horizon}), or "
+            "`jaxreplay linesearch` for the paper's LineSearch experiment."
+        )
+
+
+class _Result(NamedTuple):
+    """What `jaxreplay dqn` found: its report (the --json object), each seed's final return (``float64[seeds]``,
+    NaN where none was measured) and whether each seed diverged (``bool[seeds]``)."""
+
+    report: dict
+    final: Any
+    diverged: Any
+
+
+def _result(args: argparse.Namespace, setup, ds) -> _Result:
+    """The runs ``ds`` of one DQN setting × seeds: final returns, their IQM and interval, memory sizes."""
+    import numpy as np
+
+    from jaxreplay.engine import results
+
+    final_kind = "eval_return" if "eval_return" in ds else "train_return"
+    final = ds[final_kind].isel(segment=-1).values.astype(np.float64)
+    diverged = ds.diverged.values.reshape(-1)
+    ci = results.seed_interval(final, "iqm")
+    report = {
+        "env": args.env,
+        "memory_size": args.memory_size,
+        "adaptive": args.adaptive,
+        "sampler": args.sampler,
+        "seeds": args.seeds,
+        "steps": setup.total_steps,
+        "final_return_kind": final_kind,
+        "final_returns": [None if not np.isfinite(x) else float(x) for x in final],
+        "final_returns_null_reason": _unmeasured_seeds(final, diverged, final_kind),
+        "iqm": ci["estimate"],
+        "iqm_null_reason": ci.get("estimate_null_reason"),
+        "iqm_ci95": None if ci["low"] is None else [ci["low"], ci["high"]],
+        "iqm_ci95_null_reason": ci.get("low_null_reason"),
+        "segment_steps": ds.segment.values.tolist(),
+        "memory_size_mean": ds.capacity.mean("seed").values.astype(float).tolist(),
+        "diverged": int(diverged.sum()),
+    }
+    report = {k: v for k, v in report.items() if not (k.endswith("_null_reason") and v is None)}
+    if args.adaptive:
+        report["adaptive"] = _adaptive_report(ds)
+    return _Result(report, final, diverged)
+
+
+def _print_text(args: argparse.Namespace, result: _Result) -> None:
+    import numpy as np
+
+    report, final = result.report, result.final
+    print(
+        f"DQN {args.env}, {'aER from' if args.adaptive else 'fixed memory'} {args.memory_size}, sampler "
+        f"{args.sampler}, {args.seeds} seeds, {report['steps']} steps"
+    )
+    print(f"  final {report['final_return_kind']} per seed: " + ", ".join(f"{x:.1f}" for x in final))
+    interval = (
+        report["iqm_ci95_null_reason"]
+        if report["iqm_ci95"] is None
+        else f"95% bootstrap CI [{report['iqm_ci95'][0]:.1f}, {report['iqm_ci95'][1]:.1f}]"
+    )
+    print(f"  IQM {'n/a' if report['iqm'] is None else format(report['iqm'], '.1f')} ({interval})")
+    print(f"  memory size: start {args.memory_size}, mean at the end {report['memory_size_mean'][-1]:.0f}")
+    if args.adaptive:
+        a = report["adaptive"]
+        show = lambda x, spec: "n/a" if x is None else format(x, spec)  # noqa: E731
+        print(
+            f"  aER checks {sum(a['checks'])}: grow fraction {show(a['grow_fraction'], '.2f')} "
+            f"({show(a['straddle_grow_fraction'], '.2f')} at checks straddling a target copy, "
+            f"{show(a['other_grow_fraction'], '.2f')} at the others); estimate's standard error "
+            f"{show(a['noise_mean'], '.3g')} vs mean |change| {show(a['change_mean'], '.3g')}"
+        )
+    if report["diverged"]:
+        print(f"  {report['diverged']} seed(s) diverged (non-finite parameters)")
+    unmeasured = int(np.sum(~np.isfinite(final) & ~result.diverged))
+    if unmeasured:
+        print(
+            f"  {unmeasured} seed(s) finished no {report['final_return_kind'].split('_')[0]} episode in the last "
+            "segment: their return is NaN (not measured, not diverged)"
+        )
+
+
+def _unmeasured_seeds(final, diverged, final_kind: str) -> str | None:
+    """Why each seed's final return (``final``, shape ``[seeds]``) is missing, or None if none is."""
+    episode = final_kind.removesuffix("_return")  # eval or train
+    why = {True: "diverged (non-finite parameters)", False: f"finished no {episode} episode in the last segment"}
+    missing = [f"seed {i}: {why[bool(bad)]}" for i, (x, bad) in enumerate(zip(final, diverged)) if not math.isfinite(x)]
+    return "; ".join(missing) or None
+
+
+# Why a pooled share of aER's diagnostics is None (its denominator is 0).
+_ADAPTIVE_NULL_REASONS = {
+    "checks_mean": "no run",
+    "grow_fraction": "no aER check ran",
+    "straddle_grow_fraction": "no aER check straddled a target-network copy",
+    "other_grow_fraction": "every aER check straddled a target-network copy (or none ran)",
+    "noisy_fraction": "no aER check had a reference to compare with",
+    "change_mean": "no aER check had a reference to compare with",
+    "noise_mean": "no aER check had a reference to compare with",
+}
+
+
+def _adaptive_report(ds) -> dict:
+    """aER's diagnostics of a DQN sweep with one configuration: per-seed counts and pooled shares
+    (a share whose denominator is 0 is None, with its ``<key>_null_reason``)."""
+    import numpy as np
+
+    from jaxreplay.experiments import dqn
+
+    def seeds(name):
+        return [int(x) for x in np.asarray(ds[name].values).reshape(-1)]
+
+    shares = dqn.adaptive_diagnostics(ds)
+    reasons = {f"{k}_null_reason": _ADAPTIVE_NULL_REASONS[k] for k, v in shares.items() if v is None}
+    return {
+        "checks": seeds("adaptive_checks"),
+        "grows": seeds("adaptive_grows"),
+        "shrinks": seeds("adaptive_shrinks"),
+        "invalid": seeds("adaptive_invalid"),
+        "final_memory_size": seeds("final_capacity"),
+        "straddle_checks": seeds("adaptive_straddle_checks"),
+        "straddle_grows": seeds("adaptive_straddle_grows"),
+        **shares,
+        **reasons,
+    }

@@ -1,0 +1,184 @@
+"""``jaxreplay reproduce`` and ``jaxreplay study``: the paper's figures and claims, and the DQN replay study."""
+
+from __future__ import annotations
+
+import argparse
+
+from jaxreplay.cli.common import positive
+
+
+def add_reproduce_parser(commands) -> None:
+    """Declare ``jaxreplay reproduce`` (linesearch, dqn, all, readme) among ``commands`` (argparse's subparsers)."""
+    from jaxreplay.paper.reproduce import dqn as reproduce_dqn  # the games of the paper (no JAX import)
+
+    reproduce = commands.add_parser("reproduce", help="reproduce the paper's figures and claims")
+    targets = reproduce.add_subparsers(dest="target", metavar="TARGET", required=True)
+    rls = targets.add_parser("linesearch", help="every LineSearch figure, metric_grid.csv and report.md")
+    rls.add_argument("--out", required=True, help="output folder")
+    rls.add_argument("--full", action="store_true", help="the paper's resolution (minutes, not seconds)")
+    rls.add_argument("--seeds", type=int, default=None, help="ER/aER seeds per setting (pER gets a quarter)")
+    rls.add_argument("--quiet", action="store_true", help="no progress bar")
+    rls.set_defaults(handler=_reproduce)
+    rdq = targets.add_parser("dqn", help="the paper's fixed-vs-adaptive DQN comparison for one game")
+    rdq.add_argument("--env", required=True, choices=reproduce_dqn.ENVS)
+    rdq.add_argument("--out", required=True, help="output folder (rerun the same command to resume)")
+    rdq.add_argument("--seeds", type=int, default=None, help="seeds per setting (default 4 quick, 100 otherwise)")
+    rdq.add_argument("--quick", action="store_true", help="shortened runs for a CPU")
+    rdq.add_argument("--tuned", action="store_true", help="CartPole: a configuration that learns (not the paper's)")
+    rdq.add_argument("--steps", type=int, default=None, help="cut every run to this many steps (smoke runs)")
+    rdq.add_argument("--quiet", action="store_true", help="no progress bar")
+    rdq.set_defaults(handler=_reproduce)
+    ral = targets.add_parser("all", help="LineSearch and the three DQN games: every figure and one claims report")
+    ral.add_argument("--out", required=True, help="output folder (rerun the same command to resume)")
+    ral.add_argument("--quick", action="store_true", help="CPU scale: about 6-7 minutes on 2 cores")
+    ral.add_argument("--seeds", type=int, default=None, help="DQN seeds per setting (default 4 quick, 100 otherwise)")
+    ral.add_argument(
+        "--env", action="append", choices=reproduce_dqn.ENVS, help="only this DQN game (repeatable; default all three)"
+    )
+    ral.add_argument(
+        "--readme",
+        default=None,
+        metavar="docs/claims.md",
+        help="also write the claims table into this file's <!-- claims:begin/end --> block",
+    )
+    ral.add_argument("--quiet", action="store_true", help="no progress bars")
+    ral.set_defaults(handler=_reproduce)
+    rrm = targets.add_parser(
+        "readme",
+        help="write a finished `reproduce all` run's claims table into a README "
+        "(the block of the backend it ran on: claims, claims-gpu, ...)",
+    )
+    rrm.add_argument("dir", help="the --out folder of `reproduce all`")
+    rrm.add_argument("--readme", required=True, metavar="docs/claims.md")
+    rrm.set_defaults(handler=_reproduce_readme)
+
+
+def _reproduce(args: argparse.Namespace) -> int:
+    if args.seeds is not None:
+        positive("seeds", args.seeds)
+    if args.target == "all":
+        from jaxreplay.paper.reproduce import paper
+
+        summary = paper.reproduce(
+            args.out, quick=args.quick, seeds=args.seeds, progress=not args.quiet, envs=args.env, readme=args.readme
+        )
+        print(f"{len(summary['claims'])} claims: {paper.tally(summary['claims'])}")
+        print(
+            f"wrote {summary['report']} and {summary['claims_json']} in {summary['runtime_s']:.0f} s"
+            + (f"; updated {args.readme}" if args.readme else "")
+        )
+        return 0
+    if args.target == "dqn":
+        from jaxreplay.paper.reproduce import dqn as reproduce_dqn
+
+        summary = reproduce_dqn.reproduce(
+            args.out,
+            args.env,
+            seeds=args.seeds,
+            quick=args.quick,
+            progress=not args.quiet,
+            tuned=args.tuned,
+            steps=args.steps,
+        )
+        for N0, p in summary["percent"].items():
+            print(
+                f"aER from {N0}: beats the averaged static memory in {p['percent']:.0f}% of seeds "
+                f"(95% CI [{p['low']:.0f}%, {p['high']:.0f}%], "
+                f"paper {reproduce_dqn.PAPER_PERCENT[args.env][N0]:.0f}%)"
+            )
+        print(
+            f"wrote {len(summary['figures'])} figures, {summary['csv']} and {summary['report']} "
+            f"in {summary['runtime_s']:.0f} s"
+        )
+        return 0
+    from jaxreplay.paper.reproduce import linesearch as reproduce_linesearch
+
+    summary = reproduce_linesearch.reproduce(args.out, full=args.full, seeds=args.seeds, progress=not args.quiet)
+    print(
+        f"wrote {len(summary['figures'])} figures, {summary['csv']} and {summary['report']} "
+        f"in {summary['runtime_s']:.0f} s"
+    )
+    return 0
+
+
+def _reproduce_readme(args: argparse.Namespace) -> int:
+    from jaxreplay.paper.reproduce import paper
+
+    path = paper.readme_from(args.dir, args.readme)
+    print(f"wrote the claims table of {args.dir}/claims.json into {path}")
+    return 0
+
+
+def add_study_parser(commands) -> None:
+    """Declare ``jaxreplay study`` (dqn, readme, refresh) among ``commands`` (argparse's subparsers)."""
+    from jaxreplay.paper.reproduce import study as study_lib  # no JAX import
+
+    st = commands.add_parser("study", help="the DQN replay study: response curves, aER from three starts, controls")
+    kinds = st.add_subparsers(dest="kind", metavar="KIND", required=True)
+    sd = kinds.add_parser("dqn", help="one game (or all) of the DQN replay study")
+    sd.add_argument("--env", required=True, choices=study_lib.ENVS + ("all",))
+    sd.add_argument("--out", required=True, help="output folder (rerun the same command to resume)")
+    sd.add_argument("--quick", action="store_true", help="CPU quick mode: shortened runs, fewer sizes and variants")
+    sd.add_argument("--seeds", type=int, default=None, help="seeds per setting (default 3 quick, 100 otherwise)")
+    sd.add_argument("--steps", type=int, default=None, help="cut every run to this many steps (smoke runs)")
+    sd.add_argument(
+        "--optimizer-reading",
+        choices=("adam", "sgd"),
+        default="adam",
+        help="the main reading of the paper's step size (CartPole also runs the other)",
+    )
+    sd.add_argument(
+        "--chunk-size",
+        type=int,
+        default=None,
+        help="runs per compiled call in every stage (default 4 x seeds; larger is faster on a GPU)",
+    )
+    sd.add_argument("--quiet", action="store_true", help="no progress bar")
+    sd.set_defaults(handler=_study)
+    sr = kinds.add_parser("readme", help="write the summary of finished studies into a README's study block")
+    sr.add_argument("dirs", nargs="+", help="study output folders (or folders holding one per game)")
+    sr.add_argument("--readme", required=True, metavar="docs/study.md")
+    sr.add_argument("--note", default="", help="a line written above the table")
+    sr.set_defaults(handler=_study)
+    sf = kinds.add_parser("refresh", help="recompute a finished study's labels and verdict (no runs) by today's rules")
+    sf.add_argument("dirs", nargs="+", help="study output folders (each holding study.json)")
+    sf.set_defaults(handler=_study)
+
+
+def _study(args: argparse.Namespace) -> int:
+    from jaxreplay.paper.reproduce import study as study_lib
+
+    if args.kind == "readme":
+        path = study_lib.update_readme(args.readme, args.dirs, note=args.note)
+        print(f"wrote the study block of {path} from {', '.join(args.dirs)}")
+        return 0
+    if args.kind == "refresh":
+        for d in args.dirs:
+            result = study_lib.refresh(d)
+            print(f"{d}: {result['verdict']['summary']}")
+        return 0
+
+    if args.seeds is not None:
+        positive("seeds", args.seeds)
+    envs = study_lib.ENVS if args.env == "all" else (args.env,)
+    import pathlib
+
+    from jaxreplay import _files
+
+    outs = {env: pathlib.Path(args.out) / env if args.env == "all" else pathlib.Path(args.out) for env in envs}
+    for out in outs.values():  # each game's folder, before the first game runs
+        _files.check_output_folder(out)
+    for env, out in outs.items():
+        result = study_lib.study(
+            out,
+            env,
+            quick=args.quick,
+            seeds=args.seeds,
+            steps=args.steps,
+            progress=not args.quiet,
+            optimizer_reading=args.optimizer_reading,
+            chunk_size=args.chunk_size,
+        )
+        print(f"{env}: wrote {out / 'report.md'} and {out / 'study.json'} in {result['runtime_s']:.0f} s")
+        print("  " + result["verdict"]["summary"])
+    return 0

@@ -1,0 +1,314 @@
+"""Running a sweep: plan, lock, execute, assemble.
+
+:func:`run` takes a :class:`~jaxreplay.engine.declaration.Sweep` and an
+output folder (or none: everything in memory) and returns its labeled results:
+
+.. code-block:: text
+
+    lock       one writer per folder (jaxreplay.engine.store.FolderLock), held from before the
+               folder is read to the end of the call
+    plan       jaxreplay.engine.plan.make_plan of the sweep, the runs already in the chunk store,
+               the options and the machine's resources (jaxreplay.engine.resources.measure);
+               every refusal happens here, before anything is written or compiled
+    execute    jaxreplay.engine.execute: the chunks, each handed to the store when finished
+    assemble   jaxreplay.engine.assemble: the chunks read back one at a time into one labeled
+               xarray Dataset, saved as results.nc with summary.json
+
+Reproducibility. Run r's key is ``fold_in(key(sweep.seed), r % seeds)``: it
+depends only on the seed index, never on the chunk or device a run lands on, and
+runs with the same seed index share their random numbers across the grid
+(common random numbers: differences between settings are not seed noise).
+A run's floating-point result can still depend on the program it is computed
+in (XLA picks kernels by batch shape), so every chunk records its batch
+(:class:`jaxreplay.engine.plan.Batch`) and a resumed sweep computes its missing
+runs at the recorded batch, or refuses (naming ``chunk_size``, the device count,
+platform or ``XLA_FLAGS``): however often it was interrupted, a sweep gives
+exactly the results of an uninterrupted run (tested).
+
+Devices and hosts. The run axis of each chunk is sharded over all local
+devices with a one-axis :class:`jax.sharding.Mesh` (``"runs"``) and
+:class:`~jax.sharding.NamedSharding`. Started on several processes under
+:func:`jax.distributed.initialize`, process p runs chunks p, p + P, p + 2P, … of
+the missing runs (all processes see the same list: they meet at a barrier
+before listing), and after a final barrier every process assembles the results
+from the shared output directory; process 0 writes ``results.nc``. Launch one
+process per host with the same command, e.g. under SLURM::
+
+    srun --ntasks-per-node=1 python -c "import jax; jax.distributed.initialize(); \\
+        from jaxreplay.engine import sweep; sweep.run(sweep.Sweep.from_toml('s.toml'), 'out/')"
+
+(``jax.distributed.initialize()`` reads SLURM's and Cloud TPU's environment by
+itself; elsewhere pass ``coordinator_address``, ``num_processes`` and
+``process_id``). ``out/`` must be on a file system all hosts share.
+
+Compilation cache. The compiled programs depend only on the experiment, its
+``setup`` and the devices; the process keeps them (the last
+:data:`jaxreplay.engine.execute.PROGRAM_CACHE_SIZE` setups), so running a sweep
+again, or another grid or seed count over the same setup -- a notebook cell
+edited and rerun -- compiles nothing new unless the chunk shape changes
+(:func:`jaxreplay.engine.execute.clear_program_cache` frees them).
+
+The output directory holds ``sweep.json`` (the config, its fingerprint, the
+software versions and the batch), ``chunks/*.npz`` (finished runs; each also
+carries its sweep's fingerprint, run count, run range and batch), ``results.nc`` and
+``summary.json`` (this call's statistics, and under ``calls`` those of every
+call that computed runs here). Rerunning the same sweep into it computes only the
+missing runs; a different sweep is refused, by ``sweep.json`` (itself refused
+as damaged if its config was edited: it must hash to its fingerprint) or, if
+that was deleted, by the chunks themselves (a chunk is only ever used by the
+sweep that wrote it). One process writes into a folder at a time: its lock file
+``sweep.lock`` names the holder (pid@host), and a second writer is refused.
+"""
+
+from __future__ import annotations
+
+from jaxreplay import _extras  # noqa: E402
+
+_extras.require("jaxreplay.engine.runner", "sweep")
+
+
+import dataclasses
+import os
+import pathlib
+import sys
+import warnings
+from collections.abc import Sequence
+from typing import Any, NamedTuple
+
+import jax
+import numpy as np
+
+from jaxreplay.engine import assemble as assemble_lib
+from jaxreplay.engine import execute as execute_lib
+from jaxreplay.engine import plan as plan_lib
+from jaxreplay.engine import resources as resources_lib
+from jaxreplay.engine import store as store_lib
+from jaxreplay.engine.declaration import Sweep
+from jaxreplay.engine.store import SweepWarning
+
+__all__ = ["run", "SweepStats", "SweepResult"]
+
+
+@dataclasses.dataclass
+class SweepStats:
+    """What a call of :func:`run` did (not part of the results: it varies between machines)."""
+
+    runs: int
+    runs_computed: int
+    runs_resumed: int
+    chunks: int
+    chunk_size: int
+    devices: int
+    processes: int
+    compilations: int
+    compile_seconds: float
+    run_seconds: float
+    runs_per_second: float
+    diverged: int
+    bytes_per_run: int
+    memory_budget: int
+    result_bytes_per_run: int = 0
+
+    def describe(self) -> str:
+        """One line: runs computed/resumed, chunks, devices, compilations, timings, runs/s, diverged runs."""
+        return (
+            f"{self.runs} runs ({self.runs_computed} computed, {self.runs_resumed} resumed) in {self.chunks} "
+            f"chunk(s) of {self.chunk_size} on {self.devices} device(s) × {self.processes} process(es); "
+            f"{self.compilations} compilation(s) in {self.compile_seconds:.1f} s; run {self.run_seconds:.1f} s "
+            f"({self.runs_per_second:.1f} runs/s); {self.diverged} diverged; "
+            f"~{plan_lib.mib(self.bytes_per_run)} per run, budget {plan_lib.mib(self.memory_budget)}"
+        )
+
+
+class SweepResult(NamedTuple):
+    """``dataset`` (labeled results, see :func:`jaxreplay.engine.assemble.to_dataset`) and ``stats``
+    (:class:`SweepStats`)."""
+
+    dataset: Any
+    stats: SweepStats
+
+
+def run(
+    sweep: Sweep,
+    out_dir: str | os.PathLike | None = None,
+    *,
+    chunk_size: int | None = None,
+    memory_budget: int | None = None,
+    memory_fraction: float = 0.5,
+    progress: bool = True,
+    devices: Sequence[jax.Device] | None = None,
+) -> SweepResult:
+    """Run ``sweep`` (resuming from ``out_dir`` if it holds part of it) and return its labeled results.
+
+    Args:
+        sweep: the :class:`~jaxreplay.engine.declaration.Sweep`.
+        out_dir: where chunks, ``results.nc``, ``sweep.json`` and
+            ``summary.json`` go; ``None`` keeps everything in memory (no resume).
+        chunk_size: runs per compiled call (rounded down to a multiple of
+            the device count, at most what fits ``memory_budget``); a sweep
+            with fewer runs is padded to it, so every sweep given the same
+            ``chunk_size`` runs in programs of one shape. Default: the chunk
+            size ``out_dir``'s finished runs record, else as many as fit
+            ``memory_budget`` (on CPU at most
+            :data:`~jaxreplay.engine.plan.CPU_RUNS_PER_DEVICE` per device),
+            and no more than the sweep's runs.
+        memory_budget: device bytes the chunk may use in all (default:
+            ``memory_fraction`` of the free device memory, see
+            :func:`~jaxreplay.engine.resources.default_memory_budget`).
+        memory_fraction: see above.
+        progress: show a progress bar (runs/s, ETA) and print a summary.
+        devices: local devices to shard over (default: all local devices).
+
+    Returns:
+        A :class:`SweepResult`.
+
+    Raises:
+        ValueError: ``out_dir`` holds a different sweep, is being written by
+            another process (one writer per folder: its lock file
+            ``sweep.lock`` names it), or bad options, or runs of this sweep
+            computed at another batch than the missing runs would be (another
+            ``chunk_size``, device count, platform or ``XLA_FLAGS``:
+            :func:`jaxreplay.engine.plan.check_batch`).
+        MemoryError: a single run (per device) does not fit the budget, the
+            results do not fit the host's available memory, or the chunks and
+            ``results.nc`` do not fit the free disk under ``out_dir``; raised
+            with the numbers before anything is written or compiled (a
+            :class:`~jaxreplay.engine.plan.ResourceError`, which also names
+            the fields to lower).
+    """
+    # Options first: nothing read, written or compiled yet (on every process, before any barrier).
+    plan_lib.check_run_options(chunk_size=chunk_size, memory_fraction=memory_fraction, memory_budget=memory_budget)
+    devices = list(devices or jax.local_devices())
+    process, processes = jax.process_index(), jax.process_count()
+    out = pathlib.Path(out_dir) if out_dir is not None else None
+
+    # One writer per folder: the lock is held from before the folder is read (if it exists) or
+    # prepared (if not) to the end, and released however the call ends.
+    lock: store_lib.FolderLock | None = None
+    try:
+        # Plan: the store is only read (scan) before the plan has accepted the sweep.
+        store: store_lib.ChunkStore | None = None
+        scan: store_lib.Scan | None = None
+        writable = True
+        if out is not None:
+            if process == 0 and out.is_dir():  # (a new folder: created by prepare, or refused there)
+                writable = resources_lib.writable(out)
+            store = store_lib.ChunkStore(out, sweep, repair=writable and process == 0)
+            if process == 0:
+                if writable and out.is_dir():  # before reading: a live writer's chunks would change the scan
+                    lock = store.lock()
+                scan = store.scan()
+        disk_at = out if out is not None and writable and process == 0 else None
+        resources = resources_lib.measure(devices, memory_budget, memory_fraction, disk_at)
+        planner = _Planner(sweep, resources, store, out, writable, chunk_size, process, processes)
+
+        if store is not None:
+            if process == 0:
+                assert scan is not None  # process 0 scanned above
+                plan = planner.plan(scan)  # every refusal before the folder is touched
+                if writable:
+                    if lock is None:  # a new folder, created now: scanned and planned again under the lock,
+                        lock = store.lock()  # as another writer may have written into it since
+                        scan = store.scan()
+                        plan = planner.plan(scan)
+                    store.prepare(scan)
+            _barrier("jaxreplay-sweep-start")  # process 0 has set damaged chunks aside and written sweep.json
+            if process != 0:
+                plan = planner.plan(store.scan())
+        else:
+            plan = planner.plan(None)
+
+        # Execute: finished chunks go to the store, or (in memory) straight into the assembled arrays.
+        programs = execute_lib.programs_for(sweep, devices)
+        assembler = assemble_lib.Assembler(sweep)
+        execution = execute_lib.execute(
+            sweep, plan, programs, store.save if store is not None else assembler.add, progress=progress
+        )
+        _barrier("jaxreplay-sweep-end")
+
+        # Assemble: one chunk in memory at a time.
+        dataset = assemble_lib.assemble(sweep, store.parts()) if store is not None else assembler.dataset()
+        stats = _stats(plan, execution, dataset, len(devices))
+        if store is not None and process == 0 and writable:
+            store.write_results(lambda f: assemble_lib.write_netcdf(dataset, f), dataclasses.asdict(stats))
+        elif out is not None and process == 0 and not (out / "results.nc").exists():
+            warnings.warn(
+                f"{out} is not writable: results.nc was not written (the results are returned; save them "
+                "elsewhere with dataset.to_netcdf).",
+                SweepWarning,
+                stacklevel=2,
+            )
+        if progress and process == 0:
+            print(stats.describe(), file=sys.stderr)
+        return SweepResult(dataset, stats)
+    finally:
+        if lock is not None:
+            lock.release()
+
+
+class _Planner(NamedTuple):
+    """What :func:`run` plans from, but for what the store's scan finds (it scans again under the lock)."""
+
+    sweep: Sweep
+    resources: plan_lib.Resources
+    store: store_lib.ChunkStore | None
+    out: pathlib.Path | None
+    writable: bool
+    chunk_size: int | None
+    process: int
+    processes: int
+
+    def plan(self, found: store_lib.Scan | None) -> plan_lib.Plan:
+        """The plan, given what the store's scan ``found`` (None: in memory, nothing done or recorded)."""
+        recorded = None
+        if found is not None and found.batch is not None:
+            try:
+                recorded = plan_lib.Batch.from_dict(found.batch)
+            except ValueError as e:
+                raise ValueError(
+                    f"{self.out}: a chunk's meta.batch is {e}: delete that chunk (its runs are then recomputed)."
+                ) from None
+        plan = plan_lib.make_plan(
+            self.sweep,
+            found.done if found is not None else np.zeros(self.sweep.num_runs, bool),
+            self.resources,
+            chunk_size=self.chunk_size,
+            out=self.out,
+            writable=self.writable,
+            process=self.process,
+            processes=self.processes,
+            recorded=recorded,
+        )
+        if self.store is not None and found is not None and plan.batch is not None:
+            # What the chunks are computed at (a finished sweep keeps what its chunks record).
+            self.store.batch = plan.batch.to_dict() if plan.runs_done < plan.num_runs else found.batch
+        return plan
+
+
+def _stats(plan: plan_lib.Plan, execution: execute_lib.Execution, dataset, devices: int) -> SweepStats:
+    """The :class:`SweepStats` of a call that ran ``plan`` as ``execution`` into ``dataset`` on ``devices``."""
+    computed = plan.runs_to_compute
+    return SweepStats(
+        runs=plan.num_runs,
+        runs_computed=computed,
+        runs_resumed=plan.runs_done,
+        chunks=len(plan.chunks),
+        chunk_size=plan.chunk_size,
+        devices=devices,
+        processes=plan.processes,
+        compilations=execution.compilations,
+        compile_seconds=execution.compile_seconds,
+        run_seconds=execution.run_seconds,
+        runs_per_second=computed / execution.run_seconds if execution.run_seconds > 0 and computed else 0.0,
+        diverged=int(np.sum(dataset["diverged"].values)) if "diverged" in dataset else 0,
+        bytes_per_run=plan.bytes_per_run,
+        memory_budget=plan.memory_budget,
+        result_bytes_per_run=plan.result_bytes_per_run,
+    )
+
+
+def _barrier(name: str) -> None:
+    if jax.process_count() > 1:
+        from jax.experimental import multihost_utils
+
+        multihost_utils.sync_global_devices(name)
