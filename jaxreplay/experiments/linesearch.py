@@ -42,7 +42,7 @@ are derived so that it is the fixed point). With γ = 0 they coincide.
 from __future__ import annotations
 
 import dataclasses
-from typing import NamedTuple
+from typing import TYPE_CHECKING, NamedTuple
 
 import jax
 import jax.numpy as jnp
@@ -406,6 +406,9 @@ EXPERIMENT = Experiment(
 """LineSearch (Algorithm 1, ER / pER, and aER) as a sweep-engine experiment, registered as ``"linesearch"``."""
 
 _RENAMED = {"check_hyperparameters": "check"}
+if TYPE_CHECKING:  # the old spellings as type checkers see them; at run time __getattr__ answers, with a warning
+    check_hyperparameters = check
+    """Deprecated (removed after 0.1): :func:`check`."""
 
 
 def __getattr__(name: str) -> object:

@@ -8,11 +8,16 @@ names warn. The constants are the same objects.
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 from jaxreplay import _deprecated
 from jaxreplay.paper.reproduce.linesearch.settings import *  # noqa: F403  (the constants, unchanged)
 from jaxreplay.paper.reproduce.linesearch.settings import Design, design  # noqa: F401  (the renamed names' targets)
 
 _RENAMED = {"Plan": "Design", "make_plan": "design"}
+if TYPE_CHECKING:  # the old spellings as type checkers see them; at run time __getattr__ answers, with a warning
+    Plan = Design
+    make_plan = design
 
 
 def __getattr__(name: str) -> object:
