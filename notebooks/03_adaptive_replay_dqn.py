@@ -151,7 +151,7 @@ from jaxreplay.paper.reproduce import settings as paper_settings
 
 pd.set_option("display.width", 200)
 T0 = time.perf_counter()
-GAMES = ("CartPole-v1", "MountainCar-v0", "Acrobot-v1")
+GAMES = paper_settings.ENVS  # the paper's three games
 SEEDS = 100 if PAPER_SCALE else 4  # seeds per setting (the paper: 100 games per curve)
 CARTPOLE_TUNED = True  # CartPole: CleanRL's configuration, which learns (False: the paper's γ = 0.9, α = 2e-5)
 SMALL_STEPS = {"CartPole-v1": 20_000, "MountainCar-v0": 10_000, "Acrobot-v1": 16_000}  # per run, small mode
