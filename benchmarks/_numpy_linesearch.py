@@ -1,6 +1,6 @@
 """A plain-NumPy LineSearch ER experiment: the baseline for ``jaxreplay.experiments.linesearch``.
 
-:func:`run_numpy` does the work of ``linesearch.run_grid`` with
+:func:`run_numpy` does the work of ``linesearch.run_batch`` with
 ``Setup(sampler="uniform")`` (Algorithm 1, uniform replay) for R runs at once,
 each run with its own seed, memory size N, minibatch size m, step size α and
 discount γ. Per step ``t = 1 … T`` and run:

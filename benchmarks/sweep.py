@@ -20,7 +20,7 @@ Targets: per-run cost flat within 1.5× from 10² to 10⁴ runs, ≥ 20×
 **End to end vs the bare kernel**. The same runs (10⁴ on a CPU,
 10⁶ on an accelerator) three ways, one after another in one process:
 
-* **bare kernel**: ``jax.jit(linesearch.run_grid)`` called on the engine's
+* **bare kernel**: ``jax.jit(linesearch.run_batch)`` called on the engine's
   chunk shape once per chunk, outputs left on the device (the work alone);
 * **engine, final metrics**: :func:`jaxreplay.engine.sweep.run` keeping no
   per-step record (``Record(keep=())``): what a sweep that wants M(T) moves;
@@ -69,7 +69,7 @@ def _td_updates(runs: int) -> int:
 
 
 def _bare_kernel(sweep, chunk: int, repeats: int) -> dict:
-    """``jit(run_grid)`` on ``chunk`` runs, called once per chunk of ``sweep``, outputs left on the device."""
+    """``jit(run_batch)`` on ``chunk`` runs, called once per chunk of ``sweep``, outputs left on the device."""
     from jaxreplay.experiments import linesearch as ls
 
     setup = sweep.make_setup()
@@ -78,7 +78,7 @@ def _bare_kernel(sweep, chunk: int, repeats: int) -> dict:
     keys = jax.vmap(lambda s: jax.random.fold_in(jax.random.key(sweep.seed), s))(
         jax.numpy.asarray(runs % sweep.seeds, jax.numpy.uint32))
     t0 = time.perf_counter()
-    compiled = jax.jit(ls.run_grid, static_argnums=2).lower(keys, hparams, setup).compile()
+    compiled = jax.jit(ls.run_batch, static_argnums=2).lower(keys, hparams, setup).compile()
     compile_s = time.perf_counter() - t0
     jax.block_until_ready(compiled(keys, hparams))  # warm-up
     calls = -(-sweep.num_runs // chunk)
@@ -238,7 +238,7 @@ def _end_to_end_report(e: dict) -> str:
     full_over_bound = e["full_s"] / max(e["transfer_s"], e["bare_s"])
     rate = lambda seconds: f"{updates / seconds:.3g}"  # noqa: E731
     rows = [
-        ["bare kernel: `jit(run_grid)`, outputs left on the device", f"{e['bare_s']:.3g} s", rate(e["bare_s"]),
+        ["bare kernel: `jit(run_batch)`, outputs left on the device", f"{e['bare_s']:.3g} s", rate(e["bare_s"]),
          "1×", f"{e['calls']} call(s) of {e['chunk']:,} runs"],
         ["engine, final metrics only (`Record(keep=())`)", f"{e['final_s']:.3g} s", rate(e["final_s"]),
          f"{e['final_s'] / e['bare_s']:.2f}×", f"chunks of {e['chunk']:,}"],

@@ -2,7 +2,7 @@
 
 Semantics. Each live transition ``i`` keeps a priority between steps::
 
-    p_i = (|δ_i| + ε) ** α        α = priority_exponent >= 0, ε = error_floor >= 0
+    p_i = (|δ_i| + ε) ** α        α = priority_exponent >= 0, ε = priority_floor >= 0
 
 set by :func:`update_priorities` from the last TD error ``δ_i`` the learner
 computed for it. A new transition has no TD error yet and gets
@@ -85,7 +85,7 @@ error at ``N = 10^6``). Here each 8-level block resolves its own branch
 probability ``q`` to ``~2^-22`` absolute, so ``P(i)`` is within about
 ``Σ_blocks 2^-22 / q`` relative (``6e-5`` per block for equal priorities).
 
-Edge cases. If every live priority is 0 (only with ``error_floor = 0`` and
+Edge cases. If every live priority is 0 (only with ``priority_floor = 0`` and
 zero TD errors, or underflow at a large ``α``) sampling and
 :func:`probabilities` fall back to uniform over the live window, like
 :func:`jaxreplay.samplers.exact_priorities`. Sampling an empty memory is not
@@ -173,7 +173,7 @@ class PrioritizedState(NamedTuple):
             :func:`update_priorities`, starting at 1.0. It never decreases.
         invalid_parameters: ``bool[]``; set (and kept) when
             :func:`update_priorities` was given a traced ``priority_exponent``
-            or ``error_floor`` that is NaN, infinite or negative. That update
+            or ``priority_floor`` that is NaN, infinite or negative. That update
             was ignored (no priority changed), like ``buffer.capacity_clipped``
             a flag to check after a jitted run, since jitted code cannot raise.
     """
@@ -500,11 +500,11 @@ def update_priorities(
     indices: ArrayLike,
     td_errors: ArrayLike,
     priority_exponent: ArrayLike,
-    error_floor: ArrayLike = 1e-6,
+    priority_floor: ArrayLike = 1e-6,
     *,
     tree: str | TreeMode = "auto",
 ) -> PrioritizedState:
-    """Store ``p_i = (|δ_i| + error_floor)^priority_exponent`` for the slots ``indices``.
+    """Store ``p_i = (|δ_i| + priority_floor)^priority_exponent`` for the slots ``indices``.
 
     Call it with the slots of a :class:`~jaxreplay.samplers.Sample` and the
     TD errors just computed for them. Rules, all deterministic:
@@ -522,7 +522,7 @@ def update_priorities(
     * a NaN TD error (traced, so not caught) stores the current
       ``max_priority``, as for a new transition; ``inf`` and huge priorities
       are clipped and tiny ones flushed to 0 (module docstring, Numerics);
-    * a traced ``priority_exponent`` or ``error_floor`` that is NaN,
+    * a traced ``priority_exponent`` or ``priority_floor`` that is NaN,
       infinite or negative makes the whole update a no-op and sets the
       sticky flag ``invalid_parameters`` (it does not reset every priority
       to ``max_priority``, nor invert them);
@@ -536,8 +536,10 @@ def update_priorities(
         td_errors: real TD errors, shape ``S``.
         priority_exponent: ``α >= 0``; may be traced. ``α = 0`` makes every
             priority 1 (uniform replay).
-        error_floor: ``ε >= 0``; may be traced. Keeps a transition whose TD
-            error is 0 replayable.
+        priority_floor: ``ε >= 0``; may be traced. *Added* to ``|δ|`` (not a
+            clamp, unlike :func:`jaxreplay.samplers.exact_priorities`'
+            ``error_floor``), so every stored priority is at least ``ε^α`` and a
+            transition whose TD error is 0 stays replayable.
         tree: how the sum tree is compiled (static; ``"auto"``, ``"cpu"``,
             ``"accelerator"`` or a :class:`TreeMode`; results are the same).
 
@@ -547,7 +549,7 @@ def update_priorities(
     Raises:
         ValueError: shapes differ, ``indices`` is not integer or (concrete)
             out of range, ``td_errors`` (concrete) is not finite, or
-            ``priority_exponent``/``error_floor`` (concrete) is negative or
+            ``priority_exponent``/``priority_floor`` (concrete) is negative or
             not finite.
     """
     mode = _tree_mode(tree)
@@ -559,7 +561,7 @@ def update_priorities(
     _validation.check_int("indices", indices, low=0, high=max_capacity - 1)
     _validation.check_float("td_errors", td_errors)
     _validation.check_float("priority_exponent", priority_exponent, low=0.0)
-    _validation.check_float("error_floor", error_floor, low=0.0)
+    _validation.check_float("priority_floor", priority_floor, low=0.0)
     num_leaves, _ = _tree_shape(state.sum_tree)
     indices = jnp.ravel(jnp.asarray(indices)).astype(jnp.int32)
     td_errors = jnp.ravel(jnp.asarray(td_errors)).astype(_FLOAT)
@@ -569,13 +571,16 @@ def update_priorities(
     in_range = (indices >= 0) & (indices < max_capacity)
     safe = jnp.clip(indices, 0, max_capacity - 1)
     age_order = (safe - buffer_lib.oldest_index(state.buffer)) % max_capacity
-    error_floor = jnp.asarray(error_floor, _FLOAT)
+    priority_floor = jnp.asarray(priority_floor, _FLOAT)
     priority_exponent = jnp.asarray(priority_exponent, _FLOAT)
     valid_parameters = (
-        (priority_exponent >= 0) & jnp.isfinite(priority_exponent) & (error_floor >= 0) & jnp.isfinite(error_floor)
+        (priority_exponent >= 0)
+        & jnp.isfinite(priority_exponent)
+        & (priority_floor >= 0)
+        & jnp.isfinite(priority_floor)
     )
     accepted = in_range & (age_order < state.buffer.size) & valid_parameters
-    priorities = jnp.power(jnp.abs(td_errors) + error_floor, priority_exponent)
+    priorities = jnp.power(jnp.abs(td_errors) + priority_floor, priority_exponent)
     priorities = jnp.where(jnp.isnan(priorities), state.max_priority, priorities)
     priorities = _clean_priorities(priorities, num_leaves)
 

@@ -124,9 +124,11 @@ def exact_priorities(
         td_errors: ``float[max_capacity]``, the TD error of the transition in
             each slot (entries of slots that are not live are ignored).
         priority_exponent: β >= 0; may be traced. β = 0 is uniform.
-        error_floor: |δ| below this counts as this, so that a transition whose
-            TD error is exactly zero keeps a (tiny) chance of being replayed
-            and an all-zero window falls back to uniform instead of 0/0.
+        error_floor: a clamp, ``max(|δ|, error_floor)`` (not the *added*
+            ``priority_floor`` of :func:`jaxreplay.prioritized.update_priorities`):
+            |δ| below it counts as it, so that a transition whose TD error is
+            exactly zero keeps a (tiny) chance of being replayed and an
+            all-zero window falls back to uniform instead of 0/0.
 
     Returns:
         ``float32[max_capacity]`` probabilities per slot, zero outside the live

@@ -97,7 +97,7 @@ PAPER_SCALE = False  # True = 100 seeds, paper-length runs, all sizes: meant for
 # ## Settings
 #
 # Everything below derives from `PAPER_SCALE`. The paper's settings come from
-# `jaxreplay.paper.reproduce.dqn.settings(env, quick=False, tuned=...)` (which calls
+# `jaxreplay.paper.reproduce.dqn.fixed_vs_adaptive(env, quick=False, tuned=...)` (which calls
 # `jaxreplay.paper.reproduce.settings.paper_setting`; what the paper leaves open, such as the optimizer
 # (Adam), the width (64), the target network (hard copy every 500 steps) and the ε schedule,
 # is chosen and documented there).
@@ -151,7 +151,7 @@ from jaxreplay.paper.reproduce import settings as paper_settings
 
 pd.set_option("display.width", 200)
 T0 = time.perf_counter()
-GAMES = ("CartPole-v1", "MountainCar-v0", "Acrobot-v1")
+GAMES = paper_settings.ENVS  # the paper's three games
 SEEDS = 100 if PAPER_SCALE else 4  # seeds per setting (the paper: 100 games per curve)
 CARTPOLE_TUNED = True  # CartPole: CleanRL's configuration, which learns (False: the paper's γ = 0.9, α = 2e-5)
 SMALL_STEPS = {"CartPole-v1": 20_000, "MountainCar-v0": 10_000, "Acrobot-v1": 16_000}  # per run, small mode
@@ -176,7 +176,7 @@ print(f"JAX {jax.__version__}, devices: {jax.devices()}")
 # One helper builds the two sweeps of a game, `Sweep("dqn", seeds, seed, setup, fixed,
 # points)`: the static `setup` (a `dqn.Setup`), the hyperparameters shared
 # by every run (`fixed`) and one point per memory size (memory size, `learning_starts`, and
-# aER's n_old = N₀/2). At paper scale it is `rdqn.settings(env, quick=False, tuned=...)`
+# aER's n_old = N₀/2). At paper scale it is `rdqn.fixed_vs_adaptive(env, quick=False, tuned=...)`
 # unchanged; in small mode `shrink` scales time and memory as described above.
 
 # %%
@@ -211,7 +211,7 @@ def shrink(env, steps, fixed_setup, adaptive_setup, common, fixed_points, adapti
 def game_sweeps(env, seeds=SEEDS, paper_scale=PAPER_SCALE):
     """{"fixed": Sweep, "adaptive": Sweep} of one game."""
     tuned = env == "CartPole-v1" and CARTPOLE_TUNED
-    parts = rdqn.settings(env, quick=False, tuned=tuned)
+    parts = rdqn.fixed_vs_adaptive(env, quick=False, tuned=tuned)
     if not paper_scale:
         parts = shrink(env, SMALL_STEPS[env], *parts)
     fixed_setup, adaptive_setup, common, fixed_points, adaptive_points = parts

@@ -63,7 +63,7 @@ def test_linesearch_json_reports_theory_and_experiment(capsys):
     keys = jax.vmap(lambda i: jax.random.fold_in(jax.random.key(0), i))(jax.numpy.arange(4))
     setup = ls.Setup(steps=200, max_capacity=50, max_batch_size=3)
     hp = ls.broadcast_hyperparameters(ls.Hyperparameters(memory_size=50, batch_size=3, step_size=0.005), 4)
-    result = jax.jit(ls.run_grid, static_argnums=2)(keys, hp, setup)
+    result = jax.jit(ls.run_batch, static_argnums=2)(keys, hp, setup)
     mean = np.asarray(result.dtheta, np.float64).mean(0)
     np.testing.assert_allclose(out["experiment"]["dtheta1_mean"], mean[:, 0], rtol=1e-6, atol=1e-9)
     assert out["experiment"]["final_metric"] == pytest.approx(np.abs(mean[-1]).sum(), rel=1e-6)

@@ -11,7 +11,7 @@ from jaxreplay.experiments import linesearch as ls
 
 STEPS = 200
 SETUP = ls.Setup(steps=STEPS, max_capacity=STEPS, max_batch_size=8, max_num_old=64)
-_run_grid = jax.jit(ls.run_grid, static_argnums=2)
+_run_batch = jax.jit(ls.run_batch, static_argnums=2)
 
 
 def _grid(setup=SETUP, seeds=1, **hparams):
@@ -19,7 +19,7 @@ def _grid(setup=SETUP, seeds=1, **hparams):
     runs = max([seeds, *(np.size(v) for v in fields.values())])
     hp = ls.broadcast_hyperparameters(ls.Hyperparameters(**fields), runs)
     keys = jax.random.split(jax.random.key(0), runs)
-    return _run_grid(keys, hp, setup)
+    return _run_batch(keys, hp, setup)
 
 
 def _reference_newest_only(steps, batch_size, step_size, discount, x0=-5.0, v=0.01, beta=(0.1, 0.5), theta=(0.0, 1.0)):
@@ -72,6 +72,26 @@ def test_grid_equals_runs_one_by_one():
         np.testing.assert_allclose(batched.dtheta[i], single.dtheta, rtol=1e-5, atol=1e-7)
         np.testing.assert_array_equal(batched.memory_size[i], single.memory_size)
 
+
+
+def test_run_batch_shares_scalar_hyperparameters_like_dqns():
+    # A scalar field is every run's value: the same bits as broadcasting it first (as dqn.run_batch does).
+    keys = jax.random.split(jax.random.key(0), 2)
+    shared = ls.Hyperparameters(memory_size=np.array([5, 60]), batch_size=3, step_size=0.01)
+    scalar = _run_batch(keys, shared, SETUP)
+    broadcast = _run_batch(keys, ls.broadcast_hyperparameters(shared, 2), SETUP)
+    np.testing.assert_array_equal(scalar.dtheta, broadcast.dtheta)
+    assert scalar.dtheta.shape == (2, STEPS, 2) and scalar.memory_size[:, -1].tolist() == [5, 60]
+
+
+def test_check_hyperparameters_is_a_deprecated_alias_of_check():
+    with pytest.warns(DeprecationWarning, match=r"linesearch\.check_hyperparameters is deprecated .*use .*linesearch\.check"):
+        old = ls.check_hyperparameters
+    assert old is ls.check is ls.EXPERIMENT.check
+    with pytest.warns(DeprecationWarning), pytest.raises(ValueError, match="batch_size"):
+        ls.check_hyperparameters(ls.Hyperparameters(batch_size=9), SETUP)
+    with pytest.raises(AttributeError, match="no attribute 'run_grid'"):
+        ls.run_grid  # noqa: B018  (renamed run_batch, without an alias: no document names it)
 
 def test_memory_size_is_recorded_and_constant_without_aer():
     result = _grid(memory_size=np.array([3, 77]))

@@ -28,7 +28,7 @@ if _ROOT not in sys.path:
 
 from benchmarks._numpy_linesearch import run_numpy  # noqa: E402
 
-_run_grid = jax.jit(ls.run_grid, static_argnums=2)
+_run_batch = jax.jit(ls.run_batch, static_argnums=2)
 
 
 def _jax_dtheta(setup, seed=0, **hparams) -> np.ndarray:
@@ -44,7 +44,7 @@ def _jax_dtheta(setup, seed=0, **hparams) -> np.ndarray:
         runs,
     )
     keys = jax.random.split(jax.random.key(seed), runs)
-    return np.asarray(_run_grid(keys, hp, setup).dtheta)
+    return np.asarray(_run_batch(keys, hp, setup).dtheta)
 
 
 def _numpy_kwargs(setup: ls.Setup) -> dict:

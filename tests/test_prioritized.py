@@ -275,13 +275,25 @@ def test_traced_invalid_importance_exponent_gives_nan_weights(beta):
                                   np.asarray(_probabilities(state))[np.asarray(sample.indices)])
 
 
+def test_priority_floor_is_added_where_the_exact_samplers_error_floor_clamps():
+    # One meaning per name: stored priorities are (|δ| + priority_floor)^α; pER counts |δ| as max(|δ|, error_floor).
+    from jaxreplay import samplers
+
+    state = _small(adds=4)
+    td = np.array([0.0, 0.05, 0.3, 2.0], np.float32)
+    stored = _leaves(prioritized.update_priorities(state, jnp.arange(4), jnp.asarray(td), 1.0, priority_floor=0.1))
+    np.testing.assert_allclose(stored[:4], [0.1, 0.15, 0.4, 2.1], rtol=1e-6)
+    errors = jnp.zeros(state.buffer.max_capacity).at[:4].set(td)
+    exact = np.asarray(samplers.exact_priorities(state.buffer, errors, 1.0, error_floor=0.1))
+    np.testing.assert_allclose(exact[:4], np.array([0.1, 0.1, 0.3, 2.0]) / 2.5, rtol=1e-6)
+
 def test_priority_formula_and_alpha_zero():
     state = _small(adds=4)
     td = np.array([0.0, 0.3, -2.0, 7.5], np.float32)
     for alpha in (0.0, 0.5, 1.0, 2.0):
         leaves = _leaves(_update(state, jnp.arange(4), jnp.asarray(td), alpha))
         np.testing.assert_allclose(leaves[:4], _priority(td, alpha), rtol=1e-6)
-    # error_floor 0 and a zero TD error: priority 0, never drawn.
+    # priority_floor 0 and a zero TD error: priority 0, never drawn.
     s = _update(state, jnp.arange(4), jnp.asarray(td), 1.0, 0.0)
     assert _leaves(s)[0] == 0.0
     idx = np.asarray(_sample(jax.random.key(0), s, 256, 0.0).indices)
@@ -489,8 +501,8 @@ def _bad_calls():
         ("importance_exponent", lambda: prioritized.sample(key, state, 4, float("nan"))),
         ("priority_exponent", lambda: prioritized.update_priorities(state, idx, err, -1.0)),
         ("priority_exponent", lambda: prioritized.update_priorities(state, idx, err, float("nan"))),
-        ("error_floor", lambda: prioritized.update_priorities(state, idx, err, 1.0, -1e-3)),
-        ("error_floor", lambda: prioritized.update_priorities(state, idx, err, 1.0, float("inf"))),
+        ("priority_floor", lambda: prioritized.update_priorities(state, idx, err, 1.0, -1e-3)),
+        ("priority_floor", lambda: prioritized.update_priorities(state, idx, err, 1.0, float("inf"))),
         ("td_errors", lambda: prioritized.update_priorities(state, idx, jnp.array([1.0, jnp.nan]), 1.0)),
         ("td_errors", lambda: prioritized.update_priorities(state, idx, jnp.ones(3), 1.0)),
         ("indices", lambda: prioritized.update_priorities(state, jnp.array([0, S]), err, 1.0)),

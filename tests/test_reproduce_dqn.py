@@ -20,8 +20,8 @@ def test_beats_static_average_counts_and_interval():
     assert out["low"] == pytest.approx(6.76, abs=0.01) and out["high"] == pytest.approx(93.24, abs=0.01)
 
 
-def test_settings_follow_the_paper():
-    fixed, adaptive, common, fixed_points, adaptive_points = rdqn.settings("MountainCar-v0", quick=False)
+def test_fixed_vs_adaptive_follows_the_paper():
+    fixed, adaptive, common, fixed_points, adaptive_points = rdqn.fixed_vs_adaptive("MountainCar-v0", quick=False)
     assert [p["memory_size"] for p in fixed_points] == [20_000, 50_000, 150_000]
     assert [p["memory_size"] for p in adaptive_points] == [20_000, 150_000]
     assert [p["adaptive_num_old"] for p in adaptive_points] == [10_000, 75_000]  # half the initial memory
@@ -29,14 +29,26 @@ def test_settings_follow_the_paper():
     assert fixed.batch_size == 50 and len(fixed.hidden_sizes) == 2 and adaptive.adaptive and not fixed.adaptive
     assert adaptive.subsample_size == 1000 and adaptive.adaptive_check_every == 20
     with pytest.raises(ValueError, match="env must be one of"):
-        rdqn.settings("Pong", quick=True)
+        rdqn.fixed_vs_adaptive("Pong", quick=True)
     with pytest.raises(ValueError, match="steps must be a positive multiple of 20"):
-        rdqn.settings("CartPole-v1", quick=True, steps=150)
+        rdqn.fixed_vs_adaptive("CartPole-v1", quick=True, steps=150)
     # Runs cut to 600 steps keep whole aER cycles per segment.
-    cut = rdqn.settings("CartPole-v1", quick=True, steps=600)[1]
+    cut = rdqn.fixed_vs_adaptive("CartPole-v1", quick=True, steps=600)[1]
     assert cut.total_steps == 600 and cut.total_steps % cut.steps_per_segment == 0
     assert cut.steps_per_segment % 20 == 0 and cut.total_steps // cut.steps_per_segment == 15
 
+
+
+def test_the_games_are_defined_once_and_listing_them_imports_no_experiment():
+    import subprocess
+    import sys
+
+    from jaxreplay.paper.reproduce import settings
+
+    assert rdqn.ENVS is settings.ENVS == ("CartPole-v1", "MountainCar-v0", "Acrobot-v1")
+    assert tuple(settings.PAPER_TOTAL_STEPS) == tuple(settings.PAPER_MEMORY_SIZES) == settings.ENVS
+    code = "import sys, jaxreplay.paper.reproduce.dqn; print('jaxreplay.experiments.dqn' in sys.modules)"
+    assert subprocess.run([sys.executable, "-c", code], capture_output=True, text=True).stdout.strip() == "False"
 
 @pytest.fixture(scope="module")
 def cartpole(paper_tiny):

@@ -55,12 +55,12 @@ def test_tiny_csv_columns_values_and_sources(tiny):
         seeds = int(r[col["seeds"]])
         assert (seeds == 0) if r[col["source"]] == "theory" else (seeds > 0)
     # The contour grids are in (theory, both discounts for ER, pER at γ = 0).
-    plan = rl.make_plan("tiny")
+    design = rl.design("tiny")
     er_grid = {(int(r[col["memory_size"]]), int(r[col["batch_size"]]), float(r[col["discount"]]))
                for r in rows if r[col["source"]] == "theory" and r[col["sampler"]] == "uniform"
                and float(r[col["step_size"]]) == 1e-3}
-    for N in plan.grid_memory_sizes:
-        for m in plan.grid_batch_sizes:
+    for N in design.grid_memory_sizes:
+        for m in design.grid_batch_sizes:
             assert (N, m, 0.0) in er_grid and (N, m, 0.5) in er_grid
 
 
@@ -131,9 +131,9 @@ def _metric(rows, sampler, source, N, m, alpha=1e-3, gamma=0.0) -> float:
 
 def _grid(rows, sampler, gamma=0.0) -> np.ndarray:
     """The theory contour grid of the CSV, [nN, nm]."""
-    plan = rl.make_plan("tiny")
-    return np.array([[_metric(rows, sampler, "theory", N, m, 1e-3, gamma) for m in plan.grid_batch_sizes]
-                     for N in plan.grid_memory_sizes])
+    design = rl.design("tiny")
+    return np.array([[_metric(rows, sampler, "theory", N, m, 1e-3, gamma) for m in design.grid_batch_sizes]
+                     for N in design.grid_memory_sizes])
 
 
 def _floats(text: str) -> list[float]:
@@ -147,13 +147,13 @@ def _agree(ok: bool, partly: bool = False) -> str:
 def _check_optimal_N_m10_theory(c, rows):
     # The optimum sits on a cusp of M(N) near the paper's 250; the grid alone says 250 (the CSV's argmin).
     assert 245 < c["value"] < 255 and c["agrees"] == "yes"
-    column = _grid(rows, "uniform")[:, rl.make_plan("tiny").grid_batch_sizes.index(10)]
-    assert c["grid_value"] == rl.make_plan("tiny").grid_memory_sizes[int(np.argmin(column))] == 250
+    column = _grid(rows, "uniform")[:, rl.design("tiny").grid_batch_sizes.index(10)]
+    assert c["grid_value"] == rl.design("tiny").grid_memory_sizes[int(np.argmin(column))] == 250
     assert f"N* = {c['value']:.4g}" in c["ours"] and "a cusp" in c["ours"]
 
 
 def _check_optimal_N_m10_experiment(c, rows):
-    spots = rl.make_plan("tiny").spot_memory_sizes
+    spots = rl.design("tiny").spot_memory_sizes
     M = [_metric(rows, "uniform", "experiment", N, 10) for N in spots]
     assert c["value"] == spots[int(np.argmin(M))] == 250 and c["agrees"] == "yes"
     assert "(2 seeds)" in c["ours"]
@@ -164,19 +164,19 @@ def _check_monotone_m40_theory(c, rows):
     gap = float(c["ours"].split("M(N_max) − min M = ")[1].split(" ")[0])
     step_up = float(c["ours"].split("largest step-up ")[1].split(";")[0])
     assert 0 <= gap <= rl.MONOTONE_TOL and step_up <= rl.MONOTONE_TOL
-    column = _grid(rows, "uniform")[:, rl.make_plan("tiny").grid_batch_sizes.index(40)]
+    column = _grid(rows, "uniform")[:, rl.design("tiny").grid_batch_sizes.index(40)]
     assert np.all(np.diff(column) <= rl.MONOTONE_TOL)
 
 
 def _check_monotone_m40_experiment(c, rows):
-    M = [_metric(rows, "uniform", "experiment", N, 40) for N in rl.make_plan("tiny").spot_memory_sizes]
+    M = [_metric(rows, "uniform", "experiment", N, 40) for N in rl.design("tiny").spot_memory_sizes]
     assert c["ours"].startswith("M = [" + ", ".join(f"{x:.3g}" for x in M) + "]")
     assert np.all(np.diff(M) <= rl.MONOTONE_TOL) and c["value"] == 1.0 and c["agrees"] == "yes"
 
 
 def _check_threshold(c, rows, sampler, gamma, paper_m, value, grid_value, agrees):
     """The boundaries with the cusps, and on the grid alone recomputed from the CSV's theory rows."""
-    m = rl.make_plan("tiny").grid_batch_sizes
+    m = rl.design("tiny").grid_batch_sizes
     assert (c["value"], c["global_threshold"]) == (value, value)
     grid = _grid(rows, sampler, gamma)
     assert c["grid_threshold"] == rl.monotone_threshold(m, grid)["threshold"] == grid_value
@@ -232,7 +232,7 @@ def _check_fixed_intercept_steps(c, rows):
 
 
 def _check_optimal_N_vs_K(c, rows):
-    memory = np.asarray(rl.make_plan("tiny").appendix_memory_sizes, float)
+    memory = np.asarray(rl.design("tiny").appendix_memory_sizes, float)
     assert c["max_optimal"] == memory[np.argmin(rl.steps_to_exponent(1.0, memory))] == 851
     assert c["k_drop"] == 1.25 and memory[np.argmin(rl.steps_to_exponent(1.25, memory))] == 1
     assert c["agrees"] == "yes" and "(rising: True, abrupt: True, stays 1: True)" in c["ours"]
@@ -273,13 +273,13 @@ def _check_agreement(c, configurations, bound):
 def _check_agreement_er(c, rows):
     _check_agreement(c, 5, 0.02)
     # The spot-grid error is the largest |M_exp − M_ode| over the CSV's experiment rows with a theory twin.
-    plan = rl.make_plan("tiny")
+    design = rl.design("tiny")
 
     def gap(N, m, g):
         return abs(_metric(rows, "uniform", "experiment", N, m, 1e-3, g)
                    - _metric(rows, "uniform", "theory", N, m, 1e-3, g))
 
-    gaps = [gap(N, m, g) for N in plan.spot_memory_sizes for m in plan.spot_batch_sizes for g in (0.0, 0.5)]
+    gaps = [gap(N, m, g) for N in design.spot_memory_sizes for m in design.spot_batch_sizes for g in (0.0, 0.5)]
     assert c["ours"].endswith(f"over the ER spot grid: {max(gaps):.2g}") and max(gaps) < 0.005
 
 
@@ -429,22 +429,32 @@ def test_prioritized_exponent_1d_is_faster():
     assert np.all(np.diff(kp - k) >= -1e-12)  # the rate difference is ≥ 0
 
 
-def test_make_plan():
-    default = rl.make_plan("default")
-    full = rl.make_plan("full")
+def test_design():
+    default = rl.design("default")
+    full = rl.design("full")
     assert full.grid_memory_sizes == tuple(range(10, 1001, 10))
     assert full.grid_batch_sizes == tuple(range(1, 51))
     assert full.er_seeds > default.er_seeds and full.per_seeds > default.per_seeds
-    p = rl.make_plan("default", seeds=12)
+    p = rl.design("default", seeds=12)
     assert (p.er_seeds, p.aer_seeds, p.per_seeds) == (12, 12, 3)
-    for plan in (default, full, rl.make_plan("tiny")):
+    for design in (default, full, rl.design("tiny")):
         for m in (5, 10, 40):
-            assert m in plan.grid_batch_sizes and m in plan.spot_batch_sizes
+            assert m in design.grid_batch_sizes and m in design.spot_batch_sizes
     with pytest.raises(ValueError, match="mode"):
-        rl.make_plan("huge")
+        rl.design("huge")
     with pytest.raises(ValueError, match="seeds"):
-        rl.make_plan("default", seeds=0)
+        rl.design("default", seeds=0)
 
+
+
+def test_the_old_plan_module_forwards_its_renamed_names():
+    from jaxreplay.paper.reproduce.linesearch import plan, settings
+
+    with pytest.warns(DeprecationWarning, match=r"linesearch\.plan\.Plan is deprecated .*use .*linesearch\.settings\.Design"):
+        assert plan.Plan is rl.Design is settings.Design
+    with pytest.warns(DeprecationWarning, match=r"make_plan is deprecated .*settings\.design"):
+        assert plan.make_plan("tiny") == rl.design("tiny")
+    assert plan.ALPHA_GRID is settings.ALPHA_GRID == 1e-3 and plan.MODES == ("tiny", "default", "full")
 
 # ---------------------------------------------------------------- cusps of M(N)
 
@@ -466,8 +476,8 @@ def test_cusps_move_the_boundary_on_the_default_grid(prioritized, grid_boundary,
     With the cusps located it is 25 (pER 18): M(N_max) − M(cusp) > 1e-4 up to m = 22 (pER 16)."""
     from jaxreplay.paper import theory
 
-    plan = rl.make_plan("default")
-    N, m = np.asarray(plan.grid_memory_sizes, float), np.asarray(plan.grid_batch_sizes)
+    design = rl.design("default")
+    N, m = np.asarray(design.grid_memory_sizes, float), np.asarray(design.grid_batch_sizes)
     cusps = theory.memory_cusps(m, rl.ALPHA_GRID, 0.0, rl.PRIORITY_EXPONENT if prioritized else None, memory_sizes=N)
     grid = np.stack([c.grid_metric for c in cusps], axis=1)
     assert rl.monotone_threshold(m, grid, strict=False)["threshold"] == grid_boundary
@@ -481,12 +491,12 @@ def test_cusps_move_the_boundary_on_the_default_grid(prioritized, grid_boundary,
 
 def test_tiny_uses_the_refined_optimum(tiny):
     n = tiny["numbers"]
-    plan = rl.make_plan("tiny")
+    design = rl.design("tiny")
     for name in ("ER", "pER", "ER_gamma0.5"):
-        assert len(n["optimal_memory"][name]) == len(plan.grid_batch_sizes)
+        assert len(n["optimal_memory"][name]) == len(design.grid_batch_sizes)
         for M, Mg in zip(n["optimal_metric"][name], n["optimal_metric_grid"][name]):
             assert M <= Mg
-    j20 = plan.grid_batch_sizes.index(20)
+    j20 = design.grid_batch_sizes.index(20)
     assert n["optimal_memory_grid"]["ER"][j20] == 1000  # the coarse grid misses the cusp ...
     assert 295 < n["optimal_memory"]["ER"][j20] < 305 and n["optimal_metric"]["ER"][j20] < 1e-7  # ... found
     assert 245 < n["optimal_N_m10"] < 255 and n["optimal_N_m10_grid"] == 250
@@ -535,9 +545,9 @@ def test_er_finals_apart_is_bit_identical_and_moves_little():
 
     from jaxreplay.paper.reproduce.linesearch.stages import er_per
 
-    plan = dataclasses.replace(rl.make_plan("tiny"), er_chunk=64)  # small programs, the same size in both variants
-    one = er_per.experiment_er(plan, 0, apart=False)
-    two = er_per.experiment_er(plan, 0, apart=True)
+    design = dataclasses.replace(rl.design("tiny"), er_chunk=64)  # small programs, the same size in both variants
+    one = er_per.experiment_er(design, 0, apart=False)
+    two = er_per.experiment_er(design, 0, apart=True)
     assert one.registry.keys == two.registry.keys and len(one.registry.keys) == 22
     assert two.curves.keys == er_per.er_curves().keys and one.curves.keys == one.registry.keys
     np.testing.assert_array_equal(one.final, two.final)  # NaN only where diverged, in both

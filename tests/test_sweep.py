@@ -882,7 +882,7 @@ def test_setup_table_and_instance_are_one_sweep_and_round_trip_through_toml(tmp_
     from jaxreplay.experiments import dqn
     from jaxreplay.paper.reproduce import dqn as rdqn
 
-    fixed_setup, _, common, points, _ = rdqn.settings("MountainCar-v0", quick=True)
+    fixed_setup, _, common, points, _ = rdqn.fixed_vs_adaptive("MountainCar-v0", quick=True)
     defaults = {f.name: f.default for f in dataclasses.fields(dqn.Setup)}
     table = {k: v for k, v in dataclasses.asdict(fixed_setup).items() if v != defaults[k]}
     from_instance = sw.Sweep("dqn", seeds=3, setup=fixed_setup, fixed=common, points=points)

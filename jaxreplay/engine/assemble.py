@@ -18,6 +18,7 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from jaxreplay.engine.records import STAT_DIM
+from jaxreplay.engine.results import SEED_DIM  # defined once, with the statistics that reduce over it
 from jaxreplay.engine.store import software_versions
 
 if TYPE_CHECKING:
@@ -25,8 +26,6 @@ if TYPE_CHECKING:
 
 __all__ = ["assemble", "Assembler", "to_dataset", "write_netcdf", "load", "SEED_DIM", "CONFIG_DIM"]
 
-SEED_DIM = "seed"
-"""The dim of a sweep's results that indexes seeds."""
 CONFIG_DIM = "config"
 """The dim that indexes configurations, in results of explicit ``points`` (a grid has one dim per axis)."""
 

@@ -48,6 +48,8 @@ __all__ = [
 ]
 
 SEED_DIM = "seed"
+"""The dim of a sweep's results that indexes seeds (:mod:`jaxreplay.engine.assemble` labels it; the
+statistics here reduce over it by default)."""
 
 
 def mean_ci(data, dim: str = SEED_DIM, confidence: float = 0.95):

@@ -12,7 +12,7 @@ each on a transition drawn from the memory:
 * ``"adaptive"`` (aER): uniform draws, and after the updates the aER
   controller (:mod:`jaxreplay.adaptive`) may resize the memory.
 
-One call of :func:`run` simulates one run; :func:`run_grid` vmaps it over any
+One call of :func:`run` simulates one run; :func:`run_batch` vmaps it over any
 batch of seeds and hyperparameters in one compiled program. Everything in
 :class:`Hyperparameters` is traced (memory size, batch size up to a static
 maximum, step size, discount, priority exponent, aER interval/old count/ε);
@@ -42,13 +42,13 @@ are derived so that it is the fixed point). With γ = 0 they coincide.
 from __future__ import annotations
 
 import dataclasses
-from typing import NamedTuple
+from typing import TYPE_CHECKING, NamedTuple
 
 import jax
 import jax.numpy as jnp
 import numpy as np
 
-from jaxreplay import _validation, adaptive, buffer, samplers
+from jaxreplay import _deprecated, _validation, adaptive, buffer, samplers
 from jaxreplay._typing import ArrayLike
 from jaxreplay.agents import linear
 from jaxreplay.envs import linesearch as env_lib
@@ -169,8 +169,8 @@ class Result(NamedTuple):
     diverged: jax.Array
 
 
-def check_hyperparameters(hparams: Hyperparameters, setup: Setup) -> None:
-    """Raise ValueError naming any concrete hyperparameter outside its range."""
+def check(hparams: Hyperparameters, setup: Setup) -> None:
+    """Raise ValueError naming any concrete hyperparameter outside its range (the engine's ``check``)."""
     _validation.check_int("memory_size", hparams.memory_size, low=1, high=setup.max_capacity)
     _validation.check_int("batch_size", hparams.batch_size, low=1, high=setup.max_batch_size)
     _validation.check_float("step_size", hparams.step_size, low=0.0)
@@ -319,7 +319,7 @@ def run(key: jax.Array, hparams: Hyperparameters, setup: Setup) -> Result:
         A :class:`Result`. Cost per step: O(max_batch_size) for ER/aER (plus
         O(max_num_old) for aER's check), O(max_batch_size · max_capacity) for pER.
     """
-    check_hyperparameters(hparams, setup)
+    check(hparams, setup)
     state, record = advance(init(key, hparams, setup), hparams, setup)
     summary = summarize(state, hparams, setup)
     return Result(record["dtheta"], record["capacity"], summary["final_metric"], summary["diverged"])
@@ -368,15 +368,17 @@ def replay(key, theta, memory, hparams: Hyperparameters, setup: Setup, trainable
     return jax.lax.scan(masked_update, theta, (slots, buffer.get(memory, indices)))[0], indices
 
 
-def run_grid(keys: jax.Array, hparams: Hyperparameters, setup: Setup) -> Result:
-    """:func:`run` vmapped over a leading run axis of ``keys`` and every field of ``hparams``.
+def run_batch(keys: jax.Array, hparams: Hyperparameters, setup: Setup) -> Result:
+    """:func:`run` for ``R`` runs at once: vmapped over a leading run axis of ``keys`` and ``hparams``.
 
-    ``keys`` has shape ``[R]`` and each hyperparameter ``[R]`` (broadcast
-    scalars with :func:`broadcast_hyperparameters`). Jit it with ``setup``
-    static: ``jax.jit(run_grid, static_argnums=2)``. Results gain the leading
-    axis ``R``.
+    ``keys`` has shape ``[R]``; each hyperparameter is a scalar (shared) or
+    ``[R]`` (:func:`broadcast_hyperparameters`). Jit it with ``setup``
+    static: ``jax.jit(run_batch, static_argnums=2)``. Results gain the
+    leading axis ``R``. ValueError naming a bad concrete hyperparameter,
+    before compiling.
     """
-    check_hyperparameters(hparams, setup)
+    check(hparams, setup)
+    hparams = broadcast_hyperparameters(hparams, jnp.shape(keys)[0])
     return jax.vmap(run, in_axes=(0, 0, None))(keys, hparams, setup)
 
 
@@ -389,7 +391,7 @@ EXPERIMENT = Experiment(
     name="linesearch",
     setup_type=Setup,
     hyperparameters_type=Hyperparameters,
-    check=check_hyperparameters,
+    check=check,
     init=init,
     advance=advance,
     summarize=summarize,
@@ -402,3 +404,13 @@ EXPERIMENT = Experiment(
     },
 )
 """LineSearch (Algorithm 1, ER / pER, and aER) as a sweep-engine experiment, registered as ``"linesearch"``."""
+
+_RENAMED = {"check_hyperparameters": "check"}
+if TYPE_CHECKING:  # the old spellings as type checkers see them; at run time __getattr__ answers, with a warning
+    check_hyperparameters = check
+    """Deprecated (removed after 0.1): :func:`check`."""
+
+
+def __getattr__(name: str) -> object:
+    # Old spellings, with a DeprecationWarning (docs/design.md, "Renamed").
+    return _deprecated.renamed(__name__, name, _RENAMED, globals())

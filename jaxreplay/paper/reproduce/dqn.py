@@ -42,10 +42,9 @@ import numpy as np
 
 from jaxreplay import _validation
 from jaxreplay._files import atomic_write_text, replacing
+from jaxreplay.paper.reproduce.settings import ENVS  # the paper's games, defined once with their settings
 
-__all__ = ["ENVS", "PAPER_PERCENT", "settings", "reproduce", "run_scores", "beats_static_average", "iqm_table"]
-
-ENVS = ("CartPole-v1", "MountainCar-v0", "Acrobot-v1")
+__all__ = ["ENVS", "PAPER_PERCENT", "fixed_vs_adaptive", "reproduce", "run_scores", "beats_static_average", "iqm_table"]
 
 # The paper's headline: % of seeds where aER beats the averaged static memory, per initial size.
 PAPER_PERCENT = {
@@ -54,11 +53,12 @@ PAPER_PERCENT = {
     "Acrobot-v1": {25_000: 100.0, 100_000: 95.0},
 }
 ADAPTIVE_FROM = {"CartPole-v1": (100,), "MountainCar-v0": (20_000, 150_000), "Acrobot-v1": (25_000, 100_000)}
-DEFAULT_SEEDS = {"quick": 4, "paper": 100}
+DEFAULT_SEEDS = {"quick": 4, "full": 100}
 
 
-def settings(env_id: str, quick: bool, tuned: bool = False, steps: int | None = None):
-    """``(fixed_setup, adaptive_setup, common_hparams, fixed_points, adaptive_points)`` of ``env_id``.
+def fixed_vs_adaptive(env_id: str, quick: bool, tuned: bool = False, steps: int | None = None):
+    """The two sweeps of the comparison for ``env_id``: ``(fixed_setup, adaptive_setup, common_hparams,
+    fixed_points, adaptive_points)``, from :func:`~jaxreplay.paper.reproduce.settings.paper_setting`.
 
     The points are lists of ``{hyperparameter: value}`` (memory size and what
     is derived from it); ``common_hparams`` is what every run shares.
@@ -156,7 +156,7 @@ def reproduce(
         progress: progress bars and summaries on stderr.
         seed: base seed of the sweeps.
         tuned: CartPole only: the configuration that learns instead of the paper's.
-        steps: cut every run to this many steps (see :func:`settings`).
+        steps: cut every run to this many steps (see :func:`fixed_vs_adaptive`).
 
     Returns:
         A dict with ``report``, ``csv``, ``figures``, ``percent`` (per initial
@@ -174,9 +174,9 @@ def reproduce(
 
     t0 = time.perf_counter()
     if seeds is None:
-        seeds = DEFAULT_SEEDS["quick" if quick else "paper"]
+        seeds = DEFAULT_SEEDS["quick" if quick else "full"]
     seeds = _validation.check_static_int("seeds", seeds, low=1)
-    fixed_setup, adaptive_setup, common, fixed_points, adaptive_points = settings(env_id, quick, tuned, steps)
+    fixed_setup, adaptive_setup, common, fixed_points, adaptive_points = fixed_vs_adaptive(env_id, quick, tuned, steps)
     out = pathlib.Path(out_dir)
     out.mkdir(parents=True, exist_ok=True)
 

@@ -295,11 +295,12 @@ def reproduce(
 
     from jaxreplay import _validation
     from jaxreplay.paper.reproduce import dqn as reproduce_dqn
+    from jaxreplay.paper.reproduce import settings as paper_settings
 
-    envs = tuple(reproduce_dqn.ENVS if envs is None else envs)
-    unknown = [e for e in envs if e not in reproduce_dqn.ENVS]
+    envs = tuple(paper_settings.ENVS if envs is None else envs)
+    unknown = [e for e in envs if e not in paper_settings.ENVS]
     if unknown or not envs:
-        raise ValueError(f"envs must be a non-empty subset of {reproduce_dqn.ENVS}, got {envs!r}.")
+        raise ValueError(f"envs must be a non-empty subset of {paper_settings.ENVS}, got {envs!r}.")
     if seeds is not None:
         seeds = _validation.check_static_int("seeds", seeds, low=1)
     if readme is not None:  # checked now, not after the runs

@@ -4,20 +4,28 @@ The paper's configurations belong to the paper layer, not to the DQN
 experiment, which knows nothing of the paper: :func:`paper_setting` builds a
 :class:`jaxreplay.experiments.dqn.Setup` and its
 :class:`~jaxreplay.experiments.dqn.Hyperparameters` for one game and memory
-size; :data:`PAPER_TOTAL_STEPS` and :data:`PAPER_MEMORY_SIZES` hold the run
-lengths and the memory sizes of the paper's figures. Used by
+size; :data:`ENVS` names the paper's games, :data:`PAPER_TOTAL_STEPS` and
+:data:`PAPER_MEMORY_SIZES` hold the run lengths and the memory sizes of the
+paper's figures. Importing this module imports no experiment (the experiment is
+imported when :func:`paper_setting` builds a configuration), so the command line
+can list the games cheaply. Used by
 :mod:`jaxreplay.paper.reproduce.dqn`, :mod:`jaxreplay.paper.reproduce.study` and
 ``jaxreplay dqn``.
 """
 
 from __future__ import annotations
 
-from typing import NamedTuple
+from typing import TYPE_CHECKING, NamedTuple
 
 from jaxreplay import _validation
-from jaxreplay.experiments.dqn import Hyperparameters, Setup
 
-__all__ = ["PAPER_TOTAL_STEPS", "PAPER_MEMORY_SIZES", "OPTIMIZER_READINGS", "paper_setting"]
+if TYPE_CHECKING:
+    from jaxreplay.experiments.dqn import Hyperparameters, Setup
+
+__all__ = ["ENVS", "PAPER_TOTAL_STEPS", "PAPER_MEMORY_SIZES", "OPTIMIZER_READINGS", "paper_setting"]
+
+ENVS = ("CartPole-v1", "MountainCar-v0", "Acrobot-v1")
+"""The paper's DQN games (gymnax ids), in the paper's order; every table here is keyed by them."""
 
 PAPER_TOTAL_STEPS = {"CartPole-v1": 40_000, "MountainCar-v0": 300_000, "Acrobot-v1": 200_000}
 """Environment steps per run. The paper gives none: CartPole's 40,000 is implied by
@@ -56,6 +64,13 @@ _GAMES = {
     "MountainCar-v0": _Game(6e-4, 0.99, (64, 64), 1000, 0.25),
     "Acrobot-v1": _Game(1e-3, 0.99, (64, 64), 1000, 0.25),
 }
+
+
+def _dqn():
+    # The experiment, imported when a configuration is built: ENVS and the tables import nothing heavy.
+    from jaxreplay.experiments import dqn
+
+    return dqn
 
 
 def paper_setting(
@@ -119,7 +134,7 @@ def paper_setting(
         ValueError: unknown ``env_id``, ``tuned`` for another game or with
             ``quick``, or a ``memory_size`` outside ``[1, max_capacity]``.
     """
-    _validation.check_choice("env_id", env_id, PAPER_TOTAL_STEPS)
+    _validation.check_choice("env_id", env_id, ENVS)
     _validation.check_static_int("memory_size", memory_size, low=1)
     _validation.check_choice("optimizer_reading", optimizer_reading, OPTIMIZER_READINGS)
     if max_capacity is not None:
@@ -156,7 +171,7 @@ def _paper_setting(
     segments = 25 if quick else 50  # ours: greedy evaluations along the run
     steps_per_segment = scaled(total) // segments
     steps_per_segment -= steps_per_segment % 20  # a whole number of aER cycles
-    setup = Setup(
+    setup = _dqn().Setup(
         env_id=env_id,
         total_steps=steps_per_segment * segments,
         steps_per_segment=steps_per_segment,
@@ -175,7 +190,7 @@ def _paper_setting(
         train_frequency=1,  # ours: a gradient step every environment step
         eval_episodes=10,  # ours
     )
-    hparams = Hyperparameters(
+    hparams = _dqn().Hyperparameters(
         memory_size=memory,
         step_size=game.step_size,
         discount=game.discount,
@@ -193,7 +208,7 @@ def _paper_setting(
 def _tuned_cartpole(memory_size: int, adaptive: bool) -> tuple[Setup, Hyperparameters]:
     """:func:`paper_setting` with ``tuned``, its arguments checked: CleanRL's ``dqn.py`` defaults
     (Huang et al. 2022) unless marked, run for 200,000 steps instead of 500,000."""
-    setup = Setup(
+    setup = _dqn().Setup(
         env_id="CartPole-v1",
         total_steps=200_000,  # ours (CleanRL: 500,000)
         steps_per_segment=10_000,  # ours: 20 greedy evaluations
@@ -211,7 +226,7 @@ def _tuned_cartpole(memory_size: int, adaptive: bool) -> tuple[Setup, Hyperparam
         train_frequency=10,
         eval_episodes=10,  # ours
     )
-    hparams = Hyperparameters(
+    hparams = _dqn().Hyperparameters(
         memory_size=memory_size,
         step_size=2.5e-4,
         discount=0.99,

@@ -60,8 +60,8 @@ Choices where the paper is silent (also listed in the report):
 * The ODE driven by aER's mean N(t) uses the window n(t) = min(t, N(t)):
   after a growth the real buffer holds fewer than N(t) transitions for k steps.
 
-Layout: :mod:`~jaxreplay.paper.reproduce.linesearch.plan` (constants, the
-:class:`Plan` of each mode), :mod:`~jaxreplay.paper.reproduce.linesearch.numerics`
+Layout: :mod:`~jaxreplay.paper.reproduce.linesearch.settings` (constants, the
+:class:`Design` of each mode), :mod:`~jaxreplay.paper.reproduce.linesearch.numerics`
 (NumPy helpers on the closed forms), :mod:`~jaxreplay.paper.reproduce.linesearch.stages`
 (the ordered stage list, one function per computing stage in a module per
 figure group, each returning a named result, gathered in
@@ -98,7 +98,7 @@ from jaxreplay.paper.reproduce.linesearch.numerics import (  # noqa: E402
     steps_to_exponent,
     true_intervals,
 )
-from jaxreplay.paper.reproduce.linesearch.plan import (  # noqa: E402
+from jaxreplay.paper.reproduce.linesearch.settings import (  # noqa: E402
     AER_K,
     AER_M,
     AER_N0,
@@ -117,9 +117,9 @@ from jaxreplay.paper.reproduce.linesearch.plan import (  # noqa: E402
     PRIORITY_EXPONENT,
     TARGET_RATIO,
     WHITE_THRESHOLD,
-    Plan,
+    Design,
     T,
-    make_plan,
+    design,
 )
 from jaxreplay.paper.reproduce.linesearch.stages import STAGE_NAMES, StageClock, Stages, run_stages  # noqa: E402
 
@@ -131,9 +131,9 @@ __all__ = [
     "FIGURE_MAKERS",
     "MODES",
     "STAGE_NAMES",
-    "Plan",
+    "Design",
     "Stages",
-    "make_plan",
+    "design",
     "run_stages",
     "reproduce",
     "first_crossing",
@@ -193,22 +193,23 @@ def reproduce(
         ``csv``, ``report``, ``claims`` (list of dicts: id, claim, paper,
         ours, agrees, source, and the numbers behind them, see :data:`CLAIMS`),
         ``numbers`` (a flat dict of the headline numbers), ``stage_seconds``,
-        ``plan`` and ``sweeps`` (per experiment sweep: ``name``, ``record`` (what
+        ``plan`` (the :class:`Design`, under the key that the committed
+        ``summary.json`` files use) and ``sweeps`` (per experiment sweep: ``name``, ``record`` (what
         it kept, records on demand), ``runs``, ``result_bytes_per_run``).
     """
     from jaxreplay.paper import plots
 
     t_start = time.perf_counter()
     mode = mode or ("full" if full else "default")
-    plan = make_plan(mode, seeds)
+    chosen = design(mode, seeds)
     out = pathlib.Path(out_dir)
     out.mkdir(parents=True, exist_ok=True)
     clock = StageClock(progress)
     for need in (5, 10, 40):
-        if need not in plan.grid_batch_sizes or need not in plan.spot_batch_sizes:
-            raise ValueError(f"plan must contain m = {need} in the theory grid and the spot grid")
+        if need not in chosen.grid_batch_sizes or need not in chosen.spot_batch_sizes:
+            raise ValueError(f"the design must contain m = {need} in the theory grid and the spot grid")
 
-    stages = run_stages(plan, seed, clock)
+    stages = run_stages(chosen, seed, clock)
     with clock(STAGE_NAMES[-1]):
         claims = _claims.evaluate(stages)
         figs = {name: plots.save(make(stages), out / name) for name, make in FIGURE_MAKERS.items()}
@@ -225,7 +226,7 @@ def reproduce(
     atomic_write_text(
         report_path,
         _report.report_markdown(
-            plan,
+            chosen,
             claims,
             figs,
             runtime,
@@ -247,6 +248,6 @@ def reproduce(
         claims=claims,
         numbers=_report.numbers(stages, claims),
         stage_seconds=clock.seconds,
-        plan=dataclasses.asdict(plan),
+        plan=dataclasses.asdict(chosen),
         sweeps=[r._asdict() for ex in (stages.ex_er, stages.ex_per, stages.ex_aer) for r in ex.sweeps],
     )

@@ -17,7 +17,7 @@ from typing import TYPE_CHECKING
 import numpy as np
 
 from jaxreplay.paper.reproduce.linesearch.numerics import nonmonotone, optimal_memory
-from jaxreplay.paper.reproduce.linesearch.plan import (
+from jaxreplay.paper.reproduce.linesearch.settings import (
     MONOTONE_TOL,
     WHITE_THRESHOLD,
 )

@@ -12,7 +12,7 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from jaxreplay.paper.reproduce.linesearch.plan import (
+from jaxreplay.paper.reproduce.linesearch.settings import (
     AER_M,
     AER_N0,
     ALPHA_CURVES,

@@ -9,7 +9,7 @@ from typing import Any
 import numpy as np
 import numpy.typing as npt
 
-from jaxreplay.paper.reproduce.linesearch.plan import ALPHA_1D, M_1D, MONOTONE_TOL, TARGET_RATIO
+from jaxreplay.paper.reproduce.linesearch.settings import ALPHA_1D, M_1D, MONOTONE_TOL, TARGET_RATIO
 
 
 def first_crossing(

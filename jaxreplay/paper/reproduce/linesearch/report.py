@@ -7,7 +7,7 @@ import pathlib
 
 from jaxreplay._files import replacing
 from jaxreplay.paper.reproduce.linesearch.figures import FIGURES
-from jaxreplay.paper.reproduce.linesearch.plan import (
+from jaxreplay.paper.reproduce.linesearch.settings import (
     AER_K,
     AER_M,
     AER_N0,
@@ -16,7 +16,7 @@ from jaxreplay.paper.reproduce.linesearch.plan import (
     CSV_COLUMNS,
     MONOTONE_TOL,
     WHITE_THRESHOLD,
-    Plan,
+    Design,
 )
 from jaxreplay.paper.reproduce.linesearch.stages import Stages
 
@@ -103,7 +103,7 @@ def numbers(s: Stages, claims: list[dict]) -> dict:
 
 
 def report_markdown(
-    plan: Plan, claims, figs, runtime, n_div, n_changed, n_rows, timings, batch_sizes=(), cusp_tables=None
+    design: Design, claims, figs, runtime, n_div, n_changed, n_rows, timings, batch_sizes=(), cusp_tables=None
 ) -> str:
     """The text of ``report.md``: settings, the claims table, the figures, the cusp tables and the stage timings."""
 
@@ -113,9 +113,9 @@ def report_markdown(
     lines = [
         "# LineSearch reproduction: Liu & Zou (2018), arXiv:1710.06574",
         "",
-        f"Mode `{plan.mode}`: theory grid N = {plan.grid_memory_sizes[0]}…{plan.grid_memory_sizes[-1]} "
-        f"({len(plan.grid_memory_sizes)} values) × m ∈ {{{', '.join(map(str, plan.grid_batch_sizes))}}}; "
-        f"experiment seeds per configuration: ER {plan.er_seeds}, pER {plan.per_seeds}, aER {plan.aer_seeds}. "
+        f"Mode `{design.mode}`: theory grid N = {design.grid_memory_sizes[0]}…{design.grid_memory_sizes[-1]} "
+        f"({len(design.grid_memory_sizes)} values) × m ∈ {{{', '.join(map(str, design.grid_batch_sizes))}}}; "
+        f"experiment seeds per configuration: ER {design.er_seeds}, pER {design.per_seeds}, aER {design.aer_seeds}. "
         f"Runtime {runtime:.0f} s.",
         "",
         "Game: x0 = −5, v = 0.01, β = (0.1, 0.5), θ⁰ = (0, 1), T = 1000, M = |Δθ1(T)| + |Δθ2(T)|. "
