@@ -321,3 +321,20 @@ def test_warnings_raised_during_a_run_print_once_and_the_command_ends(tmp_path, 
         f"jaxreplay: warning: RuntimeWarning: overflow encountered in cast (test_cli.py:{line})",
         "jaxreplay: warning: a chunk was set aside",
     ]
+
+
+def test_every_command_with_a_scale_takes_both_quick_and_full_with_one_meaning_each():
+    parser = cli.build_parser()
+    base = {
+        "reproduce linesearch": ["reproduce", "linesearch", "--out", "o"],
+        "reproduce dqn": ["reproduce", "dqn", "--env", "CartPole-v1", "--out", "o"],
+        "reproduce all": ["reproduce", "all", "--out", "o"],
+        "study dqn": ["study", "dqn", "--env", "CartPole-v1", "--out", "o"],
+    }
+    defaults = {"reproduce linesearch": True, "reproduce dqn": False, "reproduce all": False, "study dqn": False}
+    for name, argv in base.items():
+        assert parser.parse_args(argv).quick is defaults[name], name
+        assert parser.parse_args([*argv, "--quick"]).quick is True, name
+        assert parser.parse_args([*argv, "--full"]).quick is False, name
+        with pytest.raises(SystemExit):
+            parser.parse_args([*argv, "--quick", "--full"])

@@ -447,15 +447,6 @@ def test_design():
 
 
 
-def test_the_old_plan_module_forwards_its_renamed_names():
-    from jaxreplay.paper.reproduce.linesearch import plan, settings
-
-    with pytest.warns(DeprecationWarning, match=r"linesearch\.plan\.Plan is deprecated .*use .*linesearch\.settings\.Design"):
-        assert plan.Plan is rl.Design is settings.Design
-    with pytest.warns(DeprecationWarning, match=r"make_plan is deprecated .*settings\.design"):
-        assert plan.make_plan("tiny") == rl.design("tiny")
-    assert plan.ALPHA_GRID is settings.ALPHA_GRID == 1e-3 and plan.MODES == ("tiny", "default", "full")
-
 # ---------------------------------------------------------------- cusps of M(N)
 
 

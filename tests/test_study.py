@@ -36,7 +36,7 @@ def _rows(rows, stage, **match):
 
 
 def test_plan_grid_and_starts():
-    plan = study_lib.make_plan("MountainCar-v0")
+    plan = study_lib.design("MountainCar-v0")
     assert plan.seeds == 100 and plan.setup.total_steps == 300_000
     assert len(plan.sizes) == 8 and plan.sizes[0] == 100 and plan.sizes[-1] == 300_000
     assert np.all(np.diff(np.log(plan.sizes)) > 0.5)  # a log grid
@@ -46,9 +46,9 @@ def test_plan_grid_and_starts():
     assert stages.starts((10, 20, 40, 80, 160), 160) == [10, 40, 160]
     assert stages.starts((10, 20, 40, 80, 160), 20) == [10, 20, 160]
     with pytest.raises(ValueError, match="env"):
-        study_lib.make_plan("Pong")
+        study_lib.design("Pong")
     with pytest.raises(ValueError, match="seeds"):
-        study_lib.make_plan("CartPole-v1", seeds=0)
+        study_lib.design("CartPole-v1", seeds=0)
 
 
 def test_study_json_has_the_specified_fields(tiny_study):
@@ -278,7 +278,7 @@ def _fake_runs(stage, settings, auc, mean_size=None):
 
 
 def test_stages_are_declared_once_and_read_earlier_stages_by_label():
-    plan = study_lib.make_plan("CartPole-v1", quick=True, steps=400, seeds=2)
+    plan = study_lib.design("CartPole-v1", quick=True, steps=400, seeds=2)
     declared = stages.declare(plan)
     assert [s.label for s in declared] == ["response", "adaptive", "sensitivity", "fixed-at-mean", "reading-sgd"]
     assert [s.seeds for s in declared] == [2] * 5

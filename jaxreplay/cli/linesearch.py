@@ -98,7 +98,7 @@ def _read_sweep(args: argparse.Namespace):
         max_num_old=max(num_old, 1),
     )
     with named_as_options(OPTIONS):
-        ls.check_hyperparameters(hparams, setup)
+        ls.check(hparams, setup)
         return sweep_lib.Sweep(
             "linesearch",
             seeds=args.seeds,

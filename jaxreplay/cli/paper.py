@@ -7,34 +7,47 @@ import argparse
 from jaxreplay.cli.common import positive
 
 
+def _scale(parser, default: str, quick_help: str, full_help: str) -> None:
+    """``--quick`` and ``--full`` on every command that has a scale (one meaning each: a CPU's scale, the
+    paper's), mutually exclusive; ``default`` is the scale the command runs without either. Sets
+    ``args.quick`` (False: the paper's scale)."""
+    group = parser.add_mutually_exclusive_group()
+    group.add_argument("--quick", dest="quick", action="store_true", help=quick_help)
+    group.add_argument("--full", dest="quick", action="store_false", help=full_help)
+    parser.set_defaults(quick=default == "quick")
+
+
 def add_reproduce_parser(commands) -> None:
     """Declare ``jaxreplay reproduce`` (linesearch, dqn, all, readme) among ``commands`` (argparse's subparsers)."""
-    from jaxreplay.paper.reproduce import dqn as reproduce_dqn  # the games of the paper (no JAX import)
+    from jaxreplay.paper.reproduce.settings import ENVS  # the games of the paper (no JAX import)
 
     reproduce = commands.add_parser("reproduce", help="reproduce the paper's figures and claims")
     targets = reproduce.add_subparsers(dest="target", metavar="TARGET", required=True)
     rls = targets.add_parser("linesearch", help="every LineSearch figure, metric_grid.csv and report.md")
     rls.add_argument("--out", required=True, help="output folder")
-    rls.add_argument("--full", action="store_true", help="the paper's resolution (minutes, not seconds)")
+    _scale(
+        rls,
+        "quick",
+        "a CPU's resolution (the default; about 2 minutes on 2 cores)",
+        "the paper's resolution (minutes, not seconds)",
+    )
     rls.add_argument("--seeds", type=int, default=None, help="ER/aER seeds per setting (pER gets a quarter)")
     rls.add_argument("--quiet", action="store_true", help="no progress bar")
     rls.set_defaults(handler=_reproduce)
     rdq = targets.add_parser("dqn", help="the paper's fixed-vs-adaptive DQN comparison for one game")
-    rdq.add_argument("--env", required=True, choices=reproduce_dqn.ENVS)
+    rdq.add_argument("--env", required=True, choices=ENVS)
     rdq.add_argument("--out", required=True, help="output folder (rerun the same command to resume)")
     rdq.add_argument("--seeds", type=int, default=None, help="seeds per setting (default 4 quick, 100 otherwise)")
-    rdq.add_argument("--quick", action="store_true", help="shortened runs for a CPU")
+    _scale(rdq, "full", "shortened runs for a CPU", "the paper's run lengths (the default)")
     rdq.add_argument("--tuned", action="store_true", help="CartPole: a configuration that learns (not the paper's)")
     rdq.add_argument("--steps", type=int, default=None, help="cut every run to this many steps (smoke runs)")
     rdq.add_argument("--quiet", action="store_true", help="no progress bar")
     rdq.set_defaults(handler=_reproduce)
     ral = targets.add_parser("all", help="LineSearch and the three DQN games: every figure and one claims report")
     ral.add_argument("--out", required=True, help="output folder (rerun the same command to resume)")
-    ral.add_argument("--quick", action="store_true", help="CPU scale: about 6-7 minutes on 2 cores")
+    _scale(ral, "full", "CPU scale: about 6-7 minutes on 2 cores", "the paper's scale (the default)")
     ral.add_argument("--seeds", type=int, default=None, help="DQN seeds per setting (default 4 quick, 100 otherwise)")
-    ral.add_argument(
-        "--env", action="append", choices=reproduce_dqn.ENVS, help="only this DQN game (repeatable; default all three)"
-    )
+    ral.add_argument("--env", action="append", choices=ENVS, help="only this DQN game (repeatable; default all three)")
     ral.add_argument(
         "--readme",
         default=None,
@@ -93,7 +106,7 @@ def _reproduce(args: argparse.Namespace) -> int:
         return 0
     from jaxreplay.paper.reproduce import linesearch as reproduce_linesearch
 
-    summary = reproduce_linesearch.reproduce(args.out, full=args.full, seeds=args.seeds, progress=not args.quiet)
+    summary = reproduce_linesearch.reproduce(args.out, full=not args.quick, seeds=args.seeds, progress=not args.quiet)
     print(
         f"wrote {len(summary['figures'])} figures, {summary['csv']} and {summary['report']} "
         f"in {summary['runtime_s']:.0f} s"
@@ -111,14 +124,16 @@ def _reproduce_readme(args: argparse.Namespace) -> int:
 
 def add_study_parser(commands) -> None:
     """Declare ``jaxreplay study`` (dqn, readme, refresh) among ``commands`` (argparse's subparsers)."""
-    from jaxreplay.paper.reproduce import study as study_lib  # no JAX import
+    from jaxreplay.paper.reproduce.settings import ENVS  # no JAX import
 
     st = commands.add_parser("study", help="the DQN replay study: response curves, aER from three starts, controls")
     kinds = st.add_subparsers(dest="kind", metavar="KIND", required=True)
     sd = kinds.add_parser("dqn", help="one game (or all) of the DQN replay study")
-    sd.add_argument("--env", required=True, choices=study_lib.ENVS + ("all",))
+    sd.add_argument("--env", required=True, choices=ENVS + ("all",))
     sd.add_argument("--out", required=True, help="output folder (rerun the same command to resume)")
-    sd.add_argument("--quick", action="store_true", help="CPU quick mode: shortened runs, fewer sizes and variants")
+    _scale(
+        sd, "full", "CPU quick mode: shortened runs, fewer sizes and variants", "the study's full scale (the default)"
+    )
     sd.add_argument("--seeds", type=int, default=None, help="seeds per setting (default 3 quick, 100 otherwise)")
     sd.add_argument("--steps", type=int, default=None, help="cut every run to this many steps (smoke runs)")
     sd.add_argument(

@@ -99,7 +99,7 @@ def optimal_memory_m10_experiment(s: Stages) -> dict:
     return _row(
         "Optimal memory size for m = 10 (ER experiment, spot N grid)",
         "≈ 250",
-        f"N* = {n10e:g} among N = {list(map(int, s.spot_memory))} ({s.plan.er_seeds} seeds)",
+        f"N* = {n10e:g} among N = {list(map(int, s.spot_memory))} ({s.design.er_seeds} seeds)",
         _agree(200 <= n10e <= 300, 100 < n10e < 1000),
         "experiment",
         value=n10e,
@@ -273,7 +273,7 @@ def per_worse_region_experiment(s: Stages) -> dict:
     return _row(
         "pER vs ER at spot checks (ΔM = M_ER − M_pER, > 0: pER better)",
         "pER worse at small N, small m",
-        (spot_txt or "no spot checks") + f" ({s.plan.per_seeds} pER / {s.plan.er_seeds} ER seeds)",
+        (spot_txt or "no spot checks") + f" ({s.design.per_seeds} pER / {s.design.er_seeds} ER seeds)",
         _agree(bool(sign_ok) and all(sign_ok), any(sign_ok)),
         "experiment",
         sign_agreement=float(np.mean(sign_ok)) if sign_ok else math.nan,
@@ -450,7 +450,7 @@ def agreement_er(s: Stages) -> dict:
     return _agreement_row(
         s,
         s.agreement_er,
-        s.plan.er_seeds,
+        s.design.er_seeds,
         "ER, γ = 0",
         f"; max |M_exp − M_ode| over the ER spot grid: {s.spot_error:.2g}",
     )
@@ -459,13 +459,13 @@ def agreement_er(s: Stages) -> dict:
 @_register("agreement_per")
 def agreement_per(s: Stages) -> dict:
     """pER experiment against the ODE."""
-    return _agreement_row(s, s.agreement_per, s.plan.per_seeds, "pER, γ = 0")
+    return _agreement_row(s, s.agreement_per, s.design.per_seeds, "pER, γ = 0")
 
 
 @_register("agreement_gamma05")
 def agreement_gamma05(s: Stages) -> dict:
     """ER at γ = 0.5 against the ODE."""
-    return _agreement_row(s, s.agreement_gamma05, s.plan.er_seeds, "ER, γ = 0.5")
+    return _agreement_row(s, s.agreement_gamma05, s.design.er_seeds, "ER, γ = 0.5")
 
 
 # ---------------------------------------------------------------- Fig. 3: aER
@@ -480,7 +480,7 @@ def aer_vs_fixed_metric(s: Stages) -> dict:
         "aER from N0 = 100 beats fixed N = 100 (m = 10, α = 1e-3; k = 20, n_old = 50 assumed)",
         "aER better (no number)",
         f"M_aER = {c.metric:.4g} vs M_fixed = {c.fixed_metric:.4g} (seed-averaged curves, "
-        f"{s.plan.aer_seeds} seeds); mean final N = {s.aer.mean_memory[-1]:.0f}",
+        f"{s.design.aer_seeds} seeds); mean final N = {s.aer.mean_memory[-1]:.0f}",
         _agree(c.metric < c.fixed_metric),
         "experiment",
         aer=c.metric,

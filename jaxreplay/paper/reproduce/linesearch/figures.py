@@ -113,7 +113,7 @@ def _theory_vs_experiment(key, prioritized: bool, title: str) -> FigureMaker:
 
     def make(s: Stages):
         theory, experiment = (s.per, s.ex_per) if prioritized else (s.er, s.ex_er)
-        seeds = s.plan.per_seeds if prioritized else s.plan.er_seeds
+        seeds = s.design.per_seeds if prioritized else s.design.er_seeds
         return plots.learning_curves(
             s.times, theory.curve(*key), s.exp_times, experiment.mean(*key), title=f"{title} ({seeds} seeds)"
         )
@@ -133,7 +133,7 @@ def _explain(N: int) -> FigureMaker:
             {"ER": s.er.curve(*key), "pER": s.per.curve(*key)},
             s.exp_times,
             {"ER": s.ex_er.mean(*key), "pER": s.ex_per.mean(*key)},
-            title=f"ER vs pER, N = {N}, m = 10, α = 1e-3 ({s.plan.er_seeds}/{s.plan.per_seeds} seeds)",
+            title=f"ER vs pER, N = {N}, m = 10, α = 1e-3 ({s.design.er_seeds}/{s.design.per_seeds} seeds)",
         )
 
     return make
@@ -158,7 +158,7 @@ def metric_vs_memory(s: Stages):
         {f"m = {m}": s.cusps.er[s.batch_index(m)].curve() for m in (5, 10, 40)},
         s.spot_memory,
         {f"m = {m}": s.spot_metric[(0.0, m)] for m in (5, 10, 40)},
-        title=f"Fig. 2c: M vs N, ER, α = 1e-3, γ = 0 ({s.plan.er_seeds} seeds)",
+        title=f"Fig. 2c: M vs N, ER, α = 1e-3, γ = 0 ({s.design.er_seeds} seeds)",
     )
 
 
@@ -293,7 +293,7 @@ def aer_learning_curves(s: Stages):
         s.aer.dtheta,
         s.er.curve(AER_N0, AER_M, ALPHA_GRID, 0.0),
         title=f"Fig. 3a: aER from N0 = 100 vs fixed 100, m = 10, α = 1e-3 (k = 20, n_old = 50; "
-        f"{s.plan.aer_seeds} seeds)",
+        f"{s.design.aer_seeds} seeds)",
     )
 
 
@@ -309,7 +309,7 @@ def aer_memory_size(s: Stages):
         np.percentile(mem, 10, axis=0),
         np.percentile(mem, 90, axis=0),
         samples=list(mem[: min(5, mem.shape[0])]),
-        title=f"Fig. 3b: aER memory size from N0 = 100, m = 10, α = 1e-3 ({s.plan.aer_seeds} seeds)",
+        title=f"Fig. 3b: aER memory size from N0 = 100, m = 10, α = 1e-3 ({s.design.aer_seeds} seeds)",
     )
 
 

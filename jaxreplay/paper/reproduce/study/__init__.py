@@ -43,8 +43,8 @@ row per run), ``curves.csv`` (seed means per setting and segment), and the
 figures ``response.png`` (the response curve with aER's N(t) drawn under it on
 the same memory-size axis), ``learning_curves.png`` and ``memory_size.png``.
 
-Layout (one concern per module): :mod:`~jaxreplay.paper.reproduce.study.plan` (the
-:class:`StudyPlan` and each setting's sweep point), :mod:`~jaxreplay.paper.reproduce.study.stages`
+Layout (one concern per module): :mod:`~jaxreplay.paper.reproduce.study.settings` (the
+:class:`StudyDesign` and each setting's sweep point), :mod:`~jaxreplay.paper.reproduce.study.stages`
 (the stages, declared in one place, and their runner), :mod:`~jaxreplay.paper.reproduce.study.runs`
 (a stage's per-run numbers, selected by setting label, and the statistics over seeds),
 :mod:`~jaxreplay.paper.reproduce.study.analysis` (the pure analysis: runs in, a typed
@@ -61,16 +61,16 @@ import pathlib
 import time
 
 from jaxreplay.paper.reproduce.study import analysis, figures, stages, writer
-from jaxreplay.paper.reproduce.study.plan import (
+from jaxreplay.paper.reproduce.study.report import summary_table
+from jaxreplay.paper.reproduce.study.settings import (
     DEFAULT_SEEDS,
     ENVS,
     POINT_KEYS,
     QUICK_SENSITIVITY,
     SENSITIVITY,
-    StudyPlan,
-    make_plan,
+    StudyDesign,
+    design,
 )
-from jaxreplay.paper.reproduce.study.report import summary_table
 from jaxreplay.paper.reproduce.study.verdict import relabel
 from jaxreplay.paper.reproduce.study.writer import read_study, refresh, update_readme
 
@@ -80,8 +80,8 @@ __all__ = [
     "POINT_KEYS",
     "QUICK_SENSITIVITY",
     "SENSITIVITY",
-    "StudyPlan",
-    "make_plan",
+    "StudyDesign",
+    "design",
     "read_study",
     "refresh",
     "relabel",
@@ -128,13 +128,13 @@ def study(
         ValueError: ``env_id`` not one of :data:`ENVS`, or ``seeds`` below 1.
     """
     t0 = time.perf_counter()
-    plan = make_plan(env_id, quick=quick, seeds=seeds, steps=steps, optimizer_reading=optimizer_reading)
+    chosen = design(env_id, quick=quick, seeds=seeds, steps=steps, optimizer_reading=optimizer_reading)
     out = pathlib.Path(out_dir)
     out.mkdir(parents=True, exist_ok=True)
-    runs = stages.run(plan, out, progress=progress, chunk_size=4 * plan.seeds if chunk_size is None else chunk_size)
-    result = writer.study_json(plan, analysis.analyse(plan, runs), steps)
-    names = figures.draw(out, plan, result, runs)
-    writer.write_csvs(out, plan, runs)
+    runs = stages.run(chosen, out, progress=progress, chunk_size=4 * chosen.seeds if chunk_size is None else chunk_size)
+    result = writer.study_json(chosen, analysis.analyse(chosen, runs), steps)
+    names = figures.draw(out, chosen, result, runs)
+    writer.write_csvs(out, chosen, runs)
     result["runtime_s"] = time.perf_counter() - t0
     result["figures"] = sorted(names)
     return writer.write(out, result)

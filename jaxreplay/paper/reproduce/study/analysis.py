@@ -15,8 +15,8 @@ from typing import NamedTuple
 import numpy as np
 
 from jaxreplay.paper.reproduce.study import stages
-from jaxreplay.paper.reproduce.study.plan import StudyPlan
 from jaxreplay.paper.reproduce.study.runs import Interval, Runs, SettingRuns, ci, optimum, paired, select
+from jaxreplay.paper.reproduce.study.settings import StudyDesign
 from jaxreplay.paper.reproduce.study.stages import aer, fixed, walk
 
 
@@ -166,20 +166,20 @@ def _variant(name: str, start: int, seeds: int, sensitivity: Runs) -> Variant:
     )
 
 
-def _other_reading(plan: StudyPlan, starts: list[int], runs: Runs) -> OtherReading:
+def _other_reading(design: StudyDesign, starts: list[int], runs: Runs) -> OtherReading:
     def adaptive(start: int) -> ReadingAdaptive:
         a = select(runs, aer(start))
         final_size_mean = float(np.nanmean(a.final_size))
         return ReadingAdaptive(int(start), final_size_mean, _diagnostics(a)["grow_fraction"], ci(a.auc))
 
     return OtherReading(
-        reading=str(plan.other_reading),
-        response=tuple(StaticScore(int(n), ci(select(runs, fixed(n)).auc), None) for n in plan.sizes),
+        reading=str(design.other_reading),
+        response=tuple(StaticScore(int(n), ci(select(runs, fixed(n)).auc), None) for n in design.sizes),
         adaptive=tuple(adaptive(n) for n in starts),
     )
 
 
-def analyse(plan: StudyPlan, runs: Mapping[str, Runs]) -> Analysis:
+def analyse(design: StudyDesign, runs: Mapping[str, Runs]) -> Analysis:
     """The study's conclusions from the runs of every stage of
     :func:`~jaxreplay.paper.reproduce.study.stages.declare` (``runs``, by stage label).
 
@@ -190,14 +190,14 @@ def analyse(plan: StudyPlan, runs: Mapping[str, Runs]) -> Analysis:
 
     response = runs[stages.RESPONSE]
     best, worst = optimum(response)
-    begin = stages.starts(plan.sizes, best)
+    begin = stages.starts(design.sizes, best)
     static_all = response.auc.ravel()  # every static run: the paper's average
     sensitivity = runs[stages.SENSITIVITY]
     return Analysis(
         starts=tuple(int(n) for n in begin),
         response=tuple(
             StaticScore(int(n), ci(select(response, fixed(n)).auc), ci(select(response, fixed(n)).final))
-            for n in plan.sizes
+            for n in design.sizes
         ),
         best_static=int(best),
         worst_static=int(worst),
@@ -205,18 +205,18 @@ def analyse(plan: StudyPlan, runs: Mapping[str, Runs]) -> Analysis:
         adaptive=tuple(_adaptive(n, best, runs) for n in begin),
         controls=tuple(_control(n, runs) for n in begin),
         sensitivity=tuple(
-            _variant(name, min(begin), plan.sensitivity_seeds, sensitivity)
-            for name in (stages.DEFAULT_AER, *plan.sensitivity)
+            _variant(name, min(begin), design.sensitivity_seeds, sensitivity)
+            for name in (stages.DEFAULT_AER, *design.sensitivity)
         ),
         paper_share=tuple(
             PaperShare(
                 int(n),
-                [int(s) for s in plan.sizes],
+                [int(s) for s in design.sizes],
                 beats_static_average(select(runs[stages.ADAPTIVE], aer(n)).auc, static_all),
             )
             for n in begin
         ),
         other_reading=None
-        if plan.other_reading is None
-        else _other_reading(plan, begin, runs[stages.reading(plan.other_reading)]),
+        if design.other_reading is None
+        else _other_reading(design, begin, runs[stages.reading(design.other_reading)]),
     )

@@ -10,8 +10,8 @@ from collections.abc import Mapping
 import numpy as np
 
 from jaxreplay.paper.reproduce.study import stages
-from jaxreplay.paper.reproduce.study.plan import StudyPlan
 from jaxreplay.paper.reproduce.study.runs import Runs, seed_mean, select
+from jaxreplay.paper.reproduce.study.settings import StudyDesign
 from jaxreplay.paper.reproduce.study.stages import aer, fixed, walk
 from jaxreplay.paper.reproduce.study.text import find
 
@@ -25,7 +25,7 @@ def _column(entries: list[dict], key: str) -> np.ndarray:
     return np.array([np.nan if e[key] is None else e[key] for e in entries], float)
 
 
-def response_figure(out: pathlib.Path, plan: StudyPlan, result: dict, runs: Mapping[str, Runs]) -> str:
+def response_figure(out: pathlib.Path, design: StudyDesign, result: dict, runs: Mapping[str, Runs]) -> str:
     """``response.png``: the static response curve with aER and its controls at their sizes (top), and
     aER's N(t) on the same memory-size axis (bottom). Returns the file name."""
     import matplotlib.pyplot as plt
@@ -33,7 +33,7 @@ def response_figure(out: pathlib.Path, plan: StudyPlan, result: dict, runs: Mapp
     from jaxreplay.paper import plots
 
     fig, (top, bottom) = plt.subplots(2, 1, figsize=(7.5, 7.5), sharex=True, gridspec_kw={"height_ratios": [1, 1.2]})
-    sizes, response, adaptive = np.array(plan.sizes, float), result["response"], runs[stages.ADAPTIVE]
+    sizes, response, adaptive = np.array(design.sizes, float), result["response"], runs[stages.ADAPTIVE]
     top.plot(sizes, _column(response, "score_iqm"), "o-", color="k", label="static memory (IQM, 95% CI)")
     top.fill_between(
         sizes, _column(response, "score_ci_low"), _column(response, "score_ci_high"), color="k", alpha=0.12
@@ -66,7 +66,7 @@ def response_figure(out: pathlib.Path, plan: StudyPlan, result: dict, runs: Mapp
     bottom.axvline(best, color="gray", ls="--", lw=1, label=f"static optimum {best}")
     top.set_xscale("log")
     top.set_ylabel("score: mean training return (AUC)")
-    top.set_title(f"{plan.env_id}: memory-size response (x: random walk, △: fixed at aER's mean size)")
+    top.set_title(f"{design.env_id}: memory-size response (x: random walk, △: fixed at aER's mean size)")
     top.legend(fontsize=7)
     bottom.set_xlabel("memory size N")
     bottom.set_ylabel("environment steps")
@@ -78,7 +78,7 @@ def response_figure(out: pathlib.Path, plan: StudyPlan, result: dict, runs: Mapp
     return "response.png"
 
 
-def learning_curves_figure(out: pathlib.Path, plan: StudyPlan, result: dict, runs: Mapping[str, Runs]) -> str:
+def learning_curves_figure(out: pathlib.Path, design: StudyDesign, result: dict, runs: Mapping[str, Runs]) -> str:
     """``learning_curves.png``: the seed-mean training return of the smallest, best and largest
     static memory and of aER from each start. Returns the file name."""
     from jaxreplay.paper import plots
@@ -86,16 +86,16 @@ def learning_curves_figure(out: pathlib.Path, plan: StudyPlan, result: dict, run
     fig, ax = plots._figure(figsize=(7, 4.5))
     response, adaptive = runs[stages.RESPONSE], runs[stages.ADAPTIVE]
     steps = adaptive.ds.segment.values
-    for n in plan.sizes:
-        if n in (min(plan.sizes), result["best_static"], max(plan.sizes)):
+    for n in design.sizes:
+        if n in (min(design.sizes), result["best_static"], max(design.sizes)):
             ax.plot(steps, seed_mean(select(response, fixed(n)).ds.train_return.values), "--", label=f"fixed {n}")
     for n0 in result["starts"]:
         ax.plot(steps, seed_mean(select(adaptive, aer(n0)).ds.train_return.values), "-", label=f"aER from {n0}")
     path = out / "learning_curves.png"
-    return _finish(fig, ax, "training episode return (seed mean)", f"{plan.env_id}: learning curves", path)
+    return _finish(fig, ax, "training episode return (seed mean)", f"{design.env_id}: learning curves", path)
 
 
-def memory_size_figure(out: pathlib.Path, plan: StudyPlan, result: dict, runs: Mapping[str, Runs]) -> str:
+def memory_size_figure(out: pathlib.Path, design: StudyDesign, result: dict, runs: Mapping[str, Runs]) -> str:
     """``memory_size.png``: the seed-mean memory size over time of aER and of the random walk from
     each start, with the static optimum. Returns the file name."""
     from jaxreplay.paper import plots
@@ -111,7 +111,7 @@ def memory_size_figure(out: pathlib.Path, plan: StudyPlan, result: dict, runs: M
     ax.axhline(result["best_static"], color="gray", ls="--", lw=1, label="static optimum")
     ax.set_yscale("log")
     path = out / "memory_size.png"
-    return _finish(fig, ax, "memory size (seed mean)", f"{plan.env_id}: memory size over time", path)
+    return _finish(fig, ax, "memory size (seed mean)", f"{design.env_id}: memory size over time", path)
 
 
 def _finish(fig, ax, ylabel: str, title: str, path: pathlib.Path) -> str:
@@ -129,6 +129,6 @@ def _finish(fig, ax, ylabel: str, title: str, path: pathlib.Path) -> str:
 FIGURES = (response_figure, learning_curves_figure, memory_size_figure)
 
 
-def draw(out: pathlib.Path, plan: StudyPlan, result: dict, runs: Mapping[str, Runs]) -> list[str]:
+def draw(out: pathlib.Path, design: StudyDesign, result: dict, runs: Mapping[str, Runs]) -> list[str]:
     """Draw every figure of :data:`FIGURES` into ``out``; returns their file names."""
-    return [figure(out, plan, result, runs) for figure in FIGURES]
+    return [figure(out, design, result, runs) for figure in FIGURES]

@@ -22,7 +22,7 @@ Interval = dict[str, Any]
 
 class Setting(NamedTuple):
     """One setting of a stage: its label (unique within the stage) and its sweep point
-    (:func:`~jaxreplay.paper.reproduce.study.plan.point`)."""
+    (:func:`~jaxreplay.paper.reproduce.study.settings.point`)."""
 
     label: str
     point: dict

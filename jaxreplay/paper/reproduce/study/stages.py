@@ -16,8 +16,8 @@ from typing import TYPE_CHECKING, NamedTuple
 
 import numpy as np
 
-from jaxreplay.paper.reproduce.study.plan import StudyPlan, point, variant
 from jaxreplay.paper.reproduce.study.runs import Runs, Setting, optimum, select
+from jaxreplay.paper.reproduce.study.settings import StudyDesign, point, variant
 
 if TYPE_CHECKING:
     from jaxreplay.experiments.dqn import Setup
@@ -63,14 +63,14 @@ class Stage(NamedTuple):
         label: names the stage (its sweep folder and its rows in the CSV files).
         seeds: seeds per setting.
         setup: the compiled program its runs share.
-        settings: ``settings(plan, done)``: the stage's settings, from the plan and the runs of
+        settings: ``settings(design, done)``: the stage's settings, from the design and the runs of
             the stages before it (``done``, by stage label).
     """
 
     label: str
     seeds: int
     setup: Setup
-    settings: Callable[[StudyPlan, Done], tuple[Setting, ...]]
+    settings: Callable[[StudyDesign, Done], tuple[Setting, ...]]
 
 
 def starts(sizes: tuple, best: int) -> list[int]:
@@ -82,69 +82,69 @@ def starts(sizes: tuple, best: int) -> list[int]:
     return sorted(set(chosen))
 
 
-def _starts(plan: StudyPlan, done: Done) -> list[int]:
-    return starts(plan.sizes, optimum(done[RESPONSE])[0])
+def _starts(design: StudyDesign, done: Done) -> list[int]:
+    return starts(design.sizes, optimum(done[RESPONSE])[0])
 
 
-def _response(plan: StudyPlan, done: Done) -> tuple[Setting, ...]:
+def _response(design: StudyDesign, done: Done) -> tuple[Setting, ...]:
     from jaxreplay.experiments.dqn import RULE_FIXED
 
-    return tuple(Setting(fixed(n), point(n, RULE_FIXED)) for n in plan.sizes)
+    return tuple(Setting(fixed(n), point(n, RULE_FIXED)) for n in design.sizes)
 
 
-def _adaptive(plan: StudyPlan, done: Done) -> tuple[Setting, ...]:
+def _adaptive(design: StudyDesign, done: Done) -> tuple[Setting, ...]:
     from jaxreplay.experiments.dqn import RULE_AER, RULE_RANDOM
 
-    begin = _starts(plan, done)
+    begin = _starts(design, done)
     return tuple(Setting(aer(n), point(n, RULE_AER)) for n in begin) + tuple(
         Setting(walk(n), point(n, RULE_RANDOM)) for n in begin
     )
 
 
-def _sensitivity(plan: StudyPlan, done: Done) -> tuple[Setting, ...]:
+def _sensitivity(design: StudyDesign, done: Done) -> tuple[Setting, ...]:
     from jaxreplay.experiments.dqn import RULE_AER
 
-    start = min(_starts(plan, done))
+    start = min(_starts(design, done))
     return (Setting(DEFAULT_AER, point(start, RULE_AER)),) + tuple(
-        Setting(name, variant(name, start)) for name in plan.sensitivity
+        Setting(name, variant(name, start)) for name in design.sensitivity
     )
 
 
-def _fixed_at_mean(plan: StudyPlan, done: Done) -> tuple[Setting, ...]:
+def _fixed_at_mean(design: StudyDesign, done: Done) -> tuple[Setting, ...]:
     from jaxreplay.experiments.dqn import RULE_FIXED
 
     def mean_size(start: int) -> int:
         size = np.nanmean(select(done[ADAPTIVE], aer(start)).mean_size)
-        return int(min(max(round(size), 1), plan.setup.max_capacity))
+        return int(min(max(round(size), 1), design.setup.max_capacity))
 
-    return tuple(Setting(fixed_at_mean(n), point(mean_size(n), RULE_FIXED)) for n in _starts(plan, done))
+    return tuple(Setting(fixed_at_mean(n), point(mean_size(n), RULE_FIXED)) for n in _starts(design, done))
 
 
-def _other_reading(plan: StudyPlan, done: Done) -> tuple[Setting, ...]:
+def _other_reading(design: StudyDesign, done: Done) -> tuple[Setting, ...]:
     from jaxreplay.experiments.dqn import RULE_AER
 
-    return _response(plan, done) + tuple(Setting(aer(n), point(n, RULE_AER)) for n in _starts(plan, done))
+    return _response(design, done) + tuple(Setting(aer(n), point(n, RULE_AER)) for n in _starts(design, done))
 
 
-def declare(plan: StudyPlan) -> tuple[Stage, ...]:
+def declare(design: StudyDesign) -> tuple[Stage, ...]:
     """The study's stages in the order they run (the module docstring of
     :mod:`jaxreplay.paper.reproduce.study` says what each is for)."""
     stages = (
-        Stage(RESPONSE, plan.seeds, plan.setup, _response),
-        Stage(ADAPTIVE, plan.seeds, plan.setup, _adaptive),
-        Stage(SENSITIVITY, plan.sensitivity_seeds, plan.setup, _sensitivity),
-        Stage(FIXED_AT_MEAN, plan.seeds, plan.setup, _fixed_at_mean),
+        Stage(RESPONSE, design.seeds, design.setup, _response),
+        Stage(ADAPTIVE, design.seeds, design.setup, _adaptive),
+        Stage(SENSITIVITY, design.sensitivity_seeds, design.setup, _sensitivity),
+        Stage(FIXED_AT_MEAN, design.seeds, design.setup, _fixed_at_mean),
     )
-    if plan.other_reading is None:
+    if design.other_reading is None:
         return stages
     # Algorithm 1's per-transition SGD step sums the batch's loss; Adam takes the mean.
     other = dataclasses.replace(
-        plan.setup, optimizer=plan.other_reading, batch_reduction="sum" if plan.other_reading == "sgd" else "mean"
+        design.setup, optimizer=design.other_reading, batch_reduction="sum" if design.other_reading == "sgd" else "mean"
     )
-    return stages + (Stage(reading(plan.other_reading), plan.seeds, other, _other_reading),)
+    return stages + (Stage(reading(design.other_reading), design.seeds, other, _other_reading),)
 
 
-def run(plan: StudyPlan, out: pathlib.Path, *, progress: bool = True, chunk_size: int) -> dict[str, Runs]:
+def run(design: StudyDesign, out: pathlib.Path, *, progress: bool = True, chunk_size: int) -> dict[str, Runs]:
     """Run every stage of :func:`declare` in order, each a sweep persisted under ``out/sweeps/``
     (a rerun resumes finished sweeps), with ``chunk_size`` runs per compiled call in every stage.
 
@@ -155,13 +155,13 @@ def run(plan: StudyPlan, out: pathlib.Path, *, progress: bool = True, chunk_size
     from jaxreplay.paper.reproduce.dqn import _sweep_dir
 
     done: dict[str, Runs] = {}
-    for stage in declare(plan):
-        settings = stage.settings(plan, done)
+    for stage in declare(design):
+        settings = stage.settings(design, done)
         sweep = sweep_lib.Sweep(
             "dqn",
             seeds=stage.seeds,
             seed=0,
-            fixed=plan.common,
+            fixed=design.common,
             points=[s.point for s in settings],
             setup=stage.setup,  # type: ignore[arg-type]  # Sweep.setup takes a Setup too; annotated Mapping only
         )

@@ -20,9 +20,9 @@ from jaxreplay.paper.reproduce.study.analysis import (
     StaticScore,
     Variant,
 )
-from jaxreplay.paper.reproduce.study.plan import ENVS, POINT_KEYS, StudyPlan
 from jaxreplay.paper.reproduce.study.report import label, report, summary_table
 from jaxreplay.paper.reproduce.study.runs import Interval, Runs, seed_mean
+from jaxreplay.paper.reproduce.study.settings import ENVS, POINT_KEYS, StudyDesign
 from jaxreplay.paper.reproduce.study.verdict import relabel, toward, verdict
 
 
@@ -106,16 +106,16 @@ def _other_reading(o: OtherReading | None) -> dict | None:
     }
 
 
-def study_json(plan: StudyPlan, analysis: Analysis, steps: int | None) -> dict:
+def study_json(design: StudyDesign, analysis: Analysis, steps: int | None) -> dict:
     """``study.json``'s content of ``analysis`` (before :func:`write` makes it strict JSON), with the labels
     of :mod:`~jaxreplay.paper.reproduce.study.verdict`; ``steps``: the ``--steps`` cut, if any."""
     result = {
-        "env": plan.env_id,
-        "quick": plan.quick,
-        "seeds": plan.seeds,
-        "total_steps": int(plan.setup.total_steps),
+        "env": design.env_id,
+        "quick": design.quick,
+        "seeds": design.seeds,
+        "total_steps": int(design.setup.total_steps),
         "steps_override": steps,
-        "optimizer_reading": plan.reading,
+        "optimizer_reading": design.reading,
         "starts": list(analysis.starts),
         "response": _response(analysis.response),
         "best_static": analysis.best_static,
@@ -130,7 +130,7 @@ def study_json(plan: StudyPlan, analysis: Analysis, steps: int | None) -> dict:
         "other_reading": _other_reading(analysis.other_reading),
     }
     result["verdict"] = verdict(result)
-    result["settings"] = {"setup": dataclasses.asdict(plan.setup), "common": plan.common}
+    result["settings"] = {"setup": dataclasses.asdict(design.setup), "common": design.common}
     return result
 
 
@@ -154,7 +154,7 @@ _RUN_COUNTS = (
 )
 
 
-def write_csvs(out: pathlib.Path, plan: StudyPlan, runs: Mapping[str, Runs]) -> None:
+def write_csvs(out: pathlib.Path, design: StudyDesign, runs: Mapping[str, Runs]) -> None:
     """``runs.csv`` (one row per run) and ``curves.csv`` (seed means per setting and segment) of every stage."""
     with (
         replacing(out / "runs.csv", text=True, newline="") as f_runs,
@@ -174,7 +174,7 @@ def write_csvs(out: pathlib.Path, plan: StudyPlan, runs: Mapping[str, Runs]) -> 
                 keys = [ds[k].values[c].item() if k in ds else "" for k in POINT_KEYS]
                 for s in range(ds.sizes["seed"]):
                     per_run.writerow(
-                        [plan.env_id, stage, *keys, s, f"{r.auc[c, s]:.6g}", f"{r.final[c, s]:.6g}"]
+                        [design.env_id, stage, *keys, s, f"{r.auc[c, s]:.6g}", f"{r.final[c, s]:.6g}"]
                         + [f"{r.mean_size[c, s]:.6g}", int(r.final_size[c, s])]
                         + [int(ds[n].values[c, s]) for n in _RUN_COUNTS]
                         + [bool(ds.diverged.values[c, s])]
@@ -182,7 +182,7 @@ def write_csvs(out: pathlib.Path, plan: StudyPlan, runs: Mapping[str, Runs]) -> 
                 ret = seed_mean(ds.train_return.values[c])
                 cap = ds.capacity.values[c].astype(float).mean(0)
                 for step, a, b in zip(ds.segment.values, ret, cap):
-                    curves.writerow([plan.env_id, stage, keys[0], keys[1], c, int(step), f"{a:.6g}", f"{b:.6g}"])
+                    curves.writerow([design.env_id, stage, keys[0], keys[1], c, int(step), f"{a:.6g}", f"{b:.6g}"])
 
 
 # What relabel, summary_table and the report read of a study.json.
@@ -234,20 +234,20 @@ def refresh(study_dir) -> dict:
 
 def _refuse_duplicates(sources: list, results: list[dict]) -> None:
     """Refuse a study given twice to :func:`update_readme`: one study.json reached twice (a folder
-    given twice, or a folder and its parent), or two of the same game and plan (:func:`label`),
+    given twice, or a folder and its parent), or two of the same game and design (:func:`label`),
     whose rows the table could not tell apart. ``sources``: ``(folder given, study.json path)``
     per result."""
     by_file: dict[pathlib.Path, pathlib.Path] = {}
     by_plan: dict[tuple, pathlib.Path] = {}
     for (folder, path), result in zip(sources, results):
-        real, plan = path.resolve(), (result["env"], label(result))
+        real, design = path.resolve(), (result["env"], label(result))
         if real in by_file:
             raise ValueError(f"{path} is given twice (as {by_file[real]} and {folder}); give each study once.")
-        if plan in by_plan:
+        if design in by_plan:
             raise ValueError(
-                f"{by_plan[plan]} and {path} are the same study ({plan[0]}, {plan[1]}); give each study once."
+                f"{by_plan[design]} and {path} are the same study ({design[0]}, {design[1]}); give each study once."
             )
-        by_file[real], by_plan[plan] = folder, path
+        by_file[real], by_plan[design] = folder, path
 
 
 def update_readme(readme, study_dirs, note: str = "") -> pathlib.Path:

@@ -38,7 +38,7 @@ from collections.abc import Iterator
 
 import numpy as np
 
-from jaxreplay.paper.reproduce.linesearch.plan import ALPHA_GRID, EXPLAIN_MEMORY, GAMMA_NONZERO, Plan, T
+from jaxreplay.paper.reproduce.linesearch.settings import ALPHA_GRID, EXPLAIN_MEMORY, GAMMA_NONZERO, Design, T
 from jaxreplay.paper.reproduce.linesearch.stages.aer import (
     AdaptiveComparison,
     AdaptiveTheory,
@@ -104,7 +104,7 @@ STAGE_NAMES = (
 class Stages:
     """The results of every stage, and (cached properties) what claims, figures and numbers derive from them."""
 
-    plan: Plan
+    design: Design
     times: np.ndarray  # the theory's time grid, 0 … T
     er: TheorySolves
     per: TheorySolves
@@ -117,15 +117,15 @@ class Stages:
 
     @property
     def grid_memory(self) -> np.ndarray:
-        return np.asarray(self.plan.grid_memory_sizes)
+        return np.asarray(self.design.grid_memory_sizes)
 
     @property
     def grid_batch(self) -> np.ndarray:
-        return np.asarray(self.plan.grid_batch_sizes)
+        return np.asarray(self.design.grid_batch_sizes)
 
     @property
     def spot_memory(self) -> np.ndarray:
-        return np.asarray(self.plan.spot_memory_sizes)
+        return np.asarray(self.design.spot_memory_sizes)
 
     @property
     def exp_times(self) -> np.ndarray:
@@ -168,7 +168,7 @@ class Stages:
         return {
             (g, m): np.array([self.ex_er.metric(N, m, ALPHA_GRID, g) for N in self.spot_memory])
             for g in (0.0, GAMMA_NONZERO)
-            for m in self.plan.spot_batch_sizes
+            for m in self.design.spot_batch_sizes
         }
 
     @functools.cached_property
@@ -188,7 +188,7 @@ class Stages:
         """(N, m, ΔM experiment, ΔM theory) at the pER spots and Fig. 2DExplain's (ΔM = M_ER − M_pER;
         the experiment's is NaN where ER was not run)."""
         rows = []
-        for N, m in list(self.plan.per_spots) + [(N, 10) for N in EXPLAIN_MEMORY]:
+        for N, m in list(self.design.per_spots) + [(N, 10) for N in EXPLAIN_MEMORY]:
             key = (N, m, ALPHA_GRID, 0.0)
             e_er = self.ex_er.metric(*key) if key in self.ex_er.registry else math.nan
             d_theory = self.er.final_metric(*key) - self.per.final_metric(*key)
@@ -250,24 +250,24 @@ class StageClock:
         self.bar.update(1)
 
 
-def run_stages(plan: Plan, seed: int = 0, clock: StageClock | None = None) -> Stages:
-    """Run the computing stages of ``plan`` (every stage of :data:`STAGE_NAMES` but the last) in order."""
+def run_stages(design: Design, seed: int = 0, clock: StageClock | None = None) -> Stages:
+    """Run the computing stages of ``design`` (every stage of :data:`STAGE_NAMES` but the last) in order."""
     clock = clock or StageClock(progress=False)
     times = np.linspace(0.0, float(T), T + 1)
     with clock(STAGE_NAMES[0]):
-        er = theory_er(plan, times)
+        er = theory_er(design, times)
     with clock(STAGE_NAMES[1]):
-        per = theory_per(plan, times)
+        per = theory_per(design, times)
     with clock(STAGE_NAMES[2]):
-        cusps_ = cusps(plan, er, per)
+        cusps_ = cusps(design, er, per)
     with clock(STAGE_NAMES[3]):
-        appendix_ = appendix(plan)
+        appendix_ = appendix(design)
     with clock(STAGE_NAMES[4]):
-        ex_er = experiment_er(plan, seed)
+        ex_er = experiment_er(design, seed)
     with clock(STAGE_NAMES[5]):
-        ex_per = experiment_per(plan, seed)
+        ex_per = experiment_per(design, seed)
     with clock(STAGE_NAMES[6]):
-        ex_aer = experiment_aer(plan, seed)
+        ex_aer = experiment_aer(design, seed)
     with clock(STAGE_NAMES[7]):
         aer = theory_aer(ex_aer, times)
-    return Stages(plan, times, er, per, cusps_, appendix_, ex_er, ex_per, ex_aer, aer)
+    return Stages(design, times, er, per, cusps_, appendix_, ex_er, ex_per, ex_aer, aer)

@@ -12,11 +12,11 @@ from typing import NamedTuple
 import numpy as np
 
 from jaxreplay.paper.reproduce.linesearch.numerics import seed_average_metric
-from jaxreplay.paper.reproduce.linesearch.plan import AER_K, AER_M, AER_N0, AER_NOLD, ALPHA_GRID, Plan, T
+from jaxreplay.paper.reproduce.linesearch.settings import AER_K, AER_M, AER_N0, AER_NOLD, ALPHA_GRID, Design, T
 from jaxreplay.paper.reproduce.linesearch.stages.batched import Experiments, Registry, TheorySolves, run_experiments
 
 
-def experiment_aer(plan: Plan, seed: int) -> Experiments:
+def experiment_aer(design: Design, seed: int) -> Experiments:
     """Stage 7: aER from N0 = 100 (m = 10, α = 1e-3, k = 20, n_old = 50)."""
     from jaxreplay.experiments import linesearch as ls
 
@@ -26,8 +26,8 @@ def experiment_aer(plan: Plan, seed: int) -> Experiments:
     return run_experiments(
         reg,
         setup,
-        plan.aer_seeds,
-        plan.er_chunk,
+        design.aer_seeds,
+        design.er_chunk,
         seed,
         memory=True,
         adaptive_interval=np.int32(AER_K),

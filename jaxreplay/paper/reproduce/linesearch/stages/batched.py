@@ -18,7 +18,7 @@ from typing import Any, NamedTuple
 import numpy as np
 
 from jaxreplay.paper.reproduce.linesearch.numerics import seed_average_metric
-from jaxreplay.paper.reproduce.linesearch.plan import ALPHA_GRID, PRIORITY_EXPONENT, T
+from jaxreplay.paper.reproduce.linesearch.settings import ALPHA_GRID, PRIORITY_EXPONENT, T
 
 Key = tuple[int, int, float, float]
 """One configuration: (N, m, α, γ)."""

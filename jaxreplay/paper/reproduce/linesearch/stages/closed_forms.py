@@ -18,7 +18,7 @@ from jaxreplay.paper.reproduce.linesearch.numerics import (
     prioritized_exponent_1d,
     steps_to_exponent,
 )
-from jaxreplay.paper.reproduce.linesearch.plan import ALPHA_1D, FIG1D_MEMORY, M_1D, TARGET_RATIO, Plan
+from jaxreplay.paper.reproduce.linesearch.settings import ALPHA_1D, FIG1D_MEMORY, M_1D, TARGET_RATIO, Design
 
 
 class Appendix(NamedTuple):
@@ -54,16 +54,16 @@ class Appendix(NamedTuple):
     exponent_per: np.ndarray
 
 
-def appendix(plan: Plan) -> Appendix:
+def appendix(design: Design) -> Appendix:
     """Stage 4: the appendix's closed forms (no compile)."""
     from jaxreplay.paper import theory
 
     t1d = np.linspace(0.0, 2000.0, 2001)
     k_curves = {N: np.asarray(theory.fixed_intercept_exponent(t1d, N, M_1D, ALPHA_1D)) for N in FIG1D_MEMORY}
     K_main = math.log(1.0 / TARGET_RATIO)
-    appN = np.asarray(plan.appendix_memory_sizes, dtype=np.float64)
+    appN = np.asarray(design.appendix_memory_sizes, dtype=np.float64)
     steps_K = {K: steps_to_exponent(K, appN) for K in (0.5, 1.0, 1.25, 2.0, K_main, 5.0)}
-    targets = np.asarray(plan.appendix_targets, dtype=np.float64)
+    targets = np.asarray(design.appendix_targets, dtype=np.float64)
     steps_grid = steps_to_exponent(targets[:, None], appN[None, :])  # [nK, nN]
     t_pri = np.linspace(0.0, 2000.0, 20001)
     k_er1d, k_per1d = prioritized_exponent_1d(t_pri, 500, M_1D, ALPHA_1D)

@@ -14,7 +14,7 @@ from typing import TYPE_CHECKING, NamedTuple
 import numpy as np
 
 from jaxreplay.paper.reproduce.linesearch.numerics import monotone_threshold, true_intervals
-from jaxreplay.paper.reproduce.linesearch.plan import (
+from jaxreplay.paper.reproduce.linesearch.settings import (
     AER_M,
     AER_N0,
     ALPHA_CURVES,
@@ -23,7 +23,7 @@ from jaxreplay.paper.reproduce.linesearch.plan import (
     GAMMA_NONZERO,
     M_CURVES,
     PRIORITY_EXPONENT,
-    Plan,
+    Design,
     T,
 )
 from jaxreplay.paper.reproduce.linesearch.stages.batched import (
@@ -39,52 +39,53 @@ if TYPE_CHECKING:
     from jaxreplay.paper.theory import MemoryCusps
 
 
-def theory_er(plan: Plan, times: np.ndarray) -> TheorySolves:
+def theory_er(design: Design, times: np.ndarray) -> TheorySolves:
     """ER theory (stage 1): the contour grids at γ = 0 and 0.5, Fig. 2a's and the γ = 0.5 curves,
     the experiment spots, the pER spots and aER's fixed-memory twin, in one batched solve."""
     reg = Registry()
     for g in (0.0, GAMMA_NONZERO):
-        for N in plan.grid_memory_sizes:
-            for m in plan.grid_batch_sizes:
+        for N in design.grid_memory_sizes:
+            for m in design.grid_batch_sizes:
                 reg.add(N, m, ALPHA_GRID, g)
     for N in (100, 1000):
         reg.add(N, M_CURVES, ALPHA_CURVES, 0.0)
         reg.add(N, M_CURVES, ALPHA_CURVES, GAMMA_NONZERO)
-    for N in EXPLAIN_MEMORY + tuple(plan.spot_memory_sizes):
-        for m in plan.spot_batch_sizes:
+    for N in EXPLAIN_MEMORY + tuple(design.spot_memory_sizes):
+        for m in design.spot_batch_sizes:
             for g in (0.0, GAMMA_NONZERO):
                 reg.add(N, m, ALPHA_GRID, g)
-    for N, m in plan.per_spots:
+    for N, m in design.per_spots:
         reg.add(N, m, ALPHA_GRID, 0.0)
     reg.add(AER_N0, AER_M, ALPHA_GRID, 0.0)
     return solve_theory(reg, False, times)
 
 
-def theory_per(plan: Plan, times: np.ndarray) -> TheorySolves:
+def theory_per(design: Design, times: np.ndarray) -> TheorySolves:
     """pER theory (stage 2, β = 2, γ = 0): the contour grid, Fig. 2b's curves, Fig. 2DExplain's and the spots."""
     reg = Registry()
-    for N in plan.grid_memory_sizes:
-        for m in plan.grid_batch_sizes:
+    for N in design.grid_memory_sizes:
+        for m in design.grid_batch_sizes:
             reg.add(N, m, ALPHA_GRID, 0.0)
-    for key in per_experiment_keys(plan):
+    for key in per_experiment_keys(design):
         reg.add(*key)
     return solve_theory(reg, True, times)
 
 
 class Cusps(NamedTuple):
-    """The cusps of M(N) per grid m (:class:`jaxreplay.paper.theory.MemoryCusps`, one per ``plan.grid_batch_sizes``)."""
+    """The cusps of M(N) per grid m (:class:`jaxreplay.paper.theory.MemoryCusps`, one per
+    ``design.grid_batch_sizes``)."""
 
     er: list[MemoryCusps]  # ER, γ = 0
     er_gamma05: list[MemoryCusps]  # ER, γ = GAMMA_NONZERO
     per: list[MemoryCusps]  # pER, γ = 0
 
 
-def cusps(plan: Plan, er: TheorySolves, per: TheorySolves) -> Cusps:
+def cusps(design: Design, er: TheorySolves, per: TheorySolves) -> Cusps:
     """Stage 3: sign changes of Δθ(T) between grid neighbours, refined in continuous N
     (:func:`jaxreplay.paper.theory.memory_cusps`, no extra compile)."""
     from jaxreplay.paper import theory
 
-    gridN, gridm = np.asarray(plan.grid_memory_sizes), np.asarray(plan.grid_batch_sizes)
+    gridN, gridm = np.asarray(design.grid_memory_sizes), np.asarray(design.grid_batch_sizes)
     nm = len(gridm)
     both = theory.memory_cusps(
         np.concatenate([gridm, gridm]),
@@ -117,7 +118,7 @@ def er_curves() -> Registry:
 def finals_apart() -> bool:
     """Whether the ER spot checks run as a sweep of their own that keeps Δθ(T) alone: on an accelerator.
 
-    Both ER sweeps keep the chunk size ``plan.er_chunk`` (the same program
+    Both ER sweeps keep the chunk size ``design.er_chunk`` (the same program
     shape, so every number is bit-identical either way), and the split costs
     one more, padded, chunk. On a GPU a chunk's kernel is a fraction of what
     moving and assembling its per-step records costs, so the split
@@ -129,7 +130,7 @@ def finals_apart() -> bool:
     return jax.default_backend() != "cpu"
 
 
-def experiment_er(plan: Plan, seed: int, apart: bool | None = None) -> Experiments:
+def experiment_er(design: Design, seed: int, apart: bool | None = None) -> Experiments:
     """Stage 5: the ER experiments (Fig. 2a and γ = 0.5 curves, both spot grids, Fig. 2DExplain, pER spots).
 
     Δθ only (no capacity: it is constant); with ``apart`` (None: :func:`finals_apart`)
@@ -142,27 +143,27 @@ def experiment_er(plan: Plan, seed: int, apart: bool | None = None) -> Experimen
         reg.add(N, M_CURVES, ALPHA_CURVES, 0.0)
         reg.add(N, M_CURVES, ALPHA_CURVES, GAMMA_NONZERO)
     for g in (0.0, GAMMA_NONZERO):
-        for N in plan.spot_memory_sizes:
-            for m in plan.spot_batch_sizes:
+        for N in design.spot_memory_sizes:
+            for m in design.spot_batch_sizes:
                 reg.add(N, m, ALPHA_GRID, g)
     for N in EXPLAIN_MEMORY:
         reg.add(N, 10, ALPHA_GRID, 0.0)
-    for N, m in plan.per_spots:
+    for N, m in design.per_spots:
         reg.add(N, m, ALPHA_GRID, 0.0)
     apart = finals_apart() if apart is None else apart
-    return run_experiments(reg, setup, plan.er_seeds, plan.er_chunk, seed, curves=er_curves() if apart else None)
+    return run_experiments(reg, setup, design.er_seeds, design.er_chunk, seed, curves=er_curves() if apart else None)
 
 
-def experiment_per(plan: Plan, seed: int) -> Experiments:
+def experiment_per(design: Design, seed: int) -> Experiments:
     """Stage 6: the pER experiments (β = 2; Fig. 2b, Fig. 2DExplain, the pER spots)."""
     from jaxreplay.experiments import linesearch as ls
 
     setup = ls.Setup(steps=T, max_capacity=1000, max_batch_size=10, sampler="prioritized")
     reg = Registry()
-    for key in per_experiment_keys(plan):
+    for key in per_experiment_keys(design):
         reg.add(*key)
     return run_experiments(
-        reg, setup, plan.per_seeds, plan.per_chunk, seed, priority_exponent=np.float32(PRIORITY_EXPONENT)
+        reg, setup, design.per_seeds, design.per_chunk, seed, priority_exponent=np.float32(PRIORITY_EXPONENT)
     )
 
 
@@ -245,7 +246,7 @@ def explain_keys() -> list[Key]:
     return [(N, 10, ALPHA_GRID, 0.0) for N in EXPLAIN_MEMORY]
 
 
-def per_experiment_keys(plan: Plan) -> list[Key]:
+def per_experiment_keys(design: Design) -> list[Key]:
     """The pER configurations simulated (stage 6) and solved beside the grid (stage 2): Fig. 2b's
-    curves, Fig. 2DExplain's and the plan's pER spots, all at γ = 0."""
-    return learning_curve_keys(0.0) + explain_keys() + [(N, m, ALPHA_GRID, 0.0) for N, m in plan.per_spots]
+    curves, Fig. 2DExplain's and the design's pER spots, all at γ = 0."""
+    return learning_curve_keys(0.0) + explain_keys() + [(N, m, ALPHA_GRID, 0.0) for N, m in design.per_spots]

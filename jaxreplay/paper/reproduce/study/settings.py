@@ -1,4 +1,4 @@
-"""What a study of one game runs: the :class:`StudyPlan` (run length, size grid, seeds, variants)
+"""What a study of one game runs: the :class:`StudyDesign` (run length, size grid, seeds, variants)
 and the sweep point of each setting."""
 
 from __future__ import annotations
@@ -16,7 +16,7 @@ if TYPE_CHECKING:  # the experiment is imported where it runs (the study's modul
 
 ENVS = ("CartPole-v1", "MountainCar-v0", "Acrobot-v1")
 DEFAULT_SEEDS = {"quick": 3, "full": 100}
-# The hyperparameters a setting varies (a sweep point); every other one is the plan's ``common``.
+# The hyperparameters a setting varies (a sweep point); every other one is the design's ``common``.
 POINT_KEYS = (
     "memory_size",
     "adaptive_rule",
@@ -41,8 +41,8 @@ QUICK_SENSITIVITY = ("target TD errors", "independent draws", "k = 100")
 
 
 @dataclasses.dataclass(frozen=True)
-class StudyPlan:
-    """What a study of one game runs (from :func:`make_plan`).
+class StudyDesign:
+    """What a study of one game runs (from :func:`design`).
 
     Attributes:
         env_id: the game.
@@ -76,14 +76,14 @@ def _nice(x: float) -> int:
     return int(round(x / 10**digits) * 10**digits)
 
 
-def make_plan(
+def design(
     env_id: str,
     *,
     quick: bool = False,
     seeds: int | None = None,
     steps: int | None = None,
     optimizer_reading: str = "adam",
-) -> StudyPlan:
+) -> StudyDesign:
     """The study of ``env_id``: run length and settings from :func:`~jaxreplay.paper.reproduce.settings.paper_setting`.
 
     Args:
@@ -124,7 +124,7 @@ def make_plan(
         for v in (QUICK_SENSITIVITY if quick else SENSITIVITY)
         if not (v.startswith("k = ") and 4 * int(v[4:]) > total)
     )
-    return StudyPlan(
+    return StudyDesign(
         env_id=env_id,
         quick=quick,
         seeds=seeds,
