@@ -3,7 +3,6 @@ and (slow) that it learns Breakout."""
 
 from __future__ import annotations
 
-import dataclasses
 import math
 
 import jax

@@ -90,7 +90,7 @@ class _Context(NamedTuple):
     hp: Hyperparameters
     env: gymnax_environment.Environment
     env_params: gymnax_environment.EnvParams
-    net: agent.QNetwork
+    net: agent.Network
     optimizer: optax.GradientTransformation
     loss: agent.LossOptions
     replay: memory_lib.Memory
