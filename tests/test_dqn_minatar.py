@@ -141,6 +141,21 @@ def test_breakout_runs_a_few_hundred_steps_and_trains():
     assert np.all(np.isfinite(np.asarray(records["td_loss"][1:])))
 
 
+def test_prioritized_replay_and_aer_read_packed_observations():
+    # Priorities and aER's TD errors come from packed minibatches too: the network unpacks them.
+    setup = small_setup(sampler="prioritized", adaptive=True, subsample_size=20)
+    hp = SMALL_HP._replace(memory_size=100, adaptive_num_old=50, adaptive_interval=20)
+    records, summary = jax.jit(dqn.run, static_argnums=2)(jax.random.key(0), hp, setup)
+    assert records["env_steps"].tolist() == [100, 200]
+    assert int(summary["adaptive_checks"]) == 6  # every 20 steps once the memory of 100 is full: t = 100, ..., 200
+    # Every check decided (none invalid: the TD errors of packed minibatches are finite) and moved the size by k.
+    assert int(summary["adaptive_grows"]) + int(summary["adaptive_shrinks"]) == 6
+    assert int(summary["adaptive_invalid"]) == 0
+    assert all((int(c) - 100) % 20 == 0 for c in records["capacity"])
+    assert int(summary["gradient_steps"]) == 151  # steps 50, ..., 200
+    assert np.all(np.isfinite(np.asarray(records["td_loss"])))
+
+
 @pytest.mark.slow
 @pytest.mark.parametrize("env_id", sorted(set(GAMES) - {"Breakout-MinAtar"}))
 def test_every_other_minatar_game_runs_a_few_hundred_steps(env_id):
