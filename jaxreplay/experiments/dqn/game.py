@@ -180,9 +180,11 @@ def check_network(setup: Setup) -> None:
     and ``W`` at least its kernel size (3).
     """
     _validation.check_choice("network", setup.network, NETWORKS)
+    if network_kind(setup) != "minatar_conv":
+        return  # (no observation shape traced: a Setup of the MLP is made as fast as before)
     shape = _obs_shape(setup)
     kernel = conv.ConvQNetwork.kernel_size
-    if network_kind(setup) == "minatar_conv" and (len(shape) != 3 or min(shape[:2]) < kernel):
+    if len(shape) != 3 or min(shape[:2]) < kernel:
         problem = (
             f"the convolutional network needs (height, width, channels) observations of at least {kernel} x "
             f"{kernel} cells, but {setup.env_id}'s have shape {shape}; use network='mlp' for this game."
