@@ -247,12 +247,12 @@ def test_random_policy_breakout_return_is_below_one():
 
 @pytest.mark.slow
 def test_minatar_setting_learns_breakout_in_24k_steps():
-    # 2 seeds × 24,000 steps of minatar_setting (ε ramp 2,400, learning from step 240): ~5 min on the loaded
-    # 2-core CPU (about 170 run-steps/s). Measured: final greedy returns (10 episodes) 5.8 and 4.0 at 24k
-    # steps of a 30k run, against 0.315 for uniformly random actions (the test above).
+    # 2 seeds × 24,000 steps of minatar_setting (ε ramp 2,400, learning from step 240): ~6 min on the loaded
+    # 2-core CPU (130-170 run-steps/s). Measured: greedy returns (10 episodes) at 6k/12k/18k/24k steps
+    # 2.6/4.6/6.0/7.2 and 1.8/2.4/6.0/8.6, against 0.315 for uniformly random actions (the test above).
     setup, hp = settings.minatar_setting("Breakout-MinAtar", 24_000, total_steps=24_000, segments=4)
     run = jax.jit(jax.vmap(lambda k: dqn.run(k, hp, setup)))
     records, _ = run(jax.random.split(jax.random.key(0), 2))
     final = np.asarray(records["eval_return"][:, -1])
     assert final.mean() >= 3.0, final  # over 9 × the random policy's return
-    assert np.all(np.asarray(records["eval_return"][:, -1]) > np.asarray(records["eval_return"][:, 0]) - 1.0)
+    assert np.all(final > np.asarray(records["eval_return"][:, 0]))  # every seed improved on its first evaluation
