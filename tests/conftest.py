@@ -27,7 +27,6 @@ def paper_tiny(tmp_path_factory):
     from jaxreplay.paper.reproduce import paper
 
     out = tmp_path_factory.mktemp("paper_tiny")
-    summary = paper.reproduce(
-        out, quick=True, seeds=2, progress=False, envs=("CartPole-v1",), linesearch_mode="tiny", dqn_steps=500
-    )
+    summary = paper.reproduce(out, quick=True, seeds=2, progress=False, envs=("CartPole-v1",),
+                              linesearch_mode="tiny", dqn_steps=500)
     return out, summary

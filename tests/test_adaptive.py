@@ -33,7 +33,8 @@ EXAMPLE = {"index": jnp.int32(0)}
 # The reference: Algorithm 2 on a deque, global indices
 
 
-def reference_aer(table, initial_capacity, k, n_old, max_capacity, tolerance, reading, steps=STEPS, equal_counts=True):
+def reference_aer(table, initial_capacity, k, n_old, max_capacity, tolerance, reading, steps=STEPS,
+                  equal_counts=True):
     """Run Algorithm 2; return (capacity after each step, |δ_old| after each step).
 
     ``equal_counts=False`` is the literal pseudo-code: every check sums the
@@ -108,19 +109,8 @@ def reference_aer(table, initial_capacity, k, n_old, max_capacity, tolerance, re
 
 
 def _run(
-    table,
-    initial_capacity,
-    k,
-    n_old,
-    tolerance,
-    equal_counts=True,
-    paired=True,
-    *,
-    reading,
-    use_tolerance,
-    subsample_size=None,
-    key=None,
-    relative_tolerance=None,
+    table, initial_capacity, k, n_old, tolerance, equal_counts=True, paired=True, *, reading, use_tolerance,
+    subsample_size=None, key=None, relative_tolerance=None
 ):
     memory = buffer.init(EXAMPLE, MAX_CAPACITY, capacity=initial_capacity)
     steps = jnp.arange(1, STEPS + 1, dtype=jnp.int32)
@@ -226,9 +216,8 @@ HAND_DELTAS = {
 def test_hand_worked_example(reading):
     table = np.broadcast_to(np.arange(STEPS + 1)[None, :], (STEPS + 1, STEPS + 1))
     n = len(HAND_CAPS[reading])
-    ref_caps, ref_deltas = reference_aer(
-        table.tolist(), 4, 2, 2, MAX_CAPACITY, None, reading, steps=n, equal_counts=False
-    )
+    ref_caps, ref_deltas = reference_aer(table.tolist(), 4, 2, 2, MAX_CAPACITY, None, reading, steps=n,
+                                         equal_counts=False)
     assert ref_caps == HAND_CAPS[reading]
     assert ref_deltas == HAND_DELTAS[reading]
     caps, deltas, _ = run_jax(table, 4, 2, 2, None, reading, equal_counts=False)
@@ -443,15 +432,8 @@ def test_subsample_is_exact_for_equal_errors(start, num_old):
 def test_subsampled_controller_runs_and_is_exact_for_equal_errors():
     table = np.full((STEPS + 1, STEPS + 1), 3)
     caps, deltas, ctrl = run(
-        jnp.asarray(table, jnp.float32),
-        16,
-        4,
-        6,
-        0.0,
-        reading="new",
-        use_tolerance=False,
-        subsample_size=5,
-        key=jax.random.key(3),
+        jnp.asarray(table, jnp.float32), 16, 4, 6, 0.0,
+        reading="new", use_tolerance=False, subsample_size=5, key=jax.random.key(3),
     )
     ref_caps, ref_deltas = reference_aer(table.tolist(), 16, 4, 6, MAX_CAPACITY, None, "new")
     np.testing.assert_array_equal(np.asarray(caps), ref_caps)
@@ -555,15 +537,8 @@ def _walk_runs(tables, keys, paired, equal_counts, random_walk, subsample_size):
             return (buffer.resize(memory, capacity), ctrl), (before, ctrl.diagnostics.num_grows - grows, t % 4 == 0)
 
         steps = jnp.arange(1, STEPS + 1, dtype=jnp.int32)
-        aer = adaptive.controller(
-            interval=4,
-            num_old=12,
-            max_num_old=MAX_NUM_OLD,
-            subsample_size=subsample_size,
-            paired=paired,
-            equal_counts=equal_counts,
-            random_walk=random_walk,
-        )
+        aer = adaptive.controller(interval=4, num_old=12, max_num_old=MAX_NUM_OLD, subsample_size=subsample_size,
+                                  paired=paired, equal_counts=equal_counts, random_walk=random_walk)
         (_, ctrl), out = jax.lax.scan(body, (memory, aer.init()), (steps, jax.random.split(key, STEPS)))
         return ctrl, out
 
@@ -573,9 +548,8 @@ def _walk_runs(tables, keys, paired, equal_counts, random_walk, subsample_size):
 def _grow_fraction(tables, paired=True, equal_counts=True, random_walk=False, subsample_size=None, seed=0):
     """Share of *unforced* decisions (N - k >= k) that enlarged, and how many there were."""
     keys = jax.random.split(jax.random.key(seed), tables.shape[0])
-    ctrl, (before, grew, check_step) = _walk_runs(
-        jnp.asarray(tables), keys, paired, equal_counts, random_walk, subsample_size
-    )
+    ctrl, (before, grew, check_step) = _walk_runs(jnp.asarray(tables), keys, paired, equal_counts, random_walk,
+                                                  subsample_size)
     before, grew, check_step = map(np.asarray, (before, grew, check_step))
     decided = check_step & (before >= 8) & (np.arange(STEPS)[None] >= 24)  # full from step 24 on
     return grew[decided].sum() / decided.sum(), int(decided.sum()), ctrl
@@ -643,18 +617,9 @@ def test_non_finite_errors_keep_the_capacity_and_are_counted():
     assert int(ctrl.diagnostics.num_grows) == int(ctrl.diagnostics.num_shrinks) == 0
 
 
-@pytest.mark.parametrize(
-    "tolerance, relative_tolerance",
-    [
-        (np.nan, None),
-        (-1.0, None),
-        (np.inf, None),
-        (0.0, np.nan),
-        (0.0, 1.5),
-        (0.0, -0.1),
-        (0.0, np.inf),
-    ],
-)
+@pytest.mark.parametrize("tolerance, relative_tolerance", [
+    (np.nan, None), (-1.0, None), (np.inf, None), (0.0, np.nan), (0.0, 1.5), (0.0, -0.1), (0.0, np.inf),
+])
 def test_traced_invalid_tolerances_keep_the_capacity_and_are_flagged(tolerance, relative_tolerance):
     # Falling TD errors: with valid tolerances the memory shrinks from 24 toward k = 4.
     table = jnp.asarray(make_table("fall", 0), jnp.float32)
@@ -664,9 +629,8 @@ def test_traced_invalid_tolerances_keep_the_capacity_and_are_flagged(tolerance, 
     # Traced NaN / inf / negative ε or ρ outside [0, 1]: no decision, counted and flagged
     # (before, NaN ε or ρ never shrank: the memory grew at every check, silently).
     rho = None if relative_tolerance is None else jnp.float32(relative_tolerance)
-    caps, _, ctrl = run(
-        table, 24, 4, 6, jnp.float32(tolerance), reading="new", use_tolerance=True, relative_tolerance=rho
-    )
+    caps, _, ctrl = run(table, 24, 4, 6, jnp.float32(tolerance), reading="new", use_tolerance=True,
+                        relative_tolerance=rho)
     assert np.all(np.asarray(caps) == 24)
     diagnostics = ctrl.diagnostics
     assert int(diagnostics.num_invalid) == int(diagnostics.num_checks) == STEPS // 4 - 5  # every check from t = 24
@@ -727,18 +691,11 @@ def test_bad_state_is_named():
 # The controller record: settings bound once, the check as four steps, the deprecated update
 
 
-@pytest.mark.parametrize(
-    "settings, name",
-    [
-        ({"interval": 0}, "interval"),
-        ({"num_old": 5}, "num_old"),
-        ({"subsample_size": 0}, "subsample_size"),
-        ({"tolerance": -1.0}, "tolerance"),
-        ({"relative_tolerance": 2.0}, "relative_tolerance"),
-        ({"shrink_reading": "old"}, "shrink_reading"),
-        ({"max_num_old": 4.0}, "max_num_old"),
-    ],
-)
+@pytest.mark.parametrize("settings, name", [
+    ({"interval": 0}, "interval"), ({"num_old": 5}, "num_old"), ({"subsample_size": 0}, "subsample_size"),
+    ({"tolerance": -1.0}, "tolerance"), ({"relative_tolerance": 2.0}, "relative_tolerance"),
+    ({"shrink_reading": "old"}, "shrink_reading"), ({"max_num_old": 4.0}, "max_num_old"),
+])
 def test_controller_refuses_bad_settings_when_built(settings, name):
     # Named when the record is built, before any memory or TD error exists.
     with pytest.raises(ValueError, match=f"^{name}"):

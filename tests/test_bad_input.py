@@ -34,7 +34,7 @@ def _rows() -> list[dict]:
     header = [c.strip() for c in lines[start].strip("|").split("|")]
     assert tuple(header) == COLUMNS
     rows = []
-    for line in lines[start + 2 :]:
+    for line in lines[start + 2:]:
         if not line.startswith("|"):
             break
         cells = [c.strip() for c in line.strip().strip("|").split("|")]

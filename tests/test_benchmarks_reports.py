@@ -15,19 +15,8 @@ from benchmarks import dqn, sweep, xla_flags  # noqa: E402
 
 
 def test_end_to_end_report_ratios():
-    e = dict(
-        runs=1_000_000,
-        chunk=500_000,
-        full_chunk=250_000,
-        calls=2,
-        bare_s=1.0,
-        final_s=1.25,
-        full_s=9.0,
-        record_bytes=12e9,
-        bandwidth=2e9,
-        transfer_s=6.0,
-        compile_s=1.0,
-    )
+    e = dict(runs=1_000_000, chunk=500_000, full_chunk=250_000, calls=2, bare_s=1.0, final_s=1.25, full_s=9.0,
+             record_bytes=12e9, bandwidth=2e9, transfer_s=6.0, compile_s=1.0)
     sweep.HEADLINES[:] = []
     text = sweep._end_to_end_report(e)
     # 5e9 TD updates: 5e9 / s bare, 4e9 / s final metrics (80 % of the bare kernel), full curves 9 s over a 6 s bound.
@@ -45,9 +34,8 @@ def test_dqn_scaling_stops_when_the_engine_splits(monkeypatch):
 
     def fake_sweep(steps, seeds):
         calls.append(seeds)
-        return dict(
-            seconds=seeds / 1e6 * steps, compile_s=1.0, env_steps=seeds * steps, updates=0, chunk=min(seeds, 3000)
-        )
+        return dict(seconds=seeds / 1e6 * steps, compile_s=1.0, env_steps=seeds * steps, updates=0,
+                    chunk=min(seeds, 3000))
 
     monkeypatch.setattr(dqn, "_ours_sweep", fake_sweep)
     monkeypatch.setattr(dqn.jax, "default_backend", lambda: "gpu")

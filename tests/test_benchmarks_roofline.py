@@ -166,17 +166,8 @@ def test_launch_costs():
 
 def test_table_reports_measured_over_bound():
     device = roofline.Device(bandwidth=1e12, flops=1e13, t_kernel=2e-6, t_sync=10e-6)
-    result = dict(
-        name="w",
-        what="one",
-        counts=_hlo.Counts(100, 2, 1, 0),
-        flops=1e9,
-        bytes=1e6,
-        xla_bytes=2e6,
-        flops_lower=True,
-        step_s=440e-6,
-        **roofline.bounds(100, 2, 1e9, 1e6, device),
-    )
+    result = dict(name="w", what="one", counts=_hlo.Counts(100, 2, 1, 0), flops=1e9, bytes=1e6, xla_bytes=2e6,
+                  flops_lower=True, step_s=440e-6, **roofline.bounds(100, 2, 1e9, 1e6, device))
     row = roofline.roofline_table([result]).splitlines()[-1]
     assert row.startswith("| w | one | 100 | 2 | 1 | ≥ 1 GFLOP | 1 MB | 2 MB | 220 |")
     assert row.endswith("| **launch** | 440 | 2× |")

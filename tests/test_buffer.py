@@ -118,9 +118,7 @@ operation = st.one_of(
 
 
 @settings(max_examples=1500, deadline=None, suppress_health_check=[HealthCheck.too_slow])
-@given(
-    capacity=st.integers(1, MAX_CAPACITY), operations=st.lists(operation, max_size=25), seed=st.integers(0, 2**31 - 1)
-)
+@given(capacity=st.integers(1, MAX_CAPACITY), operations=st.lists(operation, max_size=25), seed=st.integers(0, 2**31 - 1))
 def test_matches_deque_model(capacity, operations, seed):
     state = buffer.init(EXAMPLE, MAX_CAPACITY, capacity)
     model = DequeModel(capacity)
@@ -265,9 +263,7 @@ def test_traced_nan_capacity_keeps_a_usable_memory_and_is_flagged():
         (lambda: buffer.add(buffer.init(EXAMPLE, 4), {"value": 1.5, "vec": jnp.zeros(2)}), "value"),
         (lambda: buffer.add_batch(buffer.init(EXAMPLE, 4), _transition(3)), "batch axis"),
         (
-            lambda: buffer.add_batch(
-                buffer.init(EXAMPLE, 4), {"value": jnp.zeros(2, jnp.int32), "vec": jnp.zeros((3, 2))}
-            ),
+            lambda: buffer.add_batch(buffer.init(EXAMPLE, 4), {"value": jnp.zeros(2, jnp.int32), "vec": jnp.zeros((3, 2))}),
             "batch sizes",
         ),
         (lambda: buffer.oldest_indices(buffer.init(EXAMPLE, 4), 5), "num"),

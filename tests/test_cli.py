@@ -74,19 +74,8 @@ def test_linesearch_json_reports_theory_and_experiment(capsys):
 
 
 def test_linesearch_adaptive_reports_memory_size(capsys):
-    out = _linesearch_json(
-        capsys,
-        "--sampler",
-        "adaptive",
-        "--memory-size",
-        "40",
-        "--batch-size",
-        "2",
-        "--step-size",
-        "0.001",
-        "--adaptive-interval",
-        "10",
-    )
+    out = _linesearch_json(capsys, "--sampler", "adaptive", "--memory-size", "40", "--batch-size", "2",
+                           "--step-size", "0.001", "--adaptive-interval", "10")
     sizes = out["experiment"]["memory_size_mean"]
     assert len(sizes) == 200 and sizes[0] == 40
     assert min(sizes) >= 10 and max(sizes) <= 240
@@ -118,19 +107,13 @@ def test_linesearch_adaptive_num_old_is_checked_not_replaced(capsys, value):
     assert f"--adaptive-num-old must be >= 1, got {value}." in err and "[1, 1]" not in err
 
 
-@pytest.mark.parametrize(
-    "args, message",
-    [
-        (["--env", "Pendulum-v1"], "--env Pendulum-v1: DQN needs a discrete action space"),
-        (["--env", "MountainCarContinuous-v0", "--steps", "100"], "continuous actions (Box of shape (1,))"),
-        (
-            ["--env", "LineSearch", "--steps", "500"],
-            "--env LineSearch: its episode never terminates and lasts horizon = "
-            "1000 steps, so no episode ends in the last segment (steps 451-500)",
-        ),
-        (["--env", "NoSuchGame-v0"], "env_id 'NoSuchGame-v0' is not a known environment"),
-    ],
-)
+@pytest.mark.parametrize("args, message", [
+    (["--env", "Pendulum-v1"], "--env Pendulum-v1: DQN needs a discrete action space"),
+    (["--env", "MountainCarContinuous-v0", "--steps", "100"], "continuous actions (Box of shape (1,))"),
+    (["--env", "LineSearch", "--steps", "500"], "--env LineSearch: its episode never terminates and lasts horizon = "
+                                                "1000 steps, so no episode ends in the last segment (steps 451-500)"),
+    (["--env", "NoSuchGame-v0"], "env_id 'NoSuchGame-v0' is not a known environment"),
+])
 def test_dqn_refuses_games_it_cannot_play_before_compiling(capsys, args, message):
     before = _COMPILES.lowerings
     assert cli.main(["dqn", "--quiet", "--seeds", "1", *args]) == 2
@@ -138,24 +121,13 @@ def test_dqn_refuses_games_it_cannot_play_before_compiling(capsys, args, message
     assert _COMPILES.lowerings == before
 
 
-@pytest.mark.parametrize(
-    "args, message",
-    [
-        (
-            ["--step-size", "1e-50"],
-            "--step-size 1e-50 does not fit a float32 (its smallest normal magnitude is 1.175e-38): "
-            "it would run as 0 (XLA flushes subnormal numbers to zero); give 0 or a larger value.",
-        ),
-        (
-            ["--step-size", "1e39"],
-            "--step-size 1e+39 does not fit a float32 (at most 3.403e+38 in magnitude): it would run as inf.",
-        ),
-        (
-            ["--sampler", "prioritized", "--priority-exponent", "1e-40"],
-            "--priority-exponent 1e-40 does not fit a float32",
-        ),
-    ],
-)
+@pytest.mark.parametrize("args, message", [
+    (["--step-size", "1e-50"], "--step-size 1e-50 does not fit a float32 (its smallest normal magnitude is 1.175e-38): "
+                               "it would run as 0 (XLA flushes subnormal numbers to zero); give 0 or a larger value."),
+    (["--step-size", "1e39"], "--step-size 1e+39 does not fit a float32 (at most 3.403e+38 in magnitude): it would "
+                              "run as inf."),
+    (["--sampler", "prioritized", "--priority-exponent", "1e-40"], "--priority-exponent 1e-40 does not fit a float32"),
+])
 def test_linesearch_refuses_floats_that_would_run_as_inf_or_zero(capsys, args, message):
     before = _COMPILES.lowerings
     assert cli.main(["linesearch", "--steps", "10", "--seeds", "1", *args]) == 2
@@ -234,37 +206,23 @@ def test_dqn_json_is_strict_and_says_why_a_value_is_missing(capsys):
     assert f"  IQM {report['iqm']:.1f} (too few seeds (n = 1) for an interval)" in out and "nan" not in out
 
 
-@pytest.mark.parametrize(
-    "args, message",
-    [
-        (
-            ["linesearch", "--memory-size", "1000000000000"],
-            "--memory-size must be <= 2147483647 (an int32), got 1000000000000.",
-        ),
-        (
-            ["linesearch", "--memory-size", "2000000000", "--steps", "20"],
-            "one run needs about 55.9 GiB of device memory and 1 device(s) need at least 1 runs per chunk (55.9 GiB), "
-            "but the memory budget is 8.0 GiB.",
-        ),  # refused before allocating, naming the CLI option
-        (
-            ["sweep", "CONFIG", "--out", "OUT", "--memory-budget-mib", "nan"],
-            "--memory-budget-mib must be a positive number",
-        ),
-        (
-            ["sweep", "CONFIG", "--out", "OUT", "--memory-fraction", "0"],
-            "--memory-fraction must be in (0, 1], got 0.0.",
-        ),
-        (["sweep", "CONFIG", "--out", "OUT", "--chunk-size", "0"], "--chunk-size must be >= 1, got 0."),
-    ],
-)
+@pytest.mark.parametrize("args, message", [
+    (["linesearch", "--memory-size", "1000000000000"],
+     "--memory-size must be <= 2147483647 (an int32), got 1000000000000."),
+    (["linesearch", "--memory-size", "2000000000", "--steps", "20"],
+     "one run needs about 55.9 GiB of device memory and 1 device(s) need at least 1 runs per chunk (55.9 GiB), "
+     "but the memory budget is 8.0 GiB."),  # refused before allocating, naming the CLI option
+    (["sweep", "CONFIG", "--out", "OUT", "--memory-budget-mib", "nan"],
+     "--memory-budget-mib must be a positive number"),
+    (["sweep", "CONFIG", "--out", "OUT", "--memory-fraction", "0"], "--memory-fraction must be in (0, 1], got 0.0."),
+    (["sweep", "CONFIG", "--out", "OUT", "--chunk-size", "0"], "--chunk-size must be >= 1, got 0."),
+])
 def test_once_tracebacks_are_one_line_naming_the_option(tmp_path, capsys, monkeypatch, args, message):
     from jaxreplay.engine import resources
 
     config = tmp_path / "s.toml"
-    config.write_text(
-        'experiment = "linesearch"\nseeds = 2\n[setup]\nsteps = 20\nmax_capacity = 20\n'
-        "max_batch_size = 2\n[fixed]\nmemory_size = 5\nbatch_size = 2\n"
-    )
+    config.write_text('experiment = "linesearch"\nseeds = 2\n[setup]\nsteps = 20\nmax_capacity = 20\n'
+                      'max_batch_size = 2\n[fixed]\nmemory_size = 5\nbatch_size = 2\n')
     args = [str(config) if a == "CONFIG" else str(tmp_path / "out") if a == "OUT" else a for a in args]
     monkeypatch.setattr(resources, "host_memory_bytes", lambda: 16 << 30)  # the same numbers on any machine
     before = _COMPILES.lowerings
@@ -284,11 +242,8 @@ def test_field_errors_are_read_in_parts_and_said_of_the_option_only_for_the_comm
 
     with pytest.raises(FieldError) as bare:
         check_float("step_size", -1.0, low=0.0)
-    assert (bare.value.field, bare.value.problem, bare.value.shows_value) == (
-        "step_size",
-        "must be >= 0.0, got -1.0.",
-        False,
-    )
+    assert (bare.value.field, bare.value.problem, bare.value.shows_value) == ("step_size", "must be >= 0.0, got -1.0.",
+                                                                             False)
     assert str(bare.value) == "step_size must be >= 0.0, got -1.0." and isinstance(bare.value, ValueError)
     with pytest.raises(FieldError) as shown:
         check_float32("fixed.step_size", 1e-50)
@@ -337,10 +292,8 @@ def test_warnings_raised_during_a_run_print_once_and_the_command_ends(tmp_path, 
     from jaxreplay.engine import store, sweep
 
     config = tmp_path / "s.toml"
-    config.write_text(
-        'experiment = "linesearch"\nseeds = 2\n[setup]\nsteps = 20\nmax_capacity = 20\n'
-        "max_batch_size = 2\n[fixed]\nmemory_size = 5\nbatch_size = 2\n"
-    )
+    config.write_text('experiment = "linesearch"\nseeds = 2\n[setup]\nsteps = 20\nmax_capacity = 20\n'
+                      'max_batch_size = 2\n[fixed]\nmemory_size = 5\nbatch_size = 2\n')
     assert cli.main(["sweep", str(config), "--out", str(tmp_path / "warm"), "--quiet"]) == 0  # compiled once here
     prepare = store.ChunkStore.prepare
 

@@ -93,7 +93,8 @@ def test_the_measures_count_what_they_say(tmp_path):
     (pkg / "m.py").write_text(
         f'def long():\n    """doc\n\n    more doc\n    """\n{body}\n\n\n'
         f"def wide({params}):\n    pass\n\n\n"
-        "class C:\n    def method(self, a, b, c, d, e, f, g, h, i, j):\n        pass\n" + "\n" * 800
+        "class C:\n    def method(self, a, b, c, d, e, f, g, h, i, j):\n        pass\n"
+        + "\n" * 800
     )
     assert measure(pkg) == {
         ("pkg/m.py", "lines"): 895,  # 95 lines of code, 800 blank ones

@@ -71,7 +71,9 @@ PROBE_HPARAMS = dqn.Hyperparameters(
 )
 
 ONE_STEP = probe_setup("Probe-OneStep", (("action_bonus", 1.0),), eval_episodes=2)
-TWO_STEP_PER = probe_setup("Probe-TwoStep", sampler="prioritized", double=True, loss="huber", target_update="polyak")
+TWO_STEP_PER = probe_setup(
+    "Probe-TwoStep", sampler="prioritized", double=True, loss="huber", target_update="polyak"
+)
 TRUNCATION_CER = probe_setup("Probe-Truncation", sampler="cer")
 TRUNCATION_AS_TERMINAL = probe_setup("Probe-Truncation", sampler="cer", truncation_bootstrap=False)
 
@@ -388,16 +390,8 @@ def test_traced_invalid_adaptive_tolerances_are_flagged_in_the_summary(adaptive_
 
 # aER's options on a real game: rules, TD network, draws (one compiled program)
 
-OPTIONS = dqn.Setup(
-    env_id="CartPole-v1",
-    total_steps=4_000,
-    steps_per_segment=2_000,
-    hidden_sizes=(16,),
-    max_capacity=4_000,
-    adaptive=True,
-    subsample_size=20,
-    eval_episodes=0,
-)
+OPTIONS = dqn.Setup(env_id="CartPole-v1", total_steps=4_000, steps_per_segment=2_000, hidden_sizes=(16,),
+                    max_capacity=4_000, adaptive=True, subsample_size=20, eval_episodes=0)
 OPTION_ROWS = {  # name: (rule, td_target, paired, target_period)
     "fixed": (dqn.RULE_FIXED, 0, 1, 500),
     "random": (dqn.RULE_RANDOM, 0, 1, 500),
@@ -415,10 +409,9 @@ def option_runs():
     rows = np.repeat(np.array(list(OPTION_ROWS.values()), np.int32), OPTION_SEEDS, axis=0)
     runs = rows.shape[0]
     hparams = dqn.broadcast_hyperparameters(
-        dqn.Hyperparameters(memory_size=100, learning_starts=200, adaptive_num_old=50), runs
-    )._replace(
-        adaptive_rule=rows[:, 0], adaptive_td_target=rows[:, 1], adaptive_paired=rows[:, 2], target_period=rows[:, 3]
-    )
+        dqn.Hyperparameters(memory_size=100, learning_starts=200, adaptive_num_old=50), runs)._replace(
+        adaptive_rule=rows[:, 0], adaptive_td_target=rows[:, 1], adaptive_paired=rows[:, 2],
+        target_period=rows[:, 3])
     keys = jnp.concatenate([jax.random.split(jax.random.key(11), OPTION_SEEDS)] * len(OPTION_ROWS))
     records, summary = dqn.run_batch(keys, hparams, OPTIONS)
     rows_of = {name: slice(i * OPTION_SEEDS, (i + 1) * OPTION_SEEDS) for i, name in enumerate(OPTION_ROWS)}
@@ -436,9 +429,8 @@ def test_every_check_is_counted_once_and_sizes_move_by_k(option_runs):
     aer = slice(rows["random"].start, None)
     checks = summary["adaptive_checks"][aer]
     assert np.all(checks == 4_000 // 20 - 100 // 20 + 1)  # every 20 steps once the memory is full (step 100)
-    np.testing.assert_array_equal(
-        summary["adaptive_grows"][aer] + summary["adaptive_shrinks"][aer] + summary["adaptive_invalid"][aer], checks
-    )
+    np.testing.assert_array_equal(summary["adaptive_grows"][aer] + summary["adaptive_shrinks"][aer]
+                                  + summary["adaptive_invalid"][aer], checks)
     assert np.all((summary["final_capacity"][aer] - 100) % 20 == 0)
     assert np.all(summary["adaptive_compared"][aer] == checks - 1)
 
@@ -456,16 +448,13 @@ def test_online_and_target_td_errors_differ_only_when_the_networks_differ(option
     records, summary, rows = option_runs
     # A target copied at every step equals the online network at every check: same run, bit for bit.
     for name in ("final_capacity", "adaptive_grows", "adaptive_change_sum"):
-        np.testing.assert_array_equal(
-            summary[name][rows["online-copy-every-step"]], summary[name][rows["target-copy-every-step"]]
-        )
-    np.testing.assert_array_equal(
-        records["capacity"][rows["online-copy-every-step"]], records["capacity"][rows["target-copy-every-step"]]
-    )
+        np.testing.assert_array_equal(summary[name][rows["online-copy-every-step"]],
+                                      summary[name][rows["target-copy-every-step"]])
+    np.testing.assert_array_equal(records["capacity"][rows["online-copy-every-step"]],
+                                  records["capacity"][rows["target-copy-every-step"]])
     # A target copied every 500 steps is not: the compared values, hence the decisions, differ.
-    assert not np.array_equal(
-        summary["adaptive_change_sum"][rows["online"]], summary["adaptive_change_sum"][rows["target"]]
-    )
+    assert not np.array_equal(summary["adaptive_change_sum"][rows["online"]],
+                              summary["adaptive_change_sum"][rows["target"]])
 
 
 def test_target_network_checks_grow_when_they_straddle_a_copy(option_runs):
@@ -489,7 +478,6 @@ def test_target_network_checks_grow_when_they_straddle_a_copy(option_runs):
 
 def test_independent_draws_are_noisier_than_paired(option_runs):
     _, summary, rows = option_runs
-
     def noise_per_check(name):
         return summary["adaptive_noise_sum"][rows[name]].sum() / summary["adaptive_compared"][rows[name]].sum()
 
@@ -504,21 +492,15 @@ def test_sum_reduction_with_sgd_is_the_mean_step_times_the_batch():
 
     net = agent.QNetwork((8,), 2)
     params = agent.init_params(jax.random.key(0), net, (3,))
-    batch = {
-        "obs": jax.random.normal(jax.random.key(1), (5, 3)),
-        "action": jnp.array([0, 1, 1, 0, 1]),
-        "reward": jnp.arange(5.0),
-        "next_obs": jax.random.normal(jax.random.key(2), (5, 3)),
-        "terminated": jnp.array([0.0, 0, 1, 0, 0]),
-    }
+    batch = {"obs": jax.random.normal(jax.random.key(1), (5, 3)), "action": jnp.array([0, 1, 1, 0, 1]),
+             "reward": jnp.arange(5.0), "next_obs": jax.random.normal(jax.random.key(2), (5, 3)),
+             "terminated": jnp.array([0.0, 0, 1, 0, 0])}
     sgd = agent.make_optimizer("sgd")
     ones = jnp.ones(5)
-    summed = agent.train_step(
-        net, sgd, params, params, sgd.init(params), batch, ones, 0.01, agent.LossOptions(0.9, reduction="sum")
-    )
-    mean = agent.train_step(
-        net, sgd, params, params, sgd.init(params), batch, ones, 0.05, agent.LossOptions(0.9, reduction="mean")
-    )
+    summed = agent.train_step(net, sgd, params, params, sgd.init(params), batch, ones, 0.01,
+                              agent.LossOptions(0.9, reduction="sum"))
+    mean = agent.train_step(net, sgd, params, params, sgd.init(params), batch, ones, 0.05,
+                            agent.LossOptions(0.9, reduction="mean"))
     for a, b in zip(jax.tree.leaves(summed[0]), jax.tree.leaves(mean[0])):
         np.testing.assert_allclose(a, b, rtol=1e-5, atol=1e-7)
     assert float(summed[2]) == pytest.approx(5 * float(mean[2]), rel=1e-6)
@@ -551,9 +533,7 @@ def test_td_errors_terminal_masking_and_double_dqn_by_hand():
     np.testing.assert_allclose(loss, np.mean([0.5 * 9.0, 0.5 * 0.5 * 2.25]))
     huber, _ = agent.loss_fn(params, net, target, batch, jnp.ones(2), agent.LossOptions(0.5, loss="huber"))
     np.testing.assert_allclose(huber, np.mean([3.0 - 0.5, 1.5 - 0.5]))
-    np.testing.assert_allclose(
-        agent.epsilon_schedule(jnp.array([0, 50, 100, 500]), 1.0, 0.1, 100), [1.0, 0.55, 0.1, 0.1]
-    )
+    np.testing.assert_allclose(agent.epsilon_schedule(jnp.array([0, 50, 100, 500]), 1.0, 0.1, 100), [1.0, 0.55, 0.1, 0.1])
     np.testing.assert_allclose(agent.epsilon_schedule(7, 1.0, 0.1, 0), 0.1)
     polyak = agent.polyak_target_update(params, target, 0.25)
     np.testing.assert_allclose(polyak["params"]["Dense_0"]["kernel"], [[2.5, 1.25]])
@@ -644,36 +624,24 @@ def test_bad_hyperparameters_are_named_before_compiling(overrides, argument):
 @pytest.mark.parametrize(
     "env_id, env_params, message",
     [
-        (
-            "CartPole-v1",
-            {"max_steps_in_episode": 2.5},
-            "max_steps_in_episode must be an integer >= 1 within int32 (like its default 500",
-        ),
+        ("CartPole-v1", {"max_steps_in_episode": 2.5}, "max_steps_in_episode must be an integer >= 1 within int32 "
+                                                       "(like its default 500"),
         ("CartPole-v1", {"max_steps_in_episode": 0}, "max_steps_in_episode must be an integer >= 1"),
         ("CartPole-v1", {"max_steps_in_episode": -1}, "max_steps_in_episode must be an integer >= 1"),
         ("CartPole-v1", {"max_steps_in_episode": True}, "max_steps_in_episode must be an integer >= 1"),
         ("CartPole-v1", {"max_steps_in_episode": 10**400}, "max_steps_in_episode must be an integer >= 1 within int32"),
         ("CartPole-v1", {"max_steps_in_episode": 2**31}, "max_steps_in_episode must be an integer >= 1 within int32"),
-        (
-            "CartPole-v1",
-            {"gravity": float("nan")},
-            "gravity must be a finite number within float32 (like its default 9.8), got nan",
-        ),
+        ("CartPole-v1", {"gravity": float("nan")}, "gravity must be a finite number within float32 "
+                                                   "(like its default 9.8), got nan"),
         ("MountainCar-v0", {"force": float("-inf")}, "force must be a finite number"),
         ("CartPole-v1", {"gravity": 1e39}, "gravity must be a finite number within float32"),
         ("CartPole-v1", {"gravity": True}, "gravity must be a finite number"),
         ("CartPole-v1", {"gravity": "x"}, "gravity must be a finite number"),
         ("FourRooms-misc", {"resample_goal_pos": 1}, "resample_goal_pos must be true or false"),
-        (
-            "Acrobot-v1",
-            {"available_torque": 1.0},
-            "available_torque cannot be overridden: its default is an array of shape (3,)",
-        ),
-        (
-            "CartPole-v1",
-            {"gravity_strength": 1.0},
-            "gravity_strength: not a parameter of CartPole-v1; it has force_mag",
-        ),
+        ("Acrobot-v1", {"available_torque": 1.0}, "available_torque cannot be overridden: its default is an array "
+                                                  "of shape (3,)"),
+        ("CartPole-v1", {"gravity_strength": 1.0}, "gravity_strength: not a parameter of CartPole-v1; it has "
+                                                   "force_mag"),
         ("CartPole-v1", (("gravity", 1.0), ("gravity", 2.0)), "gravity is given twice"),
         ("Probe-Truncation", {"max_steps_in_episode": 0}, "max_steps_in_episode must be an integer >= 1"),
         ("LineSearch", {"speed": -1.0}, "speed must be >= 0.0"),  # the environment's own range
@@ -708,10 +676,9 @@ def test_with_total_steps_keeps_whole_cycles_and_at_most_the_segment_count():
     assert (short.total_steps, short.steps_per_segment, dqn.num_segments(short)) == (3_000, 300, 10)
     assert dataclasses.replace(short, total_steps=10_000, steps_per_segment=1_000) == plain
     cycled = dqn.Setup(adaptive=True)  # cycle 20
-    assert [
-        (s.total_steps, s.steps_per_segment)
-        for s in map(functools.partial(dqn.with_total_steps, cycled), (100, 140, 1_000, 260))
-    ] == [(100, 20), (140, 20), (1_000, 100), (260, 260)]
+    assert [(s.total_steps, s.steps_per_segment) for s in map(functools.partial(dqn.with_total_steps, cycled),
+                                                               (100, 140, 1_000, 260))] == [
+        (100, 20), (140, 20), (1_000, 100), (260, 260)]
     for bad in (30, 0, 20.0, True):
         with pytest.raises(ValueError, match="multiple of 20"):
             dqn.with_total_steps(cycled, bad)
@@ -732,12 +699,7 @@ def test_paper_settings():
     assert setup.adaptive and setup.sampler == "uniform"
     setup, hparams = paper_settings.paper_setting("MountainCar-v0", 150_000, adaptive=True)
     dqn.check(hparams, setup)
-    assert (hparams.discount, hparams.step_size, setup.subsample_size, setup.hidden_sizes) == (
-        0.99,
-        6e-4,
-        1000,
-        (64, 64),
-    )
+    assert (hparams.discount, hparams.step_size, setup.subsample_size, setup.hidden_sizes) == (0.99, 6e-4, 1000, (64, 64))
     # aER's ceiling is the run length, above every static size; one learning start for all sizes.
     assert hparams.adaptive_num_old == 75_000 and setup.max_capacity == 300_000
     assert hparams.learning_starts == 1_000
@@ -752,19 +714,12 @@ def test_paper_settings():
     assert (hparams.discount, hparams.step_size, setup.adaptive) == (0.99, 1e-3, False)
     quick, quick_hparams = paper_settings.paper_setting("MountainCar-v0", 20_000, adaptive=True, quick=True)
     dqn.check(quick_hparams, quick)
-    assert (
-        quick.total_steps == 75_000 and quick_hparams.memory_size == 5_000 and quick_hparams.adaptive_num_old == 2_500
-    )
+    assert quick.total_steps == 75_000 and quick_hparams.memory_size == 5_000 and quick_hparams.adaptive_num_old == 2_500
     assert quick.max_capacity == 75_000 and quick_hparams.epsilon_decay_steps == 7_500
     assert quick_hparams.learning_starts == 250
     tuned, tuned_hparams = paper_settings.paper_setting("CartPole-v1", 10_000, adaptive=False, tuned=True)
     dqn.check(tuned_hparams, tuned)
-    assert (tuned.total_steps, tuned.train_frequency, tuned.batch_size, tuned.hidden_sizes) == (
-        200_000,
-        10,
-        128,
-        (120, 84),
-    )
+    assert (tuned.total_steps, tuned.train_frequency, tuned.batch_size, tuned.hidden_sizes) == (200_000, 10, 128, (120, 84))
     assert (tuned_hparams.step_size, tuned_hparams.discount, tuned_hparams.target_period) == (2.5e-4, 0.99, 500)
     with pytest.raises(ValueError, match="tuned"):
         paper_settings.paper_setting("Acrobot-v1", 25_000, adaptive=False, tuned=True)
@@ -793,10 +748,8 @@ def test_tuned_dqn_learns_cartpole():
     elapsed = time.perf_counter() - start
     curve = np.asarray(records["eval_return"]).mean(axis=0)
     steps = dqn.coords(setup)["segment"]
-    print(
-        f"tuned CartPole: {elapsed:.0f} s; seed-mean greedy return by step: "
-        + ", ".join(f"{s}: {r:.0f}" for s, r in zip(steps, curve))
-    )
+    print(f"tuned CartPole: {elapsed:.0f} s; seed-mean greedy return by step: "
+          + ", ".join(f"{s}: {r:.0f}" for s, r in zip(steps, curve)))
     assert not summary["diverged"].any()
     assert curve.max() >= 400
     # It stays learned: the last quarter of the run averages well above random (~20).
@@ -810,16 +763,10 @@ def test_setup_refuses_games_dqn_cannot_play():
 
 
 def test_adaptive_diagnostics_pool_the_runs():
-    summary = {
-        "adaptive_checks": np.array([10, 6]),
-        "adaptive_grows": np.array([5, 1]),
-        "adaptive_straddle_checks": np.array([2, 2]),
-        "adaptive_straddle_grows": np.array([2, 1]),
-        "adaptive_compared": np.array([9, 5]),
-        "adaptive_noisy": np.array([7, 0]),
-        "adaptive_change_sum": np.array([1.5, 2.0]),
-        "adaptive_noise_sum": np.array([0.7, 0.0]),
-    }
+    summary = {"adaptive_checks": np.array([10, 6]), "adaptive_grows": np.array([5, 1]),
+               "adaptive_straddle_checks": np.array([2, 2]), "adaptive_straddle_grows": np.array([2, 1]),
+               "adaptive_compared": np.array([9, 5]), "adaptive_noisy": np.array([7, 0]),
+               "adaptive_change_sum": np.array([1.5, 2.0]), "adaptive_noise_sum": np.array([0.7, 0.0])}
     d = dqn.adaptive_diagnostics(summary)
     assert d["checks_mean"] == 8 and d["grow_fraction"] == 6 / 16
     assert d["straddle_grow_fraction"] == 3 / 4 and d["other_grow_fraction"] == 3 / 12
@@ -832,12 +779,7 @@ def test_mean_capacity_of_a_large_memory_is_exact():
     """The segment's mean capacity is exact at paper sizes: a float32 sum of 2,000 capacities of
     300,000 drifts to 300,003.3 (the study once reported a mean size above the ceiling)."""
     setup = probe_setup(
-        "Probe-OneStep",
-        total_steps=2_000,
-        steps_per_segment=2_000,
-        max_capacity=300_000,
-        batch_size=4,
-        hidden_sizes=(4,),
+        "Probe-OneStep", total_steps=2_000, steps_per_segment=2_000, max_capacity=300_000, batch_size=4, hidden_sizes=(4,)
     )
     records, _ = dqn.run_batch(
         jax.random.split(jax.random.key(0), 2), PROBE_HPARAMS._replace(memory_size=np.array([300_000, 299_999])), setup
@@ -845,48 +787,22 @@ def test_mean_capacity_of_a_large_memory_is_exact():
     assert records["capacity_mean"][:, 0].tolist() == [300_000.0, 299_999.0]
 
 
-RECORD_DTYPES = {
-    "train_return": "float32",
-    "train_episodes": "int32",
-    "td_loss": "float32",
-    "capacity": "int32",
-    "capacity_mean": "float32",
-    "epsilon": "float32",
-    "env_steps": "int32",
-}
-SUMMARY_DTYPES = {
-    "diverged": "bool",
-    "recent_return": "float32",
-    "episodes": "int32",
-    "gradient_steps": "int32",
-    "final_capacity": "int32",
-    "adaptive_checks": "int32",
-    "adaptive_grows": "int32",
-    "adaptive_shrinks": "int32",
-    "adaptive_invalid": "int32",
-    "adaptive_straddle_checks": "int32",
-    "adaptive_straddle_grows": "int32",
-    "adaptive_compared": "int32",
-    "adaptive_noisy": "int32",
-    "adaptive_change_sum": "float32",
-    "adaptive_noise_sum": "float32",
-    "capacity_clipped": "bool",
-    "adaptive_invalid_parameters": "bool",
-}
+RECORD_DTYPES = {"train_return": "float32", "train_episodes": "int32", "td_loss": "float32", "capacity": "int32",
+                 "capacity_mean": "float32", "epsilon": "float32", "env_steps": "int32"}
+SUMMARY_DTYPES = {"diverged": "bool", "recent_return": "float32", "episodes": "int32", "gradient_steps": "int32",
+                  "final_capacity": "int32", "adaptive_checks": "int32", "adaptive_grows": "int32",
+                  "adaptive_shrinks": "int32", "adaptive_invalid": "int32", "adaptive_straddle_checks": "int32",
+                  "adaptive_straddle_grows": "int32", "adaptive_compared": "int32", "adaptive_noisy": "int32",
+                  "adaptive_change_sum": "float32", "adaptive_noise_sum": "float32", "capacity_clipped": "bool",
+                  "adaptive_invalid_parameters": "bool"}
 
 
 @pytest.mark.parametrize("eval_episodes", [0, 2])
 def test_advance_and_summarize_give_exactly_the_declared_names(eval_episodes):
     """Record and Summary declare the names once: advance and summarize return exactly the names
     and dtypes that record_dims and summary_dims announce (traced only, nothing compiled)."""
-    setup = probe_setup(
-        "Probe-OneStep",
-        total_steps=40,
-        steps_per_segment=20,
-        adaptive=True,
-        max_capacity=64,
-        eval_episodes=eval_episodes,
-    )
+    setup = probe_setup("Probe-OneStep", total_steps=40, steps_per_segment=20, adaptive=True, max_capacity=64,
+                        eval_episodes=eval_episodes)
 
     def one_segment(key):
         state, record = dqn.advance(dqn.init(key, PROBE_HPARAMS, setup), PROBE_HPARAMS, setup)

@@ -11,13 +11,8 @@ from jaxreplay.engine import plan as plan_lib
 from jaxreplay.engine import store as store_lib
 from jaxreplay.engine import sweep as sw
 
-SWEEP = sw.Sweep(
-    "linesearch",
-    seeds=2,
-    setup={"steps": 20, "max_capacity": 20, "max_batch_size": 2},
-    fixed={"step_size": 0.05},
-    grid={"memory_size": [5, 20], "batch_size": [1, 2]},
-)
+SWEEP = sw.Sweep("linesearch", seeds=2, setup={"steps": 20, "max_capacity": 20, "max_batch_size": 2},
+                 fixed={"step_size": 0.05}, grid={"memory_size": [5, 20], "batch_size": [1, 2]})
 PLENTY = plan_lib.Resources(memory_budget=1 << 30, host_memory=1 << 30, free_disk=1 << 30, num_devices=1)
 
 
@@ -46,14 +41,10 @@ def test_a_refusal_names_the_fields_to_lower_in_the_parts_of_its_message():
         plan_lib.make_plan(SWEEP, np.zeros(8, bool), PLENTY._replace(memory_budget=per_run - 1))
     e = device.value
     assert isinstance(e, MemoryError) and str(e) == f"{e.problem} {e.advice}"
-    assert e.problem == (
-        f"one run needs about {plan_lib.mib(per_run)} of device memory and 1 device(s) need at least "
-        f"1 runs per chunk ({plan_lib.mib(per_run)}), but the memory budget is {plan_lib.mib(per_run - 1)}."
-    )
-    assert e.advice == (
-        "Lower setup.max_capacity (replay storage dominates), shorten a segment, or raise "
-        "memory_budget / memory_fraction."
-    )
+    assert e.problem == (f"one run needs about {plan_lib.mib(per_run)} of device memory and 1 device(s) need at least "
+                         f"1 runs per chunk ({plan_lib.mib(per_run)}), but the memory budget is {plan_lib.mib(per_run - 1)}.")
+    assert e.advice == ("Lower setup.max_capacity (replay storage dominates), shorten a segment, or raise "
+                        "memory_budget / memory_fraction.")
     assert e.lower == ("setup.max_capacity",) and e.cause == "replay storage dominates"
     # A huge minibatch: its step's temporaries dominate, and the advice names the minibatch size.
     huge = sw.Sweep("linesearch", setup={"steps": 10, "max_batch_size": 10**8}, fixed={"batch_size": 10**8})
@@ -125,18 +116,10 @@ def test_store_scan_changes_nothing_and_prepare_sets_damaged_chunks_aside(tmp_pa
 def test_sweep_is_normalised_once_on_construction():
     from jaxreplay.experiments import linesearch as ls
 
-    a = sw.Sweep(
-        "linesearch",
-        setup=ls.Setup(steps=20, max_capacity=20, max_batch_size=2),
-        grid={"memory_size": [5, 20.0]},
-        fixed={"step_size": 1, "batch_size": 2},
-    )
-    b = sw.Sweep(
-        "linesearch",
-        setup={"steps": 20, "max_capacity": 20, "max_batch_size": 2},
-        grid={"memory_size": (5, 20)},
-        fixed={"step_size": 1.0, "batch_size": 2},
-    )
+    a = sw.Sweep("linesearch", setup=ls.Setup(steps=20, max_capacity=20, max_batch_size=2),
+                 grid={"memory_size": [5, 20.0]}, fixed={"step_size": 1, "batch_size": 2})
+    b = sw.Sweep("linesearch", setup={"steps": 20, "max_capacity": 20, "max_batch_size": 2},
+                 grid={"memory_size": (5, 20)}, fixed={"step_size": 1.0, "batch_size": 2})
     assert a == b and a.fingerprint() == b.fingerprint()
     assert a.grid == {"memory_size": (5, 20)} and isinstance(a.grid["memory_size"][1], int)
     assert a.fixed == {"step_size": 1.0, "batch_size": 2} and isinstance(a.fixed["step_size"], float)
@@ -153,37 +136,18 @@ def test_a_resume_at_another_batch_is_refused_by_the_plan_naming_what_differs(tm
     # Without a chunk size the recorded one is asked for; with it, or on a finished sweep, anything goes.
     assert plan_lib.make_plan(SWEEP, done, PLENTY, out=out, recorded=recorded).chunk_size == 2
     assert plan_lib.make_plan(SWEEP, done, PLENTY, chunk_size=2, out=out, recorded=recorded).batch == recorded
-    assert (
-        plan_lib.make_plan(
-            SWEEP, np.ones(8, bool), PLENTY._replace(platform="gpu"), chunk_size=8, recorded=recorded
-        ).chunks
-        == ()
-    )
+    assert plan_lib.make_plan(SWEEP, np.ones(8, bool), PLENTY._replace(platform="gpu"), chunk_size=8,
+                              recorded=recorded).chunks == ()
     cases = [
-        (
-            dict(chunk_size=4),
-            {},
-            r"but chunk_size 4 asked for computes its 4 missing runs at 4 per device: rerun with "
-            r"chunk_size 2 \(--chunk-size 2\) or none",
-        ),
-        (
-            {},
-            dict(platform="gpu", device_kind="NVIDIA H100"),
-            r"this process runs on NVIDIA H100 \(gpu\)\. Finish the "
-            r"sweep on cpu \(cpu\)",
-        ),
-        (
-            {},
-            dict(xla_flags="--xla_cpu_max_isa=AVX2"),
-            r"this process has XLA_FLAGS '--xla_cpu_max_isa=AVX2'\. Set "
-            r"XLA_FLAGS to '' before starting Python",
-        ),
+        (dict(chunk_size=4), {}, r"but chunk_size 4 asked for computes its 4 missing runs at 4 per device: rerun with "
+                                 r"chunk_size 2 \(--chunk-size 2\) or none"),
+        ({}, dict(platform="gpu", device_kind="NVIDIA H100"), r"this process runs on NVIDIA H100 \(gpu\)\. Finish the "
+                                                              r"sweep on cpu \(cpu\)"),
+        ({}, dict(xla_flags="--xla_cpu_max_isa=AVX2"), r"this process has XLA_FLAGS '--xla_cpu_max_isa=AVX2'\. Set "
+                                                       r"XLA_FLAGS to '' before starting Python"),
         ({}, dict(num_devices=2), r"this process shards over 2 device\(s\)\. Finish the sweep with 1 local device"),
-        (
-            {},
-            dict(memory_budget=plan_lib.estimate_bytes_per_run(SWEEP)),
-            r"\(chunk_size 2\), but only 1 runs fit the memory budget now",
-        ),
+        ({}, dict(memory_budget=plan_lib.estimate_bytes_per_run(SWEEP)),
+         r"\(chunk_size 2\), but only 1 runs fit the memory budget now"),
     ]
     for options, machine, message in cases:
         where = rf"^{out} holds runs computed at 2 run\(s\) per device on 1 × cpu \(cpu\), XLA_FLAGS ''"
@@ -195,8 +159,7 @@ def test_a_resume_at_another_batch_is_refused_by_the_plan_naming_what_differs(tm
 def test_the_recorded_xla_flags_leave_out_the_device_count_and_name_the_batch_independence_flags():
     flags = "--xla_force_host_platform_device_count=4 --xla_cpu_experimental_ynn_fusion_type= --xla_cpu_max_isa=AVX2"
     assert plan_lib.xla_flags_in_environment({"XLA_FLAGS": flags}) == (
-        "--xla_cpu_experimental_ynn_fusion_type= --xla_cpu_max_isa=AVX2"
-    )
+        "--xla_cpu_experimental_ynn_fusion_type= --xla_cpu_max_isa=AVX2")
     assert plan_lib.xla_flags_in_environment({}) == ""
     batch = plan_lib.Batch("cpu", "cpu", 4, 3, plan_lib.xla_flags_in_environment({"XLA_FLAGS": flags}))
     assert batch.chunk_size == 12 and batch.batch_independence_flags

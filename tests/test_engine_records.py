@@ -20,9 +20,8 @@ from jaxreplay.engine import sweep as sw
 
 REPO = pathlib.Path(__file__).resolve().parents[1]
 SETUP = {"steps": 20, "max_capacity": 20, "max_batch_size": 2}
-BASE = dict(
-    seeds=3, seed=5, setup=SETUP, fixed={"step_size": 0.05}, grid={"memory_size": [5, 20], "batch_size": [1, 2]}
-)
+BASE = dict(seeds=3, seed=5, setup=SETUP, fixed={"step_size": 0.05},
+            grid={"memory_size": [5, 20], "batch_size": [1, 2]})
 
 
 def _sweep(record=None, **changes):
@@ -60,9 +59,8 @@ def test_seed_mean_and_quantiles_on_the_device_match_numpy_for_any_chunk_size(fu
     np.testing.assert_allclose(ds.capacity.sel(stat="mean").values, capacity.mean(axis=2), rtol=1e-6)
     for p in (0.1, 0.5, 1.0):
         name = f"q{p:g}"
-        np.testing.assert_allclose(
-            ds.dtheta.sel(stat=name).values, np.quantile(dtheta, p, axis=2), rtol=1e-6, atol=1e-7
-        )
+        np.testing.assert_allclose(ds.dtheta.sel(stat=name).values, np.quantile(dtheta, p, axis=2), rtol=1e-6,
+                                   atol=1e-7)
         np.testing.assert_allclose(ds.capacity.sel(stat=name).values, np.quantile(capacity, p, axis=2), rtol=1e-6)
     assert float(ds.capacity.sel(stat="q1", memory_size=5).max()) == 5.0  # the quantiles are not all one value
     assert np.ptp(ds.dtheta.sel(stat=["q0.1", "q1"]).isel(step=slice(1, None)).values, axis=2).min() > 0  # (step 1:
@@ -125,32 +123,23 @@ def test_record_table_round_trips_through_toml(tmp_path):
     assert sweep.record == sw.Record(keep=("dtheta",), stride=10, reduce=("mean", "q0.1"))
     back = sw.Sweep.from_dict(tomllib.loads(sweep.to_toml()))
     assert back.record == sweep.record and back.fingerprint() == sweep.fingerprint()
-    assert json.loads(json.dumps(sweep.to_dict()))["record"] == {
-        "keep": ["dtheta"],
-        "stride": 10,
-        "reduce": ["mean", "q0.1"],
-    }
+    assert json.loads(json.dumps(sweep.to_dict()))["record"] == {"keep": ["dtheta"], "stride": 10,
+                                                                 "reduce": ["mean", "q0.1"]}
 
 
 from compile_events import COMPILE_EVENTS as _LOWERINGS  # noqa: E402
 
 
-@pytest.mark.parametrize(
-    "record, message",
-    [
-        (
-            'keep = ["dtheta", "speed"]',
-            r"record\.keep: unknown record 'speed' of 'linesearch'; records: dtheta, "
-            r"capacity; summaries \(always kept\): final_metric, diverged",
-        ),
-        ('keep = "dtheta"\nstride = 0', r"record\.stride must be a positive integer, got 0"),
-        ("stride = 2.5", r"record\.stride must be a positive integer, got 2\.5"),
-        ('reduce = ["median"]', r"record\.reduce: unknown reduction 'median'"),
-        ('reduce = ["q1.5"]', r"record\.reduce: unknown reduction 'q1\.5'"),
-        ('reduce = ["mean", "mean"]', r"record\.reduce names a reduction twice"),
-        ("every = 3", r"record\.every: unknown key; known: keep, stride, reduce"),
-    ],
-)
+@pytest.mark.parametrize("record, message", [
+    ('keep = ["dtheta", "speed"]', r"record\.keep: unknown record 'speed' of 'linesearch'; records: dtheta, "
+                                   r"capacity; summaries \(always kept\): final_metric, diverged"),
+    ('keep = "dtheta"\nstride = 0', r"record\.stride must be a positive integer, got 0"),
+    ('stride = 2.5', r"record\.stride must be a positive integer, got 2\.5"),
+    ('reduce = ["median"]', r"record\.reduce: unknown reduction 'median'"),
+    ('reduce = ["q1.5"]', r"record\.reduce: unknown reduction 'q1\.5'"),
+    ('reduce = ["mean", "mean"]', r"record\.reduce names a reduction twice"),
+    ('every = 3', r"record\.every: unknown key; known: keep, stride, reduce"),
+])
 def test_bad_record_specs_name_the_key_before_compiling(tmp_path, record, message):
     (tmp_path / "s.toml").write_text(f'experiment = "linesearch"\n[record]\n{record}\n')
     before = _LOWERINGS.lowerings
@@ -204,9 +193,8 @@ def test_four_devices_reduce_like_one(tmp_path):
         print("chunk", r.stats.chunk_size, "chunks", r.stats.chunks)
         """)
     env = dict(os.environ, JAX_PLATFORMS="cpu", XLA_FLAGS="--xla_force_host_platform_device_count=4")
-    proc = subprocess.run(
-        [sys.executable, "-c", script], env=env, cwd=REPO, capture_output=True, text=True, timeout=240
-    )
+    proc = subprocess.run([sys.executable, "-c", script], env=env, cwd=REPO, capture_output=True, text=True,
+                          timeout=240)
     assert proc.returncode == 0, proc.stderr
     assert proc.stdout.split() == ["chunk", "12", "chunks", "1"]
     d4 = sw.load(tmp_path / "d4")
@@ -217,14 +205,8 @@ def test_four_devices_reduce_like_one(tmp_path):
 def test_dqn_stride_over_segments_copies_only_the_kept_segments():
     from jaxreplay.experiments import dqn
 
-    setup = dqn.Setup(
-        env_id="CartPole-v1",
-        total_steps=400,
-        steps_per_segment=100,
-        hidden_sizes=(8,),
-        max_capacity=400,
-        eval_episodes=0,
-    )
+    setup = dqn.Setup(env_id="CartPole-v1", total_steps=400, steps_per_segment=100, hidden_sizes=(8,),
+                      max_capacity=400, eval_episodes=0)
     fixed = {"learning_starts": 50, "memory_size": 200}
     full = sw.run(sw.Sweep("dqn", seeds=2, setup=setup, fixed=fixed), None, progress=False).dataset
     record = sw.Record(keep=["td_loss", "capacity"], stride=2, reduce=["mean", "q0.5"])

@@ -222,64 +222,36 @@ def _bad_inputs(root: pathlib.Path) -> dict[str, pathlib.Path]:
     return {name: root / name for name in ("README.md", "latin.md", "folder.md", *contents)}
 
 
-@pytest.mark.parametrize(
-    "args, message",
-    [
-        (["study", "refresh", "s_folder"], "the study result s_folder/study.json is a folder, not a file."),
-        (
-            ["study", "refresh", "s_truncated"],
-            "the study result s_truncated/study.json is not valid JSON (Expecting "
-            "value: line 6 column 20; truncated?).",
-        ),
-        (["study", "refresh", "s_bytes"], "the study result s_bytes/study.json is not UTF-8 text (byte 0 is 0xff)."),
-        (["study", "refresh", "s_list"], "the study result s_list/study.json holds a JSON array, not the object"),
-        (
-            ["study", "refresh", "s_keys"],
-            "the study result s_keys/study.json is not one jaxreplay wrote: it lacks the "
-            "key(s) 'seeds', 'total_steps', 'response'",
-        ),
-        (
-            ["study", "refresh", "s_nested"],
-            "the study result s_nested/study.json is not one `jaxreplay study dqn` wrote (KeyError: 'mean_size').",
-        ),
-        (["study", "readme", "s_nested", "--readme", "README.md"], "the study result s_nested/study.json is not one"),
-        (["study", "readme", "STUDY", "--readme", "missing.md"], "the README missing.md: no such file."),
-        (["study", "readme", "STUDY", "--readme", "folder.md"], "the README folder.md is a folder, not a file."),
-        (
-            ["study", "readme", "STUDY", "--readme", "latin.md"],
-            "the README latin.md is not UTF-8 text (byte 0 is 0xff).",
-        ),
-        (
-            ["study", "readme", "STUDY", "--readme", "s_keys/study.json"],
-            "the README s_keys/study.json: expected exactly one '<!-- study:begin -->'",
-        ),
-        (
-            ["reproduce", "readme", "c_folder", "--readme", "README.md"],
-            "the claims file c_folder/claims.json is a folder",
-        ),
-        (
-            ["reproduce", "readme", "c_truncated", "--readme", "README.md"],
-            "the claims file c_truncated/claims.json is not valid JSON (Expecting property name",
-        ),
-        (
-            ["reproduce", "readme", "c_list", "--readme", "README.md"],
-            "the claims file c_list/claims.json holds a JSON array",
-        ),
-        (
-            ["reproduce", "readme", "c_nested", "--readme", "README.md"],
-            "the claims file c_nested/claims.json is not one `jaxreplay reproduce all` wrote (KeyError: 'devices').",
-        ),
-        (["reproduce", "readme", "PAPER", "--readme", "latin.md"], "the README latin.md is not UTF-8 text"),
-        (["reproduce", "readme", "PAPER", "--readme", "missing.md"], "the README missing.md: no such file."),
-        (
-            ["reproduce", "all", "--out", "o", "--quick", "--readme", "missing.md"],
-            "the README missing.md: no such file.",
-        ),
-        (["sweep", "folder.md", "--out", "o"], "CONFIG folder.md is a folder, not a file."),
-        (["sweep", "latin.md", "--out", "o"], "CONFIG latin.md is not UTF-8 text (byte 0 is 0xff)."),
-        (["sweep", "missing.toml", "--out", "o"], "CONFIG missing.toml: no such file."),
-    ],
-)
+@pytest.mark.parametrize("args, message", [
+    (["study", "refresh", "s_folder"], "the study result s_folder/study.json is a folder, not a file."),
+    (["study", "refresh", "s_truncated"], "the study result s_truncated/study.json is not valid JSON (Expecting "
+                                          "value: line 6 column 20; truncated?)."),
+    (["study", "refresh", "s_bytes"], "the study result s_bytes/study.json is not UTF-8 text (byte 0 is 0xff)."),
+    (["study", "refresh", "s_list"], "the study result s_list/study.json holds a JSON array, not the object"),
+    (["study", "refresh", "s_keys"], "the study result s_keys/study.json is not one jaxreplay wrote: it lacks the "
+                                     "key(s) 'seeds', 'total_steps', 'response'"),
+    (["study", "refresh", "s_nested"], "the study result s_nested/study.json is not one `jaxreplay study dqn` wrote "
+                                       "(KeyError: 'mean_size')."),
+    (["study", "readme", "s_nested", "--readme", "README.md"], "the study result s_nested/study.json is not one"),
+    (["study", "readme", "STUDY", "--readme", "missing.md"], "the README missing.md: no such file."),
+    (["study", "readme", "STUDY", "--readme", "folder.md"], "the README folder.md is a folder, not a file."),
+    (["study", "readme", "STUDY", "--readme", "latin.md"], "the README latin.md is not UTF-8 text (byte 0 is 0xff)."),
+    (["study", "readme", "STUDY", "--readme", "s_keys/study.json"], "the README s_keys/study.json: expected exactly "
+                                                                     "one '<!-- study:begin -->'"),
+    (["reproduce", "readme", "c_folder", "--readme", "README.md"], "the claims file c_folder/claims.json is a folder"),
+    (["reproduce", "readme", "c_truncated", "--readme", "README.md"], "the claims file c_truncated/claims.json is not "
+                                                                      "valid JSON (Expecting property name"),
+    (["reproduce", "readme", "c_list", "--readme", "README.md"],
+     "the claims file c_list/claims.json holds a JSON array"),
+    (["reproduce", "readme", "c_nested", "--readme", "README.md"],
+     "the claims file c_nested/claims.json is not one `jaxreplay reproduce all` wrote (KeyError: 'devices')."),
+    (["reproduce", "readme", "PAPER", "--readme", "latin.md"], "the README latin.md is not UTF-8 text"),
+    (["reproduce", "readme", "PAPER", "--readme", "missing.md"], "the README missing.md: no such file."),
+    (["reproduce", "all", "--out", "o", "--quick", "--readme", "missing.md"], "the README missing.md: no such file."),
+    (["sweep", "folder.md", "--out", "o"], "CONFIG folder.md is a folder, not a file."),
+    (["sweep", "latin.md", "--out", "o"], "CONFIG latin.md is not UTF-8 text (byte 0 is 0xff)."),
+    (["sweep", "missing.toml", "--out", "o"], "CONFIG missing.toml: no such file."),
+])
 def test_an_unusable_input_file_is_one_line_naming_it(args, message, tmp_path, monkeypatch, capsys):
     """Missing, a folder, not UTF-8, truncated JSON, JSON of another shape: one line naming the file, exit 2,
     nothing written or run (these were KeyError/TypeError tracebacks, or an OS error without the file's role)."""
@@ -298,17 +270,14 @@ def test_an_unusable_input_file_is_one_line_naming_it(args, message, tmp_path, m
     assert (tmp_path / "README.md").read_text() == readme
 
 
-@pytest.mark.parametrize(
-    "command",
-    [
-        ["sweep", "CONFIG", "--quiet"],
-        ["reproduce", "linesearch", "--quiet"],
-        ["reproduce", "dqn", "--env", "CartPole-v1", "--quiet"],
-        ["reproduce", "all", "--quick", "--quiet"],
-        ["study", "dqn", "--env", "CartPole-v1", "--quiet"],
-        ["study", "dqn", "--env", "all", "--quiet"],
-    ],
-)
+@pytest.mark.parametrize("command", [
+    ["sweep", "CONFIG", "--quiet"],
+    ["reproduce", "linesearch", "--quiet"],
+    ["reproduce", "dqn", "--env", "CartPole-v1", "--quiet"],
+    ["reproduce", "all", "--quick", "--quiet"],
+    ["study", "dqn", "--env", "CartPole-v1", "--quiet"],
+    ["study", "dqn", "--env", "all", "--quiet"],
+])
 def test_every_out_that_is_empty_a_file_or_below_a_file_is_refused_in_one_line(command, tmp_path, monkeypatch, capsys):
     """`--out ""` used to write into the current folder; a file, or a path below one, gave FileExistsError or
     NotADirectoryError. Every command refuses them before anything runs."""
@@ -321,10 +290,8 @@ def test_every_out_that_is_empty_a_file_or_below_a_file_is_refused_in_one_line(c
     for out, message in [
         ("", "--out is empty: name an output folder (e.g. --out results)."),
         ("sweep.toml", "the output folder sweep.toml is a file, not a folder: choose another --out."),
-        (
-            "sweep.toml/sub",
-            "the output folder sweep.toml/sub cannot be created: sweep.toml is a file. Choose another --out.",
-        ),
+        ("sweep.toml/sub",
+         "the output folder sweep.toml/sub cannot be created: sweep.toml is a file. Choose another --out."),
     ]:
         before = COMPILE_EVENTS.lowerings
         assert cli.main([*argv, "--out", out]) == 2

@@ -68,9 +68,7 @@ def test_grid_equals_runs_one_by_one():
     keys = jax.random.split(jax.random.key(0), 3)
     run = jax.jit(ls.run, static_argnums=2)
     for i in range(3):
-        single = run(
-            keys[i], ls.Hyperparameters(memory_size=sizes[i], batch_size=batches[i], step_size=alphas[i]), SETUP
-        )
+        single = run(keys[i], ls.Hyperparameters(memory_size=sizes[i], batch_size=batches[i], step_size=alphas[i]), SETUP)
         np.testing.assert_allclose(batched.dtheta[i], single.dtheta, rtol=1e-5, atol=1e-7)
         np.testing.assert_array_equal(batched.memory_size[i], single.memory_size)
 
@@ -109,12 +107,7 @@ def test_bad_hyperparameters(hparams, argument):
 
 @pytest.mark.parametrize(
     "kwargs, argument",
-    [
-        ({"sampler": "greedy"}, "sampler"),
-        ({"frozen": "both"}, "frozen"),
-        ({"steps": 0}, "steps"),
-        ({"speed": -1.0}, "speed"),
-    ],
+    [({"sampler": "greedy"}, "sampler"), ({"frozen": "both"}, "frozen"), ({"steps": 0}, "steps"), ({"speed": -1.0}, "speed")],
 )
 def test_bad_setup(kwargs, argument):
     with pytest.raises(ValueError, match=argument):

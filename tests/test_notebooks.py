@@ -50,14 +50,11 @@ def _execute(path: pathlib.Path, workdir: pathlib.Path, monkeypatch):
     # The kernel is a child process: give it a plotting backend that renders
     # inline and the shared compilation cache.
     monkeypatch.delenv("MPLBACKEND", raising=False)
-    monkeypatch.setenv(
-        "JAX_COMPILATION_CACHE_DIR", os.environ.get("JAX_COMPILATION_CACHE_DIR", str(ROOT / ".jax_cache"))
-    )
+    monkeypatch.setenv("JAX_COMPILATION_CACHE_DIR", os.environ.get("JAX_COMPILATION_CACHE_DIR", str(ROOT / ".jax_cache")))
     monkeypatch.setenv("JAX_PLATFORMS", os.environ.get("JAX_PLATFORMS", "cpu"))
     nb = jupytext.read(path)
-    client = nbclient.NotebookClient(
-        nb, timeout=900, kernel_name="python3", resources={"metadata": {"path": str(workdir)}}
-    )
+    client = nbclient.NotebookClient(nb, timeout=900, kernel_name="python3",
+                                     resources={"metadata": {"path": str(workdir)}})
     client.execute()
     return nb
 
@@ -89,9 +86,8 @@ def test_no_notebook_with_stored_outputs_is_committed():
 
     if shutil.which("git") is None or not (ROOT / ".git").exists():
         pytest.skip("not a git checkout")
-    tracked = subprocess.run(
-        ["git", "ls-files", "notebooks"], cwd=ROOT, capture_output=True, text=True, check=True
-    ).stdout.split()
+    tracked = subprocess.run(["git", "ls-files", "notebooks"], cwd=ROOT, capture_output=True, text=True,
+                             check=True).stdout.split()
     assert sorted(pathlib.Path(t).name for t in tracked if t.endswith(".py")) == sorted(EXPECTED_FIGURES)
     assert not [t for t in tracked if t.endswith(".ipynb")]
     ignored = subprocess.run(["git", "check-ignore", "-q", "notebooks/x.ipynb"], cwd=ROOT)

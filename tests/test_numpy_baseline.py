@@ -85,12 +85,8 @@ def test_frozen_and_fixed_point_reading_match_jaxreplay(frozen, memory_size):
     # Frozen slope: every transition has δ = −Δθ2, so the draws do not matter
     # for any N; frozen intercept is deterministic only with N = 1.
     setup = ls.Setup(steps=150, max_capacity=64, max_batch_size=4, frozen=frozen, weights="fixed_point")
-    hparams = dict(
-        memory_size=np.array(memory_size),
-        batch_size=np.array([1, 4, 2]),
-        step_size=np.array([0.01, 0.003, 0.02]),
-        discount=np.array([0.0, 0.5, 0.9]),
-    )
+    hparams = dict(memory_size=np.array(memory_size), batch_size=np.array([1, 4, 2]),
+                   step_size=np.array([0.01, 0.003, 0.02]), discount=np.array([0.0, 0.5, 0.9]))
     ours = _jax_dtheta(setup, **hparams)
     baseline = run_numpy(np.arange(3), **hparams, **_numpy_kwargs(setup))
     np.testing.assert_allclose(baseline, ours, rtol=1e-5, atol=1e-6)

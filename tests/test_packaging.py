@@ -15,26 +15,13 @@ from readme_core_only import OPTIONAL  # tests/ is on sys.path under pytest
 
 ROOT = pathlib.Path(__file__).resolve().parents[1]
 PACKAGE = ROOT / "jaxreplay"
-CORE = (
-    "jaxreplay.buffer",
-    "jaxreplay.samplers",
-    "jaxreplay.prioritized",
-    "jaxreplay.adaptive",
-    "jaxreplay.memory",
-    "jaxreplay.returns",
-)
+CORE = ("jaxreplay.buffer", "jaxreplay.samplers", "jaxreplay.prioritized", "jaxreplay.adaptive", "jaxreplay.memory",
+        "jaxreplay.returns")
 
 # Layers, bottom to top: a module may import jaxreplay modules of its own layer or below.
 LAYERS = {
-    "core": (
-        "jaxreplay",
-        "jaxreplay._validation",
-        "jaxreplay._extras",
-        "jaxreplay._typing",
-        "jaxreplay._files",
-        "jaxreplay._td_sums",
-    )
-    + CORE,
+    "core": ("jaxreplay", "jaxreplay._validation", "jaxreplay._extras", "jaxreplay._typing", "jaxreplay._files",
+             "jaxreplay._td_sums") + CORE,
     "environments and agents": ("jaxreplay.envs", "jaxreplay.agents"),
     "experiments": ("jaxreplay.experiments",),
     "sweep engine and results": ("jaxreplay.engine",),
@@ -47,7 +34,8 @@ def _run(code: str) -> subprocess.CompletedProcess:
 
 
 def test_core_imports_no_optional_dependency():
-    code = "import sys\nimport " + ", ".join(CORE) + f"\nprint(','.join(m for m in {OPTIONAL!r} if m in sys.modules))"
+    code = ("import sys\nimport " + ", ".join(CORE) + "\n"
+            f"print(','.join(m for m in {OPTIONAL!r} if m in sys.modules))")
     result = _run(code)
     assert result.returncode == 0, result.stderr
     assert result.stdout.strip() == "", f"the core imported {result.stdout.strip()}"
@@ -58,9 +46,8 @@ def test_core_dependencies_are_jax_and_numpy_with_ranges_and_a_lock():
     core = [d.split(">")[0].split("<")[0].split("=")[0].strip() for d in project["dependencies"]]
     assert sorted(core) == ["jax", "numpy"]
     assert not any("==" in d for d in project["dependencies"])  # ranges in the package ...
-    locked = {
-        line.split("==")[0].lower() for line in (ROOT / "constraints.txt").read_text().splitlines() if "==" in line
-    }
+    locked = {line.split("==")[0].lower() for line in (ROOT / "constraints.txt").read_text().splitlines()
+              if "==" in line}
     extras = project["optional-dependencies"]
     for extra in ("rl", "sweep", "paper", "test"):
         for requirement in extras[extra]:
@@ -83,14 +70,11 @@ def test_the_extras_error_names_are_the_extras_of_pyproject():
     assert set(OPTIONAL) == {m for names in EXTRAS.values() for m in names} | {"pandas"} and len(OPTIONAL) == 10
 
 
-@pytest.mark.parametrize(
-    "module, missing, extra",
-    [
-        ("jaxreplay.experiments.dqn", "flax", "rl"),
-        ("jaxreplay.engine.sweep", "xarray", "sweep"),
-        ("jaxreplay.paper.theory", "diffrax", "paper"),
-    ],
-)
+@pytest.mark.parametrize("module, missing, extra", [
+    ("jaxreplay.experiments.dqn", "flax", "rl"),
+    ("jaxreplay.engine.sweep", "xarray", "sweep"),
+    ("jaxreplay.paper.theory", "diffrax", "paper"),
+])
 def test_a_missing_extra_is_named(module, missing, extra):
     result = _run(f"import sys\nsys.modules[{missing!r}] = None\nimport {module}")
     assert result.returncode != 0
@@ -99,10 +83,8 @@ def test_a_missing_extra_is_named(module, missing, extra):
 
 
 def test_the_command_line_names_a_missing_extra_in_one_line():
-    result = _run(
-        "import sys\nsys.modules['diffrax'] = None\nfrom jaxreplay import cli\n"
-        "sys.exit(cli.main(['linesearch', '--steps', '10', '--seeds', '1']))"
-    )
+    result = _run("import sys\nsys.modules['diffrax'] = None\nfrom jaxreplay import cli\n"
+                  "sys.exit(cli.main(['linesearch', '--steps', '10', '--seeds', '1']))")
     assert result.returncode == 2
     assert result.stderr.strip().count("\n") == 0, result.stderr
     assert "jaxreplay linesearch: error:" in result.stderr and "pip install 'jaxreplay[paper]'" in result.stderr
@@ -180,25 +162,14 @@ ARRAY_ARGUMENTS = {
     "jaxreplay.buffer.oldest_indices": {"num": "ArrayLike"},
     "jaxreplay.buffer.get": {"indices": "ArrayLike"},
     "jaxreplay.samplers.uniform": {"key": "jax.Array", "state": "BufferState"},
-    "jaxreplay.samplers.exact_prioritized": {
-        "td_errors": "ArrayLike",
-        "priority_exponent": "ArrayLike",
-        "importance_exponent": "ArrayLike",
-    },
+    "jaxreplay.samplers.exact_prioritized": {"td_errors": "ArrayLike", "priority_exponent": "ArrayLike",
+                                             "importance_exponent": "ArrayLike"},
     "jaxreplay.samplers.importance_weights": {"probabilities": "ArrayLike", "exponent": "ArrayLike"},
-    "jaxreplay.prioritized.update_priorities": {
-        "indices": "ArrayLike",
-        "td_errors": "ArrayLike",
-        "priority_exponent": "ArrayLike",
-        "tree": "TreeMode",
-    },
+    "jaxreplay.prioritized.update_priorities": {"indices": "ArrayLike", "td_errors": "ArrayLike",
+                                                "priority_exponent": "ArrayLike", "tree": "TreeMode"},
     "jaxreplay.prioritized.sample": {"key": "jax.Array", "importance_exponent": "ArrayLike"},
-    "jaxreplay.adaptive.controller": {
-        "interval": "ArrayLike",
-        "num_old": "ArrayLike",
-        "tolerance": "ArrayLike",
-        "random_walk": "ArrayLike",
-    },
+    "jaxreplay.adaptive.controller": {"interval": "ArrayLike", "num_old": "ArrayLike", "tolerance": "ArrayLike",
+                                      "random_walk": "ArrayLike"},
     "jaxreplay.adaptive.update": {"step": "ArrayLike", "state": "AdaptiveState"},
     "jaxreplay.adaptive.old_td_error_sum": {"num_old": "ArrayLike", "start": "ArrayLike"},
 }
@@ -234,9 +205,8 @@ def test_the_core_annotates_arrays_not_any(module_name):
             continue
         parameters = inspect.signature(functions[qualified]).parameters
         for name, wanted in expected.items():
-            assert wanted in str(parameters[name].annotation), (
+            assert wanted in str(parameters[name].annotation), \
                 f"{qualified}: {name} is annotated {parameters[name].annotation}, expected {wanted}"
-            )
 
 
 def test_the_pytree_alias_is_the_only_any():

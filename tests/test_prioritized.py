@@ -251,9 +251,8 @@ def test_saturated_priorities_keep_probabilities_and_weights_positive(td_error, 
     assert ((weights > 0) & (weights <= 1)).all()
 
 
-@pytest.mark.parametrize(
-    "alpha, floor", [(np.nan, FLOOR), (-1.0, FLOOR), (np.inf, FLOOR), (ALPHA, np.nan), (ALPHA, -1.0), (ALPHA, np.inf)]
-)
+@pytest.mark.parametrize("alpha, floor", [(np.nan, FLOOR), (-1.0, FLOOR), (np.inf, FLOOR), (ALPHA, np.nan),
+                                          (ALPHA, -1.0), (ALPHA, np.inf)])
 def test_traced_invalid_priority_parameters_are_flagged_and_ignored(alpha, floor):
     state = _update(_small(adds=4), jnp.arange(4), jnp.array([0.5, 2.0, 3.0, 0.1]), ALPHA)
     assert not bool(state.invalid_parameters)
@@ -272,9 +271,8 @@ def test_traced_invalid_importance_exponent_gives_nan_weights(beta):
     state = _update(_small(adds=4), jnp.arange(4), jnp.array([0.5, 2.0, 3.0, 0.1]), ALPHA)
     sample = _sample(jax.random.key(0), state, 64, beta)
     assert np.isnan(np.asarray(sample.weights)).all()  # not inverted (> 1) or 0: loud
-    np.testing.assert_array_equal(
-        np.asarray(sample.probabilities), np.asarray(_probabilities(state))[np.asarray(sample.indices)]
-    )
+    np.testing.assert_array_equal(np.asarray(sample.probabilities),
+                                  np.asarray(_probabilities(state))[np.asarray(sample.indices)])
 
 
 def test_priority_formula_and_alpha_zero():
@@ -324,7 +322,9 @@ def test_add_batch_equals_repeated_add(capacity):
             one_by_one = _add(one_by_one, jnp.float32(i))
         # The tree is a function of its leaves: bit-for-bit equal.
         np.testing.assert_array_equal(np.asarray(batched.sum_tree), np.asarray(one_by_one.sum_tree))
-        np.testing.assert_array_equal(np.asarray(batched.buffer.storage), np.asarray(one_by_one.buffer.storage))
+        np.testing.assert_array_equal(
+            np.asarray(batched.buffer.storage), np.asarray(one_by_one.buffer.storage)
+        )
         _assert_tree_invariant(batched)
     # k > max_capacity: same live transitions and priorities in age order (slot layout differs).
     batched = _add_batch_13(start, jnp.arange(13, dtype=jnp.float32))

@@ -36,12 +36,8 @@ def test_own_loop_example_runs_with_jax_alone():
 
     from readme_core_only import OPTIONAL
 
-    code = (
-        "import sys\n"
-        + "".join(f"sys.modules[{m!r}] = None\n" for m in OPTIONAL)
-        + _block("<!-- example:own-loop")
-        + "\nimport numpy as np\nprint('shape', np.asarray(q).shape)\n"
-    )
+    code = ("import sys\n" + "".join(f"sys.modules[{m!r}] = None\n" for m in OPTIONAL) + _block("<!-- example:own-loop")
+            + "\nimport numpy as np\nprint('shape', np.asarray(q).shape)\n")
     result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=ROOT, timeout=300)
     assert result.returncode == 0, result.stderr[-2000:]
     assert "shape (8, 3, 2)" in result.stdout

@@ -82,21 +82,8 @@ def test_reproduction_resumes_without_recomputing(cartpole):
 
 
 def test_dqn_command_json(capsys):
-    code = cli.main(
-        [
-            "dqn",
-            "--env",
-            "CartPole-v1",
-            "--memory-size",
-            "100",
-            "--adaptive",
-            "--seeds",
-            "2",
-            "--steps",
-            "400",
-            "--json",
-        ]
-    )
+    code = cli.main(["dqn", "--env", "CartPole-v1", "--memory-size", "100", "--adaptive", "--seeds", "2",
+                     "--steps", "400", "--json"])
     assert code == 0
     report = json.loads(capsys.readouterr().out)
     assert report["seeds"] == 2 and report["steps"] == 400 and len(report["final_returns"]) == 2
@@ -128,7 +115,8 @@ def test_dqn_sweep_results_at_another_chunk_size_differ_only_in_float_sums_over_
 
     setup, hp = paper_settings.paper_setting("CartPole-v1", 100, True, quick=True)
     setup = dataclasses.replace(setup, total_steps=600, steps_per_segment=600)
-    sweep = sweep_lib.Sweep("dqn", seeds=3, setup=setup, fixed=dict(hp._asdict(), learning_starts=100))
+    sweep = sweep_lib.Sweep("dqn", seeds=3, setup=setup,
+                            fixed=dict(hp._asdict(), learning_starts=100))
     a = sweep_lib.run(sweep, None, chunk_size=3, progress=False).dataset
     b = sweep_lib.run(sweep, None, chunk_size=1, progress=False).dataset
     assert float(a.td_loss.mean()) > 0 and int(a.gradient_steps.min()) > 0

@@ -56,11 +56,9 @@ def test_tiny_csv_columns_values_and_sources(tiny):
         assert (seeds == 0) if r[col["source"]] == "theory" else (seeds > 0)
     # The contour grids are in (theory, both discounts for ER, pER at γ = 0).
     plan = rl.make_plan("tiny")
-    er_grid = {
-        (int(r[col["memory_size"]]), int(r[col["batch_size"]]), float(r[col["discount"]]))
-        for r in rows
-        if r[col["source"]] == "theory" and r[col["sampler"]] == "uniform" and float(r[col["step_size"]]) == 1e-3
-    }
+    er_grid = {(int(r[col["memory_size"]]), int(r[col["batch_size"]]), float(r[col["discount"]]))
+               for r in rows if r[col["source"]] == "theory" and r[col["sampler"]] == "uniform"
+               and float(r[col["step_size"]]) == 1e-3}
     for N in plan.grid_memory_sizes:
         for m in plan.grid_batch_sizes:
             assert (N, m, 0.0) in er_grid and (N, m, 0.5) in er_grid
@@ -71,14 +69,12 @@ def test_tiny_csv_experiment_rows_match_their_theory_twins(tiny):
     # agree with it: the seed-averaged simulation follows the ODE (O(α) error).
     with open(tiny["csv"], newline="") as fh:
         rows = list(csv.DictReader(fh))
-
     def key(r):
         return r["sampler"], float(r["discount"]), int(r["memory_size"]), int(r["batch_size"]), float(r["step_size"])
 
     theory = {key(r): float(r["final_metric"]) for r in rows if r["source"] == "theory"}
-    pairs = [
-        (float(r["final_metric"]), theory[key(r)]) for r in rows if r["source"] == "experiment" and key(r) in theory
-    ]
+    pairs = [(float(r["final_metric"]), theory[key(r)]) for r in rows
+             if r["source"] == "experiment" and key(r) in theory]
     assert len(pairs) >= 9
     gaps = [abs(e - t) for e, t in pairs]
     assert max(gaps) <= 0.02, max(gaps)
@@ -126,13 +122,9 @@ def metric_rows(tiny):
 
 def _metric(rows, sampler, source, N, m, alpha=1e-3, gamma=0.0) -> float:
     """The one ``metric_grid.csv`` value of a configuration."""
-    found = [
-        float(r["final_metric"])
-        for r in rows
-        if (r["sampler"], r["source"], int(r["memory_size"]), int(r["batch_size"])) == (sampler, source, N, m)
-        and float(r["step_size"]) == alpha
-        and float(r["discount"]) == gamma
-    ]
+    found = [float(r["final_metric"]) for r in rows
+             if (r["sampler"], r["source"], int(r["memory_size"]), int(r["batch_size"])) == (sampler, source, N, m)
+             and float(r["step_size"]) == alpha and float(r["discount"]) == gamma]
     assert len(found) == 1, (sampler, source, N, m, alpha, gamma)
     return found[0]
 
@@ -140,12 +132,8 @@ def _metric(rows, sampler, source, N, m, alpha=1e-3, gamma=0.0) -> float:
 def _grid(rows, sampler, gamma=0.0) -> np.ndarray:
     """The theory contour grid of the CSV, [nN, nm]."""
     plan = rl.make_plan("tiny")
-    return np.array(
-        [
-            [_metric(rows, sampler, "theory", N, m, 1e-3, gamma) for m in plan.grid_batch_sizes]
-            for N in plan.grid_memory_sizes
-        ]
-    )
+    return np.array([[_metric(rows, sampler, "theory", N, m, 1e-3, gamma) for m in plan.grid_batch_sizes]
+                     for N in plan.grid_memory_sizes])
 
 
 def _floats(text: str) -> list[float]:
@@ -288,9 +276,8 @@ def _check_agreement_er(c, rows):
     plan = rl.make_plan("tiny")
 
     def gap(N, m, g):
-        return abs(
-            _metric(rows, "uniform", "experiment", N, m, 1e-3, g) - _metric(rows, "uniform", "theory", N, m, 1e-3, g)
-        )
+        return abs(_metric(rows, "uniform", "experiment", N, m, 1e-3, g)
+                   - _metric(rows, "uniform", "theory", N, m, 1e-3, g))
 
     gaps = [gap(N, m, g) for N in plan.spot_memory_sizes for m in plan.spot_batch_sizes for g in (0.0, 0.5)]
     assert c["ours"].endswith(f"over the ER spot grid: {max(gaps):.2g}") and max(gaps) < 0.005
@@ -340,11 +327,8 @@ def test_the_registry_is_the_report(tiny):
     assert list(rl.CLAIMS) == list(rl.CLAIM_IDS) == [c["id"] for c in tiny["claims"]]
     assert len(rl.CLAIMS) == 22
     text = open(tiny["report"], encoding="utf-8").read()
-    table = [
-        line
-        for line in text.split("## Claims")[1].split("\n## ")[0].splitlines()
-        if line.startswith("| ") and not line.startswith(("| claim |", "| --- |"))
-    ]
+    table = [line for line in text.split("## Claims")[1].split("\n## ")[0].splitlines()
+             if line.startswith("| ") and not line.startswith(("| claim |", "| --- |"))]
 
     def cell(text):
         return str(text).replace("|", "\\|").replace("\n", " ")
@@ -401,15 +385,13 @@ def test_first_crossing():
 def test_optimal_memory_nonmonotone_and_threshold():
     N = np.array([10, 100, 250, 500, 1000])
     m = np.array([1, 5, 10, 20, 40])
-    M = np.array(
-        [
-            [0.9, 0.50, 0.40, 0.30, 0.20],
-            [0.8, 0.30, 0.20, 0.10, 0.05],
-            [0.7, 0.20, 0.05, 0.12, 0.02],
-            [0.6, 0.25, 0.10, 0.07, 0.01],
-            [0.5, 0.40, 0.15, 0.06, 0.00],
-        ]
-    )
+    M = np.array([
+        [0.9, 0.50, 0.40, 0.30, 0.20],
+        [0.8, 0.30, 0.20, 0.10, 0.05],
+        [0.7, 0.20, 0.05, 0.12, 0.02],
+        [0.6, 0.25, 0.10, 0.07, 0.01],
+        [0.5, 0.40, 0.15, 0.06, 0.00],
+    ])
     np.testing.assert_array_equal(rl.optimal_memory(N, M), [1000, 250, 250, 1000, 1000])
     # m = 20 has a bump (0.10 → 0.12) but its optimum is at N_max.
     np.testing.assert_array_equal(rl.nonmonotone(M), [False, True, True, True, False])

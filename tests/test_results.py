@@ -19,12 +19,9 @@ def metric():
     rng = np.random.default_rng(0)
     values = rng.normal(size=(3, 4, 10)) + np.arange(3)[:, None, None] - 0.5 * np.arange(4)[None, :, None]
     values[0, 0, 3] = np.nan  # a diverged run
-    return xr.DataArray(
-        values,
-        dims=("memory_size", "batch_size", "seed"),
-        coords={"memory_size": [10, 100, 1000], "batch_size": [1, 5, 10, 20], "seed": np.arange(10)},
-        name="final_metric",
-    )
+    return xr.DataArray(values, dims=("memory_size", "batch_size", "seed"),
+                        coords={"memory_size": [10, 100, 1000], "batch_size": [1, 5, 10, 20], "seed": np.arange(10)},
+                        name="final_metric")
 
 
 def test_mean_ci_matches_student_t(metric):
@@ -92,11 +89,8 @@ def test_jsonable_makes_plain_and_optionally_strict_json():
     import json
     import pathlib
 
-    value = {
-        1: (np.float32(0.5), np.int64(3)),
-        "x": [float("nan"), np.float64(np.inf), pathlib.Path("a/b")],
-        "ok": np.bool_(True),
-    }
+    value = {1: (np.float32(0.5), np.int64(3)), "x": [float("nan"), np.float64(np.inf), pathlib.Path("a/b")],
+             "ok": np.bool_(True)}
     plain = results.jsonable(value)
     assert plain["1"] == [0.5, 3] and plain["x"][2] == "a/b" and plain["ok"] is True
     assert np.isnan(plain["x"][0]) and plain["x"][1] == float("inf")
@@ -111,59 +105,28 @@ def test_an_interval_needs_six_seeds_and_says_so_below():
     assert [results.min_seeds_for_interval(c) for c in (0.5, 0.75, 0.9, 0.95, 0.99)] == [2, 3, 5, 6, 8]
     too_few = "too few seeds (n = 2) for an interval"
     assert results.seed_interval([5.0, np.nan, 7.0], "mean") == {
-        "estimate": 6.0,
-        "low": None,
-        "high": None,
-        "low_null_reason": too_few,
-        "high_null_reason": too_few,
-    }
+        "estimate": 6.0, "low": None, "high": None, "low_null_reason": too_few, "high_null_reason": too_few}
     nothing = "no seed has a finite value"
     assert results.seed_interval([np.nan, np.inf]) == {
-        "estimate": None,
-        "low": None,
-        "high": None,
-        "estimate_null_reason": nothing,
-        "low_null_reason": nothing,
-        "high_null_reason": nothing,
-    }
+        "estimate": None, "low": None, "high": None,
+        "estimate_null_reason": nothing, "low_null_reason": nothing, "high_null_reason": nothing}
     six = results.seed_interval([1.0, 2.0, 3.0, 4.0, 5.0, 6.0], "mean", resamples=500)
-    assert (
-        six["estimate"] == 3.5
-        and 1.0 <= six["low"] < 3.5 < six["high"] <= 6.0
-        and set(six) == {"estimate", "low", "high"}
-    )
+    assert six["estimate"] == 3.5 and 1.0 <= six["low"] < 3.5 < six["high"] <= 6.0 and set(six) == {
+        "estimate", "low", "high"}
 
 
 def test_strict_json_gives_every_null_a_reason():
     import json
 
-    value = {
-        "a": np.float32("nan"),
-        "b": [1.0, -np.inf],
-        "c": None,
-        "d": {"e": np.inf},
-        "f": None,
-        "f_null_reason": "mine",
-        "g": [{"h": np.nan}],
-        "i": 2,
-    }
+    value = {"a": np.float32("nan"), "b": [1.0, -np.inf], "c": None, "d": {"e": np.inf}, "f": None,
+             "f_null_reason": "mine", "g": [{"h": np.nan}], "i": 2}
     strict = results.strict_json(value)
-    assert strict == {
-        "a": None,
-        "a_null_reason": "not a finite number (nan)",
-        "b": [1.0, None],
-        "b_null_reason": "null where the value was not a finite number (NaN or ±inf)",
-        "c": None,  # set by the caller without a reason: only the caller knows why
-        "d": {"e": None, "e_null_reason": "not a finite number (inf)"},
-        "f": None,
-        "f_null_reason": "mine",
-        "g": [{"h": None, "h_null_reason": "not a finite number (nan)"}],
-        "i": 2,
-    }
+    assert strict == {"a": None, "a_null_reason": "not a finite number (nan)",
+                      "b": [1.0, None], "b_null_reason": "null where the value was not a finite number (NaN or ±inf)",
+                      "c": None,  # set by the caller without a reason: only the caller knows why
+                      "d": {"e": None, "e_null_reason": "not a finite number (inf)"},
+                      "f": None, "f_null_reason": "mine",
+                      "g": [{"h": None, "h_null_reason": "not a finite number (nan)"}], "i": 2}
     assert json.loads(json.dumps(strict, allow_nan=False)) == strict
     assert results.strict_json({"c": None, "x": [None]}, reason="solver failed") == {
-        "c": None,
-        "c_null_reason": "solver failed",
-        "x": [None],
-        "x_null_reason": "solver failed",
-    }
+        "c": None, "c_null_reason": "solver failed", "x": [None], "x_null_reason": "solver failed"}

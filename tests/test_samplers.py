@@ -129,18 +129,11 @@ def test_importance_weights_follow_the_formula():
     assert float(np.max(sample.weights)) == pytest.approx(1.0)
 
 
-@pytest.mark.parametrize(
-    "beta, importance, floor",
-    [
-        (np.nan, 0.5, 1e-6),
-        (-1.0, 0.5, 1e-6),
-        (np.inf, 0.5, 1e-6),  # priority exponent
-        (2.0, np.nan, 1e-6),
-        (2.0, -0.5, 1e-6),  # importance exponent
-        (2.0, 0.5, np.nan),
-        (2.0, 0.5, -1.0),  # error floor
-    ],
-)
+@pytest.mark.parametrize("beta, importance, floor", [
+    (np.nan, 0.5, 1e-6), (-1.0, 0.5, 1e-6), (np.inf, 0.5, 1e-6),  # priority exponent
+    (2.0, np.nan, 1e-6), (2.0, -0.5, 1e-6),  # importance exponent
+    (2.0, 0.5, np.nan), (2.0, 0.5, -1.0),  # error floor
+])
 def test_traced_invalid_exponents_give_nan_not_silent_weights(beta, importance, floor):
     # Traced, so nothing can raise: every weight is NaN (a weighted loss turns NaN and the
     # run is reported diverged), never weights of 0, inverted weights > 1 or a silent fallback.
@@ -182,7 +175,8 @@ def test_empty_memory_gives_zero_probabilities_and_weights_in_every_sampler():
         "combined": _combined(jax.random.key(0), state, 3),
         "combined of 1": samplers.combined(jax.random.key(0), state, 1),
         "exact_prioritized": _exact(jax.random.key(0), state, jnp.ones(MAX_CAPACITY), 3, 1.0, 0.5, 1e-6),
-        "prioritized": prioritized.sample(jax.random.key(0), prioritized.init(jnp.float32(0), MAX_CAPACITY, 4), 3, 0.5),
+        "prioritized": prioritized.sample(jax.random.key(0), prioritized.init(jnp.float32(0), MAX_CAPACITY, 4), 3,
+                                          0.5),
     }
     for name, sample in draws.items():  # nothing valid was sampled: probability and weight 0, all agree
         np.testing.assert_array_equal(np.asarray(sample.probabilities), 0.0, err_msg=name)

@@ -57,14 +57,8 @@ def test_study_json_has_the_specified_fields(tiny_study):
     for entry in saved["response"]:
         assert set(entry) >= {"memory_size", "score_iqm", "score_ci_low", "score_ci_high"}
     for entry in saved["adaptive"]:
-        assert set(entry) >= {
-            "initial_size",
-            "final_size_mean",
-            "grow_fraction",
-            "score_iqm",
-            "score_ci_low",
-            "score_ci_high",
-        }
+        assert set(entry) >= {"initial_size", "final_size_mean", "grow_fraction", "score_iqm", "score_ci_low",
+                              "score_ci_high"}
     assert isinstance(saved["verdict"]["summary"], str) and len(saved["verdict"]["per_start"]) == len(saved["adaptive"])
     assert [e["memory_size"] for e in saved["response"]][-1] == STEPS
     assert len(saved["adaptive"]) >= 3 and len(saved["controls"]) == len(saved["adaptive"])
@@ -96,18 +90,9 @@ def test_adaptive_entries_and_controls_follow_from_the_runs(tiny_study):
     _, result, rows = tiny_study
     for entry, control in zip(result["adaptive"], result["controls"]):
         n0 = entry["initial_size"]
-        aer = _rows(
-            rows,
-            "adaptive",
-            memory_size=n0,
-            adaptive_rule=1,
-            adaptive_td_target=0,
-            adaptive_paired=1,
-            adaptive_equal_counts=1,
-            adaptive_interval=20,
-            adaptive_relative_tolerance=0,
-            adaptive_num_old=max(1, n0 // 2),
-        )
+        aer = _rows(rows, "adaptive", memory_size=n0, adaptive_rule=1, adaptive_td_target=0, adaptive_paired=1,
+                    adaptive_equal_counts=1, adaptive_interval=20, adaptive_relative_tolerance=0,
+                    adaptive_num_old=max(1, n0 // 2))
         walk = _rows(rows, "adaptive", memory_size=n0, adaptive_rule=2)
         assert len(aer) == len(walk) == SEEDS
         assert entry["final_size_mean"] == pytest.approx(np.mean([float(r["final_memory_size"]) for r in aer]))
@@ -134,25 +119,8 @@ def test_rerun_resumes_with_the_same_results(tiny_study):
 
 
 def test_dqn_cli_prints_aer_diagnostics_per_seed(capsys):
-    assert (
-        cli.main(
-            [
-                "dqn",
-                "--env",
-                "CartPole-v1",
-                "--memory-size",
-                "100",
-                "--adaptive",
-                "--steps",
-                "400",
-                "--seeds",
-                "2",
-                "--json",
-                "--quiet",
-            ]
-        )
-        == 0
-    )
+    assert cli.main(["dqn", "--env", "CartPole-v1", "--memory-size", "100", "--adaptive", "--steps", "400",
+                     "--seeds", "2", "--json", "--quiet"]) == 0
     report = json.loads(capsys.readouterr().out)
     a = report["adaptive"]
     assert len(a["checks"]) == len(a["grows"]) == len(a["shrinks"]) == len(a["final_memory_size"]) == 2
@@ -175,10 +143,8 @@ def test_readme_block_is_generated_from_study_json(tiny_study, tmp_path):
     assert f"| {first['initial_size']} | {first['mean_size']:.0f} |" in rows[0]
     # Labelled (not quick, cut to 400 steps, 2 seeds); two seeds cannot tell whether memory size matters.
     effect = result["memory_size_effect"]["estimate"]
-    assert rows[0].startswith(
-        f"| CartPole-v1 | full (cut short), 2 × 400 | cannot tell (too few seeds): {effect:.3g} "
-        "[too few seeds (n = 2) for an interval] |"
-    )
+    assert rows[0].startswith(f"| CartPole-v1 | full (cut short), 2 × 400 | cannot tell (too few seeds): {effect:.3g} "
+                              "[too few seeds (n = 2) for an interval] |")
     with pytest.raises(ValueError, match="study.json"):
         study_lib.update_readme(readme, [tmp_path / "empty"])
 
@@ -228,53 +194,27 @@ TOO_FEW = "too few seeds (n = 2) for an interval"
 def test_two_seeds_give_no_interval_and_the_verdict_cannot_tell():
     # Used to be [1, 3], "significant", and "Memory size matters: yes" from two seeds.
     paired = runs.paired(np.array([1.0, 3.0]), np.zeros(2))
-    assert paired == {
-        "estimate": 2.0,
-        "low": None,
-        "high": None,
-        "low_null_reason": TOO_FEW,
-        "high_null_reason": TOO_FEW,
-        "significant": None,
-        "significant_null_reason": TOO_FEW,
-    }
+    assert paired == {"estimate": 2.0, "low": None, "high": None, "low_null_reason": TOO_FEW,
+                      "high_null_reason": TOO_FEW, "significant": None, "significant_null_reason": TOO_FEW}
     assert runs.paired(np.array([1.0, np.nan, 3.0]), np.zeros(3))["low_null_reason"] == TOO_FEW
     six = runs.paired(np.arange(1.0, 7.0), np.zeros(6))  # 6 seeds: an interval
     assert six["estimate"] == 3.5 and six["low"] > 0 and six["significant"] is True
-    adaptive = [
-        {
-            "initial_size": 100,
-            "mean_size": 150.0,
-            "final_size_mean": 160.0,
-            "grow_fraction": 0.5,
-            "moves_toward_optimum": "moves toward",
-            "score_iqm": 2.0,
-            "vs_best_static": paired,
-            "vs_random_walk": paired,
-            "vs_fixed_at_mean": six,
-        }
-    ]
-    said = verdict.verdict(
-        {
-            "response": [{"memory_size": 100, "score_iqm": 1.0}, {"memory_size": 400, "score_iqm": 3.0}],
-            "best_static": 400,
-            "worst_static": 100,
-            "memory_size_effect": paired,
-            "adaptive": adaptive,
-            "controls": [{"initial_size": 100, "fixed_at_mean_size": 150}],
-        }
-    )
+    adaptive = [{"initial_size": 100, "mean_size": 150.0, "final_size_mean": 160.0, "grow_fraction": 0.5,
+                 "moves_toward_optimum": "moves toward", "score_iqm": 2.0, "vs_best_static": paired,
+                 "vs_random_walk": paired, "vs_fixed_at_mean": six}]
+    said = verdict.verdict({"response": [{"memory_size": 100, "score_iqm": 1.0}, {"memory_size": 400, "score_iqm": 3.0}],
+                            "best_static": 400, "worst_static": 100, "memory_size_effect": paired,
+                            "adaptive": adaptive, "controls": [{"initial_size": 100, "fixed_at_mean_size": 150}]})
     assert said["memory_size_matters"] is None and said["memory_size_matters_null_reason"] == TOO_FEW
     assert said["beats_controls"] == [None] and said["beats_controls_null_reason"] == TOO_FEW
     assert said["summary"] == (
         f"Memory size matters: cannot tell (too few seeds): best 400 vs worst 100 differ by 2 [{TOO_FEW}]. Static "
         "optimum: 400. aER moves toward it (or stays near it) from 1 of 1 starts and beats both controls (random "
-        "walk, fixed at its mean size) from 0 of 1, cannot tell (too few seeds) from 1."
-    )
+        "walk, fixed at its mean size) from 0 of 1, cannot tell (too few seeds) from 1.")
     assert said["per_start"] == [
         f"from 100: mean size 150 (ends at 160, grow share 0.50): moves toward the optimum; score 2 vs best static 3 "
         f"(paired 2 [{TOO_FEW}]); vs random walk 2 [{TOO_FEW}]; vs fixed at its mean size 150: 3.5 "
-        f"[{six['low']:.3g}, {six['high']:.3g}]"
-    ]
+        f"[{six['low']:.3g}, {six['high']:.3g}]"]
 
 
 def _committed(env="CartPole-v1") -> dict:
@@ -288,15 +228,9 @@ def test_a_two_seed_study_reports_too_few_seeds_not_intervals():
     result = _committed()
     result.update(seeds=2, quick=True)
     fresh = study_lib.relabel(result)
-    assert fresh["memory_size_effect"] == {
-        "estimate": result["memory_size_effect"]["estimate"],
-        "low": None,
-        "high": None,
-        "significant": None,
-        "low_null_reason": TOO_FEW,
-        "high_null_reason": TOO_FEW,
-        "significant_null_reason": TOO_FEW,
-    }
+    assert fresh["memory_size_effect"] == {"estimate": result["memory_size_effect"]["estimate"], "low": None,
+                                           "high": None, "significant": None, "low_null_reason": TOO_FEW,
+                                           "high_null_reason": TOO_FEW, "significant_null_reason": TOO_FEW}
     assert fresh["response"][0]["score_ci_low"] is None and fresh["controls"][0]["random_walk_ci_high"] is None
     assert fresh["paper_share"] == result["paper_share"]  # Clopper–Pearson: exact at any number of seeds
     assert fresh["verdict"]["memory_size_matters"] is None and study_lib.relabel(fresh) == fresh
@@ -319,16 +253,11 @@ def test_study_readme_refuses_a_study_given_twice_and_labels_quick_and_full(tmp_
     a, b, c, parent = (str(tmp_path / n) for n in ("a", "b", "c", "all"))
     for dirs, message in (
         ([a, a], f"{a}/study.json is given twice (as {a} and {a}); give each study once."),
-        (
-            [parent, f"{parent}/CartPole-v1"],
-            f"{parent}/CartPole-v1/study.json is given twice (as {parent} and {parent}/CartPole-v1); give each study "
-            "once.",
-        ),
-        (
-            [a, b],
-            f"{a}/study.json and {b}/study.json are the same study (CartPole-v1, full, 100 × 40000); give each "
-            "study once.",
-        ),
+        ([parent, f"{parent}/CartPole-v1"],
+         f"{parent}/CartPole-v1/study.json is given twice (as {parent} and {parent}/CartPole-v1); give each study "
+         "once."),
+        ([a, b], f"{a}/study.json and {b}/study.json are the same study (CartPole-v1, full, 100 × 40000); give each "
+                 "study once."),
     ):
         assert cli.main(["study", "readme", *dirs, "--readme", str(readme)]) == 2
         assert capsys.readouterr().err == f"jaxreplay study: error: {message}\n"
@@ -360,28 +289,19 @@ def test_stages_are_declared_once_and_read_earlier_stages_by_label():
     # The optimum is read from the response's scores (IQM over seeds): 89 here, so aER starts at 20, 89 and 400.
     done = {"response": _fake_runs("response", response, [[1, 1], [2, 2], [5, 5], [3, 3], [0, 0]])}
     adaptive = declared[1].settings(plan, done)
-    assert [s.label for s in adaptive] == [
-        "aER from 20",
-        "aER from 89",
-        "aER from 400",
-        "random walk from 20",
-        "random walk from 89",
-        "random walk from 400",
-    ]
+    assert [s.label for s in adaptive] == ["aER from 20", "aER from 89", "aER from 400", "random walk from 20",
+                                           "random walk from 89", "random walk from 400"]
     assert [s.point["adaptive_rule"] for s in adaptive] == [1, 1, 1, 2, 2, 2]
     sensitivity = declared[2].settings(plan, done)
     assert [s.label for s in sensitivity] == ["default (aER)", *plan.sensitivity]
     assert {s.point["memory_size"] for s in sensitivity} == {20}
     # The fixed control sits at the seed mean of each aER's time-averaged size (rows found by label).
-    done["adaptive"] = _fake_runs(
-        "adaptive", adaptive, np.zeros((6, 2)), [[30, 32], [70, 72], [350, 352], [1, 1], [1, 1], [1, 1]]
-    )
+    done["adaptive"] = _fake_runs("adaptive", adaptive, np.zeros((6, 2)),
+                                  [[30, 32], [70, 72], [350, 352], [1, 1], [1, 1], [1, 1]])
     fixed = declared[3].settings(plan, done)
     assert [(s.label, s.point["memory_size"]) for s in fixed] == [
-        ("fixed at the mean size of aER from 20", 31),
-        ("fixed at the mean size of aER from 89", 71),
-        ("fixed at the mean size of aER from 400", 351),
-    ]
+        ("fixed at the mean size of aER from 20", 31), ("fixed at the mean size of aER from 89", 71),
+        ("fixed at the mean size of aER from 400", 351)]
 
 
 def test_a_missing_label_is_one_line_naming_it():
@@ -390,9 +310,8 @@ def test_a_missing_label_is_one_line_naming_it():
     assert list(runs.select(response, "fixed 20").auc) == [3.0, 4.0]
     with pytest.raises(ValueError) as caught:
         runs.select(response, "fixed 30")
-    assert str(caught.value) == (
-        "the study's stage 'response' has no setting 'fixed 30'; its settings: ['fixed 10', 'fixed 20']."
-    )
+    assert str(caught.value) == ("the study's stage 'response' has no setting 'fixed 30'; its settings: "
+                                 "['fixed 10', 'fixed 20'].")
 
 
 def test_a_study_json_whose_start_has_no_controls_is_refused(tmp_path, capsys):
@@ -402,5 +321,4 @@ def test_a_study_json_whose_start_has_no_controls_is_refused(tmp_path, capsys):
     assert cli.main(["study", "refresh", str(tmp_path)]) == 2
     assert capsys.readouterr().err == (
         f"jaxreplay study: error: the study result {tmp_path}/study.json is not one `jaxreplay study dqn` wrote "
-        "(ValueError: no entry has initial_size = 100 (the entries have initial_size: [7, 240, 40000])).\n"
-    )
+        "(ValueError: no entry has initial_size = 100 (the entries have initial_size: [7, 240, 40000])).\n")

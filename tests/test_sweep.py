@@ -72,22 +72,15 @@ def aer_reference(tmp_path_factory):
 def test_results_are_labeled_runs_of_the_experiment(aer_reference):
     sweep, result = aer_reference
     ds = result.dataset
-    assert dict(ds.sizes) == {
-        "memory_size": 3,
-        "batch_size": 2,
-        "adaptive_num_old": 2,
-        "seed": 3,
-        "step": 60,
-        "weight": 2,
-    }
+    assert dict(ds.sizes) == {"memory_size": 3, "batch_size": 2, "adaptive_num_old": 2, "seed": 3, "step": 60,
+                              "weight": 2}
     assert list(ds.memory_size.values) == [4, 10, 40] and list(ds.step.values[[0, -1]]) == [1, 60]
     setup = sweep.make_setup()
     run = jax.jit(ls.run, static_argnums=2)
     for N, m, n_old, seed in [(4, 1, 2, 0), (10, 4, 8, 2), (40, 4, 2, 1)]:
         key = jax.random.fold_in(jax.random.key(7), seed)
-        hp = ls.Hyperparameters(
-            memory_size=N, batch_size=m, step_size=np.float32(0.05), adaptive_interval=5, adaptive_num_old=n_old
-        )
+        hp = ls.Hyperparameters(memory_size=N, batch_size=m, step_size=np.float32(0.05), adaptive_interval=5,
+                                adaptive_num_old=n_old)
         direct = run(key, hp, setup)
         cell = ds.sel(memory_size=N, batch_size=m, adaptive_num_old=n_old, seed=seed)
         np.testing.assert_array_equal(cell.dtheta.values, np.asarray(direct.dtheta))
@@ -103,10 +96,8 @@ def test_results_are_labeled_runs_of_the_experiment(aer_reference):
 
 def test_points_sweep_and_chunking_give_identical_runs(aer_reference):
     sweep, result = aer_reference
-    points = [
-        {"memory_size": 10, "batch_size": 4, "adaptive_num_old": 8},
-        {"memory_size": 40, "batch_size": 1, "adaptive_num_old": 2},
-    ]
+    points = [{"memory_size": 10, "batch_size": 4, "adaptive_num_old": 8},
+              {"memory_size": 40, "batch_size": 1, "adaptive_num_old": 2}]
     psweep = sw.Sweep("linesearch", seeds=3, seed=7, setup=sweep.setup, fixed=sweep.fixed, points=points)
     pres = sw.run(psweep, None, chunk_size=2, progress=False)  # 3 chunks, the last one padded
     assert pres.stats.chunks == 3 and pres.stats.compilations == 1
@@ -117,13 +108,8 @@ def test_points_sweep_and_chunking_give_identical_runs(aer_reference):
 
 
 def test_divergence_is_flagged_not_fatal():
-    sweep = sw.Sweep(
-        "linesearch",
-        seeds=2,
-        setup={"steps": 200, "max_capacity": 50, "max_batch_size": 5},
-        fixed={"batch_size": 5, "memory_size": 50},
-        grid={"step_size": [0.01, 50.0]},
-    )
+    sweep = sw.Sweep("linesearch", seeds=2, setup={"steps": 200, "max_capacity": 50, "max_batch_size": 5},
+                     fixed={"batch_size": 5, "memory_size": 50}, grid={"step_size": [0.01, 50.0]})
     result = sw.run(sweep, None, progress=False)
     diverged = result.dataset.diverged.values
     np.testing.assert_array_equal(diverged, [[False, False], [True, True]])
@@ -143,13 +129,8 @@ def test_one_compilation_for_any_number_of_memory_sizes_and_none_when_run_again(
     setup = {"steps": 20, "max_capacity": 64, "max_batch_size": 3}
     sw.clear_program_cache()
     for num_sizes, compilations in ((1, 1), (50, 0)):  # the second grid reuses the first one's program
-        sweep = sw.Sweep(
-            "linesearch",
-            seeds=16,
-            setup=setup,
-            fixed={"batch_size": 2},
-            grid={"memory_size": list(range(1, num_sizes + 1))},
-        )
+        sweep = sw.Sweep("linesearch", seeds=16, setup=setup, fixed={"batch_size": 2},
+                         grid={"memory_size": list(range(1, num_sizes + 1))})
         mark = _LOWERINGS.lowerings
         result = sw.run(sweep, None, chunk_size=16, progress=False)
         assert result.stats.compilations == compilations
@@ -164,16 +145,13 @@ def test_one_compilation_for_any_number_of_memory_sizes_and_none_when_run_again(
     assert _LOWERINGS.lowerings - mark == 2
 
 
-@pytest.mark.parametrize(
-    "setup",
-    [
-        {"steps": 400, "max_capacity": 2000, "max_batch_size": 20, "sampler": "uniform"},
-        {"steps": 100, "max_capacity": 500, "max_batch_size": 4, "sampler": "prioritized"},
-        {"steps": 200, "max_capacity": 1000, "max_batch_size": 10, "sampler": "adaptive", "max_num_old": 50},
-        # A huge minibatch: its temporaries, not the state, set the memory (once ignored: estimate 0.0002x).
-        {"steps": 20, "max_capacity": 100, "max_batch_size": 10**6, "sampler": "uniform"},
-    ],
-)
+@pytest.mark.parametrize("setup", [
+    {"steps": 400, "max_capacity": 2000, "max_batch_size": 20, "sampler": "uniform"},
+    {"steps": 100, "max_capacity": 500, "max_batch_size": 4, "sampler": "prioritized"},
+    {"steps": 200, "max_capacity": 1000, "max_batch_size": 10, "sampler": "adaptive", "max_num_old": 50},
+    # A huge minibatch: its temporaries, not the state, set the memory (once ignored: estimate 0.0002x).
+    {"steps": 20, "max_capacity": 100, "max_batch_size": 10**6, "sampler": "uniform"},
+])
 def test_memory_estimate_within_factor_two_of_compiled_program(setup):
     sweep = sw.Sweep("linesearch", seeds=32, setup=setup, fixed={"batch_size": 4})
     estimate = sw.estimate_bytes_per_run(sweep)
@@ -186,12 +164,8 @@ def test_memory_estimate_within_factor_two_of_compiled_program(setup):
 
 
 def test_impossible_sweep_is_refused_before_anything_is_compiled(tmp_path):
-    sweep = sw.Sweep(
-        "linesearch",
-        seeds=4,
-        setup={"steps": 10, "max_capacity": 100_000, "max_batch_size": 2},
-        fixed={"batch_size": 1},
-    )
+    sweep = sw.Sweep("linesearch", seeds=4, setup={"steps": 10, "max_capacity": 100_000, "max_batch_size": 2},
+                     fixed={"batch_size": 1})
     per_run = sw.estimate_bytes_per_run(sweep)
     assert per_run > 100_000 * 16  # four float32 fields per slot
     mark = _LOWERINGS.lowerings
@@ -210,11 +184,8 @@ def test_host_memory_is_checked_before_anything_is_written_or_compiled(tmp_path,
     assert per_run == 20 * 2 * 4 + 20 * 4 + 4 + 1 + 8  # dtheta, capacity, final_metric, diverged, run index
     monkeypatch.setattr(resources, "host_memory_bytes", lambda: 8 * per_run)  # the results alone need 8 runs' worth
     mark = _LOWERINGS.lowerings
-    with pytest.raises(
-        MemoryError,
-        match=r"results need about .* of host memory \(8 runs × 253 B of results "
-        r"each = 2.0 KiB assembled.*but only 2.0 KiB is available",
-    ):
+    with pytest.raises(MemoryError, match=r"results need about .* of host memory \(8 runs × 253 B of results "
+                                          r"each = 2.0 KiB assembled.*but only 2.0 KiB is available"):
         sw.run(sweep, tmp_path / "out", memory_budget=10**6, progress=False)
     assert _LOWERINGS.lowerings == mark and not (tmp_path / "out").exists()
 
@@ -226,10 +197,8 @@ def test_disk_is_checked_before_anything_is_written_or_compiled(tmp_path, monkey
     mark = _LOWERINGS.lowerings
     assert _cli("sweep", config, "--out", tmp_path / "out", "--quiet") == 2
     err = capsys.readouterr().err
-    assert (
-        f"the sweep needs about 4.0 KiB of disk in {tmp_path / 'out'} (2.0 KiB of chunk files for the 8 runs "
-        "still to compute, 2.0 KiB for results.nc), but only 2.5 KiB is free there" in err
-    ), err
+    assert f"the sweep needs about 4.0 KiB of disk in {tmp_path / 'out'} (2.0 KiB of chunk files for the 8 runs " \
+           "still to compute, 2.0 KiB for results.nc), but only 2.5 KiB is free there" in err, err
     assert _LOWERINGS.lowerings == mark
     assert not (tmp_path / "out" / "sweep.json").exists() and not list((tmp_path / "out").rglob("*.npz"))
 
@@ -267,13 +236,8 @@ def test_results_are_assembled_one_chunk_at_a_time_and_written_streaming(tmp_pat
     import xarray as xr
 
     # ~29 MiB of results in 8 chunk files: big enough that copies of them dominate the noise.
-    sweep = sw.Sweep(
-        "linesearch",
-        seeds=16,
-        setup={"steps": 40000, "max_capacity": 20, "max_batch_size": 2},
-        fixed={"step_size": 0.05},
-        grid={"memory_size": [5, 20], "batch_size": [1, 2]},
-    )
+    sweep = sw.Sweep("linesearch", seeds=16, setup={"steps": 40000, "max_capacity": 20, "max_batch_size": 2},
+                     fixed={"step_size": 0.05}, grid={"memory_size": [5, 20], "batch_size": [1, 2]})
     out = tmp_path / "out"
     first = sw.run(sweep, out, chunk_size=8, progress=False)
     total = sum(v.nbytes for v in first.dataset.data_vars.values())
@@ -289,7 +253,7 @@ def test_results_are_assembled_one_chunk_at_a_time_and_written_streaming(tmp_pat
     assert again.stats.runs_computed == 0
     # One copy of the results (what run returns) plus one chunk and small slices; xarray's
     # writer alone adds 1.7-2.6 copies, and holding every chunk as well one more.
-    assert grew < 1.6 * total, grew / total
+    assert grew < 1.6 * total, (grew / total)
     _same(again.dataset, xr.open_dataset(reference, engine="scipy").load())
 
 
@@ -329,12 +293,8 @@ def test_saved_results_round_trip_and_resume_computes_nothing(tmp_path, aer_refe
 
 def test_a_changed_config_is_refused_in_the_same_directory(tmp_path, aer_reference):
     sweep, _ = aer_reference
-    small = sw.Sweep(
-        "linesearch",
-        seeds=1,
-        setup={"steps": 20, "max_capacity": 10, "max_batch_size": 2},
-        fixed={"batch_size": 1, "memory_size": 10},
-    )
+    small = sw.Sweep("linesearch", seeds=1, setup={"steps": 20, "max_capacity": 10, "max_batch_size": 2},
+                     fixed={"batch_size": 1, "memory_size": 10})
     sw.run(small, tmp_path / "out", progress=False)
     changed = sw.Sweep("linesearch", seeds=2, setup=small.setup, fixed=small.fixed)
     with pytest.raises(ValueError, match=r"different sweep \(differs in: seeds\)"):
@@ -365,11 +325,8 @@ def _cli(*args):
 
 def test_swapped_grid_axes_are_a_different_sweep_end_to_end(tmp_path, capsys):
     config = _write(tmp_path, TINY_TOML)
-    swapped = _write(
-        tmp_path,
-        TINY_TOML.replace("memory_size = [5, 20]\nbatch_size = [1, 2]", "batch_size = [1, 2]\nmemory_size = [5, 20]"),
-        "swapped.toml",
-    )
+    swapped = _write(tmp_path, TINY_TOML.replace("memory_size = [5, 20]\nbatch_size = [1, 2]",
+                                                 "batch_size = [1, 2]\nmemory_size = [5, 20]"), "swapped.toml")
     a, b = sw.Sweep.from_toml(config), sw.Sweep.from_toml(swapped)
     assert a.to_dict()["grid"] == b.to_dict()["grid"]  # equal as tables ...
     assert a.fingerprint() != b.fingerprint()  # ... but they number their runs differently
@@ -386,10 +343,8 @@ def test_swapped_grid_axes_are_a_different_sweep_end_to_end(tmp_path, capsys):
     other = sw.load(tmp_path / "out2")
     assert other.dtheta.dims[:3] == ("batch_size", "memory_size", "seed")
     for N, m, seed in [(5, 2, 0), (20, 1, 1), (20, 2, 0)]:
-        np.testing.assert_array_equal(
-            other.dtheta.sel(memory_size=N, batch_size=m, seed=seed).values,
-            reference.dtheta.sel(memory_size=N, batch_size=m, seed=seed).values,
-        )
+        np.testing.assert_array_equal(other.dtheta.sel(memory_size=N, batch_size=m, seed=seed).values,
+                                      reference.dtheta.sel(memory_size=N, batch_size=m, seed=seed).values)
         assert other.capacity.sel(memory_size=N, batch_size=m, seed=seed).values[-1] == N
 
 
@@ -404,11 +359,8 @@ def test_chunks_carry_their_sweep_so_a_deleted_manifest_never_mixes_configs(tmp_
     with np.load(chunks[-1]) as data:  # self-describing: fingerprint, run count and run range
         assert str(data["meta.fingerprint"]) == sweep.fingerprint() and int(data["meta.num_runs"]) == 8
         assert data["meta.run_range"].tolist() == [6, 8] and data["run_index"].tolist() == [6, 7]
-    for changed in (
-        TINY_TOML.replace("step_size = 0.05", "step_size = 0.01"),
-        TINY_TOML.replace("seeds = 2", "seeds = 1"),
-        TINY_TOML.replace("seeds = 2", "seeds = 3"),
-    ):
+    for changed in (TINY_TOML.replace("step_size = 0.05", "step_size = 0.01"),
+                    TINY_TOML.replace("seeds = 2", "seeds = 1"), TINY_TOML.replace("seeds = 2", "seeds = 3")):
         (out / "sweep.json").unlink(missing_ok=True)
         capsys.readouterr()
         assert _cli("sweep", _write(tmp_path, changed, "changed.toml"), "--out", out, "--quiet") == 2
@@ -439,11 +391,8 @@ def _make_legacy(out, sweep):
 
 def test_a_folder_of_an_older_jaxreplay_is_adopted_only_with_its_verified_manifest(tmp_path, capsys):
     config = _write(tmp_path, TINY_TOML)
-    swapped = _write(
-        tmp_path,
-        TINY_TOML.replace("memory_size = [5, 20]\nbatch_size = [1, 2]", "batch_size = [1, 2]\nmemory_size = [5, 20]"),
-        "swapped.toml",
-    )
+    swapped = _write(tmp_path, TINY_TOML.replace("memory_size = [5, 20]\nbatch_size = [1, 2]",
+                                                 "batch_size = [1, 2]\nmemory_size = [5, 20]"), "swapped.toml")
     sweep = sw.Sweep.from_toml(config)
     out = tmp_path / "out"
     assert _cli("sweep", config, "--out", out, "--quiet", "--chunk-size", "3") == 0
@@ -479,10 +428,8 @@ def _damage(path, how):
         path.write_bytes(data[:200] + bytes([data[200] ^ 0xFF]) + data[201:])
 
 
-@pytest.mark.parametrize(
-    "how, found",
-    [("truncated", "BadZipFile"), ("empty", "EOFError"), ("random", "not an npz archive"), ("flipped", "Bad CRC-32")],
-)
+@pytest.mark.parametrize("how, found", [("truncated", "BadZipFile"), ("empty", "EOFError"),
+                                        ("random", "not an npz archive"), ("flipped", "Bad CRC-32")])
 def test_a_damaged_chunk_is_named_set_aside_and_recomputed_never_reused(tmp_path, capsys, how, found):
     config = _write(tmp_path, TINY_TOML)
     out = tmp_path / "out"
@@ -573,9 +520,7 @@ def test_a_really_read_only_folder(tmp_path, capsys):
 
 
 def test_sweep_killed_with_sigkill_resumes_to_identical_results(tmp_path):
-    config = _write(
-        tmp_path,
-        """
+    config = _write(tmp_path, """
         experiment = "linesearch"
         seeds = 40
         [setup]
@@ -588,17 +533,12 @@ def test_sweep_killed_with_sigkill_resumes_to_identical_results(tmp_path):
         step_size = 0.01
         [grid]
         memory_size = [16, 256]
-        """,
-    )
+        """)
     out = tmp_path / "out"
     env = dict(os.environ, JAX_PLATFORMS="cpu")
-    proc = subprocess.Popen(
-        [sys.executable, "-m", "jaxreplay", "sweep", str(config), "--out", str(out), "--chunk-size", "1", "--quiet"],
-        env=env,
-        cwd=REPO,
-        stdout=subprocess.DEVNULL,
-        stderr=subprocess.DEVNULL,
-    )
+    proc = subprocess.Popen([sys.executable, "-m", "jaxreplay", "sweep", str(config), "--out", str(out),
+                             "--chunk-size", "1", "--quiet"], env=env, cwd=REPO,
+                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     deadline = time.time() + 180
     while time.time() < deadline and len(list((out / "chunks").glob("runs-*.npz"))) < 5:
         time.sleep(0.005)
@@ -643,11 +583,9 @@ def test_an_edited_manifest_is_refused_as_damaged_and_deleting_it_alone_is_enoug
         capsys.readouterr()
         assert _cli("sweep", config, "--out", out, "--quiet") == 2, key
         err = capsys.readouterr().err
-        assert err == (
-            f"jaxreplay sweep: error: {out / 'sweep.json'} is damaged: its config does not match its "
-            f"fingerprint (edited: {key}). Delete sweep.json alone and rerun: the chunks carry their "
-            "sweep's fingerprint, so only this sweep's finished runs are reused.\n"
-        ), err
+        assert err == (f"jaxreplay sweep: error: {out / 'sweep.json'} is damaged: its config does not match its "
+                       f"fingerprint (edited: {key}). Delete sweep.json alone and rerun: the chunks carry their "
+                       "sweep's fingerprint, so only this sweep's finished runs are reused.\n"), err
         _same(sw.load(out), reference)  # results.nc untouched
     (out / "sweep.json").unlink()  # as it says
     assert _cli("sweep", config, "--out", out, "--quiet") == 0
@@ -678,14 +616,8 @@ def test_a_second_writer_is_refused_naming_the_first_which_finishes_undisturbed(
     config = _write(tmp_path, TINY_TOML)
     out, ready, go = tmp_path / "out", tmp_path / "ready", tmp_path / "go"
     env = dict(os.environ, JAX_PLATFORMS="cpu")
-    first = subprocess.Popen(
-        [sys.executable, "-c", _HELD_WRITER, config, out, ready, go],
-        env=env,
-        cwd=REPO,
-        text=True,
-        stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
-    )
+    first = subprocess.Popen([sys.executable, "-c", _HELD_WRITER, config, out, ready, go], env=env, cwd=REPO,
+                             text=True, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
     try:
         deadline = time.time() + 180
         while not ready.exists() and first.poll() is None and time.time() < deadline:
@@ -693,10 +625,8 @@ def test_a_second_writer_is_refused_naming_the_first_which_finishes_undisturbed(
         assert ready.exists(), first.communicate()[1] if first.poll() is not None else "the first writer hung"
         assert _cli("sweep", config, "--out", out, "--quiet") == 2
         err = capsys.readouterr().err
-        assert err.startswith(
-            f"jaxreplay sweep: error: {out} is being written by another sweep (process "
-            f"{first.pid}@{socket.gethostname()}, started "
-        ), err
+        assert err.startswith(f"jaxreplay sweep: error: {out} is being written by another sweep (process "
+                              f"{first.pid}@{socket.gethostname()}, started "), err
         assert f"; lock file {out / 'sweep.lock'}): wait for it to finish, or write into another folder.\n" in err
         assert len(err.splitlines()) == 1
         go.touch()
@@ -728,22 +658,12 @@ def test_a_stale_lock_is_taken_over_and_a_lock_is_released_however_the_run_ends(
     capsys.readouterr()
     assert _cli("sweep", config, "--out", out, "--quiet") == 0
     captured = capsys.readouterr()
-    assert captured.err == (
-        f"jaxreplay: warning: {out / 'sweep.lock'} was left by process {dead}@{host}, started "
-        "2026-01-02T03:04:05Z, which stopped without releasing it (killed?): taken over.\n"
-    )
+    assert captured.err == (f"jaxreplay: warning: {out / 'sweep.lock'} was left by process {dead}@{host}, started "
+                            "2026-01-02T03:04:05Z, which stopped without releasing it (killed?): taken over.\n")
     assert "(0 computed, 8 resumed)" in captured.out and not (out / "sweep.lock").exists()
     # A refused run releases the lock it took.
-    assert (
-        _cli(
-            "sweep",
-            _write(tmp_path, TINY_TOML.replace("seeds = 2", "seeds = 3"), "other.toml"),
-            "--out",
-            out,
-            "--quiet",
-        )
-        == 2
-    )
+    assert _cli("sweep", _write(tmp_path, TINY_TOML.replace("seeds = 2", "seeds = 3"), "other.toml"),
+                "--out", out, "--quiet") == 2
     assert "different sweep (differs in: seeds)" in capsys.readouterr().err
     assert not (out / "sweep.lock").exists()
 
@@ -758,11 +678,9 @@ def test_a_stale_lock_is_taken_over_and_a_lock_is_released_however_the_run_ends(
 def test_without_file_locks_the_pid_in_the_lock_file_decides(tmp_path, monkeypatch):
     monkeypatch.setattr(store, "_flock", lambda fd: None)  # a file system without locks
     lock, host = tmp_path / "sweep.lock", socket.gethostname()
-    for pid, where, refused in [
-        (os.getppid(), host, "wait for it to finish"),
-        (os.getpid(), "another-host", f"if that process no longer runs, delete {lock}"),
-        (_dead_pid(), host, None),
-    ]:
+    for pid, where, refused in [(os.getppid(), host, "wait for it to finish"),
+                                (os.getpid(), "another-host", f"if that process no longer runs, delete {lock}"),
+                                (_dead_pid(), host, None)]:
         lock.write_text(json.dumps({"pid": pid, "host": where, "started": "2026-01-02T03:04:05Z"}))
         if refused:
             with pytest.raises(ValueError, match=rf"\(process {pid}@{where}, started .*{re.escape(refused)}"):
@@ -792,9 +710,8 @@ def test_four_devices_and_any_chunk_size_match_one_device(tmp_path, aer_referenc
             print("devices", r.stats.devices, "chunks", r.stats.chunks)
         """)
     env = dict(os.environ, JAX_PLATFORMS="cpu", XLA_FLAGS="--xla_force_host_platform_device_count=4")
-    proc = subprocess.run(
-        [sys.executable, "-c", script], env=env, cwd=REPO, capture_output=True, text=True, timeout=240
-    )
+    proc = subprocess.run([sys.executable, "-c", script], env=env, cwd=REPO, capture_output=True, text=True,
+                          timeout=240)
     assert proc.returncode == 0, proc.stderr
     assert proc.stdout.split() == ["devices", "4", "chunks", "1", "devices", "4", "chunks", "5"]
     for chunk in (100, 8):
@@ -820,24 +737,14 @@ def test_two_processes_under_jax_distributed_match_one(tmp_path, aer_reference):
         print("computed", r.stats.runs_computed, "processes", r.stats.processes)
         """)
     env = dict(os.environ, JAX_PLATFORMS="cpu")
-    procs = [
-        subprocess.Popen(
-            [sys.executable, "-c", script, str(i)],
-            env=env,
-            cwd=REPO,
-            text=True,
-            stdout=subprocess.PIPE,
-            stderr=subprocess.PIPE,
-        )
-        for i in range(2)
-    ]
+    procs = [subprocess.Popen([sys.executable, "-c", script, str(i)], env=env, cwd=REPO, text=True,
+                              stdout=subprocess.PIPE, stderr=subprocess.PIPE) for i in range(2)]
     outputs = [p.communicate(timeout=240) for p in procs]
     for p, (stdout, stderr) in zip(procs, outputs):
         assert p.returncode == 0, stderr
         assert "processes 2" in stdout
-    computed = [
-        int(line.split()[1]) for stdout, _ in outputs for line in stdout.splitlines() if line.startswith("computed")
-    ]
+    computed = [int(line.split()[1]) for stdout, _ in outputs for line in stdout.splitlines()
+                if line.startswith("computed")]
     assert sum(computed) == 36 and min(computed) > 0  # each process ran its share
     _same(sw.load(out), result.dataset)
 
@@ -847,72 +754,47 @@ def test_two_processes_under_jax_distributed_match_one(tmp_path, aer_reference):
 # ----------------------------------------------------------------------------
 
 
-@pytest.mark.parametrize(
-    "text, message",
-    [
-        ('experiment = "linesearch"\nseeds = 2\ncolour = "red"\n', r"unknown key 'colour'"),
-        ('experiment = "cartpole"\n', r"experiment: experiment must be one of"),
-        ("seeds = 2\n", r"experiment: missing"),
-        ('experiment = "linesearch"\n[setup]\nmax_capacty = 10\n', r"setup\.max_capacty: unknown setting"),
-        ('experiment = "linesearch"\n[setup]\nsteps = "ten"\n', r"setup\.steps must be of type int"),
-        ('experiment = "linesearch"\n[fixed]\nstep_size = "big"\n', r"fixed\.step_size must be a number"),
-        ('experiment = "linesearch"\n[fixed]\nlearning_rate = 0.1\n', r"fixed\.learning_rate: unknown hyperparameter"),
-        ('experiment = "linesearch"\n[grid]\nmemory_size = []\n', r"grid\.memory_size is empty"),
-        ('experiment = "linesearch"\n[grid]\nmemory_size = [10.5]\n', r"grid\.memory_size must be an integer"),
-        ('experiment = "linesearch"\n[grid]\nmemory_size = [10, 10]\n', r"grid\.memory_size has repeated values"),
-        # Where the value came from, as a plain number (once: "got an array with min np.int32(10) and max ...").
-        (
-            'experiment = "linesearch"\n[grid]\nmemory_size = [10, 5000]\n',
-            r"^grid\.memory_size = 5000: memory_size must be <= 1000 \(allowed range \[1, 1000\]\), got 5000\.$",
-        ),
-        (
-            'experiment = "linesearch"\n[[points]]\nmemory_size = 10\n[[points]]\nmemory_size = 1001\n',
-            r"^points\[1\]\.memory_size = 1001: memory_size must be <= 1000",
-        ),
-        ('experiment = "linesearch"\n[fixed]\nmemory_size = 0\n', r"^fixed\.memory_size = 0: memory_size must be >= 1"),
-        (
-            'experiment = "linesearch"\n[setup]\nmax_capacity = 50\n',
-            r"^memory_size = 100 \(its default; set it in \[fixed\] or \[grid\]\): memory_size must be <= 50",
-        ),
-        (
-            'experiment = "linesearch"\n[[points]]\nmemory_size = 10\nbatch_size = 2\n[[points]]\nmemory_size = 20\n',
-            r"points\[1\] sets \['memory_size'\], points\[0\] sets \['batch_size', 'memory_size'\] \(missing "
-            r"\['batch_size'\]\)",
-        ),
-        ('experiment = "linesearch"\n[grid]\ndiscount = [0.5, 1.0]\n', r"discount must be < 1"),
-        ('experiment = "linesearch"\nseeds = 0\n', r"seeds must be an integer in \[1, 2147483647\], got 0"),
-        ('experiment = "linesearch"\nseed = -1\n', r"seed must be an integer in \[0, 4294967295\], got -1"),
-        ('experiment = "linesearch"\n[run]\nchunks = 3\n', r"run\.chunks: unknown run option"),
-        # Once tracebacks: a TypeError, an int32 overflow, a JAX TypeError at compile time.
-        (
-            'experiment = "linesearch"\n[run]\nmemory_fraction = "half"\n',
-            r"run\.memory_fraction must be a number in \(0, 1\], got 'half'",
-        ),
-        ('experiment = "linesearch"\n[run]\nmemory_budget = nan\n', r"run\.memory_budget must be a positive number"),
-        ('experiment = "linesearch"\n[run]\nchunk_size = 2.5\n', r"run\.chunk_size must be a positive integer"),
-        # A whole float too: the one check run() itself makes (it used to pass here and fail in run()).
-        (
-            'experiment = "linesearch"\n[run]\nchunk_size = 4.0\n',
-            r"^run\.chunk_size must be a positive integer, got 4\.0",
-        ),
-        (
-            'experiment = "dqn"\n[setup]\nenv_params = {gravity = "x"}\n',
-            r"setup\.env_params\.gravity must be a number, got 'x'",
-        ),
-        (
-            'experiment = "linesearch"\n[setup]\nmax_capacity = 10000000000\n',
-            r"setup\.max_capacity = 10000000000 does not fit an int32 \(at most 2147483647\)",
-        ),
-        (
-            'experiment = "linesearch"\n[fixed]\nmemory_size = 3000000000\n',
-            r"fixed\.memory_size = 3000000000 does not fit an int32",
-        ),
-        (
-            'experiment = "linesearch"\n[fixed]\nstep_size = 1e300\n',
-            r"fixed\.step_size = 1e\+300 does not fit a float32",
-        ),
-    ],
-)
+@pytest.mark.parametrize("text, message", [
+    ('experiment = "linesearch"\nseeds = 2\ncolour = "red"\n', r"unknown key 'colour'"),
+    ('experiment = "cartpole"\n', r"experiment: experiment must be one of"),
+    ('seeds = 2\n', r"experiment: missing"),
+    ('experiment = "linesearch"\n[setup]\nmax_capacty = 10\n', r"setup\.max_capacty: unknown setting"),
+    ('experiment = "linesearch"\n[setup]\nsteps = "ten"\n', r"setup\.steps must be of type int"),
+    ('experiment = "linesearch"\n[fixed]\nstep_size = "big"\n', r"fixed\.step_size must be a number"),
+    ('experiment = "linesearch"\n[fixed]\nlearning_rate = 0.1\n', r"fixed\.learning_rate: unknown hyperparameter"),
+    ('experiment = "linesearch"\n[grid]\nmemory_size = []\n', r"grid\.memory_size is empty"),
+    ('experiment = "linesearch"\n[grid]\nmemory_size = [10.5]\n', r"grid\.memory_size must be an integer"),
+    ('experiment = "linesearch"\n[grid]\nmemory_size = [10, 10]\n', r"grid\.memory_size has repeated values"),
+    # Where the value came from, as a plain number (once: "got an array with min np.int32(10) and max ...").
+    ('experiment = "linesearch"\n[grid]\nmemory_size = [10, 5000]\n',
+     r"^grid\.memory_size = 5000: memory_size must be <= 1000 \(allowed range \[1, 1000\]\), got 5000\.$"),
+    ('experiment = "linesearch"\n[[points]]\nmemory_size = 10\n[[points]]\nmemory_size = 1001\n',
+     r"^points\[1\]\.memory_size = 1001: memory_size must be <= 1000"),
+    ('experiment = "linesearch"\n[fixed]\nmemory_size = 0\n', r"^fixed\.memory_size = 0: memory_size must be >= 1"),
+    ('experiment = "linesearch"\n[setup]\nmax_capacity = 50\n',
+     r"^memory_size = 100 \(its default; set it in \[fixed\] or \[grid\]\): memory_size must be <= 50"),
+    ('experiment = "linesearch"\n[[points]]\nmemory_size = 10\nbatch_size = 2\n[[points]]\nmemory_size = 20\n',
+     r"points\[1\] sets \['memory_size'\], points\[0\] sets \['batch_size', 'memory_size'\] \(missing "
+     r"\['batch_size'\]\)"),
+    ('experiment = "linesearch"\n[grid]\ndiscount = [0.5, 1.0]\n', r"discount must be < 1"),
+    ('experiment = "linesearch"\nseeds = 0\n', r"seeds must be an integer in \[1, 2147483647\], got 0"),
+    ('experiment = "linesearch"\nseed = -1\n', r"seed must be an integer in \[0, 4294967295\], got -1"),
+    ('experiment = "linesearch"\n[run]\nchunks = 3\n', r"run\.chunks: unknown run option"),
+    # Once tracebacks: a TypeError, an int32 overflow, a JAX TypeError at compile time.
+    ('experiment = "linesearch"\n[run]\nmemory_fraction = "half"\n',
+     r"run\.memory_fraction must be a number in \(0, 1\], got 'half'"),
+    ('experiment = "linesearch"\n[run]\nmemory_budget = nan\n', r"run\.memory_budget must be a positive number"),
+    ('experiment = "linesearch"\n[run]\nchunk_size = 2.5\n', r"run\.chunk_size must be a positive integer"),
+    # A whole float too: the one check run() itself makes (it used to pass here and fail in run()).
+    ('experiment = "linesearch"\n[run]\nchunk_size = 4.0\n', r"^run\.chunk_size must be a positive integer, got 4\.0"),
+    ('experiment = "dqn"\n[setup]\nenv_params = {gravity = "x"}\n',
+     r"setup\.env_params\.gravity must be a number, got 'x'"),
+    ('experiment = "linesearch"\n[setup]\nmax_capacity = 10000000000\n',
+     r"setup\.max_capacity = 10000000000 does not fit an int32 \(at most 2147483647\)"),
+    ('experiment = "linesearch"\n[fixed]\nmemory_size = 3000000000\n',
+     r"fixed\.memory_size = 3000000000 does not fit an int32"),
+    ('experiment = "linesearch"\n[fixed]\nstep_size = 1e300\n', r"fixed\.step_size = 1e\+300 does not fit a float32"),
+])
 def test_bad_config_files_name_the_key(tmp_path, text, message):
     path = _write(tmp_path, text)
     with pytest.raises(ValueError, match=message):
@@ -924,49 +806,28 @@ def test_bad_config_files_name_the_key(tmp_path, text, message):
 _TINY_SETUP = 'experiment = "linesearch"\n[setup]\nsteps = 20\nmax_capacity = 20\nmax_batch_size = 5\n'
 
 
-@pytest.mark.parametrize(
-    "text, message",
-    [
-        # Above float32's range: a constant that ran as inf (NumPy's overflow warning then hung the CLI).
-        (
-            _TINY_SETUP + "reward_slope = 1e39\n[fixed]\nmemory_size = 5\n",
-            "setup.reward_slope = 1e+39 does not fit a float32 (at most 3.403e+38 in magnitude): it would run as inf.",
-        ),
-        (
-            'experiment = "dqn"\n[setup]\nenv_params = {gravity = -1e39}\n',
-            "setup.env_params.gravity must be a finite number within float32 (like its default 9.8), got -1e+39.",
-        ),
-        (
-            _TINY_SETUP + "[fixed]\nmemory_size = 5\nstep_size = 1e300\n",
-            "fixed.step_size = 1e+300 does not fit a float32",
-        ),
-        # Below it: would run as 0 (or a subnormal, which XLA flushes to 0) under the label 1e-40.
-        (
-            _TINY_SETUP + "speed = 1e-40\n[fixed]\nmemory_size = 5\n",
-            "setup.speed = 1e-40 does not fit a float32 (its smallest normal magnitude is 1.175e-38): it would run as 0",
-        ),
-        (
-            'experiment = "dqn"\n[setup]\nenv_params = {gravity = 1e-40}\n',
-            "setup.env_params.gravity = 1e-40 does not fit a float32 (its smallest normal magnitude is 1.175e-38)",
-        ),
-        (
-            _TINY_SETUP + "[fixed]\nmemory_size = 5\n[grid]\nstep_size = [0.01, 1e-45]\n",
-            "grid.step_size = 1e-45 does not fit a float32 (its smallest normal magnitude is 1.175e-38)",
-        ),
-        # Two grid values, or two points, that are one float32: one configuration under two labels.
-        (
-            _TINY_SETUP + "[fixed]\nmemory_size = 5\n[grid]\nstep_size = [0.1, 0.10000000001]\n",
-            "grid.step_size has values 0.1 and 0.10000000001, which are one float32: both would run as "
-            "0.10000000149011612, one configuration under two labels; keep one",
-        ),
-        (
-            _TINY_SETUP
-            + "[[points]]\nmemory_size = 5\ndiscount = 0.5\n[[points]]\nmemory_size = 5\ndiscount = 0.50000001\n",
-            "points[0] {'memory_size': 5, 'discount': 0.5} and points[1] {'memory_size': 5, 'discount': 0.50000001} are "
-            "one configuration in float32",
-        ),
-    ],
-)
+@pytest.mark.parametrize("text, message", [
+    # Above float32's range: a constant that ran as inf (NumPy's overflow warning then hung the CLI).
+    (_TINY_SETUP + "reward_slope = 1e39\n[fixed]\nmemory_size = 5\n",
+     "setup.reward_slope = 1e+39 does not fit a float32 (at most 3.403e+38 in magnitude): it would run as inf."),
+    ('experiment = "dqn"\n[setup]\nenv_params = {gravity = -1e39}\n',
+     "setup.env_params.gravity must be a finite number within float32 (like its default 9.8), got -1e+39."),
+    (_TINY_SETUP + "[fixed]\nmemory_size = 5\nstep_size = 1e300\n", "fixed.step_size = 1e+300 does not fit a float32"),
+    # Below it: would run as 0 (or a subnormal, which XLA flushes to 0) under the label 1e-40.
+    (_TINY_SETUP + "speed = 1e-40\n[fixed]\nmemory_size = 5\n",
+     "setup.speed = 1e-40 does not fit a float32 (its smallest normal magnitude is 1.175e-38): it would run as 0"),
+    ('experiment = "dqn"\n[setup]\nenv_params = {gravity = 1e-40}\n',
+     "setup.env_params.gravity = 1e-40 does not fit a float32 (its smallest normal magnitude is 1.175e-38)"),
+    (_TINY_SETUP + "[fixed]\nmemory_size = 5\n[grid]\nstep_size = [0.01, 1e-45]\n",
+     "grid.step_size = 1e-45 does not fit a float32 (its smallest normal magnitude is 1.175e-38)"),
+    # Two grid values, or two points, that are one float32: one configuration under two labels.
+    (_TINY_SETUP + "[fixed]\nmemory_size = 5\n[grid]\nstep_size = [0.1, 0.10000000001]\n",
+     "grid.step_size has values 0.1 and 0.10000000001, which are one float32: both would run as "
+     "0.10000000149011612, one configuration under two labels; keep one"),
+    (_TINY_SETUP + "[[points]]\nmemory_size = 5\ndiscount = 0.5\n[[points]]\nmemory_size = 5\ndiscount = 0.50000001\n",
+     "points[0] {'memory_size': 5, 'discount': 0.5} and points[1] {'memory_size': 5, 'discount': 0.50000001} are "
+     "one configuration in float32"),
+])
 def test_floats_that_do_not_survive_the_cast_to_float32_are_refused_before_compiling(tmp_path, capsys, text, message):
     path = _write(tmp_path, text)
     before = _LOWERINGS.lowerings
@@ -984,24 +845,18 @@ def test_float32_checks_of_setups_and_accepted_values():
     with pytest.raises(ValueError, match=r"^setup\.env_params\.gravity = 1e-39 does not fit a float32 .* run as 0"):
         dqn.Setup(env_params={"gravity": 1e-39})
     # Zero, the smallest normal float32 and values 7 digits apart are kept, each as itself.
-    sweep = sw.Sweep(
-        "linesearch",
-        setup={"max_capacity": 20, "speed": 1.1754944e-38},
-        fixed={"memory_size": 5},
-        grid={"step_size": [0.0, 1.1754944e-38, 0.1, 0.1000001]},
-    )
+    sweep = sw.Sweep("linesearch", setup={"max_capacity": 20, "speed": 1.1754944e-38}, fixed={"memory_size": 5},
+                     grid={"step_size": [0.0, 1.1754944e-38, 0.1, 0.1000001]})
     assert sweep.hyperparameters().step_size.tolist() == np.float32([0.0, 1.1754944e-38, 0.1, 0.1000001]).tolist()
     assert len(set(sweep.hyperparameters().step_size.tolist())) == 4
 
 
 def test_points_with_the_same_keys_in_another_order_are_one_sweep():
     setup = {"steps": 20, "max_capacity": 20, "max_batch_size": 2}
-    mixed = sw.Sweep(
-        "linesearch", setup=setup, points=[{"memory_size": 5, "batch_size": 1}, {"batch_size": 2, "memory_size": 7}]
-    )
-    ordered = sw.Sweep(
-        "linesearch", setup=setup, points=[{"memory_size": 5, "batch_size": 1}, {"memory_size": 7, "batch_size": 2}]
-    )
+    mixed = sw.Sweep("linesearch", setup=setup, points=[{"memory_size": 5, "batch_size": 1},
+                                                        {"batch_size": 2, "memory_size": 7}])
+    ordered = sw.Sweep("linesearch", setup=setup, points=[{"memory_size": 5, "batch_size": 1},
+                                                          {"memory_size": 7, "batch_size": 2}])
     assert mixed.points == ordered.points and mixed.fingerprint() == ordered.fingerprint()
     assert mixed.axes == ("memory_size", "batch_size")
     assert mixed.configurations()["memory_size"].tolist() == [5, 7]
@@ -1039,22 +894,14 @@ def test_setup_table_and_instance_are_one_sweep_and_round_trip_through_toml(tmp_
     assert sw.Sweep.from_toml(path).fingerprint() == from_instance.fingerprint()
     assert "[[points]]" in path.read_text() and "max_num_old" not in path.read_text()  # None: the default
 
-    grid = sw.Sweep(
-        "linesearch",
-        seeds=2,
-        setup={"max_capacity": 50},
-        fixed={"step_size": 1e-5, "discount": 0.5},
-        grid={"memory_size": [5, 50], "priority_exponent": [0.0, 2.5]},
-    )
+    grid = sw.Sweep("linesearch", seeds=2, setup={"max_capacity": 50}, fixed={"step_size": 1e-5, "discount": 0.5},
+                    grid={"memory_size": [5, 50], "priority_exponent": [0.0, 2.5]})
     back = sw.Sweep.from_dict(tomllib.loads(grid.to_toml()))
     assert back.fingerprint() == grid.fingerprint() and back.grid == grid.grid
 
 
 def test_toml_values():
-    assert (
-        declaration._toml_value([1, 2.5, True, 'a"b', float("inf"), float("-inf")])
-        == '[1, 2.5, true, "a\\"b", inf, -inf]'
-    )
+    assert declaration._toml_value([1, 2.5, True, "a\"b", float("inf"), float("-inf")]) == '[1, 2.5, true, "a\\"b", inf, -inf]'
     assert declaration._toml_value({"x y": 1e-05}) == '{"x y" = 1e-05}'
     with pytest.raises(ValueError, match="TOML"):
         declaration._toml_value(object())
@@ -1140,24 +987,16 @@ def test_a_resume_computes_its_missing_runs_at_the_recorded_batch_or_refuses(tmp
     with np.load(chunks[0], allow_pickle=False) as data:
         recorded = json.loads(str(data["meta.batch"]))
     device = jax.devices()[0]
-    assert recorded == dict(
-        platform=device.platform,
-        device_kind=device.device_kind,
-        devices=1,
-        runs_per_device=2,
-        xla_flags=recorded["xla_flags"],
-        batch_independence_flags=False,
-    )
+    assert recorded == dict(platform=device.platform, device_kind=device.device_kind, devices=1, runs_per_device=2,
+                            xla_flags=recorded["xla_flags"], batch_independence_flags=False)
     assert json.loads((out / "sweep.json").read_text())["batch"] == recorded
 
     # Asked for another chunk size: refused, naming it and the recorded one; nothing written.
     chunks[0].unlink()
     before = sorted(p.name for p in (out / "chunks").iterdir())
-    refused = (
-        r"^\S+ holds runs computed at 2 run\(s\) per device on 1 × .* \(chunk_size 2\), but chunk_size 4 "
-        r"asked for computes its 2 missing runs at 4 per device: "
-        r"rerun with chunk_size 2 \(--chunk-size 2\) or none"
-    )
+    refused = (r"^\S+ holds runs computed at 2 run\(s\) per device on 1 × .* \(chunk_size 2\), but chunk_size 4 "
+               r"asked for computes its 2 missing runs at 4 per device: "
+               r"rerun with chunk_size 2 \(--chunk-size 2\) or none")
     with pytest.raises(ValueError, match=refused):
         sw.run(sweep, out, chunk_size=4, progress=False)
     assert sorted(p.name for p in (out / "chunks").iterdir()) == before

@@ -89,7 +89,8 @@ def test_prioritized_rate_difference_matches_ode():
         ya, yb = X0 + V * (t - min(t, N)), X0 + V * t
         m2 = (yb**3 - ya**3) / (3 * (yb - ya))
         m4 = (yb**5 - ya**5) / (5 * (yb - ya))
-        assert float(th.prioritized_rate_difference(t, N, m, a)) == pytest.approx(m * a * (m4 - m2 * m2) / m2, rel=1e-9)
+        assert float(th.prioritized_rate_difference(t, N, m, a)) == pytest.approx(
+            m * a * (m4 - m2 * m2) / m2, rel=1e-9)
 
 
 # --------------------------------------------------------------------------- b-coefficient form
@@ -106,7 +107,8 @@ def b_form_rhs(N, m, a, g, beta1, beta2, x0=X0, v=V):
         b20, b21, b22 = mu * (x0 - n * v / 2), mu * v, mu
         e1 = (1 - g) * th_[0] - beta1
         e2 = (1 - g) * th_[1] - g * v * abs(th_[0]) - beta2
-        return [-(b10 + b11 * t + b12 * t * t) * e1 - (b20 + b21 * t) * e2, -(b20 + b21 * t) * e1 - b22 * e2]
+        return [-(b10 + b11 * t + b12 * t * t) * e1 - (b20 + b21 * t) * e2,
+                -(b20 + b21 * t) * e1 - b22 * e2]
 
     return rhs
 
@@ -125,10 +127,8 @@ def solve_piecewise(rhs, y0, N, t_eval):
     return np.concatenate(out, axis=1)
 
 
-@pytest.mark.parametrize(
-    "N,m,a,g",
-    [(100, 5, 1e-2, 0.0), (250, 10, 1e-3, 0.0), (700, 40, 1e-3, 0.0), (100, 5, 1e-2, 0.5), (300, 10, 1e-3, 0.7)],
-)
+@pytest.mark.parametrize("N,m,a,g", [(100, 5, 1e-2, 0.0), (250, 10, 1e-3, 0.0), (700, 40, 1e-3, 0.0),
+                                     (100, 5, 1e-2, 0.5), (300, 10, 1e-3, 0.7)])
 def test_ode_matches_b_coefficient_form(N, m, a, g):
     sol = np_sol(th.solve(P, N, m, a, g))
     assert not sol.direction_changed
@@ -144,14 +144,8 @@ def test_b_coefficients_values():
     for t in (0.0, 120.0, 300.0, 650.0):
         n = min(t, N)
         got = [float(c) for c in th.b_coefficients(t, N, m, a)]
-        want = [
-            mu * (n * n * V * V / 3 + X0 * X0 - n * V * X0),
-            mu * (2 * V * X0 - n * V * V),
-            mu * V * V,
-            mu * (X0 - n * V / 2),
-            mu * V,
-            mu,
-        ]
+        want = [mu * (n * n * V * V / 3 + X0 * X0 - n * V * X0), mu * (2 * V * X0 - n * V * V), mu * V * V,
+                mu * (X0 - n * V / 2), mu * V, mu]
         np.testing.assert_allclose(got, want, rtol=1e-14)
 
 
@@ -271,23 +265,14 @@ def test_per_with_zero_exponent_equals_er():
 
 @pytest.mark.parametrize("beta", [0.0, 0.5, 1.3, 2.0, 3.7])
 def test_window_averages_exact(beta):
-    cases = [
-        (-5.0, -4.0, 0.3, 1.2),
-        (-5.0, -4.0, 0.3, 1.4),
-        (-5.0, 5.0, 0.1, 0.05),
-        (2.0, 2.0, 0.7, -1.0),
-        (-3.0, -2.9, 1e-9, 0.4),
-        (-1.0, 3.0, 0.0, 0.2),
-        (-1.0, 1.0, 1.0, 0.0),
-        (1.0, 1.0001, 2.0, -2.0),
-    ]
+    cases = [(-5.0, -4.0, 0.3, 1.2), (-5.0, -4.0, 0.3, 1.4), (-5.0, 5.0, 0.1, 0.05), (2.0, 2.0, 0.7, -1.0),
+             (-3.0, -2.9, 1e-9, 0.4), (-1.0, 3.0, 0.0, 0.2), (-1.0, 1.0, 1.0, 0.0), (1.0, 1.0001, 2.0, -2.0)]
     for ya, yb, A, B in cases:
         g1, g2 = (float(z) for z in th.window_averages(ya, yb, A, B, beta))
         if ya == yb:
             u = A * ya + B
             want1, want2 = (ya * u, u) if abs(u) > 0 else (0.0, 0.0)
         else:
-
             def avg(f):  # ⟨|u|^β f(y)⟩ with the |y − root|^β factor as an exact quadrature weight
                 r = -B / A if A != 0 else np.inf
                 if not ya <= r <= yb:  # no root: a smooth integrand
@@ -329,12 +314,8 @@ def test_driven_window_follows_schedule():
 
 
 def grid_axes():
-    return (
-        np.array([10, 100, 250, 500, 1000]),
-        np.array([5, 10, 40]),
-        np.array([1e-3, 3e-3, 1e-2, 2e-4]),
-        np.array([0.0, 0.3, 0.5, 0.7, 0.9]),
-    )
+    return np.array([10, 100, 250, 500, 1000]), np.array([5, 10, 40]), np.array([1e-3, 3e-3, 1e-2, 2e-4]), \
+        np.array([0.0, 0.3, 0.5, 0.7, 0.9])
 
 
 def test_grid_equals_one_by_one():
@@ -428,30 +409,26 @@ def test_tracing_without_x64_raises_clear_error():
         jax.vmap(lambda n: th.solve(P, n, 10, 1e-3).metric)(np.array([10, 20]))
     with jax.enable_x64(True):
         out = jax.vmap(lambda n: th.solve(P, n, 10, 1e-3).metric)(np.array([100.0, 250.0]))
-    np.testing.assert_allclose(
-        np.asarray(out), [float(th.solve(P, 100, 10, 1e-3).metric), float(th.solve(P, 250, 10, 1e-3).metric)], rtol=1e-9
-    )
+    np.testing.assert_allclose(np.asarray(out), [float(th.solve(P, 100, 10, 1e-3).metric),
+                                                 float(th.solve(P, 250, 10, 1e-3).metric)], rtol=1e-9)
 
 
-@pytest.mark.parametrize(
-    "kwargs,name",
-    [
-        (dict(memory_size=0), "memory_size"),
-        (dict(memory_size=2.5), "memory_size"),
-        (dict(batch_size=0), "batch_size"),
-        (dict(step_size=float("nan")), "step_size"),
-        (dict(step_size=-1e-3), "step_size"),
-        (dict(discount=1.0), "discount"),
-        (dict(discount=-0.1), "discount"),
-        (dict(priority_exponent=-1.0), "priority_exponent"),
-        (dict(frozen="both"), "frozen"),
-        (dict(real_weights="true"), "real_weights"),
-        (dict(times=np.array([0.0, 2.0, 1.0])), "times"),
-        (dict(params=th.TheoryParams(speed=-1.0)), "speed"),
-        (dict(params=th.TheoryParams(initial_position=float("inf"))), "initial_position"),
-        (dict(memory_size=th.MemorySizeSchedule(np.array([0.0, 1.0]), np.array([1.0, -1.0]))), "memory_size.sizes"),
-    ],
-)
+@pytest.mark.parametrize("kwargs,name", [
+    (dict(memory_size=0), "memory_size"),
+    (dict(memory_size=2.5), "memory_size"),
+    (dict(batch_size=0), "batch_size"),
+    (dict(step_size=float("nan")), "step_size"),
+    (dict(step_size=-1e-3), "step_size"),
+    (dict(discount=1.0), "discount"),
+    (dict(discount=-0.1), "discount"),
+    (dict(priority_exponent=-1.0), "priority_exponent"),
+    (dict(frozen="both"), "frozen"),
+    (dict(real_weights="true"), "real_weights"),
+    (dict(times=np.array([0.0, 2.0, 1.0])), "times"),
+    (dict(params=th.TheoryParams(speed=-1.0)), "speed"),
+    (dict(params=th.TheoryParams(initial_position=float("inf"))), "initial_position"),
+    (dict(memory_size=th.MemorySizeSchedule(np.array([0.0, 1.0]), np.array([1.0, -1.0]))), "memory_size.sizes"),
+])
 def test_bad_input_raises(kwargs, name):
     args = dict(params=P, memory_size=100, batch_size=5, step_size=1e-3)
     args.update(kwargs)
@@ -520,9 +497,8 @@ def test_cusps_match_a_brute_force_scan(cusps_16_20):
         brute = []
         for comp in range(2):
             v = scan[k, :, comp]
-            idx = np.nonzero(
-                (np.sign(v[:-1]) * np.sign(v[1:]) < 0) & (np.maximum(np.abs(v[:-1]), np.abs(v[1:])) >= 1e-9)
-            )[0]
+            idx = np.nonzero((np.sign(v[:-1]) * np.sign(v[1:]) < 0)
+                             & (np.maximum(np.abs(v[:-1]), np.abs(v[1:])) >= 1e-9))[0]
             brute += [(float(fine[i]), comp) for i in idx]
         # ... is a located cusp of that component, within 1 in N (in [n, n + 1]), and there are no others.
         assert len(brute) == c.cusp_memory.size, (m, brute, c.cusp_memory)
@@ -584,19 +560,16 @@ def test_solver_options_defaults():
     assert th.cusps.CHUNK == 64
 
 
-@pytest.mark.parametrize(
-    "options,message",
-    [
-        (th.SolverOptions(rtol=-1e-6), "options.rtol must be >= 0.0"),
-        (th.SolverOptions(atol=float("nan")), "options.atol"),
-        (th.SolverOptions(rtol=0.0, atol=0.0), "options.rtol and options.atol cannot both be 0"),
-        (th.SolverOptions(rtol=np.array([1e-6, 1e-7])), "options.rtol must be a Python number"),
-        (th.SolverOptions(max_steps=0), "options.max_steps must be >= 1"),
-        (th.SolverOptions(max_steps=1e5), "options.max_steps must be a Python int"),
-        (th.SolverOptions(chunk=0), "options.chunk must be >= 1"),
-        ((1e-10, 1e-13, 200_000, None), "options must be a jaxreplay.paper.theory.SolverOptions, got tuple"),
-    ],
-)
+@pytest.mark.parametrize("options,message", [
+    (th.SolverOptions(rtol=-1e-6), "options.rtol must be >= 0.0"),
+    (th.SolverOptions(atol=float("nan")), "options.atol"),
+    (th.SolverOptions(rtol=0.0, atol=0.0), "options.rtol and options.atol cannot both be 0"),
+    (th.SolverOptions(rtol=np.array([1e-6, 1e-7])), "options.rtol must be a Python number"),
+    (th.SolverOptions(max_steps=0), "options.max_steps must be >= 1"),
+    (th.SolverOptions(max_steps=1e5), "options.max_steps must be a Python int"),
+    (th.SolverOptions(chunk=0), "options.chunk must be >= 1"),
+    ((1e-10, 1e-13, 200_000, None), "options must be a jaxreplay.paper.theory.SolverOptions, got tuple"),
+])
 def test_bad_solver_options_name_the_field(options, message):
     # Refused before anything is compiled, by every entry point that solves.
     with pytest.raises(ValueError, match=message.replace(".", r"\.")):
@@ -607,17 +580,14 @@ def test_bad_solver_options_name_the_field(options, message):
         th.final_dtheta(100.0, 5, options=options)
 
 
-@pytest.mark.parametrize(
-    "options,message",
-    [
-        (th.CuspOptions(xtol=-1.0), "options.xtol must be >= 0.0"),
-        (th.CuspOptions(ftol=float("inf")), "options.ftol"),
-        (th.CuspOptions(noise_floor=-1e-9), "options.noise_floor must be >= 0.0"),
-        (th.CuspOptions(max_iterations=0), "options.max_iterations must be >= 1"),
-        (th.CuspOptions(solver=th.SolverOptions(chunk=2.5)), "options.solver.chunk must be a Python int"),
-        (th.SolverOptions(), "options must be a jaxreplay.paper.theory.CuspOptions, got SolverOptions"),
-    ],
-)
+@pytest.mark.parametrize("options,message", [
+    (th.CuspOptions(xtol=-1.0), "options.xtol must be >= 0.0"),
+    (th.CuspOptions(ftol=float("inf")), "options.ftol"),
+    (th.CuspOptions(noise_floor=-1e-9), "options.noise_floor must be >= 0.0"),
+    (th.CuspOptions(max_iterations=0), "options.max_iterations must be >= 1"),
+    (th.CuspOptions(solver=th.SolverOptions(chunk=2.5)), "options.solver.chunk must be a Python int"),
+    (th.SolverOptions(), "options must be a jaxreplay.paper.theory.CuspOptions, got SolverOptions"),
+])
 def test_bad_cusp_options_name_the_field(options, message):
     with pytest.raises(ValueError, match=message.replace(".", r"\.")):
         th.memory_cusps(18, memory_sizes=GRID30, grid_dtheta=np.ones((GRID30.size, 2)), options=options)
