@@ -4,6 +4,9 @@
   Q(x, a) = θ1·(x + a) + θ2, with m sequential TD updates per step.
 * :mod:`jaxreplay.agents.dqn`: DQN (flax MLP, optax optimiser, target network,
   ε-greedy), its loss and update on a minibatch.
+* :mod:`jaxreplay.agents.conv`: MinAtar's convolutional Q-network (Young & Tian 2019).
+* :mod:`jaxreplay.agents.packing`: 0/1 observations kept as bits (``uint8``),
+  unpacked to float32 at a network's input.
 """
 
 from jaxreplay import _extras  # noqa: E402

@@ -2,7 +2,9 @@
 
 The Q-network is an MLP ``obs -> Q(obs, ·)`` with ReLU hidden layers
 (:class:`QNetwork`; the paper uses one hidden layer for CartPole and two for
-MountainCar and Acrobot). Everything here is a pure function that jits and
+MountainCar and Acrobot), or MinAtar's convolutional network
+(:class:`~jaxreplay.agents.conv.ConvQNetwork`); either may read bit-packed
+observations (:mod:`jaxreplay.agents.packing`), unpacked at its input. Everything here is a pure function that jits and
 vmaps; every number that a sweep may vary (step size, discount, ε schedule,
 target period or τ, Adam's ε) is an argument that may be traced. What changes
 code or shapes (network widths, loss, double DQN, optimizer) is a Python
@@ -11,10 +13,10 @@ loss, double DQN, batch reduction) is one record, :class:`LossOptions`.
 
 A *transition batch* is a dict of arrays with a leading batch axis ``B``::
 
-    obs         float32[B, *obs_shape]
+    obs         float32[B, *obs_shape]   (or uint8[B, packed bytes]: what the network reads)
     action      int32[B]
     reward      float32[B]
-    next_obs    float32[B, *obs_shape]   the true next observation (before any auto-reset)
+    next_obs    float32[B, *obs_shape]   the true next observation (before any auto-reset); as obs
     terminated  float32[B]               1.0 where the episode *terminated* (no bootstrap)
 
 Only ``terminated`` stops bootstrapping: a time-limit truncation is not a
@@ -48,6 +50,8 @@ import jax.numpy as jnp
 import optax
 
 from jaxreplay._typing import ArrayLike, PyTree
+from jaxreplay.agents import packing
+from jaxreplay.agents.conv import ConvQNetwork
 
 LOSSES = ("mse", "huber")
 """The TD losses :func:`loss_fn` accepts: squared error, or Huber (quadratic within 1, linear outside)."""
@@ -75,15 +79,20 @@ class QNetwork(nn.Module):
         num_actions: number of discrete actions.
         obs_ndim: number of trailing axes that form one observation (1 for a
             flat vector).
+        packed_shape: the observation's shape where the input is bit-packed
+            (:func:`jaxreplay.agents.packing.pack`): it is unpacked first
+            (then ``obs_ndim`` must be ``len(packed_shape)``). ``None``: the
+            input is the observation itself.
     """
 
     hidden_sizes: tuple[int, ...]
     num_actions: int
     obs_ndim: int = 1
+    packed_shape: tuple[int, ...] | None = None
 
     @nn.compact
     def __call__(self, obs: ArrayLike) -> jax.Array:
-        x = jnp.asarray(obs, jnp.float32)
+        x = packing.network_input(obs, self.packed_shape)
         lead = x.shape[: x.ndim - self.obs_ndim]
         x = x.reshape(*lead, -1)
         for width in self.hidden_sizes:
@@ -91,21 +100,26 @@ class QNetwork(nn.Module):
         return nn.Dense(self.num_actions)(x)
 
 
-def init_params(key: jax.Array, network: QNetwork, obs_shape: tuple[int, ...]) -> Params:
+Network = QNetwork | ConvQNetwork
+"""A Q-network of this module's functions: ``obs -> float32[..., num_actions]`` (MLP or MinAtar's conv)."""
+
+
+def init_params(key: jax.Array, network: Network, obs_shape: tuple[int, ...], obs_dtype=jnp.float32) -> Params:
     """Random initial parameters (flax defaults: LeCun-normal kernels, zero biases).
 
     Args:
         key: PRNG key.
-        network: the :class:`QNetwork`.
-        obs_shape: shape of one observation.
+        network: the Q-network (:data:`Network`).
+        obs_shape, obs_dtype: shape and dtype of one input of the network (a
+            packed observation: ``(packed bytes,)`` and ``uint8``).
 
     Returns:
         The parameter pytree (``{"params": {...}}``). Cost: O(#parameters).
     """
-    return network.init(key, jnp.zeros(obs_shape, jnp.float32))
+    return network.init(key, jnp.zeros(obs_shape, obs_dtype))
 
 
-def q_values(network: QNetwork, params: Params, obs: ArrayLike) -> jax.Array:
+def q_values(network: Network, params: Params, obs: ArrayLike) -> jax.Array:
     """``Q(obs, ·)``: ``float32[..., num_actions]`` (``network.apply``, typed: it returns no mutated collections)."""
     return cast(jax.Array, network.apply(params, obs))
 
@@ -173,7 +187,7 @@ def epsilon_greedy(key: jax.Array, q_values: jax.Array, epsilon: ArrayLike) -> j
 
 
 def td_errors(
-    network: QNetwork,
+    network: Network,
     params: Params,
     target_params: Params,
     batch: Batch,
@@ -184,7 +198,7 @@ def td_errors(
     """TD errors ``δ = r + γ (1 - terminated) Q̄(s', a*) - Q(s, a)`` of a batch.
 
     Args:
-        network: the :class:`QNetwork`.
+        network: the Q-network (:data:`Network`).
         params: online parameters (``Q``).
         target_params: target-network parameters (``Q̄``).
         batch: transition batch with leading axis ``B`` (module docstring).
@@ -201,7 +215,7 @@ def td_errors(
 
 
 def _target(
-    network: QNetwork, params: Params, target_params: Params, batch: Batch, discount: ArrayLike, double: bool
+    network: Network, params: Params, target_params: Params, batch: Batch, discount: ArrayLike, double: bool
 ) -> jax.Array:
     next_target = q_values(network, target_params, batch["next_obs"])
     if double:
@@ -267,7 +281,7 @@ def _check_options(options: LossOptions) -> None:
 
 def loss_fn(
     params: Params,
-    network: QNetwork,
+    network: Network,
     target_params: Params,
     batch: Batch,
     weights: jax.Array,
@@ -296,7 +310,7 @@ def loss_fn(
 
 
 def train_step(
-    network: QNetwork,
+    network: Network,
     optimizer: optax.GradientTransformation,
     params: Params,
     target_params: Params,
@@ -309,7 +323,7 @@ def train_step(
     """One gradient step on the TD loss of ``batch``.
 
     Args:
-        network: the :class:`QNetwork`.
+        network: the Q-network (:data:`Network`).
         optimizer: from :func:`make_optimizer` (unit step size).
         params, target_params: online and target parameters.
         opt_state: the optimizer state for ``params``.
@@ -346,7 +360,7 @@ def polyak_target_update(params: Params, target_params: Params, tau: ArrayLike) 
     return jax.tree.map(lambda p, t: tau * p + (1.0 - tau) * t, params, target_params)
 
 
-def greedy_action(network: QNetwork, params: Params, obs: ArrayLike) -> jax.Array:
+def greedy_action(network: Network, params: Params, obs: ArrayLike) -> jax.Array:
     """``argmax_a Q(obs, a)``: ``int32[...]`` for observations of leading shape ``...``."""
     return jnp.argmax(q_values(network, params, obs), axis=-1).astype(jnp.int32)
 

@@ -27,7 +27,11 @@ ADVICE = {
 def add_parser(commands) -> None:
     """Declare ``jaxreplay dqn`` and its options among ``commands`` (argparse's subparsers)."""
     dq = commands.add_parser("dqn", help="one DQN setting on a gymnax game, vmapped over seeds")
-    dq.add_argument("--env", default="CartPole-v1", help="gymnax id (CartPole-v1, MountainCar-v0, Acrobot-v1, ...)")
+    dq.add_argument(
+        "--env",
+        default="CartPole-v1",
+        help="gymnax id (CartPole-v1, MountainCar-v0, Acrobot-v1, Breakout-MinAtar, ...)",
+    )
     dq.add_argument("--memory-size", type=int, default=100, help="N (aER: the initial N0)")
     dq.add_argument("--adaptive", action="store_true", help="aER: adapt the memory size (k = 20, n_old = N0/2)")
     dq.add_argument("--sampler", choices=("uniform", "prioritized", "cer"), default="uniform")

@@ -51,7 +51,9 @@ from ``jaxreplay.experiments.dqn`` itself):
 * :mod:`~jaxreplay.experiments.dqn.config`: the static :class:`Setup` (checked
   when made), the traced :class:`Hyperparameters` and their :func:`check`;
 * :mod:`~jaxreplay.experiments.dqn.game`: the environment with its checked
-  parameters, the Q-network sized to it, greedy :func:`evaluate`;
+  parameters, the Q-network sized to it (an MLP, or MinAtar's convolutional
+  network for the ``*-MinAtar`` games, whose 0/1 observations are kept
+  bit-packed), greedy :func:`evaluate`;
 * :mod:`~jaxreplay.experiments.dqn.state`: a run's :class:`DQNState` and :func:`init`;
 * :mod:`~jaxreplay.experiments.dqn.steps`: :func:`advance`, one segment,
   composed of module-level step functions (why the loop is nested: there);
@@ -79,12 +81,17 @@ from jaxreplay.experiments.dqn.config import (
     with_total_steps,
 )
 from jaxreplay.experiments.dqn.game import (
+    NETWORKS,
     check_env_params,
+    check_network,
     environment,
     evaluate,
     example_transition,
+    is_minatar,
     network,
+    network_kind,
     q_values,
+    stored_observation,
 )
 from jaxreplay.experiments.dqn.runs import EXPERIMENT, run, run_batch
 from jaxreplay.experiments.dqn.state import DQNState, init, replay_memory
@@ -113,12 +120,17 @@ __all__ = [
     "check",
     "num_segments",
     "with_total_steps",
+    "NETWORKS",
     "check_env_params",
+    "check_network",
     "environment",
     "evaluate",
     "example_transition",
+    "is_minatar",
     "network",
+    "network_kind",
     "q_values",
+    "stored_observation",
     "DQNState",
     "init",
     "replay_memory",

@@ -20,7 +20,7 @@ from jaxreplay import _validation, adaptive
 from jaxreplay import memory as memory_lib
 from jaxreplay._typing import ArrayLike
 from jaxreplay.agents import dqn as agent
-from jaxreplay.experiments.dqn.game import check_env_params, environment
+from jaxreplay.experiments.dqn.game import check_env_params, check_network, environment
 
 SAMPLERS = memory_lib.KINDS
 """The replay memories DQN runs with, by ``Setup.sampler``: the kinds of :func:`jaxreplay.memory.make`."""
@@ -89,6 +89,13 @@ class Setup:
             correct target). ``False`` treats them as terminal.
         recent_episodes: length of the window of the last training-episode
             returns kept for the summary's ``"recent_return"``.
+        network: the Q-network, one of :data:`~jaxreplay.experiments.dqn.game.NETWORKS`:
+            ``"mlp"`` (ReLU layers of ``hidden_sizes``), ``"minatar_conv"``
+            (MinAtar's DQN network, Young & Tian 2019: a 3×3 convolution of
+            16 filters, a 128-unit ReLU layer; ``hidden_sizes`` unused) or
+            ``"auto"`` (the conv network for the ``*-MinAtar`` games, the MLP
+            otherwise). A MinAtar game's observations are kept bit-packed
+            whichever network reads them (:mod:`~jaxreplay.experiments.dqn.game`).
     """
 
     env_id: str = "CartPole-v1"
@@ -113,6 +120,7 @@ class Setup:
     eval_episodes: int = 0
     truncation_bootstrap: bool = True
     recent_episodes: int = 100
+    network: str = "auto"
 
     def __post_init__(self):
         if isinstance(self.env_params, dict):
@@ -179,6 +187,7 @@ class Setup:
         if int(space.n) < 2:
             problem = f"DQN needs at least 2 actions to choose from, {self.env_id} has {int(space.n)}."
             raise _validation.FieldError("env_id", problem, about=self.env_id)
+        check_network(self)  # FieldError naming network: a conv network on observations it cannot read
 
     @property
     def cycle_length(self) -> int:

@@ -2,10 +2,25 @@
 
 The gymnax environment with its parameters checked against the game's
 defaults (:func:`check_env_params`), the Q-network sized to the game
-(:func:`network`, :func:`q_values`), one stored transition
-(:func:`example_transition`) and greedy evaluation episodes
-(:func:`evaluate`). Everything is a function of the static ``Setup``; the
-environment is built once per ``(env_id, env_params)`` (cached).
+(:func:`network`, :func:`q_values`; ``Setup.network`` picks it, checked by
+:func:`check_network`), how an observation is kept (:func:`stored_observation`),
+one stored transition (:func:`example_transition`) and greedy evaluation
+episodes (:func:`evaluate`). Everything is a function of the static
+``Setup``; the environment is built once per ``(env_id, env_params)`` (cached).
+
+MinAtar (the five ``"*-MinAtar"`` games of gymnax: Asterix, Breakout,
+Freeway, Seaquest, SpaceInvaders). Their observations are ``10 × 10 × C``
+grids of 0/1, kept bit-packed (:mod:`jaxreplay.agents.packing`: ``uint8``,
+``⌈100·C/8⌉`` bytes instead of ``400·C`` as float32), in the replay memory
+and in the run's current observation alike; the network unpacks them to
+float32 at its input. Both ``obs`` and ``next_obs`` stay in every
+transition: packed, the two take a quarter of the bytes one ``bool`` grid
+would (Breakout: 100 bytes a transition against 400), and a transition that
+holds its own next observation stays right across episode ends, time-limit
+truncations (which bootstrap from the final observation, not the reset one),
+memory resizes and n-step windows. ``Setup.network="auto"`` gives these games
+MinAtar's convolutional network (:class:`~jaxreplay.agents.conv.ConvQNetwork`)
+and every other game the MLP.
 """
 
 from __future__ import annotations
@@ -21,6 +36,7 @@ import numpy as np
 from jaxreplay import _validation
 from jaxreplay import envs as envs_lib
 from jaxreplay._typing import ArrayLike
+from jaxreplay.agents import conv, packing
 from jaxreplay.agents import dqn as agent
 
 if TYPE_CHECKING:  # annotations only: config imports this module (a Setup checks its game here)
@@ -139,10 +155,64 @@ def environment(setup: Setup):
     return _environment(setup.env_id, setup.env_params)
 
 
-def network(setup: Setup) -> agent.QNetwork:
-    """The :class:`~jaxreplay.agents.dqn.QNetwork` of ``setup``."""
+NETWORKS = ("auto", "mlp", "minatar_conv")
+"""Values of ``Setup.network``: ``"mlp"`` (:class:`~jaxreplay.agents.dqn.QNetwork`, widths
+``Setup.hidden_sizes``), ``"minatar_conv"`` (:class:`~jaxreplay.agents.conv.ConvQNetwork`,
+MinAtar's DQN network) or ``"auto"`` (the conv network for a MinAtar game, the MLP otherwise)."""
+
+
+def is_minatar(env_id: str) -> bool:
+    """Whether ``env_id`` is one of gymnax's MinAtar games (0/1 grid observations, kept bit-packed)."""
+    return env_id.endswith("-MinAtar")
+
+
+def network_kind(setup: Setup) -> str:
+    """``"mlp"`` or ``"minatar_conv"``: ``setup.network`` with ``"auto"`` resolved by the game."""
+    if setup.network != "auto":
+        return setup.network
+    return "minatar_conv" if is_minatar(setup.env_id) else "mlp"
+
+
+def check_network(setup: Setup) -> None:
+    """Raise :class:`~jaxreplay._validation.FieldError` naming ``network`` unless the game can feed it.
+
+    ``"minatar_conv"`` needs observations of 3 axes ``(H, W, C)`` with ``H``
+    and ``W`` at least its kernel size (3).
+    """
+    _validation.check_choice("network", setup.network, NETWORKS)
+    if network_kind(setup) != "minatar_conv":
+        return  # (no observation shape traced: a Setup of the MLP is made as fast as before)
+    shape = _obs_shape(setup)
+    kernel = conv.ConvQNetwork.kernel_size
+    if len(shape) != 3 or min(shape[:2]) < kernel:
+        problem = (
+            f"the convolutional network needs (height, width, channels) observations of at least {kernel} x "
+            f"{kernel} cells, but {setup.env_id}'s have shape {shape}; use network='mlp' for this game."
+        )
+        raise _validation.FieldError("network", problem, about="minatar_conv")
+
+
+def network(setup: Setup) -> agent.Network:
+    """The Q-network of ``setup`` (:func:`network_kind`), reading observations as :func:`stored_observation` keeps
+    them."""
     env, params = environment(setup)
-    return agent.QNetwork(setup.hidden_sizes, env.num_actions, len(_obs_shape(setup)))
+    shape = _obs_shape(setup)
+    packed = shape if is_minatar(setup.env_id) else None
+    if network_kind(setup) == "minatar_conv":
+        return conv.ConvQNetwork(env.num_actions, packed_shape=packed)
+    return agent.QNetwork(setup.hidden_sizes, env.num_actions, len(shape), packed_shape=packed)
+
+
+def stored_observation(setup: Setup, obs: ArrayLike) -> jax.Array:
+    """``obs`` (``[..., *obs_shape]``, as the environment gives it) as the run keeps it, in its memory and state.
+
+    MinAtar games: bit-packed, ``uint8[..., ⌈prod(obs_shape)/8⌉]``
+    (:func:`jaxreplay.agents.packing.pack`; exact for their 0/1 cells).
+    Other games: ``float32[..., *obs_shape]``.
+    """
+    if is_minatar(setup.env_id):
+        return packing.pack(obs, _obs_shape(setup))
+    return jnp.asarray(obs, jnp.float32)
 
 
 @functools.lru_cache(maxsize=None)
@@ -158,9 +228,10 @@ def _max_episode_steps(setup: Setup) -> int:
 
 
 def example_transition(setup: Setup) -> dict:
-    """One stored transition (zeros): ``obs``/``next_obs`` float32[*obs_shape], ``action`` int32,
-    ``reward`` and ``terminated`` float32."""
-    obs = jnp.zeros(_obs_shape(setup), jnp.float32)
+    """One stored transition (zeros): ``obs``/``next_obs`` as :func:`stored_observation` keeps them
+    (float32[*obs_shape], or uint8[packed bytes] for MinAtar), ``action`` int32, ``reward`` and
+    ``terminated`` float32."""
+    obs = stored_observation(setup, jnp.zeros(_obs_shape(setup), jnp.float32))
     return {"obs": obs, "action": jnp.int32(0), "reward": jnp.float32(0), "next_obs": obs, "terminated": jnp.float32(0)}
 
 
@@ -194,9 +265,9 @@ def evaluate(key: jax.Array, params: agent.Params, setup: Setup) -> jax.Array:
             obs, env_state, reward, terminated, _ = env.step_env(step_key, env_state, action, env_params)
             total = total + jnp.where(done, 0.0, jnp.asarray(reward, jnp.float32))
             done = done | terminated | env.is_truncated(env_state, env_params)
-            return (jnp.asarray(obs, jnp.float32), _strip_weak_types(env_state), total, done), None
+            return (stored_observation(setup, obs), _strip_weak_types(env_state), total, done), None
 
-        carry = (jnp.asarray(obs, jnp.float32), _strip_weak_types(env_state), jnp.float32(0), jnp.bool_(False))
+        carry = (stored_observation(setup, obs), _strip_weak_types(env_state), jnp.float32(0), jnp.bool_(False))
         steps = jax.random.split(steps_key, _max_episode_steps(setup))
         return jax.lax.scan(step, carry, steps)[0][2]
 
@@ -204,5 +275,6 @@ def evaluate(key: jax.Array, params: agent.Params, setup: Setup) -> jax.Array:
 
 
 def q_values(params: agent.Params, obs: ArrayLike, setup: Setup) -> jax.Array:
-    """``Q(obs, ·)`` of the network of ``setup``: ``float32[..., num_actions]``."""
+    """``Q(obs, ·)`` of the network of ``setup``: ``float32[..., num_actions]``, ``obs`` as
+    :func:`stored_observation` keeps it (bit-packed for MinAtar games)."""
     return agent.q_values(network(setup), params, obs)

@@ -17,7 +17,13 @@ from jaxreplay import memory as memory_lib
 from jaxreplay._typing import PyTree
 from jaxreplay.agents import dqn as agent
 from jaxreplay.experiments.dqn.config import Hyperparameters, Setup, as_arrays
-from jaxreplay.experiments.dqn.game import _obs_shape, _strip_weak_types, environment, example_transition, network
+from jaxreplay.experiments.dqn.game import (
+    _strip_weak_types,
+    environment,
+    example_transition,
+    network,
+    stored_observation,
+)
 
 # Independent key streams derived from a run's key (fold_in data).
 _STREAM_STEP, _STREAM_EVAL, _STREAM_PARAMS, _STREAM_RESET = 0, 1, 2, 3
@@ -40,7 +46,8 @@ class DQNState(NamedTuple):
         memory: :class:`~jaxreplay.buffer.BufferState`, or
             :class:`~jaxreplay.prioritized.PrioritizedState` for ``sampler="prioritized"``.
         controller: :class:`~jaxreplay.adaptive.AdaptiveState` (unused unless ``adaptive``).
-        env_state, obs: the environment's state and current observation.
+        env_state, obs: the environment's state and current observation (as
+            :func:`~jaxreplay.experiments.dqn.game.stored_observation` keeps it).
         episode_return: ``float32[]``; return of the current training episode so far.
         recent_returns: ``float32[recent_episodes]``; ring of the last completed
             episodes' returns (slot ``episodes % recent_episodes`` is next).
@@ -88,9 +95,10 @@ def init(key: jax.Array, hparams: Hyperparameters, setup: Setup) -> DQNState:
     hp = as_arrays(hparams)
     env, env_params = environment(setup)
     net = network(setup)
-    params = agent.init_params(jax.random.fold_in(key, _STREAM_PARAMS), net, _obs_shape(setup))
-    opt_state = agent.make_optimizer(setup.optimizer).init(params)
     example = example_transition(setup)
+    obs_kept = example["obs"]  # the network reads observations as they are kept (packed for MinAtar)
+    params = agent.init_params(jax.random.fold_in(key, _STREAM_PARAMS), net, obs_kept.shape, obs_kept.dtype)
+    opt_state = agent.make_optimizer(setup.optimizer).init(params)
     memory = replay_memory(setup, hp).init(example, setup.max_capacity, hp.memory_size)
     obs, env_state = env.reset(jax.random.fold_in(key, _STREAM_RESET), env_params)
     zero_i = jnp.zeros((), jnp.int32)
@@ -101,7 +109,7 @@ def init(key: jax.Array, hparams: Hyperparameters, setup: Setup) -> DQNState:
         memory=memory,
         controller=adaptive.init(setup.subsample_size if setup.adaptive else None),
         env_state=_strip_weak_types(env_state),
-        obs=jnp.asarray(obs, jnp.float32),
+        obs=stored_observation(setup, obs),
         episode_return=jnp.zeros((), jnp.float32),
         recent_returns=jnp.full((setup.recent_episodes,), jnp.nan, jnp.float32),
         episodes=zero_i,

@@ -42,7 +42,7 @@ from jaxreplay import memory as memory_lib
 from jaxreplay._typing import ArrayLike, PyTree
 from jaxreplay.agents import dqn as agent
 from jaxreplay.experiments.dqn.config import RULE_FIXED, RULE_RANDOM, Hyperparameters, Setup, as_arrays
-from jaxreplay.experiments.dqn.game import _strip_weak_types, environment, evaluate, network
+from jaxreplay.experiments.dqn.game import _strip_weak_types, environment, evaluate, network, stored_observation
 from jaxreplay.experiments.dqn.state import _STREAM_EVAL, _STREAM_STEP, DQNState, replay_memory
 from jaxreplay.experiments.dqn.summary import Record, _record_arrays
 
@@ -90,7 +90,7 @@ class _Context(NamedTuple):
     hp: Hyperparameters
     env: gymnax_environment.Environment
     env_params: gymnax_environment.EnvParams
-    net: agent.QNetwork
+    net: agent.Network
     optimizer: optax.GradientTransformation
     loss: agent.LossOptions
     replay: memory_lib.Memory
@@ -198,7 +198,7 @@ def _env_step(ctx: _Context, carry: _Carry) -> _Carry:
         "obs": s.obs,
         "action": action,
         "reward": reward,
-        "next_obs": jnp.asarray(info["final_observation"], jnp.float32),
+        "next_obs": stored_observation(setup, info["final_observation"]),
         "terminated": no_bootstrap.astype(jnp.float32),
     }
     memory = ctx.replay.add(s.memory, transition)
@@ -209,7 +209,7 @@ def _env_step(ctx: _Context, carry: _Carry) -> _Carry:
     s = s._replace(
         memory=memory,
         env_state=_strip_weak_types(env_state),
-        obs=jnp.asarray(obs, jnp.float32),
+        obs=stored_observation(setup, obs),
         episode_return=jnp.where(done, 0.0, episode_return),
         recent_returns=recent,
         episodes=s.episodes + done.astype(jnp.int32),

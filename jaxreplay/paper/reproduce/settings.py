@@ -6,9 +6,11 @@ experiment, which knows nothing of the paper: :func:`paper_setting` builds a
 :class:`~jaxreplay.experiments.dqn.Hyperparameters` for one game and memory
 size; :data:`ENVS` names the paper's games, :data:`PAPER_TOTAL_STEPS` and
 :data:`PAPER_MEMORY_SIZES` hold the run lengths and the memory sizes of the
-paper's figures. Importing this module imports no experiment (the experiment is
-imported when :func:`paper_setting` builds a configuration), so the command line
-can list the games cheaply. Used by
+paper's figures. Beside them, :func:`minatar_setting` is MinAtar's own DQN
+baseline (Young & Tian 2019) on the five gymnax MinAtar games, the paper's
+experiment carried to a harder testbed. Importing this module imports no
+experiment (the experiment is imported when a configuration is built), so the
+command line can list the games cheaply. Used by
 :mod:`jaxreplay.paper.reproduce.dqn`, :mod:`jaxreplay.paper.reproduce.study` and
 ``jaxreplay dqn``.
 """
@@ -22,7 +24,15 @@ from jaxreplay import _validation
 if TYPE_CHECKING:
     from jaxreplay.experiments.dqn import Hyperparameters, Setup
 
-__all__ = ["ENVS", "PAPER_TOTAL_STEPS", "PAPER_MEMORY_SIZES", "OPTIMIZER_READINGS", "paper_setting"]
+__all__ = [
+    "ENVS",
+    "PAPER_TOTAL_STEPS",
+    "PAPER_MEMORY_SIZES",
+    "OPTIMIZER_READINGS",
+    "MINATAR_GAMES",
+    "paper_setting",
+    "minatar_setting",
+]
 
 ENVS = ("CartPole-v1", "MountainCar-v0", "Acrobot-v1")
 """The paper's DQN games (gymnax ids), in the paper's order; every table here is keyed by them."""
@@ -237,5 +247,104 @@ def _tuned_cartpole(memory_size: int, adaptive: bool) -> tuple[Setup, Hyperparam
         target_period=500,
         adaptive_interval=20,  # the paper's k and n_old
         adaptive_num_old=max(1, memory_size // 2),
+    )
+    return setup, hparams
+
+
+MINATAR_GAMES = ("Asterix-MinAtar", "Breakout-MinAtar", "Freeway-MinAtar", "Seaquest-MinAtar", "SpaceInvaders-MinAtar")
+"""The MinAtar games gymnax provides (MinAtar's five; :func:`minatar_setting`)."""
+
+MINATAR_TOTAL_STEPS = 5_000_000
+"""Young & Tian's run length: 5 million frames (one frame per environment step in MinAtar)."""
+
+
+def minatar_setting(
+    env_id: str,
+    memory_size: int = 100_000,
+    *,
+    total_steps: int = MINATAR_TOTAL_STEPS,
+    segments: int = 50,
+    adaptive: bool = False,
+) -> tuple[Setup, Hyperparameters]:
+    """MinAtar's DQN baseline (Young & Tian 2019) on one MinAtar game, as ``(Setup, Hyperparameters)``.
+
+    From Young and Tian's MinAtar paper (its DQN baseline and the
+    hyperparameters it lists): the convolutional network (one 3×3 convolution
+    of 16 filters, a 128-unit ReLU layer; ``network="minatar_conv"``), a
+    replay memory of 100,000 transitions, minibatches of 32, a gradient step
+    every environment step from step 5,000 on (its replay start size), the
+    Huber loss, a target network copied every 1,000 steps, ε from 1 to 0.1
+    over the first 100,000 steps, γ = 0.99, step size 2.5e-4 and 5 million
+    frames. Not theirs: Adam instead of their centered RMSProp (this
+    library's optimizers are Adam and SGD; Obando-Ceron & Castro 2021,
+    *Revisiting Rainbow*, also train MinAtar agents with Adam), with Adam's
+    ε = 3.125e-4 (ours, ``0.01 / 32``, a value common with Adam on Atari-like
+    games, instead of the default 1e-8); greedy evaluation of 10 episodes at each segment end
+    (ours); aER (``adaptive``) with k = 20 and n_old = memory_size / 2,
+    estimated from 1,000 old transitions, as the paper's larger games.
+
+    Args:
+        env_id: one of :data:`MINATAR_GAMES`.
+        memory_size: the fixed memory size, or aER's initial size (the
+            memory allocates ``max(memory_size, 100_000)`` slots, at most
+            ``total_steps``; with packed observations a Breakout slot takes
+            100 + 16 bytes, so 100,000 slots are ~11 MiB a run).
+        total_steps: environment steps per run (a multiple of ``20 ×
+            segments``); shorter runs keep every other number, the ε ramp
+            and the learning start included, unless they do not fit: then
+            the ramp is the first 10% of the run and learning starts at 1%.
+        segments: record points along the run.
+        adaptive: aER on top of uniform replay.
+
+    Returns:
+        ``(setup, hparams)``; ``hparams`` holds Python scalars.
+
+    Raises:
+        ValueError: naming the argument: an unknown game, or a
+            ``total_steps`` / ``memory_size`` / ``segments`` that does not fit.
+    """
+    _validation.check_choice("env_id", env_id, MINATAR_GAMES)
+    for name, value in (("memory_size", memory_size), ("total_steps", total_steps), ("segments", segments)):
+        _validation.check_static_int(name, value, low=1)
+    if total_steps % (20 * segments):
+        raise ValueError(
+            f"total_steps must be a multiple of 20 × segments = {20 * segments} (whole aER cycles in every "
+            f"segment), got {total_steps}."
+        )
+    max_capacity = min(max(memory_size, 100_000), total_steps)
+    if memory_size > max_capacity:
+        raise ValueError(f"memory_size must be <= total_steps ({total_steps}), got {memory_size}.")
+    ramp, start = 100_000, 5_000  # Young & Tian: ε's ramp and the replay start size
+    if ramp > total_steps // 2:  # a short run: keep their proportions to the 5M run's start instead
+        ramp, start = total_steps // 10, max(1, total_steps // 100)
+    setup = _dqn().Setup(
+        env_id=env_id,
+        total_steps=total_steps,
+        steps_per_segment=total_steps // segments,
+        max_capacity=max_capacity,
+        batch_size=32,
+        sampler="uniform",
+        adaptive=adaptive,
+        adaptive_check_every=20,
+        subsample_size=1000,
+        loss="huber",
+        target_update="hard",
+        optimizer="adam",
+        train_frequency=1,
+        eval_episodes=10,
+        network="minatar_conv",
+    )
+    hparams = _dqn().Hyperparameters(
+        memory_size=memory_size,
+        step_size=2.5e-4,
+        discount=0.99,
+        epsilon_start=1.0,
+        epsilon_end=0.1,
+        epsilon_decay_steps=ramp,
+        learning_starts=start,
+        target_period=1_000,
+        adaptive_interval=20,
+        adaptive_num_old=max(1, memory_size // 2),
+        adam_epsilon=3.125e-4,
     )
     return setup, hparams

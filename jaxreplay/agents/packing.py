@@ -1,0 +1,56 @@
+"""Binary observations stored as bits: one ``uint8`` holds eight 0/1 cells.
+
+MinAtar's observations are ``10 × 10 × C`` grids of 0/1 (gymnax hands them
+over as ``float32``: 4 bytes a cell). A replay memory that keeps them as
+float32 spends 32 bits on each bit; :func:`pack` keeps them as ``uint8[⌈n/8⌉]``
+(``n`` cells; 50 bytes for Breakout's 400 cells, 1/32 of float32 and 1/8 of
+``bool``), and :func:`unpack` restores them exactly, as ``float32``, where a
+network reads them (the networks of :mod:`jaxreplay.agents.dqn` and
+:mod:`jaxreplay.agents.conv` unpack their input when given ``packed_shape``).
+Both are pure and work on any leading (batch) axes.
+"""
+
+from __future__ import annotations
+
+import math
+
+import jax
+import jax.numpy as jnp
+
+from jaxreplay._typing import ArrayLike
+
+
+def packed_size(obs_shape: tuple[int, ...]) -> int:
+    """Bytes of one packed observation of shape ``obs_shape``: ``⌈prod(obs_shape) / 8⌉``."""
+    return -(-math.prod(obs_shape) // 8)
+
+
+def pack(obs: ArrayLike, obs_shape: tuple[int, ...]) -> jax.Array:
+    """``obs`` (``[..., *obs_shape]``, every cell 0 or 1) as bits: ``uint8[..., packed_size(obs_shape)]``.
+
+    A cell is stored as 1 where it is nonzero, so only 0/1 observations come
+    back unchanged from :func:`unpack`.
+
+    Raises:
+        ValueError: ``obs`` does not end in ``obs_shape`` (when traced).
+    """
+    obs = jnp.asarray(obs)
+    ndim = len(obs_shape)
+    if tuple(obs.shape[obs.ndim - ndim :]) != tuple(obs_shape):
+        raise ValueError(f"obs must end in the observation shape {tuple(obs_shape)}, got shape {obs.shape}.")
+    cells = obs.reshape(*obs.shape[: obs.ndim - ndim], -1) != 0
+    return jnp.packbits(cells, axis=-1)
+
+
+def unpack(packed: ArrayLike, obs_shape: tuple[int, ...]) -> jax.Array:
+    """The observations of :func:`pack`'s bits: ``float32[..., *obs_shape]`` of 0.0 and 1.0."""
+    packed = jnp.asarray(packed, jnp.uint8)
+    cells = jnp.unpackbits(packed, axis=-1, count=math.prod(obs_shape))
+    return cells.reshape(*packed.shape[:-1], *obs_shape).astype(jnp.float32)
+
+
+def network_input(obs: ArrayLike, packed_shape: tuple[int, ...] | None) -> jax.Array:
+    """What a network computes on: ``obs`` as ``float32``, unpacked first where ``packed_shape`` is given."""
+    if packed_shape is None:
+        return jnp.asarray(obs, jnp.float32)
+    return unpack(obs, packed_shape)
