@@ -52,11 +52,18 @@ def main(argv: list[str] | None = None) -> int:
     sections = []
     headlines = []
     readme_extra = []  # blocks a module adds to the --readme block (the roofline table)
+    failed: list[str] = []
     for name in names:
         module = importlib.import_module(BENCHMARKS[name])
         progress(f"== {name}: {module.TITLE} ({args.mode})")
         t0 = time.perf_counter()
-        body = module.run(args.mode, progress)
+        try:
+            body = module.run(args.mode, progress)
+        except Exception as e:  # one failed benchmark (a failed agreement check) must not lose the others' numbers
+            failed.append(name)
+            message = " ".join(f"{type(e).__name__}: {e}".split())
+            progress(f"  FAILED: {message}")
+            body = f"**Failed**: {message}"
         elapsed = time.perf_counter() - t0
         sections.append(f"## {module.TITLE}\n\n{body}\n\n_`{name}` took {elapsed:.0f} s._")
         headlines += [[f"`{name}`", *row] for row in getattr(module, "HEADLINES", [])]
@@ -96,7 +103,9 @@ def main(argv: list[str] | None = None) -> int:
         name = "benchmarks" if backend == "cpu" else f"benchmarks-{backend}"
         atomic_write_text(args.readme, replace_block(text, name, block))  # never a truncated README
         progress(f"updated {args.readme}")
-    return 0
+    if failed:
+        progress(f"failed: {', '.join(failed)} (their sections say why)")
+    return 1 if failed else 0
 
 
 if __name__ == "__main__":

@@ -12,6 +12,6 @@ python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --tar
 export PYTHONPATH=/tmp/site:$PWD PYTHONUNBUFFERED=1 XLA_PYTHON_CLIENT_PREALLOCATE=false
 { nvidia-smi --query-gpu=name,memory.total --format=csv,noheader; python3 -m jaxreplay info; } > "$OUT/gpu_info.txt" 2>&1
 t0=$(date +%s)
-python3 -m benchmarks --quick "$@" --out "$OUT/benchmarks_gpu_quick.md" --readme README.md 2> "$OUT/benchmarks_gpu.log"
+python3 -m benchmarks --quick "$@" --out "$OUT/benchmarks_gpu_quick.md" --readme docs/benchmarks.md 2> "$OUT/benchmarks_gpu.log"
 echo "exit $? in $(( $(date +%s) - t0 )) s" >> "$OUT/benchmarks_gpu.log"
-cp README.md "$OUT/README.md"
+cp docs/benchmarks.md "$OUT/benchmarks.md"

@@ -8,7 +8,7 @@ it matters: a batch of the reproduction's ER contour-grid solves (random
 (N, m) at α = 1e-3, γ = 0, saved at every step of T = 1000) solved once on
 the host CPU and, when JAX's default backend is an accelerator, once on it
 (``with jax.default_device(accelerator)``), each after a warm-up call that
-compiles it. The two must agree (same solver, float64): checked to 1e-9.
+compiles it. The two must agree (same solver, float64): checked to rtol 1e-6, atol 1e-10.
 """
 
 from __future__ import annotations
@@ -69,13 +69,17 @@ def run(mode_name: str = "quick", progress: Callable[[str], None] = lambda s: pr
     if backend != "cpu":
         progress(f"  {backend}: {configs} solves")
         accelerator = _solve_seconds(memory_size, batch_size, jax.devices()[0])
-        np.testing.assert_allclose(accelerator[2], host[2], rtol=1e-9, atol=1e-12)
+        # The adaptive solver picks its steps from float sums that round differently per platform, so the two
+        # agree to the global error its local tolerances (rtol 1e-10, atol 1e-13 per step) allow, not bit for bit.
+        np.testing.assert_allclose(accelerator[2], host[2], rtol=1e-6, atol=1e-10)
         rows.append([f"{jax.devices()[0].device_kind} (`jax.default_device`)", f"{accelerator[0]:.2f} s",
                      f"{accelerator[1]:.2f} s", f"{accelerator[1] / configs * 1e3:.3g} ms"])
         ratio = accelerator[1] / host[1]
         HEADLINES.append(["ODE theory grid: accelerator time ÷ host-CPU time (> 1: the host default is right)",
                           f"{ratio:.1f}×", "> 1×"])
-        text.append(f"The accelerator takes **{ratio:.1f}×** the host CPU's time; the metrics agree to 1e-9.")
+        worst = float(np.max(np.abs(accelerator[2] - host[2])))
+        text.append(f"The accelerator takes **{ratio:.1f}×** the host CPU's time; the metrics agree to rtol 1e-6, "
+                    f"atol 1e-10 (largest difference {worst:.1e}).")
     else:
         text.append("No accelerator: the host CPU is the only device, nothing to compare.")
     table = _timing.markdown_table(["where", "first call (compile + solve)", "second call", "per solve"], rows)
