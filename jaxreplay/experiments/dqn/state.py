@@ -91,6 +91,8 @@ def init(key: jax.Array, hparams: Hyperparameters, setup: Setup) -> DQNState:
     params = agent.init_params(jax.random.fold_in(key, _STREAM_PARAMS), net, _obs_shape(setup))
     opt_state = agent.make_optimizer(setup.optimizer).init(params)
     example = example_transition(setup)
+    if setup.max_n_step > 1:  # the flag n-step windows stop at (bootstrapping); not stored otherwise
+        example = {**example, "truncated": jnp.float32(0)}
     memory = replay_memory(setup, hp).init(example, setup.max_capacity, hp.memory_size)
     obs, env_state = env.reset(jax.random.fold_in(key, _STREAM_RESET), env_params)
     zero_i = jnp.zeros((), jnp.int32)

@@ -37,11 +37,18 @@ from typing import TYPE_CHECKING, NamedTuple
 import jax
 import jax.numpy as jnp
 
-from jaxreplay import adaptive, buffer
+from jaxreplay import adaptive, buffer, returns
 from jaxreplay import memory as memory_lib
 from jaxreplay._typing import ArrayLike, PyTree
 from jaxreplay.agents import dqn as agent
-from jaxreplay.experiments.dqn.config import RULE_FIXED, RULE_RANDOM, Hyperparameters, Setup, as_arrays
+from jaxreplay.experiments.dqn.config import (
+    RULE_FIXED,
+    RULE_RANDOM,
+    Hyperparameters,
+    Setup,
+    as_arrays,
+    effective_replay_ratio,
+)
 from jaxreplay.experiments.dqn.game import _strip_weak_types, environment, evaluate, network
 from jaxreplay.experiments.dqn.state import _STREAM_EVAL, _STREAM_STEP, DQNState, replay_memory
 from jaxreplay.experiments.dqn.summary import Record, _record_arrays
@@ -84,6 +91,8 @@ class _Context(NamedTuple):
         replay: the replay memory with its hyperparameters bound (:func:`replay_memory`).
         controller: aER's controller with its settings bound (consulted only with ``setup.adaptive``).
         start_capacity: ``int32[]``; the memory's capacity when the segment starts.
+        replay_ratio: ``float32[]``; ``hp.replay_ratio`` clipped into ``[0, setup.max_replay_ratio]``
+            (:func:`~jaxreplay.experiments.dqn.config.effective_replay_ratio`).
     """
 
     setup: Setup
@@ -96,6 +105,7 @@ class _Context(NamedTuple):
     replay: memory_lib.Memory
     controller: adaptive.Controller
     start_capacity: jax.Array
+    replay_ratio: jax.Array
 
 
 # A carry of the step functions: the run's state and the segment's sums.
@@ -134,6 +144,7 @@ def _context(state: DQNState, hparams: Hyperparameters, setup: Setup) -> _Contex
         replay=replay,
         controller=_aer_controller(hp, setup),
         start_capacity=replay.buffer(state.memory).capacity,
+        replay_ratio=effective_replay_ratio(hp.replay_ratio, setup)[0],
     )
 
 
@@ -201,6 +212,8 @@ def _env_step(ctx: _Context, carry: _Carry) -> _Carry:
         "next_obs": jnp.asarray(info["final_observation"], jnp.float32),
         "terminated": no_bootstrap.astype(jnp.float32),
     }
+    if setup.max_n_step > 1:  # an n-step window stops at any episode end; it bootstraps unless terminated
+        transition["truncated"] = ((terminated | truncated) & ~no_bootstrap).astype(jnp.float32)
     memory = ctx.replay.add(s.memory, transition)
     done = terminated | truncated
     episode_return = s.episode_return + reward
@@ -226,36 +239,78 @@ def _env_step(ctx: _Context, carry: _Carry) -> _Carry:
     return s, acc
 
 
-def _update_target(ctx: _Context, s: DQNState, params: agent.Params, do_train: jax.Array):
-    """``(target_params, copied)`` after a gradient step that moved the online network to ``params``.
-
-    ``do_train`` (``bool[]``) says whether the step counts (``learning_starts``
-    reached); ``copied`` (``bool[]``) whether it counts as a target update:
-    a hard copy when a multiple of ``target_period`` lies in
-    ``(t - train_frequency, t]``, or every counted Polyak update.
-    """
-    hp, setup = ctx.hp, ctx.setup
-    if setup.target_update == "hard":
-        crossed = s.step // hp.target_period > (s.step - setup.train_frequency) // hp.target_period
-        copied = do_train & crossed
-        return agent.hard_target_update(params, s.target_params, copied), copied
-    polyak = agent.polyak_target_update(params, s.target_params, hp.target_tau)
-    return _select(do_train, polyak, s.target_params), do_train
-
-
-def _train(ctx: _Context, carry: _Carry) -> _Carry:
-    """One gradient step on a sampled minibatch (masked before ``learning_starts``), the sampled
-    transitions' priorities stored and the target network updated."""
+def _copy_target_by_steps(ctx: _Context, carry: _Carry) -> _Carry:
+    """The hard target copy at the end of a unit, once ``learning_starts`` is reached: when a multiple
+    of ``target_period`` lies in ``(t - train_frequency, t]`` (``t`` environment steps done)."""
     s, acc = carry
     hp, setup = ctx.hp, ctx.setup
-    # Keys of the unit's last step (index s.step - 1): one draw per unit.
+    crossed = s.step // hp.target_period > (s.step - setup.train_frequency) // hp.target_period
+    copied = (s.step >= hp.learning_starts) & crossed
+    target = agent.hard_target_update(s.params, s.target_params, copied)
+    return s._replace(target_params=target, target_copies=s.target_copies + copied.astype(jnp.int32)), acc
+
+
+def _update_target(ctx: _Context, s: DQNState, params: agent.Params, counted: jax.Array):
+    """``(target_params, copied)`` after an update slot that moved the online network to ``params``
+    (``counted``, ``bool[]``: the update was made): a Polyak step after every counted update, or (with
+    ``target_period_in_updates``) a hard copy after every ``target_period``-th. Hard copies counted in
+    steps are made at the end of the unit (:func:`_copy_target_by_steps`)."""
+    hp, setup = ctx.hp, ctx.setup
+    if setup.target_update == "polyak":
+        polyak = agent.polyak_target_update(params, s.target_params, hp.target_tau)
+        return _select(counted, polyak, s.target_params), counted
+    if setup.target_period_in_updates:
+        copied = counted & ((s.gradient_steps + 1) % hp.target_period == 0)
+        return agent.hard_target_update(params, s.target_params, copied), copied
+    return s.target_params, jnp.bool_(False)
+
+
+def _minibatch(ctx: _Context, memory: memory_lib.MemoryState, indices: jax.Array):
+    """``(batch, loss)``: the transitions of the sampled starts and the loss options of their targets.
+
+    With ``max_n_step == 1`` the stored transitions and ``ctx.loss`` as they
+    are (1-step targets). Otherwise the targets are n-step
+    (:func:`jaxreplay.returns.n_step`): the batch's reward is the discounted
+    sum, its next observation the one stored with the last summed transition,
+    its ``terminated`` 0, and the loss's discount the per-start ``γ^k`` (0
+    after a termination), so ``reward + discount · (1 - terminated) · V`` is
+    the n-step target.
+    """
+    stored = ctx.replay.buffer(memory)
+    batch = buffer.get(stored, indices)
+    if ctx.setup.max_n_step == 1:
+        return batch, ctx.loss
+    pieces, last = returns.n_step(stored, indices, ctx.hp.n_step, ctx.hp.discount, ctx.setup.max_n_step)
+    n_step_batch = {
+        **batch,
+        "reward": pieces.reward,
+        "next_obs": stored.storage["next_obs"][last],
+        "terminated": jnp.zeros_like(pieces.reward),
+    }
+    return n_step_batch, ctx.loss._replace(discount=pieces.discount)
+
+
+def _train(ctx: _Context, carry: _Carry, slot: ArrayLike, due: jax.Array) -> _Carry:
+    """Update slot ``slot`` of a unit: one gradient step on a sampled minibatch if the slot is among the
+    ``due`` updates of the unit and ``learning_starts`` is reached (else masked), the sampled starts'
+    priorities stored and the target network updated (:func:`_update_target`).
+
+    ``slot`` is 0 (a Python int) or an unbatched scan index: slot 0 draws with
+    the unit's sampling key, slot ``j > 0`` with ``fold_in(key, j)``, so a run
+    draws the same minibatches whatever ``max_updates_per_unit``.
+    """
+    s, acc = carry
+    hp, setup = ctx.hp, ctx.setup
+    # Keys of the unit's last step (index s.step - 1): one draw per update slot.
     _, _, sample_key, _ = _step_keys(s._replace(step=s.step - 1))
-    do_train = s.step >= hp.learning_starts
+    if not (isinstance(slot, int) and slot == 0):
+        sample_key = jax.lax.select(slot == 0, sample_key, jax.random.fold_in(sample_key, slot))
+    do_train = (s.step >= hp.learning_starts) & (slot < due)
     memory = s.memory
     sample = ctx.replay.sample(sample_key, memory, setup.batch_size)
-    batch = buffer.get(ctx.replay.buffer(memory), sample.indices)
+    batch, loss_options = _minibatch(ctx, memory, sample.indices)
     params, opt_state, loss, delta = agent.train_step(
-        ctx.net, ctx.optimizer, s.params, s.target_params, s.opt_state, batch, sample.weights, hp.step_size, ctx.loss
+        ctx.net, ctx.optimizer, s.params, s.target_params, s.opt_state, batch, sample.weights, hp.step_size, loss_options
     )
     params, opt_state = _select(do_train, params, s.params), _select(do_train, opt_state, s.opt_state)
     # Slot -1 is skipped: a masked step stores nothing (uniform replay stores no priorities at all).
@@ -277,10 +332,35 @@ def _train(ctx: _Context, carry: _Carry) -> _Carry:
     return s, acc
 
 
+def _updates_due(ctx: _Context, step: jax.Array) -> jax.Array:
+    """``int32[]``: the gradient updates due in the unit that ended after ``step`` environment steps:
+    ``D(step) - D(step - train_frequency)`` with ``D(t) = floor(float32(t) × ratio)``, so ``D(T)``
+    updates are due in the first ``T`` steps, the fractions carried from unit to unit."""
+
+    def due_after(t):
+        return jnp.floor(t.astype(jnp.float32) * ctx.replay_ratio)
+
+    return (due_after(step) - due_after(step - ctx.setup.train_frequency)).astype(jnp.int32)
+
+
+def _updates(ctx: _Context, carry: _Carry) -> _Carry:
+    """The unit's ``max_updates_per_unit`` update slots (those beyond the due ones masked), then the
+    hard target copy counted in steps."""
+    setup = ctx.setup
+    due = _updates_due(ctx, carry[0].step)
+    if setup.max_updates_per_unit == 1:
+        carry = _train(ctx, carry, 0, due)
+    else:
+        carry = _scan_indexed(lambda c, j: _train(ctx, c, j, due), carry, 0, setup.max_updates_per_unit)
+    if setup.target_update == "hard" and not setup.target_period_in_updates:
+        carry = _copy_target_by_steps(ctx, carry)
+    return carry
+
+
 def _unit(ctx: _Context, carry: _Carry, index: jax.Array) -> _Carry:
-    """``train_frequency`` environment steps, then one gradient step (isolated: :func:`_isolated`)."""
+    """``train_frequency`` environment steps, then the update slots (isolated: :func:`_isolated`)."""
     carry = _repeat(functools.partial(_env_step, ctx), carry, ctx.setup.train_frequency)
-    return _isolated(index, functools.partial(_train, ctx), carry)
+    return _isolated(index, functools.partial(_updates, ctx), carry)
 
 
 def _consult_adaptive(ctx: _Context, carry: _Carry) -> _Carry:
