@@ -374,8 +374,11 @@ def check(hparams: Hyperparameters, setup: Setup) -> None:
 def _check_at_most(name: str, value: ArrayLike, high: float, bound: str, advice: str) -> None:
     """FieldError naming ``name`` if a concrete entry of ``value`` (already checked to be a number) exceeds ``high``."""
     arr = _validation.concrete_value(value)
-    if arr is not None and np.any(np.asarray(arr, np.float64) > high):
-        raise _validation.FieldError(name, f"must be at most {bound}, got {value!r}; {advice} to allow it.")
+    # Compared in float32, the dtype it runs in: 0.7 with 7 slots per 10 steps is the bound float32(0.7).
+    # (Capped below float32's largest first: a NumPy cast overflowing to inf would warn.)
+    if arr is not None and np.any(np.minimum(np.asarray(arr, np.float64), 1e38).astype(np.float32) > np.float32(high)):
+        shown = _validation._show(np.asarray(arr))  # Python numbers, not NumPy reprs
+        raise _validation.FieldError(name, f"must be at most {bound}, got {shown}; {advice} to allow it.")
 
 
 def effective_replay_ratio(replay_ratio: ArrayLike, setup: Setup) -> tuple[jax.Array, jax.Array]:

@@ -4,9 +4,11 @@
 setup, the hyperparameters as arrays, the environment, the network, the
 optimizer, the replay memory and aER's controller) and scans the step
 functions over the run's state and the segment's sums: :func:`_env_step`
-(one ε-greedy environment step), :func:`_train` (one gradient step and the
-target update), :func:`_unit` (``train_frequency`` of the first, then the
-second), :func:`_consult_adaptive` (aER) and :func:`_cycle` (units, then one
+(one ε-greedy environment step), :func:`_train` (one update slot: a masked
+gradient step on a minibatch of 1-step or n-step targets, :func:`_minibatch`,
+and the target update), :func:`_updates` (a unit's update slots),
+:func:`_unit` (``train_frequency`` environment steps, then the updates),
+:func:`_consult_adaptive` (aER) and :func:`_cycle` (units, then one
 consultation).
 
 Why the step loop is nested. Under ``vmap`` a ``lax.cond`` whose predicate
@@ -14,8 +16,9 @@ differs per run becomes a ``select`` that runs both branches every time. The
 gradient step and the aER check would then be computed at every environment
 step. Instead a segment is a ``lax.scan`` over *cycles* with a static shape:
 a cycle is ``adaptive_check_every / train_frequency`` *units*, a unit is
-``train_frequency`` environment steps followed by one (masked) gradient step,
-and the aER controller is consulted once at the end of each cycle. The
+``train_frequency`` environment steps followed by ``max_updates_per_unit``
+(masked) update slots, and the aER controller is consulted once at the end of
+each cycle. The
 controller itself fires only when ``t`` is a multiple of the traced
 ``adaptive_interval``, which must therefore be a multiple of the static
 ``adaptive_check_every`` (``check`` says so). A consultation costs its TD
@@ -27,6 +30,27 @@ and the aER consultation sit behind an always-true ``lax.cond`` on the
 (unbatched) scan index, a boundary XLA does not fuse across: without it XLA
 fused the minibatch gather with the preceding buffer write and copied whole
 buffer leaves at every step (see ``_isolated``; 4.5x slower at 10^4 slots).
+
+The replay ratio ρ (traced) is gradient updates per environment step. The
+updates due in a unit that ends after ``t`` steps are ``D(t) - D(t - F)``
+(``F = train_frequency``, ``D(t) = floor(float32(t) · ρ)``), so ``D(T)``
+updates are due in ``T`` steps whatever the unit, fractions carried over:
+ρ = 0.25 updates at every 4th step, ρ = 4 four times per step. The unit runs
+the static ``max_updates_per_unit`` slots and masks those beyond the due
+ones, so runs of different ratios share one program and every run pays for
+the bound. Slot ``j`` draws its minibatch with ``fold_in(key, j)`` (slot 0:
+the unit's key itself), so a run's draws do not depend on the bound, and at
+ρ = 1, F = 1 and one slot the program computes what it did before the ratio
+existed. Hard target copies counted in steps come after the unit's updates.
+
+n-step targets (``Setup.max_n_step > 1``) are read at sample time
+(:func:`jaxreplay.returns.n_step`) for every update, the TD error of a start's
+n-step target updates that start's stored priority. aER's consultation keeps
+1-step TD errors whatever ``n_step``: Algorithm 2 compares the network's fit
+to the stored transitions at two times, which the 1-step error measures
+alone; an n-step error would mix in the rewards of the successors (which
+change as the memory is written and resized) and make aER's decisions, and
+a sweep's comparison of memory sizes, depend on n.
 """
 
 from __future__ import annotations
@@ -310,7 +334,15 @@ def _train(ctx: _Context, carry: _Carry, slot: ArrayLike, due: jax.Array) -> _Ca
     sample = ctx.replay.sample(sample_key, memory, setup.batch_size)
     batch, loss_options = _minibatch(ctx, memory, sample.indices)
     params, opt_state, loss, delta = agent.train_step(
-        ctx.net, ctx.optimizer, s.params, s.target_params, s.opt_state, batch, sample.weights, hp.step_size, loss_options
+        ctx.net,
+        ctx.optimizer,
+        s.params,
+        s.target_params,
+        s.opt_state,
+        batch,
+        sample.weights,
+        hp.step_size,
+        loss_options,
     )
     params, opt_state = _select(do_train, params, s.params), _select(do_train, opt_state, s.opt_state)
     # Slot -1 is skipped: a masked step stores nothing (uniform replay stores no priorities at all).
@@ -443,7 +475,9 @@ def advance(state: DQNState, hparams: Hyperparameters, setup: Setup) -> tuple[DQ
         ``(state, record)``; ``record`` maps each name of :func:`~jaxreplay.experiments.dqn.summary.record_dims` to
         an array with a leading axis of length 1 (this segment). Cost per
         step: one forward pass, one environment step, a buffer add; per
-        ``train_frequency`` steps one gradient step on ``batch_size``; per
+        ``train_frequency`` steps ``max_updates_per_unit`` gradient steps on
+        ``batch_size`` (masked beyond the due ones; with ``max_n_step > 1``
+        plus ``batch_size × max_n_step`` scalar gathers each); per
         ``adaptive_check_every`` steps an aER consultation; per segment
         ``eval_episodes × max_steps_in_episode`` forward passes.
     """
