@@ -235,3 +235,36 @@ def test_n_step_learns_the_chain_probes_values_with_target_copies_counted_in_upd
     np.testing.assert_allclose(truth[:, 0], [3.0, 4.0, 6.0, 10.0])
     q = np.asarray(jax.vmap(lambda p: dqn.q_values(p, positions, setup))(state.params))
     np.testing.assert_allclose(q, np.broadcast_to(truth, q.shape), atol=0.02)
+
+
+def test_cli_n_step_and_replay_ratio_set_the_run_and_its_static_bounds(capsys):
+    """`jaxreplay dqn --n-step N --replay-ratio ρ`: n and ρ traced, the bounds just large enough (the tuned
+    CartPole updates at unit ends of 10 steps: ρ = 0.5 needs 5 slots); without them the setting's own."""
+    from jaxreplay import cli
+    from jaxreplay.cli import dqn as dqn_command
+
+    parser = cli.build_parser()
+    setup, hp = dqn_command._read_setting(
+        parser.parse_args(["dqn", "--tuned", "--n-step", "3", "--replay-ratio", "0.5"])
+    )
+    assert (setup.max_n_step, hp.n_step, setup.train_frequency, setup.max_updates_per_unit, hp.replay_ratio) == (
+        3,
+        3,
+        10,
+        5,
+        0.5,
+    )
+    setup, hp = dqn_command._read_setting(parser.parse_args(["dqn", "--tuned"]))
+    assert (setup.max_n_step, hp.n_step, setup.max_updates_per_unit, hp.replay_ratio) == (1, 1, 1, 0.1)
+    dqn.check(hp, setup)
+    setup, hp = dqn_command._read_setting(parser.parse_args(["dqn", "--replay-ratio", "0.7"]))
+    dqn.check(hp._replace(replay_ratio=0.7), dataclasses.replace(setup, train_frequency=10, max_updates_per_unit=7))
+    before = COMPILE_EVENTS.lowerings
+    for args, message in (
+        (["--n-step", "0"], "--n-step must be >= 1, got 0."),
+        (["--replay-ratio", "nan"], "--replay-ratio must be a number in (0, 2**20]"),
+        (["--replay-ratio", "-1"], "--replay-ratio must be a number in (0, 2**20]"),
+    ):
+        assert cli.main(["dqn", "--quiet", "--seeds", "1", *args]) == 2
+        assert message in capsys.readouterr().err
+    assert COMPILE_EVENTS.lowerings == before
