@@ -79,6 +79,7 @@ from jaxreplay.experiments.dqn.config import (
     as_arrays,
     broadcast_hyperparameters,
     check,
+    effective_replay_ratio,
     num_segments,
     with_total_steps,
 )
@@ -115,6 +116,7 @@ __all__ = [
     "as_arrays",
     "broadcast_hyperparameters",
     "check",
+    "effective_replay_ratio",
     "num_segments",
     "with_total_steps",
     "check_env_params",

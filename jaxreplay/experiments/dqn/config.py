@@ -3,8 +3,10 @@
 A :class:`Setup` checks itself when it is made (a ``ValueError`` naming the
 field); :func:`check` checks concrete hyperparameters against a setup before
 anything is compiled. :func:`as_arrays` and :func:`broadcast_hyperparameters`
-give the hyperparameters their canonical dtypes; :func:`num_segments` and
-:func:`with_total_steps` read and change a setup's run length.
+give the hyperparameters their canonical dtypes; :func:`effective_replay_ratio`
+is the replay ratio a run uses (a traced one clipped and flagged);
+:func:`num_segments` and :func:`with_total_steps` read and change a setup's
+run length.
 """
 
 from __future__ import annotations
