@@ -66,7 +66,8 @@ def _program(setup, hparams, seeds: int) -> _timing.Program:
         states, _ = jax.vmap(dqn.advance, in_axes=(0, 0, None))(states, hp, setup)
         return states, hp
 
-    return _timing.compile_program(segment, (states, jax.tree.map(jax.numpy.asarray, hparams)))
+    # Not donated: a fresh state shares leaves (the target network is the online one).
+    return _timing.compile_program(segment, (states, jax.tree.map(jax.numpy.asarray, hparams)), donate=False)
 
 
 def _updates(program: _timing.Program) -> int:
