@@ -268,3 +268,33 @@ def test_cli_n_step_and_replay_ratio_set_the_run_and_its_static_bounds(capsys):
         assert cli.main(["dqn", "--quiet", "--seeds", "1", *args]) == 2
         assert message in capsys.readouterr().err
     assert COMPILE_EVENTS.lowerings == before
+
+
+def test_sweeps_stored_before_n_step_and_ratio_keep_their_fingerprint():
+    """The committed paper-scale CartPole sweep, declared again with a full Setup (its new fields at their
+    defaults) and n_step = 1, replay_ratio = 1.0 fixed: the same fingerprint (and folder name) as stored;
+    another ratio is another sweep."""
+    import json
+    import pathlib
+
+    from jaxreplay.engine import sweep as sweep_lib
+
+    path = pathlib.Path(__file__).parents[1] / "docs/paper_scale/dqn/CartPole-v1/sweeps/fixed-1aab90dd7c/sweep.json"
+    stored = json.loads(path.read_text())
+    config = stored["config"]
+    setup = dqn.Setup(**{k: tuple(v) if isinstance(v, list) else v for k, v in config["setup"].items()})
+    fixed = {**config["fixed"], "n_step": 1, "replay_ratio": 1.0}
+    sweep = sweep_lib.Sweep(
+        "dqn", seeds=config["seeds"], seed=config["seed"], setup=setup, fixed=fixed, points=config["points"]
+    )
+    assert sweep.fingerprint() == stored["fingerprint"]
+    assert "max_n_step" not in sweep.to_dict()["setup"] and "replay_ratio" not in sweep.to_dict()["fixed"]
+    other = sweep_lib.Sweep(
+        "dqn",
+        seeds=config["seeds"],
+        seed=config["seed"],
+        setup=setup,
+        fixed={**fixed, "replay_ratio": 0.5},
+        points=config["points"],
+    )
+    assert other.fingerprint() != stored["fingerprint"]

@@ -37,8 +37,9 @@ from jaxreplay import _extras  # noqa: E402
 _extras.require("jaxreplay.experiments", "rl")
 
 
-from collections.abc import Callable
-from typing import NamedTuple
+from collections.abc import Callable, Mapping
+from types import MappingProxyType
+from typing import Any, NamedTuple
 
 from jaxreplay._typing import PyTree
 
@@ -61,6 +62,12 @@ class Experiment(NamedTuple):
         summary_dims: ``summary_dims(setup) -> {name: dims}`` (``()`` for scalars).
         coords: ``coords(setup) -> {dim: values}``: coordinates of record/summary
             dims (e.g. the step number of each recorded point).
+        added_defaults: ``{field: default}`` of ``Setup`` fields and
+            hyperparameters added after sweeps were stored: a sweep's
+            canonical config (and so its fingerprint and folder name) leaves
+            such a field out while it holds this value, so a stored sweep of
+            an older version keeps its fingerprint (the default computes what
+            that version did).
     """
 
     name: str
@@ -75,6 +82,7 @@ class Experiment(NamedTuple):
     record_dims: Callable[..., dict]
     summary_dims: Callable[..., dict]
     coords: Callable[..., dict]
+    added_defaults: Mapping[str, Any] = MappingProxyType({})
 
     @property
     def hyperparameter_names(self) -> tuple[str, ...]:
