@@ -298,3 +298,25 @@ def test_sweeps_stored_before_n_step_and_ratio_keep_their_fingerprint():
         points=config["points"],
     )
     assert other.fingerprint() != stored["fingerprint"]
+
+
+def test_a_study_written_today_lists_the_settings_a_committed_study_lists():
+    """The study writer's settings leave out the new fields at their defaults (the committed study.json's
+    keys); a non-default value is kept, and a bool never stands for an int default."""
+    import json
+    import pathlib
+
+    committed = json.loads((pathlib.Path(__file__).parents[1] / "docs/study/CartPole-v1/study.json").read_text())
+    experiment = dqn.EXPERIMENT
+    assert list(experiment.without_added_defaults(dataclasses.asdict(dqn.Setup()))) == list(
+        committed["settings"]["setup"]
+    )
+    hp = dqn.Hyperparameters()._asdict()
+    assert "n_step" not in experiment.without_added_defaults(
+        hp
+    ) and "replay_ratio" not in experiment.without_added_defaults(hp)
+    kept = experiment.without_added_defaults(
+        {"max_n_step": 3, "replay_ratio": np.float32(0.5), "max_updates_per_unit": True}
+    )
+    assert kept == {"max_n_step": 3, "replay_ratio": np.float32(0.5), "max_updates_per_unit": True}
+    assert experiment.without_added_defaults({"replay_ratio": np.float32(1.0)}) == {}

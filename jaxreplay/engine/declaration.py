@@ -205,8 +205,8 @@ class Sweep:
             "experiment": self.experiment,
             "seeds": int(self.seeds),
             "seed": int(self.seed),
-            "setup": {k: _plain(v) for k, v in self.setup.items() if not self._added_default(k, v)},
-            "fixed": {k: _plain(v) for k, v in self.fixed.items() if not self._added_default(k, v)},
+            "setup": {k: _plain(v) for k, v in self.exp.without_added_defaults(self.setup).items()},
+            "fixed": {k: _plain(v) for k, v in self.exp.without_added_defaults(self.fixed).items()},
         }
         if self.points is not None:
             out["points"] = [{k: _plain(v) for k, v in p.items()} for p in self.points]
@@ -215,12 +215,6 @@ class Sweep:
         if not self.record.is_default:  # (left out by default: a sweep's config and fingerprint as before)
             out["record"] = self.record.to_table()
         return out
-
-    def _added_default(self, name: str, value) -> bool:
-        """Whether ``name`` is a field added after sweeps were stored, holding its default
-        (:attr:`~jaxreplay.experiments.Experiment.added_defaults`): left out of the canonical config."""
-        added = self.exp.added_defaults
-        return name in added and type(_plain(value)) is type(added[name]) and _plain(value) == added[name]
 
     def to_toml(self) -> str:
         """The sweep as TOML text; :meth:`from_toml` reads it back as the same sweep (same fingerprint).

@@ -43,6 +43,8 @@ from typing import Any, NamedTuple
 
 from jaxreplay._typing import PyTree
 
+_ABSENT = object()
+
 
 class Experiment(NamedTuple):
     """One experiment's functions, as the sweep engine uses them (see the module docstring).
@@ -83,6 +85,18 @@ class Experiment(NamedTuple):
     summary_dims: Callable[..., dict]
     coords: Callable[..., dict]
     added_defaults: Mapping[str, Any] = MappingProxyType({})
+
+    def without_added_defaults(self, table: Mapping[str, Any]) -> dict:
+        """``table`` (``{field: value}`` of a setup or of hyperparameters) without the fields of
+        :attr:`added_defaults` that hold their default (a NumPy scalar compares as its Python value, a
+        bool only with a bool): what a stored config or result of an older version holds."""
+
+        def added_default(name: str, value: Any) -> bool:
+            value = value.item() if hasattr(value, "item") and getattr(value, "ndim", None) == 0 else value
+            default = self.added_defaults.get(name, _ABSENT)
+            return type(value) is type(default) and value == default
+
+        return {k: v for k, v in table.items() if not added_default(k, v)}
 
     @property
     def hyperparameter_names(self) -> tuple[str, ...]:
