@@ -18,8 +18,7 @@ step. Instead a segment is a ``lax.scan`` over *cycles* with a static shape:
 a cycle is ``adaptive_check_every / train_frequency`` *units*, a unit is
 ``train_frequency`` environment steps followed by ``max_updates_per_unit``
 (masked) update slots, and the aER controller is consulted once at the end of
-each cycle. The
-controller itself fires only when ``t`` is a multiple of the traced
+each cycle. The controller itself fires only when ``t`` is a multiple of the traced
 ``adaptive_interval``, which must therefore be a multiple of the static
 ``adaptive_check_every`` (``check`` says so). A consultation costs its TD
 errors (``subsample_size`` forward passes, twice when shrinking) whether or
