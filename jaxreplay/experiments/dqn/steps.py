@@ -313,10 +313,10 @@ def _minibatch(ctx: _Context, memory: memory_lib.MemoryState, indices: jax.Array
     return n_step_batch, ctx.loss._replace(discount=pieces.discount)
 
 
-def _train(ctx: _Context, carry: _Carry, slot: ArrayLike, due: jax.Array) -> _Carry:
+def _train(ctx: _Context, carry: _Carry, slot: ArrayLike) -> _Carry:
     """Update slot ``slot`` of a unit: one gradient step on a sampled minibatch if the slot is among the
-    ``due`` updates of the unit and ``learning_starts`` is reached (else masked), the sampled starts'
-    priorities stored and the target network updated (:func:`_update_target`).
+    updates due in the unit (:func:`_updates_due`) and ``learning_starts`` is reached (else masked), the
+    sampled starts' priorities stored and the target network updated (:func:`_update_target`).
 
     ``slot`` is 0 (a Python int) or an unbatched scan index: slot 0 draws with
     the unit's sampling key, slot ``j > 0`` with ``fold_in(key, j)``, so a run
@@ -328,7 +328,7 @@ def _train(ctx: _Context, carry: _Carry, slot: ArrayLike, due: jax.Array) -> _Ca
     _, _, sample_key, _ = _step_keys(s._replace(step=s.step - 1))
     if not (isinstance(slot, int) and slot == 0):
         sample_key = jax.lax.select(slot == 0, sample_key, jax.random.fold_in(sample_key, slot))
-    do_train = (s.step >= hp.learning_starts) & (slot < due)
+    do_train = (s.step >= hp.learning_starts) & (slot < _updates_due(ctx, s.step))
     memory = s.memory
     sample = ctx.replay.sample(sample_key, memory, setup.batch_size)
     batch, loss_options = _minibatch(ctx, memory, sample.indices)
@@ -378,11 +378,10 @@ def _updates(ctx: _Context, carry: _Carry) -> _Carry:
     """The unit's ``max_updates_per_unit`` update slots (those beyond the due ones masked), then the
     hard target copy counted in steps."""
     setup = ctx.setup
-    due = _updates_due(ctx, carry[0].step)
     if setup.max_updates_per_unit == 1:
-        carry = _train(ctx, carry, 0, due)
+        carry = _train(ctx, carry, 0)
     else:
-        carry = _scan_indexed(lambda c, j: _train(ctx, c, j, due), carry, 0, setup.max_updates_per_unit)
+        carry = _scan_indexed(functools.partial(_train, ctx), carry, 0, setup.max_updates_per_unit)
     if setup.target_update == "hard" and not setup.target_period_in_updates:
         carry = _copy_target_by_steps(ctx, carry)
     return carry
