@@ -23,6 +23,7 @@ BENCHMARKS: dict[str, str] = {
     "priority_structure": "benchmarks.priority_structure",
     "sweep": "benchmarks.sweep",
     "dqn": "benchmarks.dqn",
+    "dqn_nstep_ratio": "benchmarks.dqn_nstep_ratio",
     "roofline": "benchmarks.roofline",
     "theory": "benchmarks.theory",
     "xla_flags": "benchmarks.xla_flags",

@@ -284,7 +284,8 @@ def run_sweep(job):
 def work(job):  # a rough cost, to start the longest sweeps first: gradient steps + aER's TD-error evaluations
     sw = SWEEPS[job[0]][job[1]]
     setup = sw.make_setup()
-    per_step = setup.batch_size / setup.train_frequency + (3 * setup.subsample_size / 20 if setup.adaptive else 0)
+    slots = setup.batch_size * setup.max_updates_per_unit / setup.train_frequency  # update slots, masked or not
+    per_step = slots + (3 * setup.subsample_size / 20 if setup.adaptive else 0)
     return sw.num_runs * setup.total_steps * per_step
 
 

@@ -58,6 +58,19 @@ def add_parser(commands) -> None:
         default="paired",
         help="aER's subsample: the same transitions at both times (default) or fresh draws",
     )
+    dq.add_argument(
+        "--n-step",
+        type=int,
+        default=None,
+        help="n-step targets: up to N rewards, then γ^k times the bootstrap (default 1)",
+    )
+    dq.add_argument(
+        "--replay-ratio",
+        type=float,
+        default=None,
+        help="gradient updates per environment step, fractional ones accumulating (default: the setting's; 1, "
+        "--tuned 0.1)",
+    )
     dq.add_argument("--json", action="store_true", help="print one JSON object (strict JSON: " + NULLS + ")")
     dq.add_argument("--quiet", action="store_true", help="no progress bar")
     dq.set_defaults(handler=run)
@@ -107,6 +120,7 @@ def _read_setting(args: argparse.Namespace) -> tuple[dqn.Setup, dqn.Hyperparamet
             setup = dqn.Setup(env_id=args.env, max_capacity=max(args.memory_size, 1), adaptive=args.adaptive)
         hparams = dqn.Hyperparameters(memory_size=args.memory_size, adaptive_num_old=max(args.memory_size // 2, 1))
     setup = dataclasses.replace(setup, sampler=args.sampler)
+    setup, hparams = _with_n_step_and_ratio(args, setup, hparams)
     hparams = hparams._replace(
         adaptive_td_target=int(args.adaptive_td == "target"), adaptive_paired=int(args.adaptive_draws == "paired")
     )
@@ -117,6 +131,26 @@ def _read_setting(args: argparse.Namespace) -> tuple[dqn.Setup, dqn.Hyperparamet
             max_capacity=max(min(setup.max_capacity, args.steps), hparams.memory_size),
         )
     _check_episodes(setup)
+    return setup, hparams
+
+
+def _with_n_step_and_ratio(args: argparse.Namespace, setup, hparams):
+    """``(setup, hparams)`` with ``--n-step`` and ``--replay-ratio`` applied (each sets its static bound to
+    what one run needs); unchanged without them. ValueError naming the option for a bad value."""
+    import dataclasses
+
+    if args.n_step is not None:
+        positive("n-step", args.n_step)
+        setup = dataclasses.replace(setup, max_n_step=args.n_step)
+        hparams = hparams._replace(n_step=args.n_step)
+    if args.replay_ratio is not None:
+        ratio = args.replay_ratio
+        if not (math.isfinite(ratio) and 0 < ratio <= 2**20):
+            raise ValueError(f"--replay-ratio must be a number in (0, 2**20] (updates per step), got {ratio}.")
+        # The update slots per unit that this ratio needs (1e-9: 0.1 × 10 is one slot, not two).
+        slots = max(1, math.ceil(ratio * setup.train_frequency - 1e-9))
+        setup = dataclasses.replace(setup, max_updates_per_unit=slots)
+        hparams = hparams._replace(replay_ratio=ratio)
     return setup, hparams
 
 

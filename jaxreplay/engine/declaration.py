@@ -205,8 +205,8 @@ class Sweep:
             "experiment": self.experiment,
             "seeds": int(self.seeds),
             "seed": int(self.seed),
-            "setup": {k: _plain(v) for k, v in self.setup.items()},
-            "fixed": {k: _plain(v) for k, v in self.fixed.items()},
+            "setup": {k: _plain(v) for k, v in self.exp.without_added_defaults(self.setup).items()},
+            "fixed": {k: _plain(v) for k, v in self.exp.without_added_defaults(self.fixed).items()},
         }
         if self.points is not None:
             out["points"] = [{k: _plain(v) for k, v in p.items()} for p in self.points]

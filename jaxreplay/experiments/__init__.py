@@ -37,10 +37,13 @@ from jaxreplay import _extras  # noqa: E402
 _extras.require("jaxreplay.experiments", "rl")
 
 
-from collections.abc import Callable
-from typing import NamedTuple
+from collections.abc import Callable, Mapping
+from types import MappingProxyType
+from typing import Any, NamedTuple
 
 from jaxreplay._typing import PyTree
+
+_ABSENT = object()
 
 
 class Experiment(NamedTuple):
@@ -61,6 +64,12 @@ class Experiment(NamedTuple):
         summary_dims: ``summary_dims(setup) -> {name: dims}`` (``()`` for scalars).
         coords: ``coords(setup) -> {dim: values}``: coordinates of record/summary
             dims (e.g. the step number of each recorded point).
+        added_defaults: ``{field: default}`` of ``Setup`` fields and
+            hyperparameters added after sweeps were stored: a sweep's
+            canonical config (and so its fingerprint and folder name) leaves
+            such a field out while it holds this value, so a stored sweep of
+            an older version keeps its fingerprint (the default computes what
+            that version did).
     """
 
     name: str
@@ -75,6 +84,19 @@ class Experiment(NamedTuple):
     record_dims: Callable[..., dict]
     summary_dims: Callable[..., dict]
     coords: Callable[..., dict]
+    added_defaults: Mapping[str, Any] = MappingProxyType({})
+
+    def without_added_defaults(self, table: Mapping[str, Any]) -> dict:
+        """``table`` (``{field: value}`` of a setup or of hyperparameters) without the fields of
+        :attr:`added_defaults` that hold their default (a NumPy scalar compares as its Python value, a
+        bool only with a bool): what a stored config or result of an older version holds."""
+
+        def added_default(name: str, value: Any) -> bool:
+            value = value.item() if hasattr(value, "item") and getattr(value, "ndim", None) == 0 else value
+            default = self.added_defaults.get(name, _ABSENT)
+            return type(value) is type(default) and value == default
+
+        return {k: v for k, v in table.items() if not added_default(k, v)}
 
     @property
     def hyperparameter_names(self) -> tuple[str, ...]:

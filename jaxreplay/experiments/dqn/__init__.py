@@ -12,12 +12,16 @@ One environment step ``t = 1, 2, ...`` (``t`` counts steps done)::
     ε_t   = linear schedule(t - 1)                       (epsilon_start -> epsilon_end)
     a     = ε_t-greedy in Q(obs)
     obs', r, terminated, truncated = env.step(a)         (gymnax auto-resets)
-    store (obs, a, r, final_obs, terminated)             (final_obs: before the reset)
-    every train_frequency steps, once t >= learning_starts:
-        sample a batch (uniform / prioritized / CER), one gradient step,
-        prioritized: store the batch's new priorities,
-        target network: hard copy when t crosses a multiple of target_period,
-                        or Polyak averaging with target_tau after every update
+    store (obs, a, r, final_obs, terminated)             (final_obs: before the reset;
+                                                          max_n_step > 1: also truncated)
+    every train_frequency steps, once t >= learning_starts, the updates due
+    (floor(t·replay_ratio) in the first t steps), each:
+        sample a batch of starts (uniform / prioritized / CER), targets
+        1-step or n-step (n_step rewards, then γ^k · max Q̄, jaxreplay.returns),
+        one gradient step, prioritized: store the starts' new priorities,
+        Polyak averaging with target_tau (or target_period_in_updates: a hard
+        copy every target_period updates)
+    then a hard target copy when t crosses a multiple of target_period
     aER (adaptive=True): Algorithm 2 at every t that is a multiple of
         adaptive_interval (jaxreplay.adaptive.controller, then resize), with TD
         errors under the parameters after step t's gradient step: the online
@@ -77,6 +81,7 @@ from jaxreplay.experiments.dqn.config import (
     as_arrays,
     broadcast_hyperparameters,
     check,
+    effective_replay_ratio,
     num_segments,
     with_total_steps,
 )
@@ -118,6 +123,7 @@ __all__ = [
     "as_arrays",
     "broadcast_hyperparameters",
     "check",
+    "effective_replay_ratio",
     "num_segments",
     "with_total_steps",
     "NETWORKS",

@@ -3,8 +3,10 @@
 A :class:`Setup` checks itself when it is made (a ``ValueError`` naming the
 field); :func:`check` checks concrete hyperparameters against a setup before
 anything is compiled. :func:`as_arrays` and :func:`broadcast_hyperparameters`
-give the hyperparameters their canonical dtypes; :func:`num_segments` and
-:func:`with_total_steps` read and change a setup's run length.
+give the hyperparameters their canonical dtypes; :func:`effective_replay_ratio`
+is the replay ratio a run uses (a traced one clipped and flagged);
+:func:`num_segments` and :func:`with_total_steps` read and change a setup's
+run length.
 """
 
 from __future__ import annotations
@@ -81,7 +83,12 @@ class Setup:
             ``"sum"`` (it sums: the step size is per transition; with
             ``"sgd"`` this is the paper's Algorithm 1 reading,
             :func:`jaxreplay.agents.dqn.loss_fn`).
-        train_frequency: environment steps per gradient step.
+        train_frequency: environment steps per *unit*: the updates due (the
+            traced ``Hyperparameters.replay_ratio``) are made at the end of
+            every ``train_frequency`` steps. With the default ratio 1 and
+            frequency 1 that is one update per step; the paper's reading "a
+            gradient step every F steps" is ``train_frequency=F`` with
+            ``replay_ratio=1/F``.
         eval_episodes: greedy evaluation episodes at each segment end
             (vmapped, each a scan of the environment's ``max_steps_in_episode``
             steps); 0 disables (no ``"eval_return"`` record).
@@ -96,6 +103,22 @@ class Setup:
             ``"auto"`` (the conv network for the ``*-MinAtar`` games, the MLP
             otherwise). A MinAtar game's observations are kept bit-packed
             whichever network reads them (:mod:`~jaxreplay.experiments.dqn.game`).
+        max_n_step: static bound of the traced ``Hyperparameters.n_step``
+            (the window read per sampled start). 1 (default): 1-step targets,
+            the stored transition as before; above 1 every transition also
+            stores a ``truncated`` flag and targets are read with
+            :func:`jaxreplay.returns.n_step` (costs O(``batch_size ×
+            max_n_step``) scalar gathers per update, whatever ``n_step``).
+        max_updates_per_unit: static bound of gradient updates per unit of
+            ``train_frequency`` steps: the program runs this many (masked)
+            update slots per unit, so ``replay_ratio`` may be at most
+            ``max_updates_per_unit / train_frequency`` and every run pays for
+            the bound (:attr:`max_replay_ratio`).
+        target_period_in_updates: count ``Hyperparameters.target_period`` in
+            gradient updates instead of environment steps (hard copies only):
+            the target network then follows the online one at a fixed number
+            of updates whatever the replay ratio (Fedus et al. 2020 scale the
+            period with the ratio).
     """
 
     env_id: str = "CartPole-v1"
@@ -121,6 +144,9 @@ class Setup:
     truncation_bootstrap: bool = True
     recent_episodes: int = 100
     network: str = "auto"
+    max_n_step: int = 1
+    max_updates_per_unit: int = 1
+    target_period_in_updates: bool = False
 
     def __post_init__(self):
         if isinstance(self.env_params, dict):
@@ -135,6 +161,8 @@ class Setup:
             "adaptive_check_every",
             "train_frequency",
             "recent_episodes",
+            "max_n_step",
+            "max_updates_per_unit",
         ):
             _validation.check_static_int(name, getattr(self, name), low=1)
         _validation.check_static_int("eval_episodes", self.eval_episodes, low=0)
@@ -153,7 +181,7 @@ class Setup:
             ("batch_reduction", self.batch_reduction, agent.REDUCTIONS),
         ):
             _validation.check_choice(name, value, allowed)
-        for name in ("adaptive", "double", "truncation_bootstrap"):
+        for name in ("adaptive", "double", "truncation_bootstrap", "target_period_in_updates"):
             if not isinstance(getattr(self, name), bool):
                 raise ValueError(f"{name} must be a bool, got {getattr(self, name)!r}.")
         if self.total_steps % self.steps_per_segment:
@@ -199,6 +227,12 @@ class Setup:
         """The static bound of ``adaptive_num_old``."""
         return self.max_capacity if self.max_num_old is None else self.max_num_old
 
+    @property
+    def max_replay_ratio(self) -> float:
+        """The largest ``replay_ratio``: ``max_updates_per_unit / train_frequency``, rounded to float32
+        (the dtype it is compared with when traced)."""
+        return float(np.float32(self.max_updates_per_unit / self.train_frequency))
+
 
 class Hyperparameters(NamedTuple):
     """Traced hyperparameters of one run (each a scalar; give them a leading run axis to sweep).
@@ -234,6 +268,18 @@ class Hyperparameters(NamedTuple):
         adaptive_equal_counts: 1 (default): both sums of a comparison cover
             equally many transitions; 0: the literal index ranges.
         adam_epsilon: Adam's ε >= 0.
+        n_step: the horizon n of the TD targets, an integer in ``[1,
+            Setup.max_n_step]``: up to n rewards summed, then γ^k times the
+            bootstrap value (:mod:`jaxreplay.returns`; n = 1 is the 1-step
+            target). Traced: a sweep over n is one program.
+        replay_ratio: gradient updates per environment step, in ``[0,
+            Setup.max_replay_ratio]``; fractional ratios accumulate (0.25:
+            one update every 4 steps). After ``t`` steps
+            ``floor(float32(t) × float32(ratio))`` updates were due (the
+            updates of a unit are made at its end); exact for dyadic ratios
+            (0.25, 4) and, up to 2^24 steps, wherever ``t × ratio`` is an
+            integer (the float32 product rounds to it). ``learning_starts``
+            masks the updates due before it.
     """
 
     memory_size: ArrayLike = 10_000
@@ -257,6 +303,8 @@ class Hyperparameters(NamedTuple):
     adaptive_paired: ArrayLike = 1
     adaptive_equal_counts: ArrayLike = 1
     adam_epsilon: ArrayLike = 1e-8
+    n_step: ArrayLike = 1
+    replay_ratio: ArrayLike = 1.0
 
 
 _INT_FIELDS = frozenset(
@@ -271,6 +319,7 @@ _INT_FIELDS = frozenset(
         "adaptive_td_target",
         "adaptive_paired",
         "adaptive_equal_counts",
+        "n_step",
     }
 )
 
@@ -322,6 +371,38 @@ def check(hparams: Hyperparameters, setup: Setup) -> None:
     for name in ("adaptive_td_target", "adaptive_paired", "adaptive_equal_counts"):
         _validation.check_int(name, getattr(h, name), low=0, high=1)
     _validation.check_float("adam_epsilon", h.adam_epsilon, low=0.0)
+    # The upper bounds are static Setup fields: say which one to raise.
+    _validation.check_int("n_step", h.n_step, low=1)
+    _check_at_most("n_step", h.n_step, setup.max_n_step, f"Setup.max_n_step ({setup.max_n_step})", "raise max_n_step")
+    _validation.check_float("replay_ratio", h.replay_ratio, low=0.0)
+    bound = (
+        f"Setup.max_replay_ratio = max_updates_per_unit / train_frequency "
+        f"({setup.max_updates_per_unit}/{setup.train_frequency})"
+    )
+    _check_at_most("replay_ratio", h.replay_ratio, setup.max_replay_ratio, bound, "raise max_updates_per_unit")
+
+
+def _check_at_most(name: str, value: ArrayLike, high: float, bound: str, advice: str) -> None:
+    """FieldError naming ``name`` if a concrete entry of ``value`` (already checked to be a number) exceeds ``high``."""
+    arr = _validation.concrete_value(value)
+    # Compared in float32, the dtype it runs in: 0.7 with 7 slots per 10 steps is the bound float32(0.7).
+    # (Capped below float32's largest first: a NumPy cast overflowing to inf would warn.)
+    if arr is not None and np.any(np.minimum(np.asarray(arr, np.float64), 1e38).astype(np.float32) > np.float32(high)):
+        shown = _validation._show(np.asarray(arr))  # Python numbers, not NumPy reprs
+        raise _validation.FieldError(name, f"must be at most {bound}, got {shown}; {advice} to allow it.")
+
+
+def effective_replay_ratio(replay_ratio: ArrayLike, setup: Setup) -> tuple[jax.Array, jax.Array]:
+    """``(float32[] ratio, bool[] clipped)``: a (possibly traced) ``replay_ratio`` as the run uses it.
+
+    A traced ratio cannot raise: outside ``[0, setup.max_replay_ratio]`` it is
+    clipped, NaN is 0 (no updates), and the flag is set (the summary's
+    ``replay_ratio_clipped``), as a traced capacity is clipped and flagged.
+    """
+    ratio = jnp.asarray(replay_ratio, jnp.float32)
+    is_nan = jnp.isnan(ratio)
+    clipped = jnp.clip(jnp.where(is_nan, 0.0, ratio), 0.0, jnp.float32(setup.max_replay_ratio))
+    return clipped, is_nan | (clipped != ratio)
 
 
 def broadcast_hyperparameters(hparams: Hyperparameters, runs: int) -> Hyperparameters:

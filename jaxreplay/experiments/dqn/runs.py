@@ -38,6 +38,16 @@ EXPERIMENT = Experiment(
     record_dims=record_dims,
     summary_dims=summary_dims,
     coords=coords,
+    # Fields newer than the stored sweeps (docs/paper_scale, docs/study): at these values they compute what
+    # DQN did before them, so a sweep that leaves them there keeps its fingerprint.
+    added_defaults={
+        "max_n_step": 1,
+        "max_updates_per_unit": 1,
+        "target_period_in_updates": False,
+        "network": "auto",
+        "n_step": 1,
+        "replay_ratio": 1.0,
+    },
 )
 """DQN as a sweep-engine experiment, registered as ``"dqn"``."""
 

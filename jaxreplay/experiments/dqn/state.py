@@ -99,6 +99,8 @@ def init(key: jax.Array, hparams: Hyperparameters, setup: Setup) -> DQNState:
     obs_kept = example["obs"]  # the network reads observations as they are kept (packed for MinAtar)
     params = agent.init_params(jax.random.fold_in(key, _STREAM_PARAMS), net, obs_kept.shape, obs_kept.dtype)
     opt_state = agent.make_optimizer(setup.optimizer).init(params)
+    if setup.max_n_step > 1:  # the flag n-step windows stop at (bootstrapping); not stored otherwise
+        example = {**example, "truncated": jnp.float32(0)}
     memory = replay_memory(setup, hp).init(example, setup.max_capacity, hp.memory_size)
     obs, env_state = env.reset(jax.random.fold_in(key, _STREAM_RESET), env_params)
     zero_i = jnp.zeros((), jnp.int32)

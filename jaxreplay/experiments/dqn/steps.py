@@ -4,9 +4,11 @@
 setup, the hyperparameters as arrays, the environment, the network, the
 optimizer, the replay memory and aER's controller) and scans the step
 functions over the run's state and the segment's sums: :func:`_env_step`
-(one ε-greedy environment step), :func:`_train` (one gradient step and the
-target update), :func:`_unit` (``train_frequency`` of the first, then the
-second), :func:`_consult_adaptive` (aER) and :func:`_cycle` (units, then one
+(one ε-greedy environment step), :func:`_train` (one update slot: a masked
+gradient step on a minibatch of 1-step or n-step targets, :func:`_minibatch`,
+and the target update), :func:`_updates` (a unit's update slots),
+:func:`_unit` (``train_frequency`` environment steps, then the updates),
+:func:`_consult_adaptive` (aER) and :func:`_cycle` (units, then one
 consultation).
 
 Why the step loop is nested. Under ``vmap`` a ``lax.cond`` whose predicate
@@ -14,9 +16,9 @@ differs per run becomes a ``select`` that runs both branches every time. The
 gradient step and the aER check would then be computed at every environment
 step. Instead a segment is a ``lax.scan`` over *cycles* with a static shape:
 a cycle is ``adaptive_check_every / train_frequency`` *units*, a unit is
-``train_frequency`` environment steps followed by one (masked) gradient step,
-and the aER controller is consulted once at the end of each cycle. The
-controller itself fires only when ``t`` is a multiple of the traced
+``train_frequency`` environment steps followed by ``max_updates_per_unit``
+(masked) update slots, and the aER controller is consulted once at the end of
+each cycle. The controller itself fires only when ``t`` is a multiple of the traced
 ``adaptive_interval``, which must therefore be a multiple of the static
 ``adaptive_check_every`` (``check`` says so). A consultation costs its TD
 errors (``subsample_size`` forward passes, twice when shrinking) whether or
@@ -27,6 +29,27 @@ and the aER consultation sit behind an always-true ``lax.cond`` on the
 (unbatched) scan index, a boundary XLA does not fuse across: without it XLA
 fused the minibatch gather with the preceding buffer write and copied whole
 buffer leaves at every step (see ``_isolated``; 4.5x slower at 10^4 slots).
+
+The replay ratio ρ (traced) is gradient updates per environment step. The
+updates due in a unit that ends after ``t`` steps are ``D(t) - D(t - F)``
+(``F = train_frequency``, ``D(t) = floor(float32(t) · ρ)``), so ``D(T)``
+updates are due in ``T`` steps whatever the unit, fractions carried over:
+ρ = 0.25 updates at every 4th step, ρ = 4 four times per step. The unit runs
+the static ``max_updates_per_unit`` slots and masks those beyond the due
+ones, so runs of different ratios share one program and every run pays for
+the bound. Slot ``j`` draws its minibatch with ``fold_in(key, j)`` (slot 0:
+the unit's key itself), so a run's draws do not depend on the bound, and at
+ρ = 1, F = 1 and one slot the program computes what it did before the ratio
+existed. Hard target copies counted in steps come after the unit's updates.
+
+n-step targets (``Setup.max_n_step > 1``) are read at sample time
+(:func:`jaxreplay.returns.n_step`) for every update, the TD error of a start's
+n-step target updates that start's stored priority. aER's consultation keeps
+1-step TD errors whatever ``n_step``: Algorithm 2 compares the network's fit
+to the stored transitions at two times, which the 1-step error measures
+alone; an n-step error would mix in the rewards of the successors (which
+change as the memory is written and resized) and make aER's decisions, and
+a sweep's comparison of memory sizes, depend on n.
 """
 
 from __future__ import annotations
@@ -37,11 +60,18 @@ from typing import TYPE_CHECKING, NamedTuple
 import jax
 import jax.numpy as jnp
 
-from jaxreplay import adaptive, buffer
+from jaxreplay import adaptive, buffer, returns
 from jaxreplay import memory as memory_lib
 from jaxreplay._typing import ArrayLike, PyTree
 from jaxreplay.agents import dqn as agent
-from jaxreplay.experiments.dqn.config import RULE_FIXED, RULE_RANDOM, Hyperparameters, Setup, as_arrays
+from jaxreplay.experiments.dqn.config import (
+    RULE_FIXED,
+    RULE_RANDOM,
+    Hyperparameters,
+    Setup,
+    as_arrays,
+    effective_replay_ratio,
+)
 from jaxreplay.experiments.dqn.game import _strip_weak_types, environment, evaluate, network, stored_observation
 from jaxreplay.experiments.dqn.state import _STREAM_EVAL, _STREAM_STEP, DQNState, replay_memory
 from jaxreplay.experiments.dqn.summary import Record, _record_arrays
@@ -84,6 +114,8 @@ class _Context(NamedTuple):
         replay: the replay memory with its hyperparameters bound (:func:`replay_memory`).
         controller: aER's controller with its settings bound (consulted only with ``setup.adaptive``).
         start_capacity: ``int32[]``; the memory's capacity when the segment starts.
+        replay_ratio: ``float32[]``; ``hp.replay_ratio`` clipped into ``[0, setup.max_replay_ratio]``
+            (:func:`~jaxreplay.experiments.dqn.config.effective_replay_ratio`).
     """
 
     setup: Setup
@@ -96,6 +128,7 @@ class _Context(NamedTuple):
     replay: memory_lib.Memory
     controller: adaptive.Controller
     start_capacity: jax.Array
+    replay_ratio: jax.Array
 
 
 # A carry of the step functions: the run's state and the segment's sums.
@@ -134,6 +167,7 @@ def _context(state: DQNState, hparams: Hyperparameters, setup: Setup) -> _Contex
         replay=replay,
         controller=_aer_controller(hp, setup),
         start_capacity=replay.buffer(state.memory).capacity,
+        replay_ratio=effective_replay_ratio(hp.replay_ratio, setup)[0],
     )
 
 
@@ -201,6 +235,8 @@ def _env_step(ctx: _Context, carry: _Carry) -> _Carry:
         "next_obs": stored_observation(setup, info["final_observation"]),
         "terminated": no_bootstrap.astype(jnp.float32),
     }
+    if setup.max_n_step > 1:  # an n-step window stops at any episode end; it bootstraps unless terminated
+        transition["truncated"] = ((terminated | truncated) & ~no_bootstrap).astype(jnp.float32)
     memory = ctx.replay.add(s.memory, transition)
     done = terminated | truncated
     episode_return = s.episode_return + reward
@@ -226,36 +262,86 @@ def _env_step(ctx: _Context, carry: _Carry) -> _Carry:
     return s, acc
 
 
-def _update_target(ctx: _Context, s: DQNState, params: agent.Params, do_train: jax.Array):
-    """``(target_params, copied)`` after a gradient step that moved the online network to ``params``.
-
-    ``do_train`` (``bool[]``) says whether the step counts (``learning_starts``
-    reached); ``copied`` (``bool[]``) whether it counts as a target update:
-    a hard copy when a multiple of ``target_period`` lies in
-    ``(t - train_frequency, t]``, or every counted Polyak update.
-    """
-    hp, setup = ctx.hp, ctx.setup
-    if setup.target_update == "hard":
-        crossed = s.step // hp.target_period > (s.step - setup.train_frequency) // hp.target_period
-        copied = do_train & crossed
-        return agent.hard_target_update(params, s.target_params, copied), copied
-    polyak = agent.polyak_target_update(params, s.target_params, hp.target_tau)
-    return _select(do_train, polyak, s.target_params), do_train
-
-
-def _train(ctx: _Context, carry: _Carry) -> _Carry:
-    """One gradient step on a sampled minibatch (masked before ``learning_starts``), the sampled
-    transitions' priorities stored and the target network updated."""
+def _copy_target_by_steps(ctx: _Context, carry: _Carry) -> _Carry:
+    """The hard target copy at the end of a unit, once ``learning_starts`` is reached: when a multiple
+    of ``target_period`` lies in ``(t - train_frequency, t]`` (``t`` environment steps done)."""
     s, acc = carry
     hp, setup = ctx.hp, ctx.setup
-    # Keys of the unit's last step (index s.step - 1): one draw per unit.
+    crossed = s.step // hp.target_period > (s.step - setup.train_frequency) // hp.target_period
+    copied = (s.step >= hp.learning_starts) & crossed
+    target = agent.hard_target_update(s.params, s.target_params, copied)
+    return s._replace(target_params=target, target_copies=s.target_copies + copied.astype(jnp.int32)), acc
+
+
+def _update_target(ctx: _Context, s: DQNState, params: agent.Params, counted: jax.Array):
+    """``(target_params, copied)`` after an update slot that moved the online network to ``params``
+    (``counted``, ``bool[]``: the update was made): a Polyak step after every counted update, or (with
+    ``target_period_in_updates``) a hard copy after every ``target_period``-th. Hard copies counted in
+    steps are made at the end of the unit (:func:`_copy_target_by_steps`)."""
+    hp, setup = ctx.hp, ctx.setup
+    if setup.target_update == "polyak":
+        polyak = agent.polyak_target_update(params, s.target_params, hp.target_tau)
+        return _select(counted, polyak, s.target_params), counted
+    if setup.target_period_in_updates:
+        copied = counted & ((s.gradient_steps + 1) % hp.target_period == 0)
+        return agent.hard_target_update(params, s.target_params, copied), copied
+    return s.target_params, jnp.bool_(False)
+
+
+def _minibatch(ctx: _Context, memory: memory_lib.MemoryState, indices: jax.Array):
+    """``(batch, loss)``: the transitions of the sampled starts and the loss options of their targets.
+
+    With ``max_n_step == 1`` the stored transitions and ``ctx.loss`` as they
+    are (1-step targets). Otherwise the targets are n-step
+    (:func:`jaxreplay.returns.n_step`): the batch's reward is the discounted
+    sum, its next observation the one stored with the last summed transition,
+    its ``terminated`` 0, and the loss's discount the per-start ``γ^k`` (0
+    after a termination), so ``reward + discount · (1 - terminated) · V`` is
+    the n-step target.
+    """
+    stored = ctx.replay.buffer(memory)
+    batch = buffer.get(stored, indices)
+    if ctx.setup.max_n_step == 1:
+        return batch, ctx.loss
+    pieces, last = returns.n_step(stored, indices, ctx.hp.n_step, ctx.hp.discount, ctx.setup.max_n_step)
+    n_step_batch = {
+        **batch,
+        "reward": pieces.reward,
+        "next_obs": stored.storage["next_obs"][last],
+        "terminated": jnp.zeros_like(pieces.reward),
+    }
+    return n_step_batch, ctx.loss._replace(discount=pieces.discount)
+
+
+def _train(ctx: _Context, carry: _Carry, slot: ArrayLike) -> _Carry:
+    """Update slot ``slot`` of a unit: one gradient step on a sampled minibatch if the slot is among the
+    updates due in the unit (:func:`_updates_due`) and ``learning_starts`` is reached (else masked), the
+    sampled starts' priorities stored and the target network updated (:func:`_update_target`).
+
+    ``slot`` is 0 (a Python int) or an unbatched scan index: slot 0 draws with
+    the unit's sampling key, slot ``j > 0`` with ``fold_in(key, j)``, so a run
+    draws the same minibatches whatever ``max_updates_per_unit``.
+    """
+    s, acc = carry
+    hp, setup = ctx.hp, ctx.setup
+    # Keys of the unit's last step (index s.step - 1): one draw per update slot.
     _, _, sample_key, _ = _step_keys(s._replace(step=s.step - 1))
-    do_train = s.step >= hp.learning_starts
+    if not (isinstance(slot, int) and slot == 0):
+        sample_key = jax.lax.select(slot == 0, sample_key, jax.random.fold_in(sample_key, slot))
+    do_train = (s.step >= hp.learning_starts) & (slot < _updates_due(ctx, s.step))
     memory = s.memory
     sample = ctx.replay.sample(sample_key, memory, setup.batch_size)
-    batch = buffer.get(ctx.replay.buffer(memory), sample.indices)
+    batch, loss_options = _minibatch(ctx, memory, sample.indices)
     params, opt_state, loss, delta = agent.train_step(
-        ctx.net, ctx.optimizer, s.params, s.target_params, s.opt_state, batch, sample.weights, hp.step_size, ctx.loss
+        ctx.net,
+        ctx.optimizer,
+        s.params,
+        s.target_params,
+        s.opt_state,
+        batch,
+        sample.weights,
+        hp.step_size,
+        loss_options,
     )
     params, opt_state = _select(do_train, params, s.params), _select(do_train, opt_state, s.opt_state)
     # Slot -1 is skipped: a masked step stores nothing (uniform replay stores no priorities at all).
@@ -277,10 +363,34 @@ def _train(ctx: _Context, carry: _Carry) -> _Carry:
     return s, acc
 
 
+def _updates_due(ctx: _Context, step: jax.Array) -> jax.Array:
+    """``int32[]``: the gradient updates due in the unit that ended after ``step`` environment steps:
+    ``D(step) - D(step - train_frequency)`` with ``D(t) = floor(float32(t) × ratio)``, so ``D(T)``
+    updates are due in the first ``T`` steps, the fractions carried from unit to unit."""
+
+    def due_after(t):
+        return jnp.floor(t.astype(jnp.float32) * ctx.replay_ratio)
+
+    return (due_after(step) - due_after(step - ctx.setup.train_frequency)).astype(jnp.int32)
+
+
+def _updates(ctx: _Context, carry: _Carry) -> _Carry:
+    """The unit's ``max_updates_per_unit`` update slots (those beyond the due ones masked), then the
+    hard target copy counted in steps."""
+    setup = ctx.setup
+    if setup.max_updates_per_unit == 1:
+        carry = _train(ctx, carry, 0)
+    else:
+        carry = _scan_indexed(functools.partial(_train, ctx), carry, 0, setup.max_updates_per_unit)
+    if setup.target_update == "hard" and not setup.target_period_in_updates:
+        carry = _copy_target_by_steps(ctx, carry)
+    return carry
+
+
 def _unit(ctx: _Context, carry: _Carry, index: jax.Array) -> _Carry:
-    """``train_frequency`` environment steps, then one gradient step (isolated: :func:`_isolated`)."""
+    """``train_frequency`` environment steps, then the update slots (isolated: :func:`_isolated`)."""
     carry = _repeat(functools.partial(_env_step, ctx), carry, ctx.setup.train_frequency)
-    return _isolated(index, functools.partial(_train, ctx), carry)
+    return _isolated(index, functools.partial(_updates, ctx), carry)
 
 
 def _consult_adaptive(ctx: _Context, carry: _Carry) -> _Carry:
@@ -363,7 +473,9 @@ def advance(state: DQNState, hparams: Hyperparameters, setup: Setup) -> tuple[DQ
         ``(state, record)``; ``record`` maps each name of :func:`~jaxreplay.experiments.dqn.summary.record_dims` to
         an array with a leading axis of length 1 (this segment). Cost per
         step: one forward pass, one environment step, a buffer add; per
-        ``train_frequency`` steps one gradient step on ``batch_size``; per
+        ``train_frequency`` steps ``max_updates_per_unit`` gradient steps on
+        ``batch_size`` (masked beyond the due ones; with ``max_n_step > 1``
+        plus ``batch_size × max_n_step`` scalar gathers each); per
         ``adaptive_check_every`` steps an aER consultation; per segment
         ``eval_episodes × max_steps_in_episode`` forward passes.
     """

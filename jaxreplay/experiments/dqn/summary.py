@@ -15,9 +15,16 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
+from jaxreplay import _validation
 from jaxreplay import memory as memory_lib
 from jaxreplay.agents import dqn as agent
-from jaxreplay.experiments.dqn.config import Hyperparameters, Setup, num_segments
+from jaxreplay.experiments.dqn.config import (
+    Hyperparameters,
+    Setup,
+    as_arrays,
+    effective_replay_ratio,
+    num_segments,
+)
 from jaxreplay.experiments.dqn.state import DQNState
 
 
@@ -88,6 +95,15 @@ class Summary(NamedTuple):
         adaptive_invalid_parameters: ``bool``; a traced ``adaptive_tolerance``
             or ``adaptive_relative_tolerance`` was NaN, infinite or out of
             range (aER's checks kept the capacity).
+        n_step_clipped: ``bool``; a traced ``n_step`` was not an integer in
+            ``[1, max_n_step]`` and was clipped (:mod:`jaxreplay.returns`).
+        replay_ratio_clipped: ``bool``; a traced ``replay_ratio`` was NaN or
+            outside ``[0, max_replay_ratio]`` and was clipped
+            (:func:`~jaxreplay.experiments.dqn.config.effective_replay_ratio`).
+        oldest_policy_age: ``float32``; ``final_capacity × replay_ratio``:
+            how many gradient updates ago the policy that collected the
+            oldest transition in a full memory acted (Fedus et al. 2020's
+            age of the oldest policy), with the ratio the run used.
     """
 
     diverged: jax.Array
@@ -107,16 +123,20 @@ class Summary(NamedTuple):
     adaptive_noise_sum: jax.Array
     capacity_clipped: jax.Array
     adaptive_invalid_parameters: jax.Array
+    n_step_clipped: jax.Array
+    replay_ratio_clipped: jax.Array
+    oldest_policy_age: jax.Array
 
 
 def summarize(state: DQNState, hparams: Hyperparameters, setup: Setup) -> dict:
     """The run's :class:`Summary` as ``{name: scalar}`` (names: :func:`summary_dims`)."""
-    del hparams
     recent = state.recent_returns
     count = jnp.minimum(state.episodes, setup.recent_episodes)
     recent_mean = jnp.where(count > 0, jnp.nansum(recent) / jnp.maximum(count, 1), jnp.nan)
     memory = memory_lib.buffer_of(state.memory)
     aer = state.controller.diagnostics
+    hp = as_arrays(hparams)
+    ratio, ratio_clipped = effective_replay_ratio(hp.replay_ratio, setup)
     summary = Summary(
         diverged=~(agent.is_finite(state.params) & agent.is_finite(state.target_params)),
         recent_return=recent_mean.astype(jnp.float32),
@@ -135,6 +155,9 @@ def summarize(state: DQNState, hparams: Hyperparameters, setup: Setup) -> dict:
         adaptive_noise_sum=aer.sum_noise,
         capacity_clipped=memory.capacity_clipped,
         adaptive_invalid_parameters=aer.invalid_parameters,
+        n_step_clipped=_validation.clip_traced_int(hp.n_step, 1, setup.max_n_step, fallback=1)[1],
+        replay_ratio_clipped=ratio_clipped,
+        oldest_policy_age=memory.capacity.astype(jnp.float32) * ratio,
     )
     return summary._asdict()
 

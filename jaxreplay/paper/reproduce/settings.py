@@ -247,6 +247,7 @@ def _tuned_cartpole(memory_size: int, adaptive: bool) -> tuple[Setup, Hyperparam
         target_period=500,
         adaptive_interval=20,  # the paper's k and n_old
         adaptive_num_old=max(1, memory_size // 2),
+        replay_ratio=0.1,  # one gradient step every train_frequency = 10 steps
     )
     return setup, hparams
 

@@ -11,6 +11,7 @@ import json
 import pathlib
 from collections.abc import Mapping
 
+from jaxreplay import experiments
 from jaxreplay._files import atomic_write_text, read_json, replacing
 from jaxreplay.paper.reproduce.study.analysis import (
     AdaptiveScore,
@@ -130,7 +131,12 @@ def study_json(design: StudyDesign, analysis: Analysis, steps: int | None) -> di
         "other_reading": _other_reading(analysis.other_reading),
     }
     result["verdict"] = verdict(result)
-    result["settings"] = {"setup": dataclasses.asdict(design.setup), "common": design.common}
+    # (Without the DQN fields newer than the committed studies while they hold their defaults: the same file.)
+    dqn_experiment = experiments.get("dqn")
+    result["settings"] = {
+        "setup": dqn_experiment.without_added_defaults(dataclasses.asdict(design.setup)),
+        "common": dqn_experiment.without_added_defaults(design.common),
+    }
     return result
 
 

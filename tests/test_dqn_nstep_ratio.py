@@ -1,0 +1,322 @@
+"""DQN with n-step targets (traced ``n_step``) and a traced replay ratio.
+
+One small CartPole setup with short episodes (time-limit truncations every
+15 steps, terminations in between) runs four runs of different ``n_step`` and
+``replay_ratio`` in one program; the same runs alone, in a setup with the
+static bounds at 1, and a chain probe with known Q-values check it.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+import pytest
+from compile_events import COMPILE_EVENTS  # noqa: E402 (tests/ is on sys.path)
+
+from jaxreplay.agents import dqn as agent
+from jaxreplay.experiments import dqn
+from jaxreplay.experiments.dqn import runs, steps
+
+SHORT_EPISODES = (("max_steps_in_episode", 15),)
+BOUNDED = dqn.Setup(
+    env_params=SHORT_EPISODES,
+    total_steps=240,
+    steps_per_segment=120,
+    hidden_sizes=(8,),
+    max_capacity=256,
+    batch_size=8,
+    max_n_step=3,
+    max_updates_per_unit=4,
+)
+HPARAMS = dqn.Hyperparameters(memory_size=200, learning_starts=20, target_period=30, epsilon_decay_steps=200)
+# (n_step, replay_ratio) of the four runs of one program.
+MIXED = ((1, 1.0), (3, 1.0), (3, 0.25), (2, 4.0))
+KEYS = jax.random.split(jax.random.key(11), len(MIXED))
+
+
+def mixed_hparams(pairs=MIXED) -> dqn.Hyperparameters:
+    n, ratio = zip(*pairs)
+    return HPARAMS._replace(n_step=np.array(n, np.int32), replay_ratio=np.array(ratio, np.float32))
+
+
+def as_bits(tree) -> list[np.ndarray]:
+    return [np.atleast_1d(np.asarray(x)).view(np.uint8) for x in jax.tree.leaves(tree)]
+
+
+def run_of(tree, i):
+    return jax.tree.map(lambda x: x[i], tree)
+
+
+@pytest.fixture(scope="module")
+def mixed():
+    before = COMPILE_EVENTS.backend_compiles
+    out = dqn.run_batch(KEYS, mixed_hparams(), BOUNDED, return_state=True)
+    jax.block_until_ready(out)
+    return out, COMPILE_EVENTS.backend_compiles - before
+
+
+@pytest.fixture(scope="module")
+def alone():
+    """Each run of :data:`MIXED` with no other hyperparameters in its batch: twice, in a batch of 2 (XLA:CPU
+    can round a batch of 1 otherwise than larger ones, docs/guide.md; batches of 2 to 9 agree)."""
+    return [
+        dqn.run_batch(jnp.stack([KEYS[i]] * 2), mixed_hparams([pair] * 2), BOUNDED, return_state=True)
+        for i, pair in enumerate(MIXED)
+    ]
+
+
+def test_n_and_ratio_vary_in_one_compiled_program(mixed):
+    (records, summary, _), compiles = mixed
+    assert compiles == 1
+    assert records["env_steps"].tolist() == [[120, 240]] * 4
+    assert not summary["n_step_clipped"].any() and not summary["replay_ratio_clipped"].any()
+    # n = 3 learns from other targets than n = 1 (same key stream, same ratio).
+    assert not np.array_equal(records["td_loss"][0], records["td_loss"][1])
+
+
+def test_gradient_updates_follow_the_replay_ratio(mixed):
+    """Updates due in the first t steps: floor(t · ratio); those of the units before learning_starts
+    (20) are masked: floor(240 ρ) - floor(19 ρ)."""
+    (_, summary, _), _ = mixed
+    assert summary["gradient_steps"].tolist() == [240 - 19, 240 - 19, 60 - 4, 960 - 76]
+    # The age of the oldest policy, in updates: capacity × ratio.
+    np.testing.assert_array_equal(summary["oldest_policy_age"], [200.0, 200.0, 50.0, 800.0])
+
+
+def test_a_mixed_chunk_gives_each_run_its_result_alone(mixed, alone):
+    (records, summary, state), _ = mixed
+    for i, result in enumerate(alone):
+        rec1, sum1, state1 = run_of(result, 0)
+        for together, by_itself in zip(
+            as_bits(run_of((records, summary, state.params), i)), as_bits((rec1, sum1, state1.params))
+        ):
+            np.testing.assert_array_equal(together, by_itself)
+
+
+def test_raised_static_bounds_leave_a_one_step_ratio_one_run_bit_identical(alone):
+    """n = 1, ratio 1 with max_n_step 3 and 4 update slots per step: the run of the default bounds (1, 1),
+    which is today's 1-step DQN with a gradient step every step (the stored transition lacks `truncated`)."""
+    default = dataclasses.replace(BOUNDED, max_n_step=1, max_updates_per_unit=1)
+    records, summary, state = dqn.run_batch(
+        jnp.stack([KEYS[0]] * 2), mixed_hparams([(1, 1.0)] * 2), default, return_state=True
+    )
+    assert "truncated" not in state.memory.storage
+    rec1, sum1, state1 = alone[0]
+    assert summary["gradient_steps"].tolist() == [221, 221]
+    for old, new in zip(as_bits((records, summary, state.params)), as_bits((rec1, sum1, state1.params))):
+        np.testing.assert_array_equal(old, new)
+
+
+def reference_n_step(memory, start: int, n: int, gamma: float):
+    """Plain Python over the stored ring: (reward sum, bootstrap discount, next observation) of one start."""
+    counters = np.asarray(memory.insertion_index)
+    total, size = int(memory.total_added), int(memory.size)
+    slot_of = {int(c): slot for slot, c in enumerate(counters) if total - size <= c < total}
+    storage = {k: np.asarray(v) for k, v in memory.storage.items()}
+    counter = int(counters[start])
+    g, power, discount, last = np.float32(0), np.float32(1), np.float32(0), start
+    for j in range(n):
+        if counter + j not in slot_of:  # past the newest transition
+            break
+        slot = slot_of[counter + j]
+        g = np.float32(g + power * storage["reward"][slot])
+        power = np.float32(power * np.float32(gamma))
+        last = slot
+        discount = np.float32(0) if storage["terminated"][slot] else power
+        if storage["terminated"][slot] or storage["truncated"][slot]:
+            break
+    return g, discount, storage["next_obs"][last]
+
+
+def test_n_step_targets_of_a_sampled_minibatch_match_a_plain_python_reference(mixed):
+    (_, _, state), _ = mixed
+    i = 1  # n = 3
+    s = run_of(state, i)
+    hp = run_of(dqn.broadcast_hyperparameters(mixed_hparams(), len(MIXED)), i)
+    ctx = steps._context(s, hp, BOUNDED)
+    storage = s.memory.storage
+    # Both episode ends occur in the stored stream: truncations (at 15 steps) and terminations.
+    assert storage["truncated"].sum() > 0 and (storage["terminated"] > 0).sum() > 0
+    indices = jnp.arange(200, dtype=jnp.int32)  # every live start, newest and wrapped ones included
+    batch, loss = steps._minibatch(ctx, s.memory, indices)
+    gamma = float(np.float32(HPARAMS.discount))
+    expected = [reference_n_step(s.memory, int(slot), 3, gamma) for slot in indices]
+    rewards, discounts, next_obs = (np.array([e[k] for e in expected]) for k in range(3))
+    np.testing.assert_allclose(batch["reward"], rewards, rtol=1e-6)
+    np.testing.assert_array_equal(loss.discount, discounts)
+    np.testing.assert_array_equal(batch["next_obs"], next_obs)
+    np.testing.assert_array_equal(batch["terminated"], 0.0)
+    # Every horizon occurs: after a termination (0), and k = 1, 2, 3 rewards.
+    assert sorted(set(np.round(discounts, 6).tolist())) == pytest.approx([0.0, gamma**3, gamma**2, gamma])
+    # The TD errors of the step's batch are those of the reference targets.
+    ref_batch = {**batch, "reward": jnp.asarray(rewards), "next_obs": jnp.asarray(next_obs)}
+    td = agent.td_errors(ctx.net, s.params, s.target_params, batch, loss.discount)
+    td_ref = agent.td_errors(ctx.net, s.params, s.target_params, ref_batch, jnp.asarray(discounts))
+    np.testing.assert_allclose(td, td_ref, rtol=1e-5, atol=1e-6)
+
+
+def test_traced_bad_n_and_ratio_are_clipped_and_flagged(mixed):
+    """Past the concrete checks (the jitted batch runner itself): n 5 and 0 clip to 3 and 1, ratio NaN to 0
+    and 9 to the bound 4; the flags say so. The same program as the mixed runs (no compile)."""
+    hp = HPARAMS._replace(
+        n_step=np.array([5, 0, 1, 2], np.int32), replay_ratio=np.array([np.nan, 9.0, 0.25, 1.0], np.float32)
+    )
+    before = COMPILE_EVENTS.backend_compiles
+    _, summary, _ = runs._run_batch(KEYS, dqn.broadcast_hyperparameters(hp, 4), BOUNDED, True)
+    assert COMPILE_EVENTS.backend_compiles == before
+    assert summary["n_step_clipped"].tolist() == [True, True, False, False]
+    assert summary["replay_ratio_clipped"].tolist() == [True, True, False, False]
+    assert summary["gradient_steps"].tolist() == [0, 960 - 76, 60 - 4, 240 - 19]
+
+
+@pytest.mark.parametrize(
+    "change, field, message",
+    [
+        ({"n_step": 4}, "n_step", "must be at most Setup.max_n_step (3)"),
+        ({"n_step": 0}, "n_step", "must be >= 1"),
+        ({"n_step": 1.5}, "n_step", "must be an integer"),
+        ({"replay_ratio": 4.5}, "replay_ratio", "raise max_updates_per_unit"),
+        ({"replay_ratio": -0.5}, "replay_ratio", "must be >= 0.0"),
+        ({"replay_ratio": float("nan")}, "replay_ratio", "must be finite"),
+    ],
+)
+def test_bad_n_and_ratio_are_refused_naming_them_before_compiling(change, field, message):
+    before = COMPILE_EVENTS.lowerings
+    with pytest.raises(ValueError, match=rf"^{field}\b.*{message.replace('(', '[(]').replace(')', '[)]')}"):
+        dqn.run_batch(KEYS, HPARAMS._replace(**change), BOUNDED)
+    assert COMPILE_EVENTS.lowerings == before
+
+
+def test_static_bounds_are_checked():
+    for name in ("max_n_step", "max_updates_per_unit"):
+        with pytest.raises(ValueError, match=rf"^{name}\b"):
+            dqn.Setup(**{name: 0})
+    with pytest.raises(ValueError, match=r"^target_period_in_updates must be a bool"):
+        dqn.Setup(target_period_in_updates=1)
+    assert dqn.Setup(train_frequency=4, max_updates_per_unit=1).max_replay_ratio == 0.25
+
+
+def test_n_step_learns_the_chain_probes_values_with_target_copies_counted_in_updates():
+    """Probe-Chain (4 positions, reward 1 then 10 at the last, γ = 0.5): 3-step targets from ε = 1 play
+    learn Q = 3, 4, 6, 10 (both actions alike), at 2 updates per step with a target copy every 100 updates."""
+    setup = dqn.Setup(
+        env_id="Probe-Chain",
+        total_steps=4_000,
+        steps_per_segment=2_000,
+        hidden_sizes=(16,),
+        max_capacity=500,
+        batch_size=16,
+        max_n_step=3,
+        max_updates_per_unit=2,
+        target_period_in_updates=True,
+    )
+    hp = dqn.Hyperparameters(
+        memory_size=500,
+        step_size=3e-3,
+        discount=0.5,
+        epsilon_start=1.0,
+        epsilon_end=1.0,
+        learning_starts=100,
+        target_period=100,
+        n_step=3,
+        replay_ratio=2.0,
+    )
+    keys = jax.random.split(jax.random.key(3), 2)
+    _, summary, state = dqn.run_batch(keys, hp, setup, return_state=True)
+    # floor(4000 · 2) - floor(99 · 2) updates; a copy after every 100th.
+    assert summary["gradient_steps"].tolist() == [8000 - 198] * 2
+    assert np.asarray(state.target_copies).tolist() == [(8000 - 198) // 100] * 2
+    env, env_params = dqn.environment(setup)
+    positions = jnp.arange(4, dtype=jnp.float32)[:, None]
+    truth = np.asarray(env.true_q(positions, env_params, 0.5))
+    np.testing.assert_allclose(truth[:, 0], [3.0, 4.0, 6.0, 10.0])
+    q = np.asarray(jax.vmap(lambda p: dqn.q_values(p, positions, setup))(state.params))
+    np.testing.assert_allclose(q, np.broadcast_to(truth, q.shape), atol=0.02)
+
+
+def test_cli_n_step_and_replay_ratio_set_the_run_and_its_static_bounds(capsys):
+    """`jaxreplay dqn --n-step N --replay-ratio ρ`: n and ρ traced, the bounds just large enough (the tuned
+    CartPole updates at unit ends of 10 steps: ρ = 0.5 needs 5 slots); without them the setting's own."""
+    from jaxreplay import cli
+    from jaxreplay.cli import dqn as dqn_command
+
+    parser = cli.build_parser()
+    setup, hp = dqn_command._read_setting(
+        parser.parse_args(["dqn", "--tuned", "--n-step", "3", "--replay-ratio", "0.5"])
+    )
+    assert (setup.max_n_step, hp.n_step, setup.train_frequency, setup.max_updates_per_unit, hp.replay_ratio) == (
+        3,
+        3,
+        10,
+        5,
+        0.5,
+    )
+    setup, hp = dqn_command._read_setting(parser.parse_args(["dqn", "--tuned"]))
+    assert (setup.max_n_step, hp.n_step, setup.max_updates_per_unit, hp.replay_ratio) == (1, 1, 1, 0.1)
+    dqn.check(hp, setup)
+    setup, hp = dqn_command._read_setting(parser.parse_args(["dqn", "--replay-ratio", "0.7"]))
+    dqn.check(hp._replace(replay_ratio=0.7), dataclasses.replace(setup, train_frequency=10, max_updates_per_unit=7))
+    before = COMPILE_EVENTS.lowerings
+    for args, message in (
+        (["--n-step", "0"], "--n-step must be >= 1, got 0."),
+        (["--replay-ratio", "nan"], "--replay-ratio must be a number in (0, 2**20]"),
+        (["--replay-ratio", "-1"], "--replay-ratio must be a number in (0, 2**20]"),
+    ):
+        assert cli.main(["dqn", "--quiet", "--seeds", "1", *args]) == 2
+        assert message in capsys.readouterr().err
+    assert COMPILE_EVENTS.lowerings == before
+
+
+def test_sweeps_stored_before_n_step_and_ratio_keep_their_fingerprint():
+    """The committed paper-scale CartPole sweep, declared again with a full Setup (its new fields at their
+    defaults) and n_step = 1, replay_ratio = 1.0 fixed: the same fingerprint (and folder name) as stored;
+    another ratio is another sweep."""
+    import json
+    import pathlib
+
+    from jaxreplay.engine import sweep as sweep_lib
+
+    path = pathlib.Path(__file__).parents[1] / "docs/paper_scale/dqn/CartPole-v1/sweeps/fixed-1aab90dd7c/sweep.json"
+    stored = json.loads(path.read_text())
+    config = stored["config"]
+    setup = dqn.Setup(**{k: tuple(v) if isinstance(v, list) else v for k, v in config["setup"].items()})
+    fixed = {**config["fixed"], "n_step": 1, "replay_ratio": 1.0}
+    sweep = sweep_lib.Sweep(
+        "dqn", seeds=config["seeds"], seed=config["seed"], setup=setup, fixed=fixed, points=config["points"]
+    )
+    assert sweep.fingerprint() == stored["fingerprint"]
+    assert "max_n_step" not in sweep.to_dict()["setup"] and "replay_ratio" not in sweep.to_dict()["fixed"]
+    other = sweep_lib.Sweep(
+        "dqn",
+        seeds=config["seeds"],
+        seed=config["seed"],
+        setup=setup,
+        fixed={**fixed, "replay_ratio": 0.5},
+        points=config["points"],
+    )
+    assert other.fingerprint() != stored["fingerprint"]
+
+
+def test_a_study_written_today_lists_the_settings_a_committed_study_lists():
+    """The study writer's settings leave out the new fields at their defaults (the committed study.json's
+    keys); a non-default value is kept, and a bool never stands for an int default."""
+    import json
+    import pathlib
+
+    committed = json.loads((pathlib.Path(__file__).parents[1] / "docs/study/CartPole-v1/study.json").read_text())
+    experiment = dqn.EXPERIMENT
+    assert list(experiment.without_added_defaults(dataclasses.asdict(dqn.Setup()))) == list(
+        committed["settings"]["setup"]
+    )
+    hp = dqn.Hyperparameters()._asdict()
+    assert "n_step" not in experiment.without_added_defaults(
+        hp
+    ) and "replay_ratio" not in experiment.without_added_defaults(hp)
+    kept = experiment.without_added_defaults(
+        {"max_n_step": 3, "replay_ratio": np.float32(0.5), "max_updates_per_unit": True}
+    )
+    assert kept == {"max_n_step": 3, "replay_ratio": np.float32(0.5), "max_updates_per_unit": True}
+    assert experiment.without_added_defaults({"replay_ratio": np.float32(1.0)}) == {}
