@@ -843,3 +843,10 @@ def test_dqn_step_functions_are_small_and_module_level():
     assert [n for n in ast.walk(advance) if isinstance(n, (ast.FunctionDef, ast.Lambda))] == [advance]
     for step in ("_env_step", "_train", "_unit", "_consult_adaptive", "_cycle", "_record"):
         assert sizes[step][1] <= 3, step
+
+
+def test_dqnstate_is_a_deprecated_alias_of_state():
+    with pytest.warns(DeprecationWarning, match=r"dqn\.DQNState is deprecated .*use .*dqn\.State"):
+        assert dqn.DQNState is dqn.State
+    state = dqn.init(jax.random.key(0), dqn.Hyperparameters(memory_size=10), dqn.Setup(max_capacity=10))
+    assert isinstance(state, dqn.State) and type(state).__name__ == "State"

@@ -58,7 +58,7 @@ from ``jaxreplay.experiments.dqn`` itself):
   parameters, the Q-network sized to it (an MLP, or MinAtar's convolutional
   network for the ``*-MinAtar`` games, whose 0/1 observations are kept
   bit-packed), greedy :func:`evaluate`;
-* :mod:`~jaxreplay.experiments.dqn.state`: a run's :class:`DQNState` and :func:`init`;
+* :mod:`~jaxreplay.experiments.dqn.state`: a run's :class:`State` and :func:`init`;
 * :mod:`~jaxreplay.experiments.dqn.steps`: :func:`advance`, one segment,
   composed of module-level step functions (why the loop is nested: there);
 * :mod:`~jaxreplay.experiments.dqn.summary`: the :class:`Record` and
@@ -69,6 +69,9 @@ from ``jaxreplay.experiments.dqn`` itself):
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
+from jaxreplay import _deprecated
 from jaxreplay.experiments.dqn.config import (
     ADAPTIVE_RULES,
     RULE_AER,
@@ -99,7 +102,7 @@ from jaxreplay.experiments.dqn.game import (
     stored_observation,
 )
 from jaxreplay.experiments.dqn.runs import EXPERIMENT, run, run_batch
-from jaxreplay.experiments.dqn.state import DQNState, init, replay_memory
+from jaxreplay.experiments.dqn.state import State, init, replay_memory
 from jaxreplay.experiments.dqn.steps import advance
 from jaxreplay.experiments.dqn.summary import (
     Record,
@@ -137,7 +140,7 @@ __all__ = [
     "network_kind",
     "q_values",
     "stored_observation",
-    "DQNState",
+    "State",
     "init",
     "replay_memory",
     "advance",
@@ -152,3 +155,13 @@ __all__ = [
     "run",
     "run_batch",
 ]
+
+_RENAMED = {"DQNState": "State"}
+if TYPE_CHECKING:  # the old spelling as type checkers see it; at run time __getattr__ answers, with a warning
+    DQNState = State
+    """Deprecated (removed after 0.1): :class:`State` (as LineSearch's)."""
+
+
+def __getattr__(name: str) -> object:
+    # Old spellings, with a DeprecationWarning (docs/design.md, "Renamed").
+    return _deprecated.renamed(__name__, name, _RENAMED, globals())

@@ -62,7 +62,7 @@ def run(key: jax.Array, hparams: Hyperparameters, setup: Setup, return_state: bo
         key: the run's PRNG key.
         hparams: scalar :class:`Hyperparameters`.
         setup: static :class:`Setup`.
-        return_state: also return the final :class:`~jaxreplay.experiments.dqn.state.DQNState` (its memory
+        return_state: also return the final :class:`~jaxreplay.experiments.dqn.state.State` (its memory
             holds ``max_capacity`` slots: large for big memories).
 
     Returns:

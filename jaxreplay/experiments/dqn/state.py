@@ -1,4 +1,4 @@
-"""One DQN run's state (:class:`DQNState`), its initial value (:func:`init`) and its replay memory.
+"""One DQN run's state (:class:`State`), its initial value (:func:`init`) and its replay memory.
 
 Every draw of a run derives from its key with ``fold_in``, on independent
 streams: the steps' draws (with the step count), the evaluation episodes,
@@ -37,7 +37,7 @@ def replay_memory(setup: Setup, hparams: Hyperparameters) -> memory_lib.Memory:
     return memory_lib.make(setup.sampler, **bound)
 
 
-class DQNState(NamedTuple):
+class State(NamedTuple):
     """One run's full state (a pytree; gains a leading run axis under vmap).
 
     Attributes:
@@ -80,7 +80,7 @@ class DQNState(NamedTuple):
     key: jax.Array
 
 
-def init(key: jax.Array, hparams: Hyperparameters, setup: Setup) -> DQNState:
+def init(key: jax.Array, hparams: Hyperparameters, setup: Setup) -> State:
     """One run's initial state: random Q-network (target = online), empty memory
     of capacity ``memory_size``, reset environment.
 
@@ -90,7 +90,7 @@ def init(key: jax.Array, hparams: Hyperparameters, setup: Setup) -> DQNState:
         setup: static :class:`Setup`.
 
     Returns:
-        A :class:`DQNState`. Cost: O(max_capacity) memory.
+        A :class:`State`. Cost: O(max_capacity) memory.
     """
     hp = as_arrays(hparams)
     env, env_params = environment(setup)
@@ -104,7 +104,7 @@ def init(key: jax.Array, hparams: Hyperparameters, setup: Setup) -> DQNState:
     memory = replay_memory(setup, hp).init(example, setup.max_capacity, hp.memory_size)
     obs, env_state = env.reset(jax.random.fold_in(key, _STREAM_RESET), env_params)
     zero_i = jnp.zeros((), jnp.int32)
-    return DQNState(
+    return State(
         params=params,
         target_params=params,
         opt_state=opt_state,

@@ -73,7 +73,7 @@ from jaxreplay.experiments.dqn.config import (
     effective_replay_ratio,
 )
 from jaxreplay.experiments.dqn.game import _strip_weak_types, environment, evaluate, network, stored_observation
-from jaxreplay.experiments.dqn.state import _STREAM_EVAL, _STREAM_STEP, DQNState, replay_memory
+from jaxreplay.experiments.dqn.state import _STREAM_EVAL, _STREAM_STEP, State, replay_memory
 from jaxreplay.experiments.dqn.summary import Record, _record_arrays
 
 if TYPE_CHECKING:  # annotations only: the optional rl extra is checked by jaxreplay.envs on import
@@ -132,7 +132,7 @@ class _Context(NamedTuple):
 
 
 # A carry of the step functions: the run's state and the segment's sums.
-_Carry = tuple[DQNState, _Accumulators]
+_Carry = tuple[State, _Accumulators]
 
 
 def _aer_controller(hp: Hyperparameters, setup: Setup) -> adaptive.Controller:
@@ -151,7 +151,7 @@ def _aer_controller(hp: Hyperparameters, setup: Setup) -> adaptive.Controller:
     )
 
 
-def _context(state: DQNState, hparams: Hyperparameters, setup: Setup) -> _Context:
+def _context(state: State, hparams: Hyperparameters, setup: Setup) -> _Context:
     """The :class:`_Context` of the segment that starts from ``state``."""
     hp = as_arrays(hparams)
     env, env_params = environment(setup)
@@ -207,7 +207,7 @@ def _isolated(index, fn, carry):
     return jax.lax.cond(index >= 0, fn, lambda c: c, carry)
 
 
-def _step_keys(state: DQNState) -> jax.Array:
+def _step_keys(state: State) -> jax.Array:
     """Keys of the step that comes after ``state.step`` steps: (action, env, minibatch, aER)."""
     step_stream = jax.random.fold_in(state.key, _STREAM_STEP)
     return jax.random.split(jax.random.fold_in(step_stream, state.step), 4)
@@ -273,7 +273,7 @@ def _copy_target_by_steps(ctx: _Context, carry: _Carry) -> _Carry:
     return s._replace(target_params=target, target_copies=s.target_copies + copied.astype(jnp.int32)), acc
 
 
-def _update_target(ctx: _Context, s: DQNState, params: agent.Params, counted: jax.Array):
+def _update_target(ctx: _Context, s: State, params: agent.Params, counted: jax.Array):
     """``(target_params, copied)`` after an update slot that moved the online network to ``params``
     (``counted``, ``bool[]``: the update was made): a Polyak step after every counted update, or (with
     ``target_period_in_updates``) a hard copy after every ``target_period``-th. Hard copies counted in
@@ -433,7 +433,7 @@ def _cycle(ctx: _Context, carry: _Carry, index: jax.Array) -> _Carry:
     return _isolated(index, functools.partial(_consult_adaptive, ctx), carry) if ctx.setup.adaptive else carry
 
 
-def _record(ctx: _Context, state: DQNState, acc: _Accumulators) -> Record:
+def _record(ctx: _Context, state: State, acc: _Accumulators) -> Record:
     """The segment's :class:`Record` from its sums and the state at its end (scalars)."""
     hp, setup = ctx.hp, ctx.setup
     nan = jnp.float32(jnp.nan)
@@ -457,7 +457,7 @@ def _record(ctx: _Context, state: DQNState, acc: _Accumulators) -> Record:
     )
 
 
-def advance(state: DQNState, hparams: Hyperparameters, setup: Setup) -> tuple[DQNState, dict]:
+def advance(state: State, hparams: Hyperparameters, setup: Setup) -> tuple[State, dict]:
     """Run ``setup.steps_per_segment`` environment steps (with training and aER) and record them.
 
     The segment is a scan of cycles (:func:`_cycle`), each a scan of units

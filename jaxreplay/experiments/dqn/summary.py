@@ -25,7 +25,7 @@ from jaxreplay.experiments.dqn.config import (
     effective_replay_ratio,
     num_segments,
 )
-from jaxreplay.experiments.dqn.state import DQNState
+from jaxreplay.experiments.dqn.state import State
 
 
 class Record(NamedTuple):
@@ -128,7 +128,7 @@ class Summary(NamedTuple):
     oldest_policy_age: jax.Array
 
 
-def summarize(state: DQNState, hparams: Hyperparameters, setup: Setup) -> dict:
+def summarize(state: State, hparams: Hyperparameters, setup: Setup) -> dict:
     """The run's :class:`Summary` as ``{name: scalar}`` (names: :func:`summary_dims`)."""
     recent = state.recent_returns
     count = jnp.minimum(state.episodes, setup.recent_episodes)
