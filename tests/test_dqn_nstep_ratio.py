@@ -320,3 +320,67 @@ def test_a_study_written_today_lists_the_settings_a_committed_study_lists():
     )
     assert kept == {"max_n_step": 3, "replay_ratio": np.float32(0.5), "max_updates_per_unit": True}
     assert experiment.without_added_defaults({"replay_ratio": np.float32(1.0)}) == {}
+
+
+GRID_TOML = """
+experiment = "dqn"
+seeds = 1
+
+[setup]
+env_params = {max_steps_in_episode = 15}
+total_steps = 120
+steps_per_segment = 60
+hidden_sizes = [8]
+max_capacity = 64
+batch_size = 8
+max_n_step = 3
+max_updates_per_unit = 4
+
+[fixed]
+learning_starts = 20
+epsilon_decay_steps = 100
+
+[grid]
+n_step = [1, 3]
+replay_ratio = [0.25, 4.0]
+memory_size = [32, 64]
+"""
+
+
+def test_a_toml_grid_over_n_step_replay_ratio_and_memory_size_is_one_program(tmp_path):
+    """``n_step × replay_ratio × memory_size`` declared as one TOML grid runs in one compiled program (per
+    segment kind), each run's updates following its ratio and its oldest-policy age its capacity × ratio."""
+    from jaxreplay.engine import sweep as sw
+
+    config = tmp_path / "grid.toml"
+    config.write_text(GRID_TOML)
+    result = sw.run(sw.Sweep.from_toml(config), tmp_path / "out", progress=False)
+    ds = sw.load(tmp_path / "out")
+    # Two programs (the first segment with the runs' initialisation, and the others), whatever the grid:
+    # other values of all three compile nothing new.
+    assert result.stats.chunks == 1 and result.stats.compilations == 2
+    other = GRID_TOML.replace("n_step = [1, 3]", "n_step = [2, 3]").replace("[0.25, 4.0]", "[0.5, 2.0]")
+    config.write_text(other.replace("memory_size = [32, 64]", "memory_size = [16, 48]"))
+    assert sw.run(sw.Sweep.from_toml(config), tmp_path / "other", progress=False).stats.compilations == 0
+    assert dict(ds.sizes)["n_step"] == 2 and dict(ds.sizes)["replay_ratio"] == 2 and dict(ds.sizes)["memory_size"] == 2
+    updates = ds["gradient_steps"].sel(seed=0, memory_size=32).values  # [n_step, replay_ratio]
+    # floor(120 ρ) - floor(19 ρ): the updates due, less those of the units before learning_starts.
+    np.testing.assert_array_equal(updates, [[30 - 4, 480 - 76]] * 2)
+    age = ds["oldest_policy_age"].sel(seed=0, n_step=3).values  # [replay_ratio, memory_size]
+    np.testing.assert_array_equal(age, [[8.0, 16.0], [128.0, 256.0]])
+
+
+@pytest.mark.parametrize(
+    ("line", "message"),
+    [("n_step = [1, 4]", "n_step"), ("n_step = [0, 1]", "n_step"), ("replay_ratio = [0.0, 1.0]", "replay_ratio"),
+     ("replay_ratio = [1.0, nan]", "replay_ratio")],
+)
+def test_bad_grid_values_of_n_step_and_replay_ratio_are_refused_naming_their_key(tmp_path, line, message):
+    from jaxreplay.engine import sweep as sw
+
+    key = line.split(" = ")[0]
+    text = "\n".join(line if row.startswith(key + " = ") else row for row in GRID_TOML.splitlines())
+    config = tmp_path / "bad.toml"
+    config.write_text(text)
+    with pytest.raises(ValueError, match=rf"grid\.{message}"):
+        sw.Sweep.from_toml(config)

@@ -272,9 +272,10 @@ class Hyperparameters(NamedTuple):
             Setup.max_n_step]``: up to n rewards summed, then γ^k times the
             bootstrap value (:mod:`jaxreplay.returns`; n = 1 is the 1-step
             target). Traced: a sweep over n is one program.
-        replay_ratio: gradient updates per environment step, in ``[0,
-            Setup.max_replay_ratio]``; fractional ratios accumulate (0.25:
-            one update every 4 steps). After ``t`` steps
+        replay_ratio: gradient updates per environment step, in ``(0,
+            Setup.max_replay_ratio]`` (a concrete 0 is refused; a traced
+            one runs no updates); fractional ratios accumulate (0.25: one
+            update every 4 steps). After ``t`` steps
             ``floor(float32(t) × float32(ratio))`` updates were due (the
             updates of a unit are made at its end); exact for dyadic ratios
             (0.25, 4) and, up to 2^24 steps, wherever ``t × ratio`` is an
@@ -375,6 +376,12 @@ def check(hparams: Hyperparameters, setup: Setup) -> None:
     _validation.check_int("n_step", h.n_step, low=1)
     _check_at_most("n_step", h.n_step, setup.max_n_step, f"Setup.max_n_step ({setup.max_n_step})", "raise max_n_step")
     _validation.check_float("replay_ratio", h.replay_ratio, low=0.0)
+    ratio = _validation.concrete_value(h.replay_ratio)
+    if ratio is not None and np.any(ratio <= 0):  # no updates at all: not a DQN run (set learning_starts instead)
+        bad = float(np.asarray(ratio).reshape(-1)[np.asarray(ratio).reshape(-1) <= 0][0])
+        raise _validation.FieldError(
+            "replay_ratio", f"must be > 0 (gradient updates per environment step), got {bad:g}."
+        )
     bound = (
         f"Setup.max_replay_ratio = max_updates_per_unit / train_frequency "
         f"({setup.max_updates_per_unit}/{setup.train_frequency})"
