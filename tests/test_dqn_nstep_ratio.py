@@ -384,3 +384,11 @@ def test_bad_grid_values_of_n_step_and_replay_ratio_are_refused_naming_their_key
     config.write_text(text)
     with pytest.raises(ValueError, match=rf"grid\.{message}"):
         sw.Sweep.from_toml(config)
+
+
+def test_train_frequency_alone_is_refused_with_the_ratio_that_means_one_update_every_f_steps():
+    """``train_frequency`` is the unit's length: the old "one update every F steps" is ``replay_ratio = 1/F``;
+    leaving the ratio at 1 with F = 4 and one update slot is refused, saying so."""
+    with pytest.raises(ValueError, match=r"got 1\.0; set replay_ratio = 1/4 for one update every 4 steps"):
+        dqn.check(dqn.Hyperparameters(), dqn.Setup(train_frequency=4))
+    dqn.check(dqn.Hyperparameters(replay_ratio=0.25), dqn.Setup(train_frequency=4))  # accepted

@@ -386,7 +386,14 @@ def check(hparams: Hyperparameters, setup: Setup) -> None:
         f"Setup.max_replay_ratio = max_updates_per_unit / train_frequency "
         f"({setup.max_updates_per_unit}/{setup.train_frequency})"
     )
-    _check_at_most("replay_ratio", h.replay_ratio, setup.max_replay_ratio, bound, "raise max_updates_per_unit")
+    # (train_frequency is the unit's length: one update every F steps is replay_ratio = 1/F, not train_frequency alone.)
+    advice = "raise max_updates_per_unit"
+    if setup.train_frequency > 1:
+        advice = (
+            f"set replay_ratio = 1/{setup.train_frequency} for one update every {setup.train_frequency} steps, or "
+            + advice
+        )
+    _check_at_most("replay_ratio", h.replay_ratio, setup.max_replay_ratio, bound, advice)
 
 
 def _check_at_most(name: str, value: ArrayLike, high: float, bound: str, advice: str) -> None:
