@@ -68,7 +68,8 @@ def test_front_page_summaries_say_what_the_generated_tables_say():
     sb3 = "DQN CartPole, 100-seed sweep vs Stable-Baselines3 (aggregate env steps/s) | "
     gpu = _block("benchmarks.md", "benchmarks-gpu").split(sb3)[1].split(" |")[0]
     cpu = _block("benchmarks.md", "benchmarks").split(sb3)[1].split(" |")[0]
-    assert (gpu, cpu) == ("1739×", "65×")
+    # The numbers are whatever the last runs measured: the front page must say the same ones.
+    assert re.fullmatch(r"\d+×", gpu) and re.fullmatch(r"\d+×", cpu), (gpu, cpu)
     assert f"{gpu} Stable-Baselines3" in README and f"({cpu} on a 2-core CPU)" in README
 
 
