@@ -326,7 +326,7 @@ def test_one_step_targets_and_updates_are_todays_bit_for_bit():
         batch, discount = batch_and_discount(state, indices, gamma, n_step)
         td = agent.td_errors(net, params, target_params, batch, discount)
         return td, agent.train_step(
-            net, optimizer, params, target_params, opt_state, batch, jnp.ones(11), 0.01, discount
+            net, optimizer, params, target_params, opt_state, batch, jnp.ones(11), 0.01, agent.LossOptions(discount)
         )
 
     params = agent.init_params(jax.random.key(0), net, (3,))
