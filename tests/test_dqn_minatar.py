@@ -139,6 +139,9 @@ def test_breakout_runs_a_few_hundred_steps_and_trains():
     assert records["env_steps"].tolist() == [100, 200, 300]
     assert int(records["train_episodes"].sum()) >= 3  # a random Breakout episode lasts ~20-60 steps
     assert np.all(np.isfinite(np.asarray(records["td_loss"][1:])))
+    # It trains: one update per step from learning_starts (50) on, on a loss that is not zero.
+    assert int(summary["gradient_steps"]) == 300 - 50 + 1
+    assert float(records["td_loss"][-1]) > 0
 
 
 def test_prioritized_replay_and_aer_read_packed_observations():

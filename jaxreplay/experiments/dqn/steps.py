@@ -307,7 +307,7 @@ def _minibatch(ctx: _Context, memory: memory_lib.MemoryState, indices: jax.Array
     n_step_batch = {
         **batch,
         "reward": pieces.reward,
-        "next_obs": stored.storage["next_obs"][last],
+        "next_obs": buffer.get(stored, last)["next_obs"],
         "terminated": jnp.zeros_like(pieces.reward),
     }
     return n_step_batch, ctx.loss._replace(discount=pieces.discount)
