@@ -132,12 +132,22 @@ Invalid traced tolerances. Concrete bad ``tolerance`` and
 be. A traced ``ε`` that is NaN, infinite or negative, or ``ρ`` that is NaN or
 outside ``[0, 1]``, would bias every decision without a trace (NaN: never
 shrink; negative: shrink more easily). Instead it sets the sticky flag
-``invalid_parameters`` and its checks are treated like non-finite ones.
+``invalid_parameters`` and its checks are treated like non-finite ones (so do
+traced evidence settings out of range).
 
 The random-walk control (``random_walk=True``). The decision is a fair coin
 instead of the comparison, with the same boundaries, interval and
 bookkeeping: what aER's memory trajectory would look like if the TD errors
 carried no information.
+
+Accumulated evidence (``evidence_threshold=h``, ``evidence_allowance=δ``).
+Each valid check casts a vote (the comparison's, or the coin's; the first
+check's, against ``|δ_old| = 0``, is a grow). ``N`` changes only when the
+votes' two-sided CUSUM since the last resize reaches ``h``
+(:mod:`jaxreplay.evidence`: the rule and why); otherwise the check keeps
+``N`` and the next reference is the transitions ``k`` newer (offset ``k``),
+as at ``max_capacity``. At the floor (``N - k < k``) a check enlarges at once
+and the count restarts, as in aER. ``h = 1`` is aER, bit for bit.
 
 Cost of a check. ``td_error_fn`` is called on ``L`` transitions, ``L =
 subsample_size`` if given, else ``max_num_old`` (the entries beyond
@@ -176,6 +186,7 @@ import numpy as np
 
 from jaxreplay import _td_sums, _validation
 from jaxreplay import buffer as buffer_lib
+from jaxreplay import evidence as evidence_lib
 from jaxreplay._typing import ArrayLike
 
 Transition = buffer_lib.Transition
@@ -205,6 +216,8 @@ class Config(NamedTuple):
     paired: ArrayLike = True
     equal_counts: ArrayLike = True
     random_walk: ArrayLike = False
+    evidence_threshold: ArrayLike = 1.0
+    evidence_allowance: ArrayLike = 0.0
 
 
 class Reference(NamedTuple):
@@ -252,7 +265,7 @@ class Diagnostics(NamedTuple):
             were not finite (NaN or inf TD errors) or the (traced) tolerances
             were invalid. The capacity was kept and the reference dropped.
         invalid_parameters: ``bool[]``; set (and kept) by a traced invalid
-            ``tolerance`` or ``relative_tolerance`` (module docstring): a flag
+            ``tolerance``, ``relative_tolerance`` or evidence setting (module docstring): a flag
             to read after a jitted run, like ``buffer.capacity_clipped``.
         sum_abs_change: ``float32[]``; Σ over compared checks of the estimated
             ``| |δ_old|' - |δ_old| |``.
@@ -278,10 +291,13 @@ class AdaptiveState(NamedTuple):
     Attributes:
         reference: the :class:`Reference` the next check compares with.
         diagnostics: the :class:`Diagnostics` counted so far.
+        evidence: ``float32[2]``; the votes' CUSUM statistic ``(U, D)``
+            since the last resize (:mod:`jaxreplay.evidence`; 0 with aER).
     """
 
     reference: Reference
     diagnostics: Diagnostics
+    evidence: jax.Array
 
 
 class Controller(NamedTuple):
@@ -330,7 +346,7 @@ def init(subsample_size: int | None = None) -> AdaptiveState:
         sum_abs_change=zero_f,
         sum_noise=zero_f,
     )
-    return AdaptiveState(reference, diagnostics)
+    return AdaptiveState(reference, diagnostics, evidence_lib.init())
 
 
 # ----------------------------------------------------------------------------
@@ -448,8 +464,9 @@ class _Decision(NamedTuple):
 
     ok: jax.Array  # bool[]: the check could decide (finite sums, valid tolerances)
     shrink: jax.Array  # bool[]
-    grow: jax.Array  # bool[]: every valid check that does not shrink
+    grow: jax.Array  # bool[]: every valid check that acts and does not shrink
     capacity: jax.Array  # int32[]: the new N
+    evidence: jax.Array  # float32[2]: the votes' statistic after this check (jaxreplay.evidence)
 
 
 def _estimate(config: Config, key: jax.Array, reference: Reference, size: jax.Array, evaluate: _Evaluate) -> _Estimate:
@@ -478,11 +495,13 @@ def _decide(
     config: Config,
     key: jax.Array,
     estimate: _Estimate,
-    delta_old: jax.Array,
+    state: AdaptiveState,
     buffer_state: buffer_lib.BufferState,
     valid_parameters: jax.Array,
 ) -> _Decision:
-    """Shrink, enlarge, or (sums not finite, tolerances invalid) keep ``N``: steps 2 to 4 of Algorithm 2."""
+    """Shrink, enlarge, or keep ``N`` (no crossing of the evidence threshold; sums not finite, tolerances
+    invalid): steps 2 to 4 of Algorithm 2, acting only when the votes cross the threshold."""
+    delta_old = state.reference.delta_old
     if config.tolerance is None and config.relative_tolerance is None:
         decreased = estimate.total <= delta_old
     else:
@@ -493,11 +512,15 @@ def _decide(
     wants_shrink = jnp.where(config.random_walk, coin, decreased)
     ok = jnp.isfinite(estimate.total) & jnp.isfinite(delta_old) & valid_parameters
     k, capacity = config.interval, buffer_state.capacity
-    shrink = ok & wants_shrink & (capacity - k >= k)
-    grow = ok & ~shrink
+    # The boundary rule: at the floor every valid check enlarges and casts no vote (nothing to weigh).
+    floor = capacity - k < k
+    counted, act = evidence_lib.update(state.evidence, wants_shrink, config.evidence_threshold, config.evidence_allowance)
+    evidence = jnp.where(ok, jnp.where(floor, 0.0, counted), state.evidence)  # an invalid check casts no vote
+    shrink = ok & ~floor & (act < 0)
+    grow = ok & (floor | (act > 0))
     grown = jnp.minimum(capacity + k, buffer_state.max_capacity)
     new_capacity = jnp.where(shrink, capacity - k, jnp.where(grow, grown, capacity))
-    return _Decision(ok, shrink, grow, new_capacity.astype(jnp.int32))
+    return _Decision(ok, shrink, grow, new_capacity.astype(jnp.int32), evidence)
 
 
 def _next_reference(
@@ -521,7 +544,8 @@ def _next_reference(
     start_equal = jnp.where(
         shrink & (config.shrink_reading == "shrunk"), k, buffer_state.capacity + k - decision.capacity
     )
-    start_literal = jnp.where(shrink, 2 * k if config.shrink_reading == "new" else k, 0)
+    held = decision.ok & ~decision.grow & ~shrink  # no resize: the oldest move on by k
+    start_literal = jnp.where(shrink, 2 * k if config.shrink_reading == "new" else k, jnp.where(held, k, 0))
     start = jnp.where(config.equal_counts, start_equal, start_literal)
     ref_window = jnp.minimum(config.num_old, jnp.clip(buffer_state.size - start, 0, None))
     same = (start == 0) & (ref_window == estimate.window)
@@ -584,10 +608,10 @@ def _check(
     key_new, key_ref, key_coin = jax.random.split(key, 3)
     reference = state.reference
     estimate = _estimate(config, key_new, reference, buffer_state.size, evaluate)
-    decision = _decide(config, key_coin, estimate, reference.delta_old, buffer_state, valid_parameters)
+    decision = _decide(config, key_coin, estimate, state, buffer_state, valid_parameters)
     next_reference = _next_reference(config, key_ref, estimate, decision, reference, buffer_state, evaluate)
     diagnostics = _record(state.diagnostics, estimate, decision, reference.valid)
-    return AdaptiveState(next_reference, diagnostics), decision.capacity
+    return AdaptiveState(next_reference, diagnostics, decision.evidence), decision.capacity
 
 
 # ----------------------------------------------------------------------------
@@ -607,6 +631,7 @@ def _check_config(config: Config) -> Config:
     if config.relative_tolerance is not None:
         _validation.check_float("relative_tolerance", config.relative_tolerance, low=0.0, high=1.0)
     _validation.check_choice("shrink_reading", config.shrink_reading, SHRINK_READINGS)
+    evidence_lib.check(config.evidence_threshold, config.evidence_allowance)
     return config._replace(max_num_old=max_num_old, subsample_size=subsample_size)
 
 
@@ -647,6 +672,8 @@ def _as_arrays(config: Config) -> Config:
         paired=jnp.asarray(config.paired, jnp.bool_),
         equal_counts=jnp.asarray(config.equal_counts, jnp.bool_),
         random_walk=jnp.asarray(config.random_walk, jnp.bool_),
+        evidence_threshold=jnp.asarray(config.evidence_threshold, jnp.float32),
+        evidence_allowance=jnp.asarray(config.evidence_allowance, jnp.float32),
     )
 
 
@@ -665,7 +692,9 @@ def _update(
     arrays = _as_arrays(config)
     length = config.max_num_old if config.subsample_size is None else config.subsample_size
     evaluate = functools.partial(_td_sums.abs_td_errors, buffer_state, td_error_fn, length)
-    valid_parameters = _valid_tolerances(config.tolerance, config.relative_tolerance)
+    valid_parameters = _valid_tolerances(config.tolerance, config.relative_tolerance) & evidence_lib.valid(
+        config.evidence_threshold, config.evidence_allowance
+    )
     fire = (jnp.asarray(step, jnp.int32) % arrays.interval == 0) & buffer_lib.is_full(buffer_state)
 
     def check(state: AdaptiveState) -> tuple[AdaptiveState, jax.Array]:
@@ -693,6 +722,8 @@ def controller(
     paired: ArrayLike = True,
     equal_counts: ArrayLike = True,
     random_walk: ArrayLike = False,
+    evidence_threshold: ArrayLike = 1.0,
+    evidence_allowance: ArrayLike = 0.0,
 ) -> Controller:
     """The aER :class:`Controller` with its settings bound: ``init()`` and ``update(key, state, memory, td_fn, step)``.
 
@@ -734,6 +765,11 @@ def controller(
         random_walk: (default False; may be traced) a control: decide by a
             fair coin instead of the TD errors (same boundaries, same
             bookkeeping).
+        evidence_threshold, evidence_allowance: ``h >= 1`` and ``δ`` in
+            ``[0, 1)`` (defaults 1 and 0; may be traced): resize only when
+            the CUSUM statistic of the votes since the last resize reaches
+            ``h`` (:mod:`jaxreplay.evidence`: the rule and its reason),
+            keeping ``N`` otherwise. ``h = 1, δ = 0`` is Algorithm 2.
 
     ``update``'s arguments:
         key: PRNG key for the subsample and the random walk; may be ``None``
@@ -756,7 +792,8 @@ def controller(
     Raises:
         ValueError: here, a concrete ``interval < 1``, ``num_old`` outside
             ``[1, max_num_old]``, a negative or non-finite ``tolerance``,
-            ``relative_tolerance`` outside ``[0, 1]``, an unknown
+            ``relative_tolerance`` outside ``[0, 1]``, ``evidence_threshold``
+            below 1 or ``evidence_allowance`` outside ``[0, 1)``, an unknown
             ``shrink_reading``, ``max_num_old`` or ``subsample_size`` not a
             Python int >= 1. From ``update``: a concrete ``interval`` above
             ``max_capacity``, ``step < 1``, a missing key where randomness
@@ -764,11 +801,12 @@ def controller(
             length ``s``, a non-callable ``td_error_fn``, or (at trace time) a
             ``td_error_fn`` output of the wrong shape. Traced values are not
             checked: ``num_old`` is clipped to ``[1, max_num_old]``, an
-            ``interval`` below 1 acts as 1, and invalid tolerances are flagged
+            ``interval`` below 1 acts as 1, and invalid tolerances and evidence settings are flagged
             (``Diagnostics.invalid_parameters``, module docstring).
     """
     settings = (interval, num_old, max_num_old, subsample_size, tolerance, relative_tolerance, shrink_reading)
-    config = _check_config(Config(*settings, paired, equal_counts, random_walk))  # in Config's field order
+    evidence = (evidence_threshold, evidence_allowance)
+    config = _check_config(Config(*settings, paired, equal_counts, random_walk, *evidence))  # in Config's field order
     return Controller(init=functools.partial(init, config.subsample_size), update=functools.partial(_update, config))
 
 

@@ -65,6 +65,7 @@ from jaxreplay import memory as memory_lib
 from jaxreplay._typing import ArrayLike, PyTree
 from jaxreplay.agents import dqn as agent
 from jaxreplay.experiments.dqn.config import (
+    RULE_EVIDENCE,
     RULE_FIXED,
     RULE_RANDOM,
     Hyperparameters,
@@ -148,6 +149,9 @@ def _aer_controller(hp: Hyperparameters, setup: Setup) -> adaptive.Controller:
         paired=jnp.asarray(hp.adaptive_paired) > 0,
         equal_counts=jnp.asarray(hp.adaptive_equal_counts) > 0,
         random_walk=hp.adaptive_rule == RULE_RANDOM,
+        # aER and its random walk act on every vote (h = 1, δ = 0).
+        evidence_threshold=jnp.where(hp.adaptive_rule == RULE_EVIDENCE, hp.adaptive_evidence_threshold, 1.0),
+        evidence_allowance=jnp.where(hp.adaptive_rule == RULE_EVIDENCE, hp.adaptive_evidence_allowance, 0.0),
     )
 
 
