@@ -23,9 +23,10 @@ What it buys over acting on every vote:
 * fair-coin votes (no signal): ``U`` and ``D`` drift *down* by ``δ`` per vote
   and sit near 0; they reach ``h`` only after a number of votes that grows
   exponentially in ``h`` (for ``δ > 0``), so the size barely moves;
-* votes with a grow share ``p`` and ``2p - 1 > δ``: ``U`` climbs by ``2p - 1 -
-  δ`` per vote and the size grows by ``k`` every ``≈ h / (2p - 1 - δ)`` votes
-  (exactly every ``⌈h / (1 - δ)⌉`` when every vote agrees).
+* votes with a grow share ``p`` and ``2p - 1 > δ``: ``U`` climbs by at least
+  ``2p - 1 - δ`` per vote on average (more near 0, where the max clips shrink
+  votes), so the size grows by ``k`` at least every ``≈ (h + 1 - δ) / (2p - 1
+  - δ)`` votes (exactly every ``⌈h / (1 - δ)⌉`` when every vote agrees).
 
 ``h = 1, δ = 0`` acts on every vote: Algorithm 2, bit for bit. ``δ = 0`` and
 ``h > 1`` only slows the walk (the statistic is then a reflected walk that
