@@ -16,9 +16,9 @@ settings are fine (build it inside the traced function)::
 
 A check is four small pure steps: estimate ``|δ_old|'`` (and its change
 against the reference), decide (shrink, enlarge or keep), choose the next
-reference, and record the diagnostics. The state is its :class:`Reference`
-and its :class:`Diagnostics`. (:func:`update`, the earlier one-call form, warns
-and stays for one release.)
+reference, and record the diagnostics. The state is its :class:`Reference`,
+its :class:`Diagnostics` and the votes' evidence. (:func:`update`, the earlier
+one-call form, warns and stays for one release.)
 
 All reads happen on the memory as it is *before* a shrink, which is what makes
 this split possible (the offsets below are from its oldest live transition).
@@ -108,14 +108,6 @@ With ``subsample_size=s`` a sum over ``m`` live transitions is estimated as
   when the errors do not trend, the next check is more likely to shrink (the
   tests measure a grow share of 0.45 instead of 0.5).
 
-A note on Algorithm 2 itself: an enlargement keeps ``|δ_old|'`` as the next
-reference even with exact sums. When the old errors move like a random walk
-(independent increments) that is harmless: the grow share is 1/2 (tested). If
-they instead fluctuate around a constant level (independent values at every
-check), the kept reference is a selected maximum and the printed rule grows
-only about ``(e - 2) / (e - 1) ≈ 42%`` of the time: a share of the "tendency
-to shrink" that the paper attributes to learning.
-
 Diagnostics. Every check that has a reference records the estimated change
 ``|δ_old|' - |δ_old|`` and its standard error (0 for exact sums; from the
 paired differences, or both sums' errors combined for independent draws), so
@@ -129,11 +121,10 @@ every check.
 
 Invalid traced tolerances. Concrete bad ``tolerance`` and
 ``relative_tolerance`` values are refused (``ValueError``); traced ones cannot
-be. A traced ``ε`` that is NaN, infinite or negative, or ``ρ`` that is NaN or
-outside ``[0, 1]``, would bias every decision without a trace (NaN: never
-shrink; negative: shrink more easily). Instead it sets the sticky flag
-``invalid_parameters`` and its checks are treated like non-finite ones (so do
-traced evidence settings out of range).
+be. A traced ``ε`` that is NaN, infinite or negative, ``ρ`` NaN or outside
+``[0, 1]``, or an evidence setting out of range, would bias every decision
+without a trace. Instead it sets the sticky flag ``invalid_parameters`` and
+its checks are treated like non-finite ones.
 
 The random-walk control (``random_walk=True``). The decision is a fair coin
 instead of the comparison, with the same boundaries, interval and
@@ -141,13 +132,11 @@ bookkeeping: what aER's memory trajectory would look like if the TD errors
 carried no information.
 
 Accumulated evidence (``evidence_threshold=h``, ``evidence_allowance=δ``).
-Each valid check casts a vote (the comparison's, or the coin's; the first
-check's, against ``|δ_old| = 0``, is a grow). ``N`` changes only when the
-votes' two-sided CUSUM since the last resize reaches ``h``
-(:mod:`jaxreplay.evidence`: the rule and why); otherwise the check keeps
-``N`` and the next reference is the transitions ``k`` newer (offset ``k``),
-as at ``max_capacity``. At the floor (``N - k < k``) a check enlarges at once
-and the count restarts, as in aER. ``h = 1`` is aER, bit for bit.
+Each valid check votes (the comparison, or the coin; the first, against
+``|δ_old| = 0``, grows); ``N`` changes only when the votes' two-sided CUSUM
+since the last resize reaches ``h`` (:mod:`jaxreplay.evidence`). A check that
+keeps ``N`` takes the next reference ``k`` newer (as at ``max_capacity``); at
+the floor a check enlarges and restarts the CUSUM. ``h = 1, δ = 0`` is aER.
 
 Cost of a check. ``td_error_fn`` is called on ``L`` transitions, ``L =
 subsample_size`` if given, else ``max_num_old`` (the entries beyond
@@ -156,19 +145,10 @@ subsample_size`` if given, else ``max_num_old`` (the entries beyond
 check when enlarging, twice when shrinking; ``O(L)`` besides. Steps where the
 check does not fire cost ``O(1)``: the evaluation is inside ``lax.cond``.
 
-vmap. Under ``vmap`` with a *batched* predicate, ``lax.cond`` becomes a
-``select`` that evaluates both branches: the TD errors (and the shrink
-recompute) are then computed at every step for every run. The predicate
-includes ``is_full(memory)``, which is batched whenever the memory is. To keep
-the saving in a vmapped sweep, gate on a shared, unbatched step counter
-outside the ``vmap`` (``interval`` must then be shared too)::
-
-    def maybe_update(keys, ctrl, memories, step):
-        aer = adaptive.controller(interval=k, ...)
-        return jax.lax.cond(
-            step % k == 0,
-            lambda: jax.vmap(lambda key, c, m: aer.update(key, c, m, td_error_fn, step))(keys, ctrl, memories),
-            lambda: (ctrl, memories.capacity))
+vmap. Under ``vmap`` with a *batched* predicate (``is_full(memory)`` is
+batched whenever the memory is), ``lax.cond`` becomes a ``select``: the TD
+errors are computed at every step for every run. docs/design.md ("aER under
+vmap") shows how to gate on a shared step counter outside the ``vmap``.
 
 All functions are pure, jit and vmap with a single compilation; concrete
 arguments are validated in plain Python before tracing.
@@ -358,24 +338,6 @@ def _check_td_error_fn(td_error_fn: object) -> None:
         raise ValueError(f"td_error_fn must be callable (transitions -> float[L]), got {td_error_fn!r}.")
 
 
-def _check_common(
-    buffer_state: buffer_lib.BufferState,
-    num_old: ArrayLike,
-    max_num_old: int,
-    subsample_size: int | None,
-    key: jax.Array | None,
-) -> tuple[int, int | None]:
-    max_num_old = _validation.check_static_int("max_num_old", max_num_old, low=1)
-    if subsample_size is not None:
-        subsample_size = _validation.check_static_int("subsample_size", subsample_size, low=1)
-        if key is None:
-            raise ValueError("key must be a PRNG key when subsample_size is given (the subsample is random).")
-    _validation.check_int("num_old", num_old, low=1, high=max_num_old)
-    if not isinstance(buffer_state, buffer_lib.BufferState):
-        raise ValueError(f"buffer_state must be a jaxreplay.buffer.BufferState, got {type(buffer_state).__name__}.")
-    return max_num_old, subsample_size
-
-
 # ----------------------------------------------------------------------------
 # The sum of |δ| over old transitions (estimated in jaxreplay._td_sums)
 
@@ -419,10 +381,14 @@ def old_td_error_sum(
             missing key, a non-callable ``td_error_fn``) or a ``td_error_fn``
             output of the wrong shape (at trace time).
     """
-    max_num_old, subsample_size = _check_common(buffer_state, num_old, max_num_old, subsample_size, key)
+    config = _check_config(Config(1, num_old, max_num_old, subsample_size))  # the controller's checks of these
+    if key is None and config.subsample_size is not None:
+        raise ValueError("key must be a PRNG key when subsample_size is given (the subsample is random).")
+    if not isinstance(buffer_state, buffer_lib.BufferState):
+        raise ValueError(f"buffer_state must be a jaxreplay.buffer.BufferState, got {type(buffer_state).__name__}.")
     _validation.check_int("start", start, low=0)
     _check_td_error_fn(td_error_fn)
-    return _td_sums.td_sum(key, buffer_state, td_error_fn, start, num_old, max_num_old, subsample_size)
+    return _td_sums.td_sum(key, buffer_state, td_error_fn, start, num_old, config.max_num_old, config.subsample_size)
 
 
 # ----------------------------------------------------------------------------
@@ -499,8 +465,7 @@ def _decide(
     buffer_state: buffer_lib.BufferState,
     valid_parameters: jax.Array,
 ) -> _Decision:
-    """Shrink, enlarge, or keep ``N`` (no crossing of the evidence threshold; sums not finite, tolerances
-    invalid): steps 2 to 4 of Algorithm 2, acting only when the votes cross the threshold."""
+    """Shrink, enlarge or keep ``N``: steps 2 to 4 of Algorithm 2, acting when the votes' evidence reaches ``h``."""
     delta_old = state.reference.delta_old
     if config.tolerance is None and config.relative_tolerance is None:
         decreased = estimate.total <= delta_old
@@ -512,9 +477,10 @@ def _decide(
     wants_shrink = jnp.where(config.random_walk, coin, decreased)
     ok = jnp.isfinite(estimate.total) & jnp.isfinite(delta_old) & valid_parameters
     k, capacity = config.interval, buffer_state.capacity
-    # The boundary rule: at the floor every valid check enlarges and casts no vote (nothing to weigh).
-    floor = capacity - k < k
-    counted, act = evidence_lib.update(state.evidence, wants_shrink, config.evidence_threshold, config.evidence_allowance)
+    floor = capacity - k < k  # the boundary rule: here every valid check enlarges and casts no vote
+    counted, act = evidence_lib.update(
+        state.evidence, wants_shrink, config.evidence_threshold, config.evidence_allowance
+    )
     evidence = jnp.where(ok, jnp.where(floor, 0.0, counted), state.evidence)  # an invalid check casts no vote
     shrink = ok & ~floor & (act < 0)
     grow = ok & (floor | (act > 0))
@@ -692,9 +658,8 @@ def _update(
     arrays = _as_arrays(config)
     length = config.max_num_old if config.subsample_size is None else config.subsample_size
     evaluate = functools.partial(_td_sums.abs_td_errors, buffer_state, td_error_fn, length)
-    valid_parameters = _valid_tolerances(config.tolerance, config.relative_tolerance) & evidence_lib.valid(
-        config.evidence_threshold, config.evidence_allowance
-    )
+    valid_evidence = evidence_lib.valid(config.evidence_threshold, config.evidence_allowance)
+    valid_parameters = _valid_tolerances(config.tolerance, config.relative_tolerance) & valid_evidence
     fire = (jnp.asarray(step, jnp.int32) % arrays.interval == 0) & buffer_lib.is_full(buffer_state)
 
     def check(state: AdaptiveState) -> tuple[AdaptiveState, jax.Array]:
@@ -784,10 +749,8 @@ def controller(
         step: the 1-based step count ``t`` (integer >= 1; may be traced).
 
     ``update`` returns ``(new_state, new_capacity)``; ``new_capacity`` is
-    ``int32[]``, equal to ``buffer_state.capacity`` unless the check fired.
-    Cost: O(1) when the check does not fire; otherwise one or two
-    ``td_error_fn`` calls on ``L = subsample_size or max_num_old``
-    transitions, plus O(L).
+    ``int32[]``, equal to ``buffer_state.capacity`` unless the check fired
+    (the cost of a check: module docstring).
 
     Raises:
         ValueError: here, a concrete ``interval < 1``, ``num_old`` outside
@@ -805,8 +768,7 @@ def controller(
             (``Diagnostics.invalid_parameters``, module docstring).
     """
     settings = (interval, num_old, max_num_old, subsample_size, tolerance, relative_tolerance, shrink_reading)
-    evidence = (evidence_threshold, evidence_allowance)
-    config = _check_config(Config(*settings, paired, equal_counts, random_walk, *evidence))  # in Config's field order
+    config = _check_config(Config(*settings, paired, equal_counts, random_walk, evidence_threshold, evidence_allowance))
     return Controller(init=functools.partial(init, config.subsample_size), update=functools.partial(_update, config))
 
 

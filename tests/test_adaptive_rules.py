@@ -16,8 +16,6 @@ the CUSUM as a Markov chain on its (dyadic, finite) states
 
 from __future__ import annotations
 
-import functools
-
 import jax
 import jax.numpy as jnp
 import numpy as np
@@ -205,6 +203,31 @@ def test_controller_follows_the_reference_on_scripted_votes(runs, n0, h, delta):
     assert _at_checks(capacity[0], fired[0]) == sizes
     assert int(state.diagnostics.num_grows[0] + state.diagnostics.num_shrinks[0]) == resizes
     assert int(state.diagnostics.num_invalid[0]) == 0
+
+
+def test_evidence_update_is_the_two_sided_cusum():
+    """jaxreplay.evidence.update scanned over 200 random votes: every (U, D) and act equal the plain CUSUM."""
+    votes = np.random.default_rng(5).random(200) < 0.4  # shrink votes
+
+    @jax.jit
+    def scan(h, delta):
+        def body(stat, shrink_vote):
+            stat, act = evidence.update(stat, shrink_vote, h, delta)
+            return stat, (stat, act)
+
+        return jax.lax.scan(body, evidence.init(), jnp.asarray(votes))[1]
+
+    for h, delta in SCRIPTED:
+        stats, acts = map(np.asarray, scan(h, delta))
+        up = down = 0.0
+        for i, shrink_vote in enumerate(votes):
+            x = -1.0 if shrink_vote else 1.0
+            up, down = max(0.0, up + x - delta), max(0.0, down - x - delta)
+            act = 1 if up >= h else -1 if down >= h else 0
+            if act:
+                up = down = 0.0
+            assert (stats[i].tolist(), int(acts[i])) == ([up, down], act), (h, delta, i)
+    assert np.sum(np.asarray(scan(3.0, 0.25)[1]) != 0) > 0  # the script acts
 
 
 def test_reference_reaches_both_boundaries_and_h1_is_aer():
