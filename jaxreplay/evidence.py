@@ -22,11 +22,17 @@ What it buys over acting on every vote:
 
 * fair-coin votes (no signal): ``U`` and ``D`` drift *down* by ``δ`` per vote
   and sit near 0; they reach ``h`` only after a number of votes that grows
-  exponentially in ``h`` (for ``δ > 0``), so the size barely moves;
+  exponentially in ``h`` (for ``δ > 0``), so the size barely moves (``h = 4,
+  δ = 0.25``: 1.8 resizes expected in 65 votes, where aER makes 65);
 * votes with a grow share ``p`` and ``2p - 1 > δ``: ``U`` climbs by at least
   ``2p - 1 - δ`` per vote on average (more near 0, where the max clips shrink
   votes), so the size grows by ``k`` at least every ``≈ (h + 1 - δ) / (2p - 1
   - δ)`` votes (exactly every ``⌈h / (1 - δ)⌉`` when every vote agrees).
+
+The price is a dead band and a delay: grow shares below ``(1 + δ) / 2`` are
+treated as noise, and a real lean is followed more slowly (``h = 4, δ =
+0.25``: a share of 3/4 moves the size by 0.08 k per vote over 97 votes, aER
+by 0.5 k).
 
 ``h = 1, δ = 0`` acts on every vote: Algorithm 2, bit for bit. ``δ = 0`` and
 ``h > 1`` only slows the walk (the statistic is then a reflected walk that
