@@ -16,12 +16,11 @@ settings are fine (build it inside the traced function)::
 
 A check is four small pure steps: estimate ``|δ_old|'`` (and its change
 against the reference), decide (shrink, enlarge or keep), choose the next
-reference, and record the diagnostics. The state is its :class:`Reference`,
-its :class:`Diagnostics` and the votes' evidence. (:func:`update`, the earlier
-one-call form, warns and stays for one release.)
-
-All reads happen on the memory as it is *before* a shrink, which is what makes
-this split possible (the offsets below are from its oldest live transition).
+reference, and record the diagnostics; all read the memory as it is *before*
+a shrink (offsets below are from its oldest live transition). The state is its
+:class:`Reference`, its :class:`Diagnostics` and the votes' evidence
+(:func:`evidence_controller`). (:func:`update`, the earlier one-call form,
+warns and stays for one release.)
 
 Algorithm. ``step`` is the 1-based step count ``t``; write ``N`` for the
 memory's capacity, ``k`` for ``interval``, ``n_old`` for ``num_old`` and
@@ -115,9 +114,8 @@ a run reports how large the changes it must detect were against the noise of
 the estimate (:class:`Diagnostics`: ``sum_abs_change``, ``sum_noise``, ``num_noisy``).
 
 Non-finite TD errors. A check whose sums are NaN or infinite keeps the
-capacity, drops the reference (the next check starts afresh, like the first)
-and counts in ``num_invalid``; without this a NaN comparison would enlarge at
-every check.
+capacity, drops the reference (the next check starts afresh, like the first),
+casts no vote and counts in ``num_invalid`` (a NaN comparison would enlarge).
 
 Invalid traced tolerances. Concrete bad ``tolerance`` and
 ``relative_tolerance`` values are refused (``ValueError``); traced ones cannot
@@ -131,24 +129,21 @@ instead of the comparison, with the same boundaries, interval and
 bookkeeping: what aER's memory trajectory would look like if the TD errors
 carried no information.
 
-Accumulated evidence (``evidence_threshold=h``, ``evidence_allowance=δ``).
-Each valid check votes (the comparison, or the coin; the first, against
-``|δ_old| = 0``, grows); ``N`` changes only when the votes' two-sided CUSUM
-since the last resize reaches ``h`` (:mod:`jaxreplay.evidence`). A check that
-keeps ``N`` takes the next reference ``k`` newer (as at ``max_capacity``); at
-the floor a check enlarges and restarts the CUSUM. ``h = 1, δ = 0`` is aER.
+Accumulated evidence (:func:`evidence_controller`). Each valid check votes
+(its comparison, or the coin; the first, against ``|δ_old| = 0``, grows); ``N``
+changes only when the votes' two-sided CUSUM (:mod:`jaxreplay.evidence`)
+reaches ``h``. A check that keeps ``N`` takes the next reference ``k`` newer
+(as at ``max_capacity``); at the floor a check enlarges and restarts the CUSUM.
 
-Cost of a check. ``td_error_fn`` is called on ``L`` transitions, ``L =
-subsample_size`` if given, else ``max_num_old`` (the entries beyond
-``num_old`` or past the newest transition are masked out, after the call:
-``td_error_fn`` must not fail on whatever the unused slots hold). Once per
-check when enlarging, twice when shrinking; ``O(L)`` besides. Steps where the
-check does not fire cost ``O(1)``: the evaluation is inside ``lax.cond``.
+Cost of a check. ``td_error_fn`` is called on ``L = subsample_size`` (else
+``max_num_old``) transitions, once when enlarging, twice when shrinking, plus
+``O(L)``; entries past ``num_old`` or the newest are masked after the call, so
+it must not fail on whatever unused slots hold. Steps where the check does
+not fire cost ``O(1)`` (the evaluation is inside ``lax.cond``).
 
-vmap. Under ``vmap`` with a *batched* predicate (``is_full(memory)`` is
-batched whenever the memory is), ``lax.cond`` becomes a ``select``: the TD
-errors are computed at every step for every run. docs/design.md ("aER under
-vmap") shows how to gate on a shared step counter outside the ``vmap``.
+vmap. With a *batched* predicate (``is_full(memory)`` is, whenever the memory
+is) ``lax.cond`` becomes a ``select`` that computes the TD errors at every
+step; docs/design.md ("aER under vmap") gates on a shared counter instead.
 
 All functions are pure, jit and vmap with a single compilation; concrete
 arguments are validated in plain Python before tracing.
@@ -510,7 +505,7 @@ def _next_reference(
     start_equal = jnp.where(
         shrink & (config.shrink_reading == "shrunk"), k, buffer_state.capacity + k - decision.capacity
     )
-    held = decision.ok & ~decision.grow & ~shrink  # no resize: the oldest move on by k
+    held = decision.ok & ~decision.grow  # (where not shrinking) no resize: the oldest move on by k
     start_literal = jnp.where(shrink, 2 * k if config.shrink_reading == "new" else k, jnp.where(held, k, 0))
     start = jnp.where(config.equal_counts, start_equal, start_literal)
     ref_window = jnp.minimum(config.num_old, jnp.clip(buffer_state.size - start, 0, None))
@@ -604,10 +599,9 @@ def _check_config(config: Config) -> Config:
 def _check_call(config: Config, key, state: object, buffer_state: object, td_error_fn: object, step) -> None:
     """Refuse a concrete bad call of ``Controller.update`` (``ValueError`` naming the argument)."""
     random_walk = _validation.concrete_value(config.random_walk)
-    if key is None and random_walk is not None and bool(np.any(random_walk)):
-        raise ValueError("key must be a PRNG key when random_walk is set (the coin is random).")
-    if key is None and random_walk is None:
-        raise ValueError("key must be a PRNG key when random_walk may be traced (the coin is random).")
+    if key is None and (random_walk is None or bool(np.any(random_walk))):
+        when = "may be traced" if random_walk is None else "is set"
+        raise ValueError(f"key must be a PRNG key when random_walk {when} (the coin is random).")
     if key is None and config.subsample_size is not None:
         raise ValueError("key must be a PRNG key when subsample_size is given (the subsample is random).")
     if not isinstance(buffer_state, buffer_lib.BufferState):
@@ -687,8 +681,6 @@ def controller(
     paired: ArrayLike = True,
     equal_counts: ArrayLike = True,
     random_walk: ArrayLike = False,
-    evidence_threshold: ArrayLike = 1.0,
-    evidence_allowance: ArrayLike = 0.0,
 ) -> Controller:
     """The aER :class:`Controller` with its settings bound: ``init()`` and ``update(key, state, memory, td_fn, step)``.
 
@@ -730,11 +722,6 @@ def controller(
         random_walk: (default False; may be traced) a control: decide by a
             fair coin instead of the TD errors (same boundaries, same
             bookkeeping).
-        evidence_threshold, evidence_allowance: ``h >= 1`` and ``δ`` in
-            ``[0, 1)`` (defaults 1 and 0; may be traced): resize only when
-            the CUSUM statistic of the votes since the last resize reaches
-            ``h`` (:mod:`jaxreplay.evidence`: the rule and its reason),
-            keeping ``N`` otherwise. ``h = 1, δ = 0`` is Algorithm 2.
 
     ``update``'s arguments:
         key: PRNG key for the subsample and the random walk; may be ``None``
@@ -755,8 +742,7 @@ def controller(
     Raises:
         ValueError: here, a concrete ``interval < 1``, ``num_old`` outside
             ``[1, max_num_old]``, a negative or non-finite ``tolerance``,
-            ``relative_tolerance`` outside ``[0, 1]``, ``evidence_threshold``
-            below 1 or ``evidence_allowance`` outside ``[0, 1)``, an unknown
+            ``relative_tolerance`` outside ``[0, 1]``, an unknown
             ``shrink_reading``, ``max_num_old`` or ``subsample_size`` not a
             Python int >= 1. From ``update``: a concrete ``interval`` above
             ``max_capacity``, ``step < 1``, a missing key where randomness
@@ -764,12 +750,31 @@ def controller(
             length ``s``, a non-callable ``td_error_fn``, or (at trace time) a
             ``td_error_fn`` output of the wrong shape. Traced values are not
             checked: ``num_old`` is clipped to ``[1, max_num_old]``, an
-            ``interval`` below 1 acts as 1, and invalid tolerances and evidence settings are flagged
+            ``interval`` below 1 acts as 1, and invalid tolerances are flagged
             (``Diagnostics.invalid_parameters``, module docstring).
     """
     settings = (interval, num_old, max_num_old, subsample_size, tolerance, relative_tolerance, shrink_reading)
-    config = _check_config(Config(*settings, paired, equal_counts, random_walk, evidence_threshold, evidence_allowance))
+    config = _check_config(Config(*settings, paired, equal_counts, random_walk))  # in Config's field order
     return Controller(init=functools.partial(init, config.subsample_size), update=functools.partial(_update, config))
+
+
+def evidence_controller(
+    *, evidence_threshold: ArrayLike, evidence_allowance: ArrayLike = 0.0, **settings: ArrayLike | str | None
+) -> Controller:
+    """:func:`controller` with ``settings``, resizing only on accumulated evidence (module docstring): ``h =
+    evidence_threshold >= 1``, ``δ = evidence_allowance`` in ``[0, 1)``, both may be traced. ``h = 1, δ = 0`` is
+    :func:`controller`, bit for bit. ``ValueError`` also for a concrete bad ``h`` or ``δ`` or an unknown keyword."""
+    evidence = {"evidence_threshold": evidence_threshold, "evidence_allowance": evidence_allowance}
+    config = _check_config(Config(**_known(settings, "adaptive.evidence_controller"), **evidence))  # type: ignore[arg-type]
+    return Controller(init=functools.partial(init, config.subsample_size), update=functools.partial(_update, config))
+
+
+def _known(settings: dict, where: str) -> dict:
+    """``settings``, if :func:`controller` takes each keyword (else ``ValueError`` naming them and ``where``)."""
+    takes = Config._fields[:-2]  # every setting but the evidence rule's pair
+    if unknown := sorted(set(settings) - set(takes)):
+        raise ValueError(f"{where} got unknown keyword(s) {', '.join(unknown)}; it takes {', '.join(takes)}.")
+    return settings
 
 
 def update(
@@ -791,10 +796,5 @@ def update(
         DeprecationWarning,
         stacklevel=2,
     )
-    unknown = sorted(set(settings) - set(Config._fields))
-    if unknown:
-        raise ValueError(
-            f"adaptive.update got unknown keyword(s) {', '.join(unknown)}; it takes {', '.join(Config._fields)}."
-        )
-    bound = controller(**settings)  # type: ignore[arg-type]  # each value's type is checked by _check_config
+    bound = controller(**_known(settings, "adaptive.update"))  # each value's type is checked by _check_config
     return bound.update(key, state, buffer_state, td_error_fn, step)

@@ -40,7 +40,7 @@ reaches ``h`` after ``≈ h²`` coin votes), which is why the allowance is the
 part that tells signal from noise. The state is ``float32[2]`` (``U, D``);
 with dyadic settings (``δ = 0.25``, ``h = 4``) every step is exact.
 
-Usage (what :func:`jaxreplay.adaptive.controller` does with
+Usage (what :func:`jaxreplay.adaptive.evidence_controller` does with its
 ``evidence_threshold`` and ``evidence_allowance``)::
 
     stat = evidence.init()

@@ -109,7 +109,7 @@ def _run(levels, capacities, thresholds, allowances, coins, keys):
 
     def one(level, capacity, h, delta, coin, key):
         memory = buffer.init(EXAMPLE, MAX_CAPACITY, capacity=capacity)
-        aer = adaptive.controller(
+        aer = adaptive.evidence_controller(
             interval=K,
             num_old=NUM_OLD,
             max_num_old=NUM_OLD,
@@ -334,11 +334,14 @@ def test_a_biased_signal_moves_the_memory_at_the_chains_rate(runs):
         ({"evidence_threshold": float("nan")}, "evidence_threshold"),
         ({"evidence_allowance": 1.0}, "evidence_allowance"),
         ({"evidence_allowance": -0.1}, "evidence_allowance"),
+        ({"num_old": 5}, "num_old"),  # controller's own checks
+        ({"evidence": 2.0}, "adaptive.evidence_controller got unknown keyword.s. evidence; it takes interval,"),
     ],
 )
 def test_bad_evidence_settings_are_refused_naming_the_setting(settings, name):
+    settings = {"interval": 4, "num_old": 2, "max_num_old": 4, "evidence_threshold": 2.0, **settings}
     with pytest.raises(ValueError, match=f"^{name} "):
-        adaptive.controller(interval=4, num_old=2, max_num_old=4, **settings)
+        adaptive.evidence_controller(**settings)
 
 
 @pytest.mark.parametrize(

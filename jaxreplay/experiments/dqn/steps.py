@@ -138,7 +138,10 @@ _Carry = tuple[State, _Accumulators]
 
 def _aer_controller(hp: Hyperparameters, setup: Setup) -> adaptive.Controller:
     """aER's :class:`~jaxreplay.adaptive.Controller` with the run's settings bound (``hp`` as arrays)."""
-    return adaptive.controller(
+    return adaptive.evidence_controller(
+        # aER and its random walk act on every vote (h = 1, δ = 0: Algorithm 2, bit for bit).
+        evidence_threshold=jnp.where(hp.adaptive_rule == RULE_EVIDENCE, hp.adaptive_evidence_threshold, 1.0),
+        evidence_allowance=jnp.where(hp.adaptive_rule == RULE_EVIDENCE, hp.adaptive_evidence_allowance, 0.0),
         interval=hp.adaptive_interval,
         num_old=hp.adaptive_num_old,
         max_num_old=setup.num_old_bound,
@@ -149,9 +152,6 @@ def _aer_controller(hp: Hyperparameters, setup: Setup) -> adaptive.Controller:
         paired=jnp.asarray(hp.adaptive_paired) > 0,
         equal_counts=jnp.asarray(hp.adaptive_equal_counts) > 0,
         random_walk=hp.adaptive_rule == RULE_RANDOM,
-        # aER and its random walk act on every vote (h = 1, δ = 0).
-        evidence_threshold=jnp.where(hp.adaptive_rule == RULE_EVIDENCE, hp.adaptive_evidence_threshold, 1.0),
-        evidence_allowance=jnp.where(hp.adaptive_rule == RULE_EVIDENCE, hp.adaptive_evidence_allowance, 0.0),
     )
 
 
