@@ -761,9 +761,9 @@ def controller(
 def evidence_controller(
     *, evidence_threshold: ArrayLike, evidence_allowance: ArrayLike = 0.0, **settings: ArrayLike | str | None
 ) -> Controller:
-    """:func:`controller` with ``settings``, resizing only on accumulated evidence (module docstring): ``h =
-    evidence_threshold >= 1``, ``δ = evidence_allowance`` in ``[0, 1)``, both may be traced. ``h = 1, δ = 0`` is
-    :func:`controller`, bit for bit. ``ValueError`` also for a concrete bad ``h`` or ``δ`` or an unknown keyword."""
+    """:func:`controller` with ``settings``, resizing only on accumulated evidence (module docstring; the state's
+    ``evidence``, ``float32[2]``): ``h = evidence_threshold >= 1``, ``δ = evidence_allowance`` in ``[0, 1)``, both may
+    be traced. ``h = 1, δ = 0`` is :func:`controller`. ``ValueError`` also for a bad ``h``, ``δ`` or keyword."""
     evidence = {"evidence_threshold": evidence_threshold, "evidence_allowance": evidence_allowance}
     config = _check_config(Config(**_known(settings, "adaptive.evidence_controller"), **evidence))  # type: ignore[arg-type]
     return Controller(init=functools.partial(init, config.subsample_size), update=functools.partial(_update, config))

@@ -69,7 +69,8 @@ def valid(threshold: ArrayLike, allowance: ArrayLike) -> jax.Array:
 
 
 def check(threshold: ArrayLike, allowance: ArrayLike) -> None:
-    """Refuse a concrete ``threshold`` below 1 or ``allowance`` outside ``[0, 1)`` (``ValueError`` naming it).
+    """Refuse a concrete ``threshold`` below 1 or ``allowance`` outside ``[0, 1)`` (``ValueError`` naming it);
+    each may be a scalar or an array of any shape (every entry is checked).
 
     An allowance of 1 or more would never let a grow vote raise ``U``: the
     rule could never act.
