@@ -16,12 +16,11 @@ settings are fine (build it inside the traced function)::
 
 A check is four small pure steps: estimate ``|δ_old|'`` (and its change
 against the reference), decide (shrink, enlarge or keep), choose the next
-reference, and record the diagnostics. The state is its :class:`Reference`
-and its :class:`Diagnostics`. (:func:`update`, the earlier one-call form, warns
-and stays for one release.)
-
-All reads happen on the memory as it is *before* a shrink, which is what makes
-this split possible (the offsets below are from its oldest live transition).
+reference, and record the diagnostics; all read the memory as it is *before*
+a shrink (offsets below are from its oldest live transition). The state is its
+:class:`Reference`, its :class:`Diagnostics` and the votes' evidence
+(:func:`evidence_controller`). (:func:`update`, the earlier one-call form,
+warns and stays for one release.)
 
 Algorithm. ``step`` is the 1-based step count ``t``; write ``N`` for the
 memory's capacity, ``k`` for ``interval``, ``n_old`` for ``num_old`` and
@@ -108,14 +107,6 @@ With ``subsample_size=s`` a sum over ``m`` live transitions is estimated as
   when the errors do not trend, the next check is more likely to shrink (the
   tests measure a grow share of 0.45 instead of 0.5).
 
-A note on Algorithm 2 itself: an enlargement keeps ``|δ_old|'`` as the next
-reference even with exact sums. When the old errors move like a random walk
-(independent increments) that is harmless: the grow share is 1/2 (tested). If
-they instead fluctuate around a constant level (independent values at every
-check), the kept reference is a selected maximum and the printed rule grows
-only about ``(e - 2) / (e - 1) ≈ 42%`` of the time: a share of the "tendency
-to shrink" that the paper attributes to learning.
-
 Diagnostics. Every check that has a reference records the estimated change
 ``|δ_old|' - |δ_old|`` and its standard error (0 for exact sums; from the
 paired differences, or both sums' errors combined for independent draws), so
@@ -123,42 +114,36 @@ a run reports how large the changes it must detect were against the noise of
 the estimate (:class:`Diagnostics`: ``sum_abs_change``, ``sum_noise``, ``num_noisy``).
 
 Non-finite TD errors. A check whose sums are NaN or infinite keeps the
-capacity, drops the reference (the next check starts afresh, like the first)
-and counts in ``num_invalid``; without this a NaN comparison would enlarge at
-every check.
+capacity, drops the reference (the next check starts afresh, like the first),
+casts no vote and counts in ``num_invalid`` (a NaN comparison would enlarge).
 
 Invalid traced tolerances. Concrete bad ``tolerance`` and
 ``relative_tolerance`` values are refused (``ValueError``); traced ones cannot
-be. A traced ``ε`` that is NaN, infinite or negative, or ``ρ`` that is NaN or
-outside ``[0, 1]``, would bias every decision without a trace (NaN: never
-shrink; negative: shrink more easily). Instead it sets the sticky flag
-``invalid_parameters`` and its checks are treated like non-finite ones.
+be. A traced ``ε`` that is NaN, infinite or negative, ``ρ`` NaN or outside
+``[0, 1]``, or an evidence setting out of range, would bias every decision
+without a trace. Instead it sets the sticky flag ``invalid_parameters`` and
+its checks are treated like non-finite ones.
 
 The random-walk control (``random_walk=True``). The decision is a fair coin
 instead of the comparison, with the same boundaries, interval and
 bookkeeping: what aER's memory trajectory would look like if the TD errors
 carried no information.
 
-Cost of a check. ``td_error_fn`` is called on ``L`` transitions, ``L =
-subsample_size`` if given, else ``max_num_old`` (the entries beyond
-``num_old`` or past the newest transition are masked out, after the call:
-``td_error_fn`` must not fail on whatever the unused slots hold). Once per
-check when enlarging, twice when shrinking; ``O(L)`` besides. Steps where the
-check does not fire cost ``O(1)``: the evaluation is inside ``lax.cond``.
+Accumulated evidence (:func:`evidence_controller`). Each valid check votes
+(its comparison, or the coin; the first, against ``|δ_old| = 0``, grows); ``N``
+changes only when the votes' two-sided CUSUM (:mod:`jaxreplay.evidence`)
+reaches ``h``. A check that keeps ``N`` takes the next reference ``k`` newer
+(as at ``max_capacity``); at the floor a check enlarges and restarts the CUSUM.
 
-vmap. Under ``vmap`` with a *batched* predicate, ``lax.cond`` becomes a
-``select`` that evaluates both branches: the TD errors (and the shrink
-recompute) are then computed at every step for every run. The predicate
-includes ``is_full(memory)``, which is batched whenever the memory is. To keep
-the saving in a vmapped sweep, gate on a shared, unbatched step counter
-outside the ``vmap`` (``interval`` must then be shared too)::
+Cost of a check. ``td_error_fn`` is called on ``L = subsample_size`` (else
+``max_num_old``) transitions, once when enlarging, twice when shrinking, plus
+``O(L)``; entries past ``num_old`` or the newest are masked after the call, so
+it must not fail on whatever unused slots hold. Steps where the check does
+not fire cost ``O(1)`` (the evaluation is inside ``lax.cond``).
 
-    def maybe_update(keys, ctrl, memories, step):
-        aer = adaptive.controller(interval=k, ...)
-        return jax.lax.cond(
-            step % k == 0,
-            lambda: jax.vmap(lambda key, c, m: aer.update(key, c, m, td_error_fn, step))(keys, ctrl, memories),
-            lambda: (ctrl, memories.capacity))
+vmap. With a *batched* predicate (``is_full(memory)`` is, whenever the memory
+is) ``lax.cond`` becomes a ``select`` that computes the TD errors at every
+step; docs/design.md ("aER under vmap") gates on a shared counter instead.
 
 All functions are pure, jit and vmap with a single compilation; concrete
 arguments are validated in plain Python before tracing.
@@ -176,6 +161,7 @@ import numpy as np
 
 from jaxreplay import _td_sums, _validation
 from jaxreplay import buffer as buffer_lib
+from jaxreplay import evidence as evidence_lib
 from jaxreplay._typing import ArrayLike
 
 Transition = buffer_lib.Transition
@@ -205,6 +191,8 @@ class Config(NamedTuple):
     paired: ArrayLike = True
     equal_counts: ArrayLike = True
     random_walk: ArrayLike = False
+    evidence_threshold: ArrayLike = 1.0
+    evidence_allowance: ArrayLike = 0.0
 
 
 class Reference(NamedTuple):
@@ -252,7 +240,7 @@ class Diagnostics(NamedTuple):
             were not finite (NaN or inf TD errors) or the (traced) tolerances
             were invalid. The capacity was kept and the reference dropped.
         invalid_parameters: ``bool[]``; set (and kept) by a traced invalid
-            ``tolerance`` or ``relative_tolerance`` (module docstring): a flag
+            ``tolerance``, ``relative_tolerance`` or evidence setting (module docstring): a flag
             to read after a jitted run, like ``buffer.capacity_clipped``.
         sum_abs_change: ``float32[]``; Σ over compared checks of the estimated
             ``| |δ_old|' - |δ_old| |``.
@@ -278,10 +266,13 @@ class AdaptiveState(NamedTuple):
     Attributes:
         reference: the :class:`Reference` the next check compares with.
         diagnostics: the :class:`Diagnostics` counted so far.
+        evidence: ``float32[2]``; the votes' CUSUM statistic ``(U, D)``
+            since the last resize (:mod:`jaxreplay.evidence`; 0 with aER).
     """
 
     reference: Reference
     diagnostics: Diagnostics
+    evidence: jax.Array
 
 
 class Controller(NamedTuple):
@@ -330,7 +321,7 @@ def init(subsample_size: int | None = None) -> AdaptiveState:
         sum_abs_change=zero_f,
         sum_noise=zero_f,
     )
-    return AdaptiveState(reference, diagnostics)
+    return AdaptiveState(reference, diagnostics, evidence_lib.init())
 
 
 # ----------------------------------------------------------------------------
@@ -340,24 +331,6 @@ def init(subsample_size: int | None = None) -> AdaptiveState:
 def _check_td_error_fn(td_error_fn: object) -> None:
     if not callable(td_error_fn):
         raise ValueError(f"td_error_fn must be callable (transitions -> float[L]), got {td_error_fn!r}.")
-
-
-def _check_common(
-    buffer_state: buffer_lib.BufferState,
-    num_old: ArrayLike,
-    max_num_old: int,
-    subsample_size: int | None,
-    key: jax.Array | None,
-) -> tuple[int, int | None]:
-    max_num_old = _validation.check_static_int("max_num_old", max_num_old, low=1)
-    if subsample_size is not None:
-        subsample_size = _validation.check_static_int("subsample_size", subsample_size, low=1)
-        if key is None:
-            raise ValueError("key must be a PRNG key when subsample_size is given (the subsample is random).")
-    _validation.check_int("num_old", num_old, low=1, high=max_num_old)
-    if not isinstance(buffer_state, buffer_lib.BufferState):
-        raise ValueError(f"buffer_state must be a jaxreplay.buffer.BufferState, got {type(buffer_state).__name__}.")
-    return max_num_old, subsample_size
 
 
 # ----------------------------------------------------------------------------
@@ -403,10 +376,14 @@ def old_td_error_sum(
             missing key, a non-callable ``td_error_fn``) or a ``td_error_fn``
             output of the wrong shape (at trace time).
     """
-    max_num_old, subsample_size = _check_common(buffer_state, num_old, max_num_old, subsample_size, key)
+    config = _check_config(Config(1, num_old, max_num_old, subsample_size))  # the controller's checks of these
+    if key is None and config.subsample_size is not None:
+        raise ValueError("key must be a PRNG key when subsample_size is given (the subsample is random).")
+    if not isinstance(buffer_state, buffer_lib.BufferState):
+        raise ValueError(f"buffer_state must be a jaxreplay.buffer.BufferState, got {type(buffer_state).__name__}.")
     _validation.check_int("start", start, low=0)
     _check_td_error_fn(td_error_fn)
-    return _td_sums.td_sum(key, buffer_state, td_error_fn, start, num_old, max_num_old, subsample_size)
+    return _td_sums.td_sum(key, buffer_state, td_error_fn, start, num_old, config.max_num_old, config.subsample_size)
 
 
 # ----------------------------------------------------------------------------
@@ -448,8 +425,9 @@ class _Decision(NamedTuple):
 
     ok: jax.Array  # bool[]: the check could decide (finite sums, valid tolerances)
     shrink: jax.Array  # bool[]
-    grow: jax.Array  # bool[]: every valid check that does not shrink
+    grow: jax.Array  # bool[]: every valid check that acts and does not shrink
     capacity: jax.Array  # int32[]: the new N
+    evidence: jax.Array  # float32[2]: the votes' statistic after this check (jaxreplay.evidence)
 
 
 def _estimate(config: Config, key: jax.Array, reference: Reference, size: jax.Array, evaluate: _Evaluate) -> _Estimate:
@@ -478,11 +456,12 @@ def _decide(
     config: Config,
     key: jax.Array,
     estimate: _Estimate,
-    delta_old: jax.Array,
+    state: AdaptiveState,
     buffer_state: buffer_lib.BufferState,
     valid_parameters: jax.Array,
 ) -> _Decision:
-    """Shrink, enlarge, or (sums not finite, tolerances invalid) keep ``N``: steps 2 to 4 of Algorithm 2."""
+    """Shrink, enlarge or keep ``N``: steps 2 to 4 of Algorithm 2, acting when the votes' evidence reaches ``h``."""
+    delta_old = state.reference.delta_old
     if config.tolerance is None and config.relative_tolerance is None:
         decreased = estimate.total <= delta_old
     else:
@@ -493,11 +472,16 @@ def _decide(
     wants_shrink = jnp.where(config.random_walk, coin, decreased)
     ok = jnp.isfinite(estimate.total) & jnp.isfinite(delta_old) & valid_parameters
     k, capacity = config.interval, buffer_state.capacity
-    shrink = ok & wants_shrink & (capacity - k >= k)
-    grow = ok & ~shrink
+    floor = capacity - k < k  # the boundary rule: here every valid check enlarges and casts no vote
+    counted, act = evidence_lib.update(
+        state.evidence, wants_shrink, config.evidence_threshold, config.evidence_allowance
+    )
+    evidence = jnp.where(ok, jnp.where(floor, 0.0, counted), state.evidence)  # an invalid check casts no vote
+    shrink = ok & ~floor & (act < 0)
+    grow = ok & (floor | (act > 0))
     grown = jnp.minimum(capacity + k, buffer_state.max_capacity)
     new_capacity = jnp.where(shrink, capacity - k, jnp.where(grow, grown, capacity))
-    return _Decision(ok, shrink, grow, new_capacity.astype(jnp.int32))
+    return _Decision(ok, shrink, grow, new_capacity.astype(jnp.int32), evidence)
 
 
 def _next_reference(
@@ -521,7 +505,8 @@ def _next_reference(
     start_equal = jnp.where(
         shrink & (config.shrink_reading == "shrunk"), k, buffer_state.capacity + k - decision.capacity
     )
-    start_literal = jnp.where(shrink, 2 * k if config.shrink_reading == "new" else k, 0)
+    held = decision.ok & ~decision.grow  # (where not shrinking) no resize: the oldest move on by k
+    start_literal = jnp.where(shrink, 2 * k if config.shrink_reading == "new" else k, jnp.where(held, k, 0))
     start = jnp.where(config.equal_counts, start_equal, start_literal)
     ref_window = jnp.minimum(config.num_old, jnp.clip(buffer_state.size - start, 0, None))
     same = (start == 0) & (ref_window == estimate.window)
@@ -584,10 +569,10 @@ def _check(
     key_new, key_ref, key_coin = jax.random.split(key, 3)
     reference = state.reference
     estimate = _estimate(config, key_new, reference, buffer_state.size, evaluate)
-    decision = _decide(config, key_coin, estimate, reference.delta_old, buffer_state, valid_parameters)
+    decision = _decide(config, key_coin, estimate, state, buffer_state, valid_parameters)
     next_reference = _next_reference(config, key_ref, estimate, decision, reference, buffer_state, evaluate)
     diagnostics = _record(state.diagnostics, estimate, decision, reference.valid)
-    return AdaptiveState(next_reference, diagnostics), decision.capacity
+    return AdaptiveState(next_reference, diagnostics, decision.evidence), decision.capacity
 
 
 # ----------------------------------------------------------------------------
@@ -607,16 +592,16 @@ def _check_config(config: Config) -> Config:
     if config.relative_tolerance is not None:
         _validation.check_float("relative_tolerance", config.relative_tolerance, low=0.0, high=1.0)
     _validation.check_choice("shrink_reading", config.shrink_reading, SHRINK_READINGS)
+    evidence_lib.check(config.evidence_threshold, config.evidence_allowance)
     return config._replace(max_num_old=max_num_old, subsample_size=subsample_size)
 
 
 def _check_call(config: Config, key, state: object, buffer_state: object, td_error_fn: object, step) -> None:
     """Refuse a concrete bad call of ``Controller.update`` (``ValueError`` naming the argument)."""
     random_walk = _validation.concrete_value(config.random_walk)
-    if key is None and random_walk is not None and bool(np.any(random_walk)):
-        raise ValueError("key must be a PRNG key when random_walk is set (the coin is random).")
-    if key is None and random_walk is None:
-        raise ValueError("key must be a PRNG key when random_walk may be traced (the coin is random).")
+    if key is None and (random_walk is None or bool(np.any(random_walk))):
+        when = "may be traced" if random_walk is None else "is set"
+        raise ValueError(f"key must be a PRNG key when random_walk {when} (the coin is random).")
     if key is None and config.subsample_size is not None:
         raise ValueError("key must be a PRNG key when subsample_size is given (the subsample is random).")
     if not isinstance(buffer_state, buffer_lib.BufferState):
@@ -647,6 +632,8 @@ def _as_arrays(config: Config) -> Config:
         paired=jnp.asarray(config.paired, jnp.bool_),
         equal_counts=jnp.asarray(config.equal_counts, jnp.bool_),
         random_walk=jnp.asarray(config.random_walk, jnp.bool_),
+        evidence_threshold=jnp.asarray(config.evidence_threshold, jnp.float32),
+        evidence_allowance=jnp.asarray(config.evidence_allowance, jnp.float32),
     )
 
 
@@ -665,7 +652,8 @@ def _update(
     arrays = _as_arrays(config)
     length = config.max_num_old if config.subsample_size is None else config.subsample_size
     evaluate = functools.partial(_td_sums.abs_td_errors, buffer_state, td_error_fn, length)
-    valid_parameters = _valid_tolerances(config.tolerance, config.relative_tolerance)
+    valid_evidence = evidence_lib.valid(config.evidence_threshold, config.evidence_allowance)
+    valid_parameters = _valid_tolerances(config.tolerance, config.relative_tolerance) & valid_evidence
     fire = (jnp.asarray(step, jnp.int32) % arrays.interval == 0) & buffer_lib.is_full(buffer_state)
 
     def check(state: AdaptiveState) -> tuple[AdaptiveState, jax.Array]:
@@ -748,10 +736,8 @@ def controller(
         step: the 1-based step count ``t`` (integer >= 1; may be traced).
 
     ``update`` returns ``(new_state, new_capacity)``; ``new_capacity`` is
-    ``int32[]``, equal to ``buffer_state.capacity`` unless the check fired.
-    Cost: O(1) when the check does not fire; otherwise one or two
-    ``td_error_fn`` calls on ``L = subsample_size or max_num_old``
-    transitions, plus O(L).
+    ``int32[]``, equal to ``buffer_state.capacity`` unless the check fired
+    (the cost of a check: module docstring).
 
     Raises:
         ValueError: here, a concrete ``interval < 1``, ``num_old`` outside
@@ -770,6 +756,25 @@ def controller(
     settings = (interval, num_old, max_num_old, subsample_size, tolerance, relative_tolerance, shrink_reading)
     config = _check_config(Config(*settings, paired, equal_counts, random_walk))  # in Config's field order
     return Controller(init=functools.partial(init, config.subsample_size), update=functools.partial(_update, config))
+
+
+def evidence_controller(
+    *, evidence_threshold: ArrayLike, evidence_allowance: ArrayLike = 0.0, **settings: ArrayLike | str | None
+) -> Controller:
+    """:func:`controller` with ``settings``, resizing only on accumulated evidence (module docstring; the state's
+    ``evidence``, ``float32[2]``): ``h = evidence_threshold >= 1``, ``δ = evidence_allowance`` in ``[0, 1)``, both may
+    be traced. ``h = 1, δ = 0`` is :func:`controller`. ``ValueError`` also for a bad ``h``, ``δ`` or keyword."""
+    evidence = {"evidence_threshold": evidence_threshold, "evidence_allowance": evidence_allowance}
+    config = _check_config(Config(**_known(settings, "adaptive.evidence_controller"), **evidence))  # type: ignore[arg-type]
+    return Controller(init=functools.partial(init, config.subsample_size), update=functools.partial(_update, config))
+
+
+def _known(settings: dict, where: str) -> dict:
+    """``settings``, if :func:`controller` takes each keyword (else ``ValueError`` naming them and ``where``)."""
+    takes = Config._fields[:-2]  # every setting but the evidence rule's pair
+    if unknown := sorted(set(settings) - set(takes)):
+        raise ValueError(f"{where} got unknown keyword(s) {', '.join(unknown)}; it takes {', '.join(takes)}.")
+    return settings
 
 
 def update(
@@ -791,10 +796,5 @@ def update(
         DeprecationWarning,
         stacklevel=2,
     )
-    unknown = sorted(set(settings) - set(Config._fields))
-    if unknown:
-        raise ValueError(
-            f"adaptive.update got unknown keyword(s) {', '.join(unknown)}; it takes {', '.join(Config._fields)}."
-        )
-    bound = controller(**settings)  # type: ignore[arg-type]  # each value's type is checked by _check_config
+    bound = controller(**_known(settings, "adaptive.update"))  # each value's type is checked by _check_config
     return bound.update(key, state, buffer_state, td_error_fn, step)

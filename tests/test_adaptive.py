@@ -704,7 +704,8 @@ def test_controller_refuses_bad_settings_when_built(settings, name):
 
 def test_controller_init_is_sized_for_its_subsample_and_groups_the_state():
     state = adaptive.controller(interval=2, num_old=2, max_num_old=4, subsample_size=5).init()
-    assert adaptive.AdaptiveState._fields == ("reference", "diagnostics")
+    assert adaptive.AdaptiveState._fields == ("reference", "diagnostics", "evidence")
+    assert state.evidence.tolist() == [0.0, 0.0]  # the evidence rule's CUSUM (U, D)
     assert state.reference.positions.shape == (5,) and state.reference.values.shape == (5,)
     assert adaptive.controller(interval=2, num_old=2, max_num_old=4).init().reference.values.shape == (0,)
     assert len(adaptive.Diagnostics._fields) == 10 and int(state.diagnostics.num_checks) == 0

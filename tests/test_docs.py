@@ -25,7 +25,8 @@ import jaxreplay
 MODULES = ["jaxreplay"] + sorted(
     m.name for m in pkgutil.walk_packages(jaxreplay.__path__, "jaxreplay.") if not m.name.endswith("__main__")
 )
-CORE = ["jaxreplay.buffer", "jaxreplay.samplers", "jaxreplay.prioritized", "jaxreplay.adaptive", "jaxreplay.returns"]
+CORE = ["jaxreplay.buffer", "jaxreplay.samplers", "jaxreplay.prioritized", "jaxreplay.adaptive", "jaxreplay.returns",
+        "jaxreplay.evidence"]
 
 
 def _public(module):

@@ -15,8 +15,8 @@ from readme_core_only import OPTIONAL  # tests/ is on sys.path under pytest
 
 ROOT = pathlib.Path(__file__).resolve().parents[1]
 PACKAGE = ROOT / "jaxreplay"
-CORE = ("jaxreplay.buffer", "jaxreplay.samplers", "jaxreplay.prioritized", "jaxreplay.adaptive", "jaxreplay.memory",
-        "jaxreplay.returns")
+CORE = ("jaxreplay.buffer", "jaxreplay.samplers", "jaxreplay.prioritized", "jaxreplay.adaptive", "jaxreplay.evidence",
+        "jaxreplay.memory", "jaxreplay.returns")
 
 # Layers, bottom to top: a module may import jaxreplay modules of its own layer or below.
 LAYERS = {

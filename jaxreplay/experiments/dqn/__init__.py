@@ -75,6 +75,7 @@ from jaxreplay import _deprecated
 from jaxreplay.experiments.dqn.config import (
     ADAPTIVE_RULES,
     RULE_AER,
+    RULE_EVIDENCE,
     RULE_FIXED,
     RULE_RANDOM,
     SAMPLERS,
@@ -121,6 +122,7 @@ __all__ = [
     "RULE_FIXED",
     "RULE_AER",
     "RULE_RANDOM",
+    "RULE_EVIDENCE",
     "Setup",
     "Hyperparameters",
     "as_arrays",

@@ -28,16 +28,20 @@ SAMPLERS = memory_lib.KINDS
 """The replay memories DQN runs with, by ``Setup.sampler``: the kinds of :func:`jaxreplay.memory.make`."""
 TARGET_UPDATES = ("hard", "polyak")
 """How the target network follows the online one: a copy every period, or Polyak averaging."""
-ADAPTIVE_RULES = ("fixed", "aer", "random")
+ADAPTIVE_RULES = ("fixed", "aer", "random", "evidence")
 """Values of ``Hyperparameters.adaptive_rule`` by index: 0 keeps the memory size
 (a static run inside an aER program), 1 is aER (Algorithm 2), 2 is the random
-±k walk control (a fair coin instead of the TD errors)."""
+±k walk control (a fair coin instead of the TD errors), 3 is aER with
+accumulated evidence (resize only when the CUSUM of aER's votes reaches
+``adaptive_evidence_threshold``, :mod:`jaxreplay.evidence`)."""
 RULE_FIXED = 0
 """``Hyperparameters.adaptive_rule`` of a run that keeps its memory size (the controller is not consulted)."""
 RULE_AER = 1
 """``Hyperparameters.adaptive_rule`` of aER (Algorithm 2), the default."""
 RULE_RANDOM = 2
 """``Hyperparameters.adaptive_rule`` of the random ±k walk control."""
+RULE_EVIDENCE = 3
+"""``Hyperparameters.adaptive_rule`` of aER with accumulated evidence (threshold ``adaptive_evidence_threshold``)."""
 
 
 @dataclasses.dataclass(frozen=True)
@@ -258,7 +262,15 @@ class Hyperparameters(NamedTuple):
         adaptive_relative_tolerance: aER's ρ in [0, 1]: the ε variant as a
             fraction of |δ_old| (free of the TD errors' scale).
         adaptive_rule: 0 fixed (the controller is not consulted), 1 aER,
-            2 the random ±k walk control (:data:`ADAPTIVE_RULES`).
+            2 the random ±k walk control, 3 aER with accumulated evidence
+            (:data:`ADAPTIVE_RULES`).
+        adaptive_evidence_threshold: h >= 1 of rule 3: resize by k only when
+            the two-sided CUSUM of aER's votes (+1 grow, -1 shrink) since
+            the last resize reaches h (:mod:`jaxreplay.evidence`).
+        adaptive_evidence_allowance: δ in [0, 1) of rule 3: the CUSUM's
+            allowance (each vote counts ±1 - δ); δ > 0 keeps coin-toss
+            votes from ever adding up. h = 1 with δ = 0 is aER. The other
+            rules ignore both.
         adaptive_td_target: 0 (default): aER's TD errors use the online
             network on both sides (Algorithm 2); 1: the target network
             bootstraps (as the loss does).
@@ -306,6 +318,8 @@ class Hyperparameters(NamedTuple):
     adam_epsilon: ArrayLike = 1e-8
     n_step: ArrayLike = 1
     replay_ratio: ArrayLike = 1.0
+    adaptive_evidence_threshold: ArrayLike = 4.0
+    adaptive_evidence_allowance: ArrayLike = 0.25
 
 
 _INT_FIELDS = frozenset(
@@ -369,6 +383,10 @@ def check(hparams: Hyperparameters, setup: Setup) -> None:
     _validation.check_float("adaptive_tolerance", h.adaptive_tolerance, low=0.0)
     _validation.check_float("adaptive_relative_tolerance", h.adaptive_relative_tolerance, low=0.0, high=1.0)
     _validation.check_int("adaptive_rule", h.adaptive_rule, low=0, high=len(ADAPTIVE_RULES) - 1)
+    _validation.check_float("adaptive_evidence_threshold", h.adaptive_evidence_threshold, low=1.0)
+    _validation.check_float(
+        "adaptive_evidence_allowance", h.adaptive_evidence_allowance, low=0.0, high=1.0, high_inclusive=False
+    )
     for name in ("adaptive_td_target", "adaptive_paired", "adaptive_equal_counts"):
         _validation.check_int(name, getattr(h, name), low=0, high=1)
     _validation.check_float("adam_epsilon", h.adam_epsilon, low=0.0)

@@ -47,6 +47,8 @@ EXPERIMENT = Experiment(
         "network": "auto",
         "n_step": 1,
         "replay_ratio": 1.0,
+        "adaptive_evidence_threshold": 4.0,
+        "adaptive_evidence_allowance": 0.25,
     },
 )
 """DQN as a sweep-engine experiment, registered as ``"dqn"``."""

@@ -65,6 +65,7 @@ from jaxreplay import memory as memory_lib
 from jaxreplay._typing import ArrayLike, PyTree
 from jaxreplay.agents import dqn as agent
 from jaxreplay.experiments.dqn.config import (
+    RULE_EVIDENCE,
     RULE_FIXED,
     RULE_RANDOM,
     Hyperparameters,
@@ -137,7 +138,10 @@ _Carry = tuple[State, _Accumulators]
 
 def _aer_controller(hp: Hyperparameters, setup: Setup) -> adaptive.Controller:
     """aER's :class:`~jaxreplay.adaptive.Controller` with the run's settings bound (``hp`` as arrays)."""
-    return adaptive.controller(
+    return adaptive.evidence_controller(
+        # aER and its random walk act on every vote (h = 1, δ = 0: Algorithm 2, bit for bit).
+        evidence_threshold=jnp.where(hp.adaptive_rule == RULE_EVIDENCE, hp.adaptive_evidence_threshold, 1.0),
+        evidence_allowance=jnp.where(hp.adaptive_rule == RULE_EVIDENCE, hp.adaptive_evidence_allowance, 0.0),
         interval=hp.adaptive_interval,
         num_old=hp.adaptive_num_old,
         max_num_old=setup.num_old_bound,
