@@ -86,6 +86,8 @@ from jaxreplay.experiments.dqn.config import (
     check,
     effective_replay_ratio,
     num_segments,
+    update_slot_groups,
+    update_slots_needed,
     with_total_steps,
 )
 from jaxreplay.experiments.dqn.game import (
@@ -129,6 +131,8 @@ __all__ = [
     "effective_replay_ratio",
     "num_segments",
     "with_total_steps",
+    "update_slot_groups",
+    "update_slots_needed",
     "NETWORKS",
     "check_env_params",
     "check_network",

@@ -21,6 +21,7 @@ from jaxreplay.experiments.dqn.config import (
     broadcast_hyperparameters,
     check,
     num_segments,
+    update_slot_groups,
 )
 from jaxreplay.experiments.dqn.state import init
 from jaxreplay.experiments.dqn.steps import advance
@@ -48,6 +49,9 @@ EXPERIMENT = Experiment(
         "n_step": 1,
         "replay_ratio": 1.0,
     },
+    # Runs grouped by the update slots their ratio needs: a chunk of ratio-0.25 runs does not run 4 masked
+    # slots per step because another configuration's ratio is 4.
+    setup_groups=update_slot_groups,
 )
 """DQN as a sweep-engine experiment, registered as ``"dqn"``."""
 
