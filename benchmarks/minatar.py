@@ -62,8 +62,13 @@ def _vmapped(steps: int, seeds: int) -> dict:
     setup, hparams = _setup(steps)
     result = sw.run(sw.Sweep("dqn", seeds=seeds, setup=setup, fixed=hparams._asdict()), None, progress=False)
     stats = result.stats
-    return dict(seeds=seeds, seconds=stats.run_seconds, compile_s=stats.compile_seconds, chunk=stats.chunk_size,
-                env_steps=seeds * steps)
+    return dict(
+        seeds=seeds,
+        seconds=stats.run_seconds,
+        compile_s=stats.compile_seconds,
+        chunk=stats.chunk_size,
+        env_steps=seeds * steps,
+    )
 
 
 def _sequential(steps: int, timed: int) -> dict:
@@ -108,34 +113,67 @@ def _report(mode_name: str, backend: str, steps: int, rows: list[dict], sequenti
     HEADLINES[:] = []
     for r in rows:
         rate = _rate(r)
-        table.append([f"{r['seeds']:,}", f"{r['chunk']:,}", f"{rate:,.0f}", f"{r['seconds']:.2f} s",
-                      f"{r['env_steps'] / one_seed:.2f} s", f"**{rate / one_seed:.1f}×**",
-                      f"{r['compile_s']:.1f} s"])
+        table.append(
+            [
+                f"{r['seeds']:,}",
+                f"{r['chunk']:,}",
+                f"{rate:,.0f}",
+                f"{r['seconds']:.2f} s",
+                f"{r['env_steps'] / one_seed:.2f} s",
+                f"**{rate / one_seed:.1f}×**",
+                f"{r['compile_s']:.1f} s",
+            ]
+        )
         if r["seeds"] >= 100:
-            HEADLINES.append([f"MinAtar DQN ({ENV}), {r['seeds']:,} seeds vmapped vs in sequence (aggregate env "
-                              "steps/s)", f"{rate / one_seed:.1f}×", "–"])
-    table.append([f"1 at a time ({sequential['seeds']} timed)", "1", f"{one_seed:,.0f}",
-                  f"{sequential['seconds']:.2f} s", "–", "1×", f"{sequential['compile_s']:.1f} s"])
+            HEADLINES.append(
+                [
+                    f"MinAtar DQN ({ENV}), {r['seeds']:,} seeds vmapped vs in sequence (aggregate env steps/s)",
+                    f"{rate / one_seed:.1f}×",
+                    "–",
+                ]
+            )
+    table.append(
+        [
+            f"1 at a time ({sequential['seeds']} timed)",
+            "1",
+            f"{one_seed:,.0f}",
+            f"{sequential['seconds']:.2f} s",
+            "–",
+            "1×",
+            f"{sequential['compile_s']:.1f} s",
+        ]
+    )
     text = [
         f"{ENV}, `minatar_setting` (conv network, minibatch 32, one update per env step, uniform replay), "
         f"{steps:,} steps per seed, evaluation off; backend `{backend}`, mode `{mode_name}`. Rates are aggregate "
         "over seeds, compile excluded; *in sequence* is the time the same seeds take one after another at the "
         "one-seed rate measured below.",
-        _timing.markdown_table(["seeds", "chunk", "env steps/s", "run time", "in sequence", "÷ in sequence",
-                                "compile"], table),
+        _timing.markdown_table(
+            ["seeds", "chunk", "env steps/s", "run time", "in sequence", "÷ in sequence", "compile"], table
+        ),
     ]
     largest = max(rows, key=lambda r: r["seeds"])
     if backend != "cpu" and largest["seeds"] >= ACCELERATOR_SEEDS:
         ratio = _rate(largest) / REJAX_STEPS_PER_S
         peer = _timing.markdown_table(
             ["", "env steps/s (aggregate)", "÷ rejax"],
-            [[f"ours, {largest['seeds']:,} seeds (measured)", f"{_rate(largest):,.0f}", f"**{ratio:.1f}×**"],
-             ["rejax DQN, 50 agents on one A100 (**published figure**, not measured here)",
-              f"{REJAX_STEPS_PER_S:,.0f}", "1×"]],
+            [
+                [f"ours, {largest['seeds']:,} seeds (measured)", f"{_rate(largest):,.0f}", f"**{ratio:.1f}×**"],
+                [
+                    "rejax DQN, 50 agents on one A100 (**published figure**, not measured here)",
+                    f"{REJAX_STEPS_PER_S:,.0f}",
+                    "1×",
+                ],
+            ],
         )
         text += [peer, f"Goal: ≥ {GOAL:.0f}× the published rejax aggregate; measured {ratio:.1f}×."]
-        HEADLINES.append([f"MinAtar DQN ({ENV}), {largest['seeds']:,} seeds ÷ rejax's published aggregate (50 agents, "
-                          "A100)", f"{ratio:.1f}×", f"≥ {GOAL:.0f}×"])
+        HEADLINES.append(
+            [
+                f"MinAtar DQN ({ENV}), {largest['seeds']:,} seeds ÷ rejax's published aggregate (50 agents, A100)",
+                f"{ratio:.1f}×",
+                f"≥ {GOAL:.0f}×",
+            ]
+        )
     else:
         text.append("No accelerator: the 1,000-seed row and the published rejax figure (an A100's) are GPU-only.")
     return "\n\n".join(text)

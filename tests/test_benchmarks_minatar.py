@@ -13,8 +13,9 @@ from benchmarks import BENCHMARKS, minatar  # noqa: E402
 
 def rows(counts, rate_per_seed):
     """Runs of 100 steps per seed at ``rate_per_seed[i]`` env steps/s per seed."""
-    return [dict(seeds=s, seconds=100 / r, compile_s=2.0, chunk=s, env_steps=s * 100)
-            for s, r in zip(counts, rate_per_seed)]
+    return [
+        dict(seeds=s, seconds=100 / r, compile_s=2.0, chunk=s, env_steps=s * 100) for s, r in zip(counts, rate_per_seed)
+    ]
 
 
 SEQUENTIAL = dict(seeds=2, seconds=2.0, compile_s=3.0, env_steps=200)  # 100 env steps/s, one seed at a time
@@ -27,8 +28,9 @@ def test_cpu_report_compares_each_seed_count_with_the_same_seeds_in_sequence():
     assert "| 1 | 1 | 100 | 1.00 s | 1.00 s | **1.0×** | 2.0 s |" in text
     assert "| 1 at a time (2 timed) | 1 | 100 | 2.00 s | – | 1× | 3.0 s |" in text
     assert "published figure" not in text and "GPU-only" in text
-    assert minatar.HEADLINES == [["MinAtar DQN (Breakout-MinAtar), 100 seeds vmapped vs in sequence (aggregate env "
-                                  "steps/s)", "30.0×", "–"]]
+    assert minatar.HEADLINES == [
+        ["MinAtar DQN (Breakout-MinAtar), 100 seeds vmapped vs in sequence (aggregate env steps/s)", "30.0×", "–"]
+    ]
 
 
 def test_gpu_report_sets_the_1000_seed_aggregate_beside_rejax_published_figure():
@@ -46,4 +48,4 @@ def test_the_benchmark_is_registered_and_run_on_a_gpu_with_the_others():
     assert BENCHMARKS["minatar"] == "benchmarks.minatar"
     script = (pathlib.Path(_ROOT) / "benchmarks" / "run_on_gpu.sh").read_text()
     # run_on_gpu.sh runs every registered benchmark (no --only list of its own) and names MinAtar.
-    assert "python3 -m benchmarks --quick \"$@\"" in script and "MinAtar" in script
+    assert 'python3 -m benchmarks --quick "$@"' in script and "MinAtar" in script

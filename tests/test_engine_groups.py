@@ -21,8 +21,15 @@ from jaxreplay.engine import plan as plan_lib
 from jaxreplay.engine import sweep as sw
 from jaxreplay.experiments import dqn
 
-SETUP = dict(env_params={"max_steps_in_episode": 15}, total_steps=120, steps_per_segment=60, hidden_sizes=[8],
-             max_capacity=64, batch_size=8, max_updates_per_unit=4)
+SETUP = dict(
+    env_params={"max_steps_in_episode": 15},
+    total_steps=120,
+    steps_per_segment=60,
+    hidden_sizes=[8],
+    max_capacity=64,
+    batch_size=8,
+    max_updates_per_unit=4,
+)
 FIXED = {"memory_size": 64, "learning_starts": 20, "epsilon_decay_steps": 100}
 # Configurations 0, 1, 2 (ratios 0.25, 1, 4) × 2 seeds: runs 0-3 need one slot, runs 4-5 four.
 SWEEP = sw.Sweep("dqn", seeds=2, setup=SETUP, fixed=FIXED, grid={"replay_ratio": [0.25, 1.0, 4.0]})
@@ -76,31 +83,50 @@ def test_without_grouping_or_with_one_group_the_plan_and_its_record_are_as_befor
     assert [c.tolist() for c in mixed.chunks] == [[0, 1, 2, 3, 4, 5]] and mixed.chunk_groups == (0,)
     assert mixed.groups[0].setup == SWEEP.make_setup() and "grouping" not in mixed.batch.to_dict()
     # Every run needs the sweep's own bound: one group, the sweep's setup, nothing recorded.
-    ones = dataclasses.replace(SWEEP, setup=dict(SWEEP.setup, max_updates_per_unit=1), grid={"replay_ratio": [0.5, 1.0]})
+    ones = dataclasses.replace(
+        SWEEP, setup=dict(SWEEP.setup, max_updates_per_unit=1), grid={"replay_ratio": [0.5, 1.0]}
+    )
     plan = plan_lib.make_plan(ones, np.zeros(4, bool), PLENTY, chunk_size=8)
     assert plan.batch.grouping == "" and [c.tolist() for c in plan.chunks] == [[0, 1, 2, 3]]
     assert plan.groups[0].chunk_size == 8  # padded to the chunk size asked for, as before groups existed
     # LineSearch has no groups.
-    linesearch = sw.Sweep("linesearch", setup={"steps": 20, "max_capacity": 20, "max_batch_size": 2},
-                          fixed={"batch_size": 2}, grid={"memory_size": [5, 20]})
+    linesearch = sw.Sweep(
+        "linesearch",
+        setup={"steps": 20, "max_capacity": 20, "max_batch_size": 2},
+        fixed={"batch_size": 2},
+        grid={"memory_size": [5, 20]},
+    )
     assert len(plan_lib.make_plan(linesearch, np.zeros(2, bool), PLENTY).groups) == 1
 
 
 def test_a_batch_records_its_grouping_and_a_resume_with_the_other_is_refused(tmp_path):
     grouped = plan_lib.Batch("cpu", "cpu", 1, 4, "", "grouped")
     assert plan_lib.Batch.from_dict(json.loads(json.dumps(grouped.to_dict()))) == grouped
-    old = {"platform": "cpu", "device_kind": "cpu", "devices": 1, "runs_per_device": 4, "xla_flags": "",
-           "batch_independence_flags": False}  # a record written before groups existed
-    assert plan_lib.Batch.from_dict(old) == plan_lib.Batch("cpu", "cpu", 1, 4, "") and old == plan_lib.Batch.from_dict(
-        old
-    ).to_dict()
+    old = {
+        "platform": "cpu",
+        "device_kind": "cpu",
+        "devices": 1,
+        "runs_per_device": 4,
+        "xla_flags": "",
+        "batch_independence_flags": False,
+    }  # a record written before groups existed
+    assert (
+        plan_lib.Batch.from_dict(old) == plan_lib.Batch("cpu", "cpu", 1, 4, "")
+        and old == plan_lib.Batch.from_dict(old).to_dict()
+    )
     assert grouped.describe().endswith(", grouped by setup")
     done = np.array([1, 1, 1, 1, 0, 0], bool)
-    with pytest.raises(ValueError, match=r"this call compiles every run with the sweep's own setup\. Rerun with "
-                                         r"group_by_setup true \(\[run\] group_by_setup"):
+    with pytest.raises(
+        ValueError,
+        match=r"this call compiles every run with the sweep's own setup\. Rerun with "
+        r"group_by_setup true \(\[run\] group_by_setup",
+    ):
         plan_lib.make_plan(SWEEP, done, PLENTY, out=tmp_path, recorded=grouped, group_by_setup=False)
-    with pytest.raises(ValueError, match=r"this call groups its runs by setup \(one program per group\)\. Rerun "
-                                         r"with group_by_setup false"):
+    with pytest.raises(
+        ValueError,
+        match=r"this call groups its runs by setup \(one program per group\)\. Rerun "
+        r"with group_by_setup false",
+    ):
         plan_lib.make_plan(SWEEP, done, PLENTY, out=tmp_path, recorded=grouped._replace(grouping=""))
     with pytest.raises(ValueError, match=r"^group_by_setup must be true or false, got 'no'\."):
         plan_lib.make_plan(SWEEP, done, PLENTY, group_by_setup="no")

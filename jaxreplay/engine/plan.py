@@ -144,7 +144,8 @@ class Batch(NamedTuple):
     def from_dict(cls, stored: dict) -> "Batch":
         """The :class:`Batch` that :meth:`to_dict` stored. ValueError if a field is missing or mistyped."""
         try:
-            batch = cls(*(stored[name] for name in cls._fields[:5]), stored.get("grouping", ""))
+            # (grouping: absent from records written before groups existed, and from those of one group)
+            batch = cls(**{name: stored[name] for name in cls._fields[:5]}, grouping=stored.get("grouping", ""))
         except (KeyError, TypeError, AttributeError) as e:
             raise ValueError(f"not a recorded batch ({type(e).__name__}: {e})") from None
         kinds = (str, str, int, int, str, str)
@@ -182,7 +183,11 @@ def check_batch(recorded: Batch | None, batch: Batch, chunk_size: int | None, mi
             f"before starting Python (XLA reads it once), or use a new output folder, {keep}."
         )
     if recorded.grouping != batch.grouping:
-        now = "groups its runs by setup (one program per group)" if batch.grouping else "compiles every run with the sweep's own setup"
+        now = (
+            "groups its runs by setup (one program per group)"
+            if batch.grouping
+            else "compiles every run with the sweep's own setup"
+        )
         raise ValueError(
             f"{where}; this call {now}. Rerun with group_by_setup {'false' if batch.grouping else 'true'} "
             f"([run] group_by_setup in the TOML), or use a new output folder, {keep}."
