@@ -9,7 +9,8 @@
   the seeds each) in *one* program, whose ``max_updates_per_unit`` is 4: every
   run pays for 4 masked update slots per step; against the same runs
   *grouped* into programs by the slots they need (0.25 and 1: one slot, 4:
-  four), the engine's alternative. Reported: each program's time per segment
+  four), as the sweep engine runs them by default (``group_by_setup``;
+  ``[run] group_by_setup = false`` is the mixed program). Reported: each program's time per segment
   and the grouped programs' sum, with the gradient updates made per second.
 
 Compile time is reported apart; timings interleave the programs
