@@ -24,6 +24,7 @@ BENCHMARKS: dict[str, str] = {
     "sweep": "benchmarks.sweep",
     "dqn": "benchmarks.dqn",
     "dqn_nstep_ratio": "benchmarks.dqn_nstep_ratio",
+    "minatar": "benchmarks.minatar",
     "roofline": "benchmarks.roofline",
     "theory": "benchmarks.theory",
     "xla_flags": "benchmarks.xla_flags",

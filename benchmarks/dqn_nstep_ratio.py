@@ -9,8 +9,15 @@
   the seeds each) in *one* program, whose ``max_updates_per_unit`` is 4: every
   run pays for 4 masked update slots per step; against the same runs
   *grouped* into programs by the slots they need (0.25 and 1: one slot, 4:
-  four), the engine's alternative. Reported: each program's time per segment
+  four), as the sweep engine runs them by default (``group_by_setup``;
+  ``[run] group_by_setup = false`` is the mixed program). Reported: each program's time per segment
   and the grouped programs' sum, with the gradient updates made per second.
+* **through the sweep engine**: the same 30 runs as one sweep (a grid over
+  the three ratios, ``max_updates_per_unit = 4``), run by
+  :func:`jaxreplay.engine.sweep.run` grouped (the default: two programs,
+  chunked apart) and with ``group_by_setup=False`` (one program), alternating,
+  ``repeats`` rounds after a first one that compiles; the median run time of
+  each (compile excluded, the engine's own ``run_seconds``).
 
 Compile time is reported apart; timings interleave the programs
 (:func:`benchmarks._timing.time_interleaved`). Not a target, a measurement:
@@ -19,6 +26,7 @@ how much a sweep over n or ratios in one program costs.
 
 from __future__ import annotations
 
+import dataclasses
 import sys
 from collections.abc import Callable
 
@@ -74,6 +82,27 @@ def _updates(program: _timing.Program) -> int:
     return int(np.sum(np.asarray(program.carry[0].gradient_steps)))
 
 
+def _engine(mode: dict, base, per_ratio: int) -> dict:
+    """Median run seconds of the ratio sweep through the engine, grouped and mixed, and their compile seconds."""
+    import statistics
+
+    from jaxreplay.engine import sweep as sw
+
+    setup = dataclasses.asdict(_setup(mode, max_updates_per_unit=4))
+    sweep = sw.Sweep("dqn", seeds=per_ratio, setup=setup, grid={"replay_ratio": list(RATIOS)},
+                     fixed={k: getattr(base, k) for k in ("memory_size", "learning_starts", "target_period")})
+    seconds: dict[bool, list[float]] = {True: [], False: []}
+    compile_s = {}
+    for round_ in range(1 + mode["repeats"]):
+        for grouped in (True, False):
+            stats = sw.run(sweep, None, progress=False, group_by_setup=grouped).stats
+            if round_ == 0:
+                compile_s[grouped] = stats.compile_seconds
+            else:
+                seconds[grouped].append(stats.run_seconds)
+    return {grouped: (statistics.median(times), compile_s[grouped]) for grouped, times in seconds.items()}
+
+
 def run(mode_name: str = "quick", progress: Callable[[str], None] = lambda s: print(s, file=sys.stderr)) -> str:
     from jaxreplay.experiments import dqn
 
@@ -112,7 +141,14 @@ def run(mode_name: str = "quick", progress: Callable[[str], None] = lambda s: pr
          f"{grouped_s * 1e3:.1f} ms", _timing.format_rate(updates / grouped_s)],
     ]
     ratio_table = _timing.markdown_table(["programs", "compile", "segment", "gradient updates/s"], rows)
+    progress(f"  the same runs through the sweep engine, grouped and group_by_setup=False, {repeats} rounds")
+    engine = _engine(mode, base, per_ratio)
+    rows = [[label, f"{engine[grouped][1]:.1f} s", f"{engine[grouped][0]:.2f} s"]
+            for label, grouped in (("grouped (default)", True), ("mixed (`group_by_setup=False`)", False))]
+    engine_table = _timing.markdown_table(["engine", "compile", "run (median)"], rows)
+    engine_ratio = engine[False][0] / engine[True][0]
     return (
         f"### n-step targets\n\n{n_table}\n\n### Replay ratios {RATIOS}, {per_ratio} seeds each\n\n{ratio_table}\n\n"
-        f"Mixed ÷ grouped time: {mixed_s / grouped_s:.2f}×."
+        f"Mixed ÷ grouped time: {mixed_s / grouped_s:.2f}×.\n\n### The same runs through the sweep engine\n\n"
+        f"{engine_table}\n\nMixed ÷ grouped run time: {engine_ratio:.2f}×."
     )

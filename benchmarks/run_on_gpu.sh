@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # The GPU measurements, in one call on a GPU machine: every benchmark in quick mode
-# (roofline, end to end vs the bare kernel at 10⁶ runs, DQN seed scaling, theory placement,
+# (roofline, end to end vs the bare kernel at 10⁶ runs, DQN seed scaling, MinAtar DQN at 1, 100 and
+# 1,000 seeds beside rejax's published figure, theory placement,
 # XLA:GPU command-buffer variants), writing the README's GPU block. Bring back OUT.
 # Usage (repo root; the GPU machine has no network, so wheels of what its image lacks, gymnax,
 # flashbax & co., go in .whl/ beforehand):

@@ -354,14 +354,16 @@ def test_a_toml_grid_over_n_step_replay_ratio_and_memory_size_is_one_program(tmp
 
     config = tmp_path / "grid.toml"
     config.write_text(GRID_TOML)
-    result = sw.run(sw.Sweep.from_toml(config), tmp_path / "out", progress=False)
+    # One program for all (group_by_setup=False; the engine's default groups runs by ratio: test_engine_groups.py).
+    result = sw.run(sw.Sweep.from_toml(config), tmp_path / "out", progress=False, group_by_setup=False)
     ds = sw.load(tmp_path / "out")
     # Two programs (the first segment with the runs' initialisation, and the others), whatever the grid:
     # other values of all three compile nothing new.
     assert result.stats.chunks == 1 and result.stats.compilations == 2
     other = GRID_TOML.replace("n_step = [1, 3]", "n_step = [2, 3]").replace("[0.25, 4.0]", "[0.5, 2.0]")
     config.write_text(other.replace("memory_size = [32, 64]", "memory_size = [16, 48]"))
-    assert sw.run(sw.Sweep.from_toml(config), tmp_path / "other", progress=False).stats.compilations == 0
+    other_run = sw.run(sw.Sweep.from_toml(config), tmp_path / "other", progress=False, group_by_setup=False)
+    assert other_run.stats.compilations == 0
     assert dict(ds.sizes)["n_step"] == 2 and dict(ds.sizes)["replay_ratio"] == 2 and dict(ds.sizes)["memory_size"] == 2
     updates = ds["gradient_steps"].sel(seed=0, memory_size=32).values  # [n_step, replay_ratio]
     # floor(120 ρ) - floor(19 ρ): the updates due, less those of the units before learning_starts.

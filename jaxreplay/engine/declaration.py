@@ -36,7 +36,7 @@ from jaxreplay.engine.records import Record
 __all__ = ["Sweep", "run_options"]
 
 _TOP_LEVEL_KEYS = ("experiment", "seeds", "seed", "setup", "fixed", "grid", "points", "record", "run")
-_RUN_OPTIONS = ("chunk_size", "memory_fraction", "memory_budget")
+_RUN_OPTIONS = ("chunk_size", "memory_fraction", "memory_budget", "group_by_setup")
 _INT32_MAX = 2**31 - 1
 
 
@@ -487,7 +487,9 @@ def run_options(config: Mapping[str, Any]) -> dict:
 
     Checked here, naming the key: ``chunk_size`` a positive integer,
     ``memory_fraction`` a number in (0, 1], ``memory_budget`` a positive
-    finite number of bytes.
+    finite number of bytes, ``group_by_setup`` true (default: one program per
+    group of runs needing the same static setup, e.g. DQN's update slots per
+    replay ratio) or false (one program for all).
     """
     run = config.get("run", {})
     if not isinstance(run, Mapping):

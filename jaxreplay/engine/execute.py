@@ -1,8 +1,9 @@
 """Execute: a :class:`~jaxreplay.engine.plan.Plan`'s chunks through the compiled programs.
 
-:func:`execute` dispatches each chunk of runs (padded to the plan's chunk
-size, so one compilation serves every chunk) through ``jit(vmap(...))``
-programs sharded over the local devices, and hands each finished chunk's
+:func:`execute` dispatches each chunk of runs (padded to its group's chunk
+size, so one compilation serves every chunk of a group) through ``jit(vmap(...))``
+programs sharded over the local devices, one set per
+:class:`~jaxreplay.engine.plan.Group` (its static setup), and hands each finished chunk's
 arrays to a ``sink`` (the :class:`~jaxreplay.engine.store.ChunkStore`'s
 ``save``, or an in-memory assembler). Host work on segment k's outputs
 (transfer, saving) overlaps the device's work on segment k + 1.
@@ -10,6 +11,7 @@ arrays to a ``sink`` (the :class:`~jaxreplay.engine.store.ChunkStore`'s
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import sys
 import time
@@ -34,7 +36,7 @@ RUN_AXIS = "runs"
 
 
 class Programs:
-    """The compiled programs of one sweep.
+    """The compiled programs of one sweep with one static setup (default: the sweep's).
 
     ``rest`` runs one segment and the summary on a chunk of states. A
     one-segment experiment (LineSearch) fuses the initialisation into it as
@@ -48,10 +50,11 @@ class Programs:
     or another grid over the same setup compiles nothing.
     """
 
-    def __init__(self, sweep: Sweep, devices: Sequence[jax.Device]):
+    def __init__(self, sweep: Sweep, devices: Sequence[jax.Device], setup: object = None):
         from jax.sharding import AxisType, Mesh, NamedSharding, PartitionSpec
 
-        exp, setup, spec, seeds = sweep.exp, sweep.make_setup(), sweep.record, sweep.seeds
+        exp, spec, seeds = sweep.exp, sweep.record, sweep.seeds
+        setup = sweep.make_setup() if setup is None else setup
         # Auto axes: jax.make_mesh defaults to Explicit axes, under which vmap refuses
         # a mapped axis sharded differently from its outputs ("Mapped away dimension ... sharded the same").
         mesh = Mesh(np.array(devices), (RUN_AXIS,), axis_types=(AxisType.Auto,))
@@ -132,20 +135,22 @@ PROGRAM_CACHE_SIZE = 8
 _PROGRAM_CACHE: OrderedDict = OrderedDict()
 
 
-def programs_for(sweep: Sweep, devices: Sequence[jax.Device]) -> Programs:
-    """The :class:`Programs` of ``sweep`` on ``devices``, kept for the process (the last
-    :data:`PROGRAM_CACHE_SIZE`)."""
+def programs_for(sweep: Sweep, devices: Sequence[jax.Device], setup: object = None) -> Programs:
+    """The :class:`Programs` of ``sweep`` with ``setup`` (default: the sweep's) on ``devices``, kept for
+    the process (the last :data:`PROGRAM_CACHE_SIZE`)."""
     # What a program depends on: the experiment, its static setup and the devices.
     # Hyperparameters, seeds and grids are arguments, so they share the programs.
     # What is kept of the records is compiled in too (and the seed count, to reduce over seeds).
+    setup = sweep.make_setup() if setup is None else setup
+    fields = {f.name: getattr(setup, f.name) for f in dataclasses.fields(setup)}  # type: ignore[arg-type]
     key = (
         sweep.experiment,
-        json.dumps(sweep.to_dict()["setup"], sort_keys=True, default=repr),
+        json.dumps(fields, sort_keys=True, default=repr),
         tuple((d.platform, d.id) for d in devices),
         sweep.record,
         sweep.seeds if sweep.record.reduce else None,
     )
-    programs = _PROGRAM_CACHE.pop(key, None) or Programs(sweep, devices)
+    programs = _PROGRAM_CACHE.pop(key, None) or Programs(sweep, devices, setup)
     _PROGRAM_CACHE[key] = programs
     while len(_PROGRAM_CACHE) > PROGRAM_CACHE_SIZE:
         _PROGRAM_CACHE.popitem(last=False)
@@ -167,9 +172,16 @@ class Execution(NamedTuple):
 
 
 def execute(
-    sweep: Sweep, plan: Plan, programs: Programs, sink: Callable[[dict], None], progress: bool = False
+    sweep: Sweep,
+    plan: Plan,
+    programs: Programs | Sequence[Programs],
+    sink: Callable[[dict], None],
+    progress: bool = False,
 ) -> Execution:
     """Compute the chunks of ``plan`` and hand each finished one to ``sink``.
+
+    ``programs`` are those of each of ``plan.groups`` (:func:`programs_for` of its setup), in order; one
+    :class:`Programs` where the plan has one group.
 
     ``sink`` receives ``{"record.<name>": [runs, points, ...], "summary.<name>": [runs, ...],
     "run_index": int64[runs]}`` for each chunk (padding removed); with a seed
@@ -178,11 +190,13 @@ def execute(
     Only the segments holding a kept record point are copied to the host.
     """
     exp, setup, spec = sweep.exp, sweep.make_setup(), sweep.record
-    num_segments = int(exp.num_segments(setup))
-    chunk, align = plan.chunk_size, plan.align
+    num_segments = int(exp.num_segments(setup))  # (every group's: the plan checked it)
+    align = plan.align
     prefix = "reduced." if spec.reduce else "record."
     axis = 2 if spec.reduce else 1  # the points axis, concatenated over segments
-    compilations_before, compile_seconds_before = programs.compilations, programs.compile_seconds
+    by_group = [programs] if isinstance(programs, Programs) else list(programs)
+    compilations_before = sum(p.compilations for p in by_group)
+    compile_seconds_before = sum(p.compile_seconds for p in by_group)
     bar = None
     if progress and plan.chunks:
         from tqdm.auto import tqdm
@@ -197,7 +211,7 @@ def execute(
             dynamic_ncols=True,
         )
     t_start = time.perf_counter()
-    base_seed = jax.device_put(np.uint32(sweep.seed), programs.replicated)
+    base_seed = jax.device_put(np.uint32(sweep.seed), by_group[0].replicated)  # (one mesh: the same devices)
     # JAX dispatches asynchronously: dispatch segment k + 1 first, then drain segment k
     # (one step behind). At most two segments' records are in flight at once.
     collected: dict[int, list] = {}
@@ -226,25 +240,29 @@ def execute(
         sink(result)
 
     for chunk_id, runs in enumerate(plan.chunks):
+        group = plan.chunk_groups[chunk_id] if plan.chunk_groups else 0
+        chunk_programs = by_group[group]
+        chunk = plan.groups[group].chunk_size if plan.groups else plan.chunk_size
         valid = len(runs)
         # Same shape: no recompile. Padded with copies of the last run (of the last configuration's
         # runs, to keep whole configurations); their results are dropped.
         padded = np.concatenate([runs, np.resize(runs[-align:], chunk - valid)])
-        hparams = jax.device_put(sweep.hyperparameters(padded), programs.batched)
-        seed_index = jax.device_put((padded % sweep.seeds).astype(np.uint32), programs.batched)
+        hparams = jax.device_put(sweep.hyperparameters(padded), chunk_programs.batched)
+        seed_index = jax.device_put((padded % sweep.seeds).astype(np.uint32), chunk_programs.batched)
         for segment in range(num_segments):
             if segment == 0:
-                state, record, summary = programs.run_first(base_seed, seed_index, hparams)
+                state, record, summary = chunk_programs.run_first(base_seed, seed_index, hparams)
             else:
-                state, record, summary = programs.run_rest(state, hparams)
+                state, record, summary = chunk_programs.run_rest(state, hparams)
             if pending is not None:
                 drain(pending)
             kept = plan.segment_points and records_lib.segment_kept(spec, segment, plan.segment_points)
             pending = (chunk_id, runs, record if kept else None, summary if segment == num_segments - 1 else None)
     if pending is not None:
         drain(pending)
-    compile_seconds = programs.compile_seconds - compile_seconds_before
+    compile_seconds = sum(p.compile_seconds for p in by_group) - compile_seconds_before
     run_seconds = time.perf_counter() - t_start - compile_seconds
     if bar is not None:
         bar.close()
-    return Execution(programs.compilations - compilations_before, compile_seconds, max(run_seconds, 0.0))
+    compilations = sum(p.compilations for p in by_group) - compilations_before
+    return Execution(compilations, compile_seconds, max(run_seconds, 0.0))

@@ -29,6 +29,7 @@ if TYPE_CHECKING:  # (the declaration module imports this one)
 __all__ = [
     "Batch",
     "BATCH_INDEPENDENCE_FLAGS",
+    "Group",
     "Plan",
     "Resources",
     "ResourceError",
@@ -47,8 +48,11 @@ __all__ = [
 # ----------------------------------------------------------------------------
 
 
-def check_run_options(prefix: str = "", chunk_size=None, memory_fraction=None, memory_budget=None) -> None:
-    """ValueError naming ``prefix + option`` for a bad ``chunk_size``, ``memory_fraction`` or ``memory_budget``."""
+def check_run_options(
+    prefix: str = "", chunk_size=None, memory_fraction=None, memory_budget=None, group_by_setup=None
+) -> None:
+    """ValueError naming ``prefix + option`` for a bad ``chunk_size``, ``memory_fraction``, ``memory_budget``
+    or ``group_by_setup`` (a bool)."""
 
     def number(v):
         return isinstance(v, (int, float, np.integer, np.floating)) and not isinstance(v, bool)
@@ -63,6 +67,8 @@ def check_run_options(prefix: str = "", chunk_size=None, memory_fraction=None, m
         not number(memory_budget) or not math.isfinite(memory_budget) or memory_budget < 1
     ):
         raise ValueError(f"{prefix}memory_budget must be a positive number of bytes, got {memory_budget!r}.")
+    if group_by_setup is not None and not isinstance(group_by_setup, (bool, np.bool_)):
+        raise ValueError(f"{prefix}group_by_setup must be true or false, got {group_by_setup!r}.")
 
 
 # ----------------------------------------------------------------------------
@@ -103,6 +109,11 @@ class Batch(NamedTuple):
         devices: local devices a chunk's run axis is sharded over.
         runs_per_device: runs in each device's program (the chunk size over ``devices``).
         xla_flags: :func:`xla_flags_in_environment` when the runs were computed.
+        grouping: ``"grouped"`` where runs were computed in programs of their
+            experiment's group setups (``Experiment.setup_groups``) other than
+            the sweep's own setup; ``""`` where every run was computed with the
+            sweep's setup (left out of :meth:`to_dict`: the record of a sweep
+            with one program is what it was before groups existed).
     """
 
     platform: str
@@ -110,6 +121,7 @@ class Batch(NamedTuple):
     devices: int
     runs_per_device: int
     xla_flags: str
+    grouping: str = ""
 
     @property
     def chunk_size(self) -> int:
@@ -123,25 +135,29 @@ class Batch(NamedTuple):
 
     def to_dict(self) -> dict:
         """As stored in ``sweep.json`` and in a chunk (JSON; the derived flag spelled out for readers)."""
-        return dict(self._asdict(), batch_independence_flags=self.batch_independence_flags)
+        stored = dict(self._asdict(), batch_independence_flags=self.batch_independence_flags)
+        if not self.grouping:
+            del stored["grouping"]
+        return stored
 
     @classmethod
     def from_dict(cls, stored: dict) -> "Batch":
         """The :class:`Batch` that :meth:`to_dict` stored. ValueError if a field is missing or mistyped."""
         try:
-            batch = cls(*(stored[name] for name in cls._fields))
-        except (KeyError, TypeError) as e:
+            # (grouping: absent from records written before groups existed, and from those of one group)
+            batch = cls(**{name: stored[name] for name in cls._fields[:5]}, grouping=stored.get("grouping", ""))
+        except (KeyError, TypeError, AttributeError) as e:
             raise ValueError(f"not a recorded batch ({type(e).__name__}: {e})") from None
-        kinds = (str, str, int, int, str)
+        kinds = (str, str, int, int, str, str)
         if not all(isinstance(v, k) and not isinstance(v, bool) for v, k in zip(batch, kinds)):
             raise ValueError(f"not a recorded batch: {stored!r}")
         return batch
 
     def describe(self) -> str:
-        """``"4 runs per device on 1 × cpu (cpu), XLA_FLAGS ''"``."""
+        """``"4 runs per device on 1 × cpu (cpu), XLA_FLAGS ''"`` (``", grouped by setup"`` where grouped)."""
         return (
             f"{self.runs_per_device} run(s) per device on {self.devices} × {self.device_kind} "
-            f"({self.platform}), XLA_FLAGS {self.xla_flags!r}"
+            f"({self.platform}), XLA_FLAGS {self.xla_flags!r}" + (", grouped by setup" if self.grouping else "")
         )
 
 
@@ -165,6 +181,16 @@ def check_batch(recorded: Batch | None, batch: Batch, chunk_size: int | None, mi
         raise ValueError(
             f"{where}; this process has XLA_FLAGS {batch.xla_flags!r}. Set XLA_FLAGS to {recorded.xla_flags!r} "
             f"before starting Python (XLA reads it once), or use a new output folder, {keep}."
+        )
+    if recorded.grouping != batch.grouping:
+        now = (
+            "groups its runs by setup (one program per group)"
+            if batch.grouping
+            else "compiles every run with the sweep's own setup"
+        )
+        raise ValueError(
+            f"{where}; this call {now}. Rerun with group_by_setup {'false' if batch.grouping else 'true'} "
+            f"([run] group_by_setup in the TOML), or use a new output folder, {keep}."
         )
     if recorded.devices != batch.devices:
         raise ValueError(
@@ -209,9 +235,10 @@ class Footprint(NamedTuple):
     temporary: int
 
 
-def footprint(sweep: Sweep) -> Footprint:
-    """One run's :class:`Footprint`, by tracing only (``jax.eval_shape``, ``jax.make_jaxpr``: nothing compiled)."""
-    exp, setup = sweep.exp, sweep.make_setup()
+def footprint(sweep: Sweep, setup: Any = None) -> Footprint:
+    """One run's :class:`Footprint` under ``setup`` (default: the sweep's), by tracing only
+    (``jax.eval_shape``, ``jax.make_jaxpr``: nothing compiled)."""
+    exp, setup = sweep.exp, sweep.make_setup() if setup is None else setup
     hparams = jax.tree.map(lambda x: jax.ShapeDtypeStruct((), x.dtype), sweep.hyperparameters(np.arange(1)))
     key = jax.eval_shape(lambda: jax.random.key(0))  # shapes only: nothing compiled
     state = jax.eval_shape(lambda k, h: exp.init(k, h, setup), key, hparams)
@@ -402,16 +429,33 @@ class Resources(NamedTuple):
         return self.platform == "cpu"
 
 
+class Group(NamedTuple):
+    """Runs compiled into programs of one static setup (:attr:`jaxreplay.experiments.Experiment.setup_groups`).
+
+    Attributes:
+        setup: the experiment's ``Setup`` its programs are compiled with.
+        chunk_size: runs per compiled call of this group (its chunks are padded to it).
+        bytes_per_run: estimated device bytes of one of its runs.
+        runs: how many of the sweep's runs it holds.
+    """
+
+    setup: Any
+    chunk_size: int
+    bytes_per_run: int
+    runs: int
+
+
 class Plan(NamedTuple):
     """What :func:`jaxreplay.engine.sweep.run` will compute, and the numbers it was decided on.
 
     Attributes:
         num_runs: runs in the sweep.
-        chunk_size: runs per compiled call (every chunk is padded to it).
-        chunks: this process's chunks, each the (sorted) run indices it computes.
+        chunk_size: runs per compiled call (every chunk is padded to its group's chunk size, which is this
+            one unless the sweep has several groups and a group has fewer runs).
+        chunks: this process's chunks, each the (sorted) run indices it computes, group by group.
         runs_done: runs already finished (in the chunk store).
         process, processes: this process's index and the process count.
-        bytes_per_run: estimated device bytes of one run.
+        bytes_per_run: estimated device bytes of one run (the largest over the groups).
         result_bytes_per_run: host bytes of one run's results.
         memory_budget: device bytes a chunk may use.
         host_bytes: estimated peak host bytes (assembled results, a chunk).
@@ -421,6 +465,9 @@ class Plan(NamedTuple):
         segment_points: points of each kept record per segment, before the
             stride (0 if none is kept).
         batch: the program the chunks are computed in (:class:`Batch`), or None.
+        groups: the :class:`Group` s of runs, one program each (one group, the sweep's setup, unless the
+            experiment groups runs and ``group_by_setup``).
+        chunk_groups: the index in ``groups`` of each of ``chunks``.
     """
 
     num_runs: int
@@ -437,6 +484,8 @@ class Plan(NamedTuple):
     align: int = 1
     segment_points: int = 0
     batch: Batch | None = None
+    groups: tuple[Group, ...] = ()
+    chunk_groups: tuple[int, ...] = ()
 
     @property
     def runs_to_compute(self) -> int:
@@ -463,6 +512,7 @@ def make_plan(
     process: int = 0,
     processes: int = 1,
     recorded: Batch | None = None,
+    group_by_setup: bool = True,
 ) -> Plan:
     """Decide the chunks of ``sweep`` still to compute, or refuse; pure (no file, no compilation).
 
@@ -478,6 +528,10 @@ def make_plan(
         recorded: the :class:`Batch` the finished runs were computed at (from
             the chunk store; None: none recorded). Without ``chunk_size`` the
             missing runs are computed at its chunk size.
+        group_by_setup: compile one program per group of runs of the experiment's
+            ``setup_groups`` (one :class:`Group` each, chunked apart); False: every run
+            with the sweep's setup. Either gives each run the same result (the
+            experiment's contract); :class:`Batch` records which was done.
 
     Raises:
         ValueError: a bad ``chunk_size``; ``out`` is not writable but runs are missing; runs are
@@ -486,9 +540,13 @@ def make_plan(
             do not fit the host's memory; chunks and ``results.nc`` do not fit
             ``resources.free_disk``. The message gives the numbers.
     """
-    check_run_options(chunk_size=chunk_size)
-    fp = footprint(sweep)
-    per_run = device_bytes(fp)
+    check_run_options(chunk_size=chunk_size, group_by_setup=group_by_setup)
+    setups, config_group = setup_groups(sweep, group_by_setup)
+    footprints = [footprint(sweep, setup) for setup in setups]
+    _check_groups_agree(sweep, setups, footprints)
+    sizes = [device_bytes(f) for f in footprints]
+    fp = footprints[int(np.argmax(sizes))]  # the largest run: the chunk must fit it
+    per_run = max(sizes)
     points = segment_points(sweep, fp)
     per_result = result_bytes(sweep, fp)
     runs = sweep.num_runs
@@ -507,6 +565,7 @@ def make_plan(
         resources.num_devices,
         chunk // resources.num_devices,
         resources.xla_flags,
+        "" if setups == (sweep.make_setup(),) else "grouped",
     )
     host = _check_host_memory(
         runs, per_result, chunk, chunk * per_run if resources.on_cpu else 0, resources.host_memory
@@ -521,7 +580,9 @@ def make_plan(
     disk = 0
     if out is not None and writable and resources.free_disk is not None:
         disk = _check_disk(out, missing.size, runs, per_result, resources.free_disk)
-    chunks = tuple(missing[i : i + chunk] for i in range(0, missing.size, chunk))
+    groups, chunks, chunk_groups = _chunks_by_group(
+        sweep, setups, sizes, config_group, missing, chunk, math.lcm(align, resources.num_devices)
+    )
     return Plan(
         num_runs=runs,
         chunk_size=chunk,
@@ -537,7 +598,59 @@ def make_plan(
         align=align,
         segment_points=points,
         batch=batch,
+        groups=groups,
+        chunk_groups=chunk_groups[process::processes],
     )
+
+
+def setup_groups(sweep: Sweep, group_by_setup: bool = True) -> tuple[tuple[Any, ...], np.ndarray]:
+    """``(setups, config_group)``: the static setups the sweep's runs are compiled with and the index in
+    ``setups`` of each configuration's (``int64[num_configs]``), from the experiment's ``setup_groups``
+    (one group, the sweep's setup, without it or with ``group_by_setup`` False)."""
+    exp, setup = sweep.exp, sweep.make_setup()
+    if exp.setup_groups is None or not group_by_setup:
+        return (setup,), np.zeros(sweep.num_configs, np.int64)
+    first_runs = np.arange(sweep.num_configs, dtype=np.int64) * sweep.seeds  # the seeds share hyperparameters
+    config_group, setups = exp.setup_groups(sweep.hyperparameters(first_runs), setup)
+    return tuple(setups), np.asarray(config_group, np.int64)
+
+
+def _check_groups_agree(sweep: Sweep, setups: tuple, footprints: list[Footprint]) -> None:
+    """Refuse (ValueError) group setups whose runs would not be assembled like the sweep's: other record or
+    summary shapes, or another number of segments (a defect of the experiment's ``setup_groups``)."""
+    exp = sweep.exp
+
+    def shapes(fp, setup):
+        return jax.tree.map(lambda x: (x.shape, str(x.dtype)), (fp.record, fp.summary)), exp.num_segments(setup)
+
+    first = shapes(footprints[0], setups[0])
+    for fp, setup in zip(footprints[1:], setups[1:]):
+        if shapes(fp, setup) != first:
+            raise ValueError(
+                f"experiment {exp.name!r}: its setup_groups gave setups whose runs record other shapes or "
+                "segments; run the sweep with group_by_setup false, and report it."
+            )
+
+
+def _chunks_by_group(
+    sweep: Sweep, setups: tuple, sizes: list[int], config_group: np.ndarray, missing: np.ndarray, chunk: int, unit: int
+) -> tuple[tuple[Group, ...], tuple[np.ndarray, ...], tuple[int, ...]]:
+    """``(groups, chunks, chunk_groups)``: the :class:`Group` s and the ``missing`` runs chunked group by
+    group. With several groups a group's chunk is its runs rounded up to ``unit`` where that is fewer than
+    ``chunk`` (its programs then pay for no padding beyond a whole number of devices and
+    configurations); it depends on the sweep and ``chunk`` alone, so a resumed sweep has the same."""
+    missing_group = config_group[missing // sweep.seeds]
+    group_runs = np.bincount(config_group, minlength=len(setups)) * sweep.seeds
+    groups, chunks, chunk_groups = [], [], []
+    for g, (setup, size) in enumerate(zip(setups, sizes)):
+        runs = int(group_runs[g])
+        group_chunk = chunk if len(setups) == 1 else min(chunk, -(-runs // unit) * unit)
+        groups.append(Group(setup, group_chunk, size, runs))
+        todo = missing[missing_group == g]
+        for i in range(0, todo.size, group_chunk):
+            chunks.append(todo[i : i + group_chunk])
+            chunk_groups.append(g)
+    return tuple(groups), tuple(chunks), tuple(chunk_groups)
 
 
 def _check_host_memory(runs: int, result_bytes: int, chunk: int, chunk_device_bytes: int, available: int) -> int:

@@ -137,6 +137,7 @@ def run(
     memory_fraction: float = 0.5,
     progress: bool = True,
     devices: Sequence[jax.Device] | None = None,
+    group_by_setup: bool = True,
 ) -> SweepResult:
     """Run ``sweep`` (resuming from ``out_dir`` if it holds part of it) and return its labeled results.
 
@@ -158,6 +159,14 @@ def run(
         memory_fraction: see above.
         progress: show a progress bar (runs/s, ETA) and print a summary.
         devices: local devices to shard over (default: all local devices).
+        group_by_setup: where the experiment groups runs by the static setup
+            they need (``Experiment.setup_groups``; DQN: the update slots of
+            each replay ratio), compile one program per group and chunk each
+            group apart, so a run does not pay for a bound only others need;
+            False: one program with the sweep's setup for every run. A run's
+            result is the same either way; which was done is recorded
+            (:class:`~jaxreplay.engine.plan.Batch`), and a resumed sweep
+            must keep it. ``benchmarks/README.md`` measures both.
 
     Returns:
         A :class:`SweepResult`.
@@ -167,7 +176,7 @@ def run(
             another process (one writer per folder: its lock file
             ``sweep.lock`` names it), or bad options, or runs of this sweep
             computed at another batch than the missing runs would be (another
-            ``chunk_size``, device count, platform or ``XLA_FLAGS``:
+            ``chunk_size``, device count, platform, ``XLA_FLAGS`` or ``group_by_setup``:
             :func:`jaxreplay.engine.plan.check_batch`).
         MemoryError: a single run (per device) does not fit the budget, the
             results do not fit the host's available memory, or the chunks and
@@ -177,7 +186,12 @@ def run(
             the fields to lower).
     """
     # Options first: nothing read, written or compiled yet (on every process, before any barrier).
-    plan_lib.check_run_options(chunk_size=chunk_size, memory_fraction=memory_fraction, memory_budget=memory_budget)
+    plan_lib.check_run_options(
+        chunk_size=chunk_size,
+        memory_fraction=memory_fraction,
+        memory_budget=memory_budget,
+        group_by_setup=group_by_setup,
+    )
     devices = list(devices or jax.local_devices())
     process, processes = jax.process_index(), jax.process_count()
     out = pathlib.Path(out_dir) if out_dir is not None else None
@@ -200,7 +214,7 @@ def run(
                 scan = store.scan()
         disk_at = out if out is not None and writable and process == 0 else None
         resources = resources_lib.measure(devices, memory_budget, memory_fraction, disk_at)
-        planner = _Planner(sweep, resources, store, out, writable, chunk_size, process, processes)
+        planner = _Planner(sweep, resources, store, out, writable, chunk_size, process, processes, group_by_setup)
 
         if store is not None:
             if process == 0:
@@ -219,7 +233,7 @@ def run(
             plan = planner.plan(None)
 
         # Execute: finished chunks go to the store, or (in memory) straight into the assembled arrays.
-        programs = execute_lib.programs_for(sweep, devices)
+        programs = [execute_lib.programs_for(sweep, devices, group.setup) for group in plan.groups]
         assembler = assemble_lib.Assembler(sweep)
         execution = execute_lib.execute(
             sweep, plan, programs, store.save if store is not None else assembler.add, progress=progress
@@ -257,6 +271,7 @@ class _Planner(NamedTuple):
     chunk_size: int | None
     process: int
     processes: int
+    group_by_setup: bool = True
 
     def plan(self, found: store_lib.Scan | None) -> plan_lib.Plan:
         """The plan, given what the store's scan ``found`` (None: in memory, nothing done or recorded)."""
@@ -278,6 +293,7 @@ class _Planner(NamedTuple):
             process=self.process,
             processes=self.processes,
             recorded=recorded,
+            group_by_setup=bool(self.group_by_setup),
         )
         if self.store is not None and found is not None and plan.batch is not None:
             # What the chunks are computed at (a finished sweep keeps what its chunks record).

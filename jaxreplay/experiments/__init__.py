@@ -70,6 +70,16 @@ class Experiment(NamedTuple):
             such a field out while it holds this value, so a stored sweep of
             an older version keeps its fingerprint (the default computes what
             that version did).
+        setup_groups: ``setup_groups(hparams, setup) -> (group, setups)`` or
+            None: for concrete hyperparameters of shape ``[C]`` (one per
+            configuration), the index ``group`` (``int[C]``) in ``setups`` of
+            the static setup each configuration can be compiled with, and
+            those setups. The engine then compiles one program per group, so
+            a run does not pay for a static bound only others need (DQN: the
+            update slots of the largest replay ratio). Each group's setup
+            must give its runs the results ``setup`` gives them, with records
+            and summaries of the same shapes. None: every run is compiled
+            with ``setup``.
     """
 
     name: str
@@ -85,6 +95,7 @@ class Experiment(NamedTuple):
     summary_dims: Callable[..., dict]
     coords: Callable[..., dict]
     added_defaults: Mapping[str, Any] = MappingProxyType({})
+    setup_groups: Callable[..., tuple[Any, tuple]] | None = None
 
     def without_added_defaults(self, table: Mapping[str, Any]) -> dict:
         """``table`` (``{field: value}`` of a setup or of hyperparameters) without the fields of

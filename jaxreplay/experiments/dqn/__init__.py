@@ -87,6 +87,8 @@ from jaxreplay.experiments.dqn.config import (
     check,
     effective_replay_ratio,
     num_segments,
+    update_slot_groups,
+    update_slots_needed,
     with_total_steps,
 )
 from jaxreplay.experiments.dqn.game import (
@@ -131,6 +133,8 @@ __all__ = [
     "effective_replay_ratio",
     "num_segments",
     "with_total_steps",
+    "update_slot_groups",
+    "update_slots_needed",
     "NETWORKS",
     "check_env_params",
     "check_network",

@@ -476,3 +476,51 @@ def with_total_steps(setup: Setup, steps: int) -> Setup:
     while steps % segments or (steps // segments) % cycle:
         segments -= 1
     return dataclasses.replace(setup, total_steps=int(steps), steps_per_segment=int(steps) // segments)
+
+
+def update_slots_needed(replay_ratio: float, setup: Setup) -> int:
+    """The fewest update slots per unit (``max_updates_per_unit``) that run ``replay_ratio`` exactly as
+    ``setup`` does: no unit of the run has more updates due than slots, and the ratio is not clipped.
+
+    Counted in float32 as the program counts (:func:`effective_replay_ratio`, and the updates due in the
+    unit ending after ``t`` steps, ``floor(float32(t) ρ) - floor(float32(t - F) ρ)``, for every unit of
+    the run), so a rounding that makes one unit due ``ceil(ρ F) + 1`` updates is covered. A ratio the
+    setup itself clips (above ``setup.max_replay_ratio``, or NaN) needs the setup's own bound.
+    """
+    ratio, frequency, bound = np.float32(replay_ratio), setup.train_frequency, setup.max_updates_per_unit
+    if not (np.isfinite(ratio) and 0 <= ratio <= np.float32(setup.max_replay_ratio)):
+        return bound
+    due, ends = 1, np.arange(frequency, setup.total_steps + 1, frequency, dtype=np.int64)
+    for start in range(0, ends.size, 1 << 20):  # in blocks: a long run's units need not all be in memory
+        t = ends[start : start + (1 << 20)]
+        per_unit = np.floor(t.astype(np.float32) * ratio) - np.floor((t - frequency).astype(np.float32) * ratio)
+        due = max(due, int(per_unit.max()))
+    slots = due
+    while slots < bound and np.float32(slots / frequency) < ratio:  # (max_replay_ratio's rounding)
+        slots += 1
+    return min(slots, bound)
+
+
+def update_slot_groups(hparams: Hyperparameters, setup: Setup) -> tuple[np.ndarray, tuple[Setup, ...]]:
+    """Runs grouped by the update slots their replay ratios need (the engine's ``Experiment.setup_groups``).
+
+    Args:
+        hparams: concrete hyperparameters with fields of shape ``[C]`` (one per configuration).
+        setup: the sweep's setup; its ``max_updates_per_unit`` bounds every run's.
+
+    Returns:
+        ``(group, setups)``: ``group`` ``int[C]``, the index in ``setups`` of each configuration's setup;
+        ``setups`` the distinct setups, fewest slots first, each ``setup`` with ``max_updates_per_unit``
+        lowered to :func:`update_slots_needed` (``setup`` itself where that is its own bound). A run's
+        result is the same in its group's program as in ``setup``'s: the slots above its due updates
+        are masked, and slot ``j`` draws with ``fold_in(key, j)`` whatever the bound.
+    """
+    ratios = np.asarray(hparams.replay_ratio, np.float32).reshape(-1)
+    distinct, of_config = np.unique(ratios, return_inverse=True)
+    slots = np.array([update_slots_needed(float(r), setup) for r in distinct], np.int64)
+    bounds, group = np.unique(slots, return_inverse=True)
+    setups = tuple(
+        setup if b == setup.max_updates_per_unit else dataclasses.replace(setup, max_updates_per_unit=int(b))
+        for b in bounds
+    )
+    return group[of_config].astype(np.int64), setups

@@ -21,6 +21,7 @@ from jaxreplay.experiments.dqn.config import (
     broadcast_hyperparameters,
     check,
     num_segments,
+    update_slot_groups,
 )
 from jaxreplay.experiments.dqn.state import init
 from jaxreplay.experiments.dqn.steps import advance
@@ -50,6 +51,9 @@ EXPERIMENT = Experiment(
         "adaptive_evidence_threshold": 4.0,
         "adaptive_evidence_allowance": 0.25,
     },
+    # Runs grouped by the update slots their ratio needs: a chunk of ratio-0.25 runs does not run 4 masked
+    # slots per step because another configuration's ratio is 4.
+    setup_groups=update_slot_groups,
 )
 """DQN as a sweep-engine experiment, registered as ``"dqn"``."""
 

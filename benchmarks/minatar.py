@@ -1,0 +1,183 @@
+"""MinAtar DQN throughput (Breakout-MinAtar): seeds vmapped in one program vs the same runs one after another.
+
+The run is :func:`jaxreplay.paper.reproduce.settings.minatar_setting`'s DQN
+(Young & Tian 2019: the 3×3 convolution of 16 filters and a 128-unit layer,
+minibatch 32, one gradient step per environment step, uniform replay,
+bit-packed observations), shortened to the mode's steps, with the greedy
+evaluation off (it plays no training steps).
+
+* **vmapped**: :func:`jaxreplay.engine.sweep.run` over 1 and 100 seeds (and
+  1,000 where JAX's backend is an accelerator), each one compiled program;
+  aggregate env steps/s = seeds × steps ÷ run time (compile excluded).
+* **in sequence**: the same run jitted for one seed and called seed after
+  seed; a few seeds are timed and the rate scaled (its cost is linear in the
+  number of seeds), so the sequential rate is one seed's, whatever the count.
+* **published peer figure** (accelerators only, not measured here): rejax's
+  DQN on Breakout-MinAtar took about 12 minutes per agent for 10⁶ steps with
+  50 agents vmapped on one A100, about 7×10⁴ env steps/s in aggregate
+  (:data:`REJAX_STEPS_PER_S`). Its network and update schedule are rejax's
+  own, not this preset's: the row is a scale, not a like-for-like race. Goal:
+  our 1,000-seed aggregate ≥ 50× it.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import sys
+import time
+from collections.abc import Callable
+
+import jax
+
+from benchmarks import _timing
+
+TITLE = "MinAtar DQN (Breakout-MinAtar): seeds vmapped vs in sequence"
+
+ENV = "Breakout-MinAtar"
+MODES = {
+    # CPU sizes stay small (the conv network's updates dominate: ~10³ env steps/s in all on 2 cores).
+    "quick": dict(steps=200, sequential=2, seeds=(1, 100), accelerator_steps=10_000),
+    "full": dict(steps=1_000, sequential=3, seeds=(1, 100), accelerator_steps=50_000),
+}
+ACCELERATOR_SEEDS = 1_000
+"""The seed count added where the backend is an accelerator."""
+REJAX_STEPS_PER_S = 50 * 1_000_000 / (12 * 60)
+"""rejax's published DQN on Breakout-MinAtar: 50 agents × 10⁶ steps in about 12 minutes on one A100
+(~6.9×10⁴ env steps/s in aggregate). Not measured here."""
+GOAL = 50.0
+"""Our 1,000-seed aggregate over :data:`REJAX_STEPS_PER_S`."""
+HEADLINES: list[list[str]] = []  # filled by run(): the summary rows of `python -m benchmarks`
+
+
+def _setup(steps: int):
+    from jaxreplay.paper.reproduce.settings import minatar_setting
+
+    setup, hparams = minatar_setting(ENV, memory_size=steps, total_steps=steps, segments=1)
+    return dataclasses.replace(setup, eval_episodes=0), hparams
+
+
+def _vmapped(steps: int, seeds: int) -> dict:
+    from jaxreplay.engine import sweep as sw
+
+    setup, hparams = _setup(steps)
+    result = sw.run(sw.Sweep("dqn", seeds=seeds, setup=setup, fixed=hparams._asdict()), None, progress=False)
+    stats = result.stats
+    return dict(
+        seeds=seeds,
+        seconds=stats.run_seconds,
+        compile_s=stats.compile_seconds,
+        chunk=stats.chunk_size,
+        env_steps=seeds * steps,
+    )
+
+
+def _sequential(steps: int, timed: int) -> dict:
+    from jaxreplay.experiments import dqn
+
+    setup, hparams = _setup(steps)
+    fn = jax.jit(dqn.run, static_argnums=2)
+    t0 = time.perf_counter()
+    jax.block_until_ready(fn(jax.random.key(0), hparams, setup))
+    compile_s = time.perf_counter() - t0
+    t0 = time.perf_counter()
+    for i in range(timed):
+        jax.block_until_ready(fn(jax.random.key(i + 1), hparams, setup))
+    return dict(seeds=timed, seconds=time.perf_counter() - t0, compile_s=compile_s, env_steps=timed * steps)
+
+
+def run(mode_name: str = "quick", progress: Callable[[str], None] = lambda s: print(s, file=sys.stderr)) -> str:
+    _timing.disable_compilation_cache()
+    mode = MODES[mode_name]
+    backend = jax.default_backend()
+    on_accelerator = backend != "cpu"
+    steps = mode["accelerator_steps"] if on_accelerator else mode["steps"]
+    counts = mode["seeds"] + ((ACCELERATOR_SEEDS,) if on_accelerator else ())
+    rows = []
+    for seeds in counts:
+        progress(f"  vmapped: {seeds:,} seed(s) × {steps:,} steps, one program")
+        rows.append(_vmapped(steps, seeds))
+    progress(f"  in sequence: 1 seed at a time, {mode['sequential']} timed")
+    sequential = _sequential(steps, mode["sequential"])
+    return _report(mode_name, backend, steps, rows, sequential)
+
+
+def _rate(d: dict) -> float:
+    return d["env_steps"] / d["seconds"]
+
+
+def _report(mode_name: str, backend: str, steps: int, rows: list[dict], sequential: dict) -> str:
+    """The section: one table row per seed count against the same seeds in sequence (one seed's rate), and on an
+    accelerator the peer row and our largest count ÷ it; fills :data:`HEADLINES`."""
+    one_seed = _rate(sequential)
+    table = []
+    HEADLINES[:] = []
+    for r in rows:
+        rate = _rate(r)
+        table.append(
+            [
+                f"{r['seeds']:,}",
+                f"{r['chunk']:,}",
+                f"{rate:,.0f}",
+                f"{r['seconds']:.2f} s",
+                f"{r['env_steps'] / one_seed:.2f} s",
+                f"**{rate / one_seed:.1f}×**",
+                f"{r['compile_s']:.1f} s",
+            ]
+        )
+        if r["seeds"] >= 100:
+            HEADLINES.append(
+                [
+                    f"MinAtar DQN ({ENV}), {r['seeds']:,} seeds vmapped vs in sequence (aggregate env steps/s)",
+                    f"{rate / one_seed:.1f}×",
+                    "–",
+                ]
+            )
+    table.append(
+        [
+            f"1 at a time ({sequential['seeds']} timed)",
+            "1",
+            f"{one_seed:,.0f}",
+            f"{sequential['seconds']:.2f} s",
+            "–",
+            "1×",
+            f"{sequential['compile_s']:.1f} s",
+        ]
+    )
+    text = [
+        f"{ENV}, `minatar_setting` (conv network, minibatch 32, one update per env step, uniform replay), "
+        f"{steps:,} steps per seed, evaluation off; backend `{backend}`, mode `{mode_name}`. Rates are aggregate "
+        "over seeds, compile excluded; *in sequence* is the time the same seeds take one after another at the "
+        "one-seed rate measured below.",
+        _timing.markdown_table(
+            ["seeds", "chunk", "env steps/s", "run time", "in sequence", "÷ in sequence", "compile"], table
+        ),
+    ]
+    largest = max(rows, key=lambda r: r["seeds"])
+    if backend != "cpu" and largest["seeds"] >= ACCELERATOR_SEEDS:
+        ratio = _rate(largest) / REJAX_STEPS_PER_S
+        peer = _timing.markdown_table(
+            ["", "env steps/s (aggregate)", "÷ rejax"],
+            [
+                [f"ours, {largest['seeds']:,} seeds (measured)", f"{_rate(largest):,.0f}", f"**{ratio:.1f}×**"],
+                [
+                    "rejax DQN, 50 agents on one A100 (**published figure**, not measured here)",
+                    f"{REJAX_STEPS_PER_S:,.0f}",
+                    "1×",
+                ],
+            ],
+        )
+        text += [peer, f"Goal: ≥ {GOAL:.0f}× the published rejax aggregate; measured {ratio:.1f}×."]
+        HEADLINES.append(
+            [
+                f"MinAtar DQN ({ENV}), {largest['seeds']:,} seeds ÷ rejax's published aggregate (50 agents, A100)",
+                f"{ratio:.1f}×",
+                f"≥ {GOAL:.0f}×",
+            ]
+        )
+    else:
+        text.append("No accelerator: the 1,000-seed row and the published rejax figure (an A100's) are GPU-only.")
+    return "\n\n".join(text)
+
+
+if __name__ == "__main__":
+    print(run(sys.argv[1] if len(sys.argv) > 1 else "quick"))
