@@ -123,7 +123,8 @@ def _reproduce_readme(args: argparse.Namespace) -> int:
 
 
 def add_study_parser(commands) -> None:
-    """Declare ``jaxreplay study`` (dqn, readme, refresh, replay, replay-readme) among ``commands`` (argparse's subparsers)."""
+    """Declare ``jaxreplay study`` (dqn, readme, refresh, replay, replay-readme) among ``commands``
+    (argparse's subparsers)."""
     from jaxreplay.paper.reproduce.settings import ENVS  # no JAX import
 
     st = commands.add_parser(

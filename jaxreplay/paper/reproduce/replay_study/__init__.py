@@ -36,9 +36,10 @@ Outputs in ``DIR``: ``report.md`` (answers, tables, the adaptive stage, compared
 ``heatmap.png``, ``capacity.png`` and ``learning_curves.png``; the sweeps under ``DIR/sweeps/`` (a rerun
 resumes them and computes nothing finished).
 
-Layout: :mod:`~jaxreplay.paper.reproduce.replay_study.settings` (the design), :mod:`~jaxreplay.paper.reproduce.replay_study.stages`
-(the stages and the adaptive rules' table), :mod:`~jaxreplay.paper.reproduce.replay_study.analysis`
-(runs in, :class:`~jaxreplay.paper.reproduce.replay_study.analysis.Analysis` out),
+Layout: :mod:`~jaxreplay.paper.reproduce.replay_study.settings` (the design),
+:mod:`~jaxreplay.paper.reproduce.replay_study.stages` (the stages and the adaptive rules' table),
+:mod:`~jaxreplay.paper.reproduce.replay_study.analysis` (runs in,
+:class:`~jaxreplay.paper.reproduce.replay_study.analysis.Analysis` out),
 :mod:`~jaxreplay.paper.reproduce.replay_study.verdict` (the answers in words), and the writers
 :mod:`~jaxreplay.paper.reproduce.replay_study.writer`, :mod:`~jaxreplay.paper.reproduce.replay_study.report`
 and :mod:`~jaxreplay.paper.reproduce.replay_study.figures`.

@@ -43,7 +43,8 @@ class Game(NamedTuple):
 
     Attributes:
         preset: ``"tuned"`` (:func:`~jaxreplay.paper.reproduce.settings.paper_setting` with ``tuned``),
-            ``"paper"`` (its paper setting) or ``"minatar"`` (:func:`~jaxreplay.paper.reproduce.settings.minatar_setting`).
+            ``"paper"`` (its paper setting) or ``"minatar"``
+            (:func:`~jaxreplay.paper.reproduce.settings.minatar_setting`).
         full_steps: environment steps per run at full scale.
         full_seeds: seeds per setting at full scale.
         quick_steps: environment steps per run in the CPU quick mode.
