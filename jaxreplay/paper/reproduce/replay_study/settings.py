@@ -59,7 +59,7 @@ class Game(NamedTuple):
 
 
 GAMES = {
-    "CartPole-v1": Game("tuned", 200_000, 100, 6_000, ""),
+    "CartPole-v1": Game("tuned", 200_000, 100, 4_000, ""),
     "Acrobot-v1": Game("paper", 200_000, 100, 20_000, ""),
     "MountainCar-v0": Game("paper", 300_000, 100, 20_000, ""),
     # 24 cells × 100 seeds of the preset's 5 million steps would be 12 billion environment steps (a third of
