@@ -38,15 +38,14 @@ def heatmap_figure(out: pathlib.Path, design: ReplayDesign, result: dict, runs: 
     low, high = np.nanmin(list(grids.values())), np.nanmax(list(grids.values()))
     fig, axes = plt.subplots(1, len(grids), figsize=(5 * len(grids), 4), squeeze=False)
     for ax, (n, grid) in zip(axes[0], grids.items()):
-        image = ax.imshow(grid, origin="lower", cmap="viridis", vmin=low, vmax=high, aspect="auto")
+        ax.imshow(grid, origin="lower", cmap="viridis", vmin=low, vmax=high, aspect="auto")
         for (i, j), v in np.ndenumerate(grid):
             ax.text(j, i, "n/a" if np.isnan(v) else f"{v:.3g}", ha="center", va="center", color="w", fontsize=8)
         ax.set_xticks(range(len(caps)), [str(c) for c in caps])
         ax.set_yticks(range(len(ratios)), [f"{r:g}" for r in ratios])
         ax.set_xlabel("capacity (transitions)")
         ax.set_ylabel("replay ratio (updates per step)")
-        ax.set_title(f"{design.env_id}, n = {n}: score IQM")
-    fig.colorbar(image, ax=axes[0].tolist(), label="mean training return")
+        ax.set_title(f"{design.env_id}, n = {n}: score IQM (mean training return)")
     plots.save(fig, out / "heatmap.png")
     return "heatmap.png"
 
