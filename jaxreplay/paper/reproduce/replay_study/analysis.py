@@ -123,7 +123,7 @@ def _pairs(design: ReplayDesign, n: int, same: Callable[[Key, Key], bool]) -> li
 def equal_age_pairs(design: ReplayDesign, n: int) -> list[tuple[Key, Key]]:
     """Cells at ``n`` of equal oldest-policy age, the ratio a factor 4 apart: (higher ratio, lower ratio)."""
     return _pairs(
-        design, n, lambda a, b: a[1] == b[1] * CAPACITY_FACTOR and np.isclose(age(a[0], a[1]), age(b[0], b[1]))
+        design, n, lambda a, b: a[1] == b[1] * CAPACITY_FACTOR and bool(np.isclose(age(a[0], a[1]), age(b[0], b[1])))
     )
 
 

@@ -84,16 +84,21 @@ def verdict(result: dict) -> dict:
     top, low = max(result["capacities"]), min(result["capacities"])
     n_high, n_low = max(result["n_steps"]), min(result["n_steps"])
     by_n = {e["n_step"]: e for e in result["age_at_equal_ratio"]}
-    out = {
-        "capacity_helps": [capacity(e, top, low) for e in result["capacity_effect"]],
-        "interaction": interaction(result["interaction"], n_high, n_low),
-        "follows": [follows(e, by_n[e["n_step"]]) for e in result["ratio_at_equal_age"]],
-        "adaptive": [adaptive_line(a) for a in result["adaptive"]["rules"]],
-    }
-    helps = "; ".join(f"at n = {c['n_step']}: {c['answer']}" for c in out["capacity_helps"])
-    track = "; ".join(f"at n = {f['n_step']}: {f['answer']}" for f in out["follows"])
-    out["summary"] = (
-        f"Does a larger memory help (capacity {top} vs {low}, ratio 1)? {helps}. Larger with n = {n_high}? "
-        f"{out['interaction']['answer']}. Does the score follow the replay ratio or the oldest-policy age? {track}."
+    helps = [capacity(e, top, low) for e in result["capacity_effect"]]
+    larger = interaction(result["interaction"], n_high, n_low)
+    track = [follows(e, by_n[e["n_step"]]) for e in result["ratio_at_equal_age"]]
+    summary = (
+        f"Does a larger memory help (capacity {top} vs {low}, ratio 1)? "
+        + "; ".join(f"at n = {c['n_step']}: {c['answer']}" for c in helps)
+        + f". Larger with n = {n_high}? {larger['answer']}. Does the score follow the replay ratio or the "
+        + "oldest-policy age? "
+        + "; ".join(f"at n = {f['n_step']}: {f['answer']}" for f in track)
+        + "."
     )
-    return out
+    return {
+        "capacity_helps": helps,
+        "interaction": larger,
+        "follows": track,
+        "adaptive": [adaptive_line(a) for a in result["adaptive"]["rules"]],
+        "summary": summary,
+    }

@@ -133,8 +133,21 @@ def write_csvs(out: pathlib.Path, design: ReplayDesign, runs: Mapping[str, Runs]
                     curves.writerow([design.env_id, stage, setting.label, int(step), f"{a:.6g}", f"{b:.6g}"])
 
 
-_STUDY_KEYS = ("env", "quick", "seeds", "total_steps", "capacities", "n_steps", "cells", "capacity_effect")
-_STUDY_KEYS += ("interaction", "ratio_at_equal_age", "age_at_equal_ratio", "adaptive", "verdict")
+_STUDY_KEYS = (
+    "env",
+    "quick",
+    "seeds",
+    "total_steps",
+    "capacities",
+    "n_steps",
+    "cells",
+    "capacity_effect",
+    "interaction",
+    "ratio_at_equal_age",
+    "age_at_equal_ratio",
+    "adaptive",
+    "verdict",
+)
 
 
 def read_study(path) -> dict:
