@@ -65,6 +65,7 @@ def test_the_design_is_a_log_grid_of_capacity_times_ratio_times_n_with_equal_age
     assert quick.unit_setup.total_steps // quick.unit_setup.steps_per_segment == 10
 
 
+@pytest.mark.slow  # the tiny study: five programs compiled (about 5 min on a loaded 2-core CPU)
 def test_cells_are_the_iqm_of_the_runs_in_runs_csv(tiny):
     _, result, rows = tiny
     for entry in result["cells"]:
@@ -85,6 +86,7 @@ def test_cells_are_the_iqm_of_the_runs_in_runs_csv(tiny):
     assert result["cells"][4]["auc_iqm"] == pytest.approx(np.mean(v[1:5]), rel=1e-12)
 
 
+@pytest.mark.slow  # the tiny study: five programs compiled (about 5 min on a loaded 2-core CPU)
 def test_contrasts_are_paired_differences_recomputed_from_runs_csv(tiny):
     _, result, rows = tiny
     top, low = max(result["capacities"]), min(result["capacities"])
@@ -113,6 +115,7 @@ def _keys(pairs):
     return [(parse(a), parse(b)) for a, b in pairs]
 
 
+@pytest.mark.slow  # the tiny study: five programs compiled (about 5 min on a loaded 2-core CPU)
 def test_the_adaptive_stage_runs_every_rule_of_the_table_with_its_controls(tiny):
     out, result, rows = tiny
     a = result["adaptive"]
@@ -147,6 +150,7 @@ def verdict_estimate(result, n):
     return next(e["estimate"] for e in result["capacity_effect"] if e["n_step"] == n)
 
 
+@pytest.mark.slow  # the tiny study: five programs compiled (about 5 min on a loaded 2-core CPU)
 def test_a_rerun_computes_nothing(tiny, monkeypatch):
     from jaxreplay.engine import sweep as sweep_lib
 
@@ -166,6 +170,7 @@ def test_a_rerun_computes_nothing(tiny, monkeypatch):
         assert again[key] == result[key]
 
 
+@pytest.mark.slow  # the tiny study: five programs compiled (about 5 min on a loaded 2-core CPU)
 def test_the_readme_block_is_generated_from_study_json(tiny, tmp_path, capsys):
     out, result, _ = tiny
     readme = tmp_path / "README.md"
