@@ -130,8 +130,9 @@ def test_the_adaptive_stage_runs_every_rule_of_the_table_with_its_controls(tiny)
         rule = next(r for r in stages.ADAPTIVE_RULES if r.name == entry["rule"])
         setting = stages.adaptive(rule, entry["initial_size"])
         mine = [r for r in rows if r["setting"] == setting]
-        assert all(float(r["adaptive_relative_tolerance"]) == rule.relative and int(r["n_step"]) == a["n_step"]
-                   for r in mine)
+        assert all(
+            float(r["adaptive_relative_tolerance"]) == rule.relative and int(r["n_step"]) == a["n_step"] for r in mine
+        )
         assert entry["mean_size"] == pytest.approx(np.mean([float(r["mean_memory_size"]) for r in mine]), rel=1e-5)
         walk = _auc(rows, stages.ADAPTIVE, stages.walk(entry["initial_size"]))
         assert entry["vs_random_walk"]["estimate"] == _interval(_auc(rows, stages.ADAPTIVE, setting) - walk)["estimate"]
@@ -140,8 +141,15 @@ def test_the_adaptive_stage_runs_every_rule_of_the_table_with_its_controls(tiny)
     text = (out / "report.md").read_text()
     assert "quick" not in text.split("\n")[2] and "cut to 200 steps (a smoke run)" in text
     assert "## Compared with the literature" in text and "arXiv:2007.06700" in text
-    for name in ("study.json", "report.md", "runs.csv", "curves.csv", "heatmap.png", "capacity.png",
-                 "learning_curves.png"):
+    for name in (
+        "study.json",
+        "report.md",
+        "runs.csv",
+        "curves.csv",
+        "heatmap.png",
+        "capacity.png",
+        "learning_curves.png",
+    ):
         assert (out / name).stat().st_size > 0
     assert json.loads((out / "study.json").read_text())["verdict"] == result["verdict"]
 
@@ -184,8 +192,15 @@ def test_the_readme_block_is_generated_from_study_json(tiny, tmp_path, capsys):
 def _effect(estimate, low, high):
     if low is None:
         why = "too few seeds (n = 3) for an interval"
-        return {"estimate": estimate, "low": None, "high": None, "significant": None,
-                "low_null_reason": why, "high_null_reason": why, "significant_null_reason": why}
+        return {
+            "estimate": estimate,
+            "low": None,
+            "high": None,
+            "significant": None,
+            "low_null_reason": why,
+            "high_null_reason": why,
+            "significant_null_reason": why,
+        }
     return {"estimate": estimate, "low": low, "high": high, "significant": low > 0 or high < 0}
 
 
@@ -193,11 +208,17 @@ def _effect(estimate, low, high):
     ("effect", "answer", "words"),
     [
         (_effect(5.0, 1.0, 9.0), "yes", "yes: capacity 400 beats 10 at n = 3 by 5 [1, 9] (paired over seeds)"),
-        (_effect(1.0, -2.0, 4.0), "no", "no: capacity 400 does not beat 10 at n = 3 (1 [-2, 4], an interval that "
-                                        "includes 0)"),
+        (
+            _effect(1.0, -2.0, 4.0),
+            "no",
+            "no: capacity 400 does not beat 10 at n = 3 (1 [-2, 4], an interval that includes 0)",
+        ),
         (_effect(-5.0, -9.0, -1.0), "no", "(it does worse) (-5 [-9, -1], below 0)"),
-        (_effect(5.0, None, None), "cannot tell (too few seeds)",
-         "cannot tell (too few seeds): 5 [too few seeds (n = 3) for an interval]"),
+        (
+            _effect(5.0, None, None),
+            "cannot tell (too few seeds)",
+            "cannot tell (too few seeds): 5 [too few seeds (n = 3) for an interval]",
+        ),
     ],
 )
 def test_capacity_answers_yes_no_or_cannot_tell(effect, answer, words):
@@ -236,8 +257,14 @@ def test_a_new_adaptive_rule_is_one_row_of_the_table(monkeypatch):
     plan = replay_study.design("CartPole-v1", steps=200, seeds=2)
     monkeypatch.setattr(stages, "adaptive_n_step", lambda design, done: 3)
     labels = [s.label for s in stages._adaptive(plan, {})]
-    assert labels[:6] == ["aER from 2", "aER from 128", "aER, relative ε = 5% from 2",
-                          "aER, relative ε = 5% from 128", "the walk as a rule from 2", "the walk as a rule from 128"]
+    assert labels[:6] == [
+        "aER from 2",
+        "aER from 128",
+        "aER, relative ε = 5% from 2",
+        "aER, relative ε = 5% from 128",
+        "the walk as a rule from 2",
+        "the walk as a rule from 128",
+    ]
     assert [s.point["adaptive_rule"] for s in stages._adaptive(plan, {})][4:6] == [2, 2]
     assert labels[6:] == ["random walk from 2", "random walk from 128", "fixed 2", "fixed 128"]
 
