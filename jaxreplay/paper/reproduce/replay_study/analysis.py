@@ -96,7 +96,8 @@ class Analysis(NamedTuple):
     walks: tuple[Walk, ...]
 
 
-Key = tuple[int, float, int]  # a cell: (memory_size, replay_ratio, n_step)
+Key = tuple[int, float, int]
+"""A grid cell's coordinates: ``(memory_size, replay_ratio, n_step)``."""
 
 
 def contrast(runs: Mapping[str, Runs], n_step: int, pairs: list[tuple[Key, Key]]) -> Contrast:

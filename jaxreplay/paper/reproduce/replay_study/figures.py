@@ -96,6 +96,7 @@ def learning_curves_figure(out: pathlib.Path, design: ReplayDesign, result: dict
 
 
 FIGURES = (heatmap_figure, capacity_figure, learning_curves_figure)
+"""The figures :func:`draw` draws, in order."""
 
 
 def draw(out: pathlib.Path, design: ReplayDesign, result: dict, runs: Mapping[str, Runs]) -> list[str]:

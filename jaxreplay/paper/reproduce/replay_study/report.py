@@ -7,6 +7,7 @@ from jaxreplay.paper.reproduce.replay_study.verdict import decide
 from jaxreplay.paper.reproduce.study.text import find, fmt, interval, score, table
 
 FEDUS = "Fedus et al. 2020 (*Revisiting Fundamentals of Experience Replay*, ICML, arXiv:2007.06700)"
+"""The paper the study is compared with, as the report cites it."""
 
 
 def mode(result: dict) -> str:
@@ -179,6 +180,7 @@ def _finals(result: dict) -> list[str]:
 
 
 SECTIONS = (_header, _answers, _contrasts, _scores, _finals, _adaptive, _literature, _figures)
+"""The sections of ``report.md``, in order: each a function of the study's result to its lines."""
 
 
 def report(result: dict) -> str:

@@ -27,7 +27,6 @@ UNIT = 4
 QUICK_SEGMENTS = 10
 """Record points (greedy evaluations) per run in the quick mode (the presets' 20 or 50 would evaluate
 for longer than a short run trains)."""
-# The hyperparameters a setting varies (a sweep point); every other one is the design's ``common``.
 POINT_KEYS = (
     "memory_size",
     "replay_ratio",
@@ -36,6 +35,7 @@ POINT_KEYS = (
     "adaptive_num_old",
     "adaptive_relative_tolerance",
 )
+"""The hyperparameters a setting varies (its sweep point, :func:`point`); every other one is the design's ``common``."""
 
 
 class Game(NamedTuple):
@@ -69,7 +69,9 @@ GAMES = {
         "minatar", 1_000_000, 20, 20_000, "1,000,000 steps (the preset's: 5,000,000), 20 seeds"
     ),
 }
+"""The games of the study and how each is built (a :class:`Game` each)."""
 ENVS = tuple(GAMES)
+"""The games of the study, in :data:`GAMES`' order."""
 
 
 @dataclasses.dataclass(frozen=True)

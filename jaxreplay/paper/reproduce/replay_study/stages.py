@@ -32,7 +32,8 @@ if TYPE_CHECKING:
     from jaxreplay.experiments.dqn import Setup
 
 ADAPTIVE, FIXED_AT_MEAN = "adaptive", "fixed-at-mean"
-ADAPTIVE_RATIO = 1.0  # the adaptive stage's replay ratio: the ratio of the capacity contrasts
+ADAPTIVE_RATIO = 1.0
+"""The replay ratio of the adaptive stage, and of the capacity contrasts it follows."""
 
 
 class AdaptiveRule(NamedTuple):
@@ -93,7 +94,8 @@ def fixed_at_mean(rule: AdaptiveRule, start: int) -> str:
     return f"fixed at the mean size of {adaptive(rule, start)}"
 
 
-Done = Mapping[str, Runs]  # the runs of the stages run so far, by stage label
+Done = Mapping[str, Runs]
+"""The runs of the stages run so far, by stage label."""
 
 
 class Stage(NamedTuple):
