@@ -217,7 +217,7 @@ def _effect(estimate, low, high):
         (
             _effect(5.0, None, None),
             "cannot tell (too few seeds)",
-            "cannot tell (too few seeds): 5 [too few seeds (n = 3) for an interval]",
+            "cannot tell (too few seeds) at n = 3: 5 [too few seeds (n = 3) for an interval]",
         ),
     ],
 )

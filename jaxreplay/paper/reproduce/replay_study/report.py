@@ -10,6 +10,19 @@ FEDUS = "Fedus et al. 2020 (*Revisiting Fundamentals of Experience Replay*, ICML
 """The paper the study is compared with, as the report cites it."""
 
 
+def brief(d: dict) -> str:
+    """``estimate [low, high]`` of an interval dict, or the estimate alone where there is no interval (the
+    report says why once, above its tables)."""
+    return fmt(d["estimate"]) if d["low"] is None else interval(d)
+
+
+def brief_score(entry: dict, prefix: str = "score") -> str:
+    """:func:`brief` of an entry's ``{prefix}_iqm`` / ``_ci_low`` / ``_ci_high``."""
+    if entry[f"{prefix}_ci_low"] is None:
+        return fmt(entry[f"{prefix}_iqm"])
+    return score(entry, prefix)
+
+
 def mode(result: dict) -> str:
     """How the study ran, in words: ``quick mode (CPU)`` or ``full scale``, and a ``--steps`` cut."""
     text = "quick mode (CPU; short runs, labelled as such)" if result["quick"] else "full scale"
@@ -57,7 +70,11 @@ def _grid(result: dict, key: str, title: str) -> list[str]:
     out = ["", f"## {title}", ""]
     for n in result["n_steps"]:
         rows = [
-            [c] + [score(find(result["cells"], memory_size=c, replay_ratio=r, n_step=n), key) for r in result["ratios"]]
+            [c]
+            + [
+                brief_score(find(result["cells"], memory_size=c, replay_ratio=r, n_step=n), key)
+                for r in result["ratios"]
+            ]
             for c in result["capacities"]
         ]
         out += [f"n = {n} (rows: capacity; columns: replay ratio):", ""]
@@ -67,17 +84,15 @@ def _grid(result: dict, key: str, title: str) -> list[str]:
 
 def _contrasts(result: dict) -> list[str]:
     rows = [
-        [f"capacity {max(result['capacities'])} − {min(result['capacities'])} at ratio 1", e["n_step"]] + [interval(e)]
+        [f"capacity {max(result['capacities'])} − {min(result['capacities'])} at ratio 1", e["n_step"]] + [brief(e)]
         for e in result["capacity_effect"]
     ]
-    rows += [["capacity effect at n = 3 − at n = 1 (interaction)", "–", interval(result["interaction"])]]
+    rows += [["capacity effect at n = 3 − at n = 1 (interaction)", "–", brief(result["interaction"])]]
     rows += [
-        [f"equal age, ratio × 4 ({len(e['pairs'])} pairs)", e["n_step"], interval(e)]
-        for e in result["ratio_at_equal_age"]
+        [f"equal age, ratio × 4 ({len(e['pairs'])} pairs)", e["n_step"], brief(e)] for e in result["ratio_at_equal_age"]
     ]
     rows += [
-        [f"equal ratio, age × 4 ({len(e['pairs'])} pairs)", e["n_step"], interval(e)]
-        for e in result["age_at_equal_ratio"]
+        [f"equal ratio, age × 4 ({len(e['pairs'])} pairs)", e["n_step"], brief(e)] for e in result["age_at_equal_ratio"]
     ]
     note = (
         "Paired contrasts of the score (mean over seeds of the per-seed difference, the same seed index "
@@ -89,7 +104,7 @@ def _contrasts(result: dict) -> list[str]:
 
 def _adaptive(result: dict) -> list[str]:
     a = result["adaptive"]
-    static = ", ".join(f"fixed {s['memory_size']}: {score(s)}" for s in a["static"])
+    static = ", ".join(f"fixed {s['memory_size']}: {brief_score(s)}" for s in a["static"])
     rows = [
         [
             r["rule"],
@@ -97,17 +112,19 @@ def _adaptive(result: dict) -> list[str]:
             f"{r['mean_size']:.0f}",
             f"{r['final_size_mean']:.0f}",
             fmt(r["grow_fraction"], ".2f"),
-            score(r),
-            interval(r["vs_start_static"]),
-            interval(r["vs_best_static"]),
-            interval(r["vs_random_walk"]),
-            f"{r['fixed_at_mean_size']}: {interval(r['vs_fixed_at_mean'])}",
+            brief_score(r),
+            brief(r["vs_start_static"]),
+            brief(r["vs_best_static"]),
+            brief(r["vs_random_walk"]),
+            f"{r['fixed_at_mean_size']}: {brief(r['vs_fixed_at_mean'])}",
         ]
         for r in a["rules"]
     ]
     header = ["rule", "start", "mean size", "final size", "grow share", "score IQM [95% CI]", "vs its start"]
     header += ["vs better static end", "vs random walk", "vs fixed at its mean size"]
-    walks = "; ".join(f"from {w['initial_size']}: mean size {w['mean_size']:.0f}, score {score(w)}" for w in a["walks"])
+    walks = "; ".join(
+        f"from {w['initial_size']}: mean size {w['mean_size']:.0f}, score {brief_score(w)}" for w in a["walks"]
+    )
     return [
         "",
         f"## Adaptive memories where capacity matters (n = {a['n_step']}, ratio {a['replay_ratio']:g})",
@@ -124,7 +141,7 @@ def _literature(result: dict) -> list[str]:
     helps = {c["n_step"]: c["answer"] for c in v["capacity_helps"]}
     n1, n_high = min(helps), max(helps)
     follows = "; ".join(f"n = {f['n_step']}: {f['answer']}" for f in v["follows"])
-    older = "; ".join(f"n = {e['n_step']}: {decide(e) or 'cannot tell'}" for e in result["age_at_equal_ratio"])
+    older = {e["n_step"]: decide(e) or "cannot tell" for e in result["age_at_equal_ratio"]}
     return [
         "",
         "## Compared with the literature",
@@ -132,32 +149,30 @@ def _literature(result: dict) -> list[str]:
         f"Findings of {FEDUS}, Atari with Dopamine, and ours on this game:",
         "",
         "- Capacity with 1-step DQN: they report that a larger memory helps Rainbow but not DQN. "
-        f"Ours at n = {n1}: {helps[n1]}. "
-        + ("We agree." if helps[n1] == "no" else "We differ or cannot tell: " + _why(result)),
-        f"- n-step returns: they find the n-step return is the Rainbow component that makes the larger memory pay "
+        f"Ours at n = {n1}: {helps[n1]}. " + _compare(result, helps[n1], "no"),
+        "- n-step returns: they find the n-step return is the Rainbow component that makes the larger memory pay "
         "off (their study adding Rainbow's components to DQN one at a time). "
-        f"Ours, capacity at n = {n_high}: {helps[n_high]}; "
-        f"larger than at n = {n1}: {v['interaction']['answer']}. "
-        + ("We agree." if v["interaction"]["answer"] == "yes" else "We do not see it (yet): " + _why(result)),
+        f"Ours, capacity at n = {n_high}: {helps[n_high]}; larger than at n = {n1}: {v['interaction']['answer']}. "
+        + _compare(result, v["interaction"]["answer"], "yes"),
         "- Replay ratio against oldest-policy age: varying capacity and the oldest-policy age separately for "
         "Rainbow, they report that a younger oldest policy helps at a fixed capacity, and that with the replay "
         "ratio held fixed a larger memory (so an older oldest policy) still helps. Ours, a memory 4 times larger at "
-        f"the same ratio: {older}; does the score follow the ratio or the age: {follows}. "
-        + (
-            "We agree that a larger memory helps at a fixed ratio."
-            if older.endswith("yes")
-            else "We do not see a larger memory help at a fixed ratio: " + _why(result)
-        ),
+        f"the same ratio, n = {n_high}: {older[n_high]}; does the score follow the ratio or the age: {follows}. "
+        + _compare(result, older[n_high], "yes"),
     ]
 
 
-def _why(result: dict) -> str:
-    """The hypotheses for a difference from Fedus et al. (stated as such)."""
-    seeds = "too few seeds for an interval" if result["seeds"] < 6 else f"{result['seeds']} seeds"
+def _compare(result: dict, ours: str, theirs: str) -> str:
+    """Whether our answer ``ours`` agrees with Fedus et al.'s (``theirs``, yes or no), and where it differs,
+    the likely reasons, stated as hypotheses."""
+    if ours.startswith("cannot tell"):
+        return f"We cannot compare yet: {result['seeds']} seeds give no interval."
+    if ours == theirs:
+        return "We agree."
     short = "short CPU runs" if result["quick"] else f"{result['total_steps']} steps per run"
     return (
-        f"hypotheses, not facts: plain DQN rather than Rainbow, an easier game than Atari's, {short} "
-        f"(a memory of a few thousand transitions already covers much of what the agent sees), {seeds}."
+        "We differ; likely reasons (hypotheses, not facts): plain DQN rather than Rainbow, an easier game than "
+        f"Atari's, {short} (a memory of a few thousand transitions already covers much of what the agent sees)."
     )
 
 

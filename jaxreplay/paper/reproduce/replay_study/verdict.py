@@ -35,6 +35,8 @@ def capacity(entry: dict, top: int, low: int) -> dict:
         f"capacity {top} does not beat {low} at n = {entry['n_step']}"
         + (" (it does worse)" if entry["significant"] and entry["estimate"] < 0 else ""),
     )
+    if decide(entry) is None:  # say which n it is about
+        line = f"{answer} at n = {entry['n_step']}: {interval(entry)}"
     return {"n_step": entry["n_step"], "answer": answer, "line": line}
 
 
