@@ -166,10 +166,10 @@ def add_study_parser(commands) -> None:
 
 def _add_replay_parsers(kinds) -> None:
     """``jaxreplay study replay`` and ``jaxreplay study replay-readme`` among ``kinds`` (``study``'s subparsers)."""
-    from jaxreplay.paper.reproduce.replay_study.settings import ENVS as REPLAY_ENVS  # no JAX import
+    from jaxreplay.paper.reproduce.replay_study.settings import GAMES  # no JAX import
 
     rp = kinds.add_parser("replay", help="capacity x replay ratio x n-step for one game (after Fedus et al. 2020)")
-    rp.add_argument("--env", required=True, choices=REPLAY_ENVS)
+    rp.add_argument("--env", required=True, choices=tuple(GAMES))
     rp.add_argument("--out", required=True, help="output folder (rerun the same command to resume)")
     _scale(rp, "full", "CPU quick mode: short runs, 3 seeds, labelled quick", "the presets' run lengths (the default)")
     rp.add_argument("--seeds", type=int, default=None, help="seeds per setting (default 3 quick, 100 otherwise)")

@@ -51,13 +51,12 @@ import pathlib
 import time
 
 from jaxreplay.paper.reproduce.replay_study import analysis, figures, stages, writer
-from jaxreplay.paper.reproduce.replay_study.settings import ENVS, GAMES, Game, ReplayDesign, design
+from jaxreplay.paper.reproduce.replay_study.settings import GAMES, Game, ReplayDesign, design
 from jaxreplay.paper.reproduce.replay_study.stages import ADAPTIVE_RULES, AdaptiveRule
 from jaxreplay.paper.reproduce.replay_study.writer import read_study, update_readme
 
 __all__ = [
     "ADAPTIVE_RULES",
-    "ENVS",
     "GAMES",
     "AdaptiveRule",
     "Game",
@@ -83,7 +82,7 @@ def study(
 
     Args:
         out_dir: output folder (created; a rerun resumes finished sweeps).
-        env_id: one of :data:`ENVS`.
+        env_id: one of :data:`GAMES`.
         quick: the CPU quick mode.
         seeds: seeds per setting (default 3 quick, the game's :attr:`Game.full_seeds` otherwise).
         steps: cut every run to this many environment steps (a multiple of 20; tests, smoke runs).
@@ -91,7 +90,7 @@ def study(
         chunk_size: runs per compiled call (default ``4 × seeds``; on an accelerator more go faster).
 
     Raises:
-        ValueError: ``env_id`` not one of :data:`ENVS`, ``seeds`` below 1, or ``steps`` not a
+        ValueError: ``env_id`` not one of :data:`GAMES`, ``seeds`` below 1, or ``steps`` not a
             positive multiple of 20 (before anything is compiled).
     """
     t0 = time.perf_counter()

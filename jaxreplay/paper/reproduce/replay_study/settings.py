@@ -70,8 +70,6 @@ GAMES = {
     ),
 }
 """The games of the study and how each is built (a :class:`Game` each)."""
-ENVS = tuple(GAMES)
-"""The games of the study, in :data:`GAMES`' order."""
 
 
 @dataclasses.dataclass(frozen=True)
@@ -79,7 +77,7 @@ class ReplayDesign:
     """What a replay study of one game runs (from :func:`design`).
 
     Attributes:
-        env_id: the game (one of :data:`ENVS`).
+        env_id: the game (one of :data:`GAMES`).
         quick: the CPU quick mode (short runs, 3 seeds).
         seeds: seeds per setting.
         unit_setup: the grid's compiled program with one update slot per :data:`UNIT` steps
@@ -154,18 +152,18 @@ def design(env_id: str, *, quick: bool = False, seeds: int | None = None, steps:
     ratio); ``learning_starts`` and the ε ramp scaled with the run length.
 
     Args:
-        env_id: one of :data:`ENVS`.
+        env_id: one of :data:`GAMES`.
         quick: the CPU quick mode: :attr:`Game.quick_steps` steps per run.
         seeds: seeds per setting (default 3 quick, :attr:`Game.full_seeds` otherwise).
         steps: cut every run to this many steps (a multiple of 20; tests and smoke runs).
 
     Raises:
-        ValueError: ``env_id`` not one of :data:`ENVS`, ``seeds`` below 1, or ``steps`` not a positive
+        ValueError: ``env_id`` not one of :data:`GAMES`, ``seeds`` below 1, or ``steps`` not a positive
             multiple of 20.
     """
     from jaxreplay.experiments import dqn
 
-    _validation.check_choice("env", env_id, ENVS)
+    _validation.check_choice("env", env_id, tuple(GAMES))
     game = GAMES[env_id]
     seeds = _validation.check_static_int("seeds", (3 if quick else game.full_seeds) if seeds is None else seeds, low=1)
     total = game.quick_steps if quick else game.full_steps

@@ -15,7 +15,7 @@ from jaxreplay import experiments
 from jaxreplay._files import atomic_write_text, read_json, replacing
 from jaxreplay.paper.reproduce.replay_study.analysis import AdaptiveScore, Analysis, Contrast, Walk
 from jaxreplay.paper.reproduce.replay_study.report import report, summary_table
-from jaxreplay.paper.reproduce.replay_study.settings import ENVS, POINT_KEYS, ReplayDesign
+from jaxreplay.paper.reproduce.replay_study.settings import GAMES, POINT_KEYS, ReplayDesign
 from jaxreplay.paper.reproduce.replay_study.stages import ADAPTIVE_RATIO
 from jaxreplay.paper.reproduce.replay_study.verdict import verdict
 from jaxreplay.paper.reproduce.study.runs import Interval, Runs, seed_mean
@@ -169,7 +169,8 @@ def read_study(path) -> dict:
 
 def update_readme(readme, study_dirs, note: str = "") -> pathlib.Path:
     """Write :func:`~jaxreplay.paper.reproduce.replay_study.report.summary_table` of ``study_dirs/*/study.json``
-    (or ``DIR/study.json``) into the :data:`BLOCK` block of ``readme`` (games in :data:`ENVS`' order).
+    (or ``DIR/study.json``) into the :data:`BLOCK` block of ``readme``, the games in the order of
+    :data:`~jaxreplay.paper.reproduce.replay_study.settings.GAMES`.
 
     Raises:
         ValueError: a folder without a study.json, a file of another shape, or ``readme`` without the block.
@@ -185,7 +186,7 @@ def update_readme(readme, study_dirs, note: str = "") -> pathlib.Path:
                 f"{d}: no study.json in it or in its subfolders; run jaxreplay study replay --out {d} first."
             )
         results += [read_study(f) for f in files]
-    order = {env: i for i, env in enumerate(ENVS)}
+    order = {env: i for i, env in enumerate(GAMES)}
     results.sort(key=lambda r: order.get(r["env"], len(order)))
     readme = pathlib.Path(readme)
     text = read_readme(readme, BLOCK)
