@@ -291,3 +291,12 @@ def test_an_unknown_game_is_refused_by_name(capsys):
     assert "--env: invalid choice: 'Pong-v0'" in capsys.readouterr().err
     with pytest.raises(ValueError, match="env"):
         replay_study.design("Pong-v0")
+
+
+def test_study_replay_runs_at_full_scale_unless_quick_and_refuses_both():
+    parser = cli.build_parser()
+    argv = ["study", "replay", "--env", "Breakout-MinAtar", "--out", "o"]
+    assert parser.parse_args(argv).quick is False
+    assert parser.parse_args([*argv, "--quick"]).quick is True and parser.parse_args([*argv, "--full"]).quick is False
+    with pytest.raises(SystemExit):
+        parser.parse_args([*argv, "--quick", "--full"])
