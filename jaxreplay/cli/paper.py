@@ -123,10 +123,13 @@ def _reproduce_readme(args: argparse.Namespace) -> int:
 
 
 def add_study_parser(commands) -> None:
-    """Declare ``jaxreplay study`` (dqn, readme, refresh) among ``commands`` (argparse's subparsers)."""
+    """Declare ``jaxreplay study`` (dqn, readme, refresh, replay, replay-readme) among ``commands``
+    (argparse's subparsers)."""
     from jaxreplay.paper.reproduce.settings import ENVS  # no JAX import
 
-    st = commands.add_parser("study", help="the DQN replay study: response curves, aER from three starts, controls")
+    st = commands.add_parser(
+        "study", help="the DQN replay study (dqn) and the capacity x ratio x n-step replay study (replay)"
+    )
     kinds = st.add_subparsers(dest="kind", metavar="KIND", required=True)
     sd = kinds.add_parser("dqn", help="one game (or all) of the DQN replay study")
     sd.add_argument("--env", required=True, choices=ENVS + ("all",))
@@ -158,6 +161,56 @@ def add_study_parser(commands) -> None:
     sf = kinds.add_parser("refresh", help="recompute a finished study's labels and verdict (no runs) by today's rules")
     sf.add_argument("dirs", nargs="+", help="study output folders (each holding study.json)")
     sf.set_defaults(handler=_study)
+    _add_replay_parsers(kinds)
+
+
+def _add_replay_parsers(kinds) -> None:
+    """``jaxreplay study replay`` and ``jaxreplay study replay-readme`` among ``kinds`` (``study``'s subparsers)."""
+    from jaxreplay.paper.reproduce.replay_study.settings import GAMES  # no JAX import
+
+    rp = kinds.add_parser("replay", help="capacity x replay ratio x n-step for one game (after Fedus et al. 2020)")
+    rp.add_argument("--env", required=True, choices=tuple(GAMES))
+    rp.add_argument("--out", required=True, help="output folder (rerun the same command to resume)")
+    _scale(rp, "full", "CPU quick mode: short runs, 3 seeds, labelled quick", "the presets' run lengths (the default)")
+    rp.add_argument("--seeds", type=int, default=None, help="seeds per setting (default 3 quick, 100 otherwise)")
+    rp.add_argument("--steps", type=int, default=None, help="cut every run to this many steps, a multiple of 20")
+    rp.add_argument("--chunk-size", type=int, default=None, help="runs per compiled call (default 4 x seeds)")
+    rp.add_argument("--quiet", action="store_true", help="no progress bar")
+    rp.set_defaults(handler=_replay_study)
+    rr = kinds.add_parser("replay-readme", help="write the summary of finished replay studies into a README block")
+    rr.add_argument("dirs", nargs="+", help="replay study output folders (or folders holding one per game)")
+    rr.add_argument("--readme", required=True, metavar="docs/replay_study.md")
+    rr.add_argument("--note", default="", help="a line written above the table")
+    rr.set_defaults(handler=_replay_study)
+
+
+def _replay_study(args: argparse.Namespace) -> int:
+    from jaxreplay.paper.reproduce import replay_study
+
+    if args.kind == "replay-readme":
+        path = replay_study.update_readme(args.readme, args.dirs, note=args.note)
+        print(f"wrote the replay-study block of {path} from {', '.join(args.dirs)}")
+        return 0
+    for name in ("seeds", "steps", "chunk_size"):
+        if getattr(args, name) is not None:
+            positive(name.replace("_", "-"), getattr(args, name))
+    if args.steps is not None and args.steps % 20:
+        raise ValueError(f"--steps must be a multiple of 20 (whole aER checks), got {args.steps}.")
+    from jaxreplay import _files
+
+    _files.check_output_folder(args.out)
+    result = replay_study.study(
+        args.out,
+        args.env,
+        quick=args.quick,
+        seeds=args.seeds,
+        steps=args.steps,
+        progress=not args.quiet,
+        chunk_size=args.chunk_size,
+    )
+    print(f"{args.env}: wrote {args.out}/report.md and {args.out}/study.json in {result['runtime_s']:.0f} s")
+    print("  " + result["verdict"]["summary"])
+    return 0
 
 
 def _study(args: argparse.Namespace) -> int:

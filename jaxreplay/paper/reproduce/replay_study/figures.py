@@ -1,0 +1,104 @@
+"""The replay study's figures, one function each (:func:`draw` draws them all): scores and intervals from
+the study's result (``study.json``'s cells), curves from the runs, each selected by its cell's label."""
+
+from __future__ import annotations
+
+import pathlib
+from collections.abc import Mapping
+
+import numpy as np
+
+from jaxreplay.paper.reproduce.replay_study.settings import ReplayDesign
+from jaxreplay.paper.reproduce.replay_study.stages import ADAPTIVE_RATIO, cell_runs
+from jaxreplay.paper.reproduce.study.runs import Runs, seed_mean
+from jaxreplay.paper.reproduce.study.text import find
+
+
+def _value(entry: dict, key: str) -> float:
+    return np.nan if entry[key] is None else float(entry[key])
+
+
+def heatmap_figure(out: pathlib.Path, design: ReplayDesign, result: dict, runs: Mapping[str, Runs]) -> str:
+    """``heatmap.png``: the score's IQM over capacity × replay ratio, one panel per n (cells of equal
+    oldest-policy age lie on the rising diagonals). Returns the file name."""
+    import matplotlib.pyplot as plt
+
+    from jaxreplay.paper import plots
+
+    caps, ratios = design.capacities, design.ratios
+    grids = {
+        n: np.array(
+            [
+                [_value(find(result["cells"], memory_size=c, replay_ratio=r, n_step=n), "auc_iqm") for c in caps]
+                for r in ratios
+            ]
+        )
+        for n in design.n_steps
+    }
+    low, high = np.nanmin(list(grids.values())), np.nanmax(list(grids.values()))
+    fig, axes = plt.subplots(1, len(grids), figsize=(5 * len(grids), 4), squeeze=False)
+    for ax, (n, grid) in zip(axes[0], grids.items()):
+        ax.imshow(grid, origin="lower", cmap="viridis", vmin=low, vmax=high, aspect="auto")
+        for (i, j), v in np.ndenumerate(grid):
+            ax.text(j, i, "n/a" if np.isnan(v) else f"{v:.3g}", ha="center", va="center", color="w", fontsize=8)
+        ax.set_xticks(range(len(caps)), [str(c) for c in caps])
+        ax.set_yticks(range(len(ratios)), [f"{r:g}" for r in ratios])
+        ax.set_xlabel("capacity (transitions)")
+        ax.set_ylabel("replay ratio (updates per step)")
+        ax.set_title(f"{design.env_id}, n = {n}: score IQM (mean training return)")
+    plots.save(fig, out / "heatmap.png")
+    return "heatmap.png"
+
+
+def capacity_figure(out: pathlib.Path, design: ReplayDesign, result: dict, runs: Mapping[str, Runs]) -> str:
+    """``capacity.png``: the score (IQM, 95% interval) against capacity at ratio 1, one line per n."""
+    from jaxreplay.paper import plots
+
+    fig, ax = plots._figure(figsize=(6, 4))
+    caps = np.array(design.capacities, float)
+    for n in design.n_steps:
+        cells = [find(result["cells"], memory_size=c, replay_ratio=ADAPTIVE_RATIO, n_step=n) for c in design.capacities]
+        (line,) = ax.plot(caps, [_value(e, "auc_iqm") for e in cells], "o-", label=f"n = {n}")
+        lows, highs = [_value(e, "auc_ci_low") for e in cells], [_value(e, "auc_ci_high") for e in cells]
+        ax.fill_between(caps, lows, highs, color=line.get_color(), alpha=0.15)
+    ax.set_xscale("log")
+    ax.set_xlabel("capacity (transitions)")
+    ax.set_ylabel("score: mean training return (IQM)")
+    ax.set_title(f"{design.env_id}: score against capacity at replay ratio {ADAPTIVE_RATIO:g}")
+    ax.legend(fontsize=8)
+    plots.save(fig, out / "capacity.png")
+    return "capacity.png"
+
+
+def learning_curves_figure(out: pathlib.Path, design: ReplayDesign, result: dict, runs: Mapping[str, Runs]) -> str:
+    """``learning_curves.png``: the seed-mean training return of the grid's corner cells (smallest and
+    largest capacity at the lowest and highest ratio), one panel per n."""
+    import matplotlib.pyplot as plt
+
+    from jaxreplay.paper import plots
+
+    fig, axes = plt.subplots(1, len(design.n_steps), figsize=(5.5 * len(design.n_steps), 4), squeeze=False)
+    corners = [
+        (c, r)
+        for c in (min(design.capacities), max(design.capacities))
+        for r in (min(design.ratios), max(design.ratios))
+    ]
+    for ax, n in zip(axes[0], design.n_steps):
+        for c, r in corners:
+            ds = cell_runs(runs, c, r, n).ds
+            ax.plot(ds.segment.values, seed_mean(ds.train_return.values), label=f"capacity {c}, ratio {r:g}")
+        ax.set_xlabel("environment steps")
+        ax.set_ylabel("training episode return (seed mean)")
+        ax.set_title(f"{design.env_id}, n = {n}: the grid's corners")
+        ax.legend(fontsize=7)
+    plots.save(fig, out / "learning_curves.png")
+    return "learning_curves.png"
+
+
+FIGURES = (heatmap_figure, capacity_figure, learning_curves_figure)
+"""The figures :func:`draw` draws, in order."""
+
+
+def draw(out: pathlib.Path, design: ReplayDesign, result: dict, runs: Mapping[str, Runs]) -> list[str]:
+    """Draw every figure of :data:`FIGURES` into ``out``; returns their file names."""
+    return [figure(out, design, result, runs) for figure in FIGURES]

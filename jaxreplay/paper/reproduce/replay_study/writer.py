@@ -1,0 +1,194 @@
+"""The replay study's files: ``study.json`` (:func:`study_json` lays out an
+:class:`~jaxreplay.paper.reproduce.replay_study.analysis.Analysis`, :func:`write` writes it with
+``report.md``), ``runs.csv`` and ``curves.csv`` (:func:`write_csvs`), reading a ``study.json`` back
+(:func:`read_study`) and the README's block of several games (:func:`update_readme`)."""
+
+from __future__ import annotations
+
+import csv
+import dataclasses
+import json
+import pathlib
+from collections.abc import Mapping
+
+from jaxreplay import experiments
+from jaxreplay._files import atomic_write_text, read_json, replacing
+from jaxreplay.paper.reproduce.replay_study.analysis import AdaptiveScore, Analysis, Contrast, Walk
+from jaxreplay.paper.reproduce.replay_study.report import report, summary_table
+from jaxreplay.paper.reproduce.replay_study.settings import GAMES, POINT_KEYS, ReplayDesign
+from jaxreplay.paper.reproduce.replay_study.stages import ADAPTIVE_RATIO
+from jaxreplay.paper.reproduce.replay_study.verdict import verdict
+from jaxreplay.paper.reproduce.study.runs import Interval, Runs, seed_mean
+
+BLOCK = "replay-study"
+"""The README block the study's summary goes into: ``<!-- replay-study:begin -->`` … ``<!-- replay-study:end -->``."""
+
+
+def iqm(ci: Interval, prefix: str) -> dict:
+    """``ci`` as a study.json entry's ``{prefix}_iqm``, ``{prefix}_ci_low`` and ``{prefix}_ci_high``, each
+    ``None`` with its ``*_null_reason``."""
+    out = {}
+    for key, name in (("estimate", f"{prefix}_iqm"), ("low", f"{prefix}_ci_low"), ("high", f"{prefix}_ci_high")):
+        out[name] = ci[key]
+        if f"{key}_null_reason" in ci:
+            out[f"{name}_null_reason"] = ci[f"{key}_null_reason"]
+    return out
+
+
+def _contrast(c: Contrast) -> dict:
+    return {"n_step": c.n_step, **c.effect, "pairs": [list(p) for p in c.pairs]}
+
+
+def _rule(a: AdaptiveScore) -> dict:
+    fields = a._asdict()
+    fields.update(iqm(fields.pop("score"), "score"), **iqm(fields.pop("final"), "final"))
+    return fields
+
+
+def _walk(w: Walk) -> dict:
+    fields = w._asdict()
+    fields.update(iqm(fields.pop("score"), "score"))
+    return fields
+
+
+def study_json(design: ReplayDesign, analysis: Analysis, steps: int | None) -> dict:
+    """``study.json``'s content of ``analysis`` (before :func:`write` makes it strict JSON), with the answers
+    of :func:`~jaxreplay.paper.reproduce.replay_study.verdict.verdict`; ``steps``: the ``--steps`` cut, if any."""
+    a = analysis
+    result = {
+        "env": design.env_id,
+        "quick": design.quick,
+        "seeds": design.seeds,
+        "total_steps": design.total_steps,
+        "steps_override": steps,
+        "reduced": design.reduced,
+        "capacities": list(design.capacities),
+        "ratios": list(design.ratios),
+        "n_steps": list(design.n_steps),
+        "cells": [
+            {k: v for k, v in c._asdict().items() if k not in ("auc", "final")}
+            | iqm(c.auc, "auc")
+            | iqm(c.final, "final")
+            for c in a.cells
+        ],
+        "capacity_effect": [_contrast(c) for c in a.capacity],
+        "interaction": a.interaction,
+        "ratio_at_equal_age": [_contrast(c) for c in a.ratio_at_equal_age],
+        "age_at_equal_ratio": [_contrast(c) for c in a.age_at_equal_ratio],
+        "adaptive": {
+            "n_step": a.adaptive_n_step,
+            "replay_ratio": ADAPTIVE_RATIO,
+            "static": [{"memory_size": size, **iqm(score, "score")} for size, score in a.static],
+            "rules": [_rule(r) for r in a.adaptive],
+            "walks": [_walk(w) for w in a.walks],
+        },
+    }
+    result["verdict"] = verdict(result)
+    dqn_experiment = experiments.get("dqn")
+    result["settings"] = {
+        "unit_setup": dqn_experiment.without_added_defaults(dataclasses.asdict(design.unit_setup)),
+        "adaptive_setup": dqn_experiment.without_added_defaults(dataclasses.asdict(design.adaptive_setup)),
+        "common": dqn_experiment.without_added_defaults(design.common),
+    }
+    return result
+
+
+def write(out: pathlib.Path, result: dict) -> dict:
+    """Write ``result`` as strict JSON (NaN as ``null``) into ``out/study.json`` and its report into
+    ``out/report.md``; returns what was written."""
+    from jaxreplay.engine.results import jsonable
+
+    result = jsonable(result, strict=True)
+    atomic_write_text(out / "study.json", json.dumps(result, indent=1, allow_nan=False))
+    atomic_write_text(out / "report.md", report(result))
+    return result
+
+
+def write_csvs(out: pathlib.Path, design: ReplayDesign, runs: Mapping[str, Runs]) -> None:
+    """``runs.csv`` (one row per run: its setting's label and point, its scores and sizes) and
+    ``curves.csv`` (seed means per setting and segment) of every stage."""
+    with (
+        replacing(out / "runs.csv", text=True, newline="") as f_runs,
+        replacing(out / "curves.csv", text=True, newline="") as f_curves,
+    ):
+        per_run, curves = csv.writer(f_runs), csv.writer(f_curves)
+        per_run.writerow(
+            ["env", "stage", "setting", *POINT_KEYS, "oldest_policy_age", "seed", "auc", "final_return"]
+            + ["mean_memory_size", "final_memory_size", "gradient_steps", "diverged"]
+        )
+        curves.writerow(["env", "stage", "setting", "step", "train_return_mean", "memory_size_mean"])
+        for stage, r in runs.items():
+            ds = r.ds
+            for c, setting in enumerate(r.settings):
+                keys = [setting.point[k] for k in POINT_KEYS]
+                for s in range(ds.sizes["seed"]):
+                    per_run.writerow(
+                        [design.env_id, stage, setting.label, *keys, f"{float(ds.oldest_policy_age.values[c, s]):.6g}"]
+                        + [s, f"{r.auc[c, s]:.17g}", f"{r.final[c, s]:.17g}", f"{r.mean_size[c, s]:.6g}"]
+                        + [int(r.final_size[c, s]), int(ds.gradient_steps.values[c, s]), bool(ds.diverged.values[c, s])]
+                    )
+                ret = seed_mean(ds.train_return.values[c])
+                cap = ds.capacity.values[c].astype(float).mean(0)
+                for step, a, b in zip(ds.segment.values, ret, cap):
+                    curves.writerow([design.env_id, stage, setting.label, int(step), f"{a:.6g}", f"{b:.6g}"])
+
+
+_STUDY_KEYS = (
+    "env",
+    "quick",
+    "seeds",
+    "total_steps",
+    "capacities",
+    "n_steps",
+    "cells",
+    "capacity_effect",
+    "interaction",
+    "ratio_at_equal_age",
+    "age_at_equal_ratio",
+    "adaptive",
+    "verdict",
+)
+
+
+def read_study(path) -> dict:
+    """The ``study.json`` at ``path``, checked to be one :func:`~jaxreplay.paper.reproduce.replay_study.study` wrote.
+
+    Raises:
+        ValueError: one line naming the file, when it is unreadable or of another shape.
+    """
+    result = read_json(path, "the replay study result", _STUDY_KEYS)
+    try:
+        verdict(result)
+        summary_table([result])
+    except (KeyError, TypeError, AttributeError, IndexError, ValueError) as e:
+        raise ValueError(
+            f"the study result {path} is not one `jaxreplay study replay` wrote ({type(e).__name__}: {e})."
+        ) from None
+    return result
+
+
+def update_readme(readme, study_dirs, note: str = "") -> pathlib.Path:
+    """Write :func:`~jaxreplay.paper.reproduce.replay_study.report.summary_table` of ``study_dirs/*/study.json``
+    (or ``DIR/study.json``) into the :data:`BLOCK` block of ``readme``, the games in the order of
+    :data:`~jaxreplay.paper.reproduce.replay_study.settings.GAMES`.
+
+    Raises:
+        ValueError: a folder without a study.json, a file of another shape, or ``readme`` without the block.
+    """
+    from jaxreplay.paper.reproduce.paper import read_readme, replace_block
+
+    results = []
+    for d in study_dirs:
+        d = pathlib.Path(d)
+        files = [d / "study.json"] if (d / "study.json").exists() else sorted(d.glob("*/study.json"))
+        if not files:
+            raise ValueError(
+                f"{d}: no study.json in it or in its subfolders; run jaxreplay study replay --out {d} first."
+            )
+        results += [read_study(f) for f in files]
+    order = {env: i for i, env in enumerate(GAMES)}
+    results.sort(key=lambda r: order.get(r["env"], len(order)))
+    readme = pathlib.Path(readme)
+    text = read_readme(readme, BLOCK)
+    atomic_write_text(readme, replace_block(text, BLOCK, f"{note}\n\n{summary_table(results)}".strip()))
+    return readme

@@ -1,0 +1,302 @@
+"""The replay study (``jaxreplay study replay``): capacity × replay ratio × n-step after Fedus et al. 2020.
+
+One tiny study (CartPole cut to 200 steps, 6 seeds: the fewest that give an interval) runs once per
+module; its numbers in ``study.json`` are recomputed here from the per-run table it writes (``runs.csv``,
+scores written with 17 significant digits, so the recomputation is exact). The verdict's words are
+checked on synthetic contrasts, the design without running anything.
+"""
+
+from __future__ import annotations
+
+import csv
+import json
+
+import numpy as np
+import pytest
+
+from jaxreplay import cli
+from jaxreplay.paper.reproduce import replay_study
+from jaxreplay.paper.reproduce.replay_study import analysis, stages, verdict
+from jaxreplay.paper.reproduce.study import runs as runs_lib
+
+STEPS, SEEDS = 200, 6
+
+
+@pytest.fixture(scope="module")
+def tiny(tmp_path_factory):
+    out = tmp_path_factory.mktemp("replay_study")
+    result = replay_study.study(out, "CartPole-v1", steps=STEPS, seeds=SEEDS, progress=False)
+    with open(out / "runs.csv") as f:
+        rows = list(csv.DictReader(f))
+    return out, result, rows
+
+
+def _auc(rows, stage, setting):
+    chosen = [r for r in rows if r["stage"] == stage and r["setting"] == setting]
+    assert [int(r["seed"]) for r in chosen] == list(range(SEEDS))
+    return np.array([float(r["auc"]) for r in chosen])
+
+
+def _interval(values):
+    return runs_lib.ci(np.asarray(values, np.float64), "mean")
+
+
+def test_the_design_is_a_log_grid_of_capacity_times_ratio_times_n_with_equal_age_cells():
+    plan = replay_study.design("CartPole-v1")
+    assert plan.seeds == 100 and plan.total_steps == 200_000 and plan.reduced == ""
+    assert plan.capacities == (1600, 6400, 25600, 102400) and plan.ratios == (0.25, 1.0, 4.0) and plan.n_steps == (1, 3)
+    assert len(plan.cells()) == 24
+    # One program per ratio, its update slots that ratio's; the target period in gradient updates.
+    assert [plan.grid_setup(r).max_replay_ratio for r in plan.ratios] == [0.25, 1.0, 4.0]
+    assert plan.unit_setup.target_period_in_updates and plan.unit_setup.max_n_step == 3
+    assert plan.common["target_period"] == 50  # the tuned preset's 500 steps at its ratio 0.1
+    assert plan.adaptive_setup.adaptive and plan.adaptive_setup.max_replay_ratio == 1.0
+    pairs = analysis.equal_age_pairs(plan, 3)
+    assert len(pairs) == 6 and ((6400, 0.25, 3), (1600, 1.0, 3)) not in pairs
+    assert ((1600, 1.0, 3), (6400, 0.25, 3)) in pairs  # (higher ratio, lower ratio), both of age 1600
+    for a, b in pairs:
+        assert a[1] == 4 * b[1] and replay_study.settings.age(a[0], a[1]) == replay_study.settings.age(b[0], b[1])
+    older = analysis.equal_ratio_pairs(plan, 1)
+    assert len(older) == 9 and all(a[1] == b[1] and a[0] == 4 * b[0] for a, b in older)
+    minatar = replay_study.design("Breakout-MinAtar")
+    assert minatar.seeds == 20 and minatar.total_steps == 1_000_000 and "5,000,000" in minatar.reduced
+    quick = replay_study.design("Acrobot-v1", quick=True)
+    assert quick.seeds == 3 and quick.total_steps == 20_000 and quick.reduced == ""
+    assert quick.unit_setup.total_steps // quick.unit_setup.steps_per_segment == 10
+
+
+@pytest.mark.slow  # the tiny study: five programs compiled (about 5 min on a loaded 2-core CPU)
+def test_cells_are_the_iqm_of_the_runs_in_runs_csv(tiny):
+    _, result, rows = tiny
+    for entry in result["cells"]:
+        c, r, n = entry["memory_size"], entry["replay_ratio"], entry["n_step"]
+        chosen = [x for x in rows if x["setting"] == stages.cell(c, r, n)]
+        auc = np.array([float(x["auc"]) for x in chosen])
+        final = np.array([float(x["final_return"]) for x in chosen])
+        expected = runs_lib.ci(auc)
+        assert len(chosen) == SEEDS and entry["auc_iqm"] == expected["estimate"]
+        assert (entry["auc_ci_low"], entry["auc_ci_high"]) == (expected["low"], expected["high"])
+        assert entry["auc_ci_low"] <= entry["auc_iqm"] <= entry["auc_ci_high"]
+        assert entry["final_iqm"] == runs_lib.ci(final)["estimate"]
+        assert entry["oldest_policy_age"] == c * r
+        assert all(float(x["oldest_policy_age"]) == c * r for x in chosen)  # the engine's, for a full memory
+        assert all(int(x["final_memory_size"]) == c for x in chosen)
+    # The IQM of six seeds: the mean of the middle four.
+    v = np.sort([float(x["auc"]) for x in rows if x["setting"] == stages.cell(2, 1.0, 1)])
+    assert result["cells"][4]["auc_iqm"] == pytest.approx(np.mean(v[1:5]), rel=1e-12)
+
+
+@pytest.mark.slow  # the tiny study: five programs compiled (about 5 min on a loaded 2-core CPU)
+def test_contrasts_are_paired_differences_recomputed_from_runs_csv(tiny):
+    _, result, rows = tiny
+    top, low = max(result["capacities"]), min(result["capacities"])
+
+    def auc(c, r, n):
+        return _auc(rows, stages.grid(r), stages.cell(c, r, n))
+
+    diffs = {n: auc(top, 1.0, n) - auc(low, 1.0, n) for n in (1, 3)}
+    for entry in result["capacity_effect"]:
+        expected = _interval(diffs[entry["n_step"]])
+        assert {k: entry[k] for k in ("estimate", "low", "high")} == expected
+        assert entry["significant"] == (expected["low"] > 0 or expected["high"] < 0)
+    assert {k: result["interaction"][k] for k in ("estimate", "low", "high")} == _interval(diffs[3] - diffs[1])
+    for key in ("ratio_at_equal_age", "age_at_equal_ratio"):
+        for entry in result[key]:
+            per_seed = np.mean([auc(*a_key) - auc(*b_key) for a_key, b_key in _keys(entry["pairs"])], axis=0)
+            assert entry["estimate"] == pytest.approx(np.mean(per_seed), rel=1e-12, abs=1e-12)
+            assert (entry["low"], entry["high"]) == (_interval(per_seed)["low"], _interval(per_seed)["high"])
+
+
+def _keys(pairs):
+    def parse(label):  # "capacity C, ratio R, n = N"
+        c, r, n = label.split(", ")
+        return int(c.split()[1]), float(r.split()[1]), int(n.split()[-1])
+
+    return [(parse(a), parse(b)) for a, b in pairs]
+
+
+@pytest.mark.slow  # the tiny study: five programs compiled (about 5 min on a loaded 2-core CPU)
+def test_the_adaptive_stage_runs_every_rule_of_the_table_with_its_controls(tiny):
+    out, result, rows = tiny
+    a = result["adaptive"]
+    assert a["n_step"] in (1, 3) and a["replay_ratio"] == 1.0
+    chosen = max((1, 3), key=lambda n: (verdict_estimate(result, n), n))
+    assert a["n_step"] == chosen  # the n of the larger capacity effect
+    ends = (min(result["capacities"]), max(result["capacities"]))
+    assert [(r["rule"], r["initial_size"]) for r in a["rules"]] == [
+        (rule.name, s) for rule in stages.ADAPTIVE_RULES for s in ends
+    ]
+    for entry in a["rules"]:
+        rule = next(r for r in stages.ADAPTIVE_RULES if r.name == entry["rule"])
+        setting = stages.adaptive(rule, entry["initial_size"])
+        mine = [r for r in rows if r["setting"] == setting]
+        assert all(
+            float(r["adaptive_relative_tolerance"]) == rule.relative and int(r["n_step"]) == a["n_step"] for r in mine
+        )
+        assert entry["mean_size"] == pytest.approx(np.mean([float(r["mean_memory_size"]) for r in mine]), rel=1e-5)
+        walk = _auc(rows, stages.ADAPTIVE, stages.walk(entry["initial_size"]))
+        assert entry["vs_random_walk"]["estimate"] == _interval(_auc(rows, stages.ADAPTIVE, setting) - walk)["estimate"]
+        at_mean = [r for r in rows if r["setting"] == stages.fixed_at_mean(rule, entry["initial_size"])]
+        assert len(at_mean) == SEEDS and all(int(r["memory_size"]) == entry["fixed_at_mean_size"] for r in at_mean)
+    text = (out / "report.md").read_text()
+    assert "quick" not in text.split("\n")[2] and "cut to 200 steps (a smoke run)" in text
+    assert "## Compared with the literature" in text and "arXiv:2007.06700" in text
+    for name in (
+        "study.json",
+        "report.md",
+        "runs.csv",
+        "curves.csv",
+        "heatmap.png",
+        "capacity.png",
+        "learning_curves.png",
+    ):
+        assert (out / name).stat().st_size > 0
+    assert json.loads((out / "study.json").read_text())["verdict"] == result["verdict"]
+
+
+def verdict_estimate(result, n):
+    return next(e["estimate"] for e in result["capacity_effect"] if e["n_step"] == n)
+
+
+@pytest.mark.slow  # the tiny study: five programs compiled (about 5 min on a loaded 2-core CPU)
+def test_a_rerun_computes_nothing(tiny, monkeypatch):
+    from jaxreplay.engine import sweep as sweep_lib
+
+    out, result, _ = tiny
+    computed = []
+    run = sweep_lib.run
+
+    def counted(*args, **kwargs):
+        outcome = run(*args, **kwargs)
+        computed.append(outcome.stats.runs_computed)
+        return outcome
+
+    monkeypatch.setattr(sweep_lib, "run", counted)
+    again = replay_study.study(out, "CartPole-v1", steps=STEPS, seeds=SEEDS, progress=False)
+    assert computed == [0] * 5  # three grid programs, the adaptive stage and its fixed-at-mean control
+    for key in ("cells", "capacity_effect", "interaction", "adaptive", "verdict"):
+        assert again[key] == result[key]
+
+
+@pytest.mark.slow  # the tiny study: five programs compiled (about 5 min on a loaded 2-core CPU)
+def test_the_readme_block_is_generated_from_study_json(tiny, tmp_path, capsys):
+    out, result, _ = tiny
+    readme = tmp_path / "README.md"
+    readme.write_text("intro\n<!-- replay-study:begin -->\nold\n<!-- replay-study:end -->\n")
+    assert cli.main(["study", "replay-readme", str(out), "--readme", str(readme)]) == 0
+    text = readme.read_text()
+    assert "old" not in text and "| CartPole-v1 | full (cut short), 6 × 200 |" in text
+    assert f"n = 1: {result['verdict']['capacity_helps'][0]['answer']}" in text
+
+
+def _effect(estimate, low, high):
+    if low is None:
+        why = "too few seeds (n = 3) for an interval"
+        return {
+            "estimate": estimate,
+            "low": None,
+            "high": None,
+            "significant": None,
+            "low_null_reason": why,
+            "high_null_reason": why,
+            "significant_null_reason": why,
+        }
+    return {"estimate": estimate, "low": low, "high": high, "significant": low > 0 or high < 0}
+
+
+@pytest.mark.parametrize(
+    ("effect", "answer", "words"),
+    [
+        (_effect(5.0, 1.0, 9.0), "yes", "yes: capacity 400 beats 10 at n = 3 by 5 [1, 9] (paired over seeds)"),
+        (
+            _effect(1.0, -2.0, 4.0),
+            "no",
+            "no: capacity 400 does not beat 10 at n = 3 (1 [-2, 4], an interval that includes 0)",
+        ),
+        (_effect(-5.0, -9.0, -1.0), "no", "(it does worse) (-5 [-9, -1], below 0)"),
+        (
+            _effect(5.0, None, None),
+            "cannot tell (too few seeds)",
+            "cannot tell (too few seeds) at n = 3: 5 [too few seeds (n = 3) for an interval]",
+        ),
+    ],
+)
+def test_capacity_answers_yes_no_or_cannot_tell(effect, answer, words):
+    said = verdict.capacity({"n_step": 3, **effect}, 400, 10)
+    assert said["answer"] == answer and words in said["line"]
+
+
+@pytest.mark.parametrize(
+    ("ratio", "age", "answer"),
+    [
+        (_effect(3.0, 1.0, 5.0), _effect(0.5, -1.0, 2.0), "the replay ratio"),
+        (_effect(0.5, -1.0, 2.0), _effect(-3.0, -5.0, -1.0), "the oldest-policy age"),
+        (_effect(3.0, 1.0, 5.0), _effect(3.0, 1.0, 5.0), "the replay ratio and the oldest-policy age"),
+        (_effect(0.5, -1.0, 2.0), _effect(0.5, -1.0, 2.0), "neither detectably"),
+        (_effect(3.0, 1.0, 5.0), _effect(3.0, None, None), "cannot tell (too few seeds)"),
+    ],
+)
+def test_ratio_or_age_follows_which_contrast_excludes_zero(ratio, age, answer):
+    said = verdict.follows({"n_step": 1, **ratio}, {"n_step": 1, **age})
+    assert said["answer"] == answer and said["line"].startswith(
+        f"{answer} at n = 1" if answer.startswith("cannot") else f"the score follows {answer} at n = 1"
+    )
+
+
+def test_interaction_is_yes_only_above_zero():
+    assert verdict.interaction(_effect(2.0, 0.5, 3.5), 3, 1)["answer"] == "yes"
+    assert verdict.interaction(_effect(-2.0, -3.5, -0.5), 3, 1)["answer"] == "no"
+    assert verdict.interaction(_effect(2.0, None, None), 3, 1)["answer"] == "cannot tell (too few seeds)"
+
+
+def test_a_new_adaptive_rule_is_one_row_of_the_table(monkeypatch):
+    """The adaptive stage's settings follow :data:`ADAPTIVE_RULES`: a row added runs from both starts, with
+    its own fixed-at-mean control."""
+    extra = stages.AdaptiveRule("the walk as a rule", "RULE_RANDOM", relative=0.0)
+    monkeypatch.setattr(stages, "ADAPTIVE_RULES", stages.ADAPTIVE_RULES + (extra,))
+    plan = replay_study.design("CartPole-v1", steps=200, seeds=2)
+    monkeypatch.setattr(stages, "adaptive_n_step", lambda design, done: 3)
+    labels = [s.label for s in stages._adaptive(plan, {})]
+    assert labels[:6] == [
+        "aER from 2",
+        "aER from 128",
+        "aER, relative ε = 5% from 2",
+        "aER, relative ε = 5% from 128",
+        "the walk as a rule from 2",
+        "the walk as a rule from 128",
+    ]
+    assert [s.point["adaptive_rule"] for s in stages._adaptive(plan, {})][4:6] == [2, 2]
+    assert labels[6:] == ["random walk from 2", "random walk from 128", "fixed 2", "fixed 128"]
+
+
+@pytest.mark.parametrize(
+    ("argv", "message"),
+    [
+        (["--seeds", "0"], "--seeds must be >= 1, got 0."),
+        (["--steps", "30"], "--steps must be a multiple of 20 (whole aER checks), got 30."),
+        (["--steps", "-20"], "--steps must be >= 1, got -20."),
+        (["--chunk-size", "0"], "--chunk-size must be >= 1, got 0."),
+    ],
+)
+def test_bad_input_is_one_line_naming_the_option_before_anything_runs(tmp_path, capsys, argv, message):
+    out = tmp_path / "out"
+    assert cli.main(["study", "replay", "--env", "CartPole-v1", "--out", str(out), "--quick", *argv]) == 2
+    assert capsys.readouterr().err == f"jaxreplay study: error: {message}\n"
+    assert not out.exists()
+
+
+def test_an_unknown_game_is_refused_by_name(capsys):
+    with pytest.raises(SystemExit):
+        cli.main(["study", "replay", "--env", "Pong-v0", "--out", "x"])
+    assert "--env: invalid choice: 'Pong-v0'" in capsys.readouterr().err
+    with pytest.raises(ValueError, match="env"):
+        replay_study.design("Pong-v0")
+
+
+def test_study_replay_runs_at_full_scale_unless_quick_and_refuses_both():
+    parser = cli.build_parser()
+    argv = ["study", "replay", "--env", "Breakout-MinAtar", "--out", "o"]
+    assert parser.parse_args(argv).quick is False
+    assert parser.parse_args([*argv, "--quick"]).quick is True and parser.parse_args([*argv, "--full"]).quick is False
+    with pytest.raises(SystemExit):
+        parser.parse_args([*argv, "--quick", "--full"])
