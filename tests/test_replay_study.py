@@ -124,10 +124,10 @@ def test_the_adaptive_stage_runs_every_rule_of_the_table_with_its_controls(tiny)
     assert a["n_step"] == chosen  # the n of the larger capacity effect
     ends = (min(result["capacities"]), max(result["capacities"]))
     assert [(r["rule"], r["initial_size"]) for r in a["rules"]] == [
-        (rule.name, s) for rule in stages.ADAPTIVE_RULES for s in ends
+        (rule.name, s) for rule in stages.STAGE_RULES for s in ends
     ]
     for entry in a["rules"]:
-        rule = next(r for r in stages.ADAPTIVE_RULES if r.name == entry["rule"])
+        rule = next(r for r in stages.STAGE_RULES if r.name == entry["rule"])
         setting = stages.adaptive(rule, entry["initial_size"])
         mine = [r for r in rows if r["setting"] == setting]
         assert all(
@@ -250,23 +250,27 @@ def test_interaction_is_yes_only_above_zero():
 
 
 def test_a_new_adaptive_rule_is_one_row_of_the_table(monkeypatch):
-    """The adaptive stage's settings follow :data:`ADAPTIVE_RULES`: a row added runs from both starts, with
+    """The adaptive stage's settings follow :data:`STAGE_RULES`: a row added runs from both starts, with
     its own fixed-at-mean control."""
     extra = stages.AdaptiveRule("the walk as a rule", "RULE_RANDOM", relative=0.0)
-    monkeypatch.setattr(stages, "ADAPTIVE_RULES", stages.ADAPTIVE_RULES + (extra,))
+    monkeypatch.setattr(stages, "STAGE_RULES", stages.STAGE_RULES + (extra,))
     plan = replay_study.design("CartPole-v1", steps=200, seeds=2)
     monkeypatch.setattr(stages, "adaptive_n_step", lambda design, done: 3)
     labels = [s.label for s in stages._adaptive(plan, {})]
-    assert labels[:6] == [
+    assert labels[:8] == [
         "aER from 2",
         "aER from 128",
         "aER, relative ε = 5% from 2",
         "aER, relative ε = 5% from 128",
+        "aER with accumulated evidence from 2",
+        "aER with accumulated evidence from 128",
         "the walk as a rule from 2",
         "the walk as a rule from 128",
     ]
-    assert [s.point["adaptive_rule"] for s in stages._adaptive(plan, {})][4:6] == [2, 2]
-    assert labels[6:] == ["random walk from 2", "random walk from 128", "fixed 2", "fixed 128"]
+    points = [s.point for s in stages._adaptive(plan, {})]
+    assert [p["adaptive_rule"] for p in points[:8]] == [1, 1, 1, 1, 3, 3, 2, 2]
+    assert [p["adaptive_relative_tolerance"] for p in points[:8]] == [0, 0, 0.05, 0.05, 0, 0, 0, 0]
+    assert labels[8:] == ["random walk from 2", "random walk from 128", "fixed 2", "fixed 128"]
 
 
 @pytest.mark.parametrize(

@@ -18,9 +18,10 @@ helpers it imports:
    the replay ratio (cells of equal age, ratio × 4) or the oldest-policy age (cells of equal ratio,
    age × 4)? Below 6 seeds, "cannot tell (too few seeds)".
 3. **An adaptive stage** in the n with the larger capacity effect, at ratio 1: each rule of
-   :data:`~jaxreplay.paper.reproduce.replay_study.stages.ADAPTIVE_RULES` (aER and its relative-tolerance
-   variant) from the smallest and the largest capacity, with the random ±k walk and a fixed memory at
-   each rule's time-averaged size as controls.
+   :data:`~jaxreplay.paper.reproduce.replay_study.stages.STAGE_RULES` (aER, its relative-tolerance
+   variant and aER with accumulated evidence, :mod:`jaxreplay.evidence`) from the smallest and the
+   largest capacity, with the random ±k walk and a fixed memory at each rule's time-averaged size as
+   controls.
 
 Games (:data:`GAMES`): CartPole-v1 (the tuned setting, which learns), Acrobot-v1 and MountainCar-v0
 (the paper's settings), Breakout-MinAtar and SpaceInvaders-MinAtar (the MinAtar preset); full scale:
@@ -52,11 +53,11 @@ import time
 
 from jaxreplay.paper.reproduce.replay_study import analysis, figures, stages, writer
 from jaxreplay.paper.reproduce.replay_study.settings import GAMES, Game, ReplayDesign, design
-from jaxreplay.paper.reproduce.replay_study.stages import ADAPTIVE_RULES, AdaptiveRule
+from jaxreplay.paper.reproduce.replay_study.stages import STAGE_RULES, AdaptiveRule
 from jaxreplay.paper.reproduce.replay_study.writer import read_study, update_readme
 
 __all__ = [
-    "ADAPTIVE_RULES",
+    "STAGE_RULES",
     "GAMES",
     "AdaptiveRule",
     "Game",

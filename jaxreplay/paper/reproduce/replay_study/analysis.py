@@ -17,7 +17,7 @@ import numpy as np
 
 from jaxreplay.paper.reproduce.replay_study import stages
 from jaxreplay.paper.reproduce.replay_study.settings import CAPACITY_FACTOR, ReplayDesign, age
-from jaxreplay.paper.reproduce.replay_study.stages import ADAPTIVE_RATIO, ADAPTIVE_RULES, AdaptiveRule, cell_runs
+from jaxreplay.paper.reproduce.replay_study.stages import ADAPTIVE_RATIO, STAGE_RULES, AdaptiveRule, cell_runs
 from jaxreplay.paper.reproduce.study.runs import Interval, Runs, ci, paired, select
 
 
@@ -81,7 +81,7 @@ class Analysis(NamedTuple):
         age_at_equal_ratio: per n, the older − the younger (capacity × 4) at equal ratio.
         adaptive_n_step: the n of the adaptive stage (the larger capacity effect).
         static: the adaptive stage's fixed memories, ``(size, score)`` (the smallest and the largest).
-        adaptive: each rule of :data:`~jaxreplay.paper.reproduce.replay_study.stages.ADAPTIVE_RULES` from each start.
+        adaptive: each rule of :data:`~jaxreplay.paper.reproduce.replay_study.stages.STAGE_RULES` from each start.
         walks: the random walk from each start.
     """
 
@@ -196,6 +196,6 @@ def analyse(design: ReplayDesign, runs: Mapping[str, Runs]) -> Analysis:
         age_at_equal_ratio=tuple(contrast(runs, n, equal_ratio_pairs(design, n)) for n in design.n_steps),
         adaptive_n_step=stages.adaptive_n_step(design, runs),
         static=tuple((int(s), ci(select(runs[stages.ADAPTIVE], stages.fixed(s)).auc)) for s in ends),
-        adaptive=tuple(_adaptive(design, runs, rule, s) for rule in ADAPTIVE_RULES for s in ends),
+        adaptive=tuple(_adaptive(design, runs, rule, s) for rule in STAGE_RULES for s in ends),
         walks=tuple(_walk(runs, s) for s in ends),
     )

@@ -1,5 +1,5 @@
 """The replay study's stages, declared in one place (:func:`declare`), the adaptive rules it tests
-(:data:`ADAPTIVE_RULES`, one row each), and the runner (:func:`run`).
+(:data:`STAGE_RULES`, one row each), and the runner (:func:`run`).
 
 A :class:`Stage` is one sweep through the engine (persisted under ``DIR/sweeps/``, so a rerun resumes):
 
@@ -8,7 +8,7 @@ A :class:`Stage` is one sweep through the engine (persisted under ``DIR/sweeps/`
    largest ratio in every run, masked, so one program per ratio costs (0.25 + 1 + 4) / 12 = 44% of one
    program for the whole grid.)
 2. ``adaptive``: in the n-step setting with the larger capacity effect (at ratio 1), each rule of
-   :data:`ADAPTIVE_RULES` from the smallest and the largest capacity, the random ±k walk from both,
+   :data:`STAGE_RULES` from the smallest and the largest capacity, the random ±k walk from both,
    and the two static capacities themselves (the same program, ``adaptive_rule = 0``).
 3. ``fixed-at-mean``: a fixed memory at each adaptive run's time-averaged size (the control for "it
    helps because it moves, not because of the size it sits at").
@@ -37,7 +37,7 @@ ADAPTIVE_RATIO = 1.0
 
 
 class AdaptiveRule(NamedTuple):
-    """One adaptive rule of the adaptive stage (a row of :data:`ADAPTIVE_RULES`).
+    """One adaptive rule of the adaptive stage (a row of :data:`STAGE_RULES`).
 
     Attributes:
         name: its label in the study's outputs (``"aER"``).
@@ -50,11 +50,16 @@ class AdaptiveRule(NamedTuple):
     relative: float = 0.0
 
 
-ADAPTIVE_RULES = (
+STAGE_RULES = (
     AdaptiveRule("aER", "RULE_AER"),
     AdaptiveRule("aER, relative ε = 5%", "RULE_AER", relative=0.05),
+    # Ours: resizes only when a two-sided CUSUM over the checks' votes crosses h (the experiment's
+    # defaults h = 4, δ = 0.25), so coin-toss votes leave the memory where it started (jaxreplay.evidence).
+    AdaptiveRule("aER with accumulated evidence", "RULE_EVIDENCE"),
 )
-"""The adaptive rules the adaptive stage runs from each start; a new rule is one more row."""
+"""The adaptive rules the adaptive stage runs from each start; a new rule is one more row. (Not
+:data:`jaxreplay.experiments.dqn.ADAPTIVE_RULES`, the experiment's rule codes: these rows name a code and
+its settings.)"""
 
 
 def rule_value(rule: AdaptiveRule) -> int:
@@ -144,7 +149,7 @@ def _adaptive(design: ReplayDesign, done: Done) -> tuple[Setting, ...]:
     n = adaptive_n_step(design, done)
     out = [
         Setting(adaptive(rule, s), point(s, ADAPTIVE_RATIO, n, rule_value(rule), relative=rule.relative))
-        for rule in ADAPTIVE_RULES
+        for rule in STAGE_RULES
         for s in starts(design)
     ]
     out += [Setting(walk(s), point(s, ADAPTIVE_RATIO, n, RULE_RANDOM)) for s in starts(design)]
@@ -163,7 +168,7 @@ def _fixed_at_mean(design: ReplayDesign, done: Done) -> tuple[Setting, ...]:
 
     return tuple(
         Setting(fixed_at_mean(rule, s), point(mean_size(rule, s), ADAPTIVE_RATIO, n, RULE_FIXED))
-        for rule in ADAPTIVE_RULES
+        for rule in STAGE_RULES
         for s in starts(design)
     )
 
