@@ -34,8 +34,12 @@ def test_q_keeps_the_two_roundings_of_the_dot_at_a_batch_xla_sends_to_a_library(
 
 
 def test_pack_lays_out_the_fields_in_order_and_unpack_inverts_it():
-    transition = {"position": jnp.float32(-5.0), "move": jnp.float32(0.01), "reward": jnp.float32(0.3),
-                  "next_position": jnp.float32(-4.99)}
+    transition = {
+        "position": jnp.float32(-5.0),
+        "move": jnp.float32(0.01),
+        "reward": jnp.float32(0.3),
+        "next_position": jnp.float32(-4.99),
+    }
     packed = linear.pack(transition)
     assert packed.dtype == jnp.float32 and packed.shape == (4,)
     np.testing.assert_array_equal(np.asarray(packed), np.float32([-5.0, 0.01, 0.3, -4.99]))
