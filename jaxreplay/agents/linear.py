@@ -43,7 +43,7 @@ def pack(transition: Transition) -> jax.Array:
 
     A replay memory of packed transitions keeps each transition's 16 bytes
     together, so drawing one reads one cache line instead of one per field
-    (the LineSearch sweep's step is bound by those reads; ``benchmarks/README.md``).
+    (half the time of four columns in a micro-kernel of the sweep's draws; ``benchmarks/README.md``).
     """
     return jnp.stack([jnp.asarray(transition[name], jnp.float32) for name in FIELDS], axis=-1)
 
@@ -78,11 +78,7 @@ def td_error(theta: jax.Array, transition: Transition, discount: ArrayLike, spee
     Returns:
         ``float32[...]``.
     """
-    # Q = θ1 · (x + a) + θ2 with two roundings, as features @ θ rounds it: a length-2 dot under vmap becomes a
-    # reduction that XLA:CPU hands to a library kernel (~1 µs per update at 10⁴ runs), and written as a * b + c
-    # XLA fuses it into one FMA (one rounding). The select (a no-op: NaN · θ1 is NaN) keeps the product apart.
-    x_plus_a = transition["position"] + transition["move"]
-    q = jnp.where(jnp.isnan(x_plus_a), x_plus_a, x_plus_a * theta[..., 0]) + theta[..., 1]
+    q = features(transition) @ theta
     best_next = theta[0] * transition["next_position"] + theta[1] + jnp.abs(theta[0]) * speed
     return transition["reward"] + discount * best_next - q
 
