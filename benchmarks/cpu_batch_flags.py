@@ -53,7 +53,7 @@ def child(mode_name: str) -> dict:
     )
     out = {}
     for name, build in builds.items():
-        fn, carry, steps, _, _ = build()
+        fn, carry, steps, *_ = build()
         program = _timing.compile_program(fn, carry)
         (timing,) = _timing.time_interleaved([program], repeats=mode["repeats"], min_repeats=1)
         out[name] = dict(step_us=timing.median_s / steps * 1e6, compile_s=program.compile_s)

@@ -16,9 +16,15 @@ the program together):
   accessed" is shown beside it but counts the whole array for every gather,
   scatter and in-place update, so it overstates traffic by orders of magnitude
   for replay (a buffer is read 50 slots at a time);
+* **random reads**: the rows a step reads or writes at places that depend on
+  the data (the transitions drawn and the one added, one row per storage
+  leaf: a leaf is its own array), each workload counting its own;
 * **bounds**: launch = kernels × t_kernel + host syncs × t_sync, memory =
-  bytes ÷ bandwidth, compute = FLOPs ÷ peak; the binding limit is the largest,
-  and measured ÷ bound says how far the measured step time is above it.
+  bytes ÷ bandwidth, compute = FLOPs ÷ peak, random access = random reads ×
+  t_random (one random row read from an array as large as the workload's
+  state, measured on the spot: the latency a gather pays when its rows are
+  not in cache); the binding limit is the largest, and measured ÷ bound says
+  how far the measured step time is above it.
 
 The device's figures: peak bandwidth and FP32 FLOP/s from the vendors' data
 sheets for the GPUs named in :data:`DEVICE_SPECS`; on anything else (a CPU),
@@ -74,14 +80,23 @@ class Device:
     t_sync: float  # s per loop iteration / conditional (host round trip)
 
 
-def bounds(kernels: float, host_syncs: float, flops: float, nbytes: float, device: Device) -> dict[str, float]:
-    """Lower bounds on one step's time (s): launch, memory, compute; ``binding`` names the largest."""
+LIMITS = ("launch", "memory", "compute", "random access")
+
+
+def bounds(kernels: float, host_syncs: float, flops: float, nbytes: float, device: Device,
+           random_s: float = 0.0) -> dict[str, float]:
+    """Lower bounds on one step's time (s): launch, memory, compute, random access; ``binding`` names the largest.
+
+    ``random_s`` is the random-access bound itself (random reads × t_random, see :func:`measure_random_read`):
+    t_random depends on the workload's state size, so the caller measures it.
+    """
     out = {
         "launch": kernels * device.t_kernel + host_syncs * device.t_sync,
         "memory": nbytes / device.bandwidth,
         "compute": flops / device.flops,
+        "random access": random_s,
     }
-    out["binding"] = max(("launch", "memory", "compute"), key=lambda k: out[k])
+    out["binding"] = max(LIMITS, key=lambda k: out[k])
     out["bound"] = out[out["binding"]]
     return out
 
@@ -132,6 +147,19 @@ def measure_flops() -> float:
     a = jax.random.normal(jax.random.key(0), (n, n), jnp.float32) / math.sqrt(n)
     seconds = _time(lambda c: (c[0], c[0] @ c[1]), (a, a + 0.0))  # two buffers: both are donated
     return 2 * n**3 / seconds
+
+
+def measure_random_read(nbytes: int, rows: int = 2**15) -> float:
+    """Seconds per random 16-byte row gathered from a ``float32[nbytes / 16, 4]`` array (fastest of 5 calls).
+
+    The latency a step's random draws pay when the rows are not in cache: an array the size of the workload's
+    state is as likely to be in cache as that state. Rows are read, summed and carried, so none is skipped.
+    """
+    table = jnp.ones((max(nbytes // 16, rows), 4), jnp.float32)
+    indices = jax.random.randint(jax.random.key(0), (rows,), 0, table.shape[0])
+    seconds = _time(lambda c: (c[0] + table[indices + (c[0] > 0).astype(jnp.int32)].sum(), c[1]),
+                    (jnp.float32(0), jnp.int32(0)))
+    return seconds / rows
 
 
 def _chain(k: int, steps: int):
@@ -209,7 +237,10 @@ def _linesearch(runs: int):
     # Per run: write 1 transition, read m sampled ones, read + write θ (2 floats), write the record (2 floats).
     transition = _timing.tree_bytes(linear.EXAMPLE_TRANSITION)
     per_run = (1 + setup.max_batch_size) * transition + 2 * 8 + 8
-    return fn, carry, setup.steps, sweep.num_runs * per_run, f"{sweep.num_runs:,} runs"
+    # Random rows: the transition added and the m drawn, one row per storage leaf (1: packed, linear.pack).
+    leaves = len(jax.tree.leaves(state.memory.storage))
+    random_reads = sweep.num_runs * (1 + setup.max_batch_size) * leaves
+    return fn, carry, setup.steps, sweep.num_runs * per_run, random_reads, f"{sweep.num_runs:,} runs"
 
 
 def _buffer(workload: str, impl: str, B: int = 100, N: int = 1000, steps: int = 100):
@@ -225,7 +256,8 @@ def _buffer(workload: str, impl: str, B: int = 100, N: int = 1000, steps: int = 
         # Sum tree, float32 nodes: the added leaf and the 50 updated ones refresh depth ancestors
         # (read 2 children, write 1 each); each of the 50 draws reads one child per level.
         per_buffer += (1 + bm.BATCH_SIZE) * depth * 12 + bm.BATCH_SIZE * depth * 4
-    return run, carry, steps, B * per_buffer, f"B = {B} buffers, N = {N}"
+    random_reads = B * (1 + bm.BATCH_SIZE) * len(jax.tree.leaves(bm._example()))  # rows added and drawn, per leaf
+    return run, carry, steps, B * per_buffer, random_reads, f"B = {B} buffers, N = {N}"
 
 
 def _dqn(seeds: int, steps: int):
@@ -253,7 +285,8 @@ def _dqn(seeds: int, steps: int):
     # Per seed and env step: read the network to act and to train (2×), the target network (1×),
     # write the new network, read + write the optimizer state, write 1 transition, read the 50 sampled.
     per_seed = 4 * params + 2 * opt + (1 + setup.batch_size) * transition
-    return fn, carry, steps, seeds * per_seed, f"{seeds} seeds, 1 env step + 1 update each"
+    random_reads = seeds * (1 + setup.batch_size) * len(jax.tree.leaves(dqn.example_transition(setup)))
+    return fn, carry, steps, seeds * per_seed, random_reads, f"{seeds} seeds, 1 env step + 1 update each"
 
 
 def _workloads(mode: dict) -> list[tuple[str, Callable]]:
@@ -273,7 +306,8 @@ def _workloads(mode: dict) -> list[tuple[str, Callable]]:
 
 
 def _measure_workload(build: Callable, mode: dict, loop_once: bool) -> dict:
-    fn, carry, steps, nbytes, what = build()
+    fn, carry, steps, nbytes, random_reads, what = build()
+    t_random = measure_random_read(_timing.tree_bytes(carry))  # before the timed call donates the carry
     program = _timing.compile_program(fn, carry)
     counts = _hlo.step_counts(program.compiled.as_text(), steps)
     flops, xla_bytes = cost_per_step(_cost(program.compiled), steps, loop_once)
@@ -282,7 +316,8 @@ def _measure_workload(build: Callable, mode: dict, loop_once: bool) -> dict:
     # Loops nested in a step that XLA counted once: its FLOPs are a lower bound.
     nested = loop_once and counts.host_syncs > 1
     return dict(what=what, steps=steps, counts=counts, flops=flops, xla_bytes=xla_bytes, bytes=nbytes,
-                flops_lower=nested, step_s=timing.median_s / steps, compile_s=program.compile_s)
+                flops_lower=nested, step_s=timing.median_s / steps, compile_s=program.compile_s,
+                random_reads=random_reads, t_random=t_random)
 
 
 def run(mode_name: str = "quick", progress: Callable[[str], None] = lambda s: print(s, file=sys.stderr)) -> str:
@@ -309,7 +344,7 @@ def run(mode_name: str = "quick", progress: Callable[[str], None] = lambda s: pr
             skipped.append(f"{name}: not counted ({error}).")
             continue
         result.update(name=name, **bounds(result["counts"].kernels, result["counts"].host_syncs, result["flops"],
-                                          result["bytes"], device))
+                                          result["bytes"], device, result["random_reads"] * result["t_random"]))
         progress(f"    {result['counts'].kernels:.0f} kernels, {result['counts'].host_syncs:.0f} syncs per step; "
                  f"{result['step_s'] * 1e6:.3g} µs/step measured, bound {result['bound'] * 1e6:.3g} µs "
                  f"({result['binding']})")
@@ -338,12 +373,15 @@ def roofline_table(results: list[dict]) -> str:
             f"{c.host_syncs:.0f}", f"{c.while_loops}",
             ("≥ " if r["flops_lower"] else "") + _si(r["flops"], "FLOP"), _si(r["bytes"], "B"),
             _si(r["xla_bytes"], "B"), _us(r["launch"]), _us(r["memory"]), _us(r["compute"]),
+            *([f"{_us(r['random access'])} ({r['random_reads']:,.0f} × {r['t_random'] * 1e9:.3g} ns)"]
+              if "random_reads" in r else [_us(r["random access"])]),
             f"**{r['binding']}**", _us(r["step_s"]), f"{r['step_s'] / r['bound']:.2g}×",
         ])
     return _timing.markdown_table(
         ["workload", "one step", "kernels / step", "host syncs / step", "while loops in step", "FLOPs / step (XLA)",
          "bytes / step (compulsory)", "bytes / step (XLA)", "launch bound µs", "memory bound µs",
-         "compute bound µs", "binding", "measured µs / step", "measured ÷ bound"], rows)
+         "compute bound µs", "random-access bound µs (reads × t_random)", "binding", "measured µs / step",
+         "measured ÷ bound"], rows)
 
 
 def _report(mode_name, measured, spec, device, loop_once, results, skipped) -> str:
@@ -378,7 +416,9 @@ def _report(mode_name, measured, spec, device, loop_once, results, skipped) -> s
         "Bytes (compulsory): what a step must read and write, counted in `benchmarks/roofline.py`; bytes (XLA): "
         "XLA's estimate, which counts whole arrays for gathers, scatters and in-place updates. "
         "Launch bound = kernels × t_kernel + host syncs × t_sync; memory = compulsory bytes ÷ bandwidth; "
-        "compute = FLOPs ÷ peak. Measured ÷ bound: the measured step time over the largest bound."
+        "compute = FLOPs ÷ peak; random access = the rows a step reads or writes at data-dependent places (one "
+        "per storage leaf) × t_random, one random 16-byte row gathered from an array the size of the "
+        "workload's state, measured now. Measured ÷ bound: the measured step time over the largest bound."
     )
     return "\n\n".join([f"Backend `{jax.default_backend()}`, mode `{mode_name}`.", devices, used, table, notes,
                         *skipped])

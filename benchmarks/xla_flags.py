@@ -57,7 +57,7 @@ def child(mode_name: str) -> dict:
               "DQN CartPole step": lambda: roofline._dqn(mode["dqn_seeds"], mode["dqn_steps"])}
     out = {}
     for name, build in builds.items():
-        fn, carry, steps, _, what = build()
+        fn, carry, steps, *_, what = build()
         program = _timing.compile_program(fn, carry)
         (timing,) = _timing.time_interleaved([program], repeats=mode["repeats"], min_repeats=1)
         fn, carry, *_ = build()  # a fresh carry (the timed calls donated theirs): one call for the digest
