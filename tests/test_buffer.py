@@ -44,12 +44,12 @@ class DequeModel:
             self.items.popleft()
 
 
-# Operation codes for one switch-based step scanned over a padded sequence: a single
-# compilation serves every sequence hypothesis generates (NOOP pads it to MAX_OPERATIONS).
-ADD, ADD_BATCH, RESIZE, NOOP = 0, 1, 2, 3
-MAX_OPERATIONS = 25
+# Operation codes for one jitted, switch-based step: a single compilation serves
+# every sequence hypothesis generates.
+ADD, ADD_BATCH, RESIZE = 0, 1, 2
 
 
+@jax.jit
 def _apply(state, code, value, batch_values, new_capacity):
     return jax.lax.switch(
         code,
@@ -57,28 +57,12 @@ def _apply(state, code, value, batch_values, new_capacity):
             lambda s: buffer.add(s, _transition(value)),
             lambda s: buffer.add_batch(s, _transition(batch_values)),
             lambda s: buffer.resize(s, new_capacity),
-            lambda s: s,
         ],
         state,
     )
 
 
 @jax.jit
-def _apply_all(state, codes, values, batch_values, new_capacities, key):
-    """Every read of ``_read``: of ``state``, then after each operation, [MAX_OPERATIONS + 1, ...] (one call per
-    sequence, not two per operation: the property test's examples cost their dispatches, not their compiles)."""
-
-    def step(carry, operation):
-        state, key = carry
-        state = _apply(state, *operation)
-        key, read_key = jax.random.split(key)
-        return (state, key), _read(state, read_key)
-
-    first = _read(state, key)
-    (state, _), reads = jax.lax.scan(step, (state, key), (codes, values, batch_values, new_capacities))
-    return state, jax.tree.map(lambda a, b: jnp.concatenate([a[None], b]), first, reads)
-
-
 def _read(state, key):
     contents, valid = buffer.in_age_order(state)
     oldest, oldest_valid = buffer.oldest_indices(state, 3)
@@ -104,8 +88,8 @@ def _read(state, key):
     }
 
 
-def _assert_matches(got, model):
-    """``got``: one read of ``_read`` (as NumPy) against the model's state at that point."""
+def _assert_matches(state, model, key):
+    got = jax.device_get(_read(state, key))
     values = [v for v, _ in model.items]
     n = len(values)
     assert got["size"] == n
@@ -134,37 +118,27 @@ operation = st.one_of(
 
 
 @settings(max_examples=1500, deadline=None, suppress_health_check=[HealthCheck.too_slow])
-@given(
-    capacity=st.integers(1, MAX_CAPACITY),
-    operations=st.lists(operation, max_size=MAX_OPERATIONS),
-    seed=st.integers(0, 2**31 - 1),
-)
+@given(capacity=st.integers(1, MAX_CAPACITY), operations=st.lists(operation, max_size=25), seed=st.integers(0, 2**31 - 1))
 def test_matches_deque_model(capacity, operations, seed):
-    codes = np.full(MAX_OPERATIONS, NOOP, np.int32)
-    values = np.zeros(MAX_OPERATIONS, np.int32)
-    batch_values = np.zeros((MAX_OPERATIONS, BATCH), np.int32)
-    new_capacities = np.ones(MAX_OPERATIONS, np.int32)
-    for i, (code, argument) in enumerate(operations):
-        codes[i] = code
-        if code == ADD:
-            values[i] = argument
-        elif code == ADD_BATCH:
-            batch_values[i] = argument
-        else:
-            new_capacities[i] = argument
     state = buffer.init(EXAMPLE, MAX_CAPACITY, capacity)
-    state, reads = jax.device_get(_apply_all(state, codes, values, batch_values, new_capacities, jax.random.key(seed)))
     model = DequeModel(capacity)
-    _assert_matches({name: read[0] for name, read in reads.items()}, model)
-    for i, (code, argument) in enumerate(operations, start=1):
+    key = jax.random.key(seed)
+    _assert_matches(state, model, key)
+    for code, argument in operations:
+        value, batch_values, new_capacity = 0, [0] * BATCH, 1
         if code == ADD:
+            value = argument
             model.add(argument)
         elif code == ADD_BATCH:
+            batch_values = argument
             for v in argument:
                 model.add(v)
         else:
+            new_capacity = argument
             model.resize(argument)
-        _assert_matches({name: read[i] for name, read in reads.items()}, model)
+        state = _apply(state, code, value, jnp.asarray(batch_values), new_capacity)
+        key, read_key = jax.random.split(key)
+        _assert_matches(state, model, read_key)
     assert not bool(state.capacity_clipped)
 
 
