@@ -113,14 +113,20 @@ def _targets_of_every_slot(state, n, gamma):
     return returns.n_step(state, jnp.arange(MAX_CAPACITY), n, gamma, MAX_N)
 
 
-@jax.jit
-def _add(state, transition):
-    return buffer.add(state, transition)
+# One jitted scan applies a whole stream of operations (NOOP pads it to MAX_OPERATIONS): the property test's
+# examples cost one dispatch each, not one per operation.
+ADD, RESIZE, NOOP = 0, 1, 2
+MAX_OPERATIONS = 30
 
 
 @jax.jit
-def _resize(state, capacity):
-    return buffer.resize(state, capacity)
+def _apply_all(state, codes, transitions, capacities):
+    def step(state, operation):
+        code, transition, capacity = operation
+        branches = [lambda s: buffer.add(s, transition), lambda s: buffer.resize(s, capacity), lambda s: s]
+        return jax.lax.switch(code, branches, state), None
+
+    return jax.lax.scan(step, state, (codes, transitions, capacities))[0]
 
 
 rewards = st.floats(-100.0, 100.0, width=32, allow_subnormal=False)
@@ -134,28 +140,29 @@ operation = st.one_of(
 @settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(
     capacity=st.integers(1, MAX_CAPACITY),
-    operations=st.lists(operation, max_size=30),
+    operations=st.lists(operation, max_size=MAX_OPERATIONS),
     n=st.integers(1, MAX_N),
     gamma=st.floats(0.0, 1.0, width=32, allow_subnormal=False),
 )
 def test_matches_a_plain_python_reference_exactly(capacity, operations, n, gamma):
     """Random streams with terminations, truncations, resizes (aER) and wrap-around: equal float32 targets."""
-    state = buffer.init(EXAMPLE, MAX_CAPACITY, capacity)
+    codes = np.full(MAX_OPERATIONS, NOOP, np.int32)
+    transitions = {"id": np.zeros(MAX_OPERATIONS, np.int32), **{
+        name: np.zeros(MAX_OPERATIONS, np.float32) for name in ("reward", "terminated", "truncated")}}
+    capacities = np.ones(MAX_OPERATIONS, np.int32)
     model = StreamModel(capacity)
-    for op in operations:
+    for i, op in enumerate(operations):
         if op[0] == "add":
             _, reward, terminated, truncated = op
-            transition = {
-                "id": jnp.int32(model.total_added),
-                "reward": jnp.float32(reward),
-                "terminated": jnp.float32(terminated),
-                "truncated": jnp.float32(truncated),
-            }
-            state = _add(state, transition)
+            codes[i] = ADD
+            transitions["id"][i] = model.total_added
+            transitions["reward"][i], transitions["terminated"][i], transitions["truncated"][i] = (
+                reward, terminated, truncated)
             model.add(reward, terminated, truncated)
         else:
-            state = _resize(state, op[1])
+            codes[i], capacities[i] = RESIZE, op[1]
             model.resize(op[1])
+    state = _apply_all(buffer.init(EXAMPLE, MAX_CAPACITY, capacity), codes, transitions, capacities)
     _assert_matches_reference(state, model, n, gamma)
 
 
