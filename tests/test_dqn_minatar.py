@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import math
 
+import flax.linen as nn
 import jax
 import jax.numpy as jnp
 import numpy as np
@@ -74,6 +75,23 @@ def test_conv_network_on_unpacked_grids_equals_it_on_packed_ones():
     q_packed = packed_net.apply(params, packing.pack(grids, (10, 10, 4)))
     np.testing.assert_array_equal(np.asarray(q_plain), np.asarray(q_packed))
     assert float(jnp.abs(q_plain[0] - q_plain[1]).max()) > 0  # different grids, different Q-values
+
+
+def test_patch_convolution_is_flax_conv_and_vmaps_over_runs_into_a_batched_matmul():
+    grids = jax.random.bernoulli(jax.random.key(4), 0.3, (6, 10, 10, 4)).astype(jnp.float32)
+    flax_conv, patch_conv = nn.Conv(16, (3, 3), padding="VALID"), conv.PatchConv(16, 3)
+    params = flax_conv.init(jax.random.key(5), grids)
+    assert jax.tree.map(np.array_equal, params, patch_conv.init(jax.random.key(5), grids)) == {
+        "params": {"kernel": True, "bias": True}
+    }  # same names, shapes and initial values
+    params = jax.tree.map(lambda p: p + 0.1, params)  # a nonzero bias too
+    expected = np.asarray(flax_conv.apply(params, grids))
+    assert expected.shape == (6, 8, 8, 16) and np.abs(expected).max() > 1
+    np.testing.assert_allclose(np.asarray(patch_conv.apply(params, grids)), expected, rtol=1e-6, atol=1e-6)
+    # Vmapped over 5 runs with their own weights: no (grouped) convolution, one batched dot_general.
+    stacked = jax.tree.map(lambda p: jnp.stack([p * (1 + r) for r in range(5)]), params)
+    jaxpr = str(jax.make_jaxpr(jax.vmap(patch_conv.apply, (0, None)))(stacked, grids))
+    assert "conv_general_dilated" not in jaxpr and jaxpr.count("dot_general") == 1
 
 
 @pytest.mark.parametrize("shape", [(10, 10, 4), (10, 10, 7), (3,)])

@@ -12,15 +12,51 @@ sizes are attributes, their defaults the paper's. Its parameter count is::
 
 with ``k`` the kernel size, ``F`` the filters, ``U`` the hidden units, ``A``
 the actions: 132,179 for Breakout (``C = 4``, ``A = 3``).
+
+The convolution is computed as a matrix product over image patches
+(:class:`PatchConv`), not with ``lax.conv``: a sweep vmaps the network over
+runs that each have their own weights, and a vmapped ``lax.conv`` becomes a
+*grouped* convolution (one group per run), which XLA:CPU runs several times
+slower than the runs one after another; a vmapped matrix product is a batched
+one. The parameters are ``nn.Conv``'s (same names, shapes and initialisers).
 """
 
 from __future__ import annotations
 
 import flax.linen as nn
 import jax
+import jax.numpy as jnp
 
 from jaxreplay._typing import ArrayLike
 from jaxreplay.agents import packing
+
+
+class PatchConv(nn.Module):
+    """A square ``VALID`` convolution at stride 1 as a product over patches: ``float32[B, H, W, C] ->
+    float32[B, H-k+1, W-k+1, features]``.
+
+    The same function as ``nn.Conv(features, (k, k), padding="VALID")`` with the same parameters
+    (``kernel`` ``float32[k, k, C, features]`` and ``bias`` ``float32[features]``, the same
+    initialisers), summed in another order (equal to rounding). Patches are the ``k·k`` shifted
+    views of the input side by side on the channel axis, in the kernel's ``(row, column,
+    channel)`` order, so the kernel reshaped to ``[k·k·C, features]`` multiplies them.
+
+    Attributes:
+        features: output channels.
+        kernel_size: ``k``.
+    """
+
+    features: int
+    kernel_size: int
+
+    @nn.compact
+    def __call__(self, x: jax.Array) -> jax.Array:
+        k, (h, w, c) = self.kernel_size, x.shape[-3:]
+        kernel = self.param("kernel", nn.initializers.lecun_normal(), (k, k, c, self.features), jnp.float32)
+        bias = self.param("bias", nn.initializers.zeros_init(), (self.features,), jnp.float32)
+        rows, cols = h - k + 1, w - k + 1
+        patches = jnp.concatenate([x[..., i : i + rows, j : j + cols, :] for i in range(k) for j in range(k)], axis=-1)
+        return patches @ kernel.reshape(k * k * c, self.features) + bias
 
 
 class ConvQNetwork(nn.Module):
@@ -48,6 +84,6 @@ class ConvQNetwork(nn.Module):
         lead, grid = x.shape[:-3], x.shape[-3:]
         x = x.reshape(-1, *grid)  # flax's Conv wants one batch axis
         k = self.kernel_size
-        x = nn.relu(nn.Conv(self.channels, (k, k), strides=(1, 1), padding="VALID")(x))
+        x = nn.relu(PatchConv(self.channels, k, name="Conv_0")(x))
         x = nn.relu(nn.Dense(self.hidden_size)(x.reshape(x.shape[0], -1)))
         return nn.Dense(self.num_actions)(x).reshape(*lead, self.num_actions)
