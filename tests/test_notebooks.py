@@ -31,6 +31,7 @@ EXPECTED_FIGURES = {
     "02_memory_size_and_prioritization_maps.py": 4,
     "03_adaptive_replay_dqn.py": 3,
     "04_dqn_replay_study.py": 4,
+    "05_replay_study.py": 4,
 }
 
 pytestmark = pytest.mark.slow
