@@ -37,6 +37,7 @@ EXPECTED_FIGURES = {
     "02_memory_size_and_prioritization_maps.py": 4,
     "03_adaptive_replay_dqn.py": 3,
     "04_dqn_replay_study.py": 4,
+    "05_replay_study.py": 4,
 }
 
 # notebook → (how many leading code cells the bounded test runs, a cell it then runs that asserts their numbers).
@@ -66,8 +67,10 @@ sizes = {env: [p["memory_size"] for sw in SWEEPS[env].values() for p in sw.point
 assert sizes == {"CartPole-v1": [50, 20000, 50], "MountainCar-v0": [667, 1667, 5000, 667, 5000],
                  "Acrobot-v1": [2000, 8000, 2000, 8000]}, sizes
 """),
-    # Its figures and Checks read the committed study (docs/study/): all of it runs but the tiny CPU study.
+    # Their figures and Checks read the committed studies (docs/study/, docs/replay_study/): all of each runs
+    # but its tiny CPU study.
     "04_dqn_replay_study.py": (5, None),
+    "05_replay_study.py": (6, None),
 }
 
 
@@ -98,8 +101,8 @@ def _bounded_notebook(name: str):
     nb = jupytext.read(NOTEBOOKS / name)
     cells, checks = BOUNDED[name]
     code = [cell for cell in nb.cells if cell.cell_type == "code"]
-    if checks is None:  # notebook 04: its own Checks cell, without the lines about the tiny run it skipped
-        checks = code[-1].source.split("# The tiny run")[0]
+    if checks is None:  # notebooks 04, 05: their own Checks cell, without the lines about the tiny run it skipped
+        checks = code[-1].source.split("# The tiny")[0]
         assert "tiny" not in checks and checks.count("assert ") >= 8, "the Checks cell changed: update BOUNDED"
     nb.cells = [*code[:cells], nbformat.v4.new_code_cell(checks)]
     return nb
@@ -127,7 +130,7 @@ def test_every_code_cell_compiles_and_the_first_cells_give_the_small_mode_s_numb
         if cell.cell_type == "code":
             compile(cell.source, f"{name}, cell {i}", "exec")
     nb = _execute(_bounded_notebook(name), tmp_path, monkeypatch)
-    if name.startswith("04_"):  # its three figures of the committed study (the fourth is the tiny run's)
+    if name[:3] in ("04_", "05_"):  # their three figures of the committed study (the fourth is the tiny run's)
         assert _png_outputs(nb) == 3
 
 
