@@ -244,8 +244,8 @@ for env, r in RESULTS.items():
 # %% [markdown]
 # ## 6. Running the study: a tiny CPU run of the same command
 #
-# `jaxreplay study replay --env CartPole-v1 --out DIR --quick` is the CPU version behind the committed
-# results (14 minutes on two shared cores with `--seeds 6`). Here the runs are cut to 200 steps (`steps` must be a multiple of
+# `jaxreplay study replay --env CartPole-v1 --out DIR --quick --seeds 6` made the committed results (14
+# minutes on two shared cores). Here the runs are cut to 200 steps (`steps` must be a multiple of
 # 20, whole aER checks) and 2 seeds, only to show what the command writes, and that `study.json` is
 # computed from the per-run table `runs.csv` (scores written with 17 significant digits, so the
 # recomputation in the Checks cell is exact).
