@@ -26,7 +26,7 @@ from typing import TYPE_CHECKING, NamedTuple
 import numpy as np
 
 from jaxreplay.paper.reproduce.replay_study.settings import ReplayDesign, point
-from jaxreplay.paper.reproduce.study.runs import Runs, Setting, SettingRuns, paired, select
+from jaxreplay.paper.reproduce.study.runs import Runs, Setting, SettingRuns, paired, run_stage, select
 
 if TYPE_CHECKING:
     from jaxreplay.experiments.dqn import Setup
@@ -188,20 +188,17 @@ def run(design: ReplayDesign, out: pathlib.Path, *, progress: bool = True, chunk
     Returns:
         The runs of each stage, by stage label, in the order they ran.
     """
-    from jaxreplay.engine import sweep as sweep_lib
-    from jaxreplay.paper.reproduce.dqn import _sweep_dir
-
     done: dict[str, Runs] = {}
     for stage in declare(design):
         settings = stage.settings(design, done)
-        sweep = sweep_lib.Sweep(
-            "dqn",
+        done[stage.label] = run_stage(
+            out,
+            stage.label,
+            settings,
             seeds=design.seeds,
-            seed=0,
-            fixed=design.common,
-            points=[s.point for s in settings],
-            setup=stage.setup,  # type: ignore[arg-type]  # Sweep.setup takes a Setup too; annotated Mapping only
+            common=design.common,
+            setup=stage.setup,
+            progress=progress,
+            chunk_size=chunk_size,
         )
-        ds = sweep_lib.run(sweep, _sweep_dir(out, stage.label, sweep), progress=progress, chunk_size=chunk_size).dataset
-        done[stage.label] = Runs.of(stage.label, settings, ds)
     return done

@@ -79,6 +79,26 @@ class Runs:
         )
 
 
+def run_stage(
+    out, label: str, settings: tuple[Setting, ...], *, seeds: int, common: dict, setup, **run_options
+) -> Runs:
+    """The runs of one stage: its ``settings`` × ``seeds`` as one DQN sweep (the hyperparameters ``common``
+    with each setting's point, the static ``setup``), persisted under ``out/sweeps/`` so a rerun resumes;
+    ``run_options`` (``progress``, ``chunk_size``) go to :func:`jaxreplay.engine.sweep.run`."""
+    from jaxreplay.engine import sweep as sweep_lib
+    from jaxreplay.paper.reproduce.dqn import _sweep_dir
+
+    sweep = sweep_lib.Sweep(
+        "dqn",
+        seeds=seeds,
+        seed=0,
+        fixed=common,
+        points=[s.point for s in settings],
+        setup=setup,  # Sweep.setup takes a Setup too; annotated Mapping only
+    )
+    return Runs.of(label, settings, sweep_lib.run(sweep, _sweep_dir(out, label, sweep), **run_options).dataset)
+
+
 def select(runs: Runs, label: str) -> SettingRuns:
     """The runs of the setting labelled ``label`` in ``runs``.
 
