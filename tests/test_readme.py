@@ -41,3 +41,22 @@ def test_own_loop_example_runs_with_jax_alone():
     result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=ROOT, timeout=300)
     assert result.returncode == 0, result.stderr[-2000:]
     assert "shape (8, 3, 2)" in result.stdout
+
+
+def test_ci_runs_the_readme_test_command_verbatim_and_stops_at_any_failure_in_it():
+    """`.ci/run` runs README's command 2 as printed, each &&-chain in a subshell: under `set -e` a failure
+    inside an unwrapped && list (a failed install, lint or type check) is not fatal, so CI would pass."""
+    import subprocess
+
+    readme = (ROOT / "README.md").read_text()
+    command = re.search(r"# 2\. [^\n]*\n([^\n]+)\n", readme).group(1)
+    assert command.endswith("python -m pytest") and " && " in command
+    ci = (ROOT / ".ci" / "run").read_text()
+    assert f"({command})\n" in ci
+    chains = [line for line in ci.splitlines() if " && " in line and not line.lstrip().startswith("#")]
+    assert len(chains) == 3 and all(line.startswith("(") and line.endswith(")") for line in chains)
+    # Why: an && list whose first command fails does not stop a `set -e` script; a subshell around it does.
+    script = "set -euo pipefail; {}; echo reached"
+    assert subprocess.run(["bash", "-c", script.format("false && true")], capture_output=True).stdout == b"reached\n"
+    wrapped = subprocess.run(["bash", "-c", script.format("(false && true)")], capture_output=True)
+    assert wrapped.returncode == 1 and wrapped.stdout == b""
