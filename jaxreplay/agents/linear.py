@@ -31,29 +31,6 @@ EXAMPLE_TRANSITION = {
 }
 """One LineSearch transition of float32 scalars, the example a replay memory is initialised from."""
 
-FIELDS = ("position", "move", "reward", "next_position")
-"""The transition's fields in the order :func:`pack` lays them out."""
-
-PACKED_EXAMPLE = jnp.zeros(len(FIELDS), jnp.float32)
-"""One packed transition, ``float32[4]``: the example a memory of packed transitions is initialised from."""
-
-
-def pack(transition: Transition) -> jax.Array:
-    """``float32[..., 4]``: the fields of ``transition`` side by side, in the order of :data:`FIELDS`.
-
-    A replay memory of packed transitions keeps each transition's 16 bytes
-    together, so drawing one reads one cache line instead of one per field
-    (half the time of four columns in a micro-kernel of the sweep's draws; ``benchmarks/README.md``).
-    """
-    return jnp.stack([jnp.asarray(transition[name], jnp.float32) for name in FIELDS], axis=-1)
-
-
-def unpack(transition: jax.Array | Transition) -> Transition:
-    """The transition dict of a packed ``float32[..., 4]`` (:func:`pack`); a dict is returned as it is."""
-    if isinstance(transition, dict):
-        return transition
-    return {name: transition[..., i] for i, name in enumerate(FIELDS)}
-
 
 def greedy_action(theta: jax.Array) -> jax.Array:
     """``int32[]``: 1 (move right) when ``θ1 >= 0``, else 0."""
