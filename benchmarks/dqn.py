@@ -57,23 +57,22 @@ def _setup(steps: int):
     return setup, hparams
 
 
-def _ours_sweep(steps: int, seeds: int) -> dict:
+def engine_run(setup, hparams, seeds: int) -> dict:
+    """``seeds`` runs of ``(setup, hparams)`` as one sweep through the engine: run and compile seconds,
+    env steps, gradient updates and the chunk size (shared with the MinAtar benchmark)."""
     from jaxreplay.engine import sweep as sw
 
-    setup, hparams = _setup(steps)
-    sweep = sw.Sweep("dqn", seeds=seeds, setup=setup,
-                     fixed=hparams._asdict())
-    result = sw.run(sweep, None, progress=False)
-    grads = float(result.dataset.gradient_steps.sum())
+    result = sw.run(sw.Sweep("dqn", seeds=seeds, setup=setup, fixed=hparams._asdict()), None, progress=False)
     s = result.stats
-    return dict(seconds=s.run_seconds, compile_s=s.compile_seconds, env_steps=seeds * steps, updates=grads,
-                chunk=s.chunk_size)
+    return dict(seconds=s.run_seconds, compile_s=s.compile_seconds, env_steps=seeds * setup.total_steps,
+                updates=float(result.dataset.gradient_steps.sum()), chunk=s.chunk_size, seeds=seeds)
 
 
-def _ours_sequential(steps: int, seeds: int) -> dict:
+def sequential_runs(setup, hparams, seeds: int) -> dict:
+    """``seeds`` runs of ``(setup, hparams)`` one after another in one jitted program (compiled first,
+    apart): the same keys as :func:`engine_run` but ``chunk``."""
     from jaxreplay.experiments import dqn
 
-    setup, hparams = _setup(steps)
     fn = jax.jit(dqn.run, static_argnums=2)
     t0 = time.perf_counter()
     jax.block_until_ready(fn(jax.random.key(0), hparams, setup))
@@ -84,7 +83,15 @@ def _ours_sequential(steps: int, seeds: int) -> dict:
         _, summary = jax.block_until_ready(fn(jax.random.key(i + 1), hparams, setup))
         grads += int(summary["gradient_steps"])
     seconds = time.perf_counter() - t0
-    return dict(seconds=seconds, compile_s=compile_s, env_steps=seeds * steps, updates=grads, seeds=seeds)
+    return dict(seconds=seconds, compile_s=compile_s, env_steps=seeds * setup.total_steps, updates=grads, seeds=seeds)
+
+
+def _ours_sweep(steps: int, seeds: int) -> dict:
+    return engine_run(*_setup(steps), seeds)
+
+
+def _ours_sequential(steps: int, seeds: int) -> dict:
+    return sequential_runs(*_setup(steps), seeds)
 
 
 def _sb3(steps: int) -> dict | str:

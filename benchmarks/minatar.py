@@ -24,12 +24,12 @@ from __future__ import annotations
 
 import dataclasses
 import sys
-import time
 from collections.abc import Callable
 
 import jax
 
 from benchmarks import _timing
+from benchmarks import dqn as dqn_bench
 
 TITLE = "MinAtar DQN (Breakout-MinAtar): seeds vmapped vs in sequence"
 
@@ -56,35 +56,6 @@ def _setup(steps: int):
     return dataclasses.replace(setup, eval_episodes=0), hparams
 
 
-def _vmapped(steps: int, seeds: int) -> dict:
-    from jaxreplay.engine import sweep as sw
-
-    setup, hparams = _setup(steps)
-    result = sw.run(sw.Sweep("dqn", seeds=seeds, setup=setup, fixed=hparams._asdict()), None, progress=False)
-    stats = result.stats
-    return dict(
-        seeds=seeds,
-        seconds=stats.run_seconds,
-        compile_s=stats.compile_seconds,
-        chunk=stats.chunk_size,
-        env_steps=seeds * steps,
-    )
-
-
-def _sequential(steps: int, timed: int) -> dict:
-    from jaxreplay.experiments import dqn
-
-    setup, hparams = _setup(steps)
-    fn = jax.jit(dqn.run, static_argnums=2)
-    t0 = time.perf_counter()
-    jax.block_until_ready(fn(jax.random.key(0), hparams, setup))
-    compile_s = time.perf_counter() - t0
-    t0 = time.perf_counter()
-    for i in range(timed):
-        jax.block_until_ready(fn(jax.random.key(i + 1), hparams, setup))
-    return dict(seeds=timed, seconds=time.perf_counter() - t0, compile_s=compile_s, env_steps=timed * steps)
-
-
 def run(mode_name: str = "quick", progress: Callable[[str], None] = lambda s: print(s, file=sys.stderr)) -> str:
     _timing.disable_compilation_cache()
     mode = MODES[mode_name]
@@ -95,9 +66,9 @@ def run(mode_name: str = "quick", progress: Callable[[str], None] = lambda s: pr
     rows = []
     for seeds in counts:
         progress(f"  vmapped: {seeds:,} seed(s) × {steps:,} steps, one program")
-        rows.append(_vmapped(steps, seeds))
+        rows.append(dqn_bench.engine_run(*_setup(steps), seeds))
     progress(f"  in sequence: 1 seed at a time, {mode['sequential']} timed")
-    sequential = _sequential(steps, mode["sequential"])
+    sequential = dqn_bench.sequential_runs(*_setup(steps), mode["sequential"])
     return _report(mode_name, backend, steps, rows, sequential)
 
 
