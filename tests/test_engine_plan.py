@@ -132,7 +132,8 @@ def test_sweep_is_normalised_once_on_construction():
 def test_a_resume_at_another_batch_is_refused_by_the_plan_naming_what_differs(tmp_path):
     out = tmp_path / "out"
     done = np.arange(8) < 4  # 4 runs missing
-    recorded = plan_lib.Batch("cpu", "cpu", 1, 2, "")
+    options = plan_lib.compiler_options_text(SWEEP.exp.compiler_options["cpu"])
+    recorded = plan_lib.Batch("cpu", "cpu", 1, 2, "", compiler_options=options)
     # Without a chunk size the recorded one is asked for; with it, or on a finished sweep, anything goes.
     assert plan_lib.make_plan(SWEEP, done, PLENTY, out=out, recorded=recorded).chunk_size == 2
     assert plan_lib.make_plan(SWEEP, done, PLENTY, chunk_size=2, out=out, recorded=recorded).batch == recorded
@@ -150,7 +151,7 @@ def test_a_resume_at_another_batch_is_refused_by_the_plan_naming_what_differs(tm
          r"\(chunk_size 2\), but only 1 runs fit the memory budget now"),
     ]
     for options, machine, message in cases:
-        where = rf"^{out} holds runs computed at 2 run\(s\) per device on 1 × cpu \(cpu\), XLA_FLAGS ''"
+        where = rf"^{out} holds runs computed at 2 run\(s\) per device on 1 × cpu \(cpu\), XLA_FLAGS '', compiler options"
         with pytest.raises(ValueError, match=rf"{where}.*{message}"):
             plan_lib.make_plan(SWEEP, done, PLENTY._replace(**machine), out=out, recorded=recorded, **options)
     assert not out.exists()

@@ -94,6 +94,11 @@ def xla_flags_in_environment(environ=None) -> str:
     return " ".join(sorted(f for f in flags if not f.startswith(_DEVICE_COUNT_FLAG)))
 
 
+def compiler_options_text(options) -> str:
+    """``{option: value}`` as recorded in a :class:`Batch`: ``"name=value"`` pairs, sorted, space-separated."""
+    return " ".join(f"{name}={value}" for name, value in sorted(options.items()))
+
+
 class Batch(NamedTuple):
     """The program a sweep's runs are computed in, as far as a run's bits depend on it.
 
@@ -114,6 +119,10 @@ class Batch(NamedTuple):
             the sweep's own setup; ``""`` where every run was computed with the
             sweep's setup (left out of :meth:`to_dict`: the record of a sweep
             with one program is what it was before groups existed).
+        compiler_options: the XLA options the programs were compiled with
+            (:attr:`jaxreplay.experiments.Experiment.compiler_options` of the
+            platform, :func:`compiler_options_text`); ``""`` where none (left
+            out of :meth:`to_dict` then, as records written before options existed).
     """
 
     platform: str
@@ -122,6 +131,7 @@ class Batch(NamedTuple):
     runs_per_device: int
     xla_flags: str
     grouping: str = ""
+    compiler_options: str = ""
 
     @property
     def chunk_size(self) -> int:
@@ -136,19 +146,24 @@ class Batch(NamedTuple):
     def to_dict(self) -> dict:
         """As stored in ``sweep.json`` and in a chunk (JSON; the derived flag spelled out for readers)."""
         stored = dict(self._asdict(), batch_independence_flags=self.batch_independence_flags)
-        if not self.grouping:
-            del stored["grouping"]
+        for optional in ("grouping", "compiler_options"):
+            if not stored[optional]:
+                del stored[optional]
         return stored
 
     @classmethod
     def from_dict(cls, stored: dict) -> "Batch":
         """The :class:`Batch` that :meth:`to_dict` stored. ValueError if a field is missing or mistyped."""
         try:
-            # (grouping: absent from records written before groups existed, and from those of one group)
-            batch = cls(**{name: stored[name] for name in cls._fields[:5]}, grouping=stored.get("grouping", ""))
+            # (grouping, compiler_options: absent from records written before they existed, and where empty)
+            batch = cls(
+                **{name: stored[name] for name in cls._fields[:5]},
+                grouping=stored.get("grouping", ""),
+                compiler_options=stored.get("compiler_options", ""),
+            )
         except (KeyError, TypeError, AttributeError) as e:
             raise ValueError(f"not a recorded batch ({type(e).__name__}: {e})") from None
-        kinds = (str, str, int, int, str, str)
+        kinds = (str, str, int, int, str, str, str)
         if not all(isinstance(v, k) and not isinstance(v, bool) for v, k in zip(batch, kinds)):
             raise ValueError(f"not a recorded batch: {stored!r}")
         return batch
@@ -157,7 +172,9 @@ class Batch(NamedTuple):
         """``"4 runs per device on 1 × cpu (cpu), XLA_FLAGS ''"`` (``", grouped by setup"`` where grouped)."""
         return (
             f"{self.runs_per_device} run(s) per device on {self.devices} × {self.device_kind} "
-            f"({self.platform}), XLA_FLAGS {self.xla_flags!r}" + (", grouped by setup" if self.grouping else "")
+            f"({self.platform}), XLA_FLAGS {self.xla_flags!r}"
+            + (f", compiler options {self.compiler_options!r}" if self.compiler_options else "")
+            + (", grouped by setup" if self.grouping else "")
         )
 
 
@@ -181,6 +198,12 @@ def check_batch(recorded: Batch | None, batch: Batch, chunk_size: int | None, mi
         raise ValueError(
             f"{where}; this process has XLA_FLAGS {batch.xla_flags!r}. Set XLA_FLAGS to {recorded.xla_flags!r} "
             f"before starting Python (XLA reads it once), or use a new output folder, {keep}."
+        )
+    if recorded.compiler_options != batch.compiler_options:
+        raise ValueError(
+            f"{where}; this jaxreplay compiles the experiment with compiler options {batch.compiler_options!r} "
+            "(they make a run's result independent of its chunk: docs/design.md §4). Finish the sweep with the "
+            f"jaxreplay that started it, or use a new output folder, {keep}."
         )
     if recorded.grouping != batch.grouping:
         now = (
@@ -566,6 +589,7 @@ def make_plan(
         chunk // resources.num_devices,
         resources.xla_flags,
         "" if setups == (sweep.make_setup(),) else "grouped",
+        compiler_options_text(sweep.exp.compiler_options.get(resources.platform, {})),
     )
     host = _check_host_memory(
         runs, per_result, chunk, chunk * per_run if resources.on_cpu else 0, resources.host_memory

@@ -80,6 +80,14 @@ class Experiment(NamedTuple):
             must give its runs the results ``setup`` gives them, with records
             and summaries of the same shapes. None: every run is compiled
             with ``setup``.
+        compiler_options: ``{platform: {option: value}}``, XLA options the
+            engine compiles the experiment's programs with on that platform
+            (``jax.stages.Lowered.compile(compiler_options=...)``), recorded
+            in each chunk's ``Batch``. For options a run's bits need, not for
+            speed alone: LineSearch turns XLA:CPU's YNNPACK fusions off,
+            because from some batch size on XLA hands a chunk's reductions to
+            YNNPACK, which rounds them differently, and a run's result would
+            then depend on the chunk it was computed in.
     """
 
     name: str
@@ -96,6 +104,7 @@ class Experiment(NamedTuple):
     coords: Callable[..., dict]
     added_defaults: Mapping[str, Any] = MappingProxyType({})
     setup_groups: Callable[..., tuple[Any, tuple]] | None = None
+    compiler_options: Mapping[str, Mapping[str, str]] = MappingProxyType({})
 
     def without_added_defaults(self, table: Mapping[str, Any]) -> dict:
         """``table`` (``{field: value}`` of a setup or of hyperparameters) without the fields of

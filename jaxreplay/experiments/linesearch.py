@@ -42,6 +42,7 @@ are derived so that it is the fixed point). With γ = 0 they coincide.
 from __future__ import annotations
 
 import dataclasses
+from types import MappingProxyType
 from typing import TYPE_CHECKING, NamedTuple
 
 import jax
@@ -373,7 +374,9 @@ def run_batch(keys: jax.Array, hparams: Hyperparameters, setup: Setup) -> Result
 
     ``keys`` has shape ``[R]``; each hyperparameter is a scalar (shared) or
     ``[R]`` (:func:`broadcast_hyperparameters`). Jit it with ``setup``
-    static: ``jax.jit(run_batch, static_argnums=2)``. Results gain the
+    static: ``jax.jit(run_batch, static_argnums=2)``, and on the CPU compile it
+    with :data:`COMPILER_OPTIONS_CPU` (``.lower(...).compile(compiler_options=...)``,
+    as the engine does) so that a run's bits do not depend on ``R``. Results gain the
     leading axis ``R``. ValueError naming a bad concrete hyperparameter,
     before compiling.
     """
@@ -386,6 +389,15 @@ def broadcast_hyperparameters(hparams: Hyperparameters, runs: int) -> Hyperparam
     """Give every field of ``hparams`` the leading shape ``[runs]`` (dtype kept)."""
     return Hyperparameters(*(jnp.broadcast_to(jnp.asarray(h), (runs,)) for h in hparams))
 
+
+COMPILER_OPTIONS_CPU = {"xla_cpu_experimental_ynn_fusion_type": ""}
+"""XLA options LineSearch programs are compiled with on the CPU (the engine does; so should a caller
+that jits :func:`run_batch` itself and wants its bits): YNNPACK fusions off. From about 16 runs (aER's and
+pER's sums over the memory) or 4,000 runs (ER's TD update, a dot of length 2 under ``vmap``) XLA:CPU
+hands those reductions to YNNPACK, which rounds them differently from XLA's own loops, so a run's
+result depended on the batch it was computed in (measured: ``benchmarks/README.md``). Without
+YNNPACK every batch size computes what a batch of one does; a 10⁴-run ER kernel is also faster
+(about 1.2×)."""
 
 EXPERIMENT = Experiment(
     name="linesearch",
@@ -402,6 +414,7 @@ EXPERIMENT = Experiment(
         "step": np.arange(1, setup.steps + 1, dtype=np.int32),
         "weight": np.array(["theta1", "theta2"]),
     },
+    compiler_options=MappingProxyType({"cpu": MappingProxyType(dict(COMPILER_OPTIONS_CPU))}),
 )
 """LineSearch (Algorithm 1, ER / pER, and aER) as a sweep-engine experiment, registered as ``"linesearch"``."""
 
