@@ -30,7 +30,13 @@ def test_plan_splits_the_missing_runs_between_processes():
     # Default chunk on CPU: no more than the sweep's runs (and the device count divides it).
     four = PLENTY._replace(num_devices=4)
     assert plan_lib.make_plan(SWEEP, np.zeros(8, bool), four).chunk_size == 8
-    assert plan_lib.make_plan(SWEEP, np.zeros(8, bool), four, chunk_size=7).chunk_size == 4
+    assert plan_lib.make_plan(SWEEP, np.zeros(8, bool), four, chunk_size=11).chunk_size == 8  # a multiple of 4
+    # Never one run per device where two fit (XLA compiles a batch of one into another program).
+    assert plan_lib.make_plan(SWEEP, np.zeros(8, bool), four, chunk_size=7).chunk_size == 8
+    assert plan_lib.make_plan(SWEEP, np.zeros(8, bool), PLENTY, chunk_size=1).chunk_size == 2
+    per_run = sw.estimate_bytes_per_run(SWEEP)
+    tight = PLENTY._replace(memory_budget=per_run * 3 // 2)  # one run fits, two do not: one it is
+    assert plan_lib.make_plan(SWEEP, np.zeros(8, bool), tight).chunk_size == 1
 
 
 def test_a_refusal_names_the_fields_to_lower_in_the_parts_of_its_message():

@@ -523,6 +523,18 @@ class Plan(NamedTuple):
 CPU_RUNS_PER_DEVICE = 1024
 """The most runs per device in one chunk on CPU (accelerators: limited by memory only)."""
 
+MIN_RUNS_PER_DEVICE = 2
+"""The fewest runs per device in a program, where the memory budget allows: XLA compiles a batch of one
+as another program (the run axis squeezed away), which rounded DQN runs differently from every larger
+batch (measured on the CPU: CartPole's TD losses at chunk 1 differed from chunks 2, 16 and 32, which
+agreed; at 4,000 steps the returns too). A lone run is padded with a copy of itself instead."""
+
+
+def _least_chunk(unit: int, num_devices: int) -> int:
+    """The smallest multiple of ``unit`` (a multiple of ``num_devices``) with :data:`MIN_RUNS_PER_DEVICE` runs
+    per device."""
+    return -(-MIN_RUNS_PER_DEVICE * num_devices // unit) * unit
+
 
 def make_plan(
     sweep: Sweep,
@@ -604,8 +616,9 @@ def make_plan(
     disk = 0
     if out is not None and writable and resources.free_disk is not None:
         disk = _check_disk(out, missing.size, runs, per_result, resources.free_disk)
+    unit = math.lcm(align, resources.num_devices)
     groups, chunks, chunk_groups = _chunks_by_group(
-        sweep, setups, sizes, config_group, missing, chunk, math.lcm(align, resources.num_devices)
+        sweep, setups, sizes, config_group, missing, chunk, unit, _least_chunk(unit, resources.num_devices)
     )
     return Plan(
         num_runs=runs,
@@ -657,18 +670,26 @@ def _check_groups_agree(sweep: Sweep, setups: tuple, footprints: list[Footprint]
 
 
 def _chunks_by_group(
-    sweep: Sweep, setups: tuple, sizes: list[int], config_group: np.ndarray, missing: np.ndarray, chunk: int, unit: int
+    sweep: Sweep,
+    setups: tuple,
+    sizes: list[int],
+    config_group: np.ndarray,
+    missing: np.ndarray,
+    chunk: int,
+    unit: int,
+    least: int,
 ) -> tuple[tuple[Group, ...], tuple[np.ndarray, ...], tuple[int, ...]]:
     """``(groups, chunks, chunk_groups)``: the :class:`Group` s and the ``missing`` runs chunked group by
     group. With several groups a group's chunk is its runs rounded up to ``unit`` where that is fewer than
     ``chunk`` (its programs then pay for no padding beyond a whole number of devices and
-    configurations); it depends on the sweep and ``chunk`` alone, so a resumed sweep has the same."""
+    configurations), and at least ``least`` (:data:`MIN_RUNS_PER_DEVICE`); it depends on the sweep and
+    ``chunk`` alone, so a resumed sweep has the same."""
     missing_group = config_group[missing // sweep.seeds]
     group_runs = np.bincount(config_group, minlength=len(setups)) * sweep.seeds
     groups, chunks, chunk_groups = [], [], []
     for g, (setup, size) in enumerate(zip(setups, sizes)):
         runs = int(group_runs[g])
-        group_chunk = chunk if len(setups) == 1 else min(chunk, -(-runs // unit) * unit)
+        group_chunk = chunk if len(setups) == 1 else min(chunk, max(-(-runs // unit) * unit, least))
         groups.append(Group(setup, group_chunk, size, runs))
         todo = missing[missing_group == g]
         for i in range(0, todo.size, group_chunk):
@@ -756,7 +777,9 @@ def _choose_chunk(
             wanted = min(fit, cpu_chunk_cap or fit, -(-runs // unit) * unit)
         else:
             wanted = min(fit, max(chunk_size, unit))  # asked for: at least one whole configuration per chunk
-        return max(unit, wanted // unit * unit)
+        chunk = max(unit, wanted // unit * unit)
+        least = _least_chunk(unit, num_devices)
+        return least if chunk < least <= fit else chunk
     if fit < num_devices:
         raise _too_large_a_run(
             f"one run needs about {mib(bytes_per_run)} of device memory and {num_devices} device(s) need at least "
@@ -771,4 +794,6 @@ def _choose_chunk(
         # Asked for: exactly that program shape (padded if the work is smaller), so that sweeps
         # of any size run their runs at one batch size (XLA may round a run differently at another).
         chunk = min(fit, chunk_size)
-    return max(num_devices, chunk // num_devices * num_devices)
+    chunk = max(num_devices, chunk // num_devices * num_devices)
+    least = _least_chunk(num_devices, num_devices)
+    return least if chunk < least <= fit else chunk

@@ -146,7 +146,9 @@ def run(
         out_dir: where chunks, ``results.nc``, ``sweep.json`` and
             ``summary.json`` go; ``None`` keeps everything in memory (no resume).
         chunk_size: runs per compiled call (rounded down to a multiple of
-            the device count, at most what fits ``memory_budget``); a sweep
+            the device count, at most what fits ``memory_budget``, at least
+            :data:`~jaxreplay.engine.plan.MIN_RUNS_PER_DEVICE` per device
+            where they fit: XLA rounds a program of one run differently); a sweep
             with fewer runs is padded to it, so every sweep given the same
             ``chunk_size`` runs in programs of one shape. Default: the chunk
             size ``out_dir``'s finished runs record, else as many as fit
