@@ -64,6 +64,7 @@ from jaxreplay import adaptive, buffer, returns
 from jaxreplay import memory as memory_lib
 from jaxreplay._typing import ArrayLike, PyTree
 from jaxreplay.agents import dqn as agent
+from jaxreplay.experiments.dqn import threefry
 from jaxreplay.experiments.dqn.config import (
     RULE_EVIDENCE,
     RULE_FIXED,
@@ -483,8 +484,9 @@ def advance(state: State, hparams: Hyperparameters, setup: Setup) -> tuple[State
         ``adaptive_check_every`` steps an aER consultation; per segment
         ``eval_episodes × max_steps_in_episode`` forward passes.
     """
-    ctx = _context(state, hparams, setup)
-    cycles = setup.steps_per_segment // setup.cycle_length
-    carry = (state, _zero_accumulators())
-    state, acc = _scan_indexed(functools.partial(_cycle, ctx), carry, 0, cycles, always_scan=True)
-    return state, _record_arrays(_record(ctx, state, acc))
+    with threefry.unrolled():  # the random-number hash as straight-line code on the CPU: the same bits
+        ctx = _context(state, hparams, setup)
+        cycles = setup.steps_per_segment // setup.cycle_length
+        carry = (state, _zero_accumulators())
+        state, acc = _scan_indexed(functools.partial(_cycle, ctx), carry, 0, cycles, always_scan=True)
+        return state, _record_arrays(_record(ctx, state, acc))
