@@ -216,3 +216,42 @@ def test_traffic_bound_joins_the_others():
                   traffic_bandwidth=1e12, probe_bytes=4096, **b)
     row = roofline.roofline_table([result]).splitlines()[-1]
     assert row.endswith("| 300 (300 MB ÷ 1 TB/s at 4.1 kB) | **traffic** | 600 | 2× |")
+
+
+# ----------------------------------------------------------------------------
+# DQN's written-out random-number hash (jaxreplay/experiments/dqn/threefry.py): the kernels it removes from
+# the roofline's count, with the same bits.
+
+
+def _draws(key):
+    key = jax.random.fold_in(key, 7)
+    a, b = jax.random.split(key)
+    return jax.random.uniform(a, (3, 5)), jax.random.randint(b, (4,), 0, 1000), jax.random.key_data(key)
+
+
+def test_written_out_hash_is_jax_threefry():
+    from jax.extend.random import threefry_2x32
+
+    from jaxreplay.experiments.dqn import threefry
+
+    words = jax.random.bits(jax.random.key(1), (4, 64), jnp.uint32)
+    expected = threefry_2x32(words[:2, 0], words[2:].reshape(-1))
+    got = jnp.concatenate(threefry.hash_2x32(words[0, 0], words[1, 0], words[2], words[3]))
+    assert jnp.array_equal(got, expected)
+
+
+def test_draws_inside_unrolled_have_no_loop_and_the_same_bits():
+    from jaxreplay.experiments.dqn import threefry
+
+    def inside(key):
+        with threefry.unrolled():
+            return _draws(key)
+
+    key = jax.random.key(3)
+    rolled, written = jax.jit(_draws).lower(key).compile(), jax.jit(inside).lower(key).compile()
+    assert threefry._REGISTERED
+    # JAX's own CPU rule outside the context (a 5-iteration loop per hash), none inside.
+    assert _hlo.Program(rolled.as_text()).counts().host_syncs >= 5
+    assert _hlo.Program(written.as_text()).counts().host_syncs == 0
+    for a, b in zip(rolled(key), written(key)):
+        assert a.dtype == b.dtype and jnp.array_equal(a, b)
