@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import contextlib
 
+import jax
 import numpy as np
 from jax import lax
 from jax.extend.random import threefry2x32_p
@@ -52,9 +53,10 @@ def unrolled():
     """A context manager inside which traced draws lower to the written-out hash on the CPU.
 
     It marks the operations traced inside it with XLA metadata (``jaxreplay_threefry=unrolled``, carried
-    into the functions they call, unlike a name scope); the CPU rule reads the mark.
+    into the functions they call, unlike a name scope); the CPU rule reads the mark. Where JAX's default
+    backend is not the CPU it does nothing, so programs for an accelerator are exactly what they were.
     """
-    if not _REGISTERED:
+    if not _REGISTERED or jax.default_backend() != "cpu":
         return contextlib.nullcontext()
     from jax.experimental.xla_metadata import set_xla_metadata
 
