@@ -336,14 +336,17 @@ def _workloads(mode: dict) -> list[tuple[str, Callable]]:
 # Run and report
 
 
-def _measure_workload(build: Callable, mode: dict, loop_once: bool) -> dict:
+def _measure_workload(build: Callable, mode: dict, loop_once: bool, bandwidth: float | None = None) -> dict:
+    """Counts, costs and the measured step of one workload; ``bandwidth``: the traffic bound's, or None to
+    probe it at the workload's typical kernel output (:func:`measure_traffic_bandwidth`)."""
     fn, carry, steps, nbytes, random_reads, what = build()
     t_random = measure_random_read(_timing.tree_bytes(carry))  # before the timed call donates the carry
     program = _timing.compile_program(fn, carry)
     counts = _hlo.step_counts(program.compiled.as_text(), steps)
     flops, xla_bytes = cost_per_step(_cost(program.compiled), steps, loop_once)
     # The traffic probe before the workload is timed: the two never share the machine.
-    traffic_bandwidth, probe_bytes = measure_traffic_bandwidth(counts.written / max(counts.kernels, 1))
+    traffic_bandwidth, probe_bytes = ((bandwidth, 0) if bandwidth else
+                                      measure_traffic_bandwidth(counts.written / max(counts.kernels, 1)))
     (timing,) = _timing.time_interleaved([program], repeats=mode["repeats"], min_repeats=1,
                                          max_seconds=mode["max_seconds"])
     # Loops nested in a step that XLA counted once: its FLOPs are a lower bound.
@@ -368,7 +371,9 @@ def run(mode_name: str = "quick", progress: Callable[[str], None] = lambda s: pr
     for name, build in _workloads(mode):
         progress(f"  {name}")
         try:
-            result = _measure_workload(build, mode, loop_once)
+            # On an accelerator a probe of small arrays times launches, not bytes: the device's bandwidth.
+            result = _measure_workload(build, mode, loop_once,
+                                       None if jax.default_backend() == "cpu" else device.bandwidth)
         except ImportError as error:  # flashbax absent
             progress(f"    skipped: {error}")
             skipped.append(f"{name}: not available ({error}).")
@@ -411,8 +416,9 @@ def roofline_table(results: list[dict]) -> str:
             _si(r["xla_bytes"], "B"), _us(r["launch"]), _us(r["memory"]), _us(r["compute"]),
             *([f"{_us(r['random access'])} ({r['random_reads']:,.0f} × {r['t_random'] * 1e9:.3g} ns)"]
               if "random_reads" in r else [_us(r["random access"])]),
-            *([f"{_us(r['traffic'])} ({_si(c.traffic, 'B')} ÷ {_si(r['traffic_bandwidth'], 'B/s')} at "
-               f"{_si(r['probe_bytes'], 'B')})"] if "traffic_bandwidth" in r else [_us(r.get("traffic", 0.0))]),
+            *([f"{_us(r['traffic'])} ({_si(c.traffic, 'B')} ÷ {_si(r['traffic_bandwidth'], 'B/s')} "
+               + (f"at {_si(r['probe_bytes'], 'B')})" if r["probe_bytes"] else "of memory)")]
+              if "traffic_bandwidth" in r else [_us(r.get("traffic", 0.0))]),
             f"**{r['binding']}**", _us(r["step_s"]), f"{r['step_s'] / r['bound']:.2g}×",
         ])
     return _timing.markdown_table(
@@ -462,7 +468,8 @@ def _report(mode_name, measured, spec, device, loop_once, results, skipped) -> s
         "(counted in the optimized HLO, in-place updates and gathers as the slices they touch; "
         "`benchmarks/_hlo.py`) ÷ the bandwidth of `x * a + b` on an array of the step's mean kernel output "
         "(at least 4 kB; such arrays stay in cache), one kernel per loop iteration less the loop's own cost, "
-        "measured now. Measured ÷ bound: the measured step time over the largest bound."
+        "measured now on a CPU; on an accelerator the memory bandwidth above (a probe of small arrays there "
+        "times launches). Measured ÷ bound: the measured step time over the largest bound."
     )
     return "\n\n".join([f"Backend `{jax.default_backend()}`, mode `{mode_name}`.", devices, used, table, notes,
                         *skipped])
