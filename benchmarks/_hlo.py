@@ -21,6 +21,25 @@ Counting rules (per execution of a computation):
   plus its most expensive branch (an upper bound when branches differ).
 * ``call`` (e.g. a GPU command buffer) costs its callee.
 
+**Inter-kernel traffic** (per execution of a kernel; summed and scaled like the kernels):
+
+* **written**: the bytes of the kernel's output (element count × element size, a tuple's elements
+  summed), except an in-place update, which writes only the slice it updates: a ``dynamic-update-slice``
+  counts its update operand, a ``scatter`` its updates operand(s), and a fusion whose root is one of
+  them (through ``bitcast``; each element of a tuple root on its own) likewise.
+* **read**: the bytes of each distinct operand that is not a constant (every other array is some
+  kernel's output: of this iteration, of the previous one through the loop carry, or of the caller),
+  except where the kernel provably touches only part of it: the buffer an in-place update writes into
+  (operand 0 of a ``dynamic-update-slice``, the first operand(s) of a ``scatter``) is not read, and an
+  operand used only as the source of ``gather``, ``dynamic-slice`` or ``slice`` is read as the slices
+  taken (their output bytes). Inside a fusion the rule applies to each fused parameter by its uses
+  there (through ``bitcast``); one use of any other kind reads the whole operand.
+
+This is the traffic between kernels that XLA's "bytes accessed" hides by counting every gather and
+in-place update as its whole array. It is a lower bound on what the kernels move (a kernel's own
+temporaries are not counted) and an upper bound on what must reach memory (an array written and read
+back at once may never leave the cache).
+
 The **step loop** of a program that runs ``steps`` steps per call is the
 outermost ``while`` whose trip count divides ``steps`` (XLA may unroll a loop
 by a factor, dividing its trip count); per-step counts are that loop's
@@ -41,6 +60,27 @@ FREE_OPCODES = frozenset({
 _HEADER = re.compile(r"^(ENTRY\s+)?%?([^\s(]+)\s*\(.*\{\s*$")
 _INSTRUCTION = re.compile(r"^\s+(?:ROOT\s+)?%?([^\s=]+)\s*=\s*(.*)$")
 _TRIP = re.compile(r'"known_trip_count"\s*:\s*\{\s*"n"\s*:\s*"(\d+)"')
+_ARRAY = re.compile(r"\b([a-z]+\d*(?:e\d+m\d+\w*)?)\[([\d,]*)\]")
+# Bits per element of HLO's primitive types (f8e4m3fn etc. are 8 bits: matched by their prefix).
+_BITS = {"pred": 8, "s2": 2, "u2": 2, "s4": 4, "u4": 4, "s8": 8, "u8": 8, "s16": 16, "u16": 16, "f16": 16, "bf16": 16,
+         "s32": 32, "u32": 32, "f32": 32, "s64": 64, "u64": 64, "f64": 64, "c64": 64, "c128": 128}
+# Ops that read only the slices they take from operand 0; ops that write in place into their first operand(s).
+_SLICING = frozenset({"gather", "dynamic-slice", "slice"})
+_IN_PLACE = frozenset({"dynamic-update-slice", "scatter"})
+
+
+def shape_bytes(shape: str) -> float:
+    """Bytes of an HLO shape such as ``f32[10000,2]{1,0}`` or a tuple of them (summed); tokens are 0 bytes."""
+    total = 0.0
+    for dtype, dims in _ARRAY.findall(shape):
+        bits = _BITS.get(dtype, 8 if dtype.startswith("f8") else None)
+        if bits is None:
+            continue  # token[] and the like: no data
+        count = 1
+        for d in filter(None, dims.split(",")):
+            count *= int(d)
+        total += count * bits / 8
+    return total
 
 
 @dataclasses.dataclass(frozen=True)
@@ -48,6 +88,8 @@ class Instruction:
     name: str
     opcode: str
     attributes: str  # the text after the operand list (called computations, backend_config, ...)
+    shape: str = ""  # the result's shape text, e.g. ``f32[4]{0}`` or a tuple ``(s32[], f32[4]{0})``
+    operands: tuple[str, ...] = ()  # operand names, in order (constants' literal values give no name)
 
     def called(self, key: str) -> str | None:
         match = re.search(rf"\b{key}=%?([^\s,}}]+)", self.attributes)
@@ -83,21 +125,36 @@ def _parse_instruction(line: str) -> Instruction | None:
     match = _INSTRUCTION.match(line)
     if not match:
         return None
-    name, rest = match.groups()
-    rest = _skip_shape(rest).lstrip()
+    name, text = match.groups()
+    rest = _skip_shape(text).lstrip()
+    shape = text[:len(text) - len(rest)].strip()
     opcode = re.match(r"[\w\-]+", rest)
     if not opcode:
         return None
     # Attributes follow the operand list: skip the balanced parentheses after the opcode.
-    tail = rest[opcode.end():]
+    tail, operands = rest[opcode.end():], ""
     depth = 0
     for i, ch in enumerate(tail):
         depth += ch == "("
         depth -= ch == ")"
         if depth == 0 and ch == ")":
-            tail = tail[i + 1:]
+            tail, operands = tail[i + 1:], tail[tail.index("(") + 1:i]
             break
-    return Instruction(name, opcode.group(0), tail)
+    # Each operand is ``%name`` (or ``shape %name``): its last token; a constant's literal is no name.
+    names = tuple(token.split()[-1].lstrip("%") for token in _split_top(operands) if token.strip())
+    return Instruction(name, opcode.group(0), tail, shape, names)
+
+
+def _split_top(text: str) -> list[str]:
+    """``text`` split at the commas outside any brackets."""
+    parts, depth, start = [], 0, 0
+    for i, ch in enumerate(text):
+        depth += ch in "([{"
+        depth -= ch in ")]}"
+        if ch == "," and depth == 0:
+            parts.append(text[start:i])
+            start = i + 1
+    return parts + [text[start:]]
 
 
 def parse(text: str) -> tuple[dict[str, list[Instruction]], str]:
@@ -130,14 +187,23 @@ class Counts:
     host_syncs: float = 0.0  # loop iterations and conditionals executed
     while_loops: int = 0  # while instructions (static, nested ones included)
     unknown_trips: int = 0  # loops counted once for want of a known trip count
+    written: float = 0.0  # bytes the kernels write (inter-kernel traffic, module docstring)
+    read: float = 0.0  # bytes the kernels read from arrays other than constants
+
+    @property
+    def traffic(self) -> float:
+        """Inter-kernel traffic in bytes: written + read."""
+        return self.written + self.read
 
     def __add__(self, other: "Counts") -> "Counts":
         return Counts(self.kernels + other.kernels, self.host_syncs + other.host_syncs,
-                      self.while_loops + other.while_loops, self.unknown_trips + other.unknown_trips)
+                      self.while_loops + other.while_loops, self.unknown_trips + other.unknown_trips,
+                      self.written + other.written, self.read + other.read)
 
     def scaled(self, factor: float) -> "Counts":
         """Dynamic counts times ``factor`` (static loop counts kept)."""
-        return Counts(self.kernels * factor, self.host_syncs * factor, self.while_loops, self.unknown_trips)
+        return Counts(self.kernels * factor, self.host_syncs * factor, self.while_loops, self.unknown_trips,
+                      self.written * factor, self.read * factor)
 
 
 class Program:
@@ -146,6 +212,8 @@ class Program:
     def __init__(self, text: str):
         self.computations, self.entry = parse(text)
         self._memo: dict[str, Counts] = {}
+        self._by_name = {c: {i.name: i for i in insts} for c, insts in self.computations.items()}
+        self._users: dict[str, dict[str, list[tuple[Instruction, int]]]] = {}
 
     def counts(self, name: str | None = None) -> Counts:
         """What one execution of computation ``name`` (default: the entry) launches."""
@@ -153,11 +221,11 @@ class Program:
         if name not in self._memo:
             total = Counts()
             for inst in self.computations[name]:
-                total = total + self._instruction(inst)
+                total = total + self._instruction(inst, name)
             self._memo[name] = total
         return self._memo[name]
 
-    def _instruction(self, inst: Instruction) -> Counts:
+    def _instruction(self, inst: Instruction, computation: str) -> Counts:
         if inst.opcode in FREE_OPCODES or inst.opcode.endswith("-done"):
             return Counts()
         if inst.opcode == "while":
@@ -166,19 +234,109 @@ class Program:
         if inst.opcode == "conditional":
             branches = [self.counts(b) for b in inst.branches()]
             worst = max(branches, key=lambda c: c.kernels, default=Counts())
+            # Each measure of its costliest branch: an upper bound when the branches differ.
             return Counts(worst.kernels, 1 + worst.host_syncs, sum(b.while_loops for b in branches),
-                          sum(b.unknown_trips for b in branches))
-        if inst.opcode == "call":
-            callee = inst.called("to_apply")
-            return self.counts(callee) if callee in self.computations else Counts(kernels=1)
-        return Counts(kernels=1)
+                          sum(b.unknown_trips for b in branches), max((b.written for b in branches), default=0.0),
+                          max((b.read for b in branches), default=0.0))
+        if inst.opcode == "call" and inst.called("to_apply") in self.computations:
+            return self.counts(inst.called("to_apply"))
+        return Counts(kernels=1, written=self.written(inst, computation), read=self.read(inst, computation))
+
+    # Inter-kernel traffic of one kernel (module docstring)
+
+    def _root(self, fusion: Instruction) -> tuple[str, Instruction] | None:
+        """``(fused computation, its root)`` of a fusion; None when the callee is not in the module."""
+        callee = fusion.called("calls")
+        if callee not in self.computations or not self.computations[callee]:
+            return None
+        return callee, self.computations[callee][-1]  # the printer ends a computation with its ROOT
+
+    def _operand(self, computation: str, inst: Instruction, i: int) -> Instruction | None:
+        return self._by_name[computation].get(inst.operands[i]) if i < len(inst.operands) else None
+
+    def _written_by(self, computation: str, inst: Instruction) -> float:
+        """Bytes ``inst`` (a fusion's root, or a kernel itself) writes: in-place updates as their slice."""
+        if inst.opcode == "tuple":
+            return sum(self._written_by(computation, op) for op in self._operands(computation, inst))
+        if inst.opcode == "bitcast" and (source := self._operand(computation, inst, 0)) is not None:
+            return self._written_by(computation, source)
+        if inst.opcode == "dynamic-update-slice" and (update := self._operand(computation, inst, 1)) is not None:
+            return shape_bytes(update.shape)
+        if inst.opcode == "scatter":
+            buffers = max(1, len(_ARRAY.findall(inst.shape)))  # a variadic scatter: n buffers, indices, n updates
+            return sum(shape_bytes(op.shape) for op in self._operands(computation, inst)[-buffers:])
+        return shape_bytes(inst.shape)
+
+    def _operands(self, computation: str, inst: Instruction) -> list[Instruction]:
+        table = self._by_name[computation]
+        return [table[name] for name in inst.operands if name in table]
+
+    def written(self, kernel: Instruction, computation: str) -> float:
+        """Bytes ``kernel`` (a top-level instruction of ``computation``) writes per execution (module docstring)."""
+        root = self._root(kernel) if kernel.opcode == "fusion" else None
+        if root is not None and (root[1].opcode in _IN_PLACE or root[1].opcode in ("tuple", "bitcast")):
+            return self._written_by(*root)
+        return self._written_by(computation, kernel)
+
+    def read(self, kernel: Instruction, computation: str) -> float:
+        """Bytes ``kernel`` (a top-level instruction of ``computation``) reads per execution (module docstring)."""
+        fused = self._root(kernel) if kernel.opcode == "fusion" else None
+        params = {}
+        if fused is not None:
+            params = {int(p.operands[0]): p for p in self.computations[fused[0]]
+                      if p.opcode == "parameter" and p.operands and p.operands[0].isdigit()}
+        total, seen = 0.0, set()
+        for i, name in enumerate(kernel.operands):
+            operand = self._by_name[computation].get(name)
+            if operand is None or name in seen or self._is_constant(computation, operand):
+                continue
+            seen.add(name)
+            full = shape_bytes(operand.shape)
+            if fused is None:
+                total += self._read_by_use(computation, kernel, i, full)
+            elif i in params:
+                total += self._read_through(fused[0], params[i], full)
+            else:
+                total += full
+        return total
+
+    def _is_constant(self, computation: str, inst: Instruction) -> bool:
+        while inst.opcode == "bitcast" and (source := self._operand(computation, inst, 0)) is not None:
+            inst = source
+        return inst.opcode == "constant"
+
+    def _read_by_use(self, computation: str, user: Instruction, position: int, full: float) -> float:
+        """Bytes of a ``full``-byte operand that ``user`` reads as its operand ``position``."""
+        if user.opcode in _SLICING and position == 0:
+            return min(shape_bytes(user.shape), full)
+        if user.opcode == "dynamic-update-slice" and position == 0:
+            return 0.0  # the buffer updated in place
+        if user.opcode == "scatter" and position < max(1, len(_ARRAY.findall(user.shape))):
+            return 0.0
+        if user.opcode == "bitcast":
+            return self._read_through(computation, user, full)
+        return full
+
+    def _read_through(self, computation: str, inst: Instruction, full: float) -> float:
+        """Bytes of a fused parameter (or a bitcast of one) that its uses in ``computation`` read."""
+        if computation not in self._users:
+            users: dict[str, list[tuple[Instruction, int]]] = {}
+            for user in self.computations[computation]:
+                for position, name in enumerate(user.operands):
+                    users.setdefault(name, []).append((user, position))
+            self._users[computation] = users
+        if inst is self.computations[computation][-1]:
+            return full  # the root itself: passed on whole
+        total = sum(self._read_by_use(computation, user, position, full)
+                    for user, position in self._users[computation].get(inst.name, []))
+        return min(total, full)
+
 
     def loop_iteration(self, loop: Instruction) -> Counts:
         """One iteration of ``loop``: its body, its condition and one host sync (static loop counts of the body)."""
         body = self.counts(loop.called("body"))
         cond = self.counts(loop.called("condition"))
-        return Counts(body.kernels + cond.kernels, 1 + body.host_syncs + cond.host_syncs,
-                      body.while_loops + cond.while_loops, body.unknown_trips + cond.unknown_trips)
+        return body + cond + Counts(host_syncs=1)
 
     def loops(self, name: str | None = None, outermost_only: bool = True) -> list[Instruction]:
         """The ``while`` instructions reachable from ``name`` (default: the entry) outside any loop."""

@@ -19,12 +19,19 @@ the program together):
 * **random reads**: the rows a step reads or writes at places that depend on
   the data (the transitions drawn and the one added, one row per storage
   leaf: a leaf is its own array), each workload counting its own;
+* **inter-kernel traffic**: the bytes the step's kernels write and read back
+  from one another, counted in the optimized HLO (:mod:`benchmarks._hlo`:
+  each kernel's output, its operands, in-place updates and gathers as the
+  slices they touch);
 * **bounds**: launch = kernels × t_kernel + host syncs × t_sync, memory =
   bytes ÷ bandwidth, compute = FLOPs ÷ peak, random access = random reads ×
   t_random (one random row read from an array as large as the workload's
   state, measured on the spot: the latency a gather pays when its rows are
-  not in cache); the binding limit is the largest, and measured ÷ bound says
-  how far the measured step time is above it.
+  not in cache), traffic = inter-kernel bytes ÷ the bandwidth of an array
+  the size of the step's typical kernel output (measured on the spot, see
+  :func:`measure_traffic_bandwidth`: such arrays sit in cache); the binding
+  limit is the largest, and measured ÷ bound says how far the measured step
+  time is above it.
 
 The device's figures: peak bandwidth and FP32 FLOP/s from the vendors' data
 sheets for the GPUs named in :data:`DEVICE_SPECS`; on anything else (a CPU),
@@ -80,21 +87,24 @@ class Device:
     t_sync: float  # s per loop iteration / conditional (host round trip)
 
 
-LIMITS = ("launch", "memory", "compute", "random access")
+LIMITS = ("launch", "memory", "compute", "random access", "traffic")
 
 
 def bounds(kernels: float, host_syncs: float, flops: float, nbytes: float, device: Device,
-           random_s: float = 0.0) -> dict[str, float]:
-    """Lower bounds on one step's time (s): launch, memory, compute, random access; ``binding`` names the largest.
+           random_s: float = 0.0, traffic_s: float = 0.0) -> dict[str, float]:
+    """Lower bounds on one step's time (s): launch, memory, compute, random access, inter-kernel traffic;
+    ``binding`` names the largest.
 
-    ``random_s`` is the random-access bound itself (random reads × t_random, see :func:`measure_random_read`):
-    t_random depends on the workload's state size, so the caller measures it.
+    ``random_s`` and ``traffic_s`` are those bounds themselves (random reads × t_random, see
+    :func:`measure_random_read`; inter-kernel bytes ÷ the bandwidth of :func:`measure_traffic_bandwidth`):
+    both figures depend on the workload's sizes, so the caller measures them.
     """
     out = {
         "launch": kernels * device.t_kernel + host_syncs * device.t_sync,
         "memory": nbytes / device.bandwidth,
         "compute": flops / device.flops,
         "random access": random_s,
+        "traffic": traffic_s,
     }
     out["binding"] = max(LIMITS, key=lambda k: out[k])
     out["bound"] = out[out["binding"]]
@@ -160,6 +170,27 @@ def measure_random_read(nbytes: int, rows: int = 2**15) -> float:
     seconds = _time(lambda c: (c[0] + table[indices + (c[0] > 0).astype(jnp.int32)].sum(), c[1]),
                     (jnp.float32(0), jnp.int32(0)))
     return seconds / rows
+
+
+def _elementwise_loop(n: int, steps: int):
+    """A scan of ``steps`` steps, each one ``x * a + b`` over ``float32[n]`` (one kernel, read + write)."""
+    return lambda x: jax.lax.scan(lambda c, _: (c * 1.0001 + 1e-4, None), x, None, length=steps)[0]
+
+
+def measure_traffic_bandwidth(nbytes: float, steps: int = 2000, min_bytes: int = 4096) -> tuple[float, int]:
+    """``(bytes/s, probe bytes)``: the bandwidth of kernels that pass arrays of ``nbytes`` bytes to each other.
+
+    A step's kernels write arrays of the step's typical size and the next kernels read them back at once, so
+    those arrays live in whatever cache holds that size: the probe is ``x * a + b`` on an array of that size
+    (at least ``min_bytes``, where timing is not all loop overhead), one kernel per iteration of a scan,
+    read + write, its per-iteration time less that of the same loop on 8 numbers (the loop and launch
+    overhead, which the launch bound counts). Fastest of 7 calls each.
+    """
+    n = max(math.ceil(nbytes / 4), min_bytes // 4)
+    seconds = _time(_elementwise_loop(n, steps), jnp.ones((n,), jnp.float32), repeats=7)
+    overhead = _time(_elementwise_loop(8, steps), jnp.ones((8,), jnp.float32), repeats=7)
+    # Overhead taken as at most half the time: a noisy overhead probe cannot make the bandwidth unbounded.
+    return 2 * 4 * n * steps / max(seconds - overhead, seconds / 2), 4 * n
 
 
 def _chain(k: int, steps: int):
@@ -232,6 +263,7 @@ def _linesearch(runs: int):
         state, record = jax.vmap(lambda s, h: exp.advance(s, h, setup))(state, hparams)
         return state, hparams, record
 
+    fn.compiler_options = dict(exp.compiler_options.get(jax.default_backend(), {}))  # type: ignore[attr-defined]
     record = jax.eval_shape(fn, (state, hparams, None))[2]
     carry = (state, hparams, jax.tree.map(lambda s: jnp.zeros(s.shape, s.dtype), record))
     # Per run: write 1 transition, read m sampled ones, read + write θ (2 floats), write the record (2 floats).
@@ -277,6 +309,7 @@ def _dqn(seeds: int, steps: int):
         state, record = jax.vmap(lambda s, h: exp.advance(s, h, setup))(state, hparams)
         return state, hparams, record
 
+    fn.compiler_options = dict(exp.compiler_options.get(jax.default_backend(), {}))  # type: ignore[attr-defined]
     record = jax.eval_shape(fn, (state, hparams, None))[2]
     carry = (state, hparams, jax.tree.map(lambda s: jnp.zeros(s.shape, s.dtype), record))
     one = jax.tree.map(lambda x: x[0], state)
@@ -305,19 +338,26 @@ def _workloads(mode: dict) -> list[tuple[str, Callable]]:
 # Run and report
 
 
-def _measure_workload(build: Callable, mode: dict, loop_once: bool) -> dict:
+def _measure_workload(build: Callable, mode: dict, loop_once: bool, bandwidth: float | None = None) -> dict:
+    """Counts, costs and the measured step of one workload; ``bandwidth``: the traffic bound's, or None to
+    probe it at the workload's typical kernel output (:func:`measure_traffic_bandwidth`)."""
     fn, carry, steps, nbytes, random_reads, what = build()
     t_random = measure_random_read(_timing.tree_bytes(carry))  # before the timed call donates the carry
-    program = _timing.compile_program(fn, carry)
+    # The options the engine compiles the experiment with (LineSearch's on the CPU), so this is its program.
+    program = _timing.compile_program(fn, carry, compiler_options=getattr(fn, "compiler_options", None) or None)
     counts = _hlo.step_counts(program.compiled.as_text(), steps)
     flops, xla_bytes = cost_per_step(_cost(program.compiled), steps, loop_once)
+    # The traffic probe before the workload is timed: the two never share the machine.
+    traffic_bandwidth, probe_bytes = ((bandwidth, 0) if bandwidth else
+                                      measure_traffic_bandwidth(counts.written / max(counts.kernels, 1)))
     (timing,) = _timing.time_interleaved([program], repeats=mode["repeats"], min_repeats=1,
                                          max_seconds=mode["max_seconds"])
     # Loops nested in a step that XLA counted once: its FLOPs are a lower bound.
     nested = loop_once and counts.host_syncs > 1
     return dict(what=what, steps=steps, counts=counts, flops=flops, xla_bytes=xla_bytes, bytes=nbytes,
                 flops_lower=nested, step_s=timing.median_s / steps, compile_s=program.compile_s,
-                random_reads=random_reads, t_random=t_random)
+                random_reads=random_reads, t_random=t_random, traffic_bandwidth=traffic_bandwidth,
+                probe_bytes=probe_bytes)
 
 
 def run(mode_name: str = "quick", progress: Callable[[str], None] = lambda s: print(s, file=sys.stderr)) -> str:
@@ -334,7 +374,9 @@ def run(mode_name: str = "quick", progress: Callable[[str], None] = lambda s: pr
     for name, build in _workloads(mode):
         progress(f"  {name}")
         try:
-            result = _measure_workload(build, mode, loop_once)
+            # On an accelerator a probe of small arrays times launches, not bytes: the device's bandwidth.
+            result = _measure_workload(build, mode, loop_once,
+                                       None if jax.default_backend() == "cpu" else device.bandwidth)
         except ImportError as error:  # flashbax absent
             progress(f"    skipped: {error}")
             skipped.append(f"{name}: not available ({error}).")
@@ -344,8 +386,10 @@ def run(mode_name: str = "quick", progress: Callable[[str], None] = lambda s: pr
             skipped.append(f"{name}: not counted ({error}).")
             continue
         result.update(name=name, **bounds(result["counts"].kernels, result["counts"].host_syncs, result["flops"],
-                                          result["bytes"], device, result["random_reads"] * result["t_random"]))
-        progress(f"    {result['counts'].kernels:.0f} kernels, {result['counts'].host_syncs:.0f} syncs per step; "
+                                          result["bytes"], device, result["random_reads"] * result["t_random"],
+                                          result["counts"].traffic / result["traffic_bandwidth"]))
+        progress(f"    {result['counts'].kernels:.0f} kernels, {result['counts'].host_syncs:.0f} syncs, "
+                 f"{_si(result['counts'].traffic, 'B')} between kernels per step; "
                  f"{result['step_s'] * 1e6:.3g} µs/step measured, bound {result['bound'] * 1e6:.3g} µs "
                  f"({result['binding']})")
         results.append(result)
@@ -375,12 +419,17 @@ def roofline_table(results: list[dict]) -> str:
             _si(r["xla_bytes"], "B"), _us(r["launch"]), _us(r["memory"]), _us(r["compute"]),
             *([f"{_us(r['random access'])} ({r['random_reads']:,.0f} × {r['t_random'] * 1e9:.3g} ns)"]
               if "random_reads" in r else [_us(r["random access"])]),
+            *([f"{_us(r['traffic'])} ({_si(c.traffic, 'B')} ÷ {_si(r['traffic_bandwidth'], 'B/s')} "
+               + (f"at {_si(r['probe_bytes'], 'B')})" if r["probe_bytes"] else "of memory)")]
+              if "traffic_bandwidth" in r else [_us(r.get("traffic", 0.0))]),
             f"**{r['binding']}**", _us(r["step_s"]), f"{r['step_s'] / r['bound']:.2g}×",
         ])
     return _timing.markdown_table(
         ["workload", "one step", "kernels / step", "host syncs / step", "while loops in step", "FLOPs / step (XLA)",
          "bytes / step (compulsory)", "bytes / step (XLA)", "launch bound µs", "memory bound µs",
-         "compute bound µs", "random-access bound µs (reads × t_random)", "binding", "measured µs / step",
+         "compute bound µs", "random-access bound µs (reads × t_random)",
+         "traffic bound µs (inter-kernel bytes ÷ bandwidth at the typical kernel output size)", "binding",
+         "measured µs / step",
          "measured ÷ bound"], rows)
 
 
@@ -418,7 +467,12 @@ def _report(mode_name, measured, spec, device, loop_once, results, skipped) -> s
         "Launch bound = kernels × t_kernel + host syncs × t_sync; memory = compulsory bytes ÷ bandwidth; "
         "compute = FLOPs ÷ peak; random access = the rows a step reads or writes at data-dependent places (one "
         "per storage leaf) × t_random, one random 16-byte row gathered from an array the size of the "
-        "workload's state, measured now. Measured ÷ bound: the measured step time over the largest bound."
+        "workload's state, measured now; traffic = the bytes the step's kernels write and read from one another "
+        "(counted in the optimized HLO, in-place updates and gathers as the slices they touch; "
+        "`benchmarks/_hlo.py`) ÷ the bandwidth of `x * a + b` on an array of the step's mean kernel output "
+        "(at least 4 kB; such arrays stay in cache), one kernel per loop iteration less the loop's own cost, "
+        "measured now on a CPU; on an accelerator the memory bandwidth above (a probe of small arrays there "
+        "times launches). Measured ÷ bound: the measured step time over the largest bound."
     )
     return "\n\n".join([f"Backend `{jax.default_backend()}`, mode `{mode_name}`.", devices, used, table, notes,
                         *skipped])

@@ -91,8 +91,12 @@ ENTRY %main (x: f32[4]) -> f32[4] {
 def test_counts_a_known_module():
     # Per step: body 2 + nested loop 3 × (1 + 1) + the larger branch 3 + the condition 1 = 12 kernels;
     # host syncs: the step loop 1 + the nested loop's 3 iterations + the conditional 1 = 5.
+    # Inter-kernel bytes (tests/test_roofline_traffic.py states the rules): 16 B per f32[4] kernel each way,
+    # 4 B per s32[] one; the loop conditions read an s32 (4 B) and write a pred (1 B). Written: f1 16 + f2 4
+    # + nested 3 × (16 + 1) + the larger branch 3 × 16 + the condition 1 = 120; read: 16 + 4 + 3 × (16 + 4)
+    # + 48 + 4 = 132.
     counts = _hlo.step_counts(HLO, 10)
-    assert counts == _hlo.Counts(kernels=12, host_syncs=5, while_loops=1, unknown_trips=0)
+    assert counts == _hlo.Counts(kernels=12, host_syncs=5, while_loops=1, unknown_trips=0, written=120, read=132)
     # The whole program: the copy, then 10 steps.
     assert _hlo.Program(HLO).counts().kernels == 1 + 10 * 12
     # A loop XLA unrolled by 2 (trip 10 for 20 steps): half an iteration per step.
@@ -109,7 +113,8 @@ def test_unknown_trip_count_is_counted_once_and_flagged():
     assert counts.unknown_trips == 1 and counts.kernels == 12 - 2 * 2
     # The step loop itself without a trip count: one iteration per step, flagged.
     text = HLO.replace('"known_trip_count":{"n":"10"}', '"x":1')
-    assert _hlo.step_counts(text, 7) == _hlo.Counts(kernels=12, host_syncs=5, while_loops=1, unknown_trips=1)
+    assert _hlo.step_counts(text, 7) == _hlo.Counts(kernels=12, host_syncs=5, while_loops=1, unknown_trips=1,
+                                                    written=120, read=132)
 
 
 def _sorts(k, steps=50):
