@@ -141,9 +141,8 @@ Cost of a check. ``td_error_fn`` is called on ``L = subsample_size`` (else
 it must not fail on whatever unused slots hold. Steps where the check does
 not fire cost ``O(1)`` (the evaluation is inside ``lax.cond``).
 
-vmap. With a *batched* predicate (``is_full(memory)`` is, whenever the memory
-is) ``lax.cond`` becomes a ``select`` that computes the TD errors at every
-step; docs/design.md ("aER under vmap") gates on a shared counter instead.
+vmap. The check is a ``_cond.cond_any``, not a ``lax.cond`` (a ``select`` of
+both branches under vmap): it costs only at steps where some run checks.
 
 All functions are pure, jit and vmap with a single compilation; concrete
 arguments are validated in plain Python before tracing.
@@ -159,7 +158,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from jaxreplay import _td_sums, _validation
+from jaxreplay import _cond, _td_sums, _validation
 from jaxreplay import buffer as buffer_lib
 from jaxreplay import evidence as evidence_lib
 from jaxreplay._typing import ArrayLike
@@ -666,7 +665,8 @@ def _update(
     # Sticky at every call, whether or not the check fires.
     flagged = state.diagnostics.invalid_parameters | ~valid_parameters
     state = state._replace(diagnostics=state.diagnostics._replace(invalid_parameters=flagged))
-    return jax.lax.cond(fire, check, skip, state)
+    # Under vmap a plain cond would compute the check for every run at every step (a select).
+    return _cond.cond_any(fire, check, skip, state)
 
 
 def controller(
