@@ -91,7 +91,11 @@ __all__ = ["run", "SweepStats", "SweepResult"]
 
 @dataclasses.dataclass
 class SweepStats:
-    """What a call of :func:`run` did (not part of the results: it varies between machines)."""
+    """What a call of :func:`run` did (not part of the results: it varies between machines).
+
+    ``chunk_size`` is the sweep's chunk; where the engine grouped runs by setup, ``group_chunk_sizes``
+    holds each group's (smaller where a group has fewer runs), and the summary line names them.
+    """
 
     runs: int
     runs_computed: int
@@ -108,12 +112,19 @@ class SweepStats:
     bytes_per_run: int
     memory_budget: int
     result_bytes_per_run: int = 0
+    group_chunk_sizes: tuple[int, ...] = ()
+
+    def _chunk_sizes(self) -> str:
+        sizes = sorted(set(self.group_chunk_sizes))
+        if len(sizes) < 2:
+            return str(self.chunk_size)
+        return f"{' / '.join(map(str, sizes))} (by setup group)"
 
     def describe(self) -> str:
         """One line: runs computed/resumed, chunks, devices, compilations, timings, runs/s, diverged runs."""
         return (
             f"{self.runs} runs ({self.runs_computed} computed, {self.runs_resumed} resumed) in {self.chunks} "
-            f"chunk(s) of {self.chunk_size} on {self.devices} device(s) × {self.processes} process(es); "
+            f"chunk(s) of {self._chunk_sizes()} on {self.devices} device(s) × {self.processes} process(es); "
             f"{self.compilations} compilation(s) in {self.compile_seconds:.1f} s; run {self.run_seconds:.1f} s "
             f"({self.runs_per_second:.1f} runs/s); {self.diverged} diverged; "
             f"~{plan_lib.mib(self.bytes_per_run)} per run, budget {plan_lib.mib(self.memory_budget)}"
@@ -312,6 +323,7 @@ def _stats(plan: plan_lib.Plan, execution: execute_lib.Execution, dataset, devic
         runs_resumed=plan.runs_done,
         chunks=len(plan.chunks),
         chunk_size=plan.chunk_size,
+        group_chunk_sizes=tuple(g.chunk_size for g in plan.groups),
         devices=devices,
         processes=plan.processes,
         compilations=execution.compilations,

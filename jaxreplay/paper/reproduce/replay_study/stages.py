@@ -6,7 +6,8 @@ A :class:`Stage` is one sweep through the engine (persisted under ``DIR/sweeps/`
 1. ``grid-ratio-R``, one per replay ratio R: every cell of capacity × n-step at that ratio, one
    compiled program per ratio. (Capacity and n are traced; a program pays for the update slots of its
    largest ratio in every run, masked, so one program per ratio costs (0.25 + 1 + 4) / 12 = 44% of one
-   program for the whole grid.)
+   program for the whole grid. The engine would group one sweep's runs by ratio the same way; a sweep
+   per ratio also gives each ratio its own folder, resumed and reported apart.)
 2. ``adaptive``: in the n-step setting with the larger capacity effect (at ratio 1), each rule of
    :data:`STAGE_RULES` from the smallest and the largest capacity, the random ±k walk from both,
    and the two static capacities themselves (the same program, ``adaptive_rule = 0``).

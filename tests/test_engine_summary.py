@@ -1,0 +1,17 @@
+"""The sweep's one-line summary names each setup group's chunk size where they differ."""
+
+from jaxreplay.engine.runner import SweepStats
+
+
+def _stats(**changes):
+    base = dict(runs=40, runs_computed=40, runs_resumed=0, chunks=6, chunk_size=8, devices=1, processes=1,
+                compilations=2, compile_seconds=1.0, run_seconds=2.0, runs_per_second=20.0, diverged=0,
+                bytes_per_run=2**20, memory_budget=2**30)
+    return SweepStats(**{**base, **changes})
+
+
+def test_one_chunk_size_or_each_group_s():
+    assert "in 6 chunk(s) of 8 on 1 device(s)" in _stats().describe()
+    assert "in 6 chunk(s) of 8 on" in _stats(group_chunk_sizes=(8, 8)).describe()  # groups of one size: as before
+    line = _stats(group_chunk_sizes=(8, 2, 8)).describe()
+    assert "in 6 chunk(s) of 2 / 8 (by setup group) on 1 device(s)" in line
