@@ -40,6 +40,11 @@ in-place update as its whole array. It is a lower bound on what the kernels move
 temporaries are not counted) and an upper bound on what must reach memory (an array written and read
 back at once may never leave the cache).
 
+**Dots**: every ``dot`` executed, top-level or inside a fusion (a ``kind=kCustom`` YNNPACK fusion
+included: its fused computation holds the dot), keyed by :class:`Dot` (operand shapes, dimension
+numbers, result type) and counted like the kernels (× trip counts, the costliest branch of a
+conditional). :mod:`benchmarks.roofline` times each distinct one alone.
+
 The **step loop** of a program that runs ``steps`` steps per call is the
 outermost ``while`` whose trip count divides ``steps`` (XLA may unroll a loop
 by a factor, dividing its trip count); per-step counts are that loop's
@@ -49,6 +54,7 @@ per-iteration counts times ``trip / steps``.
 from __future__ import annotations
 
 import dataclasses
+import math
 import re
 
 # Instructions that launch nothing (see the module docstring).
@@ -180,6 +186,46 @@ def parse(text: str) -> tuple[dict[str, list[Instruction]], str]:
 
 
 @dataclasses.dataclass(frozen=True)
+class Dot:
+    """One ``dot`` as XLA runs it: operand shapes without layout (``f32[100,50,4]``), dimension numbers
+    ``((lhs contracting, rhs contracting), (lhs batch, rhs batch))`` as ``lax.dot_general`` takes them,
+    and the result's element type (``f32``)."""
+
+    lhs: str
+    rhs: str
+    dimension_numbers: tuple[tuple[tuple[int, ...], tuple[int, ...]], tuple[tuple[int, ...], tuple[int, ...]]]
+    dtype: str
+
+    @staticmethod
+    def dims(shape: str) -> tuple[str, tuple[int, ...]]:
+        """``(element type, dimensions)`` of an array shape such as ``f32[100,4]{1,0}``."""
+        dtype, dims = _ARRAY.findall(shape)[0]
+        return dtype, tuple(int(d) for d in filter(None, dims.split(",")))
+
+    @property
+    def flops(self) -> float:
+        """2 × batch × lhs free × rhs free × contracted elements: a multiply and an add per product."""
+        (lc, rc), (lb, rb) = self.dimension_numbers
+        lhs, rhs = self.dims(self.lhs)[1], self.dims(self.rhs)[1]
+        free = lambda dims, *used: math.prod(d for i, d in enumerate(dims) if i not in used[0] + used[1])  # noqa: E731
+        return 2.0 * math.prod(lhs[i] for i in lb) * math.prod(lhs[i] for i in lc) * free(lhs, lc, lb) * \
+            free(rhs, rc, rb)
+
+
+def _dimension_list(attributes: str, key: str) -> tuple[int, ...]:
+    match = re.search(rf"\b{key}=\{{([\d,]*)\}}", attributes)
+    return tuple(int(d) for d in filter(None, match.group(1).split(","))) if match else ()
+
+
+def _merge(a: tuple[tuple[Dot, float], ...], b: tuple[tuple[Dot, float], ...]) -> tuple[tuple[Dot, float], ...]:
+    """Two ``(dot, count)`` lists as one, counts of the same dot added (first-seen order)."""
+    merged: dict[Dot, float] = dict(a)
+    for dot, count in b:
+        merged[dot] = merged.get(dot, 0.0) + count
+    return tuple(merged.items())
+
+
+@dataclasses.dataclass(frozen=True)
 class Counts:
     """What executing a computation once launches (see the module docstring)."""
 
@@ -189,6 +235,12 @@ class Counts:
     unknown_trips: int = 0  # loops counted once for want of a known trip count
     written: float = 0.0  # bytes the kernels write (inter-kernel traffic, module docstring)
     read: float = 0.0  # bytes the kernels read from arrays other than constants
+    dots: tuple[tuple[Dot, float], ...] = ()  # each distinct dot executed and how many times
+
+    @property
+    def dot_count(self) -> float:
+        """Dots executed: the counts of :attr:`dots` summed."""
+        return sum(count for _, count in self.dots)
 
     @property
     def traffic(self) -> float:
@@ -198,12 +250,13 @@ class Counts:
     def __add__(self, other: "Counts") -> "Counts":
         return Counts(self.kernels + other.kernels, self.host_syncs + other.host_syncs,
                       self.while_loops + other.while_loops, self.unknown_trips + other.unknown_trips,
-                      self.written + other.written, self.read + other.read)
+                      self.written + other.written, self.read + other.read, _merge(self.dots, other.dots))
 
     def scaled(self, factor: float) -> "Counts":
         """Dynamic counts times ``factor`` (static loop counts kept)."""
         return Counts(self.kernels * factor, self.host_syncs * factor, self.while_loops, self.unknown_trips,
-                      self.written * factor, self.read * factor)
+                      self.written * factor, self.read * factor,
+                      tuple((dot, count * factor) for dot, count in self.dots))
 
 
 class Program:
@@ -237,10 +290,28 @@ class Program:
             # Each measure of its costliest branch: an upper bound when the branches differ.
             return Counts(worst.kernels, 1 + worst.host_syncs, sum(b.while_loops for b in branches),
                           sum(b.unknown_trips for b in branches), max((b.written for b in branches), default=0.0),
-                          max((b.read for b in branches), default=0.0))
+                          max((b.read for b in branches), default=0.0), worst.dots)
         if inst.opcode == "call" and inst.called("to_apply") in self.computations:
             return self.counts(inst.called("to_apply"))
-        return Counts(kernels=1, written=self.written(inst, computation), read=self.read(inst, computation))
+        return Counts(kernels=1, written=self.written(inst, computation), read=self.read(inst, computation),
+                      dots=self.dots_in(inst, computation))
+
+    def dots_in(self, kernel: Instruction, computation: str) -> tuple[tuple[Dot, float], ...]:
+        """The dots one execution of ``kernel`` runs: itself if a ``dot``, those of a fusion's computation."""
+        if kernel.opcode == "dot" and len(kernel.operands) == 2:
+            lhs, rhs = (self._by_name[computation].get(name) for name in kernel.operands)
+            if lhs is None or rhs is None:
+                return ()
+            strip = lambda shape: re.sub(r"\{.*", "", shape)  # noqa: E731  (the layout does not key a dot)
+            dims = tuple(_dimension_list(kernel.attributes, f"{side}_{kind}_dims")
+                         for kind in ("contracting", "batch") for side in ("lhs", "rhs"))
+            return ((Dot(strip(lhs.shape), strip(rhs.shape), ((dims[0], dims[1]), (dims[2], dims[3])),
+                         Dot.dims(kernel.shape)[0]), 1.0),)
+        callee = kernel.called("calls") if kernel.opcode == "fusion" else None
+        found: tuple[tuple[Dot, float], ...] = ()
+        for inst in self.computations.get(callee, []) if callee else []:
+            found = _merge(found, self.dots_in(inst, callee))
+        return found
 
     # Inter-kernel traffic of one kernel (module docstring)
 
