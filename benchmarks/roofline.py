@@ -408,7 +408,7 @@ def _measure_workload(build: Callable, mode: dict, loop_once: bool, bandwidth: f
     program = _timing.compile_program(fn, carry, compiler_options=getattr(fn, "compiler_options", None) or None)
     counts = _hlo.step_counts(program.compiled.as_text(), steps)
     flops, xla_bytes = cost_per_step(_cost(program.compiled), steps, loop_once)
-    dot_s, _ = dot_bound(counts, getattr(fn, "compiler_options", None) or None)  # before the timed call too
+    dot_s, dot_each = dot_bound(counts, getattr(fn, "compiler_options", None) or None)  # before the timed call
     # The traffic probe before the workload is timed: the two never share the machine.
     traffic_bandwidth, probe_bytes = ((bandwidth, 0) if bandwidth else
                                       measure_traffic_bandwidth(counts.written / max(counts.kernels, 1)))
@@ -419,7 +419,7 @@ def _measure_workload(build: Callable, mode: dict, loop_once: bool, bandwidth: f
     return dict(what=what, steps=steps, counts=counts, flops=flops, xla_bytes=xla_bytes, bytes=nbytes,
                 flops_lower=nested, step_s=timing.median_s / steps, compile_s=program.compile_s,
                 random_reads=random_reads, t_random=t_random, traffic_bandwidth=traffic_bandwidth,
-                probe_bytes=probe_bytes, dot_s=dot_s)
+                probe_bytes=probe_bytes, dot_s=dot_s, dot_each=dot_each)
 
 
 def run(mode_name: str = "quick", progress: Callable[[str], None] = lambda s: print(s, file=sys.stderr)) -> str:
@@ -477,6 +477,19 @@ def _dot_cell(r: dict) -> str:
         return "–"
     distinct = len(r["counts"].dots)
     return f"{_us(r.get('dot', 0.0))}: {n:.3g} dots ({distinct} shape{'s' * (distinct != 1)})"
+
+
+def dot_lines(results: list[dict]) -> list[str]:
+    """Per workload with dots, one line: each distinct dot's count per step, shapes, time alone and rate."""
+    lines = []
+    for r in results:
+        parts = [f"{count:.3g} × {dot.lhs} · {dot.rhs} {r['dot_each'][dot] * 1e6:.3g} µs "
+                 f"({dot.flops / r['dot_each'][dot] / 1e9:.3g} GFLOP/s)"
+                 for dot, count in r["counts"].dots if dot in r.get("dot_each", {})]
+        if parts:
+            lines.append(f"Dots of {r['name']} per step (count × lhs · rhs, time of one alone): " + "; ".join(parts)
+                         + ".")
+    return lines
 
 
 def roofline_table(results: list[dict]) -> str:
@@ -551,6 +564,7 @@ def _report(mode_name, measured, spec, device, loop_once, results, skipped) -> s
         "step runs no dot). Measured ÷ bound: the measured step time over the largest bound."
     )
     return "\n\n".join([f"Backend `{jax.default_backend()}`, mode `{mode_name}`.", devices, used, table, notes,
+                        *dot_lines(results),
                         *skipped])
 
 

@@ -190,3 +190,11 @@ def test_dot_bound_binds_when_largest_and_shows_a_dash_without_dots():
     assert cells[-4] == "–" and cells[-3] == "**dot**" and cells[-1].rstrip(" |") == "2×"
     with_dots = dict(row, counts=_hlo.Counts(100, 2, 1, 0, dots=((BATCHED, 2.0), (INNER, 3.0))))
     assert roofline.roofline_table([with_dots]).splitlines()[-1].split(" | ")[-4] == "400: 5 dots (2 shapes)"
+
+
+def test_dot_lines_name_each_shape_its_count_time_and_rate():
+    counts = _hlo.Counts(10, dots=((BATCHED, 2.0), (INNER, 3.0)))
+    each = {BATCHED: 1e-6 * BATCHED.flops / 1e3, INNER: 2e-6}  # BATCHED at exactly 1 GFLOP/s
+    (line,) = roofline.dot_lines([dict(name="w", counts=counts, dot_each=each), dict(name="none", counts=_hlo.Counts())])
+    assert line == ("Dots of w per step (count × lhs · rhs, time of one alone): 2 × f32[8,5,4] · f32[8,4,6] 1.92 µs "
+                    "(1 GFLOP/s); 3 × f32[5,6] · f32[6,2] 2 µs (0.06 GFLOP/s).")
