@@ -40,9 +40,10 @@ in-place update as its whole array. It is a lower bound on what the kernels move
 temporaries are not counted) and an upper bound on what must reach memory (an array written and read
 back at once may never leave the cache).
 
-**Dots**: every ``dot`` executed, top-level or inside a fusion (a ``kind=kCustom`` YNNPACK fusion
-included: its fused computation holds the dot), keyed by :class:`Dot` (operand shapes, dimension
-numbers, result type) and counted like the kernels (× trip counts, the costliest branch of a
+**Dots**: every ``dot`` and ``convolution`` executed, top-level or inside a fusion (a ``kind=kCustom``
+YNNPACK fusion included: its fused computation holds the dot), keyed by :class:`Dot` (operand shapes,
+dimension numbers, result type) or :class:`Convolution` (operand and result shapes, window, dimension
+labels, group counts) and counted like the kernels (× trip counts, the costliest branch of a
 conditional). :mod:`benchmarks.roofline` times each distinct one alone.
 
 The **step loop** of a program that runs ``steps`` steps per call is the
@@ -212,14 +213,49 @@ class Dot:
             free(rhs, rc, rb)
 
 
+@dataclasses.dataclass(frozen=True)
+class Convolution:
+    """One ``convolution`` as XLA runs it: operand and result shapes without layout, the window and the
+    dimension labels as HLO prints them (``size=3x3 stride=2x2 pad=0_1x0_1``, ``b01f_01io->b01f``), and the
+    feature and batch group counts. Counted with the dots (a dot is a convolution without a window)."""
+
+    lhs: str
+    rhs: str
+    result: str
+    window: str
+    dim_labels: str
+    feature_groups: int = 1
+    batch_groups: int = 1
+
+    @property
+    def dtype(self) -> str:
+        return Dot.dims(self.result)[0]
+
+    @property
+    def flops(self) -> float:
+        """2 × result elements × (kernel window × kernel input features): a multiply and an add per product."""
+        kernel = self.dim_labels.split("->")[0].split("_")[1]
+        rhs = Dot.dims(self.rhs)[1]
+        per_output = math.prod(d for label, d in zip(kernel, rhs) if label != "o")  # window and input features
+        return 2.0 * math.prod(Dot.dims(self.result)[1]) * per_output
+
+    def window_list(self, key: str, default: tuple) -> tuple:
+        """The window's ``key`` per spatial dimension (``pad`` as ``(low, high)`` pairs); ``default`` if absent."""
+        match = re.search(rf"\b{key}=([\d_x-]+)", self.window)
+        if not match:
+            return default
+        parts = match.group(1).split("x")
+        return tuple(tuple(int(v) for v in p.split("_")) if key == "pad" else int(p) for p in parts)
+
+
 def _dimension_list(attributes: str, key: str) -> tuple[int, ...]:
     match = re.search(rf"\b{key}=\{{([\d,]*)\}}", attributes)
     return tuple(int(d) for d in filter(None, match.group(1).split(","))) if match else ()
 
 
-def _merge(a: tuple[tuple[Dot, float], ...], b: tuple[tuple[Dot, float], ...]) -> tuple[tuple[Dot, float], ...]:
+def _merge(a: tuple[tuple[Dot | Convolution, float], ...], b: tuple[tuple[Dot | Convolution, float], ...]) -> tuple[tuple[Dot | Convolution, float], ...]:
     """Two ``(dot, count)`` lists as one, counts of the same dot added (first-seen order)."""
-    merged: dict[Dot, float] = dict(a)
+    merged: dict[Dot | Convolution, float] = dict(a)
     for dot, count in b:
         merged[dot] = merged.get(dot, 0.0) + count
     return tuple(merged.items())
@@ -235,11 +271,12 @@ class Counts:
     unknown_trips: int = 0  # loops counted once for want of a known trip count
     written: float = 0.0  # bytes the kernels write (inter-kernel traffic, module docstring)
     read: float = 0.0  # bytes the kernels read from arrays other than constants
-    dots: tuple[tuple[Dot, float], ...] = ()  # each distinct dot executed and how many times
+    # Each distinct dot (or convolution) executed and how many times.
+    dots: tuple[tuple[Dot | Convolution, float], ...] = ()
 
     @property
     def dot_count(self) -> float:
-        """Dots executed: the counts of :attr:`dots` summed."""
+        """Dots (convolutions included) executed: the counts of :attr:`dots` summed."""
         return sum(count for _, count in self.dots)
 
     @property
@@ -296,19 +333,30 @@ class Program:
         return Counts(kernels=1, written=self.written(inst, computation), read=self.read(inst, computation),
                       dots=self.dots_in(inst, computation))
 
-    def dots_in(self, kernel: Instruction, computation: str) -> tuple[tuple[Dot, float], ...]:
-        """The dots one execution of ``kernel`` runs: itself if a ``dot``, those of a fusion's computation."""
+    def dots_in(self, kernel: Instruction, computation: str) -> tuple[tuple[Dot | Convolution, float], ...]:
+        """The dots one execution of ``kernel`` runs: itself if a ``dot`` or ``convolution``, those of a
+        fusion's computation."""
+        strip = lambda shape: re.sub(r"\{.*", "", shape)  # noqa: E731  (the layout does not key a dot)
+        if kernel.opcode == "convolution" and len(kernel.operands) == 2:
+            lhs, rhs = (self._by_name[computation].get(name) for name in kernel.operands)
+            if lhs is None or rhs is None:
+                return ()
+            window = re.search(r"window=\{([^}]*)\}", kernel.attributes)
+            labels = re.search(r"dim_labels=(\S+?)(?:,|$)", kernel.attributes)
+            groups = [re.search(rf"{key}_group_count=(\d+)", kernel.attributes) for key in ("feature", "batch")]
+            return ((Convolution(strip(lhs.shape), strip(rhs.shape), strip(kernel.shape),
+                                 window.group(1) if window else "", labels.group(1) if labels else "",
+                                 *(int(g.group(1)) if g else 1 for g in groups)), 1.0),)
         if kernel.opcode == "dot" and len(kernel.operands) == 2:
             lhs, rhs = (self._by_name[computation].get(name) for name in kernel.operands)
             if lhs is None or rhs is None:
                 return ()
-            strip = lambda shape: re.sub(r"\{.*", "", shape)  # noqa: E731  (the layout does not key a dot)
             dims = tuple(_dimension_list(kernel.attributes, f"{side}_{kind}_dims")
                          for kind in ("contracting", "batch") for side in ("lhs", "rhs"))
             return ((Dot(strip(lhs.shape), strip(rhs.shape), ((dims[0], dims[1]), (dims[2], dims[3])),
                          Dot.dims(kernel.shape)[0]), 1.0),)
         callee = kernel.called("calls") if kernel.opcode == "fusion" else None
-        found: tuple[tuple[Dot, float], ...] = ()
+        found: tuple[tuple[Dot | Convolution, float], ...] = ()
         for inst in self.computations.get(callee, []) if callee else []:
             found = _merge(found, self.dots_in(inst, callee))
         return found

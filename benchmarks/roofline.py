@@ -199,8 +199,27 @@ def measure_traffic_bandwidth(nbytes: float, steps: int = 2000, min_bytes: int =
     return 2 * 4 * n * steps / max(seconds - overhead, seconds / 2), 4 * n
 
 
-def _dot_loop(dot: _hlo.Dot, steps: int):
-    """A scan of ``steps`` steps, each ``dot`` as ``lax.dot_general`` plus a one-element update of its lhs.
+def apply_product(product: _hlo.Dot | _hlo.Convolution, lhs: jax.Array, rhs: jax.Array) -> jax.Array:
+    """``product`` rebuilt: the same ``lax.dot_general`` (or ``lax.conv_general_dilated``) on ``lhs``, ``rhs``."""
+    dtype = jnp.dtype(_DTYPES[product.dtype])
+    if isinstance(product, _hlo.Dot):
+        return jax.lax.dot_general(lhs, rhs, product.dimension_numbers, preferred_element_type=dtype)
+    spatial = lhs.ndim - 2
+    inputs, kernel = product.dim_labels.split("->")[0].split("_")
+    output = product.dim_labels.split("->")[1]
+    # HLO's labels (b01f_01io->b01f) as lax's specs: (batch or out-feature, feature or in-feature, spatial...).
+    spec = lambda labels, first, second: (labels.index(first), labels.index(second),  # noqa: E731
+                                          *(labels.index(str(d)) for d in range(spatial)))
+    numbers = jax.lax.ConvDimensionNumbers(spec(inputs, "b", "f"), spec(kernel, "o", "i"), spec(output, "b", "f"))
+    ones = (1,) * spatial
+    return jax.lax.conv_general_dilated(
+        lhs, rhs, product.window_list("stride", ones), list(product.window_list("pad", ((0, 0),) * spatial)),
+        product.window_list("lhs_dilate", ones), product.window_list("rhs_dilate", ones), numbers,
+        product.feature_groups, product.batch_groups, preferred_element_type=dtype)
+
+
+def _dot_loop(dot: _hlo.Dot | _hlo.Convolution, steps: int):
+    """A scan of ``steps`` steps, each ``dot`` rebuilt (:func:`apply_product`) plus a one-element update of its lhs.
 
     The lhs's first element becomes the result's first (clipped to [-1, 1]: no overflow over many steps), so
     each step depends on the last and XLA can neither hoist the product out of the loop nor run the steps at
@@ -210,7 +229,7 @@ def _dot_loop(dot: _hlo.Dot, steps: int):
 
     def body(c, _):
         a, b, _ = c
-        out = jax.lax.dot_general(a, b, dot.dimension_numbers, preferred_element_type=jnp.dtype(_DTYPES[dot.dtype]))
+        out = apply_product(dot, a, b)
         return (a.at[corner(a)].set(jnp.clip(out[corner(out)], -1, 1).astype(a.dtype)), b, out), None
 
     return lambda c: jax.lax.scan(body, c, None, length=steps)[0]
@@ -220,18 +239,16 @@ _DTYPES = {"f32": "float32", "f64": "float64", "f16": "float16", "bf16": "bfloat
            "s8": "int8", "u8": "uint8", "s64": "int64"}
 
 
-def dot_operands(dot: _hlo.Dot) -> tuple[jax.Array, jax.Array, jax.Array]:
+def dot_operands(dot: _hlo.Dot | _hlo.Convolution) -> tuple[jax.Array, jax.Array, jax.Array]:
     """``(lhs, rhs, result)`` arrays of ``dot``'s shapes and types: the carry of :func:`_dot_loop`."""
     (lt, ld), (rt, rd) = _hlo.Dot.dims(dot.lhs), _hlo.Dot.dims(dot.rhs)
     lhs = jax.random.uniform(jax.random.key(1), ld, minval=-1, maxval=1).astype(_DTYPES[lt])
     rhs = jax.random.uniform(jax.random.key(2), rd, minval=-1, maxval=1).astype(_DTYPES[rt])
-    out = jax.eval_shape(lambda a, b: jax.lax.dot_general(a, b, dot.dimension_numbers,
-                                                          preferred_element_type=jnp.dtype(_DTYPES[dot.dtype])),
-                         lhs, rhs)
+    out = jax.eval_shape(lambda a, b: apply_product(dot, a, b), lhs, rhs)
     return lhs, rhs, jnp.zeros(out.shape, out.dtype)
 
 
-def measure_dot(dot: _hlo.Dot, compiler_options: dict | None = None, overhead_s: float = 0.0,
+def measure_dot(dot: _hlo.Dot | _hlo.Convolution, compiler_options: dict | None = None, overhead_s: float = 0.0,
                 seconds: float = 0.05) -> float:
     """Seconds one ``dot`` takes alone at its shapes (fastest of 5 calls of :func:`_dot_loop`), less
     ``overhead_s`` per step (the loop's own cost; at most half the time is taken off).

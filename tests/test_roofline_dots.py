@@ -198,3 +198,28 @@ def test_dot_lines_name_each_shape_its_count_time_and_rate():
     (line,) = roofline.dot_lines([dict(name="w", counts=counts, dot_each=each), dict(name="none", counts=_hlo.Counts())])
     assert line == ("Dots of w per step (count × lhs · rhs, time of one alone): 2 × f32[8,5,4] · f32[8,4,6] 1.92 µs "
                     "(1 GFLOP/s); 3 × f32[5,6] · f32[6,2] 2 µs (0.06 GFLOP/s).")
+
+
+def test_convolutions_are_found_and_rebuilt_with_their_window_labels_and_groups():
+    def f(x, k, k2):
+        strided = jax.lax.conv_general_dilated(x, k, (2, 2), "SAME", dimension_numbers=("NHWC", "HWIO", "NHWC"))
+        grouped = jax.lax.conv_general_dilated(x, k2, (1, 1), ((1, 0), (0, 2)), rhs_dilation=(2, 1),
+                                               dimension_numbers=("NCHW", "OIHW", "NCHW"), feature_group_count=2)
+        return strided, grouped
+
+    args = (jax.random.normal(jax.random.key(0), (4, 10, 10, 10)), jax.random.normal(jax.random.key(1), (3, 3, 10, 8)),
+            jax.random.normal(jax.random.key(2), (6, 5, 3, 3)))
+    program = _hlo.Program(jax.jit(f).lower(*args).compile().as_text())
+    convs = {dot: count for dot, count in program.counts().dots}
+    assert len(convs) == 2 and set(convs.values()) == {1.0}
+    by_result = {_hlo.Dot.dims(c.result)[1]: c for c in convs}
+    strided, grouped = by_result[(4, 5, 5, 8)], by_result[(4, 7, 10, 6)]  # XLA:CPU runs both as b01f
+    assert strided.flops == 2.0 * 4 * 5 * 5 * 8 * (3 * 3 * 10)
+    assert grouped.flops == 2.0 * 4 * 7 * 10 * 6 * (3 * 3 * 5) and grouped.feature_groups == 2
+    assert grouped.window_list("rhs_dilate", (1, 1)) == (2, 1)
+    for conv in (strided, grouped):
+        lhs, rhs, out = roofline.dot_operands(conv)
+        assert out.shape == _hlo.Dot.dims(conv.result)[1]
+    # The strided one reads the program's own operands (NHWC, HWIO): rebuilt, it gives the program's numbers.
+    np.testing.assert_allclose(np.asarray(roofline.apply_product(strided, args[0], args[1])),
+                               np.asarray(jax.jit(f)(*args)[0]), rtol=1e-6, atol=1e-5)
