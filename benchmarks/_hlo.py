@@ -248,12 +248,16 @@ class Convolution:
         return tuple(tuple(int(v) for v in p.split("_")) if key == "pad" else int(p) for p in parts)
 
 
+# Each distinct dot or convolution with how many times it runs.
+Products = tuple[tuple[Dot | Convolution, float], ...]
+
+
 def _dimension_list(attributes: str, key: str) -> tuple[int, ...]:
     match = re.search(rf"\b{key}=\{{([\d,]*)\}}", attributes)
     return tuple(int(d) for d in filter(None, match.group(1).split(","))) if match else ()
 
 
-def _merge(a: tuple[tuple[Dot | Convolution, float], ...], b: tuple[tuple[Dot | Convolution, float], ...]) -> tuple[tuple[Dot | Convolution, float], ...]:
+def _merge(a: Products, b: Products) -> Products:
     """Two ``(dot, count)`` lists as one, counts of the same dot added (first-seen order)."""
     merged: dict[Dot | Convolution, float] = dict(a)
     for dot, count in b:
@@ -272,7 +276,7 @@ class Counts:
     written: float = 0.0  # bytes the kernels write (inter-kernel traffic, module docstring)
     read: float = 0.0  # bytes the kernels read from arrays other than constants
     # Each distinct dot (or convolution) executed and how many times.
-    dots: tuple[tuple[Dot | Convolution, float], ...] = ()
+    dots: Products = ()
 
     @property
     def dot_count(self) -> float:
@@ -333,7 +337,7 @@ class Program:
         return Counts(kernels=1, written=self.written(inst, computation), read=self.read(inst, computation),
                       dots=self.dots_in(inst, computation))
 
-    def dots_in(self, kernel: Instruction, computation: str) -> tuple[tuple[Dot | Convolution, float], ...]:
+    def dots_in(self, kernel: Instruction, computation: str) -> Products:
         """The dots one execution of ``kernel`` runs: itself if a ``dot`` or ``convolution``, those of a
         fusion's computation."""
         strip = lambda shape: re.sub(r"\{.*", "", shape)  # noqa: E731  (the layout does not key a dot)
@@ -356,8 +360,10 @@ class Program:
             return ((Dot(strip(lhs.shape), strip(rhs.shape), ((dims[0], dims[1]), (dims[2], dims[3])),
                          Dot.dims(kernel.shape)[0]), 1.0),)
         callee = kernel.called("calls") if kernel.opcode == "fusion" else None
-        found: tuple[tuple[Dot | Convolution, float], ...] = ()
-        for inst in self.computations.get(callee, []) if callee else []:
+        found: Products = ()
+        if callee is None:
+            return found
+        for inst in self.computations.get(callee, []):
             found = _merge(found, self.dots_in(inst, callee))
         return found
 
