@@ -40,6 +40,12 @@ in-place update as its whole array. It is a lower bound on what the kernels move
 temporaries are not counted) and an upper bound on what must reach memory (an array written and read
 back at once may never leave the cache).
 
+**Dots**: every ``dot`` and ``convolution`` executed, top-level or inside a fusion (a ``kind=kCustom``
+YNNPACK fusion included: its fused computation holds the dot), keyed by :class:`Dot` (operand shapes,
+dimension numbers, result type) or :class:`Convolution` (operand and result shapes, window, dimension
+labels, group counts) and counted like the kernels (× trip counts, the costliest branch of a
+conditional). :mod:`benchmarks.roofline` times each distinct one alone.
+
 The **step loop** of a program that runs ``steps`` steps per call is the
 outermost ``while`` whose trip count divides ``steps`` (XLA may unroll a loop
 by a factor, dividing its trip count); per-step counts are that loop's
@@ -49,6 +55,7 @@ per-iteration counts times ``trip / steps``.
 from __future__ import annotations
 
 import dataclasses
+import math
 import re
 
 # Instructions that launch nothing (see the module docstring).
@@ -180,6 +187,85 @@ def parse(text: str) -> tuple[dict[str, list[Instruction]], str]:
 
 
 @dataclasses.dataclass(frozen=True)
+class Dot:
+    """One ``dot`` as XLA runs it: operand shapes without layout (``f32[100,50,4]``), dimension numbers
+    ``((lhs contracting, rhs contracting), (lhs batch, rhs batch))`` as ``lax.dot_general`` takes them,
+    and the result's element type (``f32``)."""
+
+    lhs: str
+    rhs: str
+    dimension_numbers: tuple[tuple[tuple[int, ...], tuple[int, ...]], tuple[tuple[int, ...], tuple[int, ...]]]
+    dtype: str
+
+    @staticmethod
+    def dims(shape: str) -> tuple[str, tuple[int, ...]]:
+        """``(element type, dimensions)`` of an array shape such as ``f32[100,4]{1,0}``."""
+        dtype, dims = _ARRAY.findall(shape)[0]
+        return dtype, tuple(int(d) for d in filter(None, dims.split(",")))
+
+    @property
+    def flops(self) -> float:
+        """2 × batch × lhs free × rhs free × contracted elements: a multiply and an add per product."""
+        (lc, rc), (lb, rb) = self.dimension_numbers
+        lhs, rhs = self.dims(self.lhs)[1], self.dims(self.rhs)[1]
+        free = lambda dims, *used: math.prod(d for i, d in enumerate(dims) if i not in used[0] + used[1])  # noqa: E731
+        return 2.0 * math.prod(lhs[i] for i in lb) * math.prod(lhs[i] for i in lc) * free(lhs, lc, lb) * \
+            free(rhs, rc, rb)
+
+
+@dataclasses.dataclass(frozen=True)
+class Convolution:
+    """One ``convolution`` as XLA runs it: operand and result shapes without layout, the window and the
+    dimension labels as HLO prints them (``size=3x3 stride=2x2 pad=0_1x0_1``, ``b01f_01io->b01f``), and the
+    feature and batch group counts. Counted with the dots (a dot is a convolution without a window)."""
+
+    lhs: str
+    rhs: str
+    result: str
+    window: str
+    dim_labels: str
+    feature_groups: int = 1
+    batch_groups: int = 1
+
+    @property
+    def dtype(self) -> str:
+        return Dot.dims(self.result)[0]
+
+    @property
+    def flops(self) -> float:
+        """2 × result elements × (kernel window × kernel input features): a multiply and an add per product."""
+        kernel = self.dim_labels.split("->")[0].split("_")[1]
+        rhs = Dot.dims(self.rhs)[1]
+        per_output = math.prod(d for label, d in zip(kernel, rhs) if label != "o")  # window and input features
+        return 2.0 * math.prod(Dot.dims(self.result)[1]) * per_output
+
+    def window_list(self, key: str, default: tuple) -> tuple:
+        """The window's ``key`` per spatial dimension (``pad`` as ``(low, high)`` pairs); ``default`` if absent."""
+        match = re.search(rf"\b{key}=([\d_x-]+)", self.window)
+        if not match:
+            return default
+        parts = match.group(1).split("x")
+        return tuple(tuple(int(v) for v in p.split("_")) if key == "pad" else int(p) for p in parts)
+
+
+# Each distinct dot or convolution with how many times it runs.
+Products = tuple[tuple[Dot | Convolution, float], ...]
+
+
+def _dimension_list(attributes: str, key: str) -> tuple[int, ...]:
+    match = re.search(rf"\b{key}=\{{([\d,]*)\}}", attributes)
+    return tuple(int(d) for d in filter(None, match.group(1).split(","))) if match else ()
+
+
+def _merge(a: Products, b: Products) -> Products:
+    """Two ``(dot, count)`` lists as one, counts of the same dot added (first-seen order)."""
+    merged: dict[Dot | Convolution, float] = dict(a)
+    for dot, count in b:
+        merged[dot] = merged.get(dot, 0.0) + count
+    return tuple(merged.items())
+
+
+@dataclasses.dataclass(frozen=True)
 class Counts:
     """What executing a computation once launches (see the module docstring)."""
 
@@ -189,6 +275,13 @@ class Counts:
     unknown_trips: int = 0  # loops counted once for want of a known trip count
     written: float = 0.0  # bytes the kernels write (inter-kernel traffic, module docstring)
     read: float = 0.0  # bytes the kernels read from arrays other than constants
+    # Each distinct dot (or convolution) executed and how many times.
+    dots: Products = ()
+
+    @property
+    def dot_count(self) -> float:
+        """Dots (convolutions included) executed: the counts of :attr:`dots` summed."""
+        return sum(count for _, count in self.dots)
 
     @property
     def traffic(self) -> float:
@@ -198,12 +291,13 @@ class Counts:
     def __add__(self, other: "Counts") -> "Counts":
         return Counts(self.kernels + other.kernels, self.host_syncs + other.host_syncs,
                       self.while_loops + other.while_loops, self.unknown_trips + other.unknown_trips,
-                      self.written + other.written, self.read + other.read)
+                      self.written + other.written, self.read + other.read, _merge(self.dots, other.dots))
 
     def scaled(self, factor: float) -> "Counts":
         """Dynamic counts times ``factor`` (static loop counts kept)."""
         return Counts(self.kernels * factor, self.host_syncs * factor, self.while_loops, self.unknown_trips,
-                      self.written * factor, self.read * factor)
+                      self.written * factor, self.read * factor,
+                      tuple((dot, count * factor) for dot, count in self.dots))
 
 
 class Program:
@@ -237,10 +331,41 @@ class Program:
             # Each measure of its costliest branch: an upper bound when the branches differ.
             return Counts(worst.kernels, 1 + worst.host_syncs, sum(b.while_loops for b in branches),
                           sum(b.unknown_trips for b in branches), max((b.written for b in branches), default=0.0),
-                          max((b.read for b in branches), default=0.0))
+                          max((b.read for b in branches), default=0.0), worst.dots)
         if inst.opcode == "call" and inst.called("to_apply") in self.computations:
             return self.counts(inst.called("to_apply"))
-        return Counts(kernels=1, written=self.written(inst, computation), read=self.read(inst, computation))
+        return Counts(kernels=1, written=self.written(inst, computation), read=self.read(inst, computation),
+                      dots=self.dots_in(inst, computation))
+
+    def dots_in(self, kernel: Instruction, computation: str) -> Products:
+        """The dots one execution of ``kernel`` runs: itself if a ``dot`` or ``convolution``, those of a
+        fusion's computation."""
+        strip = lambda shape: re.sub(r"\{.*", "", shape)  # noqa: E731  (the layout does not key a dot)
+        if kernel.opcode == "convolution" and len(kernel.operands) == 2:
+            lhs, rhs = (self._by_name[computation].get(name) for name in kernel.operands)
+            if lhs is None or rhs is None:
+                return ()
+            window = re.search(r"window=\{([^}]*)\}", kernel.attributes)
+            labels = re.search(r"dim_labels=(\S+?)(?:,|$)", kernel.attributes)
+            groups = [re.search(rf"{key}_group_count=(\d+)", kernel.attributes) for key in ("feature", "batch")]
+            return ((Convolution(strip(lhs.shape), strip(rhs.shape), strip(kernel.shape),
+                                 window.group(1) if window else "", labels.group(1) if labels else "",
+                                 *(int(g.group(1)) if g else 1 for g in groups)), 1.0),)
+        if kernel.opcode == "dot" and len(kernel.operands) == 2:
+            lhs, rhs = (self._by_name[computation].get(name) for name in kernel.operands)
+            if lhs is None or rhs is None:
+                return ()
+            dims = tuple(_dimension_list(kernel.attributes, f"{side}_{kind}_dims")
+                         for kind in ("contracting", "batch") for side in ("lhs", "rhs"))
+            return ((Dot(strip(lhs.shape), strip(rhs.shape), ((dims[0], dims[1]), (dims[2], dims[3])),
+                         Dot.dims(kernel.shape)[0]), 1.0),)
+        callee = kernel.called("calls") if kernel.opcode == "fusion" else None
+        found: Products = ()
+        if callee is None:
+            return found
+        for inst in self.computations.get(callee, []):
+            found = _merge(found, self.dots_in(inst, callee))
+        return found
 
     # Inter-kernel traffic of one kernel (module docstring)
 

@@ -29,7 +29,12 @@ the program together):
   state, measured on the spot: the latency a gather pays when its rows are
   not in cache), traffic = inter-kernel bytes ÷ the bandwidth of an array
   the size of the step's typical kernel output (measured on the spot, see
-  :func:`measure_traffic_bandwidth`: such arrays sit in cache); the binding
+  :func:`measure_traffic_bandwidth`: such arrays sit in cache), dot = Σ count ×
+  the time of that ``dot_general`` alone, for each distinct dot the step runs
+  (found in the optimized HLO by :mod:`benchmarks._hlo`, rebuilt and timed on
+  the spot at the step's own shapes by :func:`measure_dot`: what this device
+  does for these matrix products, which for a batch of tiny matmuls is a few
+  percent of the large-matmul peak the compute bound divides by); the binding
   limit is the largest, and measured ÷ bound says how far the measured step
   time is above it.
 
@@ -87,17 +92,17 @@ class Device:
     t_sync: float  # s per loop iteration / conditional (host round trip)
 
 
-LIMITS = ("launch", "memory", "compute", "random access", "traffic")
+LIMITS = ("launch", "memory", "compute", "random access", "traffic", "dot")
 
 
 def bounds(kernels: float, host_syncs: float, flops: float, nbytes: float, device: Device,
-           random_s: float = 0.0, traffic_s: float = 0.0) -> dict[str, float]:
-    """Lower bounds on one step's time (s): launch, memory, compute, random access, inter-kernel traffic;
-    ``binding`` names the largest.
+           random_s: float = 0.0, traffic_s: float = 0.0, dot_s: float = 0.0) -> dict[str, float]:
+    """Lower bounds on one step's time (s): launch, memory, compute, random access, inter-kernel traffic,
+    the step's dots alone; ``binding`` names the largest.
 
-    ``random_s`` and ``traffic_s`` are those bounds themselves (random reads × t_random, see
-    :func:`measure_random_read`; inter-kernel bytes ÷ the bandwidth of :func:`measure_traffic_bandwidth`):
-    both figures depend on the workload's sizes, so the caller measures them.
+    ``random_s``, ``traffic_s`` and ``dot_s`` are those bounds themselves (random reads × t_random, see
+    :func:`measure_random_read`; inter-kernel bytes ÷ the bandwidth of :func:`measure_traffic_bandwidth`;
+    :func:`dot_bound`): they depend on the workload's sizes and shapes, so the caller measures them.
     """
     out = {
         "launch": kernels * device.t_kernel + host_syncs * device.t_sync,
@@ -105,6 +110,7 @@ def bounds(kernels: float, host_syncs: float, flops: float, nbytes: float, devic
         "compute": flops / device.flops,
         "random access": random_s,
         "traffic": traffic_s,
+        "dot": dot_s,
     }
     out["binding"] = max(LIMITS, key=lambda k: out[k])
     out["bound"] = out[out["binding"]]
@@ -136,9 +142,9 @@ def cost_counts_loop_once() -> bool:
 # The device's figures, measured on the spot
 
 
-def _time(fn, carry, repeats=5, min_repeats=3) -> float:
+def _time(fn, carry, repeats=5, min_repeats=3, compiler_options=None) -> float:
     """The fastest of the timed calls: a device's figures are what it can do, not what a busy machine let it."""
-    program = _timing.compile_program(fn, carry)
+    program = _timing.compile_program(fn, carry, compiler_options=compiler_options)
     (timing,) = _timing.time_interleaved([program], repeats=repeats, min_repeats=min_repeats)
     return min(timing.times_s)
 
@@ -191,6 +197,78 @@ def measure_traffic_bandwidth(nbytes: float, steps: int = 2000, min_bytes: int =
     overhead = _time(_elementwise_loop(8, steps), jnp.ones((8,), jnp.float32), repeats=7)
     # Overhead taken as at most half the time: a noisy overhead probe cannot make the bandwidth unbounded.
     return 2 * 4 * n * steps / max(seconds - overhead, seconds / 2), 4 * n
+
+
+def apply_product(product: _hlo.Dot | _hlo.Convolution, lhs: jax.Array, rhs: jax.Array) -> jax.Array:
+    """``product`` rebuilt: the same ``lax.dot_general`` (or ``lax.conv_general_dilated``) on ``lhs``, ``rhs``."""
+    dtype = jnp.dtype(_DTYPES[product.dtype])
+    if isinstance(product, _hlo.Dot):
+        return jax.lax.dot_general(lhs, rhs, product.dimension_numbers, preferred_element_type=dtype)
+    spatial = lhs.ndim - 2
+    inputs, kernel = product.dim_labels.split("->")[0].split("_")
+    output = product.dim_labels.split("->")[1]
+    # HLO's labels (b01f_01io->b01f) as lax's specs: (batch or out-feature, feature or in-feature, spatial...).
+    spec = lambda labels, first, second: (labels.index(first), labels.index(second),  # noqa: E731
+                                          *(labels.index(str(d)) for d in range(spatial)))
+    numbers = jax.lax.ConvDimensionNumbers(spec(inputs, "b", "f"), spec(kernel, "o", "i"), spec(output, "b", "f"))
+    ones = (1,) * spatial
+    return jax.lax.conv_general_dilated(
+        lhs, rhs, product.window_list("stride", ones), list(product.window_list("pad", ((0, 0),) * spatial)),
+        product.window_list("lhs_dilate", ones), product.window_list("rhs_dilate", ones), numbers,
+        product.feature_groups, product.batch_groups, preferred_element_type=dtype)
+
+
+def _dot_loop(dot: _hlo.Dot | _hlo.Convolution, steps: int):
+    """A scan of ``steps`` steps, each ``dot`` rebuilt (:func:`apply_product`) plus a one-element update of its lhs.
+
+    The lhs's first element becomes the result's first (clipped to [-1, 1]: no overflow over many steps), so
+    each step depends on the last and XLA can neither hoist the product out of the loop nor run the steps at
+    once; the result is carried out whole, so all of it is computed.
+    """
+    corner = lambda x: (0,) * x.ndim  # noqa: E731
+
+    def body(c, _):
+        a, b, _ = c
+        out = apply_product(dot, a, b)
+        return (a.at[corner(a)].set(jnp.clip(out[corner(out)], -1, 1).astype(a.dtype)), b, out), None
+
+    return lambda c: jax.lax.scan(body, c, None, length=steps)[0]
+
+
+_DTYPES = {"f32": "float32", "f64": "float64", "f16": "float16", "bf16": "bfloat16", "s32": "int32",
+           "s8": "int8", "u8": "uint8", "s64": "int64"}
+
+
+def dot_operands(dot: _hlo.Dot | _hlo.Convolution) -> tuple[jax.Array, jax.Array, jax.Array]:
+    """``(lhs, rhs, result)`` arrays of ``dot``'s shapes and types: the carry of :func:`_dot_loop`."""
+    (lt, ld), (rt, rd) = _hlo.Dot.dims(dot.lhs), _hlo.Dot.dims(dot.rhs)
+    lhs = jax.random.uniform(jax.random.key(1), ld, minval=-1, maxval=1).astype(_DTYPES[lt])
+    rhs = jax.random.uniform(jax.random.key(2), rd, minval=-1, maxval=1).astype(_DTYPES[rt])
+    out = jax.eval_shape(lambda a, b: apply_product(dot, a, b), lhs, rhs)
+    return lhs, rhs, jnp.zeros(out.shape, out.dtype)
+
+
+def measure_dot(dot: _hlo.Dot | _hlo.Convolution, compiler_options: dict | None = None, overhead_s: float = 0.0,
+                seconds: float = 0.05) -> float:
+    """Seconds one ``dot`` takes alone at its shapes (fastest of 5 calls of :func:`_dot_loop`), less
+    ``overhead_s`` per step (the loop's own cost; at most half the time is taken off).
+
+    The scan runs about ``seconds`` per call at 1 GFLOP/s (20 to 2,000 steps); ``compiler_options``: the
+    workload's, so the product compiles as it does in the step.
+    """
+    steps = int(min(2000, max(20, seconds / (dot.flops / 1e9 + 1e-7))))
+    per_step = _time(_dot_loop(dot, steps), dot_operands(dot), compiler_options=compiler_options) / steps
+    return max(per_step - overhead_s, per_step / 2)
+
+
+def dot_bound(counts: _hlo.Counts, compiler_options: dict | None = None) -> tuple[float, dict]:
+    """``(seconds, {dot: seconds per dot})``: Σ count × :func:`measure_dot` over the step's distinct dots."""
+    if not counts.dots:
+        return 0.0, {}
+    steps = 2000
+    overhead = _time(_elementwise_loop(8, steps), jnp.ones((8,), jnp.float32), repeats=7) / steps
+    each = {dot: measure_dot(dot, compiler_options, overhead) for dot, _ in counts.dots}
+    return sum(count * each[dot] for dot, count in counts.dots), each
 
 
 def _chain(k: int, steps: int):
@@ -347,6 +425,7 @@ def _measure_workload(build: Callable, mode: dict, loop_once: bool, bandwidth: f
     program = _timing.compile_program(fn, carry, compiler_options=getattr(fn, "compiler_options", None) or None)
     counts = _hlo.step_counts(program.compiled.as_text(), steps)
     flops, xla_bytes = cost_per_step(_cost(program.compiled), steps, loop_once)
+    dot_s, dot_each = dot_bound(counts, getattr(fn, "compiler_options", None) or None)  # before the timed call
     # The traffic probe before the workload is timed: the two never share the machine.
     traffic_bandwidth, probe_bytes = ((bandwidth, 0) if bandwidth else
                                       measure_traffic_bandwidth(counts.written / max(counts.kernels, 1)))
@@ -357,7 +436,7 @@ def _measure_workload(build: Callable, mode: dict, loop_once: bool, bandwidth: f
     return dict(what=what, steps=steps, counts=counts, flops=flops, xla_bytes=xla_bytes, bytes=nbytes,
                 flops_lower=nested, step_s=timing.median_s / steps, compile_s=program.compile_s,
                 random_reads=random_reads, t_random=t_random, traffic_bandwidth=traffic_bandwidth,
-                probe_bytes=probe_bytes)
+                probe_bytes=probe_bytes, dot_s=dot_s, dot_each=dot_each)
 
 
 def run(mode_name: str = "quick", progress: Callable[[str], None] = lambda s: print(s, file=sys.stderr)) -> str:
@@ -387,9 +466,10 @@ def run(mode_name: str = "quick", progress: Callable[[str], None] = lambda s: pr
             continue
         result.update(name=name, **bounds(result["counts"].kernels, result["counts"].host_syncs, result["flops"],
                                           result["bytes"], device, result["random_reads"] * result["t_random"],
-                                          result["counts"].traffic / result["traffic_bandwidth"]))
+                                          result["counts"].traffic / result["traffic_bandwidth"], result["dot_s"]))
         progress(f"    {result['counts'].kernels:.0f} kernels, {result['counts'].host_syncs:.0f} syncs, "
-                 f"{_si(result['counts'].traffic, 'B')} between kernels per step; "
+                 f"{_si(result['counts'].traffic, 'B')} between kernels, {result['counts'].dot_count:.0f} dots "
+                 f"({result['dot'] * 1e6:.3g} µs alone) per step; "
                  f"{result['step_s'] * 1e6:.3g} µs/step measured, bound {result['bound'] * 1e6:.3g} µs "
                  f"({result['binding']})")
         results.append(result)
@@ -407,6 +487,28 @@ def _si(x: float, unit: str) -> str:
     return f"{x:.3g} {unit}"
 
 
+def _dot_cell(r: dict) -> str:
+    """The dot bound and how many dots a step runs; "–" where the step runs none."""
+    n = r["counts"].dot_count
+    if not n:
+        return "–"
+    distinct = len(r["counts"].dots)
+    return f"{_us(r.get('dot', 0.0))}: {n:.3g} dots ({distinct} shape{'s' * (distinct != 1)})"
+
+
+def dot_lines(results: list[dict]) -> list[str]:
+    """Per workload with dots, one line: each distinct dot's count per step, shapes, time alone and rate."""
+    lines = []
+    for r in results:
+        parts = [f"{count:.3g} × {dot.lhs} · {dot.rhs} {r['dot_each'][dot] * 1e6:.3g} µs "
+                 f"({dot.flops / r['dot_each'][dot] / 1e9:.3g} GFLOP/s)"
+                 for dot, count in r["counts"].dots if dot in r.get("dot_each", {})]
+        if parts:
+            lines.append(f"Dots of {r['name']} per step (count × lhs · rhs, time of one alone): " + "; ".join(parts)
+                         + ".")
+    return lines
+
+
 def roofline_table(results: list[dict]) -> str:
     rows = []
     for r in results:
@@ -422,13 +524,14 @@ def roofline_table(results: list[dict]) -> str:
             *([f"{_us(r['traffic'])} ({_si(c.traffic, 'B')} ÷ {_si(r['traffic_bandwidth'], 'B/s')} "
                + (f"at {_si(r['probe_bytes'], 'B')})" if r["probe_bytes"] else "of memory)")]
               if "traffic_bandwidth" in r else [_us(r.get("traffic", 0.0))]),
-            f"**{r['binding']}**", _us(r["step_s"]), f"{r['step_s'] / r['bound']:.2g}×",
+            _dot_cell(r), f"**{r['binding']}**", _us(r["step_s"]), f"{r['step_s'] / r['bound']:.2g}×",
         ])
     return _timing.markdown_table(
         ["workload", "one step", "kernels / step", "host syncs / step", "while loops in step", "FLOPs / step (XLA)",
          "bytes / step (compulsory)", "bytes / step (XLA)", "launch bound µs", "memory bound µs",
          "compute bound µs", "random-access bound µs (reads × t_random)",
-         "traffic bound µs (inter-kernel bytes ÷ bandwidth at the typical kernel output size)", "binding",
+         "traffic bound µs (inter-kernel bytes ÷ bandwidth at the typical kernel output size)",
+         "dot bound µs: N dots, the time of the same products alone", "binding",
          "measured µs / step",
          "measured ÷ bound"], rows)
 
@@ -472,9 +575,13 @@ def _report(mode_name, measured, spec, device, loop_once, results, skipped) -> s
         "`benchmarks/_hlo.py`) ÷ the bandwidth of `x * a + b` on an array of the step's mean kernel output "
         "(at least 4 kB; such arrays stay in cache), one kernel per loop iteration less the loop's own cost, "
         "measured now on a CPU; on an accelerator the memory bandwidth above (a probe of small arrays there "
-        "times launches). Measured ÷ bound: the measured step time over the largest bound."
+        "times launches); dot = Σ count × the time of each distinct `dot` the step runs (top-level or inside a "
+        "fusion, counted in the optimized HLO like the kernels), rebuilt as the same `lax.dot_general` at the "
+        "same shapes and timed alone in a loop with the workload's compiler options, measured now (\"–\": the "
+        "step runs no dot). Measured ÷ bound: the measured step time over the largest bound."
     )
     return "\n\n".join([f"Backend `{jax.default_backend()}`, mode `{mode_name}`.", devices, used, table, notes,
+                        *dot_lines(results),
                         *skipped])
 
 

@@ -215,7 +215,7 @@ def test_traffic_bound_joins_the_others():
                   bytes=1e6, xla_bytes=2e6, flops_lower=False, step_s=600e-6, random_reads=10, t_random=5e-7,
                   traffic_bandwidth=1e12, probe_bytes=4096, **b)
     row = roofline.roofline_table([result]).splitlines()[-1]
-    assert row.endswith("| 300 (300 MB ÷ 1 TB/s at 4.1 kB) | **traffic** | 600 | 2× |")
+    assert row.endswith("| 300 (300 MB ÷ 1 TB/s at 4.1 kB) | – | **traffic** | 600 | 2× |")  # – : no dots
     # On an accelerator the bound uses the memory bandwidth (no probe): the row says so.
     row = roofline.roofline_table([dict(result, probe_bytes=0)]).splitlines()[-1]
     assert "| 300 (300 MB ÷ 1 TB/s of memory) |" in row
