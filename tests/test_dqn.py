@@ -499,10 +499,14 @@ def test_sum_reduction_with_sgd_is_the_mean_step_times_the_batch():
              "terminated": jnp.array([0.0, 0, 1, 0, 0])}
     sgd = agent.make_optimizer("sgd")
     ones = jnp.ones(5)
-    summed = agent.train_step(net, sgd, params, params, sgd.init(params), batch, ones, 0.01,
-                              agent.LossOptions(0.9, reduction="sum"))
-    mean = agent.train_step(net, sgd, params, params, sgd.init(params), batch, ones, 0.05,
-                            agent.LossOptions(0.9, reduction="mean"))
+
+    @functools.partial(jax.jit, static_argnames="reduction")  # one program each (op by op: ~5 s of compiles)
+    def step(params, batch, step_size, reduction):
+        return agent.train_step(net, sgd, params, params, sgd.init(params), batch, ones, step_size,
+                                agent.LossOptions(0.9, reduction=reduction))
+
+    summed = step(params, batch, 0.01, "sum")
+    mean = step(params, batch, 0.05, "mean")
     for a, b in zip(jax.tree.leaves(summed[0]), jax.tree.leaves(mean[0])):
         np.testing.assert_allclose(a, b, rtol=1e-5, atol=1e-7)
     assert float(summed[2]) == pytest.approx(5 * float(mean[2]), rel=1e-6)
@@ -848,5 +852,7 @@ def test_dqn_step_functions_are_small_and_module_level():
 def test_dqnstate_is_a_deprecated_alias_of_state():
     with pytest.warns(DeprecationWarning, match=r"dqn\.DQNState is deprecated .*use .*dqn\.State"):
         assert dqn.DQNState is dqn.State
-    state = dqn.init(jax.random.key(0), dqn.Hyperparameters(memory_size=10), dqn.Setup(max_capacity=10))
+    # Traced only (the type is what matters; op by op the init compiled ~2 s of small programs).
+    state = jax.eval_shape(lambda key: dqn.init(key, dqn.Hyperparameters(memory_size=10), dqn.Setup(max_capacity=10)),
+                           jax.random.key(0))
     assert isinstance(state, dqn.State) and type(state).__name__ == "State"
