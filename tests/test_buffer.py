@@ -106,10 +106,6 @@ def _apply_and_read_all(state, key, codes, values, batch_values, capacities):
     return first, reads, state.capacity_clipped
 
 
-def _assert_matches(state, model, key):
-    _assert_read_matches(jax.device_get(_read(state, key)), model)
-
-
 def _assert_read_matches(got, model):
     values = [v for v, _ in model.items]
     n = len(values)
@@ -139,7 +135,7 @@ operation = st.one_of(
 
 
 @settings(max_examples=1500, deadline=None, suppress_health_check=[HealthCheck.too_slow])
-@given(capacity=st.integers(1, MAX_CAPACITY), operations=st.lists(operation, max_size=25), seed=st.integers(0, 2**31 - 1))
+@given(capacity=st.integers(1, MAX_CAPACITY), operations=st.lists(operation, max_size=MAX_OPERATIONS), seed=st.integers(0, 2**31 - 1))
 def test_matches_deque_model(capacity, operations, seed):
     codes = np.full(MAX_OPERATIONS, NOOP, np.int32)
     values = np.zeros(MAX_OPERATIONS, np.int32)
