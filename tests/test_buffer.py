@@ -135,7 +135,11 @@ operation = st.one_of(
 
 
 @settings(max_examples=1500, deadline=None, suppress_health_check=[HealthCheck.too_slow])
-@given(capacity=st.integers(1, MAX_CAPACITY), operations=st.lists(operation, max_size=MAX_OPERATIONS), seed=st.integers(0, 2**31 - 1))
+@given(
+    capacity=st.integers(1, MAX_CAPACITY),
+    operations=st.lists(operation, max_size=MAX_OPERATIONS),
+    seed=st.integers(0, 2**31 - 1),
+)
 def test_matches_deque_model(capacity, operations, seed):
     codes = np.full(MAX_OPERATIONS, NOOP, np.int32)
     values = np.zeros(MAX_OPERATIONS, np.int32)
