@@ -654,9 +654,10 @@ def test_invalid_parameters_flag_is_sticky_and_set_without_a_check():
 def test_noise_diagnostics_measure_the_estimators_spread():
     # Paired draws see the k-step change of the same transitions: a small spread. Independent
     # draws also see the spread of |δ| across transitions (spread 10 vs steps of 0.1).
-    _, _, paired = _grow_fraction(_walk_tables(4, runs=16), subsample_size=5)
-    _, _, independent = _grow_fraction(_walk_tables(4, runs=16), paired=False, subsample_size=5)
-    _, _, exact = _grow_fraction(_walk_tables(4, runs=16))
+    # WALK_RUNS runs, as the tests above: their compiled programs (16 runs compiled two more).
+    _, _, paired = _grow_fraction(_walk_tables(4), subsample_size=5)
+    _, _, independent = _grow_fraction(_walk_tables(4), paired=False, subsample_size=5)
+    _, _, exact = _grow_fraction(_walk_tables(4))
 
     def noise(c):
         return float(np.sum(c.diagnostics.sum_noise) / np.sum(c.diagnostics.num_compared))

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import collections
+import copy
 
 import hypothesis.strategies as st
 import jax
@@ -45,11 +46,11 @@ class DequeModel:
 
 
 # Operation codes for one jitted, switch-based step: a single compilation serves
-# every sequence hypothesis generates.
-ADD, ADD_BATCH, RESIZE = 0, 1, 2
+# every sequence hypothesis generates. NOOP pads a sequence to MAX_OPERATIONS.
+ADD, ADD_BATCH, RESIZE, NOOP = 0, 1, 2, 3
+MAX_OPERATIONS = 25
 
 
-@jax.jit
 def _apply(state, code, value, batch_values, new_capacity):
     return jax.lax.switch(
         code,
@@ -57,6 +58,7 @@ def _apply(state, code, value, batch_values, new_capacity):
             lambda s: buffer.add(s, _transition(value)),
             lambda s: buffer.add_batch(s, _transition(batch_values)),
             lambda s: buffer.resize(s, new_capacity),
+            lambda s: s,
         ],
         state,
     )
@@ -88,8 +90,23 @@ def _read(state, key):
     }
 
 
-def _assert_matches(state, model, key):
-    got = jax.device_get(_read(state, key))
+@jax.jit
+def _apply_and_read_all(state, key, codes, values, batch_values, capacities):
+    """What :func:`_read` sees before the operations and after each: one scan, so a hypothesis example costs one
+    dispatch, not two per operation (the read keys split as a host loop would split them)."""
+
+    def step(carry, operation):
+        state, key = carry
+        state = _apply(state, *operation)
+        key, read_key = jax.random.split(key)
+        return (state, key), _read(state, read_key)
+
+    first = _read(state, key)
+    (state, _), reads = jax.lax.scan(step, (state, key), (codes, values, batch_values, capacities))
+    return first, reads, state.capacity_clipped
+
+
+def _assert_read_matches(got, model):
     values = [v for v, _ in model.items]
     n = len(values)
     assert got["size"] == n
@@ -118,28 +135,39 @@ operation = st.one_of(
 
 
 @settings(max_examples=1500, deadline=None, suppress_health_check=[HealthCheck.too_slow])
-@given(capacity=st.integers(1, MAX_CAPACITY), operations=st.lists(operation, max_size=25), seed=st.integers(0, 2**31 - 1))
+@given(
+    capacity=st.integers(1, MAX_CAPACITY),
+    operations=st.lists(operation, max_size=MAX_OPERATIONS),
+    seed=st.integers(0, 2**31 - 1),
+)
 def test_matches_deque_model(capacity, operations, seed):
-    state = buffer.init(EXAMPLE, MAX_CAPACITY, capacity)
+    codes = np.full(MAX_OPERATIONS, NOOP, np.int32)
+    values = np.zeros(MAX_OPERATIONS, np.int32)
+    batch_values = np.zeros((MAX_OPERATIONS, BATCH), np.int32)
+    capacities = np.ones(MAX_OPERATIONS, np.int32)
     model = DequeModel(capacity)
-    key = jax.random.key(seed)
-    _assert_matches(state, model, key)
-    for code, argument in operations:
-        value, batch_values, new_capacity = 0, [0] * BATCH, 1
+    models = []  # the model after each operation
+    for i, (code, argument) in enumerate(operations):
+        codes[i] = code
         if code == ADD:
-            value = argument
+            values[i] = argument
             model.add(argument)
         elif code == ADD_BATCH:
-            batch_values = argument
+            batch_values[i] = argument
             for v in argument:
                 model.add(v)
         else:
-            new_capacity = argument
+            capacities[i] = argument
             model.resize(argument)
-        state = _apply(state, code, value, jnp.asarray(batch_values), new_capacity)
-        key, read_key = jax.random.split(key)
-        _assert_matches(state, model, read_key)
-    assert not bool(state.capacity_clipped)
+        models.append(copy.deepcopy(model))
+    state = buffer.init(EXAMPLE, MAX_CAPACITY, capacity)
+    first, reads, clipped = jax.device_get(
+        _apply_and_read_all(state, jax.random.key(seed), codes, values, batch_values, capacities)
+    )
+    _assert_read_matches(first, DequeModel(capacity))
+    for i, model_after in enumerate(models):
+        _assert_read_matches({name: read[i] for name, read in reads.items()}, model_after)
+    assert not bool(clipped)
 
 
 def test_add_batch_larger_than_max_capacity_keeps_the_last_ones():

@@ -140,16 +140,35 @@ def test_linesearch_refuses_floats_that_would_run_as_inf_or_zero(capsys, args, m
     assert _COMPILES.lowerings == before
 
 
-def test_linesearch_divergence_reports_the_experiment_and_strict_json(capsys):
+def test_linesearch_divergence_reports_the_experiment_and_strict_json(capsys, monkeypatch):
     import json
 
+    from jaxreplay.paper import theory
+
+    # The ODE solver runs out of its step budget (~6 s of solver steps each time): the text run meets the real
+    # error; the --json run gets the same error raised at once.
+    solve, errors = theory.solve, []
+
+    def solve_and_keep_the_error(**kwargs):
+        try:
+            return solve(**kwargs)
+        except Exception as error:
+            errors.append(error)
+            raise
+
+    monkeypatch.setattr(theory, "solve", solve_and_keep_the_error)
     args = ["linesearch", "--step-size", "100", "--steps", "200", "--seeds", "2"]
     assert cli.main(args) == 0  # used to end in a 48-line diffrax/equinox traceback
     out, err = capsys.readouterr()
     assert "theory      solver did not converge" in out and "experiment  M = nan" in out
     assert "2 seed(s) diverged (non-finite weights)" in out
     assert "Traceback" not in err and "pure_callback" not in err
+    assert len(errors) == 1 and "maximum number of solver steps" in str(errors[0])
 
+    def same_error(**kwargs):
+        raise errors[0]
+
+    monkeypatch.setattr(theory, "solve", same_error)
     assert cli.main([*args, "--json"]) == 0
 
     def refuse(constant):

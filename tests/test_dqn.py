@@ -70,7 +70,9 @@ PROBE_HPARAMS = dqn.Hyperparameters(
     target_tau=0.05,
 )
 
-ONE_STEP = probe_setup("Probe-OneStep", (("action_bonus", 1.0),), eval_episodes=2)
+# Its ceiling is a paper-scale memory (300,000 slots; only memory_size of them are live), so that
+# test_mean_capacity_of_a_large_memory_is_exact runs this program too instead of compiling its own.
+ONE_STEP = probe_setup("Probe-OneStep", (("action_bonus", 1.0),), eval_episodes=2, max_capacity=300_000)
 TWO_STEP_PER = probe_setup(
     "Probe-TwoStep", sampler="prioritized", double=True, loss="huber", target_update="polyak"
 )
@@ -497,10 +499,14 @@ def test_sum_reduction_with_sgd_is_the_mean_step_times_the_batch():
              "terminated": jnp.array([0.0, 0, 1, 0, 0])}
     sgd = agent.make_optimizer("sgd")
     ones = jnp.ones(5)
-    summed = agent.train_step(net, sgd, params, params, sgd.init(params), batch, ones, 0.01,
-                              agent.LossOptions(0.9, reduction="sum"))
-    mean = agent.train_step(net, sgd, params, params, sgd.init(params), batch, ones, 0.05,
-                            agent.LossOptions(0.9, reduction="mean"))
+
+    @functools.partial(jax.jit, static_argnames="reduction")  # one program each (op by op: ~5 s of compiles)
+    def step(params, batch, step_size, reduction):
+        return agent.train_step(net, sgd, params, params, sgd.init(params), batch, ones, step_size,
+                                agent.LossOptions(0.9, reduction=reduction))
+
+    summed = step(params, batch, 0.01, "sum")
+    mean = step(params, batch, 0.05, "mean")
     for a, b in zip(jax.tree.leaves(summed[0]), jax.tree.leaves(mean[0])):
         np.testing.assert_allclose(a, b, rtol=1e-5, atol=1e-7)
     assert float(summed[2]) == pytest.approx(5 * float(mean[2]), rel=1e-6)
@@ -775,16 +781,14 @@ def test_adaptive_diagnostics_pool_the_runs():
     assert none["grow_fraction"] is None and none["checks_mean"] == 0
 
 
-def test_mean_capacity_of_a_large_memory_is_exact():
-    """The segment's mean capacity is exact at paper sizes: a float32 sum of 2,000 capacities of
-    300,000 drifts to 300,003.3 (the study once reported a mean size above the ceiling)."""
-    setup = probe_setup(
-        "Probe-OneStep", total_steps=2_000, steps_per_segment=2_000, max_capacity=300_000, batch_size=4, hidden_sizes=(4,)
-    )
-    records, _ = dqn.run_batch(
-        jax.random.split(jax.random.key(0), 2), PROBE_HPARAMS._replace(memory_size=np.array([300_000, 299_999])), setup
-    )
-    assert records["capacity_mean"][:, 0].tolist() == [300_000.0, 299_999.0]
+def test_mean_capacity_of_a_large_memory_is_exact(one_step):
+    """The segment's mean capacity is exact at paper sizes: a float32 sum of 500 capacities of
+    299,999 drifts to 299,999.88 (of 2,000 capacities of 300,000, to 300,003.3: the study once reported a
+    mean size above the ceiling). The one-step probe's program (ceiling 300,000): nothing compiled."""
+    sizes = PROBE_HPARAMS._replace(memory_size=np.array([300_000, 299_999]))
+    (records, _), count = _compiles_during(lambda: dqn.run_batch(SEEDS, sizes, ONE_STEP, return_state=True)[:2])
+    assert count == 0
+    assert records["capacity_mean"].tolist() == [[300_000.0] * 4, [299_999.0] * 4]
 
 
 RECORD_DTYPES = {"train_return": "float32", "train_episodes": "int32", "td_loss": "float32", "capacity": "int32",
@@ -848,5 +852,7 @@ def test_dqn_step_functions_are_small_and_module_level():
 def test_dqnstate_is_a_deprecated_alias_of_state():
     with pytest.warns(DeprecationWarning, match=r"dqn\.DQNState is deprecated .*use .*dqn\.State"):
         assert dqn.DQNState is dqn.State
-    state = dqn.init(jax.random.key(0), dqn.Hyperparameters(memory_size=10), dqn.Setup(max_capacity=10))
+    # Traced only (the type is what matters; op by op the init compiled ~2 s of small programs).
+    state = jax.eval_shape(lambda key: dqn.init(key, dqn.Hyperparameters(memory_size=10), dqn.Setup(max_capacity=10)),
+                           jax.random.key(0))
     assert isinstance(state, dqn.State) and type(state).__name__ == "State"

@@ -60,12 +60,17 @@ def mixed():
 
 @pytest.fixture(scope="module")
 def alone():
-    """Each run of :data:`MIXED` with no other hyperparameters in its batch: twice, in a batch of 2 (XLA:CPU
-    can round a batch of 1 otherwise than larger ones, docs/guide.md; batches of 2 to 9 agree)."""
-    return [
-        dqn.run_batch(jnp.stack([KEYS[i]] * 2), mixed_hparams([pair] * 2), BOUNDED, return_state=True)
+    """Each run of :data:`MIXED` with no other hyperparameters in its batch: four copies of it, a batch of the
+    mixed one's size (XLA:CPU can round a batch of 1 otherwise than larger ones, docs/guide.md; batches of 2
+    to 9 agree), so the mixed runs' compiled program runs them: nothing is compiled again."""
+    keys = [jnp.stack([KEYS[i]] * len(MIXED)) for i in range(len(MIXED))]
+    before = COMPILE_EVENTS.backend_compiles
+    out = [
+        dqn.run_batch(keys[i], mixed_hparams([pair] * len(MIXED)), BOUNDED, return_state=True)
         for i, pair in enumerate(MIXED)
     ]
+    jax.block_until_ready(out)
+    return out, COMPILE_EVENTS.backend_compiles - before
 
 
 def test_n_and_ratio_vary_in_one_compiled_program(mixed):
@@ -88,6 +93,8 @@ def test_gradient_updates_follow_the_replay_ratio(mixed):
 
 def test_a_mixed_chunk_gives_each_run_its_result_alone(mixed, alone):
     (records, summary, state), _ = mixed
+    alone, compiles = alone
+    assert compiles == 0  # the mixed runs' program, whatever the runs
     for i, result in enumerate(alone):
         rec1, sum1, state1 = run_of(result, 0)
         for together, by_itself in zip(
@@ -101,11 +108,11 @@ def test_raised_static_bounds_leave_a_one_step_ratio_one_run_bit_identical(alone
     which is today's 1-step DQN with a gradient step every step (the stored transition lacks `truncated`)."""
     default = dataclasses.replace(BOUNDED, max_n_step=1, max_updates_per_unit=1)
     records, summary, state = dqn.run_batch(
-        jnp.stack([KEYS[0]] * 2), mixed_hparams([(1, 1.0)] * 2), default, return_state=True
+        jnp.stack([KEYS[0]] * len(MIXED)), mixed_hparams([(1, 1.0)] * len(MIXED)), default, return_state=True
     )
     assert "truncated" not in state.memory.storage
-    rec1, sum1, state1 = alone[0]
-    assert summary["gradient_steps"].tolist() == [221, 221]
+    rec1, sum1, state1 = alone[0][0]
+    assert summary["gradient_steps"].tolist() == [221] * len(MIXED)
     for old, new in zip(as_bits((records, summary, state.params)), as_bits((rec1, sum1, state1.params))):
         np.testing.assert_array_equal(old, new)
 
@@ -136,25 +143,31 @@ def test_n_step_targets_of_a_sampled_minibatch_match_a_plain_python_reference(mi
     i = 1  # n = 3
     s = run_of(state, i)
     hp = run_of(dqn.broadcast_hyperparameters(mixed_hparams(), len(MIXED)), i)
-    ctx = steps._context(s, hp, BOUNDED)
     storage = s.memory.storage
     # Both episode ends occur in the stored stream: truncations (at 15 steps) and terminations.
     assert storage["truncated"].sum() > 0 and (storage["terminated"] > 0).sum() > 0
     indices = jnp.arange(200, dtype=jnp.int32)  # every live start, newest and wrapped ones included
-    batch, loss = steps._minibatch(ctx, s.memory, indices)
+
+    @jax.jit  # one program, as the DQN step runs it (op by op it took ~10 s of dispatch and compiles)
+    def minibatch_and_td(s, hp, indices, ref_reward, ref_next_obs, ref_discount):
+        ctx = steps._context(s, hp, BOUNDED)
+        batch, loss = steps._minibatch(ctx, s.memory, indices)
+        ref_batch = {**batch, "reward": ref_reward, "next_obs": ref_next_obs}
+        td = agent.td_errors(ctx.net, s.params, s.target_params, batch, loss.discount)
+        td_ref = agent.td_errors(ctx.net, s.params, s.target_params, ref_batch, ref_discount)
+        return batch, loss.discount, td, td_ref
+
     gamma = float(np.float32(HPARAMS.discount))
     expected = [reference_n_step(s.memory, int(slot), 3, gamma) for slot in indices]
     rewards, discounts, next_obs = (np.array([e[k] for e in expected]) for k in range(3))
+    batch, discount, td, td_ref = minibatch_and_td(s, hp, indices, rewards, next_obs, discounts)
     np.testing.assert_allclose(batch["reward"], rewards, rtol=1e-6)
-    np.testing.assert_array_equal(loss.discount, discounts)
+    np.testing.assert_array_equal(discount, discounts)
     np.testing.assert_array_equal(batch["next_obs"], next_obs)
     np.testing.assert_array_equal(batch["terminated"], 0.0)
     # Every horizon occurs: after a termination (0), and k = 1, 2, 3 rewards.
     assert sorted(set(np.round(discounts, 6).tolist())) == pytest.approx([0.0, gamma**3, gamma**2, gamma])
     # The TD errors of the step's batch are those of the reference targets.
-    ref_batch = {**batch, "reward": jnp.asarray(rewards), "next_obs": jnp.asarray(next_obs)}
-    td = agent.td_errors(ctx.net, s.params, s.target_params, batch, loss.discount)
-    td_ref = agent.td_errors(ctx.net, s.params, s.target_params, ref_batch, jnp.asarray(discounts))
     np.testing.assert_allclose(td, td_ref, rtol=1e-5, atol=1e-6)
 
 
