@@ -27,7 +27,7 @@ def experiment_aer(design: Design, seed: int) -> Experiments:
         reg,
         setup,
         design.aer_seeds,
-        design.er_chunk,
+        design.aer_seeds,  # its one configuration's seeds in one chunk (it was padded to er_chunk: 4,096 runs)
         seed,
         memory=True,
         adaptive_interval=np.int32(AER_K),
