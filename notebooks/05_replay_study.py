@@ -34,8 +34,8 @@
 # bootstrap interval; pairs share their seed index, and so the engine's random numbers.
 #
 # **Two modes, one switch.** With `PAPER_SCALE = False` (committed) the notebook reads every study
-# committed under `docs/replay_study/` (today: CartPole-v1 in the CPU *quick* mode, 4,000 steps per
-# run and **6 seeds**) and runs a *tiny* CartPole study on the CPU (200 steps, 2 seeds: a smoke run
+# committed under `docs/replay_study/` (today: CartPole-v1 and Acrobot-v1 in the CPU *quick* mode,
+# 4,000 and 20,000 steps per run, **6 seeds**) and runs a *tiny* CartPole study on the CPU (200 steps, 2 seeds: a smoke run
 # that shows what the command writes). With `PAPER_SCALE = True` it runs the full study of every game
 # into `results/05_replay_study/` (a GPU job; the sweeps resume) and reads that instead.
 #
@@ -323,7 +323,7 @@ for env, r in RESULTS.items():
     # The relative-ε variant stops shrinking on small decreases: it grows where plain aER tosses a coin.
     by = {(x["rule"], x["initial_size"]): x for x in r["adaptive"]["rules"]}
     small = min(r["capacities"])
-    assert by[("aER, relative ε = 5%", small)]["grow_fraction"] > 0.85 > 0.65 > by[("aER", small)]["grow_fraction"]
+    assert by[("aER, relative ε = 5%", small)]["grow_fraction"] > 0.7 > 0.6 > by[("aER", small)]["grow_fraction"]
 
 if not PAPER_SCALE:  # the committed CartPole quick study: 6 seeds of 4,000 steps
     cart = RESULTS["CartPole-v1"]
@@ -348,6 +348,16 @@ if not PAPER_SCALE:  # the committed CartPole quick study: 6 seeds of 4,000 step
     # The evidence rule from the smallest start stays near it; aER grows.
     by = {(x["rule"], x["initial_size"]): x for x in cart["adaptive"]["rules"]}
     assert by[("aER with accumulated evidence", 31)]["mean_size"] < 100 < 400 < by[("aER", 31)]["mean_size"]
+
+    # The committed Acrobot quick study (6 seeds of 20,000 steps): Fedus et al.'s pattern, capacity pays
+    # off only with n-step returns.
+    acro = RESULTS["Acrobot-v1"]
+    assert acro["quick"] and acro["seeds"] == 6 and acro["total_steps"] == 20_000
+    effect = {c["n_step"]: c for c in acro["capacity_effect"]}
+    assert effect[1]["low"] < 0 < effect[1]["high"] and 18 < effect[1]["estimate"] < 19  # no effect at n = 1
+    assert effect[3]["low"] > 50 and 93 < effect[3]["estimate"] < 94 and acro["interaction"]["low"] > 20
+    answers = [a["answer"] for a in acro["verdict"]["capacity_helps"]] + [acro["verdict"]["interaction"]["answer"]]
+    assert answers == ["no", "yes", "yes"]
 
 # The tiny study wrote what the command promises, and its study.json is recomputed from its runs.csv.
 assert {"report.md", "study.json", "runs.csv", "curves.csv"} <= {p.name for p in tiny_dir.iterdir()}
