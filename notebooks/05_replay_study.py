@@ -34,8 +34,8 @@
 # bootstrap interval; pairs share their seed index, and so the engine's random numbers.
 #
 # **Two modes, one switch.** With `PAPER_SCALE = False` (committed) the notebook reads every study
-# committed under `docs/replay_study/` (today: CartPole-v1 and Acrobot-v1 in the CPU *quick* mode,
-# 4,000 and 20,000 steps per run, **6 seeds**) and runs a *tiny* CartPole study on the CPU (200 steps, 2 seeds: a smoke run
+# committed under `docs/replay_study/` (today: CartPole-v1, Acrobot-v1 and MountainCar-v0 in the CPU
+# *quick* mode, 4,000 and 20,000 steps per run, **6 seeds**; MountainCar does not learn in 20,000) and runs a *tiny* CartPole study on the CPU (200 steps, 2 seeds: a smoke run
 # that shows what the command writes). With `PAPER_SCALE = True` it runs the full study of every game
 # into `results/05_replay_study/` (a GPU job; the sweeps resume) and reads that instead.
 #
