@@ -341,7 +341,7 @@ def _linesearch(runs: int):
         state, record = jax.vmap(lambda s, h: exp.advance(s, h, setup))(state, hparams)
         return state, hparams, record
 
-    fn.compiler_options = dict(exp.compiler_options.get(jax.default_backend(), {}))  # type: ignore[attr-defined]
+    fn.compiler_options = exp.compiler_options_on(jax.default_backend())  # type: ignore[attr-defined]
     record = jax.eval_shape(fn, (state, hparams, None))[2]
     carry = (state, hparams, jax.tree.map(lambda s: jnp.zeros(s.shape, s.dtype), record))
     # Per run: write 1 transition, read m sampled ones, read + write θ (2 floats), write the record (2 floats).
@@ -387,7 +387,7 @@ def _dqn(seeds: int, steps: int):
         state, record = jax.vmap(lambda s, h: exp.advance(s, h, setup))(state, hparams)
         return state, hparams, record
 
-    fn.compiler_options = dict(exp.compiler_options.get(jax.default_backend(), {}))  # type: ignore[attr-defined]
+    fn.compiler_options = exp.compiler_options_on(jax.default_backend())  # type: ignore[attr-defined]
     record = jax.eval_shape(fn, (state, hparams, None))[2]
     carry = (state, hparams, jax.tree.map(lambda s: jnp.zeros(s.shape, s.dtype), record))
     one = jax.tree.map(lambda x: x[0], state)
@@ -422,10 +422,11 @@ def _measure_workload(build: Callable, mode: dict, loop_once: bool, bandwidth: f
     fn, carry, steps, nbytes, random_reads, what = build()
     t_random = measure_random_read(_timing.tree_bytes(carry))  # before the timed call donates the carry
     # The options the engine compiles the experiment with (LineSearch's on the CPU), so this is its program.
-    program = _timing.compile_program(fn, carry, compiler_options=getattr(fn, "compiler_options", None) or None)
+    options = getattr(fn, "compiler_options", None)
+    program = _timing.compile_program(fn, carry, compiler_options=options)
     counts = _hlo.step_counts(program.compiled.as_text(), steps)
     flops, xla_bytes = cost_per_step(_cost(program.compiled), steps, loop_once)
-    dot_s, dot_each = dot_bound(counts, getattr(fn, "compiler_options", None) or None)  # before the timed call
+    dot_s, dot_each = dot_bound(counts, options)  # before the timed call
     # The traffic probe before the workload is timed: the two never share the machine.
     traffic_bandwidth, probe_bytes = ((bandwidth, 0) if bandwidth else
                                       measure_traffic_bandwidth(counts.written / max(counts.kernels, 1)))

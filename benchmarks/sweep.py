@@ -78,9 +78,8 @@ def _bare_kernel(sweep, chunk: int, repeats: int) -> dict:
     keys = jax.vmap(lambda s: jax.random.fold_in(jax.random.key(sweep.seed), s))(
         jax.numpy.asarray(runs % sweep.seeds, jax.numpy.uint32))
     t0 = time.perf_counter()
-    options = dict(ls.EXPERIMENT.compiler_options.get(jax.default_backend(), {}))  # what the engine compiles with
     lowered = jax.jit(ls.run_batch, static_argnums=2).lower(keys, hparams, setup)
-    compiled = lowered.compile(compiler_options=options or None)
+    compiled = lowered.compile(compiler_options=ls.EXPERIMENT.compiler_options_on(jax.default_backend()))
     compile_s = time.perf_counter() - t0
     jax.block_until_ready(compiled(keys, hparams))  # warm-up
     calls = -(-sweep.num_runs // chunk)

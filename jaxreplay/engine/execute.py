@@ -96,7 +96,7 @@ class Programs:
             segment, in_shardings=(self.batched, self.batched), out_shardings=outputs, donate_argnums=0
         )
         self._compiled: dict = {}
-        self.compiler_options = dict(exp.compiler_options.get(devices[0].platform, {}))
+        self.compiler_options = exp.compiler_options_on(devices[0].platform)
 
     def _get(self, name, jitted, *args):
         leaves, treedef = jax.tree.flatten(args)
@@ -107,7 +107,7 @@ class Programs:
             t0 = time.perf_counter()
             with warnings.catch_warnings():
                 warnings.filterwarnings("ignore", message="Some donated buffers were not usable")
-                compiled = jitted.lower(*args).compile(compiler_options=self.compiler_options or None)
+                compiled = jitted.lower(*args).compile(compiler_options=self.compiler_options)
             self.compile_seconds += time.perf_counter() - t0
             self.compilations += 1
             self._compiled[signature] = compiled

@@ -601,7 +601,7 @@ def make_plan(
         chunk // resources.num_devices,
         resources.xla_flags,
         "" if setups == (sweep.make_setup(),) else "grouped",
-        compiler_options_text(sweep.exp.compiler_options.get(resources.platform, {})),
+        compiler_options_text(sweep.exp.compiler_options_on(resources.platform)),
     )
     host = _check_host_memory(
         runs, per_result, chunk, chunk * per_run if resources.on_cpu else 0, resources.host_memory
@@ -760,6 +760,25 @@ def _choose_chunk(
     fp: Footprint | None = None,
     align: int = 1,
 ) -> int:
+    """The chunk of :func:`_fitting_chunk`, raised to :data:`MIN_RUNS_PER_DEVICE` runs per device where
+    they fit the budget."""
+    chunk = _fitting_chunk(bytes_per_run, budget, num_devices, runs, chunk_size, cpu_chunk_cap, fp, align)
+    least = _least_chunk(math.lcm(align, num_devices), num_devices)
+    return least if chunk < least <= budget // max(bytes_per_run, 1) else chunk
+
+
+def _fitting_chunk(
+    bytes_per_run: int,
+    budget: int,
+    num_devices: int,
+    runs: int,
+    chunk_size: int | None,
+    cpu_chunk_cap: int | None = None,
+    fp: Footprint | None = None,
+    align: int = 1,
+) -> int:
+    """Runs per chunk: what fits ``budget``, at most ``cpu_chunk_cap`` and the work unless asked for
+    ``chunk_size``, a multiple of the devices (and of ``align``); ResourceError if not one unit fits."""
     fit = budget // max(bytes_per_run, 1)
     if align > 1:
         # Whole configurations (align runs each) spread evenly over the devices: a multiple of both.
@@ -777,9 +796,7 @@ def _choose_chunk(
             wanted = min(fit, cpu_chunk_cap or fit, -(-runs // unit) * unit)
         else:
             wanted = min(fit, max(chunk_size, unit))  # asked for: at least one whole configuration per chunk
-        chunk = max(unit, wanted // unit * unit)
-        least = _least_chunk(unit, num_devices)
-        return least if chunk < least <= fit else chunk
+        return max(unit, wanted // unit * unit)
     if fit < num_devices:
         raise _too_large_a_run(
             f"one run needs about {mib(bytes_per_run)} of device memory and {num_devices} device(s) need at least "
@@ -794,6 +811,4 @@ def _choose_chunk(
         # Asked for: exactly that program shape (padded if the work is smaller), so that sweeps
         # of any size run their runs at one batch size (XLA may round a run differently at another).
         chunk = min(fit, chunk_size)
-    chunk = max(num_devices, chunk // num_devices * num_devices)
-    least = _least_chunk(num_devices, num_devices)
-    return least if chunk < least <= fit else chunk
+    return max(num_devices, chunk // num_devices * num_devices)

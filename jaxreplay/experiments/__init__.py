@@ -106,6 +106,11 @@ class Experiment(NamedTuple):
     setup_groups: Callable[..., tuple[Any, tuple]] | None = None
     compiler_options: Mapping[str, Mapping[str, str]] = MappingProxyType({})
 
+    def compiler_options_on(self, platform: str) -> dict[str, str]:
+        """The XLA options (a new dict; empty where none) to compile the experiment's programs with on
+        ``platform`` (``"cpu"``, ``"gpu"``, ...): what the engine passes to ``compile`` and records."""
+        return dict(self.compiler_options.get(platform, {}))
+
     def without_added_defaults(self, table: Mapping[str, Any]) -> dict:
         """``table`` (``{field: value}`` of a setup or of hyperparameters) without the fields of
         :attr:`added_defaults` that hold their default (a NumPy scalar compares as its Python value, a
