@@ -594,6 +594,9 @@ def make_plan(
     # finished runs record their batch, that one is asked for (check_batch refuses any other).
     asked = recorded.chunk_size if chunk_size is None and recorded is not None else chunk_size
     chunk = _choose_chunk(per_run, resources.memory_budget, resources.num_devices, runs, asked, cpu_cap, fp, align)
+    unit = math.lcm(align, resources.num_devices)
+    least = _least_chunk(unit, resources.num_devices)
+    chunk = least if chunk < least <= resources.memory_budget // max(per_run, 1) else chunk  # never 1 per device
     batch = Batch(
         resources.platform,
         resources.device_kind,
@@ -616,10 +619,7 @@ def make_plan(
     disk = 0
     if out is not None and writable and resources.free_disk is not None:
         disk = _check_disk(out, missing.size, runs, per_result, resources.free_disk)
-    unit = math.lcm(align, resources.num_devices)
-    groups, chunks, chunk_groups = _chunks_by_group(
-        sweep, setups, sizes, config_group, missing, chunk, unit, _least_chunk(unit, resources.num_devices)
-    )
+    groups, chunks, chunk_groups = _chunks_by_group(sweep, setups, sizes, config_group, missing, chunk, unit, least)
     return Plan(
         num_runs=runs,
         chunk_size=chunk,
@@ -751,23 +751,6 @@ def _too_large_a_run(problem: str, fp: Footprint | None) -> ResourceError:
 
 
 def _choose_chunk(
-    bytes_per_run: int,
-    budget: int,
-    num_devices: int,
-    runs: int,
-    chunk_size: int | None,
-    cpu_chunk_cap: int | None = None,
-    fp: Footprint | None = None,
-    align: int = 1,
-) -> int:
-    """The chunk of :func:`_fitting_chunk`, raised to :data:`MIN_RUNS_PER_DEVICE` runs per device where
-    they fit the budget."""
-    chunk = _fitting_chunk(bytes_per_run, budget, num_devices, runs, chunk_size, cpu_chunk_cap, fp, align)
-    least = _least_chunk(math.lcm(align, num_devices), num_devices)
-    return least if chunk < least <= budget // max(bytes_per_run, 1) else chunk
-
-
-def _fitting_chunk(
     bytes_per_run: int,
     budget: int,
     num_devices: int,
