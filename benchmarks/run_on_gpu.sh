@@ -5,7 +5,8 @@
 # XLA:GPU command-buffer variants), writing the README's GPU block. Bring back OUT.
 # Usage (repo root; the GPU machine has no network, so wheels of what its image lacks, gymnax,
 # flashbax & co., go in .whl/ beforehand):
-#   bash benchmarks/run_on_gpu.sh OUT [--only NAME ...]
+#   [DEADLINE_S=480] bash benchmarks/run_on_gpu.sh OUT [--only NAME ...]
+# DEADLINE_S stops the benchmarks there; the report and the README block keep every benchmark finished by then.
 set -uo pipefail
 OUT=${1:?output folder}; shift
 mkdir -p "$OUT"
@@ -13,6 +14,6 @@ python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --tar
 export PYTHONPATH=/tmp/site:$PWD PYTHONUNBUFFERED=1 XLA_PYTHON_CLIENT_PREALLOCATE=false
 { nvidia-smi --query-gpu=name,memory.total --format=csv,noheader; python3 -m jaxreplay info; } > "$OUT/gpu_info.txt" 2>&1
 t0=$(date +%s)
-python3 -m benchmarks --quick "$@" --out "$OUT/benchmarks_gpu_quick.md" --readme docs/benchmarks.md 2> "$OUT/benchmarks_gpu.log"
+timeout "${DEADLINE_S:-3000}" python3 -m benchmarks --quick "$@" --out "$OUT/benchmarks_gpu_quick.md" --readme docs/benchmarks.md 2> "$OUT/benchmarks_gpu.log"
 echo "exit $? in $(( $(date +%s) - t0 )) s" >> "$OUT/benchmarks_gpu.log"
 cp docs/benchmarks.md "$OUT/benchmarks.md"
