@@ -128,7 +128,7 @@ def _scaling(mode: dict, at_seeds: dict, progress: Callable[[str], None]) -> lis
         seeds = counts.pop(0)
         progress(f"  scaling: {seeds:,} seeds")
         result = at_seeds if seeds == mode["seeds"] else _ours_sweep(mode["steps"], seeds)
-        rows.append(dict(seeds=seeds, **result))
+        rows.append(result)  # engine_run's dict names its seed count
         if result["chunk"] < seeds:  # the engine split it: more seeds would not run in one program
             break
         if on_accelerator and not counts and seeds < MAX_ACCELERATOR_SEEDS:

@@ -34,8 +34,9 @@ def test_dqn_scaling_stops_when_the_engine_splits(monkeypatch):
 
     def fake_sweep(steps, seeds):
         calls.append(seeds)
+        # the keys of dqn.engine_run's result, seeds among them
         return dict(seconds=seeds / 1e6 * steps, compile_s=1.0, env_steps=seeds * steps, updates=0,
-                    chunk=min(seeds, 3000))
+                    chunk=min(seeds, 3000), seeds=seeds)
 
     monkeypatch.setattr(dqn, "_ours_sweep", fake_sweep)
     monkeypatch.setattr(dqn.jax, "default_backend", lambda: "gpu")
@@ -58,7 +59,7 @@ def test_dqn_scaling_grows_by_four_up_to_the_cap(monkeypatch):
 
     def fake_sweep(steps, seeds):
         calls.append(seeds)
-        return dict(seconds=1.0, compile_s=1.0, env_steps=seeds * steps, updates=0, chunk=seeds)
+        return dict(seconds=1.0, compile_s=1.0, env_steps=seeds * steps, updates=0, chunk=seeds, seeds=seeds)
 
     monkeypatch.setattr(dqn, "_ours_sweep", fake_sweep)
     monkeypatch.setattr(dqn.jax, "default_backend", lambda: "gpu")
