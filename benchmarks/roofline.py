@@ -25,9 +25,10 @@ the program together):
   slices they touch);
 * **bounds**: launch = kernels × t_kernel + host syncs × t_sync, memory =
   bytes ÷ bandwidth, compute = FLOPs ÷ peak, random access = random reads ×
-  t_random (one random row read from an array as large as the workload's
-  state, measured on the spot: the latency a gather pays when its rows are
-  not in cache), traffic = inter-kernel bytes ÷ the bandwidth of an array
+  t_random (the marginal cost of one random row read from an array as large
+  as the workload's state, measured on the spot as the difference between two
+  gathers of different sizes: what a gather pays per row when its rows are
+  not in cache, without a call's fixed cost), traffic = inter-kernel bytes ÷ the bandwidth of an array
   the size of the step's typical kernel output (measured on the spot, see
   :func:`measure_traffic_bandwidth`: such arrays sit in cache), dot = Σ count ×
   the time of that ``dot_general`` alone, for each distinct dot the step runs
@@ -165,17 +166,27 @@ def measure_flops() -> float:
     return 2 * n**3 / seconds
 
 
-def measure_random_read(nbytes: int, rows: int = 2**15) -> float:
-    """Seconds per random 16-byte row gathered from a ``float32[nbytes / 16, 4]`` array (fastest of 5 calls).
+def measure_random_read(nbytes: int, rows: tuple[int, int] = (2**15, 2**17)) -> float:
+    """Seconds per random 16-byte row gathered from a ``float32[nbytes / 16, 4]`` array: the marginal cost of a
+    row, the difference between gathers of ``rows[1]`` and ``rows[0]`` rows over the difference in rows (fastest of
+    5 calls each; 0 where noise makes the difference negative).
 
-    The latency a step's random draws pay when the rows are not in cache: an array the size of the workload's
-    state is as likely to be in cache as that state. Rows are read, summed and carried, so none is skipped.
+    The cost a step's random draws pay when the rows are not in cache: an array the size of the workload's
+    state is as likely to be in cache as that state. Rows are read, summed and carried, so none is skipped. A
+    difference, not one gather's time ÷ its rows: a call's fixed cost (launch, reduction) is not a row's, and on
+    a GPU, which reads rows in parallel, it is most of the call (the single-gather figure put the bound of a
+    10⁴-run LineSearch step at 5× its measured time on an H100). A lower bound still: a step with fewer rows
+    than ``rows[1]`` fills the device less, and pays more per row.
     """
-    table = jnp.ones((max(nbytes // 16, rows), 4), jnp.float32)
-    indices = jax.random.randint(jax.random.key(0), (rows,), 0, table.shape[0])
-    seconds = _time(lambda c: (c[0] + table[indices + (c[0] > 0).astype(jnp.int32)].sum(), c[1]),
-                    (jnp.float32(0), jnp.int32(0)))
-    return seconds / rows
+    table = jnp.ones((max(nbytes // 16, max(rows)), 4), jnp.float32)
+
+    def gather_time(n: int) -> float:
+        indices = jax.random.randint(jax.random.key(0), (n,), 0, table.shape[0])
+        return _time(lambda c: (c[0] + table[indices + (c[0] > 0).astype(jnp.int32)].sum(), c[1]),
+                     (jnp.float32(0), jnp.int32(0)))
+
+    small, large = rows
+    return max(gather_time(large) - gather_time(small), 0.0) / (large - small)
 
 
 def _elementwise_loop(n: int, steps: int):
@@ -570,8 +581,9 @@ def _report(mode_name, measured, spec, device, loop_once, results, skipped) -> s
         "XLA's estimate, which counts whole arrays for gathers, scatters and in-place updates. "
         "Launch bound = kernels × t_kernel + host syncs × t_sync; memory = compulsory bytes ÷ bandwidth; "
         "compute = FLOPs ÷ peak; random access = the rows a step reads or writes at data-dependent places (one "
-        "per storage leaf) × t_random, one random 16-byte row gathered from an array the size of the "
-        "workload's state, measured now; traffic = the bytes the step's kernels write and read from one another "
+        "per storage leaf) × t_random, the marginal cost of a random 16-byte row gathered from an array the "
+        "size of the workload's state (gathers of 2¹⁷ and 2¹⁵ rows: their time difference ÷ the difference in "
+        "rows, so a call's fixed cost is not counted per row), measured now; traffic = the bytes the step's kernels write and read from one another "
         "(counted in the optimized HLO, in-place updates and gathers as the slices they touch; "
         "`benchmarks/_hlo.py`) ÷ the bandwidth of `x * a + b` on an array of the step's mean kernel output "
         "(at least 4 kB; such arrays stay in cache), one kernel per loop iteration less the loop's own cost, "

@@ -176,3 +176,21 @@ def test_table_reports_measured_over_bound():
     row = roofline.roofline_table([result]).splitlines()[-1]
     assert row.startswith("| w | one | 100 | 2 | 1 | ≥ 1 GFLOP | 1 MB | 2 MB | 220 |")
     assert row.endswith("| **launch** | 440 | 2× |")
+
+
+def test_random_read_cost_is_the_marginal_cost_of_a_row_not_a_calls_fixed_cost(monkeypatch):
+    # A gather call costs a fixed 80 µs (launch, reduction) plus 2 ns a row: a row costs 2 ns, which one
+    # call's time ÷ its rows overstates 2.2-fold at 2¹⁵ rows (on an H100 the bound came out 5× the step).
+    sizes = []
+
+    def fake_time(fn, carry, **kw):
+        (gather,) = [e for e in jax.make_jaxpr(fn)(carry).eqns if e.primitive.name == "gather"]
+        rows = gather.outvars[0].aval.shape[0]  # the rows this probe gathers
+        sizes.append(rows)
+        return 80e-6 + 2e-9 * rows
+
+    monkeypatch.setattr(roofline, "_time", fake_time)
+    assert roofline.measure_random_read(1 << 20) == pytest.approx(2e-9, rel=1e-6)
+    assert sorted(sizes) == [2**15, 2**17]
+    monkeypatch.setattr(roofline, "_time", lambda fn, carry, **kw: 1e-3)  # noise: no difference at all
+    assert roofline.measure_random_read(1 << 20) == 0.0
