@@ -1037,3 +1037,29 @@ def test_the_chunks_of_two_batches_in_one_folder_are_refused(tmp_path):
     np.savez(first, **arrays)  # as an older jaxreplay's mixed resume (plus the record) would have left it
     with pytest.raises(ValueError, match=r"holds chunks computed at different batches .*delete the chunks of one"):
         sw.run(sweep, out, progress=False)
+
+
+def test_a_chunk_the_estimate_lets_through_but_xla_counts_over_the_budget_is_made_smaller(monkeypatch):
+    # On an H100 a 10^6-run sweep planned by the estimate alone ran out of device memory. Here the estimate
+    # is made 1 byte a run (far too low): the plan's chunk of all 64 runs is measured by XLA's accounting of
+    # its compiled program, found over the budget, and planned again with each run's bytes as XLA counts them.
+    from jaxreplay.engine import execute, plan as plan_lib
+
+    sweep = sw.Sweep("linesearch", seeds=64, setup={"steps": 30, "max_capacity": 200, "max_batch_size": 2},
+                     fixed={"batch_size": 2, "memory_size": 100})
+    programs = execute.programs_for(sweep, jax.local_devices())
+    need_64 = programs.device_bytes(sweep, np.arange(64))
+    assert need_64 > 64 * 200 * 4 * 4  # at least the 64 rings of 200 slots × 4 float32 fields
+    budget = need_64 // 3
+    monkeypatch.setattr(plan_lib, "device_bytes", lambda fp: 1)
+    result = sw.run(sweep, None, memory_budget=budget, progress=False)
+    chunk = result.stats.chunk_size
+    assert 8 <= chunk < 64 and result.stats.chunks == -(-64 // chunk)
+    assert programs.device_bytes(sweep, np.arange(chunk)) <= budget  # what XLA counts for the chunk fits
+    assert programs.device_bytes(sweep, np.arange(chunk + 8)) > budget  # and it is not needlessly small
+    same = sw.run(sweep, None, chunk_size=chunk, progress=False)
+    np.testing.assert_array_equal(result.dataset.final_metric.values, same.dataset.final_metric.values)
+    # Resuming keeps the recorded chunk; an estimate that fits is not second-guessed (one plan, no re-plan).
+    monkeypatch.undo()
+    fits = sw.run(sweep, None, progress=False)
+    assert fits.stats.chunk_size == 64

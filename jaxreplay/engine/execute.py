@@ -29,7 +29,15 @@ if TYPE_CHECKING:
     from jaxreplay.engine.declaration import Sweep
     from jaxreplay.engine.plan import Plan
 
-__all__ = ["execute", "Execution", "programs_for", "clear_program_cache", "PROGRAM_CACHE_SIZE", "RUN_AXIS"]
+__all__ = [
+    "execute",
+    "Execution",
+    "padded_runs",
+    "programs_for",
+    "clear_program_cache",
+    "PROGRAM_CACHE_SIZE",
+    "RUN_AXIS",
+]
 
 RUN_AXIS = "runs"
 """The name of the mesh axis the run axis (configurations × seeds) is sharded over."""
@@ -58,6 +66,7 @@ class Programs:
         # Auto axes: jax.make_mesh defaults to Explicit axes, under which vmap refuses
         # a mapped axis sharded differently from its outputs ("Mapped away dimension ... sharded the same").
         mesh = Mesh(np.array(devices), (RUN_AXIS,), axis_types=(AxisType.Auto,))
+        self.devices = tuple(devices)
         self.batched = NamedSharding(mesh, PartitionSpec(RUN_AXIS))
         self.replicated = NamedSharding(mesh, PartitionSpec())
         self.compilations = 0
@@ -82,7 +91,10 @@ class Programs:
             return jax.vmap(one)(seed_index, hparams)
 
         def first(base_seed, seed_index, hparams):
-            return segment(init(base_seed, seed_index, hparams), hparams)
+            # The final state of a one-segment run is never read: not an output, so it is never written
+            # out (a 10^6-run LineSearch chunk's rings are ~20 GB) nor kept alive beside the next chunk.
+            _, record, summary = segment(init(base_seed, seed_index, hparams), hparams)
+            return record, summary
 
         self.fused = int(exp.num_segments(setup)) == 1
         # Reduced records have one row per configuration: too few to shard evenly, and small.
@@ -90,7 +102,7 @@ class Programs:
         self._first = jax.jit(
             first if self.fused else init,
             in_shardings=(self.replicated, self.batched, self.batched),
-            out_shardings=outputs if self.fused else self.batched,
+            out_shardings=outputs[1:] if self.fused else self.batched,
         )
         self._rest = jax.jit(
             segment, in_shardings=(self.batched, self.batched), out_shardings=outputs, donate_argnums=0
@@ -113,13 +125,39 @@ class Programs:
             self._compiled[signature] = compiled
         return compiled
 
+    def device_bytes(self, sweep: Sweep, runs: np.ndarray) -> int:
+        """Device bytes a chunk of ``runs`` (the padded chunk) needs at once, by XLA's accounting of its
+        compiled program (``memory_analysis``), over all the devices: arguments, temporaries, and outputs
+        twice (a segment's or chunk's outputs are still alive while the next one is dispatched, see
+        :func:`execute`). The program is compiled here as :func:`execute` will call it (kept, not compiled
+        again); 0 where the backend gives no accounting."""
+        hparams = jax.device_put(sweep.hyperparameters(runs), self.batched)  # (tiny: a few numbers a run)
+        seed_index = jax.device_put((runs % sweep.seeds).astype(np.uint32), self.batched)
+        base_seed = jax.device_put(np.uint32(sweep.seed), self.replicated)
+        if self.fused:
+            compiled = self._get("first", self._first, base_seed, seed_index, hparams)
+        else:  # the segment program sets the memory; its state's shapes without computing it
+            state = jax.eval_shape(self._first, base_seed, seed_index, hparams)
+            compiled = self._get("rest", self._rest, state, hparams)
+        try:
+            m = compiled.memory_analysis()
+        except Exception:  # a backend without the accounting
+            return 0
+        if m is None:
+            return 0
+        per_device = (
+            m.argument_size_in_bytes + 2 * m.output_size_in_bytes + m.temp_size_in_bytes - m.alias_size_in_bytes
+        )
+        return int(per_device) * len(self.devices)
+
     def run_first(
         self, base_seed: jax.Array, seed_index: jax.Array, hparams: tuple[jax.Array, ...]
     ) -> tuple[object, dict[str, jax.Array], dict[str, jax.Array]]:
         """Initialise a chunk of runs (keys ``fold_in(key(base_seed), seed_index)``) and run its first
-        segment: ``(state, record, summary)``."""
+        segment: ``(state, record, summary)``; ``state`` is None for a one-segment experiment (its final state
+        is never read, so never kept)."""
         out = self._get("first", self._first, base_seed, seed_index, hparams)(base_seed, seed_index, hparams)
-        return out if self.fused else self.run_rest(out, hparams)
+        return (None, *out) if self.fused else self.run_rest(out, hparams)
 
     def run_rest(
         self, state: object, hparams: tuple[jax.Array, ...]
@@ -161,6 +199,13 @@ def programs_for(sweep: Sweep, devices: Sequence[jax.Device], setup: object = No
 def clear_program_cache() -> None:
     """Forget every compiled sweep program kept by this process (frees their device memory)."""
     _PROGRAM_CACHE.clear()
+
+
+def padded_runs(runs: np.ndarray, chunk: int, align: int) -> np.ndarray:
+    """``runs`` padded to ``chunk`` runs with copies of the last ``align`` (the last configuration's runs,
+    to keep whole configurations), so every chunk of a group has one shape (no recompile); the copies'
+    results are dropped."""
+    return np.concatenate([runs, np.resize(runs[-align:], chunk - len(runs))])
 
 
 class Execution(NamedTuple):
@@ -244,10 +289,7 @@ def execute(
         group = plan.chunk_groups[chunk_id] if plan.chunk_groups else 0
         chunk_programs = by_group[group]
         chunk = plan.groups[group].chunk_size if plan.groups else plan.chunk_size
-        valid = len(runs)
-        # Same shape: no recompile. Padded with copies of the last run (of the last configuration's
-        # runs, to keep whole configurations); their results are dropped.
-        padded = np.concatenate([runs, np.resize(runs[-align:], chunk - valid)])
+        padded = padded_runs(runs, chunk, align)
         hparams = jax.device_put(sweep.hyperparameters(padded), chunk_programs.batched)
         seed_index = jax.device_put((padded % sweep.seeds).astype(np.uint32), chunk_programs.batched)
         for segment in range(num_segments):

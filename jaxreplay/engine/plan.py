@@ -548,6 +548,7 @@ def make_plan(
     processes: int = 1,
     recorded: Batch | None = None,
     group_by_setup: bool = True,
+    memory_scale: float = 1.0,
 ) -> Plan:
     """Decide the chunks of ``sweep`` still to compute, or refuse; pure (no file, no compilation).
 
@@ -567,6 +568,9 @@ def make_plan(
             ``setup_groups`` (one :class:`Group` each, chunked apart); False: every run
             with the sweep's setup. Either gives each run the same result (the
             experiment's contract); :class:`Batch` records which was done.
+        memory_scale: what each run's estimated device bytes (:func:`device_bytes`) are multiplied by: XLA's
+            accounting of a compiled chunk program over the estimate, where it proved larger (the runner
+            measures it, :func:`jaxreplay.engine.runner.run`); 1: the estimate.
 
     Raises:
         ValueError: a bad ``chunk_size``; ``out`` is not writable but runs are missing; runs are
@@ -579,7 +583,7 @@ def make_plan(
     setups, config_group = setup_groups(sweep, group_by_setup)
     footprints = [footprint(sweep, setup) for setup in setups]
     _check_groups_agree(sweep, setups, footprints)
-    sizes = [device_bytes(f) for f in footprints]
+    sizes = [math.ceil(memory_scale * device_bytes(f)) for f in footprints]
     fp = footprints[int(np.argmax(sizes))]  # the largest run: the chunk must fit it
     per_run = max(sizes)
     points = segment_points(sweep, fp)
