@@ -23,7 +23,10 @@ LOG="$OUT/replay_study.log"
 { date -u; nvidia-smi --query-gpu=name,memory.total --format=csv,noheader; python3 -m jaxreplay info; } >> "$LOG" 2>&1
 start=$(date +%s)
 for game in "${GAMES[@]}"; do
-  [ -f "$OUT/$game.tar.gz" ] && tar -xzf "$OUT/$game.tar.gz" -C "$OUT"  # resume a game left unfinished
+  # Resume a game left unfinished: its archive in OUT, else the one committed under docs/replay_study/gpu_partial/
+  # (the engine refuses it on another device kind: then move that archive aside).
+  partial="$OUT/$game.tar.gz"; [ -f "$partial" ] || partial="docs/replay_study/gpu_partial/$game.tar.gz"
+  [ -f "$partial" ] && [ ! -d "$OUT/$game" ] && tar -xzf "$partial" -C "$OUT"
   left=$(( ${DEADLINE_S:-540} - ($(date +%s) - start) ))
   [ "$left" -gt 60 ] || { echo "$game: not started (no time left)" >> "$LOG"; continue; }
   t0=$(date +%s)
