@@ -293,7 +293,7 @@ class _Planner(NamedTuple):
     process: int
     processes: int
     group_by_setup: bool = True
-    devices: tuple = ()
+    devices: Sequence[jax.Device] = ()
     measured: list | None = None
 
     def plan(self, found: store_lib.Scan | None) -> plan_lib.Plan:
