@@ -66,8 +66,10 @@ from benchmarks import _hlo, _timing
 TITLE = "Roofline: what bounds one step of each headline workload"
 
 MODES = {
-    "quick": dict(linesearch_runs=(100, 1000, 10_000), dqn_seeds=100, dqn_steps=250, repeats=3, max_seconds=2.0),
-    "full": dict(linesearch_runs=(100, 1000, 10_000), dqn_seeds=100, dqn_steps=1000, repeats=5, max_seconds=10.0),
+    "quick": dict(linesearch_runs=(100, 1000, 10_000), dqn_seeds=100, dqn_steps=250, minatar_seeds=1000,
+                  minatar_steps=100, repeats=3, max_seconds=2.0),
+    "full": dict(linesearch_runs=(100, 1000, 10_000), dqn_seeds=100, dqn_steps=1000, minatar_seeds=1000,
+                 minatar_steps=400, repeats=5, max_seconds=10.0),
 }
 
 # Vendors' data sheets (SXM / PCIe boards): HBM bandwidth and dense FP32 (non-tensor-core) FLOP/s.
@@ -381,12 +383,22 @@ def _buffer(workload: str, impl: str, B: int = 100, N: int = 1000, steps: int = 
     return run, carry, steps, B * per_buffer, random_reads, f"B = {B} buffers, N = {N}"
 
 
-def _dqn(seeds: int, steps: int):
+def _dqn(seeds: int, steps: int, game: str = "CartPole-v1"):
+    """The DQN step of ``game``: CartPole with the DQN benchmark's setup, a MinAtar game with its preset
+    (:func:`jaxreplay.paper.reproduce.settings.minatar_setting`, evaluation off); segments of ``steps``."""
     from benchmarks import dqn as dqn_bench
     from jaxreplay.engine import sweep as sw
     from jaxreplay.experiments import dqn
 
-    setup, hp = dqn_bench._setup(4 * steps)  # segments of `steps` env steps, as the DQN benchmark's
+    if game.endswith("-MinAtar"):
+        import dataclasses
+
+        from jaxreplay.paper.reproduce.settings import minatar_setting
+
+        setup, hp = minatar_setting(game, memory_size=4 * steps, total_steps=4 * steps, segments=4)
+        setup = dataclasses.replace(setup, eval_episodes=0)
+    else:
+        setup, hp = dqn_bench._setup(4 * steps)  # segments of `steps` env steps, as the DQN benchmark's
     sweep = sw.Sweep("dqn", seeds=seeds, setup=setup, fixed=hp._asdict())
     exp, setup = sweep.exp, sweep.make_setup()
     hparams = jax.tree.map(jnp.asarray, sweep.hyperparameters())
@@ -405,7 +417,7 @@ def _dqn(seeds: int, steps: int):
     params, opt = _timing.tree_bytes(one.params), _timing.tree_bytes(one.opt_state)
     transition = _timing.tree_bytes(dqn.example_transition(setup))
     # Per seed and env step: read the network to act and to train (2×), the target network (1×),
-    # write the new network, read + write the optimizer state, write 1 transition, read the 50 sampled.
+    # write the new network, read + write the optimizer state, write 1 transition, read the sampled ones.
     per_seed = 4 * params + 2 * opt + (1 + setup.batch_size) * transition
     random_reads = seeds * (1 + setup.batch_size) * len(jax.tree.leaves(dqn.example_transition(setup)))
     return fn, carry, steps, seeds * per_seed, random_reads, f"{seeds} seeds, 1 env step + 1 update each"
@@ -420,6 +432,10 @@ def _workloads(mode: dict) -> list[tuple[str, Callable]]:
         ("stored-priority add + sample + update, flashbax", lambda: _buffer("priority", "flashbax")),
         ("DQN CartPole step", lambda: _dqn(mode["dqn_seeds"], mode["dqn_steps"])),
     ]
+    # The MinAtar step at the seed count of the MinAtar benchmark's GPU row (1,000), few on the CPU (a conv
+    # network's update there costs ~1 ms a seed).
+    seeds, steps = (mode["minatar_seeds"], mode["minatar_steps"]) if jax.default_backend() != "cpu" else (10, 40)
+    out.append((f"DQN Breakout-MinAtar step, {seeds:,} seeds", lambda: _dqn(seeds, steps, "Breakout-MinAtar")))
     return out
 
 
