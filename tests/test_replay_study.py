@@ -304,3 +304,14 @@ def test_study_replay_runs_at_full_scale_unless_quick_and_refuses_both():
     assert parser.parse_args([*argv, "--quick"]).quick is True and parser.parse_args([*argv, "--full"]).quick is False
     with pytest.raises(SystemExit):
         parser.parse_args([*argv, "--quick", "--full"])
+
+
+def test_a_rerun_resumes_every_run_gives_the_same_numbers_and_says_whose_time_is_in_its_runtime(tiny):
+    out, result, rows = tiny
+    assert result["runs_resumed"] == 0 and result["runs"] == len(rows)  # runs.csv: a row per run of every stage
+    again = replay_study.study(out, "CartPole-v1", steps=STEPS, seeds=SEEDS, progress=False)
+    assert again["runs_resumed"] == again["runs"] == result["runs"]
+    for key in ("cells", "capacity_effect", "interaction", "ratio_at_equal_age", "adaptive", "verdict"):
+        assert again[key] == result[key], key
+    report = (out / "report.md").read_text()
+    assert f"which found {result['runs']:,} of its {result['runs']:,} runs computed by earlier calls" in report

@@ -102,6 +102,8 @@ def study(
     result = writer.study_json(chosen, analysis.analyse(chosen, runs), steps)
     names = figures.draw(out, chosen, result, runs)
     writer.write_csvs(out, chosen, runs)
-    result["runtime_s"] = time.perf_counter() - t0
+    result["runtime_s"] = time.perf_counter() - t0  # this call's: a resumed study's earlier calls are not in it
+    result["runs"] = sum(int(r.auc.size) for r in runs.values())
+    result["runs_resumed"] = sum(r.runs_resumed for r in runs.values())
     result["figures"] = sorted(names)
     return writer.write(out, result)

@@ -61,6 +61,7 @@ class Runs:
     final: np.ndarray
     mean_size: np.ndarray
     final_size: np.ndarray
+    runs_resumed: int = 0  # of the stage's runs, those an earlier call had computed into its folder
 
     @classmethod
     def of(cls, stage: str, settings: tuple[Setting, ...], ds) -> Runs:
@@ -96,7 +97,8 @@ def run_stage(
         points=[s.point for s in settings],
         setup=setup,  # Sweep.setup takes a Setup too; annotated Mapping only
     )
-    return Runs.of(label, settings, sweep_lib.run(sweep, _sweep_dir(out, label, sweep), **run_options).dataset)
+    result = sweep_lib.run(sweep, _sweep_dir(out, label, sweep), **run_options)
+    return dataclasses.replace(Runs.of(label, settings, result.dataset), runs_resumed=result.stats.runs_resumed)
 
 
 def select(runs: Runs, label: str) -> SettingRuns:
