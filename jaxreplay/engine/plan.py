@@ -436,6 +436,8 @@ class Resources(NamedTuple):
         num_devices: local devices the run axis is sharded over.
         platform, device_kind: those devices' (see :class:`Batch`).
         xla_flags: :func:`xla_flags_in_environment` of this process.
+        memory_scale: each run's estimate (:func:`device_bytes`) is scaled by it: XLA's accounting of a
+            compiled chunk over the estimate, where the runner found it larger; 1: the estimate.
     """
 
     memory_budget: int
@@ -445,6 +447,7 @@ class Resources(NamedTuple):
     platform: str = "cpu"
     device_kind: str = "cpu"
     xla_flags: str = ""
+    memory_scale: float = 1.0
 
     @property
     def on_cpu(self) -> bool:
@@ -548,7 +551,6 @@ def make_plan(
     processes: int = 1,
     recorded: Batch | None = None,
     group_by_setup: bool = True,
-    memory_scale: float = 1.0,
 ) -> Plan:
     """Decide the chunks of ``sweep`` still to compute, or refuse; pure (no file, no compilation).
 
@@ -568,9 +570,6 @@ def make_plan(
             ``setup_groups`` (one :class:`Group` each, chunked apart); False: every run
             with the sweep's setup. Either gives each run the same result (the
             experiment's contract); :class:`Batch` records which was done.
-        memory_scale: what each run's estimated device bytes (:func:`device_bytes`) are multiplied by: XLA's
-            accounting of a compiled chunk program over the estimate, where it proved larger (the runner
-            measures it, :func:`jaxreplay.engine.runner.run`); 1: the estimate.
 
     Raises:
         ValueError: a bad ``chunk_size``; ``out`` is not writable but runs are missing; runs are
@@ -583,7 +582,7 @@ def make_plan(
     setups, config_group = setup_groups(sweep, group_by_setup)
     footprints = [footprint(sweep, setup) for setup in setups]
     _check_groups_agree(sweep, setups, footprints)
-    sizes = [math.ceil(memory_scale * device_bytes(f)) for f in footprints]
+    sizes = [math.ceil(resources.memory_scale * device_bytes(f)) for f in footprints]
     fp = footprints[int(np.argmax(sizes))]  # the largest run: the chunk must fit it
     per_run = max(sizes)
     points = segment_points(sweep, fp)

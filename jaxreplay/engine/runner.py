@@ -320,7 +320,7 @@ class _Planner(NamedTuple):
             plan = plan_lib.make_plan(
                 self.sweep,
                 found.done if found is not None else np.zeros(self.sweep.num_runs, bool),
-                self.resources,
+                self.resources._replace(memory_scale=scale),
                 chunk_size=self.chunk_size,
                 out=self.out,
                 writable=self.writable,
@@ -328,7 +328,6 @@ class _Planner(NamedTuple):
                 processes=self.processes,
                 recorded=recorded,
                 group_by_setup=bool(self.group_by_setup),
-                memory_scale=scale,
             )
             if recorded is not None or not plan.chunks or not self.devices:
                 break
