@@ -162,7 +162,7 @@ def verdict_estimate(result, n):
 def test_a_rerun_computes_nothing(tiny, monkeypatch):
     from jaxreplay.engine import sweep as sweep_lib
 
-    out, result, _ = tiny
+    out, result, rows = tiny
     computed = []
     run = sweep_lib.run
 
@@ -176,6 +176,21 @@ def test_a_rerun_computes_nothing(tiny, monkeypatch):
     assert computed == [0] * 5  # three grid programs, the adaptive stage and its fixed-at-mean control
     for key in ("cells", "capacity_effect", "interaction", "adaptive", "verdict"):
         assert again[key] == result[key]
+    # The first call computed every run (runs.csv: a row per run of every stage); the rerun found them all.
+    assert result["runs_resumed"] == 0 and again["runs_resumed"] == again["runs"] == result["runs"] == len(rows)
+    report = (out / "report.md").read_text()
+    assert f"which found {len(rows):,} of its {len(rows):,} runs computed by earlier calls" in report
+
+
+def test_the_report_says_whose_time_its_runtime_is():
+    from jaxreplay.paper.reproduce.replay_study import report
+
+    assert report._runtime({"runtime_s": 283.4, "runs": 1380, "runs_resumed": 0}) == "283 s"
+    assert report._runtime({"runtime_s": 12.6}) == "13 s"  # a study.json written before the counts
+    assert report._runtime({"runtime_s": 95.0, "runs": 1380, "runs_resumed": 690}) == (
+        "95 s in the call that finished it, which found 690 of its 1,380 runs computed by earlier calls "
+        "(their time not counted)"
+    )
 
 
 @pytest.mark.slow  # the tiny study: five programs compiled (about 5 min on a loaded 2-core CPU)
@@ -305,13 +320,3 @@ def test_study_replay_runs_at_full_scale_unless_quick_and_refuses_both():
     with pytest.raises(SystemExit):
         parser.parse_args([*argv, "--quick", "--full"])
 
-
-def test_a_rerun_resumes_every_run_gives_the_same_numbers_and_says_whose_time_is_in_its_runtime(tiny):
-    out, result, rows = tiny
-    assert result["runs_resumed"] == 0 and result["runs"] == len(rows)  # runs.csv: a row per run of every stage
-    again = replay_study.study(out, "CartPole-v1", steps=STEPS, seeds=SEEDS, progress=False)
-    assert again["runs_resumed"] == again["runs"] == result["runs"]
-    for key in ("cells", "capacity_effect", "interaction", "ratio_at_equal_age", "adaptive", "verdict"):
-        assert again[key] == result[key], key
-    report = (out / "report.md").read_text()
-    assert f"which found {result['runs']:,} of its {result['runs']:,} runs computed by earlier calls" in report
