@@ -7,7 +7,10 @@ lets later test processes (and later CI runs on the same machine) reuse them.
 import os
 import pathlib
 
-import jax
+# Two worker processes run the suite (pyproject's addopts): on a GPU machine neither may take 75% of its memory.
+os.environ.setdefault("XLA_PYTHON_CLIENT_PREALLOCATE", "false")
+
+import jax  # noqa: E402
 
 _CACHE = os.environ.get("JAX_COMPILATION_CACHE_DIR") or str(pathlib.Path(__file__).resolve().parents[1] / ".jax_cache")
 jax.config.update("jax_compilation_cache_dir", _CACHE)
