@@ -131,8 +131,7 @@ class Programs:
         twice (a segment's or chunk's outputs are still alive while the next one is dispatched, see
         :func:`execute`). The program is compiled here as :func:`execute` will call it (kept, not compiled
         again); 0 where the backend gives no accounting."""
-        hparams = jax.device_put(sweep.hyperparameters(runs), self.batched)  # (tiny: a few numbers a run)
-        seed_index = jax.device_put((runs % sweep.seeds).astype(np.uint32), self.batched)
+        seed_index, hparams = self.chunk_inputs(sweep, runs)  # (tiny: a few numbers a run)
         base_seed = jax.device_put(np.uint32(sweep.seed), self.replicated)
         if self.fused:
             compiled = self._get("first", self._first, base_seed, seed_index, hparams)
@@ -149,6 +148,11 @@ class Programs:
             m.argument_size_in_bytes + 2 * m.output_size_in_bytes + m.temp_size_in_bytes - m.alias_size_in_bytes
         )
         return int(per_device) * len(self.devices)
+
+    def chunk_inputs(self, sweep: Sweep, runs: np.ndarray) -> tuple[jax.Array, tuple[jax.Array, ...]]:
+        """``(seed_index, hparams)`` of the (padded) chunk ``runs``, on the devices, sharded over the run axis."""
+        seed_index = jax.device_put((runs % sweep.seeds).astype(np.uint32), self.batched)
+        return seed_index, jax.device_put(sweep.hyperparameters(runs), self.batched)
 
     def run_first(
         self, base_seed: jax.Array, seed_index: jax.Array, hparams: tuple[jax.Array, ...]
@@ -289,9 +293,7 @@ def execute(
         group = plan.chunk_groups[chunk_id] if plan.chunk_groups else 0
         chunk_programs = by_group[group]
         chunk = plan.groups[group].chunk_size if plan.groups else plan.chunk_size
-        padded = padded_runs(runs, chunk, align)
-        hparams = jax.device_put(sweep.hyperparameters(padded), chunk_programs.batched)
-        seed_index = jax.device_put((padded % sweep.seeds).astype(np.uint32), chunk_programs.batched)
+        seed_index, hparams = chunk_programs.chunk_inputs(sweep, padded_runs(runs, chunk, align))
         for segment in range(num_segments):
             if segment == 0:
                 state, record, summary = chunk_programs.run_first(base_seed, seed_index, hparams)
