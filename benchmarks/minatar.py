@@ -49,10 +49,12 @@ GOAL = 50.0
 HEADLINES: list[list[str]] = []  # filled by run(): the summary rows of `python -m benchmarks`
 
 
-def _setup(steps: int):
+def _setup(steps: int, segments: int = 1, env: str = ENV):
+    """``minatar_setting(env)`` cut to ``steps`` steps in ``segments`` segments, its memory the whole run,
+    evaluation off (it plays no training steps); also the roofline's MinAtar step."""
     from jaxreplay.paper.reproduce.settings import minatar_setting
 
-    setup, hparams = minatar_setting(ENV, memory_size=steps, total_steps=steps, segments=1)
+    setup, hparams = minatar_setting(env, memory_size=steps, total_steps=steps, segments=segments)
     return dataclasses.replace(setup, eval_episodes=0), hparams
 
 

@@ -391,12 +391,9 @@ def _dqn(seeds: int, steps: int, game: str = "CartPole-v1"):
     from jaxreplay.experiments import dqn
 
     if game.endswith("-MinAtar"):
-        import dataclasses
+        from benchmarks import minatar as minatar_bench
 
-        from jaxreplay.paper.reproduce.settings import minatar_setting
-
-        setup, hp = minatar_setting(game, memory_size=4 * steps, total_steps=4 * steps, segments=4)
-        setup = dataclasses.replace(setup, eval_episodes=0)
+        setup, hp = minatar_bench._setup(4 * steps, segments=4, env=game)
     else:
         setup, hp = dqn_bench._setup(4 * steps)  # segments of `steps` env steps, as the DQN benchmark's
     sweep = sw.Sweep("dqn", seeds=seeds, setup=setup, fixed=hp._asdict())
