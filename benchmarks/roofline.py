@@ -360,7 +360,7 @@ def _linesearch(runs: int):
     # Per run: write 1 transition, read m sampled ones, read + write θ (2 floats), write the record (2 floats).
     transition = _timing.tree_bytes(linear.EXAMPLE_TRANSITION)
     per_run = (1 + setup.max_batch_size) * transition + 2 * 8 + 8
-    # Random rows: the transition added and the m drawn, one row per storage leaf (4 for LineSearch: its fields).
+    # Random rows: the transition added and the m drawn, one per storage leaf (LineSearch stores one float32[4] row).
     leaves = len(jax.tree.leaves(state.memory.storage))
     random_reads = sweep.num_runs * (1 + setup.max_batch_size) * leaves
     return fn, carry, setup.steps, sweep.num_runs * per_run, random_reads, f"{sweep.num_runs:,} runs"

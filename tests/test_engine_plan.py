@@ -58,7 +58,8 @@ def test_a_refusal_names_the_fields_to_lower_in_the_parts_of_its_message():
         plan_lib.make_plan(huge, np.zeros(1, bool), PLENTY._replace(memory_budget=2 << 30))
     e = temporaries.value
     assert e.lower == ("setup.max_batch_size", "setup.batch_size")
-    assert e.cause == "A step's temporaries dominate (its largest array is 381.5 MiB)"
+    # Its 8 largest arrays: the gathered rows (10^8 × 4 float32, 1.5 GiB) and seven of 10^8 × 4 bytes.
+    assert e.cause == "A step's temporaries dominate (about 4.1 GiB)"
     assert e.advice.startswith(f"{e.cause}: lower the minibatch size (setup.max_batch_size, setup.batch_size")
     per_result = sw.estimate_result_bytes_per_run(SWEEP)
     with pytest.raises(plan_lib.ResourceError) as host:

@@ -163,14 +163,34 @@ def test_prioritized_replay_draws_with_probability_proportional_to_td_error_powe
         "reward": 0.1 * (positions + 0.01) + 0.5,
         "next_position": positions + 0.01,
     }
-    memory = buffer.add_batch(buffer.init(linear.EXAMPLE_TRANSITION, 12, 7), transitions)  # keeps the last 7
+    # The memory stores packed rows, as the experiment's does; keeps the last 7.
+    memory = buffer.add_batch(buffer.init(linear.pack(linear.EXAMPLE_TRANSITION), 12, 7), linear.pack(transitions))
     theta = jnp.array([0.3, 0.2])
     hparams = ls.Hyperparameters(batch_size=1, step_size=0.01, priority_exponent=1.5)
     draw = jax.jit(jax.vmap(lambda k: ls.replay(k, theta, memory, hparams, setup, jnp.ones(2))[1][0]))
     counts = np.bincount(np.asarray(draw(jax.random.split(jax.random.key(7), 50_000))), minlength=12)
-    delta = np.asarray(linear.td_error(theta, memory.storage, 0.0, 0.01), np.float64)
+    delta = np.asarray(linear.td_error(theta, linear.unpack(memory.storage), 0.0, 0.01), np.float64)
     live = np.asarray(buffer.valid_mask(memory))
     expected = np.where(live, np.abs(delta) ** 1.5, 0.0)
     expected /= expected.sum()
     assert counts[~live].sum() == 0
     assert stats.chisquare(counts[live], expected[live] * counts.sum()).pvalue > 1e-3
+
+
+def test_the_memory_holds_each_transition_as_one_packed_row():
+    from jaxreplay.agents import linear
+
+    # α = 0: θ stays (0, 1), so the agent moves right (+v) every step from x0 = −5.
+    setup = ls.Setup(steps=6, max_capacity=8, max_batch_size=1)
+    hparams = ls.Hyperparameters(memory_size=8, batch_size=1, step_size=0.0)
+    state, _ = ls.advance(ls.init(jax.random.key(3), hparams, setup), hparams, setup)
+    storage = np.asarray(state.memory.storage)
+    assert storage.shape == (8, 4) and storage.dtype == np.float32
+    x = -5.0 + 0.01 * np.arange(6)
+    expected = np.stack([x, np.full(6, 0.01), 0.1 * (x + 0.01) + 0.5, x + 0.01], axis=-1)
+    np.testing.assert_allclose(storage[:6], expected, rtol=0, atol=2e-6)
+    assert not storage[6:].any()  # slots never written
+    # unpack gives the fields back, in pack's order, exactly.
+    fields = linear.unpack(storage[:6])
+    assert tuple(fields) == linear.FIELDS == ("position", "move", "reward", "next_position")
+    np.testing.assert_array_equal(np.asarray(linear.pack(fields)), storage[:6])

@@ -38,7 +38,7 @@ __all__ = [
     "check_run_options",
     "estimate_bytes_per_run",
     "estimate_result_bytes_per_run",
-    "TEMPORARY_FACTOR",
+    "TEMPORARY_ARRAYS",
     "CPU_RUNS_PER_DEVICE",
 ]
 
@@ -248,8 +248,8 @@ def _itemsize(dtype) -> int:
 
 
 class Footprint(NamedTuple):
-    """Shapes of one run: ``state``, ``record`` (one segment), ``summary``, ``hparams``, and ``temporary``,
-    the bytes of the largest array made inside a loop body of a segment other than a state-shaped one."""
+    """Shapes of one run: ``state``, ``record`` (one segment), ``summary``, ``hparams``, and ``temporary``, the
+    bytes of a step's :data:`TEMPORARY_ARRAYS` largest arrays (made in a segment's loops, not state-shaped)."""
 
     state: Any
     record: Any
@@ -268,15 +268,16 @@ def footprint(sweep: Sweep, setup: Any = None) -> Footprint:
     jaxpr, (state2, record) = jax.make_jaxpr(lambda s, h: exp.advance(s, h, setup), return_shape=True)(state, hparams)
     summary = jax.eval_shape(lambda s, h: exp.summarize(s, h, setup), state2, hparams)
     state_like = {(tuple(x.shape), str(x.dtype)) for x in jax.tree.leaves(state)}
-    return Footprint(state, record, summary, hparams, _largest_loop_temporary(jaxpr.jaxpr, state_like))
+    largest = sorted(_loop_temporaries(jaxpr.jaxpr, state_like), reverse=True)[:TEMPORARY_ARRAYS]
+    return Footprint(state, record, summary, hparams, sum(largest))
 
 
-def _largest_loop_temporary(jaxpr, state_like: set, in_loop: bool = False) -> int:
-    """Bytes of the largest array an equation makes inside a ``scan``/``while`` body of ``jaxpr`` (nested
+def _loop_temporaries(jaxpr, state_like: set, in_loop: bool = False) -> list[int]:
+    """Bytes of each array an equation makes inside a ``scan``/``while`` body of ``jaxpr`` (nested
     jaxprs searched), leaving out arrays shaped like a leaf of the state (in-place updates of it)."""
     from jax.extend import core as jex_core
 
-    largest = 0
+    sizes = []
     for eqn in jaxpr.eqns:
         loop = in_loop or eqn.primitive.name in ("scan", "while")
         for value in eqn.params.values():
@@ -284,13 +285,10 @@ def _largest_loop_temporary(jaxpr, state_like: set, in_loop: bool = False) -> in
                 if isinstance(sub, jex_core.ClosedJaxpr):
                     sub = sub.jaxpr
                 if isinstance(sub, jex_core.Jaxpr):
-                    largest = max(largest, _largest_loop_temporary(sub, state_like, loop))
-        if in_loop:
-            for var in eqn.outvars:
-                aval = var.aval
-                if hasattr(aval, "shape") and (tuple(aval.shape), str(aval.dtype)) not in state_like:
-                    largest = max(largest, math.prod(aval.shape) * _itemsize(aval.dtype))
-    return largest
+                    sizes += _loop_temporaries(sub, state_like, loop)
+        avals = [v.aval for v in eqn.outvars if in_loop and hasattr(v.aval, "shape")]
+        sizes += [math.prod(a.shape) * _itemsize(a.dtype) for a in avals if (a.shape, str(a.dtype)) not in state_like]
+    return sizes
 
 
 def segment_points(sweep: Sweep, fp: Footprint) -> int:
@@ -352,26 +350,27 @@ def estimate_result_bytes_per_run(sweep: Sweep) -> int:
     return result_bytes(sweep, footprint(sweep))
 
 
-TEMPORARY_FACTOR = 8
-"""Temporaries of a step, as a multiple of its largest array (see :func:`estimate_bytes_per_run`)."""
+TEMPORARY_ARRAYS = 8
+"""How many of a step's largest arrays are counted as alive at once (see :func:`estimate_bytes_per_run`)."""
 
 
 def estimate_bytes_per_run(sweep: Sweep) -> int:
     """Device bytes one run needs, from shapes only (nothing is allocated or compiled).
 
-    The estimate is ``1.5 × state + record + summary + hyperparameters + 8 ×
+    The estimate is ``1.5 × state + record + summary + hyperparameters +
     temporary``: the run's state (replay storage × ``max_capacity``,
     parameters, optimizer and environment state) is updated in place by the
     segment's scan (the input is donated), plus room for the temporaries of an
-    update; the record is one segment's curves; ``temporary`` is the largest
-    array made inside the segment's loops other than a state-shaped one (a
-    minibatch of draws or of gathered transitions, a layer's activations), and
-    a step keeps several alive: XLA's accounting for a LineSearch minibatch of
-    10^6 is 7.5 times its largest array, so a huge ``max_batch_size`` /
-    ``batch_size`` is refused (or chunked) by the memory checks instead of
-    exhausting memory. Measured against XLA's own accounting of the compiled
-    program (``memory_analysis``): within 0.6-2x for LineSearch ER, pER and
-    aER, and for a minibatch of 10^6 (tested).
+    update; the record is one segment's curves; ``temporary`` is the sum of the
+    :data:`TEMPORARY_ARRAYS` largest arrays made inside the segment's loops,
+    state-shaped ones left out (minibatches of draws or of gathered
+    transitions, a layer's activations): a step keeps several alive, and for a
+    LineSearch minibatch of 10^6 XLA's accounting is 7.5 times the largest
+    of them. So a huge ``max_batch_size`` / ``batch_size`` is refused (or
+    chunked) by the memory checks instead of exhausting memory. Measured
+    against XLA's own accounting of the compiled program
+    (``memory_analysis``): within 0.5-2x for LineSearch ER, pER and aER, and
+    for a minibatch of 10^6 (tested).
     """
     return device_bytes(footprint(sweep))
 
@@ -383,7 +382,7 @@ def device_bytes(fp: Footprint) -> int:
         + _tree_bytes(fp.record)
         + _tree_bytes(fp.summary)
         + 4 * len(fp.hparams)
-        + TEMPORARY_FACTOR * fp.temporary
+        + fp.temporary
     )
 
 
@@ -744,8 +743,8 @@ def _too_large_a_run(problem: str, fp: Footprint | None) -> ResourceError:
     """The refusal of a run too large for the device budget (``problem``: the numbers), advising to lower
     whichever of state and step temporaries dominates."""
     more = "or raise memory_budget / memory_fraction."
-    if fp is not None and TEMPORARY_FACTOR * fp.temporary > 1.5 * _tree_bytes(fp.state):
-        cause = f"A step's temporaries dominate (its largest array is {mib(fp.temporary)})"
+    if fp is not None and fp.temporary > 1.5 * _tree_bytes(fp.state):
+        cause = f"A step's temporaries dominate (about {mib(fp.temporary)})"
         advice = f"{cause}: lower the minibatch size (setup.max_batch_size, setup.batch_size, --batch-size), {more}"
         return ResourceError(problem, advice, ("setup.max_batch_size", "setup.batch_size"), cause)
     cause = "replay storage dominates"

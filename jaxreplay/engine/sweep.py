@@ -60,7 +60,7 @@ from jaxreplay.engine.execute import PROGRAM_CACHE_SIZE, clear_program_cache
 from jaxreplay.engine.execute import Programs as _Programs  # noqa: F401 (tests measure its memory)
 from jaxreplay.engine.plan import (  # noqa: F401 (public here)
     CPU_RUNS_PER_DEVICE,
-    TEMPORARY_FACTOR,
+    TEMPORARY_ARRAYS,
     check_run_options,
     estimate_bytes_per_run,
     estimate_result_bytes_per_run,

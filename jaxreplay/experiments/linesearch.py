@@ -202,7 +202,8 @@ class State(NamedTuple):
         step: ``int32[]``, steps done so far.
         theta: ``float32[2]``, the agent's weights.
         env_state: the environment's state.
-        memory: the :class:`~jaxreplay.buffer.BufferState`.
+        memory: the :class:`~jaxreplay.buffer.BufferState`; it stores each
+            transition as one ``float32[4]`` row (:func:`jaxreplay.agents.linear.pack`).
         controller: the :class:`~jaxreplay.adaptive.AdaptiveState` (unused unless aER).
         diverged: ``bool[]``, sticky: θ was non-finite after some step.
     """
@@ -241,7 +242,7 @@ def init(key: jax.Array, hparams: Hyperparameters, setup: Setup) -> State:
     _, theta_star = targets(hparams, setup)
     theta0 = jnp.where(_trainable(setup) > 0, jnp.asarray(setup.initial_weights, jnp.float32), theta_star)
     _, env_state = env_lib.LineSearch().reset(key, _env_params(hparams, setup))
-    memory = buffer.init(linear.EXAMPLE_TRANSITION, setup.max_capacity, hparams.memory_size)
+    memory = buffer.init(linear.pack(linear.EXAMPLE_TRANSITION), setup.max_capacity, hparams.memory_size)
     return State(key, jnp.int32(0), theta0, env_state, memory, adaptive.init(setup.subsample_size), jnp.bool_(False))
 
 
@@ -276,10 +277,10 @@ def advance(state: State, hparams: Hyperparameters, setup: Setup) -> tuple[State
             "reward": reward.astype(jnp.float32),
             "next_position": info["final_observation"][0],
         }
-        memory = buffer.add(memory, transition)
+        memory = buffer.add(memory, linear.pack(transition))
         theta, _ = replay(replay_key, theta, memory, hparams, setup, trainable)
         if setup.sampler == "adaptive":
-            td_fn = lambda transitions: linear.td_error(theta, transitions, hparams.discount, setup.speed)  # noqa: E731
+            td_fn = lambda rows: linear.td_error(theta, linear.unpack(rows), hparams.discount, setup.speed)  # noqa: E731
             aer = adaptive.controller(
                 interval=hparams.adaptive_interval,
                 num_old=hparams.adaptive_num_old,
@@ -332,7 +333,7 @@ def replay(key, theta, memory, hparams: Hyperparameters, setup: Setup, trainable
     Args:
         key: PRNG key of this step's draws.
         theta: ``float32[2]``, the weights before the updates.
-        memory: the :class:`~jaxreplay.buffer.BufferState` (already holding this
+        memory: the :class:`~jaxreplay.buffer.BufferState` of ``linear.pack`` rows (already holding this
             step's transition).
         hparams: traced :class:`Hyperparameters`; ``batch_size`` of the
             ``setup.max_batch_size`` update slots are applied, the rest masked.
@@ -352,9 +353,9 @@ def replay(key, theta, memory, hparams: Hyperparameters, setup: Setup, trainable
         # P(i) ∝ |δ_i|^β with every δ recomputed under the current θ before each draw.
         def one(theta, inputs):
             j, draw_key = inputs
-            td = linear.td_error(theta, memory.storage, hparams.discount, setup.speed)
+            td = linear.td_error(theta, linear.unpack(memory.storage), hparams.discount, setup.speed)
             index = samplers.exact_prioritized(draw_key, memory, td, 1, hparams.priority_exponent).indices[0]
-            new = update(theta, buffer.get(memory, index))
+            new = update(theta, linear.unpack(buffer.get(memory, index)))
             return jnp.where(j < hparams.batch_size, new, theta), index
 
         return jax.lax.scan(one, theta, (slots, jax.random.split(key, setup.max_batch_size)))
@@ -366,7 +367,7 @@ def replay(key, theta, memory, hparams: Hyperparameters, setup: Setup, trainable
         j, transition = inputs
         return jnp.where(j < hparams.batch_size, update(theta, transition), theta), None
 
-    return jax.lax.scan(masked_update, theta, (slots, buffer.get(memory, indices)))[0], indices
+    return jax.lax.scan(masked_update, theta, (slots, linear.unpack(buffer.get(memory, indices))))[0], indices
 
 
 def run_batch(keys: jax.Array, hparams: Hyperparameters, setup: Setup) -> Result:
