@@ -23,6 +23,7 @@ from typing import TYPE_CHECKING, NamedTuple
 import jax
 import numpy as np
 
+from jaxreplay import _prng
 from jaxreplay.engine import records as records_lib
 
 if TYPE_CHECKING:
@@ -84,9 +85,12 @@ class Programs:
                 record = records_lib.reduce_seeds(spec, record, seeds)
             return state, record, summary
 
+        platform = devices[0].platform
+
         def init(base_seed, seed_index, hparams):
             def one(s, h):
-                return exp.init(jax.random.fold_in(jax.random.key(base_seed), s), h, setup)
+                # The same bits as jax.random.key(base_seed); on the CPU its hash is straight-line code.
+                return exp.init(jax.random.fold_in(_prng.key(base_seed, platform), s), h, setup)
 
             return jax.vmap(one)(seed_index, hparams)
 
