@@ -341,12 +341,13 @@ def _spec() -> tuple[str, dict] | None:
 
 def _linesearch(runs: int):
     from benchmarks import sweep as sweep_bench
+    from jaxreplay import _prng
     from jaxreplay.agents import linear
 
     sweep = sweep_bench._sweep(runs)
     exp, setup = sweep.exp, sweep.make_setup()
     hparams = jax.tree.map(jnp.asarray, sweep.hyperparameters())
-    keys = jax.vmap(lambda s: jax.random.fold_in(jax.random.key(0), s))(jnp.arange(sweep.num_runs))
+    keys = jax.vmap(lambda s: jax.random.fold_in(_prng.key(0, jax.default_backend()), s))(jnp.arange(sweep.num_runs))
     state = jax.jit(jax.vmap(lambda k, h: exp.init(k, h, setup)))(keys, hparams)
 
     def fn(carry):  # the engine's segment: advance all runs by setup.steps steps, keep the record
@@ -387,6 +388,7 @@ def _dqn(seeds: int, steps: int, game: str = "CartPole-v1"):
     """The DQN step of ``game``: CartPole with the DQN benchmark's setup, a MinAtar game with its preset
     (:func:`jaxreplay.paper.reproduce.settings.minatar_setting`, evaluation off); segments of ``steps``."""
     from benchmarks import dqn as dqn_bench
+    from jaxreplay import _prng
     from jaxreplay.engine import sweep as sw
     from jaxreplay.experiments import dqn
 
@@ -399,7 +401,7 @@ def _dqn(seeds: int, steps: int, game: str = "CartPole-v1"):
     sweep = sw.Sweep("dqn", seeds=seeds, setup=setup, fixed=hp._asdict())
     exp, setup = sweep.exp, sweep.make_setup()
     hparams = jax.tree.map(jnp.asarray, sweep.hyperparameters())
-    keys = jax.vmap(lambda s: jax.random.fold_in(jax.random.key(0), s))(jnp.arange(seeds))
+    keys = jax.vmap(lambda s: jax.random.fold_in(_prng.key(0, jax.default_backend()), s))(jnp.arange(seeds))
     state = jax.jit(jax.vmap(lambda k, h: exp.init(k, h, setup)))(keys, hparams)
 
     def fn(carry):

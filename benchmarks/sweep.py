@@ -75,7 +75,10 @@ def _bare_kernel(sweep, chunk: int, repeats: int) -> dict:
     setup = sweep.make_setup()
     runs = np.arange(chunk)
     hparams = jax.tree.map(jax.numpy.asarray, sweep.hyperparameters(runs % sweep.num_runs))
-    keys = jax.vmap(lambda s: jax.random.fold_in(jax.random.key(sweep.seed), s))(
+    from jaxreplay import _prng
+
+    # The engine's keys (straight-line Threefry on the CPU): the same program the engine runs.
+    keys = jax.vmap(lambda s: jax.random.fold_in(_prng.key(sweep.seed, jax.default_backend()), s))(
         jax.numpy.asarray(runs % sweep.seeds, jax.numpy.uint32))
     t0 = time.perf_counter()
     lowered = jax.jit(ls.run_batch, static_argnums=2).lower(keys, hparams, setup)
@@ -158,10 +161,13 @@ def _python_loop(runs: int) -> dict:
     fn = jax.jit(ls.run, static_argnums=2)
     hp = lambda i: ls.Hyperparameters(memory_size=MEMORY_SIZES[i % len(MEMORY_SIZES)], batch_size=BATCH,  # noqa: E731
                                       step_size=np.float32(STEP_SIZE))
-    jax.block_until_ready(fn(jax.random.key(0), hp(0), setup))  # compile and warm up
+    from jaxreplay import _prng
+
+    key = _prng.key(0, jax.default_backend())  # the engine's keys: the same per-run program
+    jax.block_until_ready(fn(key, hp(0), setup))  # compile and warm up
     t0 = time.perf_counter()
     for i in range(runs):
-        jax.block_until_ready(fn(jax.random.fold_in(jax.random.key(0), i), hp(i), setup))
+        jax.block_until_ready(fn(jax.random.fold_in(key, i), hp(i), setup))
     seconds = time.perf_counter() - t0
     return dict(runs=runs, seconds=seconds, per_run_s=seconds / runs)
 
