@@ -70,19 +70,19 @@ def engine_run(setup, hparams, seeds: int) -> dict:
 
 def sequential_runs(setup, hparams, seeds: int) -> dict:
     """``seeds`` runs of ``(setup, hparams)`` one after another in one jitted program (compiled first,
-    apart): the same keys as :func:`engine_run` but ``chunk``."""
-    from jaxreplay import _prng
+    apart): the keys :func:`engine_run`'s sweep gives its seeds (base seed 0), one run per call."""
+    from jaxreplay.engine.execute import run_keys
     from jaxreplay.experiments import dqn
 
-    key = lambda i: _prng.key(i, jax.default_backend())  # noqa: E731  (the engine's keys)
+    keys = list(run_keys(0, jax.numpy.arange(seeds), jax.default_backend()))  # made before the clock
     fn = jax.jit(dqn.run, static_argnums=2)
     t0 = time.perf_counter()
-    jax.block_until_ready(fn(key(0), hparams, setup))
+    jax.block_until_ready(fn(keys[0], hparams, setup))
     compile_s = time.perf_counter() - t0
     t0 = time.perf_counter()
     grads = 0
     for i in range(seeds):
-        _, summary = jax.block_until_ready(fn(key(i + 1), hparams, setup))
+        _, summary = jax.block_until_ready(fn(keys[i], hparams, setup))
         grads += int(summary["gradient_steps"])
     seconds = time.perf_counter() - t0
     return dict(seconds=seconds, compile_s=compile_s, env_steps=seeds * setup.total_steps, updates=grads, seeds=seeds)

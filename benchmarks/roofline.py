@@ -341,13 +341,13 @@ def _spec() -> tuple[str, dict] | None:
 
 def _linesearch(runs: int):
     from benchmarks import sweep as sweep_bench
-    from jaxreplay import _prng
     from jaxreplay.agents import linear
+    from jaxreplay.engine.execute import run_keys
 
     sweep = sweep_bench._sweep(runs)
     exp, setup = sweep.exp, sweep.make_setup()
     hparams = jax.tree.map(jnp.asarray, sweep.hyperparameters())
-    keys = jax.vmap(lambda s: jax.random.fold_in(_prng.key(0, jax.default_backend()), s))(jnp.arange(sweep.num_runs))
+    keys = run_keys(0, jnp.arange(sweep.num_runs), jax.default_backend())  # the engine's keys, a seed a run
     state = jax.jit(jax.vmap(lambda k, h: exp.init(k, h, setup)))(keys, hparams)
 
     def fn(carry):  # the engine's segment: advance all runs by setup.steps steps, keep the record
@@ -388,8 +388,8 @@ def _dqn(seeds: int, steps: int, game: str = "CartPole-v1"):
     """The DQN step of ``game``: CartPole with the DQN benchmark's setup, a MinAtar game with its preset
     (:func:`jaxreplay.paper.reproduce.settings.minatar_setting`, evaluation off); segments of ``steps``."""
     from benchmarks import dqn as dqn_bench
-    from jaxreplay import _prng
     from jaxreplay.engine import sweep as sw
+    from jaxreplay.engine.execute import run_keys
     from jaxreplay.experiments import dqn
 
     if game.endswith("-MinAtar"):
@@ -401,7 +401,7 @@ def _dqn(seeds: int, steps: int, game: str = "CartPole-v1"):
     sweep = sw.Sweep("dqn", seeds=seeds, setup=setup, fixed=hp._asdict())
     exp, setup = sweep.exp, sweep.make_setup()
     hparams = jax.tree.map(jnp.asarray, sweep.hyperparameters())
-    keys = jax.vmap(lambda s: jax.random.fold_in(_prng.key(0, jax.default_backend()), s))(jnp.arange(seeds))
+    keys = run_keys(0, jnp.arange(seeds), jax.default_backend())  # the engine's keys
     state = jax.jit(jax.vmap(lambda k, h: exp.init(k, h, setup)))(keys, hparams)
 
     def fn(carry):

@@ -75,19 +75,16 @@ def _bare_kernel(sweep, chunk: int, repeats: int) -> dict:
     as the engine (an earlier version called the first chunk's runs, memory sizes 10 and 50 only, every
     time: cache-friendlier work than the sweep's, which the engine seemed 20-28 % slower than on the 2-core CPU).
     """
-    from jaxreplay import _prng
-    from jaxreplay.engine.execute import padded_runs
+    from jaxreplay.engine.execute import padded_runs, run_keys
     from jaxreplay.experiments import linesearch as ls
 
     setup = sweep.make_setup()
-    base = _prng.key(sweep.seed, jax.default_backend())  # the engine's keys: the same program it runs
     calls = -(-sweep.num_runs // chunk)
     inputs = []
     for c in range(calls):
         runs = padded_runs(np.arange(c * chunk, min((c + 1) * chunk, sweep.num_runs)), chunk, 1)  # as the engine
-        hparams = jax.tree.map(jax.numpy.asarray, sweep.hyperparameters(runs))
-        keys = jax.vmap(lambda s: jax.random.fold_in(base, s))(jax.numpy.asarray(runs % sweep.seeds, jax.numpy.uint32))
-        inputs.append((keys, hparams))
+        keys = run_keys(sweep.seed, runs % sweep.seeds, jax.default_backend())  # the engine's keys
+        inputs.append((keys, jax.tree.map(jax.numpy.asarray, sweep.hyperparameters(runs))))
     t0 = time.perf_counter()
     lowered = jax.jit(ls.run_batch, static_argnums=2).lower(*inputs[0], setup)
     compiled = lowered.compile(compiler_options=ls.EXPERIMENT.compiler_options_on(jax.default_backend()))
@@ -166,19 +163,18 @@ def _numpy(runs: int, repeats: int) -> dict:
 
 
 def _python_loop(runs: int) -> dict:
+    from jaxreplay.engine.execute import run_keys
     from jaxreplay.experiments import linesearch as ls
 
     setup = ls.Setup(steps=STEPS, max_capacity=MAX_CAPACITY, max_batch_size=BATCH)
     fn = jax.jit(ls.run, static_argnums=2)
     hp = lambda i: ls.Hyperparameters(memory_size=MEMORY_SIZES[i % len(MEMORY_SIZES)], batch_size=BATCH,  # noqa: E731
                                       step_size=np.float32(STEP_SIZE))
-    from jaxreplay import _prng
-
-    key = _prng.key(0, jax.default_backend())  # the engine's keys: the same per-run program
-    jax.block_until_ready(fn(key, hp(0), setup))  # compile and warm up
+    keys = list(run_keys(0, np.arange(runs), jax.default_backend()))  # the engine's keys, made before the clock
+    jax.block_until_ready(fn(keys[0], hp(0), setup))  # compile and warm up
     t0 = time.perf_counter()
     for i in range(runs):
-        jax.block_until_ready(fn(jax.random.fold_in(key, i), hp(i), setup))
+        jax.block_until_ready(fn(keys[i], hp(i), setup))
     seconds = time.perf_counter() - t0
     return dict(runs=runs, seconds=seconds, per_run_s=seconds / runs)
 

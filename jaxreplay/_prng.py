@@ -74,9 +74,13 @@ def _seed(seed: jax.Array) -> jax.Array:
     return jnp.stack([high, low])
 
 
+def _hash_positions(key: jax.Array, shape: tuple[int, ...]) -> tuple[jax.Array, jax.Array]:
+    # What split and random_bits both hash: each position of an array of ``shape``, under ``key``.
+    return threefry2x32(key[0], key[1], *_counters(shape))
+
+
 def _split(key: jax.Array, shape: tuple[int, ...]) -> jax.Array:
-    bits0, bits1 = threefry2x32(key[0], key[1], *_counters(shape))
-    return jnp.stack([bits0, bits1], axis=-1)
+    return jnp.stack(_hash_positions(key, shape), axis=-1)
 
 
 def _fold_in(key: jax.Array, data: ArrayLike) -> jax.Array:
@@ -85,7 +89,7 @@ def _fold_in(key: jax.Array, data: ArrayLike) -> jax.Array:
 
 
 def _random_bits(key: jax.Array, bit_width: int, shape: tuple[int, ...]) -> jax.Array:
-    bits0, bits1 = threefry2x32(key[0], key[1], *_counters(shape))
+    bits0, bits1 = _hash_positions(key, shape)
     if bit_width == 64:
         high, low = (lax.convert_element_type(b, np.uint64) for b in (bits0, bits1))
         return (high << np.uint64(32)) | low
@@ -114,7 +118,7 @@ def unrolled_applies(platform: str) -> bool:
     )
 
 
-def key(seed: jax.Array, platform: str) -> jax.Array:
+def key(seed: ArrayLike, platform: str) -> jax.Array:
     """``jax.random.key(seed)``, with :data:`THREEFRY_UNROLLED` where :func:`unrolled_applies` (same bits)."""
     if unrolled_applies(platform):
         return jax.random.key(seed, impl=THREEFRY_UNROLLED)

@@ -114,3 +114,14 @@ def test_engine_sweeps_keep_their_results():
             expected = run(key, ls.Hyperparameters(memory_size=memory_size, batch_size=3), sweep.make_setup()).dtheta
             got = dtheta.sel(memory_size=memory_size, seed=seed).transpose("step", "weight").values
             np.testing.assert_array_equal(got, np.asarray(expected))
+
+
+@pytest.mark.parametrize("platform", ["cpu", "gpu"])
+def test_run_keys_are_fold_in_of_the_base_key_by_seed_index(platform):
+    from jaxreplay.engine.execute import run_keys
+
+    seed_index = np.array([0, 3, 3, 7, 2**32 - 1], np.uint32)
+    expected = [jax.random.key_data(jax.random.fold_in(jax.random.key(11), int(s))) for s in seed_index]
+    keys = jax.jit(run_keys, static_argnums=2)(11, seed_index, platform)
+    assert keys.shape == (5,)
+    np.testing.assert_array_equal(np.asarray(jax.random.key_data(keys)), np.stack(expected))

@@ -21,9 +21,11 @@ from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING, NamedTuple
 
 import jax
+import jax.numpy as jnp
 import numpy as np
 
 from jaxreplay import _prng
+from jaxreplay._typing import ArrayLike
 from jaxreplay.engine import records as records_lib
 
 if TYPE_CHECKING:
@@ -88,11 +90,8 @@ class Programs:
         platform = devices[0].platform
 
         def init(base_seed, seed_index, hparams):
-            def one(s, h):
-                # The same bits as jax.random.key(base_seed); on the CPU its hash is straight-line code.
-                return exp.init(jax.random.fold_in(_prng.key(base_seed, platform), s), h, setup)
-
-            return jax.vmap(one)(seed_index, hparams)
+            keys = run_keys(base_seed, seed_index, platform)
+            return jax.vmap(lambda k, h: exp.init(k, h, setup))(keys, hparams)
 
         def first(base_seed, seed_index, hparams):
             # The final state of a one-segment run is never read: not an output, so it is never written
@@ -207,6 +206,17 @@ def programs_for(sweep: Sweep, devices: Sequence[jax.Device], setup: object = No
 def clear_program_cache() -> None:
     """Forget every compiled sweep program kept by this process (frees their device memory)."""
     _PROGRAM_CACHE.clear()
+
+
+def run_keys(base_seed: ArrayLike, seed_index: ArrayLike, platform: str) -> jax.Array:
+    """The PRNG keys of runs of seed indices ``seed_index`` (``[R]``) in a sweep of base seed ``base_seed``:
+    ``fold_in(key(base_seed), seed_index)``, the one place the engine derives them (traceable).
+
+    The base key is :func:`jaxreplay._prng.key`'s: JAX's default bits, its hash written out as
+    straight-line code on the CPU (``platform``), so a run's draws are those of ``jax.random.key``'s key.
+    """
+    base = _prng.key(base_seed, platform)
+    return jax.vmap(lambda s: jax.random.fold_in(base, s))(jnp.asarray(seed_index, jnp.uint32))
 
 
 def padded_runs(runs: np.ndarray, chunk: int, align: int) -> np.ndarray:
