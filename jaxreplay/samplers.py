@@ -4,7 +4,9 @@ Each sampler returns a :class:`Sample`: the storage slots drawn, the
 probability with which each was drawn, and an importance weight. Fetch the
 transitions with :func:`jaxreplay.buffer.get`.
 
-* :func:`uniform`: uniform with replacement over the live transitions (ER).
+* :func:`uniform`: uniform with replacement over the live transitions (ER);
+  :func:`uniform_draws` and :func:`uniform_from_draws` are its two halves, the
+  random numbers and the slots they pick, for loops that make draws ahead.
 * :func:`exact_prioritized`: P(i) ∝ |δ_i|^β over the live transitions, from
   TD errors the caller has just computed for *all* of them (the paper's pER).
 * :func:`combined`: combined experience replay (CER, Zhang & Sutton 2017): the
@@ -50,13 +52,44 @@ class Sample(NamedTuple):
     weights: jax.Array
 
 
-def _uniform_offsets(key: jax.Array, size: jax.Array, shape: tuple[int, ...]) -> jax.Array:
+def uniform_draws(key: jax.Array, batch_size: int) -> jax.Array:
+    """The random numbers of :func:`uniform`: ``float32[batch_size]``, uniform in [0, 1).
+
+    They do not depend on the memory, so a loop can make many steps' draws at
+    once, ahead of the steps, and hand each step's to :func:`uniform_from_draws`:
+    the same slots as :func:`uniform` with the same key. (On XLA:CPU that is
+    faster when the draws would otherwise be computed inside the gather of the
+    minibatch: see :data:`jaxreplay.experiments.linesearch.DRAW_BLOCK`.)
+    """
+    batch_size = _validation.check_static_int("batch_size", batch_size, low=1)
+    return jax.random.uniform(key, (batch_size,))
+
+
+def uniform_from_draws(state: buffer_lib.BufferState, draws: ArrayLike) -> Sample:
+    """:func:`uniform`'s minibatch from its random numbers (``draws``, from :func:`uniform_draws`).
+
+    Args:
+        state: the memory.
+        draws: ``float32[batch_size]`` in [0, 1).
+
+    Returns:
+        A :class:`Sample` as :func:`uniform`'s. Cost: O(batch_size).
+    """
+    draws = jnp.asarray(draws)
+    if draws.ndim != 1 or draws.dtype != jnp.float32:
+        raise ValueError(f"draws must be float32[batch_size] (uniform_draws), got {draws.dtype}{list(draws.shape)}.")
     # One float draw per index is cheaper than randint (which needs two bit
     # draws to stay unbiased for a traced span). A float32 uniform takes 2**23
     # values, so each offset's probability is off by at most size / 2**23
     # relative (1e-4 at size 1000; use stored-priority or randint beyond ~10**6).
-    u = jax.random.uniform(key, shape)
-    return jnp.minimum((u * size).astype(jnp.int32), size - 1)
+    offsets = jnp.minimum((draws * state.size).astype(jnp.int32), state.size - 1)
+    batch_size = draws.shape[0]
+    probability = jnp.where(state.size > 0, 1.0 / jnp.maximum(state.size, 1), 0.0)
+    return Sample(
+        indices=buffer_lib.slot_of(state, offsets),
+        probabilities=jnp.full((batch_size,), probability, jnp.float32),
+        weights=jnp.full((batch_size,), state.size > 0, jnp.float32),
+    )
 
 
 def uniform(key: jax.Array, state: buffer_lib.BufferState, batch_size: int) -> Sample:
@@ -70,16 +103,10 @@ def uniform(key: jax.Array, state: buffer_lib.BufferState, batch_size: int) -> S
     Returns:
         A :class:`Sample` (``int32[batch_size]`` slots, ``float32[batch_size]``
         probabilities ``1 / size`` and weights 1; both 0 from an empty
-        memory). Cost: O(batch_size).
+        memory). Cost: O(batch_size). Equal to
+        ``uniform_from_draws(state, uniform_draws(key, batch_size))``.
     """
-    batch_size = _validation.check_static_int("batch_size", batch_size, low=1)
-    offsets = _uniform_offsets(key, state.size, (batch_size,))
-    probability = jnp.where(state.size > 0, 1.0 / jnp.maximum(state.size, 1), 0.0)
-    return Sample(
-        indices=buffer_lib.slot_of(state, offsets),
-        probabilities=jnp.full((batch_size,), probability, jnp.float32),
-        weights=jnp.full((batch_size,), state.size > 0, jnp.float32),
-    )
+    return uniform_from_draws(state, uniform_draws(key, batch_size))
 
 
 def combined(key: jax.Array, state: buffer_lib.BufferState, batch_size: int) -> Sample:

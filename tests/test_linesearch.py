@@ -194,3 +194,33 @@ def test_the_memory_holds_each_transition_as_one_packed_row():
     fields = linear.unpack(storage[:6])
     assert tuple(fields) == linear.FIELDS == ("position", "move", "reward", "next_position")
     np.testing.assert_array_equal(np.asarray(linear.pack(fields)), storage[:6])
+
+
+@pytest.mark.parametrize("sampler, steps", [("uniform", 37), ("uniform", 10), ("adaptive", 60)])
+def test_draws_made_a_block_ahead_are_the_draws_of_each_step(monkeypatch, sampler, steps):
+    # ER's and aER's draws are made DRAW_BLOCK steps at a time, ahead of the steps: a run must equal the same
+    # run whose draws are made in each step (blocks of 1), full blocks and a shorter last block alike.
+    setup = ls.Setup(steps=steps, max_capacity=steps, max_batch_size=4, sampler=sampler, max_num_old=8)
+    hp = ls.broadcast_hyperparameters(
+        ls.Hyperparameters(memory_size=jnp.array([1, 5, 20, 60]) % steps + 1, batch_size=jnp.array([1, 2, 3, 4]),
+                           step_size=0.05, adaptive_interval=3, adaptive_num_old=2), 4)
+    keys = jax.random.split(jax.random.key(5), 4)
+
+    def runs(block):
+        monkeypatch.setattr(ls, "DRAW_BLOCK", block)
+        return jax.jit(lambda k, h: ls.run_batch(k, h, setup))(keys, hp)  # a new function: traced again
+
+    ahead, each_step = runs(25), runs(1)
+    assert ahead.dtheta.shape == (4, steps, 2) and ahead.memory_size.shape == (4, steps)
+    for a, b in zip(ahead, each_step):
+        np.testing.assert_array_equal(np.asarray(a), np.asarray(b))
+    assert np.ptp(np.asarray(ahead.final_metric)) > 0  # runs that differ, not one run four times
+    if sampler == "adaptive":
+        assert len(np.unique(np.asarray(ahead.memory_size))) > 4  # aER resized the memories
+
+
+def test_at_most_1250_draws_per_run_are_made_ahead():
+    # Blocks of 25 steps up to the paper's largest minibatch (50), shorter beyond: a huge minibatch's memory
+    # stays that of one step's draws.
+    sizes = {m: ls._block_steps(ls.Setup(max_batch_size=m)) for m in (1, 5, 50, 51, 100, 1250, 1251, 10**6)}
+    assert sizes == {1: 25, 5: 25, 50: 25, 51: 24, 100: 12, 1250: 1, 1251: 1, 10**6: 1}

@@ -63,6 +63,22 @@ def test_uniform_is_uniform_over_the_live_window(name):
     np.testing.assert_array_equal(sample.weights, 1.0)
 
 
+def test_uniform_from_draws_picks_the_offset_of_each_draw_in_age_order():
+    # The "wrapped" window: 12 live of 25 adds (the last 16 written at slots 0..15, value 9 + slot): the
+    # oldest live, value 13, at slot 4.
+    state = STATES["wrapped"]
+    draws = jnp.array([0.0, 0.25, 0.5, 1 / 12, 0.99999994], jnp.float32)  # offsets 0, 3, 6, 1, 11
+    sample = samplers.uniform_from_draws(state, draws)
+    assert sample.indices.tolist() == [4, 7, 10, 5, 15]
+    assert np.asarray(buffer.get(state, sample.indices)).tolist() == [13.0, 16.0, 19.0, 14.0, 24.0]
+    np.testing.assert_allclose(sample.probabilities, 1 / 12)
+    # uniform() is its two halves: the same slots from the same key, also when the draws are made ahead, vmapped.
+    keys = jax.random.split(jax.random.key(7), 3)
+    ahead = jax.vmap(lambda k: samplers.uniform_draws(k, 9))(keys)
+    for k, d in zip(keys, ahead):
+        assert _uniform(k, state, 9).indices.tolist() == samplers.uniform_from_draws(state, d).indices.tolist()
+
+
 def test_grown_window_holds_the_expected_values():
     contents, valid = buffer.in_age_order(STATES["grown"])
     assert contents[valid].tolist() == [20.0, 21.0, 22.0, 100.0, 101.0]
@@ -197,6 +213,9 @@ def test_empty_memory_gives_zero_probabilities_and_weights_in_every_sampler():
         (lambda s: samplers.exact_prioritized(jax.random.key(0), s, TD_ERRORS[:3], 4, 1.0), "td_errors"),
         (lambda s: samplers.exact_prioritized(jax.random.key(0), s, TD_ERRORS, 0, 1.0), "batch_size"),
         (lambda s: samplers.combined(jax.random.key(0), s, 0), "batch_size"),
+        (lambda s: samplers.uniform_draws(jax.random.key(0), 0), "batch_size"),
+        (lambda s: samplers.uniform_from_draws(s, jnp.zeros((2, 3), jnp.float32)), "draws"),
+        (lambda s: samplers.uniform_from_draws(s, jnp.zeros(3, jnp.int32)), "draws"),
     ],
 )
 def test_bad_input(call, argument):

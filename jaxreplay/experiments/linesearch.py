@@ -264,11 +264,13 @@ def advance(state: State, hparams: Hyperparameters, setup: Setup) -> tuple[State
     env_params = _env_params(hparams, setup)
     trainable = _trainable(setup)
     key = state.key
+    draws_ahead = setup.sampler != "prioritized"  # pER's draws depend on θ: made in the step
 
-    def step(carry, t):
+    def step(carry, inputs):
+        t, draws = inputs
         theta, env_state, memory, controller, diverged = carry
         step_key = jax.random.fold_in(key, t)
-        replay_key, adaptive_key = jax.random.split(step_key)
+        replay_key, adaptive_key = _step_keys(key, t)
         action = linear.greedy_action(theta)
         _, next_state, reward, _, _, info = env.step(step_key, env_state, action, env_params)
         transition = {
@@ -278,7 +280,7 @@ def advance(state: State, hparams: Hyperparameters, setup: Setup) -> tuple[State
             "next_position": info["final_observation"][0],
         }
         memory = buffer.add(memory, linear.pack(transition))
-        theta, _ = replay(replay_key, theta, memory, hparams, setup, trainable)
+        theta, _ = replay(replay_key, theta, memory, hparams, setup, trainable, draws)
         if setup.sampler == "adaptive":
             td_fn = lambda rows: linear.td_error(theta, linear.unpack(rows), hparams.discount, setup.speed)  # noqa: E731
             aer = adaptive.controller(
@@ -295,11 +297,51 @@ def advance(state: State, hparams: Hyperparameters, setup: Setup) -> tuple[State
         diverged = diverged | ~jnp.all(jnp.isfinite(theta))
         return (theta, next_state, memory, controller, diverged), (theta - theta_star, memory.capacity)
 
+    def block(carry, ts):
+        # The block's replay draws in one kernel, before its steps (DRAW_BLOCK says why).
+        draw = lambda t: samplers.uniform_draws(_step_keys(key, t)[0], setup.max_batch_size)  # noqa: E731
+        return jax.lax.scan(step, carry, (ts, jax.vmap(draw)(ts) if draws_ahead else None))
+
     carry = (state.theta, state.env_state, state.memory, state.controller, state.diverged)
     steps = state.step + jnp.arange(1, setup.steps + 1, dtype=jnp.int32)
-    (theta, env_state, memory, controller, diverged), (dtheta, memory_size) = jax.lax.scan(step, carry, steps)
+    (theta, env_state, memory, controller, diverged), (dtheta, memory_size) = _in_blocks(
+        block, carry, steps, _block_steps(setup)
+    )
     new_state = State(key, state.step + setup.steps, theta, env_state, memory, controller, diverged)
     return new_state, {"dtheta": dtheta, "capacity": memory_size}
+
+
+DRAW_BLOCK = 25
+"""Steps whose uniform replay draws (ER, aER) are made together, ahead of the steps (fewer where
+``max_batch_size`` > 50: at most ``25 × 50`` draws per run are made ahead, so a huge minibatch's
+memory does not grow). Why: made inside the step, XLA:CPU fuses the draws' hash into the gather of
+the minibatch's rows and computes it once per gathered value (4 per row). Made a block ahead, they are
+one vectorised kernel per block, with the same bits; the 10⁴-run ER sweep ran about 1.3× faster on a
+2-core CPU (blocks of 10 to 50 steps within noise of each other; ``benchmarks/README.md``)."""
+
+
+def _block_steps(setup: Setup) -> int:
+    return max(1, min(DRAW_BLOCK, DRAW_BLOCK * 50 // setup.max_batch_size))
+
+
+def _step_keys(key: jax.Array, t: jax.Array) -> tuple[jax.Array, jax.Array]:
+    """``(replay_key, adaptive_key)`` of step ``t`` of the run with ``key``."""
+    replay_key, adaptive_key = jax.random.split(jax.random.fold_in(key, t))
+    return replay_key, adaptive_key
+
+
+def _in_blocks(block, carry, steps: jax.Array, size: int):
+    """``lax.scan`` of ``block`` over ``steps`` cut into blocks of ``size`` (the last one shorter),
+    its per-step outputs concatenated back to one leading axis of ``len(steps)``."""
+    full, tail = divmod(steps.shape[0], size)
+    outputs = []
+    if full:
+        carry, out = jax.lax.scan(block, carry, steps[: full * size].reshape(full, size))
+        outputs.append(jax.tree.map(lambda x: x.reshape(full * size, *x.shape[2:]), out))
+    if tail:
+        carry, out = block(carry, steps[full * size :])
+        outputs.append(out)
+    return carry, jax.tree.map(lambda *xs: jnp.concatenate(xs) if len(xs) > 1 else xs[0], *outputs)
 
 
 def summarize(state: State, hparams: Hyperparameters, setup: Setup) -> dict:
@@ -327,7 +369,7 @@ def run(key: jax.Array, hparams: Hyperparameters, setup: Setup) -> Result:
     return Result(record["dtheta"], record["capacity"], summary["final_metric"], summary["diverged"])
 
 
-def replay(key, theta, memory, hparams: Hyperparameters, setup: Setup, trainable):
+def replay(key, theta, memory, hparams: Hyperparameters, setup: Setup, trainable, draws=None):
     """The ``m`` sequential TD updates of one step, each on a transition drawn from ``memory``.
 
     Args:
@@ -339,6 +381,8 @@ def replay(key, theta, memory, hparams: Hyperparameters, setup: Setup, trainable
             ``setup.max_batch_size`` update slots are applied, the rest masked.
         setup: static :class:`Setup` (its ``sampler`` picks the draws).
         trainable: ``float32[2]`` of 0/1; a 0 freezes that weight.
+        draws: ER and aER only: ``samplers.uniform_draws(key, setup.max_batch_size)`` made ahead (then
+            ``key`` is not used); None makes them here. pER ignores it.
 
     Returns:
         ``(theta, indices)``: the weights after the updates and the
@@ -361,7 +405,9 @@ def replay(key, theta, memory, hparams: Hyperparameters, setup: Setup, trainable
         return jax.lax.scan(one, theta, (slots, jax.random.split(key, setup.max_batch_size)))
 
     # Uniform draws do not depend on θ: draw the whole minibatch at once.
-    indices = samplers.uniform(key, memory, setup.max_batch_size).indices
+    if draws is None:
+        draws = samplers.uniform_draws(key, setup.max_batch_size)
+    indices = samplers.uniform_from_draws(memory, draws).indices
 
     def masked_update(theta, inputs):
         j, transition = inputs
