@@ -29,6 +29,23 @@ def test_end_to_end_report_ratios():
     assert sweep.HEADLINES[1][1] == "1.20×"
 
 
+def test_sweep_vs_numpy_is_the_median_of_the_alternated_rounds_ratios():
+    # Three rounds on a machine whose speed drifts: ours 0.2, 0.3, 0.25 ms a run; NumPy 0.6, 1.2, 0.5 ms.
+    ours = [dict(runs=10_000, chunk=1024, devices=1, compile_s=1.0, run_s=t * 10, per_run_s=t / 1000, metric=0.06,
+                 compilations=1) for t in (0.2, 0.3, 0.25)]
+    numpy = [dict(runs=1000, seconds=t, per_run_s=t / 1000, metric=0.06) for t in (0.6, 1.2, 0.5)]
+    merged = sweep._median_round(numpy)
+    assert merged["per_run_s"] == 0.6e-3 and merged["seconds"] == 0.6 and merged["runs"] == 1000
+    merged["round_ratios"] = [n["per_run_s"] / e["per_run_s"] for e, n in zip(ours, numpy)]  # 3.0, 4.0, 2.0
+    small = dict(ours[0], runs=100, run_s=0.03, per_run_s=0.3e-3)
+    sweep.HEADLINES[:] = []
+    text = sweep._report("quick", [small, sweep._median_round(ours)], merged, dict(runs=20, per_run_s=2e-3))
+    # The median of the rounds' ratios (3.0×), not the ratio of the medians (0.6 ÷ 0.25 = 2.4×).
+    assert sweep.HEADLINES[1][1:] == ["3.0×", "≥ 20×"]
+    assert "(median of 3 alternated rounds: 3.00×, 4.00×, 2.00×)" in text
+    assert sweep.HEADLINES[2][1] == "8.0×"  # the Python loop: 2 ms ÷ the median 0.25 ms
+
+
 def test_dqn_scaling_stops_when_the_engine_splits(monkeypatch):
     calls = []
 
