@@ -518,11 +518,12 @@ class Plan(NamedTuple):
         return int(sum(len(c) for c in self.chunks))
 
 
-# On CPU a chunk's working set should stay near the caches: measured on a 2-core
-# CPU (LineSearch ER, T = 1000, 10^4 runs), per-run cost is lowest for chunks of
-# 256–1024 runs and 1.4× / 2.7× higher at 4096 / 10^4 runs. Accelerators are
-# limited by memory only.
-CPU_RUNS_PER_DEVICE = 1024
+# On CPU a chunk's working set should stay near the caches. On a 2-core AMD EPYC (1 MB L2 per core;
+# LineSearch ER, T = 1000, 10^4 runs, three rounds each), once the replay draws were made a block ahead
+# (experiments.linesearch.DRAW_BLOCK), chunks of 256-384 runs took 1.1-1.4 s, 512 runs 1.2-1.5 s, 1,024
+# runs 1.6-2.1 s (the cap was 1,024 while 256 to 1,024 cost the same). A DQN CartPole sweep (1,024 seeds,
+# 1,000 steps) cost the same in chunks of 256 and 1,024 (26-27 s). Accelerators: limited by memory only.
+CPU_RUNS_PER_DEVICE = 256
 """The most runs per device in one chunk on CPU (accelerators: limited by memory only)."""
 
 MIN_RUNS_PER_DEVICE = 2
