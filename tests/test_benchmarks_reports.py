@@ -15,7 +15,8 @@ from benchmarks import dqn, sweep, xla_flags  # noqa: E402
 
 
 def test_end_to_end_report_ratios():
-    e = dict(runs=1_000_000, chunk=500_000, full_chunk=250_000, calls=2, bare_s=1.0, final_s=1.25, full_s=9.0,
+    e = dict(runs=1_000_000, chunk=500_000, full_chunk=250_000, calls=2, bare_s=1.0, bare_full_s=1.0, final_s=1.25,
+             full_s=9.0,
              record_bytes=12e9, bandwidth=2e9, transfer_s=6.0, compile_s=1.0)
     sweep.HEADLINES[:] = []
     text = sweep._end_to_end_report(e)
@@ -27,6 +28,11 @@ def test_end_to_end_report_ratios():
     sweep.HEADLINES[:] = []
     sweep._end_to_end_report(dict(e, transfer_s=0.5, full_s=1.2))
     assert sweep.HEADLINES[1][1] == "1.20×"
+    # Each engine way is measured against its own bare kernel: M(T) only, or the full curves.
+    sweep.HEADLINES[:] = []
+    text = sweep._end_to_end_report(dict(e, bare_full_s=1.6, transfer_s=0.5, full_s=2.0))
+    assert sweep.HEADLINES[0][1] == "80 %" and sweep.HEADLINES[1][1] == "1.25×"
+    assert "| 2 s | 2.5e+09 | 1.25× |" in text
 
 
 def test_sweep_vs_numpy_is_the_median_of_the_alternated_rounds_ratios():
