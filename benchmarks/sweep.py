@@ -21,7 +21,8 @@ Targets: per-run cost flat within 1.5× from 10² to 10⁴ runs, ≥ 20×
 (a), ≥ 100× (b). With a GPU present the same command also sweeps 10⁵ runs.
 
 **End to end vs the bare kernel**. The same runs (10⁴ on a CPU,
-10⁶ on an accelerator) three ways, one after another in one process:
+10⁶ on an accelerator), in one process, timed in alternated rounds (3 on a
+CPU, 1 on an accelerator), each round timing every way once:
 
 * **bare kernels**: ``jax.jit`` of :func:`~jaxreplay.experiments.linesearch.run_batch`
   called on the engine's chunk shape once per chunk, outputs left on the
@@ -76,7 +77,7 @@ def _td_updates(runs: int) -> int:
     return runs * STEPS * BATCH
 
 
-def _bare_kernel(sweep, chunk: int, repeats: int, final_only: bool = False) -> dict:
+def _bare_kernel(sweep, chunk: int, final_only: bool = False) -> dict:
     """``jit(run_batch)`` called once per chunk of ``sweep``, on that chunk's runs, outputs left on the device;
     with ``final_only`` the program returns M(T) alone (XLA then drops the curves, as the engine's program
     keeping final metrics does).
@@ -104,14 +105,15 @@ def _bare_kernel(sweep, chunk: int, repeats: int, final_only: bool = False) -> d
     compiled = lowered.compile(compiler_options=ls.EXPERIMENT.compiler_options_on(jax.default_backend()))
     compile_s = time.perf_counter() - t0
     jax.block_until_ready(compiled(*inputs[0]))  # warm-up
-    times = []
-    for _ in range(repeats):
+
+    def seconds() -> float:
+        """One pass over the chunks, timed."""
         t0 = time.perf_counter()
         outs = [compiled(*args) for args in inputs]  # dispatched back to back, as the engine
         jax.block_until_ready(outs)
-        times.append(time.perf_counter() - t0)
-        del outs
-    return dict(seconds=float(np.median(times)), compile_s=compile_s, calls=calls)
+        return time.perf_counter() - t0
+
+    return dict(seconds=seconds, compile_s=compile_s, calls=calls)
 
 
 def host_transfer_bandwidth(nbytes: int = 256 * 2**20) -> float:
@@ -134,23 +136,27 @@ def _end_to_end(runs: int, repeats: int) -> dict:
     from jaxreplay.engine.records import Record
 
     full_sweep, final_sweep = _sweep(runs), _sweep(runs, Record(keep=()))
-    fulls = [sw.run(full_sweep, None, progress=False) for _ in range(repeats)]
-    full = fulls[0]
-    finals = [sw.run(final_sweep, None, progress=False) for _ in range(repeats)]
-    chunk = finals[0].stats.chunk_size
-    bare = _bare_kernel(final_sweep, chunk, repeats, final_only=True)
-    bare_full = _bare_kernel(full_sweep, full.stats.chunk_size, repeats)
-    if not np.array_equal(full.dataset.final_metric.values, finals[0].dataset.final_metric.values):
+    full = sw.run(full_sweep, None, progress=False)  # compiles both engine programs before the rounds
+    final = sw.run(final_sweep, None, progress=False)
+    if not np.array_equal(full.dataset.final_metric.values, final.dataset.final_metric.values):
         raise AssertionError("keeping fewer records changed the final metrics")
+    bare = _bare_kernel(final_sweep, final.stats.chunk_size, final_only=True)
+    bare_full = _bare_kernel(full_sweep, full.stats.chunk_size)
+    # In alternation, each engine way beside its bare kernel, one of each per round (the machine's speed drifts).
+    engine_s = lambda sweep: sw.run(sweep, None, progress=False).stats.run_seconds  # noqa: E731
+    rounds = [dict(final_s=engine_s(final_sweep), bare_s=bare["seconds"](), full_s=engine_s(full_sweep),
+                   bare_full_s=bare_full["seconds"]()) for _ in range(repeats)]
     bandwidth = host_transfer_bandwidth()
     record_bytes = full.stats.result_bytes_per_run * full_sweep.num_runs
-    return dict(
-        runs=full_sweep.num_runs, chunk=chunk, full_chunk=full.stats.chunk_size, calls=bare["calls"],
-        bare_s=bare["seconds"], bare_full_s=bare_full["seconds"],
-        final_s=float(np.median([r.stats.run_seconds for r in finals])),
-        full_s=float(np.median([r.stats.run_seconds for r in fulls])), record_bytes=record_bytes, bandwidth=bandwidth,
-        transfer_s=record_bytes / bandwidth, compile_s=bare["compile_s"],
-    )
+    e = dict(runs=full_sweep.num_runs, chunk=final.stats.chunk_size, full_chunk=full.stats.chunk_size,
+             calls=bare["calls"], record_bytes=record_bytes, bandwidth=bandwidth, transfer_s=record_bytes / bandwidth,
+             compile_s=bare["compile_s"], rounds=len(rounds))
+    e.update({k: float(np.median([r[k] for r in rounds])) for k in rounds[0]})
+    e["final_share"] = float(np.median([r["bare_s"] / r["final_s"] for r in rounds]))
+    e["final_over_bare"] = float(np.median([r["final_s"] / r["bare_s"] for r in rounds]))
+    e["full_over_bare"] = float(np.median([r["full_s"] / r["bare_full_s"] for r in rounds]))
+    e["full_over_bound"] = float(np.median([r["full_s"] / max(e["transfer_s"], r["bare_full_s"]) for r in rounds]))
+    return e
 
 
 def _engine(runs: int, repeats: int) -> dict:
@@ -230,7 +236,7 @@ def run(mode_name: str = "quick", progress: Callable[[str], None] = lambda s: pr
     loop = _python_loop(mode["loop_runs"])
     runs = END_TO_END_ACCELERATOR if on_accelerator else mode["end_to_end"]
     progress(f"  end to end vs the bare kernel: {runs:,} runs")
-    e2e = _end_to_end(runs, repeats=1 if runs > 10_000 else 2)
+    e2e = _end_to_end(runs, repeats=1 if runs > 10_000 else 3)
     return _report(mode_name, engine, numpy, loop) + "\n\n" + _end_to_end_report(e2e)
 
 
@@ -285,18 +291,19 @@ def _report(mode_name, engine, numpy, loop) -> str:
 
 def _end_to_end_report(e: dict) -> str:
     updates = _td_updates(e["runs"])
-    final_share = e["bare_s"] / e["final_s"]
-    full_over_bound = e["full_s"] / max(e["transfer_s"], e["bare_full_s"])
+    # Medians over the alternated rounds of each round's ratio (computed here from the medians if absent).
+    final_share = e.get("final_share", e["bare_s"] / e["final_s"])
+    full_over_bound = e.get("full_over_bound", e["full_s"] / max(e["transfer_s"], e["bare_full_s"]))
     rate = lambda seconds: f"{updates / seconds:.3g}"  # noqa: E731
     rows = [
         ["bare kernel, M(T) only: `jit(run_batch(...).final_metric)`, left on the device", f"{e['bare_s']:.3g} s",
          rate(e["bare_s"]), "1×", f"{e['calls']} call(s) of {e['chunk']:,} runs"],
         ["engine, final metrics only (`Record(keep=())`)", f"{e['final_s']:.3g} s", rate(e["final_s"]),
-         f"{e['final_s'] / e['bare_s']:.2f}×", f"chunks of {e['chunk']:,}"],
+         f"{e.get('final_over_bare', e['final_s'] / e['bare_s']):.2f}×", f"chunks of {e['chunk']:,}"],
         ["bare kernel, full curves: `jit(run_batch)`, left on the device", f"{e['bare_full_s']:.3g} s",
          rate(e["bare_full_s"]), "1×", f"chunks of {e['full_chunk']:,}"],
         ["engine, full curves (default)", f"{e['full_s']:.3g} s", rate(e["full_s"]),
-         f"{e['full_s'] / e['bare_full_s']:.2f}×", f"chunks of {e['full_chunk']:,}; "
+         f"{e.get('full_over_bare', e['full_s'] / e['bare_full_s']):.2f}×", f"chunks of {e['full_chunk']:,}; "
                                                    f"{_timing.format_bytes(e['record_bytes'])} of records"],
         ["host-transfer bound of the full curves", f"{e['transfer_s']:.3g} s", rate(e["transfer_s"]), "–",
          f"{_timing.format_bytes(e['record_bytes'])} at {e['bandwidth'] / 1e9:.3g} GB/s (measured)"],
@@ -311,7 +318,8 @@ def _end_to_end_report(e: dict) -> str:
                                    rows)
     return "\n\n".join([
         f"**End to end vs the bare kernel**, {e['runs']:,} runs (T = {STEPS}, m = {BATCH}: "
-        f"{updates:.3g} TD updates); backend `{jax.default_backend()}`.",
+        f"{updates:.3g} TD updates); backend `{jax.default_backend()}`; medians of {e.get('rounds', 1)} alternated "
+        "round(s), each timing the four ways once; the ratios below are the medians of the rounds' ratios.",
         table,
         f"Final metrics only run at **{100 * final_share:.0f} %** of the bare kernel's throughput (target ≥ 80 %); "
         f"full curves take **{full_over_bound:.2f}×** the larger of the host-transfer bound and their bare kernel "

@@ -33,6 +33,11 @@ def test_end_to_end_report_ratios():
     text = sweep._end_to_end_report(dict(e, bare_full_s=1.6, transfer_s=0.5, full_s=2.0))
     assert sweep.HEADLINES[0][1] == "80 %" and sweep.HEADLINES[1][1] == "1.25×"
     assert "| 2 s | 2.5e+09 | 1.25× |" in text
+    # With alternated rounds, the ratios are the medians of the rounds' ratios, given by _end_to_end.
+    sweep.HEADLINES[:] = []
+    text = sweep._end_to_end_report(dict(e, rounds=3, final_share=0.9, full_over_bound=1.1))
+    assert sweep.HEADLINES[0][1] == "90 %" and sweep.HEADLINES[1][1] == "1.10×"
+    assert "medians of 3 alternated round(s)" in text
 
 
 def test_sweep_vs_numpy_is_the_median_of_the_alternated_rounds_ratios():
