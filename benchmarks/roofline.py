@@ -367,6 +367,7 @@ def _linesearch(runs: int):
 
         block, ls.DRAW_BLOCK = ls.DRAW_BLOCK, 1
         try:
+            # A new function: jit would reuse fn's trace, made with the real block size.
             return _timing.compile_program(lambda c: fn(c), carry, donate=False,
                                            compiler_options=fn.compiler_options).compiled
         finally:

@@ -96,11 +96,12 @@ def _bare_kernel(sweep, chunk: int, final_only: bool = False) -> dict:
         runs = padded_runs(np.arange(c * chunk, min((c + 1) * chunk, sweep.num_runs)), chunk, 1)  # as the engine
         keys = run_keys(sweep.seed, runs % sweep.seeds, jax.default_backend())  # the engine's keys
         inputs.append((keys, jax.tree.map(jax.numpy.asarray, sweep.hyperparameters(runs))))
-    t0 = time.perf_counter()
+
     def fn(keys, hparams):
         result = ls.run_batch(keys, hparams, setup)
         return result.final_metric if final_only else result
 
+    t0 = time.perf_counter()
     lowered = jax.jit(fn).lower(*inputs[0])
     compiled = lowered.compile(compiler_options=ls.EXPERIMENT.compiler_options_on(jax.default_backend()))
     compile_s = time.perf_counter() - t0
@@ -148,15 +149,9 @@ def _end_to_end(runs: int, repeats: int) -> dict:
                    bare_full_s=bare_full["seconds"]()) for _ in range(repeats)]
     bandwidth = host_transfer_bandwidth()
     record_bytes = full.stats.result_bytes_per_run * full_sweep.num_runs
-    e = dict(runs=full_sweep.num_runs, chunk=final.stats.chunk_size, full_chunk=full.stats.chunk_size,
-             calls=bare["calls"], record_bytes=record_bytes, bandwidth=bandwidth, transfer_s=record_bytes / bandwidth,
-             compile_s=bare["compile_s"], rounds=len(rounds))
-    e.update({k: float(np.median([r[k] for r in rounds])) for k in rounds[0]})
-    e["final_share"] = float(np.median([r["bare_s"] / r["final_s"] for r in rounds]))
-    e["final_over_bare"] = float(np.median([r["final_s"] / r["bare_s"] for r in rounds]))
-    e["full_over_bare"] = float(np.median([r["full_s"] / r["bare_full_s"] for r in rounds]))
-    e["full_over_bound"] = float(np.median([r["full_s"] / max(e["transfer_s"], r["bare_full_s"]) for r in rounds]))
-    return e
+    return dict(runs=full_sweep.num_runs, chunk=final.stats.chunk_size, full_chunk=full.stats.chunk_size,
+                calls=bare["calls"], record_bytes=record_bytes, bandwidth=bandwidth,
+                transfer_s=record_bytes / bandwidth, compile_s=bare["compile_s"], rounds=rounds)
 
 
 def _engine(runs: int, repeats: int) -> dict:
@@ -290,21 +285,25 @@ def _report(mode_name, engine, numpy, loop) -> str:
 
 
 def _end_to_end_report(e: dict) -> str:
+    """The end-to-end table from ``e`` (:func:`_end_to_end`'s): times are the medians over ``e["rounds"]``
+    (each a dict of ``final_s``, ``bare_s``, ``full_s``, ``bare_full_s``), ratios the medians of each round's."""
     updates = _td_updates(e["runs"])
-    # Medians over the alternated rounds of each round's ratio (computed here from the medians if absent).
-    final_share = e.get("final_share", e["bare_s"] / e["final_s"])
-    full_over_bound = e.get("full_over_bound", e["full_s"] / max(e["transfer_s"], e["bare_full_s"]))
+    rounds = e["rounds"]
+    median = lambda f: float(np.median([f(r) for r in rounds]))  # noqa: E731
+    t = {k: median(lambda r, k=k: r[k]) for k in ("final_s", "bare_s", "full_s", "bare_full_s")}
+    final_share = median(lambda r: r["bare_s"] / r["final_s"])
+    full_over_bound = median(lambda r: r["full_s"] / max(e["transfer_s"], r["bare_full_s"]))
     rate = lambda seconds: f"{updates / seconds:.3g}"  # noqa: E731
     rows = [
-        ["bare kernel, M(T) only: `jit(run_batch(...).final_metric)`, left on the device", f"{e['bare_s']:.3g} s",
-         rate(e["bare_s"]), "1×", f"{e['calls']} call(s) of {e['chunk']:,} runs"],
-        ["engine, final metrics only (`Record(keep=())`)", f"{e['final_s']:.3g} s", rate(e["final_s"]),
-         f"{e.get('final_over_bare', e['final_s'] / e['bare_s']):.2f}×", f"chunks of {e['chunk']:,}"],
-        ["bare kernel, full curves: `jit(run_batch)`, left on the device", f"{e['bare_full_s']:.3g} s",
-         rate(e["bare_full_s"]), "1×", f"chunks of {e['full_chunk']:,}"],
-        ["engine, full curves (default)", f"{e['full_s']:.3g} s", rate(e["full_s"]),
-         f"{e.get('full_over_bare', e['full_s'] / e['bare_full_s']):.2f}×", f"chunks of {e['full_chunk']:,}; "
-                                                   f"{_timing.format_bytes(e['record_bytes'])} of records"],
+        ["bare kernel, M(T) only: `jit(run_batch(...).final_metric)`, left on the device", f"{t['bare_s']:.3g} s",
+         rate(t["bare_s"]), "1×", f"{e['calls']} call(s) of {e['chunk']:,} runs"],
+        ["engine, final metrics only (`Record(keep=())`)", f"{t['final_s']:.3g} s", rate(t["final_s"]),
+         f"{median(lambda r: r['final_s'] / r['bare_s']):.2f}×", f"chunks of {e['chunk']:,}"],
+        ["bare kernel, full curves: `jit(run_batch)`, left on the device", f"{t['bare_full_s']:.3g} s",
+         rate(t["bare_full_s"]), "1×", f"chunks of {e['full_chunk']:,}"],
+        ["engine, full curves (default)", f"{t['full_s']:.3g} s", rate(t["full_s"]),
+         f"{median(lambda r: r['full_s'] / r['bare_full_s']):.2f}×",
+         f"chunks of {e['full_chunk']:,}; {_timing.format_bytes(e['record_bytes'])} of records"],
         ["host-transfer bound of the full curves", f"{e['transfer_s']:.3g} s", rate(e["transfer_s"]), "–",
          f"{_timing.format_bytes(e['record_bytes'])} at {e['bandwidth'] / 1e9:.3g} GB/s (measured)"],
     ]
@@ -318,7 +317,7 @@ def _end_to_end_report(e: dict) -> str:
                                    rows)
     return "\n\n".join([
         f"**End to end vs the bare kernel**, {e['runs']:,} runs (T = {STEPS}, m = {BATCH}: "
-        f"{updates:.3g} TD updates); backend `{jax.default_backend()}`; medians of {e.get('rounds', 1)} alternated "
+        f"{updates:.3g} TD updates); backend `{jax.default_backend()}`; medians of {len(rounds)} alternated "
         "round(s), each timing the four ways once; the ratios below are the medians of the rounds' ratios.",
         table,
         f"Final metrics only run at **{100 * final_share:.0f} %** of the bare kernel's throughput (target ≥ 80 %); "

@@ -14,10 +14,16 @@ if _ROOT not in sys.path:
 from benchmarks import dqn, sweep, xla_flags  # noqa: E402
 
 
+def _e2e(rounds, **fields):
+    """An end-to-end measurement: rounds of (final_s, bare_s, full_s, bare_full_s) and the fixed fields."""
+    keys = ("final_s", "bare_s", "full_s", "bare_full_s")
+    base = dict(runs=1_000_000, chunk=500_000, full_chunk=250_000, calls=2, record_bytes=12e9, bandwidth=2e9,
+                transfer_s=6.0, compile_s=1.0)
+    return dict(base, **fields, rounds=[dict(zip(keys, r)) for r in rounds])
+
+
 def test_end_to_end_report_ratios():
-    e = dict(runs=1_000_000, chunk=500_000, full_chunk=250_000, calls=2, bare_s=1.0, bare_full_s=1.0, final_s=1.25,
-             full_s=9.0,
-             record_bytes=12e9, bandwidth=2e9, transfer_s=6.0, compile_s=1.0)
+    e = _e2e([(1.25, 1.0, 9.0, 1.0)])
     sweep.HEADLINES[:] = []
     text = sweep._end_to_end_report(e)
     # 5e9 TD updates: 5e9 / s bare, 4e9 / s final metrics (80 % of the bare kernel), full curves 9 s over a 6 s bound.
@@ -26,16 +32,17 @@ def test_end_to_end_report_ratios():
     assert sweep.HEADLINES[1][1:] == ["1.50×", "≤ 1.5×"]
     # Where the kernel itself is slower than the transfer, the bound is the kernel.
     sweep.HEADLINES[:] = []
-    sweep._end_to_end_report(dict(e, transfer_s=0.5, full_s=1.2))
+    sweep._end_to_end_report(_e2e([(1.25, 1.0, 1.2, 1.0)], transfer_s=0.5))
     assert sweep.HEADLINES[1][1] == "1.20×"
     # Each engine way is measured against its own bare kernel: M(T) only, or the full curves.
     sweep.HEADLINES[:] = []
-    text = sweep._end_to_end_report(dict(e, bare_full_s=1.6, transfer_s=0.5, full_s=2.0))
+    text = sweep._end_to_end_report(_e2e([(1.25, 1.0, 2.0, 1.6)], transfer_s=0.5))
     assert sweep.HEADLINES[0][1] == "80 %" and sweep.HEADLINES[1][1] == "1.25×"
     assert "| 2 s | 2.5e+09 | 1.25× |" in text
-    # With alternated rounds, the ratios are the medians of the rounds' ratios, given by _end_to_end.
+    # With alternated rounds, the ratios are the medians of the rounds' ratios (0.9, 1.0, 0.8 -> 90 %), not the
+    # ratio of the medians (0.4 s ÷ 0.5 s = 80 %); full curves 6.6, 6.0, 7.2 s over the 6 s bound -> 1.10×.
     sweep.HEADLINES[:] = []
-    text = sweep._end_to_end_report(dict(e, rounds=3, final_share=0.9, full_over_bound=1.1))
+    text = sweep._end_to_end_report(_e2e([(1.0, 0.9, 6.6, 1.0), (0.3, 0.3, 6.0, 1.0), (0.5, 0.4, 7.2, 1.0)]))
     assert sweep.HEADLINES[0][1] == "90 %" and sweep.HEADLINES[1][1] == "1.10×"
     assert "medians of 3 alternated round(s)" in text
 

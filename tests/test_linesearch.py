@@ -196,10 +196,20 @@ def test_the_memory_holds_each_transition_as_one_packed_row():
     np.testing.assert_array_equal(np.asarray(linear.pack(fields)), storage[:6])
 
 
+# M(T) of the four runs below, computed by the code before the draws were made ahead (each step drew its own,
+# commit cb769ec): an anchor outside the blocked mechanism, which the comparison with blocks of 1 is not.
+BEFORE_DRAWS_AHEAD = {
+    ("uniform", 37): [0.5591688752174377, 0.5593116283416748, 0.5573150515556335, 0.5549874901771545],
+    ("uniform", 10): [0.5552066564559937, 0.5552571415901184, 0.5552048683166504, 0.5551990270614624],
+    ("adaptive", 60): [0.5616593360900879, 0.5631243586540222, 0.5565445423126221, 0.5613904595375061],
+}
+
+
 @pytest.mark.parametrize("sampler, steps", [("uniform", 37), ("uniform", 10), ("adaptive", 60)])
 def test_draws_made_a_block_ahead_are_the_draws_of_each_step(monkeypatch, sampler, steps):
     # ER's and aER's draws are made DRAW_BLOCK steps at a time, ahead of the steps: a run must equal the same
-    # run whose draws are made in each step (blocks of 1), full blocks and a shorter last block alike.
+    # run whose draws are made in each step (blocks of 1), full blocks and a shorter last block alike, and the
+    # run the code computed before (exactly, float32).
     setup = ls.Setup(steps=steps, max_capacity=steps, max_batch_size=4, sampler=sampler, max_num_old=8)
     hp = ls.broadcast_hyperparameters(
         ls.Hyperparameters(memory_size=jnp.array([1, 5, 20, 60]) % steps + 1, batch_size=jnp.array([1, 2, 3, 4]),
@@ -215,6 +225,7 @@ def test_draws_made_a_block_ahead_are_the_draws_of_each_step(monkeypatch, sample
     for a, b in zip(ahead, each_step):
         np.testing.assert_array_equal(np.asarray(a), np.asarray(b))
     assert np.ptp(np.asarray(ahead.final_metric)) > 0  # runs that differ, not one run four times
+    np.testing.assert_array_equal(np.asarray(ahead.final_metric), np.float32(BEFORE_DRAWS_AHEAD[sampler, steps]))
     if sampler == "adaptive":
         assert len(np.unique(np.asarray(ahead.memory_size))) > 4  # aER resized the memories
 

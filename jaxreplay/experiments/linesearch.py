@@ -269,8 +269,7 @@ def advance(state: State, hparams: Hyperparameters, setup: Setup) -> tuple[State
     def step(carry, inputs):
         t, draws = inputs
         theta, env_state, memory, controller, diverged = carry
-        step_key = jax.random.fold_in(key, t)
-        replay_key, adaptive_key = _step_keys(key, t)
+        step_key, replay_key, adaptive_key = _step_keys(key, t)
         action = linear.greedy_action(theta)
         _, next_state, reward, _, _, info = env.step(step_key, env_state, action, env_params)
         transition = {
@@ -299,7 +298,7 @@ def advance(state: State, hparams: Hyperparameters, setup: Setup) -> tuple[State
 
     def block(carry, ts):
         # The block's replay draws in one kernel, before its steps (DRAW_BLOCK says why).
-        draw = lambda t: samplers.uniform_draws(_step_keys(key, t)[0], setup.max_batch_size)  # noqa: E731
+        draw = lambda t: samplers.uniform_draws(_step_keys(key, t)[1], setup.max_batch_size)  # noqa: E731
         return jax.lax.scan(step, carry, (ts, jax.vmap(draw)(ts) if draws_ahead else None))
 
     carry = (state.theta, state.env_state, state.memory, state.controller, state.diverged)
@@ -313,21 +312,27 @@ def advance(state: State, hparams: Hyperparameters, setup: Setup) -> tuple[State
 
 DRAW_BLOCK = 25
 """Steps whose uniform replay draws (ER, aER) are made together, ahead of the steps (fewer where
-``max_batch_size`` > 50: at most ``25 × 50`` draws per run are made ahead, so a huge minibatch's
-memory does not grow). Why: made inside the step, XLA:CPU fuses the draws' hash into the gather of
-the minibatch's rows and computes it once per gathered value (4 per row). Made a block ahead, they are
-one vectorised kernel per block, with the same bits; the 10⁴-run ER sweep ran about 1.3× faster on a
-2-core CPU (blocks of 10 to 50 steps within noise of each other; ``benchmarks/README.md``)."""
+``max_batch_size`` > 50: at most :data:`MAX_DRAWS_AHEAD` draws per run are made ahead, so a huge
+minibatch's memory does not grow). Why: made inside the step, XLA:CPU fuses the draws' hash into the
+gather of the minibatch's rows and computes it once per gathered value (4 per row). Made a block
+ahead, they are one vectorised kernel per block, with the same bits; the 10⁴-run ER sweep ran about
+1.3× faster on a 2-core CPU (blocks of 10 to 50 steps within noise of each other; ``benchmarks/README.md``)."""
+
+MAX_DRAWS_AHEAD = DRAW_BLOCK * 50
+"""The most draws per run made ahead: a block of :data:`DRAW_BLOCK` steps at the paper's largest minibatch (50)."""
 
 
 def _block_steps(setup: Setup) -> int:
-    return max(1, min(DRAW_BLOCK, DRAW_BLOCK * 50 // setup.max_batch_size))
+    """Steps per block of draws made ahead: :data:`DRAW_BLOCK`, fewer for minibatches over 50, at least 1."""
+    return max(1, min(DRAW_BLOCK, MAX_DRAWS_AHEAD // setup.max_batch_size))
 
 
-def _step_keys(key: jax.Array, t: jax.Array) -> tuple[jax.Array, jax.Array]:
-    """``(replay_key, adaptive_key)`` of step ``t`` of the run with ``key``."""
-    replay_key, adaptive_key = jax.random.split(jax.random.fold_in(key, t))
-    return replay_key, adaptive_key
+def _step_keys(key: jax.Array, t: jax.Array) -> tuple[jax.Array, jax.Array, jax.Array]:
+    """``(step_key, replay_key, adaptive_key)`` of step ``t`` of the run with ``key``: the environment's
+    key, and the two it splits into (the replay draws', aER's check's)."""
+    step_key = jax.random.fold_in(key, t)
+    replay_key, adaptive_key = jax.random.split(step_key)
+    return step_key, replay_key, adaptive_key
 
 
 def _in_blocks(block, carry, steps: jax.Array, size: int):
