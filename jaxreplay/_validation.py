@@ -10,6 +10,7 @@ in its docstring; :func:`clip_traced_int` is the shared clip for integers).
 from __future__ import annotations
 
 from collections.abc import Iterable
+from typing import NamedTuple
 
 import jax
 import jax.numpy as jnp
@@ -78,9 +79,20 @@ def check_int(name: str, value: object, low: int | None = None, high: int | None
     arr = concrete_value(value)
     if arr is None:
         return
-    if arr.dtype.kind == "b" or (arr.dtype.kind not in "iu" and not np.all(np.mod(arr, 1) == 0)):
+    # The kind first (a string or None has no remainder), NaN and inf before the remainder (no warning).
+    whole = arr.dtype.kind in "iu" or (
+        arr.dtype.kind == "f" and np.all(np.isfinite(arr)) and np.all(np.mod(arr, 1) == 0)
+    )
+    if not whole or _holds_bool(value):
         raise FieldError(name, f"must be an integer, got {value!r}.")
     _check_range(name, arr, low, high)
+
+
+def _holds_bool(value: object) -> bool:
+    """Whether a list or tuple holds a ``bool`` anywhere (NumPy turns ``[1, True]`` into integers)."""
+    if isinstance(value, (list, tuple)):
+        return any(isinstance(v, (bool, np.bool_)) or _holds_bool(v) for v in value)
+    return False
 
 
 def check_float(
@@ -94,7 +106,7 @@ def check_float(
     arr = concrete_value(value)
     if arr is None:
         return
-    if arr.dtype.kind not in "iuf":
+    if arr.dtype.kind not in "iuf" or _holds_bool(value):
         raise FieldError(name, f"must be a real number, got {value!r}.")
     if not np.all(np.isfinite(arr)):
         raise FieldError(name, f"must be finite, got {value!r}.")
@@ -161,6 +173,56 @@ def clip_traced_int(value: object, low: int, high: int, fallback: object) -> tup
     clipped = jnp.clip(jnp.where(is_nan, low, value), low, high)
     result = jnp.where(is_nan, jnp.asarray(fallback, jnp.int32), clipped.astype(jnp.int32))
     return result, is_nan | (result != value)
+
+
+class Bounds(NamedTuple):
+    """The values a numeric hyperparameter allows, shared by the concrete check and the traced flag.
+
+    An experiment lists its fields' bounds once; :func:`check_bounds` refuses a
+    concrete value outside them (a :class:`FieldError` naming the field) and
+    :func:`outside_bounds` flags a traced one, so the two cannot disagree.
+
+    Attributes:
+        integer: the field takes integers (a fractional value is outside).
+        low, high: the closed range (None: unbounded on that side).
+        high_inclusive: False for a half-open ``[low, high)``.
+    """
+
+    integer: bool
+    low: float | None = None
+    high: float | None = None
+    high_inclusive: bool = True
+
+
+def check_bounds(name: str, value: object, bounds: Bounds) -> None:
+    """:func:`check_int` or :func:`check_float` of ``value`` against ``bounds`` (concrete values only)."""
+    if bounds.integer:
+        check_int(name, value, low=bounds.low, high=bounds.high)  # type: ignore[arg-type]
+    else:
+        check_float(name, value, low=bounds.low, high=bounds.high, high_inclusive=bounds.high_inclusive)
+
+
+def outside_bounds(value: object, bounds: Bounds) -> jax.Array:
+    """``bool[]``: whether any entry of a (possibly traced) ``value`` is one :func:`check_bounds` refuses.
+
+    NaN and ±inf are outside, and so is a fractional value of an integer field
+    (so this must see the value *before* any cast to an integer dtype: the cast
+    would truncate 2.5 to 2). Booleans pass: a traced value has no "bool" kind
+    to refuse once it is a number.
+    """
+    arr = jnp.asarray(value)
+    if arr.dtype == jnp.bool_:
+        arr = arr.astype(jnp.int32)
+    bad = jnp.zeros(arr.shape, jnp.bool_)
+    if jnp.issubdtype(arr.dtype, jnp.floating):  # integers are finite and whole
+        bad = ~jnp.isfinite(arr)
+        if bounds.integer:
+            bad = bad | (jnp.floor(arr) != arr)
+    if bounds.low is not None:
+        bad = bad | (arr < bounds.low)
+    if bounds.high is not None:
+        bad = bad | ((arr > bounds.high) if bounds.high_inclusive else (arr >= bounds.high))
+    return jnp.any(bad)
 
 
 def _check_range(

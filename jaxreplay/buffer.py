@@ -370,7 +370,12 @@ def get(state: BufferState, indices: ArrayLike) -> Transition:
 
     Returns the transition pytree with leading shape ``S`` on every leaf.
     Cost: O(len(indices)).
+
+    Raises:
+        ValueError: a concrete index outside ``[0, max_capacity)`` (a traced
+            one is clamped by the gather: keep indices from a sampler).
     """
+    _validation.check_int("indices", indices, low=0, high=state.max_capacity - 1)
     return jax.tree.map(lambda buf: buf[indices], state.storage)
 
 
@@ -401,9 +406,11 @@ def successors(state: BufferState, indices: ArrayLike, length: int) -> tuple[jax
         Cost: O(|S| · length), no gather.
 
     Raises:
-        ValueError: ``length`` is not a positive Python int.
+        ValueError: ``length`` is not a positive Python int; a concrete index
+            outside ``[0, max_capacity)``.
     """
     length = _validation.check_static_int("length", length, low=1)
+    _validation.check_int("indices", indices, low=0, high=state.max_capacity - 1)
     indices = jnp.asarray(indices, jnp.int32)
     steps = jnp.arange(length, dtype=jnp.int32)
     age_offsets = (indices - oldest_index(state)) % state.max_capacity  # 0 = oldest live

@@ -51,7 +51,13 @@ Bad ``n``: a concrete one that is not an integer in ``[1, max_n_step]`` is a
 ``ValueError`` naming it, before anything is traced. A traced one cannot
 raise: it is clipped into ``[1, max_n_step]`` (fractional: truncated; NaN:
 1, the 1-step target) and :attr:`NStep.n_clipped` is set, as a traced
-capacity sets ``BufferState.capacity_clipped``.
+capacity sets ``BufferState.capacity_clipped``. ``n`` is one horizon for
+all starts: a scalar (``vmap`` for one per run).
+
+Bad ``discount``: a concrete one outside ``[0, 1]`` is a ``ValueError``; a
+traced one outside it (or NaN) makes every ``reward`` and ``discount`` NaN,
+so that whatever learns from them diverges loudly instead of learning from
+a target that is no return (the DQN experiment also flags it in its summary).
 """
 
 from __future__ import annotations
@@ -61,6 +67,7 @@ from typing import NamedTuple
 
 import jax
 import jax.numpy as jnp
+import numpy as np
 
 from jaxreplay import _validation
 from jaxreplay import buffer as buffer_lib
@@ -116,16 +123,16 @@ def accumulate(
             a start that is not live) are never read.
         n: the horizon, an integer in ``[1, L]``; may be traced (then clipped
             and flagged, module docstring).
-        discount: γ in ``[0, 1]``; may be traced.
+        discount: γ in ``[0, 1]``; may be traced (outside it: NaN pieces, module docstring).
 
     Returns:
         An :class:`NStep` of shape ``S``. Cost: O(|S| · L) elementwise
         operations (``L`` unrolled steps).
 
     Raises:
-        ValueError: a concrete ``n`` that is not an integer in ``[1, L]``, a
-            concrete ``discount`` outside ``[0, 1]``, or windows of different
-            shapes.
+        ValueError: ``n`` is not a scalar, a concrete ``n`` that is not an
+            integer in ``[1, L]``, a concrete ``discount`` outside ``[0, 1]``,
+            or windows of different shapes.
     """
     shape = jnp.shape(rewards)
     shapes = {
@@ -136,13 +143,14 @@ def accumulate(
             f"rewards, terminated, truncated and valid must share one shape [*S, L], got rewards {shape} and {shapes}."
         )
     length = shape[-1]
-    _validation.check_int("n", n, low=1, high=length)
+    _check_horizon(n, length)
     _validation.check_float("discount", discount, low=0.0, high=1.0)
     horizon, n_clipped = _validation.clip_traced_int(n, 1, length, fallback=1)
     terminal = jnp.asarray(terminated) != 0
     ends = terminal | (jnp.asarray(truncated) != 0)
     valid = jnp.asarray(valid, bool)
     gamma = jnp.asarray(discount, jnp.float32)
+    gamma = jnp.where((gamma >= 0) & (gamma <= 1), gamma, jnp.nan)  # a traced bad γ is loud (module docstring)
     rewards = jnp.asarray(rewards, jnp.float32)
 
     included = valid[..., 0]
@@ -158,6 +166,15 @@ def accumulate(
         bootstrap = jnp.where(included, jnp.where(terminal[..., j], 0.0, power), bootstrap)
         steps = steps + included.astype(jnp.int32)
     return NStep(reward=total, discount=bootstrap.astype(jnp.float32), steps=steps, n_clipped=n_clipped)
+
+
+def _check_horizon(n: ArrayLike, length: int) -> None:
+    """ValueError naming ``n`` unless it is one horizon (a scalar) that is, if concrete, an integer in
+    ``[1, length]``."""
+    shape = n.shape if hasattr(n, "shape") else np.shape(n)  # a tracer, an array, or a Python value
+    if shape != ():
+        raise _validation.FieldError("n", f"must be one horizon (a scalar; vmap for one per run), got shape {shape}.")
+    _validation.check_int("n", n, low=1, high=length)
 
 
 def n_step(
@@ -182,7 +199,7 @@ def n_step(
             :class:`~jaxreplay.samplers.Sample`'s ``indices``, from any sampler).
         n: horizon, integer in ``[1, max_n_step]``; may be traced (then
             clipped and flagged, module docstring).
-        discount: γ in ``[0, 1]``; may be traced.
+        discount: γ in ``[0, 1]``; may be traced (outside it: NaN pieces, module docstring).
         max_n_step: static longest horizon (the window length read per start).
         fields: the storage keys of the reward and the two episode-end flags.
 
@@ -194,13 +211,15 @@ def n_step(
         ``|S| · max_n_step`` scalars, no observation gathered.
 
     Raises:
-        ValueError: ``max_n_step`` is not a positive Python int; a concrete
-            ``n`` or ``discount`` out of range; the storage lacks a field or
-            stores it with more than one number per transition.
+        ValueError: ``max_n_step`` is not a positive Python int; ``n`` is not
+            a scalar; a concrete ``n``, ``discount`` or index out of range;
+            the storage lacks a field or stores it with more than one number
+            per transition.
     """
     max_n_step = _validation.check_static_int("max_n_step", max_n_step, low=1)
-    _validation.check_int("n", n, low=1, high=max_n_step)
+    _check_horizon(n, max_n_step)
     _validation.check_float("discount", discount, low=0.0, high=1.0)
+    _validation.check_int("indices", indices, low=0, high=state.max_capacity - 1)
     storage = state.storage
     for name in fields:
         if not isinstance(storage, Mapping) or name not in storage:
@@ -210,8 +229,8 @@ def n_step(
             )
         if storage[name].shape != (state.max_capacity,):
             raise ValueError(
-                f"storage field {name!r} must hold one number per transition, "
-                f"got shape {storage[name].shape[1:]} per transition."
+                f"storage field {name!r} must have shape (max_capacity,) = ({state.max_capacity},), one number "
+                f"per transition, got {storage[name].shape}; for a batch of memories, vmap n_step over them."
             )
     slots, valid = buffer_lib.successors(state, indices, max_n_step)
     rewards, terminated, truncated = (storage[name][slots] for name in fields)

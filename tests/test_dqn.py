@@ -799,7 +799,7 @@ SUMMARY_DTYPES = {"diverged": "bool", "recent_return": "float32", "episodes": "i
                   "adaptive_straddle_grows": "int32", "adaptive_compared": "int32", "adaptive_noisy": "int32",
                   "adaptive_change_sum": "float32", "adaptive_noise_sum": "float32", "capacity_clipped": "bool",
                   "adaptive_invalid_parameters": "bool", "n_step_clipped": "bool", "replay_ratio_clipped": "bool",
-                  "oldest_policy_age": "float32"}
+                  "oldest_policy_age": "float32", "invalid_hyperparameters": "bool"}
 
 
 @pytest.mark.parametrize("eval_episodes", [0, 2])

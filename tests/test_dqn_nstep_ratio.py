@@ -78,6 +78,7 @@ def test_n_and_ratio_vary_in_one_compiled_program(mixed):
     assert compiles == 1
     assert records["env_steps"].tolist() == [[120, 240]] * 4
     assert not summary["n_step_clipped"].any() and not summary["replay_ratio_clipped"].any()
+    assert not summary["invalid_hyperparameters"].any()
     # n = 3 learns from other targets than n = 1 (same key stream, same ratio).
     assert not np.array_equal(records["td_loss"][0], records["td_loss"][1])
 
@@ -182,6 +183,7 @@ def test_traced_bad_n_and_ratio_are_clipped_and_flagged(mixed):
     assert COMPILE_EVENTS.backend_compiles == before
     assert summary["n_step_clipped"].tolist() == [True, True, False, False]
     assert summary["replay_ratio_clipped"].tolist() == [True, True, False, False]
+    assert summary["invalid_hyperparameters"].tolist() == [True, True, False, False]
     assert summary["gradient_steps"].tolist() == [0, 960 - 76, 60 - 4, 240 - 19]
 
 

@@ -25,7 +25,7 @@ def test_plan_splits_the_missing_runs_between_processes():
     assert [p.runs_to_compute for p in plans] == [3, 2] and plans[0].runs_done == 3
     assert plans[0].chunk_size == 2 and plans[0].num_runs == 8
     per_result = sw.estimate_result_bytes_per_run(SWEEP)
-    assert plans[0].result_bytes_per_run == per_result == 253
+    assert plans[0].result_bytes_per_run == per_result == 254
     assert plans[0].bytes_per_run == sw.estimate_bytes_per_run(SWEEP)
     # Default chunk on CPU: no more than the sweep's runs (and the device count divides it).
     four = PLENTY._replace(num_devices=4)
@@ -74,7 +74,7 @@ def test_plan_refusals_carry_their_numbers_and_touch_nothing(tmp_path):
     per_result = sw.estimate_result_bytes_per_run(SWEEP)
     with pytest.raises(MemoryError, match="one run needs about"):
         plan_lib.make_plan(SWEEP, np.zeros(8, bool), PLENTY._replace(memory_budget=per_run - 1), out=out)
-    with pytest.raises(MemoryError, match=r"8 runs × 253 B of results each = 2.0 KiB assembled"):
+    with pytest.raises(MemoryError, match=r"8 runs × 254 B of results each = 2.0 KiB assembled"):
         plan_lib.make_plan(SWEEP, np.zeros(8, bool), PLENTY._replace(host_memory=8 * per_result), out=out)
     done = np.arange(8) < 5  # 3 runs to compute: 3 chunk files + results.nc of 8
     need = 11 * per_result

@@ -36,13 +36,14 @@ def full():
 
 def test_stride_keeps_exactly_every_kth_point(full):
     ds = sw.run(_sweep(sw.Record(keep=("dtheta",), stride=3)), None, chunk_size=5, progress=False).dataset
-    assert set(ds.data_vars) == {"dtheta", "final_metric", "diverged"}  # summaries always kept
+    assert set(ds.data_vars) == {"dtheta", "final_metric", "diverged", "invalid_hyperparameters"}  # summaries kept
     np.testing.assert_array_equal(ds.dtheta.values, full.dtheta.values[..., ::3, :])
     assert ds.step.values.tolist() == [1, 4, 7, 10, 13, 16, 19]
     np.testing.assert_array_equal(ds.final_metric.values, full.final_metric.values)
     # No records at all: summaries only, and no dangling step coordinate.
     none = sw.run(_sweep(sw.Record(keep=())), None, progress=False).dataset
-    assert set(none.data_vars) == {"final_metric", "diverged"} and "step" not in none.coords
+    assert set(none.data_vars) == {"final_metric", "diverged", "invalid_hyperparameters"}
+    assert "step" not in none.coords
     np.testing.assert_array_equal(none.final_metric.values, full.final_metric.values)
 
 
@@ -132,7 +133,8 @@ from compile_events import COMPILE_EVENTS as _LOWERINGS  # noqa: E402
 
 @pytest.mark.parametrize("record, message", [
     ('keep = ["dtheta", "speed"]', r"record\.keep: unknown record 'speed' of 'linesearch'; records: dtheta, "
-                                   r"capacity; summaries \(always kept\): final_metric, diverged"),
+                                   r"capacity; summaries \(always kept\): final_metric, diverged, "
+                                   r"invalid_hyperparameters"),
     ('keep = "dtheta"\nstride = 0', r"record\.stride must be a positive integer, got 0"),
     ('stride = 2.5', r"record\.stride must be a positive integer, got 2\.5"),
     ('reduce = ["median"]', r"record\.reduce: unknown reduction 'median'"),
@@ -162,15 +164,15 @@ def test_stride_over_segments_must_fit_them():
 
 
 def test_result_bytes_shrink_with_what_is_kept():
-    # seeds 3, 20 steps: dtheta [20, 2] float32 (160 B), capacity [20] int32 (80 B), summary 4 + 1, index 8.
-    assert sw.estimate_result_bytes_per_run(_sweep()) == 160 + 80 + 5 + 8
-    assert sw.estimate_result_bytes_per_run(_sweep(sw.Record(keep=()))) == 13
-    assert sw.estimate_result_bytes_per_run(_sweep(sw.Record(keep=["dtheta"], stride=10))) == 2 * 2 * 4 + 13
+    # seeds 3, 20 steps: dtheta [20, 2] float32 (160 B), capacity [20] int32 (80 B), summary 4 + 1 + 1, index 8.
+    assert sw.estimate_result_bytes_per_run(_sweep()) == 160 + 80 + 6 + 8
+    assert sw.estimate_result_bytes_per_run(_sweep(sw.Record(keep=()))) == 14
+    assert sw.estimate_result_bytes_per_run(_sweep(sw.Record(keep=["dtheta"], stride=10))) == 2 * 2 * 4 + 14
     # Reduced: per configuration 2 stats × 2 points × 2 weights × 4 B + an 8 B index = 40 B, shared by 3 seeds.
     reduced = _sweep(sw.Record(keep=["dtheta"], stride=10, reduce=["mean", "q0.5"]))
-    assert sw.estimate_result_bytes_per_run(reduced) == 13 + 14  # ceil(40 / 3)
+    assert sw.estimate_result_bytes_per_run(reduced) == 14 + 14  # ceil(40 / 3)
     result = sw.run(reduced, None, progress=False)
-    assert result.stats.result_bytes_per_run == 27
+    assert result.stats.result_bytes_per_run == 28
     assert result.dataset.dtheta.nbytes == 4 * 40 - 4 * 8  # 4 configurations
     # A seed reduction aligns chunks to whole configurations, and refuses a budget below one.
     per_run = sw.estimate_bytes_per_run(reduced)

@@ -422,6 +422,7 @@ def test_bad_concrete_n_or_max_n_step_is_refused_naming_the_argument():
     state = buffer.init(EXAMPLE, MAX_CAPACITY)
     no_truncations = buffer.init({"reward": jnp.float32(0), "terminated": jnp.float32(0)}, 4)
     indices = jnp.arange(3)
+    past_the_ring = jnp.array([0, MAX_CAPACITY])
     before = COMPILE_EVENTS.lowerings
     for n, match in ((0, "n must be >= 1"), (5, "n must be <= 4"), (2.5, "n must be an integer")):
         with pytest.raises(ValueError, match=match):
@@ -433,6 +434,24 @@ def test_bad_concrete_n_or_max_n_step_is_refused_naming_the_argument():
         returns.n_step(state, indices, 1, 1.5, MAX_N)
     with pytest.raises(ValueError, match="'truncated'"):
         returns.n_step(no_truncations, indices, 1, 0.9, 2)
+    # n of another kind or shape; starts outside the ring (buffer.get would clamp 8 to 7, the window wrap to 0).
+    for n, match in (("3", "n must be an integer"), (None, "n must be an integer"), (True, "n must be an integer")):
+        with pytest.raises(ValueError, match=match):
+            returns.n_step(state, indices, n, 0.9, MAX_N)
+    for n in ([2, 3], np.array([[2]]), [1, True]):
+        with pytest.raises(ValueError, match=r"n must be one horizon \(a scalar"):
+            returns.n_step(state, indices, n, 0.9, MAX_N)
+    for bad in (past_the_ring, np.array([-1])):
+        for call in (
+            lambda: returns.n_step(state, bad, 1, 0.9, MAX_N),
+            lambda: buffer.get(state, bad),
+            lambda: buffer.successors(state, bad, 2),
+        ):
+            with pytest.raises(ValueError, match=f"indices must be (<= {MAX_CAPACITY - 1}|>= 0)"):
+                call()
+    batched = jax.tree.map(lambda x: np.stack([np.asarray(x)] * 2), state)  # two memories, not vmapped over
+    with pytest.raises(ValueError, match=r"must have shape \(max_capacity,\) .* vmap n_step over them"):
+        returns.n_step(batched, indices, 1, 0.9, MAX_N)
     assert COMPILE_EVENTS.lowerings == before
 
 
@@ -447,6 +466,22 @@ def test_traced_n_out_of_range_is_clipped_and_flagged():
     for n, steps, flagged in ((2.0, 2, False), (2.7, 2, True), (float("nan"), 1, True), (float("inf"), MAX_N, True)):
         pieces = jax.jit(lambda n: returns.n_step(state, jnp.array([0]), n, 0.5, MAX_N)[0])(jnp.float32(n))
         assert (int(pieces.steps[0]), bool(pieces.n_clipped)) == (steps, flagged), n
+
+
+def test_a_traced_discount_outside_0_1_makes_the_pieces_nan():
+    """Jitted code cannot refuse γ = 1.5 or -0.5: the targets become NaN (a run learning from them diverges)
+    instead of quietly being sums with another meaning; γ in [0, 1] is untouched."""
+    state = buffer.init(EXAMPLE, MAX_CAPACITY)
+    for i in range(6):
+        state = buffer.add(state, {**EXAMPLE, "reward": jnp.float32(1.0)})
+    run = jax.jit(lambda gamma: returns.n_step(state, jnp.array([0, 2]), 3, gamma, MAX_N)[0])
+    for gamma in (1.5, -0.5, float("nan"), float("inf")):
+        pieces = run(jnp.float32(gamma))
+        assert np.isnan(pieces.reward).all() and np.isnan(pieces.discount).all(), gamma
+        assert pieces.steps.tolist() == [3, 3]
+    pieces = run(jnp.float32(0.5))
+    assert pieces.reward.tolist() == [1.75, 1.75] and pieces.discount.tolist() == [0.125, 0.125]
+    assert run(jnp.float32(1.0)).reward.tolist() == [3.0, 3.0]
 
 
 def test_chain_probe_follows_the_gymnax_api_and_refuses_a_bad_length():

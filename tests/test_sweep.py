@@ -181,10 +181,11 @@ def test_impossible_sweep_is_refused_before_anything_is_compiled(tmp_path):
 def test_host_memory_is_checked_before_anything_is_written_or_compiled(tmp_path, monkeypatch):
     sweep = sw.Sweep.from_toml(_write(tmp_path, TINY_TOML))
     per_run = sw.estimate_result_bytes_per_run(sweep)
-    assert per_run == 20 * 2 * 4 + 20 * 4 + 4 + 1 + 8  # dtheta, capacity, final_metric, diverged, run index
+    # dtheta, capacity, final_metric, diverged, invalid_hyperparameters, run index
+    assert per_run == 20 * 2 * 4 + 20 * 4 + 4 + 1 + 1 + 8
     monkeypatch.setattr(resources, "host_memory_bytes", lambda: 8 * per_run)  # the results alone need 8 runs' worth
     mark = _LOWERINGS.lowerings
-    with pytest.raises(MemoryError, match=r"results need about .* of host memory \(8 runs × 253 B of results "
+    with pytest.raises(MemoryError, match=r"results need about .* of host memory \(8 runs × 254 B of results "
                                           r"each = 2.0 KiB assembled.*but only 2.0 KiB is available"):
         sw.run(sweep, tmp_path / "out", memory_budget=10**6, progress=False)
     assert _LOWERINGS.lowerings == mark and not (tmp_path / "out").exists()
@@ -211,7 +212,7 @@ def test_a_billion_seeds_is_refused_by_the_cli_without_allocating_them(capsys):
     before = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
     assert cli.main(["linesearch", "--steps", "200", "--seeds", "1000000000"]) == 2
     err = capsys.readouterr().err
-    assert "1000000000 runs × 2.4 KiB of results each = 2247.3 GiB assembled" in err and "is available" in err
+    assert "1000000000 runs × 2.4 KiB of results each = 2248.2 GiB assembled" in err and "is available" in err
     assert resource.getrusage(resource.RUSAGE_SELF).ru_maxrss - before < 2**20  # KiB: under 1 GiB more at peak
 
 

@@ -162,24 +162,45 @@ class Result(NamedTuple):
             unless aER).
         final_metric: ``float32[]``; M = |Δθ1(T)| + |Δθ2(T)|.
         diverged: ``bool[]``; θ became non-finite at some step.
+        invalid_hyperparameters: ``bool[]``; a traced hyperparameter was a
+            value :func:`check` refuses (:func:`invalid_hyperparameters`):
+            the run's numbers mean nothing.
     """
 
     dtheta: jax.Array
     memory_size: jax.Array
     final_metric: jax.Array
     diverged: jax.Array
+    invalid_hyperparameters: jax.Array
+
+
+def _bounds(setup: Setup) -> dict[str, _validation.Bounds]:
+    """Each hyperparameter's allowed values (the docstring of :class:`Hyperparameters`)."""
+    b = _validation.Bounds
+    return {
+        "memory_size": b(True, 1, setup.max_capacity),
+        "batch_size": b(True, 1, setup.max_batch_size),
+        "step_size": b(False, 0.0),
+        "discount": b(False, 0.0, 1.0, high_inclusive=False),
+        "priority_exponent": b(False, 0.0),
+        "adaptive_interval": b(True, 1),
+        "adaptive_num_old": b(True, 1, setup.max_num_old),
+        "adaptive_tolerance": b(False, 0.0),
+    }
 
 
 def check(hparams: Hyperparameters, setup: Setup) -> None:
     """Raise ValueError naming any concrete hyperparameter outside its range (the engine's ``check``)."""
-    _validation.check_int("memory_size", hparams.memory_size, low=1, high=setup.max_capacity)
-    _validation.check_int("batch_size", hparams.batch_size, low=1, high=setup.max_batch_size)
-    _validation.check_float("step_size", hparams.step_size, low=0.0)
-    _validation.check_float("discount", hparams.discount, low=0.0, high=1.0, high_inclusive=False)
-    _validation.check_float("priority_exponent", hparams.priority_exponent, low=0.0)
-    _validation.check_int("adaptive_interval", hparams.adaptive_interval, low=1)
-    _validation.check_int("adaptive_num_old", hparams.adaptive_num_old, low=1, high=setup.max_num_old)
-    _validation.check_float("adaptive_tolerance", hparams.adaptive_tolerance, low=0.0)
+    for name, bounds in _bounds(setup).items():
+        _validation.check_bounds(name, getattr(hparams, name), bounds)
+
+
+def invalid_hyperparameters(hparams: Hyperparameters, setup: Setup) -> jax.Array:
+    """``bool[]``: some (traced) hyperparameter is a value :func:`check` would refuse (NaN, out of range, a
+    fractional integer). Jitted code cannot raise: the run goes on (memory size and batch size clipped or
+    truncated, the rest as given) and this flag says its numbers mean nothing."""
+    flags = [_validation.outside_bounds(getattr(hparams, name), b) for name, b in _bounds(setup).items()]
+    return jnp.any(jnp.stack(flags))
 
 
 def targets(hparams: Hyperparameters, setup: Setup) -> tuple[jax.Array, jax.Array]:
@@ -350,9 +371,14 @@ def _in_blocks(block, carry, steps: jax.Array, size: int):
 
 
 def summarize(state: State, hparams: Hyperparameters, setup: Setup) -> dict:
-    """``final_metric`` (``float32[]``, M = |Δθ1(T)| + |Δθ2(T)|) and ``diverged`` (``bool[]``)."""
+    """``final_metric`` (``float32[]``, M = |Δθ1(T)| + |Δθ2(T)|), ``diverged`` and ``invalid_hyperparameters``
+    (``bool[]`` each; :func:`invalid_hyperparameters`)."""
     _, theta_star = targets(_as_arrays(hparams), setup)
-    return {"final_metric": jnp.abs(state.theta - theta_star).sum(), "diverged": state.diverged}
+    return {
+        "final_metric": jnp.abs(state.theta - theta_star).sum(),
+        "diverged": state.diverged,
+        "invalid_hyperparameters": invalid_hyperparameters(hparams, setup),
+    }
 
 
 def run(key: jax.Array, hparams: Hyperparameters, setup: Setup) -> Result:
@@ -371,7 +397,13 @@ def run(key: jax.Array, hparams: Hyperparameters, setup: Setup) -> Result:
     check(hparams, setup)
     state, record = advance(init(key, hparams, setup), hparams, setup)
     summary = summarize(state, hparams, setup)
-    return Result(record["dtheta"], record["capacity"], summary["final_metric"], summary["diverged"])
+    return Result(
+        record["dtheta"],
+        record["capacity"],
+        summary["final_metric"],
+        summary["diverged"],
+        summary["invalid_hyperparameters"],
+    )
 
 
 def replay(key, theta, memory, hparams: Hyperparameters, setup: Setup, trainable, draws=None):
@@ -461,7 +493,7 @@ EXPERIMENT = Experiment(
     summarize=summarize,
     num_segments=lambda setup: 1,
     record_dims=lambda setup: {"dtheta": ("step", "weight"), "capacity": ("step",)},
-    summary_dims=lambda setup: {"final_metric": (), "diverged": ()},
+    summary_dims=lambda setup: {"final_metric": (), "diverged": (), "invalid_hyperparameters": ()},
     coords=lambda setup: {
         "step": np.arange(1, setup.steps + 1, dtype=np.int32),
         "weight": np.array(["theta1", "theta2"]),

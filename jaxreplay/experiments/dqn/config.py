@@ -360,40 +360,18 @@ def check(hparams: Hyperparameters, setup: Setup) -> None:
     if not isinstance(setup, Setup):
         raise ValueError(f"setup must be a dqn.Setup, got {type(setup).__name__}.")
     h = hparams
-    _validation.check_int("memory_size", h.memory_size, low=1, high=setup.max_capacity)
-    _validation.check_float("step_size", h.step_size, low=0.0)
-    _validation.check_float("discount", h.discount, low=0.0, high=1.0, high_inclusive=False)
-    _validation.check_float("epsilon_start", h.epsilon_start, low=0.0, high=1.0)
-    _validation.check_float("epsilon_end", h.epsilon_end, low=0.0, high=1.0)
-    _validation.check_int("epsilon_decay_steps", h.epsilon_decay_steps, low=0)
-    _validation.check_int("learning_starts", h.learning_starts, low=0)
-    _validation.check_int("target_period", h.target_period, low=1)
-    _validation.check_float("target_tau", h.target_tau, low=0.0, high=1.0)
-    _validation.check_float("priority_exponent", h.priority_exponent, low=0.0)
-    _validation.check_float("importance_exponent", h.importance_exponent, low=0.0)
-    _validation.check_float("priority_floor", h.priority_floor, low=0.0)
-    _validation.check_int("adaptive_interval", h.adaptive_interval, low=1, high=setup.max_capacity)
+    for name, bounds in _bounds(setup).items():
+        if name in _BOUNDED_BY_SETUP:  # their upper bounds are checked below, saying which Setup field to raise
+            bounds = bounds._replace(high=None)
+        _validation.check_bounds(name, getattr(h, name), bounds)
     interval = _validation.concrete_value(h.adaptive_interval)
     if setup.adaptive and interval is not None and np.any(np.asarray(interval) % setup.adaptive_check_every):
         raise ValueError(
             f"adaptive_interval must be a multiple of Setup.adaptive_check_every ({setup.adaptive_check_every}), "
             f"got {h.adaptive_interval!r}; lower adaptive_check_every (a divisor of every interval) to allow it."
         )
-    _validation.check_int("adaptive_num_old", h.adaptive_num_old, low=1, high=setup.num_old_bound)
-    _validation.check_float("adaptive_tolerance", h.adaptive_tolerance, low=0.0)
-    _validation.check_float("adaptive_relative_tolerance", h.adaptive_relative_tolerance, low=0.0, high=1.0)
-    _validation.check_int("adaptive_rule", h.adaptive_rule, low=0, high=len(ADAPTIVE_RULES) - 1)
-    _validation.check_float("adaptive_evidence_threshold", h.adaptive_evidence_threshold, low=1.0)
-    _validation.check_float(
-        "adaptive_evidence_allowance", h.adaptive_evidence_allowance, low=0.0, high=1.0, high_inclusive=False
-    )
-    for name in ("adaptive_td_target", "adaptive_paired", "adaptive_equal_counts"):
-        _validation.check_int(name, getattr(h, name), low=0, high=1)
-    _validation.check_float("adam_epsilon", h.adam_epsilon, low=0.0)
     # The upper bounds are static Setup fields: say which one to raise.
-    _validation.check_int("n_step", h.n_step, low=1)
     _check_at_most("n_step", h.n_step, setup.max_n_step, f"Setup.max_n_step ({setup.max_n_step})", "raise max_n_step")
-    _validation.check_float("replay_ratio", h.replay_ratio, low=0.0)
     ratio = _validation.concrete_value(h.replay_ratio)
     if ratio is not None and np.any(ratio <= 0):  # no updates at all: not a DQN run (set learning_starts instead)
         bad = float(np.asarray(ratio).reshape(-1)[np.asarray(ratio).reshape(-1) <= 0][0])
@@ -412,6 +390,60 @@ def check(hparams: Hyperparameters, setup: Setup) -> None:
             + advice
         )
     _check_at_most("replay_ratio", h.replay_ratio, setup.max_replay_ratio, bound, advice)
+
+
+_BOUNDED_BY_SETUP = ("n_step", "replay_ratio")
+"""Fields whose upper bound is a static :class:`Setup` bound that :func:`check` names in its message."""
+
+
+def _bounds(setup: Setup) -> dict[str, _validation.Bounds]:
+    """Each hyperparameter's allowed values (:class:`Hyperparameters`), in the order :func:`check` checks them.
+    ``replay_ratio`` must also be > 0 and ``adaptive_interval`` a multiple of ``adaptive_check_every`` (aER)."""
+    b = _validation.Bounds
+    flag = b(True, 0, 1)
+    return {
+        "memory_size": b(True, 1, setup.max_capacity),
+        "step_size": b(False, 0.0),
+        "discount": b(False, 0.0, 1.0, high_inclusive=False),
+        "epsilon_start": b(False, 0.0, 1.0),
+        "epsilon_end": b(False, 0.0, 1.0),
+        "epsilon_decay_steps": b(True, 0),
+        "learning_starts": b(True, 0),
+        "target_period": b(True, 1),
+        "target_tau": b(False, 0.0, 1.0),
+        "priority_exponent": b(False, 0.0),
+        "importance_exponent": b(False, 0.0),
+        "priority_floor": b(False, 0.0),
+        "adaptive_interval": b(True, 1, setup.max_capacity),
+        "adaptive_num_old": b(True, 1, setup.num_old_bound),
+        "adaptive_tolerance": b(False, 0.0),
+        "adaptive_relative_tolerance": b(False, 0.0, 1.0),
+        "adaptive_rule": b(True, 0, len(ADAPTIVE_RULES) - 1),
+        "adaptive_evidence_threshold": b(False, 1.0),
+        "adaptive_evidence_allowance": b(False, 0.0, 1.0, high_inclusive=False),
+        "adaptive_td_target": flag,
+        "adaptive_paired": flag,
+        "adaptive_equal_counts": flag,
+        "adam_epsilon": b(False, 0.0),
+        "n_step": b(True, 1, setup.max_n_step),
+        "replay_ratio": b(False, 0.0, float(np.float32(setup.max_replay_ratio))),
+    }
+
+
+def invalid_hyperparameters(hparams: Hyperparameters, setup: Setup) -> jax.Array:
+    """``bool[]``: some (traced) field of ``hparams`` is a value :func:`check` refuses (NaN, ±inf, out of
+    range, a fractional integer, a ratio <= 0, an aER interval off the check grid).
+
+    Jitted code cannot raise: the run goes on (integers truncated, then memory size, n and the ratio clipped,
+    the rest used as given) and this flag (the summary's ``invalid_hyperparameters``) says its numbers mean
+    nothing. It must see the fields as given, before :func:`as_arrays` truncates integers.
+    """
+    flags = [_validation.outside_bounds(getattr(hparams, name), b) for name, b in _bounds(setup).items()]
+    flags.append(jnp.any(jnp.asarray(hparams.replay_ratio) <= 0))
+    if setup.adaptive:
+        interval = jnp.asarray(hparams.adaptive_interval)
+        flags.append(jnp.any(jnp.mod(interval, setup.adaptive_check_every) != 0))
+    return jnp.any(jnp.stack(flags))
 
 
 def _check_at_most(name: str, value: ArrayLike, high: float, bound: str, advice: str) -> None:
@@ -441,12 +473,16 @@ def broadcast_hyperparameters(hparams: Hyperparameters, runs: int) -> Hyperparam
     """Every field as an array of shape ``[runs]`` in its canonical dtype.
 
     Python and NumPy values are converted with NumPy (no device computation,
-    hence nothing compiled); JAX arrays with ``jnp``.
+    hence nothing compiled); JAX arrays with ``jnp``, except that a floating
+    JAX value of an integer field stays float32 (it may be traced: the run's
+    flags must see a fractional value before :func:`as_arrays` truncates it).
     """
     fields: list[jax.Array | np.ndarray] = []
     for name, value in zip(Hyperparameters._fields, hparams):
         dtype = np.int32 if name in _INT_FIELDS else np.float32
         if isinstance(value, (jax.Array, jax.core.Tracer)):
+            if jnp.issubdtype(jnp.result_type(value), jnp.floating):
+                dtype = np.float32  # a traced 2.5 reaches the run's flags as 2.5 (the run truncates it)
             fields.append(jnp.broadcast_to(jnp.asarray(value, dtype), (runs,)))
         else:
             fields.append(np.broadcast_to(np.asarray(value, dtype), (runs,)))

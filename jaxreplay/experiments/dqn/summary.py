@@ -23,6 +23,7 @@ from jaxreplay.experiments.dqn.config import (
     Setup,
     as_arrays,
     effective_replay_ratio,
+    invalid_hyperparameters,
     num_segments,
 )
 from jaxreplay.experiments.dqn.state import State
@@ -104,6 +105,11 @@ class Summary(NamedTuple):
             how many gradient updates ago the policy that collected the
             oldest transition in a full memory acted (Fedus et al. 2020's
             age of the oldest policy), with the ratio the run used.
+        invalid_hyperparameters: ``bool``; a traced hyperparameter was a
+            value :func:`~jaxreplay.experiments.dqn.config.check` refuses
+            (:func:`~jaxreplay.experiments.dqn.config.invalid_hyperparameters`):
+            the run went on with it clipped or as given, and its numbers
+            mean nothing.
     """
 
     diverged: jax.Array
@@ -126,6 +132,7 @@ class Summary(NamedTuple):
     n_step_clipped: jax.Array
     replay_ratio_clipped: jax.Array
     oldest_policy_age: jax.Array
+    invalid_hyperparameters: jax.Array
 
 
 def summarize(state: State, hparams: Hyperparameters, setup: Setup) -> dict:
@@ -153,13 +160,20 @@ def summarize(state: State, hparams: Hyperparameters, setup: Setup) -> dict:
         adaptive_noisy=aer.num_noisy,
         adaptive_change_sum=aer.sum_abs_change,
         adaptive_noise_sum=aer.sum_noise,
-        capacity_clipped=memory.capacity_clipped,
+        # The flags of integers read the fields as given (hparams), not as_arrays's int32 (2.5 truncated to 2).
+        capacity_clipped=memory.capacity_clipped | _clipped(hparams.memory_size, setup.max_capacity),
         adaptive_invalid_parameters=aer.invalid_parameters,
-        n_step_clipped=_validation.clip_traced_int(hp.n_step, 1, setup.max_n_step, fallback=1)[1],
+        n_step_clipped=_clipped(hparams.n_step, setup.max_n_step),
         replay_ratio_clipped=ratio_clipped,
         oldest_policy_age=memory.capacity.astype(jnp.float32) * ratio,
+        invalid_hyperparameters=invalid_hyperparameters(hparams, setup),
     )
     return summary._asdict()
+
+
+def _clipped(value, high: int) -> jax.Array:
+    """Whether a (possibly traced) integer field is not an integer in ``[1, high]`` (then the run clipped it)."""
+    return _validation.clip_traced_int(value, 1, high, fallback=1)[1]
 
 
 _ADAPTIVE_SUMMARY = (

@@ -1,0 +1,123 @@
+"""A traced hyperparameter that ``check`` would refuse sets ``invalid_hyperparameters`` in the run's results.
+
+Jitted code cannot raise, so each experiment has a traced twin of its concrete
+``check``: both read one table of bounds, and these tests hold them to each
+other value by value (edges, fractions of integers, NaN, ±inf), then follow the
+flag into the summaries a run writes, where it must see the values as given
+(a traced 2.5 used to reach the flags as the int32 2).
+"""
+
+from __future__ import annotations
+
+import math
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+import pytest
+
+from jaxreplay import _validation
+from jaxreplay.experiments import dqn, linesearch
+from jaxreplay.experiments.dqn import config as dqn_config
+from jaxreplay.experiments.dqn import summary as dqn_summary
+
+DQN_SETUP = dqn.Setup(total_steps=200, steps_per_segment=100, max_capacity=200, adaptive=True, max_n_step=3)
+DQN_HPARAMS = dqn.Hyperparameters(memory_size=100, adaptive_num_old=20)
+LS_SETUP = linesearch.Setup(steps=20, max_capacity=50, max_batch_size=5, max_num_old=10)
+LS_HPARAMS = linesearch.Hyperparameters(memory_size=20, batch_size=3, adaptive_num_old=5)
+NAN, INF = float("nan"), float("inf")
+
+
+def candidates(bounds: _validation.Bounds, default: float) -> list[float]:
+    """Values on, just inside and just outside each bound, fractions, and the non-finite ones."""
+    values = [default, default + 0.5, NAN, INF, -INF]
+    for edge in (bounds.low, bounds.high):
+        if edge is not None:
+            values += [edge - 1, edge - 0.5, edge - 1e-3, edge, edge + 1e-3, edge + 0.5, edge + 1]
+    return values
+
+
+def refused(check, hparams, setup) -> bool:
+    try:
+        check(hparams, setup)
+    except ValueError:
+        return True
+    return False
+
+
+def as_float32(hparams):
+    return type(hparams)(*(jnp.float32(v) for v in hparams))
+
+
+@pytest.mark.parametrize(
+    "experiment, setup, hparams",
+    [(dqn_config, DQN_SETUP, DQN_HPARAMS), (linesearch, LS_SETUP, LS_HPARAMS)],
+    ids=["dqn", "linesearch"],
+)
+def test_the_traced_flag_refuses_exactly_what_check_refuses(experiment, setup, hparams):
+    """For every field and every candidate value: ``check`` raises iff the jitted flag is set (the value
+    passed traced, as float32, the dtype a sweep's fractional or NaN integer would arrive in)."""
+    flag = jax.jit(lambda h: experiment.invalid_hyperparameters(h, setup))
+    assert not refused(experiment.check, hparams, setup) and not bool(flag(as_float32(hparams)))
+    disagreements, tried = [], 0
+    for name, bounds in experiment._bounds(setup).items():
+        for value in candidates(bounds, float(getattr(hparams, name))):
+            changed = hparams._replace(**{name: value})
+            traced = bool(flag(as_float32(changed)))
+            concrete = refused(experiment.check, changed, setup)
+            if np.float32(value) != value and math.isfinite(value):
+                continue  # not a float32: the traced value is another number (e.g. 1 - 1e-3 rounds)
+            tried += 1
+            if traced != concrete:
+                disagreements.append((name, value, concrete, traced))
+    assert disagreements == []
+    assert tried > 12 * len(experiment._bounds(setup))
+
+
+def test_dqn_flags_a_ratio_of_zero_and_an_interval_off_the_check_grid():
+    """The two rules beyond the table: a traced replay ratio of 0 (no updates: not a DQN run) and an aER
+    interval that is not a multiple of ``adaptive_check_every`` (20 here)."""
+    flag = jax.jit(lambda h: dqn_config.invalid_hyperparameters(h, DQN_SETUP))
+    ok = as_float32(DQN_HPARAMS)
+    assert not bool(flag(ok))
+    assert bool(flag(ok._replace(replay_ratio=jnp.float32(0.0))))
+    assert bool(flag(ok._replace(adaptive_interval=jnp.float32(30.0))))
+    assert not bool(flag(ok._replace(adaptive_interval=jnp.float32(40.0))))
+
+
+def test_a_linesearch_run_reports_the_flag_and_runs_on_with_the_value_clipped():
+    """A traced memory size of 20.5 runs as 20 (same M(T), bit for bit) but is flagged; a discount of 1
+    (outside [0, 1)) is flagged too; integers as int32 are not."""
+    run = jax.jit(lambda k, h: linesearch.run(k, h, LS_SETUP))
+    key = jax.random.key(3)
+    good = run(key, as_float32(LS_HPARAMS))
+    fractional = run(key, as_float32(LS_HPARAMS._replace(memory_size=20.5)))
+    assert not bool(good.invalid_hyperparameters) and bool(fractional.invalid_hyperparameters)
+    assert np.asarray(good.final_metric).tobytes() == np.asarray(fractional.final_metric).tobytes()
+    assert bool(run(key, as_float32(LS_HPARAMS._replace(discount=1.0))).invalid_hyperparameters)
+    as_ints = LS_HPARAMS._replace(**{n: jnp.int32(getattr(LS_HPARAMS, n)) for n in ("memory_size", "batch_size")})
+    assert not bool(jax.jit(lambda k, h: linesearch.run(k, h, LS_SETUP))(key, as_ints).invalid_hyperparameters)
+
+
+def test_a_dqn_summary_reads_the_fields_as_given_not_truncated():
+    """``summarize`` of a fresh state: a traced n of 2.5 and a memory size of 50.5 are flagged (their own
+    flags and ``invalid_hyperparameters``), 2.0 and 50.0 are not; ``broadcast_hyperparameters`` keeps a
+    floating JAX value of an integer field as float32 so that ``run_batch`` passes 2.5 on, not 2."""
+    setup = dqn.Setup(total_steps=100, steps_per_segment=100, hidden_sizes=(4,), max_capacity=64, max_n_step=3)
+    hp = dqn.Hyperparameters(memory_size=50, n_step=2)
+    state = dqn.init(jax.random.key(0), hp, setup)
+    summarize = jax.jit(lambda h: dqn_summary.summarize(state, h, setup))
+    flags = ("n_step_clipped", "capacity_clipped", "invalid_hyperparameters")
+
+    def flagged(**change):
+        s = summarize(as_float32(hp._replace(**change)))
+        return [bool(s[name]) for name in flags]
+
+    assert flagged() == [False, False, False]
+    assert flagged(n_step=2.5) == [True, False, True]
+    assert flagged(memory_size=50.5) == [False, True, True]
+    assert flagged(discount=1.5) == [False, False, True]
+    broadcast = dqn.broadcast_hyperparameters(hp._replace(n_step=jnp.float32(2.5), memory_size=jnp.int32(50)), 3)
+    assert broadcast.n_step.dtype == jnp.float32 and broadcast.n_step.tolist() == [2.5] * 3
+    assert broadcast.memory_size.dtype == jnp.int32
+    assert dqn.broadcast_hyperparameters(hp, 2).n_step.dtype == np.int32  # Python values: the canonical dtype
