@@ -45,6 +45,16 @@ from jaxreplay._typing import PyTree
 
 _ABSENT = object()
 
+COMPILER_OPTIONS_CPU = MappingProxyType({"xla_cpu_experimental_ynn_fusion_type": ""})
+"""XLA options both experiments' programs are compiled with on the CPU (the engine does; so should a caller
+that jits a ``run_batch`` itself and wants its bits): YNNPACK fusions off. From some batch size on XLA:CPU
+hands a chunk's reductions to YNNPACK, which rounds them differently from XLA's own loops, so a run's result
+depended on the batch it was computed in. LineSearch: from about 16 runs (aER's and pER's sums over the
+memory) or 4,000 runs (ER's TD update, a dot of length 2 under ``vmap``). DQN: from 64 runs a chunk, its
+mean TD loss and aER's ``adaptive_change_sum`` (measured here on a 2-core CPU: 80-run chunks against 8-run
+ones; the weights, returns and capacities agreed). Without YNNPACK every batch size computes what a batch of
+one does (measured: ``benchmarks/README.md``); a 10⁴-run LineSearch ER kernel is also faster (about 1.2×)."""
+
 
 class Experiment(NamedTuple):
     """One experiment's functions, as the sweep engine uses them (see the module docstring).

@@ -53,6 +53,7 @@ from jaxreplay import _deprecated, _validation, adaptive, buffer, samplers
 from jaxreplay._typing import ArrayLike
 from jaxreplay.agents import linear
 from jaxreplay.envs import linesearch as env_lib
+from jaxreplay.experiments import COMPILER_OPTIONS_CPU as _CPU_OPTIONS
 from jaxreplay.experiments import Experiment
 
 SAMPLERS = ("uniform", "prioritized", "adaptive")
@@ -474,14 +475,9 @@ def broadcast_hyperparameters(hparams: Hyperparameters, runs: int) -> Hyperparam
     return Hyperparameters(*(jnp.broadcast_to(jnp.asarray(h), (runs,)) for h in hparams))
 
 
-COMPILER_OPTIONS_CPU = {"xla_cpu_experimental_ynn_fusion_type": ""}
-"""XLA options LineSearch programs are compiled with on the CPU (the engine does; so should a caller
-that jits :func:`run_batch` itself and wants its bits): YNNPACK fusions off. From about 16 runs (aER's and
-pER's sums over the memory) or 4,000 runs (ER's TD update, a dot of length 2 under ``vmap``) XLA:CPU
-hands those reductions to YNNPACK, which rounds them differently from XLA's own loops, so a run's
-result depended on the batch it was computed in (measured: ``benchmarks/README.md``). Without
-YNNPACK every batch size computes what a batch of one does; a 10⁴-run ER kernel is also faster
-(about 1.2×)."""
+COMPILER_OPTIONS_CPU = _CPU_OPTIONS
+"""XLA options LineSearch programs are compiled with on the CPU: YNNPACK fusions off, so that a run's bits
+do not depend on its batch (:data:`jaxreplay.experiments.COMPILER_OPTIONS_CPU`, shared with DQN)."""
 
 EXPERIMENT = Experiment(
     name="linesearch",
@@ -498,7 +494,7 @@ EXPERIMENT = Experiment(
         "step": np.arange(1, setup.steps + 1, dtype=np.int32),
         "weight": np.array(["theta1", "theta2"]),
     },
-    compiler_options=MappingProxyType({"cpu": MappingProxyType(dict(COMPILER_OPTIONS_CPU))}),
+    compiler_options=MappingProxyType({"cpu": COMPILER_OPTIONS_CPU}),
 )
 """LineSearch (Algorithm 1, ER / pER, and aER) as a sweep-engine experiment, registered as ``"linesearch"``."""
 
