@@ -409,3 +409,26 @@ def test_train_frequency_alone_is_refused_with_the_ratio_that_means_one_update_e
     with pytest.raises(ValueError, match=r"got 1\.0; set replay_ratio = 1/4 for one update every 4 steps"):
         dqn.check(dqn.Hyperparameters(), dqn.Setup(train_frequency=4))
     dqn.check(dqn.Hyperparameters(replay_ratio=0.25), dqn.Setup(train_frequency=4))  # accepted
+
+
+def test_a_ratio_whose_float32_rounding_needs_another_slot_is_refused_and_the_cli_sizes_for_it():
+    """1.3 updates per step in units of 10 steps: float32 makes one unit of a 100-step run due 14 updates, so
+    13 slots (ceil(1.3 × 10)) would silently skip one (129 updates instead of 130). ``check`` refuses it,
+    naming the slots needed; the command line's bound counts units as the program does."""
+    import argparse
+
+    from jaxreplay.cli import dqn as cli_dqn
+
+    setup = dqn.Setup(total_steps=100, steps_per_segment=100, train_frequency=10, max_updates_per_unit=13)
+    hp = dqn.Hyperparameters(memory_size=50, replay_ratio=1.3)
+    with pytest.raises(ValueError, match=r"replay_ratio = 1.3 makes 14 updates due .* raise max_updates_per_unit to 14"):
+        dqn.check(hp, setup)
+    dqn.check(hp, dataclasses.replace(setup, max_updates_per_unit=14))
+    dqn.check(hp._replace(replay_ratio=1.25), setup)  # its units are due 12 or 13: enough
+    args = argparse.Namespace(n_step=None, replay_ratio=1.3)
+    sized, _ = cli_dqn._with_n_step_and_ratio(args, dataclasses.replace(setup, max_updates_per_unit=1), hp)
+    assert sized.max_updates_per_unit == 14
+    # Counted as the program counts: the units' due updates sum to floor(float32(100) × float32(1.3)).
+    ends = np.arange(10, 101, 10)
+    due = np.floor(ends.astype(np.float32) * np.float32(1.3)) - np.floor((ends - 10).astype(np.float32) * np.float32(1.3))
+    assert due.max() == 14 and due.sum() == 130

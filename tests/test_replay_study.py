@@ -320,3 +320,12 @@ def test_study_replay_runs_at_full_scale_unless_quick_and_refuses_both():
     with pytest.raises(SystemExit):
         parser.parse_args([*argv, "--quick", "--full"])
 
+
+
+@pytest.mark.parametrize(("argv", "message"), [(["--chunk-size", "0"], "--chunk-size must be >= 1, got 0.")])
+def test_the_dqn_study_names_a_bad_option_as_typed_before_making_its_folder(tmp_path, capsys, argv, message):
+    """`study dqn` as `study replay`: the option as typed (it used to say `chunk_size`, after making --out)."""
+    out = tmp_path / "out"
+    assert cli.main(["study", "dqn", "--env", "CartPole-v1", "--out", str(out), *argv]) == 2
+    assert capsys.readouterr().err == f"jaxreplay study: error: {message}\n"
+    assert not out.exists()

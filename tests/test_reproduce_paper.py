@@ -170,3 +170,19 @@ def test_command_line_refuses_bad_input(tmp_path, capsys):
         cli.main(["reproduce", "all", "--out", str(tmp_path), "--env", "Pong-v0"])
     assert exit_info.value.code == 2 and "invalid choice" in capsys.readouterr().err
     assert not (tmp_path / "linesearch").exists()
+
+
+@pytest.mark.parametrize("damage", ['{"settings": {"mode": "fast"', "[1, 2]", '{"settings": {}}'])
+def test_a_damaged_linesearch_record_is_named_and_its_part_recomputed(tmp_path, monkeypatch, damage):
+    """``DIR/linesearch/summary.json`` truncated, not an object, or without its figures: one warning naming
+    the file, and the part computed again (it used to end in a bare JSON error or a traceback)."""
+    from jaxreplay.paper.reproduce import linesearch as rl_module
+
+    calls = []
+    monkeypatch.setattr(rl_module, "reproduce", lambda out, **kw: calls.append(kw) or {"figures": {}, "claims": []})
+    (tmp_path / "summary.json").write_text(damage)
+    with pytest.warns(UserWarning, match=r"summary\.json .*Its LineSearch part is computed again"):
+        summary = paper._linesearch_part(tmp_path, "fast", None, 0, False)
+    assert len(calls) == 1 and summary["resumed"] is False
+    assert paper._linesearch_part(tmp_path, "fast", None, 0, False)["resumed"] is True  # the rewritten record
+    assert len(calls) == 1

@@ -1064,3 +1064,20 @@ def test_a_chunk_the_estimate_lets_through_but_xla_counts_over_the_budget_is_mad
     monkeypatch.undo()
     fits = sw.run(sweep, None, progress=False)
     assert fits.stats.chunk_size == 64
+
+
+def test_preparing_a_folder_never_deletes_a_subfolders_files_in_flight(tmp_path):
+    """A killed writer's temp files are deleted where this folder's writers write (the folder and its chunks),
+    not in a subfolder: that may be another sweep, live under its own lock, whose chunk in flight it would be."""
+    from jaxreplay._files import TEMP_PREFIX
+
+    sweep = sw.Sweep.from_toml(_write(tmp_path, TINY_TOML))
+    out = tmp_path / "out"
+    (out / "chunks").mkdir(parents=True)
+    (out / "inner" / "chunks").mkdir(parents=True)
+    killed = [out / f"{TEMP_PREFIX}a-results.nc", out / "chunks" / f"{TEMP_PREFIX}b-runs.npz"]
+    in_flight = out / "inner" / "chunks" / f"{TEMP_PREFIX}c-runs.npz"
+    for path in (*killed, in_flight):
+        path.write_bytes(b"partial")
+    sw.run(sweep, out, progress=False)
+    assert not any(path.exists() for path in killed) and in_flight.read_bytes() == b"partial"

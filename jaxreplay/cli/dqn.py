@@ -120,7 +120,6 @@ def _read_setting(args: argparse.Namespace) -> tuple[dqn.Setup, dqn.Hyperparamet
             setup = dqn.Setup(env_id=args.env, max_capacity=max(args.memory_size, 1), adaptive=args.adaptive)
         hparams = dqn.Hyperparameters(memory_size=args.memory_size, adaptive_num_old=max(args.memory_size // 2, 1))
     setup = dataclasses.replace(setup, sampler=args.sampler)
-    setup, hparams = _with_n_step_and_ratio(args, setup, hparams)
     hparams = hparams._replace(
         adaptive_td_target=int(args.adaptive_td == "target"), adaptive_paired=int(args.adaptive_draws == "paired")
     )
@@ -130,6 +129,7 @@ def _read_setting(args: argparse.Namespace) -> tuple[dqn.Setup, dqn.Hyperparamet
             dqn.with_total_steps(setup, args.steps),
             max_capacity=max(min(setup.max_capacity, args.steps), hparams.memory_size),
         )
+    setup, hparams = _with_n_step_and_ratio(args, setup, hparams)  # after --steps: the ratio's slots count units
     _check_episodes(setup)
     return setup, hparams
 
@@ -139,6 +139,8 @@ def _with_n_step_and_ratio(args: argparse.Namespace, setup, hparams):
     what one run needs); unchanged without them. ValueError naming the option for a bad value."""
     import dataclasses
 
+    from jaxreplay.experiments import dqn
+
     if args.n_step is not None:
         positive("n-step", args.n_step)
         setup = dataclasses.replace(setup, max_n_step=args.n_step)
@@ -147,9 +149,10 @@ def _with_n_step_and_ratio(args: argparse.Namespace, setup, hparams):
         ratio = args.replay_ratio
         if not (math.isfinite(ratio) and 0 < ratio <= 2**20):
             raise ValueError(f"--replay-ratio must be a number in (0, 2**20] (updates per step), got {ratio}.")
-        # The update slots per unit that this ratio needs (1e-9: 0.1 × 10 is one slot, not two).
-        slots = max(1, math.ceil(ratio * setup.train_frequency - 1e-9))
-        setup = dataclasses.replace(setup, max_updates_per_unit=slots)
+        # The update slots per unit that this ratio needs, counted as the program counts (float32: 1.3 with
+        # units of 10 steps has a unit of 14 updates due); ceil(ρF) + 1 bounds it.
+        room = dataclasses.replace(setup, max_updates_per_unit=math.ceil(ratio * setup.train_frequency) + 1)
+        setup = dataclasses.replace(setup, max_updates_per_unit=dqn.update_slots_needed(ratio, room))
         hparams = hparams._replace(replay_ratio=ratio)
     return setup, hparams
 

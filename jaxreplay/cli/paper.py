@@ -226,8 +226,9 @@ def _study(args: argparse.Namespace) -> int:
             print(f"{d}: {result['verdict']['summary']}")
         return 0
 
-    if args.seeds is not None:
-        positive("seeds", args.seeds)
+    for name in ("seeds", "steps", "chunk_size"):  # one line naming the option, before any folder is made
+        if getattr(args, name, None) is not None:
+            positive(name.replace("_", "-"), getattr(args, name))
     envs = study_lib.ENVS if args.env == "all" else (args.env,)
     import pathlib
 

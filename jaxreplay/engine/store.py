@@ -384,7 +384,9 @@ class ChunkStore:
         out = self.out
         self._create()
         self.chunk_dir.mkdir(exist_ok=True)
-        for stale in out.rglob(f"{TEMP_PREFIX}*"):  # a killed writer's partial file
+        # A killed writer's partial files: only where this folder's writers write (out and its chunks), never in
+        # a subfolder, which may be another sweep's, live under its own lock.
+        for stale in (*out.glob(f"{TEMP_PREFIX}*"), *self.chunk_dir.glob(f"{TEMP_PREFIX}*")):
             stale.unlink(missing_ok=True)
         for path, reason in scan.damaged:
             self._set_aside(path, reason)

@@ -286,13 +286,17 @@ class Hyperparameters(NamedTuple):
             target). Traced: a sweep over n is one program.
         replay_ratio: gradient updates per environment step, in ``(0,
             Setup.max_replay_ratio]`` (a concrete 0 is refused; a traced
-            one runs no updates); fractional ratios accumulate (0.25: one
-            update every 4 steps). After ``t`` steps
-            ``floor(float32(t) × float32(ratio))`` updates were due (the
-            updates of a unit are made at its end); exact for dyadic ratios
-            (0.25, 4) and, up to 2^24 steps, wherever ``t × ratio`` is an
-            integer (the float32 product rounds to it). ``learning_starts``
-            masks the updates due before it.
+            one runs no updates and sets ``invalid_hyperparameters``);
+            fractional ratios accumulate (0.25: one update every 4 steps).
+            After ``t`` steps ``floor(float32(t) × float32(ratio))``
+            updates were due (the updates of a unit are made at its end):
+            exact for dyadic ratios (0.25, 4); another ratio runs as its
+            float32 value (2.1 is 2.0999999), so where ``t × ratio`` is an
+            integer the count may be one short (2.1 after 100 steps: 209).
+            :func:`check` refuses a ratio whose rounding would make some
+            unit due more updates than ``max_updates_per_unit`` slots
+            (:func:`update_slots_needed`). ``learning_starts`` masks the
+            updates due before it.
     """
 
     memory_size: ArrayLike = 10_000
@@ -390,6 +394,15 @@ def check(hparams: Hyperparameters, setup: Setup) -> None:
             + advice
         )
     _check_at_most("replay_ratio", h.replay_ratio, setup.max_replay_ratio, bound, advice)
+    for r in np.unique(np.asarray(ratio, np.float32)) if ratio is not None else ():
+        due = _most_updates_due(float(r), setup)
+        if due > setup.max_updates_per_unit:  # float32 rounding: one unit due ceil(ρF) + 1 updates
+            raise _validation.FieldError(
+                "replay_ratio",
+                f"= {float(r):g} makes {due} updates due in some unit of {setup.train_frequency} steps (t × ratio "
+                f"rounded in float32), more than Setup.max_updates_per_unit ({setup.max_updates_per_unit}) slots: "
+                f"raise max_updates_per_unit to {due}, or the run would silently skip updates.",
+            )
 
 
 _BOUNDED_BY_SETUP = ("n_step", "replay_ratio")
@@ -526,15 +539,22 @@ def update_slots_needed(replay_ratio: float, setup: Setup) -> int:
     ratio, frequency, bound = np.float32(replay_ratio), setup.train_frequency, setup.max_updates_per_unit
     if not (np.isfinite(ratio) and 0 <= ratio <= np.float32(setup.max_replay_ratio)):
         return bound
+    slots = _most_updates_due(float(ratio), setup)
+    while slots < bound and np.float32(slots / frequency) < ratio:  # (max_replay_ratio's rounding)
+        slots += 1
+    return min(slots, bound)
+
+
+def _most_updates_due(replay_ratio: float, setup: Setup) -> int:
+    """The most updates due in one unit of ``setup``'s run at ``replay_ratio`` (at least 1), counted in
+    float32 as the program counts: ``floor(float32(t) ρ) - floor(float32(t - F) ρ)`` for every unit end t."""
+    ratio, frequency = np.float32(replay_ratio), setup.train_frequency
     due, ends = 1, np.arange(frequency, setup.total_steps + 1, frequency, dtype=np.int64)
     for start in range(0, ends.size, 1 << 20):  # in blocks: a long run's units need not all be in memory
         t = ends[start : start + (1 << 20)]
         per_unit = np.floor(t.astype(np.float32) * ratio) - np.floor((t - frequency).astype(np.float32) * ratio)
         due = max(due, int(per_unit.max()))
-    slots = due
-    while slots < bound and np.float32(slots / frequency) < ratio:  # (max_replay_ratio's rounding)
-        slots += 1
-    return min(slots, bound)
+    return due
 
 
 def update_slot_groups(hparams: Hyperparameters, setup: Setup) -> tuple[np.ndarray, tuple[Setup, ...]]:

@@ -38,6 +38,7 @@ import datetime
 import json
 import pathlib
 import time
+import warnings
 from typing import Iterable, Sequence
 
 from jaxreplay._files import atomic_write_text, read_json, read_text
@@ -248,8 +249,17 @@ def _linesearch_part(out: pathlib.Path, mode: str, seeds, seed: int, progress: b
     record = out / "summary.json"
     settings = dict(mode=mode, seeds=seeds, seed=seed)
     if record.exists():
-        previous = json.loads(record.read_text())
-        if previous.get("settings") == settings and all(pathlib.Path(p).exists() for p in previous["figures"].values()):
+        try:
+            previous = read_json(record, "the LineSearch part's record", keys=("settings", "figures"))
+        except ValueError as e:  # a damaged record only costs the part's recomputation: say so, and recompute
+            warnings.warn(f"{e} Its LineSearch part is computed again.", stacklevel=2)
+            previous = {}
+        figures = previous.get("figures")
+        if (
+            previous.get("settings") == settings
+            and isinstance(figures, dict)
+            and all(pathlib.Path(p).exists() for p in figures.values())
+        ):
             previous["resumed"] = True
             return previous
     summary = results.jsonable(linesearch.reproduce(out, mode=mode, seeds=seeds, seed=seed, progress=progress))
