@@ -100,7 +100,8 @@ def test_without_grouping_or_with_one_group_the_plan_and_its_record_are_as_befor
 
 
 def test_a_batch_records_its_grouping_and_a_resume_with_the_other_is_refused(tmp_path):
-    grouped = plan_lib.Batch("cpu", "cpu", 1, 4, "", "grouped")
+    options = plan_lib.compiler_options_text(SWEEP.exp.compiler_options_on("cpu"))  # DQN's, on the CPU
+    grouped = plan_lib.Batch("cpu", "cpu", 1, 4, "", "grouped", options)
     assert plan_lib.Batch.from_dict(json.loads(json.dumps(grouped.to_dict()))) == grouped
     old = {
         "platform": "cpu",

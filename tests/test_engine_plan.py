@@ -7,6 +7,7 @@ import json
 import numpy as np
 import pytest
 
+from jaxreplay.engine import batch as batch_lib
 from jaxreplay.engine import plan as plan_lib
 from jaxreplay.engine import store as store_lib
 from jaxreplay.engine import sweep as sw
@@ -140,7 +141,7 @@ def test_a_resume_at_another_batch_is_refused_by_the_plan_naming_what_differs(tm
     out = tmp_path / "out"
     done = np.arange(8) < 4  # 4 runs missing
     options = plan_lib.compiler_options_text(SWEEP.exp.compiler_options["cpu"])
-    recorded = plan_lib.Batch("cpu", "cpu", 1, 2, "", compiler_options=options)
+    recorded = plan_lib.Batch("cpu", "cpu", 1, 2, "", compiler_options=options, xla_version=plan_lib.xla_version())
     # Without a chunk size the recorded one is asked for; with it, or on a finished sweep, anything goes.
     assert plan_lib.make_plan(SWEEP, done, PLENTY, out=out, recorded=recorded).chunk_size == 2
     assert plan_lib.make_plan(SWEEP, done, PLENTY, chunk_size=2, out=out, recorded=recorded).batch == recorded
@@ -166,10 +167,10 @@ def test_a_resume_at_another_batch_is_refused_by_the_plan_naming_what_differs(tm
 
 def test_the_recorded_xla_flags_leave_out_the_device_count_and_name_the_batch_independence_flags():
     flags = "--xla_force_host_platform_device_count=4 --xla_cpu_experimental_ynn_fusion_type= --xla_cpu_max_isa=AVX2"
-    assert plan_lib.xla_flags_in_environment({"XLA_FLAGS": flags}) == (
+    assert batch_lib.xla_flags_in_environment({"XLA_FLAGS": flags}) == (
         "--xla_cpu_experimental_ynn_fusion_type= --xla_cpu_max_isa=AVX2")
-    assert plan_lib.xla_flags_in_environment({}) == ""
-    batch = plan_lib.Batch("cpu", "cpu", 4, 3, plan_lib.xla_flags_in_environment({"XLA_FLAGS": flags}))
+    assert batch_lib.xla_flags_in_environment({}) == ""
+    batch = plan_lib.Batch("cpu", "cpu", 4, 3, batch_lib.xla_flags_in_environment({"XLA_FLAGS": flags}))
     assert batch.chunk_size == 12 and batch.batch_independence_flags
     assert plan_lib.Batch.from_dict(json.loads(json.dumps(batch.to_dict()))) == batch
     assert not batch._replace(xla_flags="--xla_cpu_max_isa=AVX2").batch_independence_flags

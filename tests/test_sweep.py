@@ -993,7 +993,7 @@ def test_a_resume_computes_its_missing_runs_at_the_recorded_batch_or_refuses(tmp
     options = plan_lib.compiler_options_text(sweep.exp.compiler_options.get(device.platform, {}))
     assert recorded == dict(platform=device.platform, device_kind=device.device_kind, devices=1, runs_per_device=2,
                             xla_flags=recorded["xla_flags"], batch_independence_flags=False,
-                            **({"compiler_options": options} if options else {}))
+                            xla_version=plan_lib.xla_version(), **({"compiler_options": options} if options else {}))
     assert device.platform != "cpu" or options == "xla_cpu_experimental_ynn_fusion_type="
     assert json.loads((out / "sweep.json").read_text())["batch"] == recorded
 
@@ -1081,3 +1081,31 @@ def test_preparing_a_folder_never_deletes_a_subfolders_files_in_flight(tmp_path)
         path.write_bytes(b"partial")
     sw.run(sweep, out, progress=False)
     assert not any(path.exists() for path in killed) and in_flight.read_bytes() == b"partial"
+
+
+def test_runs_computed_by_another_xla_are_never_mixed_into_a_resumed_sweep(tmp_path, monkeypatch):
+    """Chunks record the JAX and jaxlib versions that compiled them: a sweep resumed under others is refused,
+    naming both (it used to finish without a word, results.nc then naming only the resuming versions). A folder
+    recorded before versions were resumes under any, and stays one batch: a rerun computes nothing."""
+    sweep = sw.Sweep.from_toml(_write(tmp_path, TINY_TOML))
+    out = tmp_path / "out"
+    sw.run(sweep, out, chunk_size=2, progress=False)
+    import jaxlib
+
+    from jaxreplay.engine import plan as plan_lib
+
+    assert plan_lib.xla_version() == f"jax {jax.__version__}, jaxlib {jaxlib.__version__}"
+    assert json.loads((out / "sweep.json").read_text())["batch"]["xla_version"] == plan_lib.xla_version()
+    chunks = sorted((out / "chunks").glob("*.npz"))
+    chunks[-1].unlink()
+    monkeypatch.setattr(plan_lib, "xla_version", lambda: "jax 9.9.9, jaxlib 9.9.9")
+    with pytest.raises(ValueError, match=r"with jax .*; this process has jax 9\.9\.9, jaxlib 9\.9\.9\. Finish the sweep"):
+        sw.run(sweep, out, chunk_size=2, progress=False)
+    # Recorded without versions (an older jaxreplay): resumed, and the new chunks are recorded the same way.
+    old = tmp_path / "old"
+    monkeypatch.setattr(plan_lib, "xla_version", lambda: "")
+    sw.run(sweep, old, chunk_size=2, progress=False)
+    sorted((old / "chunks").glob("*.npz"))[-1].unlink()
+    monkeypatch.undo()
+    assert sw.run(sweep, old, chunk_size=2, progress=False).stats.runs_computed == 2
+    assert sw.run(sweep, old, chunk_size=2, progress=False).stats.runs_computed == 0

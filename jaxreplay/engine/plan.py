@@ -14,7 +14,6 @@ the shapes come from tracing (``jax.eval_shape``, ``jax.make_jaxpr``).
 from __future__ import annotations
 
 import math
-import os
 import pathlib
 from typing import TYPE_CHECKING, Any, NamedTuple
 
@@ -22,18 +21,16 @@ import jax
 import numpy as np
 
 from jaxreplay.engine import records as records_lib
+from jaxreplay.engine.batch import Batch, check_batch, compiler_options_text, xla_version
 
 if TYPE_CHECKING:  # (the declaration module imports this one)
     from jaxreplay.engine.declaration import Sweep
 
 __all__ = [
-    "Batch",
-    "BATCH_INDEPENDENCE_FLAGS",
     "Group",
     "Plan",
     "Resources",
     "ResourceError",
-    "xla_flags_in_environment",
     "make_plan",
     "check_run_options",
     "estimate_bytes_per_run",
@@ -69,167 +66,6 @@ def check_run_options(
         raise ValueError(f"{prefix}memory_budget must be a positive number of bytes, got {memory_budget!r}.")
     if group_by_setup is not None and not isinstance(group_by_setup, (bool, np.bool_)):
         raise ValueError(f"{prefix}group_by_setup must be true or false, got {group_by_setup!r}.")
-
-
-# ----------------------------------------------------------------------------
-# The program a run is computed in
-# ----------------------------------------------------------------------------
-
-BATCH_INDEPENDENCE_FLAGS = ("--xla_cpu_max_isa=AVX2", "--xla_cpu_experimental_ynn_fusion_type=")
-"""The two XLA:CPU flags that removed the batch dependence docs/design.md §5 describes on the
-machine it was found on (they do not remove it everywhere: benchmarks/README.md measures it)."""
-
-# The forced host device count is recorded as Batch.devices, not as a flag.
-_DEVICE_COUNT_FLAG = "--xla_force_host_platform_device_count"
-
-
-def xla_flags_in_environment(environ=None) -> str:
-    """``XLA_FLAGS`` of ``environ`` (default ``os.environ``), sorted, the forced host device count left out.
-
-    XLA reads ``XLA_FLAGS`` once, when JAX starts its backend; this reads the
-    environment now, so it is what was in force if nobody changed it after
-    JAX's first computation (the CLI and the engine never change it).
-    """
-    flags = str((os.environ if environ is None else environ).get("XLA_FLAGS", "")).split()
-    return " ".join(sorted(f for f in flags if not f.startswith(_DEVICE_COUNT_FLAG)))
-
-
-def compiler_options_text(options) -> str:
-    """``{option: value}`` as recorded in a :class:`Batch`: ``"name=value"`` pairs, sorted, space-separated."""
-    return " ".join(f"{name}={value}" for name, value in sorted(options.items()))
-
-
-class Batch(NamedTuple):
-    """The program a sweep's runs are computed in, as far as a run's bits depend on it.
-
-    XLA compiles a chunk's program for its shape and the machine, and may round
-    a run differently in a program of another batch size (measured:
-    ``benchmarks/README.md``), on another backend or under other ``XLA_FLAGS``.
-    Recorded in ``sweep.json`` and in every chunk, so a resumed sweep computes
-    its missing runs in the same program or refuses (:func:`make_plan`).
-
-    Attributes:
-        platform: JAX's platform of the devices (``"cpu"``, ``"gpu"``, ``"tpu"``).
-        device_kind: their ``Device.device_kind`` (``"cpu"``, ``"NVIDIA H100 80GB HBM3"``).
-        devices: local devices a chunk's run axis is sharded over.
-        runs_per_device: runs in each device's program (the chunk size over ``devices``).
-        xla_flags: :func:`xla_flags_in_environment` when the runs were computed.
-        grouping: ``"grouped"`` where runs were computed in programs of their
-            experiment's group setups (``Experiment.setup_groups``) other than
-            the sweep's own setup; ``""`` where every run was computed with the
-            sweep's setup (left out of :meth:`to_dict`: the record of a sweep
-            with one program is what it was before groups existed).
-        compiler_options: the XLA options the programs were compiled with
-            (:attr:`jaxreplay.experiments.Experiment.compiler_options` of the
-            platform, :func:`compiler_options_text`); ``""`` where none (left
-            out of :meth:`to_dict` then, as records written before options existed).
-    """
-
-    platform: str
-    device_kind: str
-    devices: int
-    runs_per_device: int
-    xla_flags: str
-    grouping: str = ""
-    compiler_options: str = ""
-
-    @property
-    def chunk_size(self) -> int:
-        """Runs per compiled call, over all local devices."""
-        return self.devices * self.runs_per_device
-
-    @property
-    def batch_independence_flags(self) -> bool:
-        """Whether both :data:`BATCH_INDEPENDENCE_FLAGS` were in ``xla_flags``."""
-        return all(flag in self.xla_flags.split() for flag in BATCH_INDEPENDENCE_FLAGS)
-
-    def to_dict(self) -> dict:
-        """As stored in ``sweep.json`` and in a chunk (JSON; the derived flag spelled out for readers)."""
-        stored = dict(self._asdict(), batch_independence_flags=self.batch_independence_flags)
-        for optional in ("grouping", "compiler_options"):
-            if not stored[optional]:
-                del stored[optional]
-        return stored
-
-    @classmethod
-    def from_dict(cls, stored: dict) -> "Batch":
-        """The :class:`Batch` that :meth:`to_dict` stored. ValueError if a field is missing or mistyped."""
-        try:
-            # (grouping, compiler_options: absent from records written before they existed, and where empty)
-            batch = cls(
-                **{name: stored[name] for name in cls._fields[:5]},
-                grouping=stored.get("grouping", ""),
-                compiler_options=stored.get("compiler_options", ""),
-            )
-        except (KeyError, TypeError, AttributeError) as e:
-            raise ValueError(f"not a recorded batch ({type(e).__name__}: {e})") from None
-        kinds = (str, str, int, int, str, str, str)
-        if not all(isinstance(v, k) and not isinstance(v, bool) for v, k in zip(batch, kinds)):
-            raise ValueError(f"not a recorded batch: {stored!r}")
-        return batch
-
-    def describe(self) -> str:
-        """``"4 runs per device on 1 × cpu (cpu), XLA_FLAGS ''"`` (``", grouped by setup"`` where grouped)."""
-        return (
-            f"{self.runs_per_device} run(s) per device on {self.devices} × {self.device_kind} "
-            f"({self.platform}), XLA_FLAGS {self.xla_flags!r}"
-            + (f", compiler options {self.compiler_options!r}" if self.compiler_options else "")
-            + (", grouped by setup" if self.grouping else "")
-        )
-
-
-def check_batch(recorded: Batch | None, batch: Batch, chunk_size: int | None, missing: int, out) -> None:
-    """Refuse (ValueError, one line) computing the ``missing`` runs of ``out`` in another program than
-    its finished runs were computed in (``recorded``; None: none recorded, nothing to check).
-
-    ``chunk_size`` is the chunk size the caller asked for (None: none; the
-    plan then asked for the recorded one and got ``batch.chunk_size``).
-    """
-    if recorded is None or not missing or recorded == batch:
-        return
-    where = f"{out} holds runs computed at {recorded.describe()}"
-    keep = "so that runs computed in different programs are never mixed into one sweep (XLA may round them differently)"
-    if (recorded.platform, recorded.device_kind) != (batch.platform, batch.device_kind):
-        raise ValueError(
-            f"{where}; this process runs on {batch.device_kind} ({batch.platform}). Finish the sweep on "
-            f"{recorded.device_kind} ({recorded.platform}), or use a new output folder, {keep}."
-        )
-    if recorded.xla_flags != batch.xla_flags:
-        raise ValueError(
-            f"{where}; this process has XLA_FLAGS {batch.xla_flags!r}. Set XLA_FLAGS to {recorded.xla_flags!r} "
-            f"before starting Python (XLA reads it once), or use a new output folder, {keep}."
-        )
-    if recorded.compiler_options != batch.compiler_options:
-        raise ValueError(
-            f"{where}; this jaxreplay compiles the experiment with compiler options {batch.compiler_options!r} "
-            "(they make a run's result independent of its chunk: docs/design.md §4). Finish the sweep with the "
-            f"jaxreplay that started it, or use a new output folder, {keep}."
-        )
-    if recorded.grouping != batch.grouping:
-        now = (
-            "groups its runs by setup (one program per group)"
-            if batch.grouping
-            else "compiles every run with the sweep's own setup"
-        )
-        raise ValueError(
-            f"{where}; this call {now}. Rerun with group_by_setup {'false' if batch.grouping else 'true'} "
-            f"([run] group_by_setup in the TOML), or use a new output folder, {keep}."
-        )
-    if recorded.devices != batch.devices:
-        raise ValueError(
-            f"{where}; this process shards over {batch.devices} device(s). Finish the sweep with "
-            f"{recorded.devices} local device(s), or use a new output folder, {keep}."
-        )
-    if chunk_size is not None:
-        raise ValueError(
-            f"{where} (chunk_size {recorded.chunk_size}), but chunk_size {chunk_size} asked for computes its "
-            f"{missing} missing runs at {batch.runs_per_device} per device: rerun with chunk_size "
-            f"{recorded.chunk_size} (--chunk-size {recorded.chunk_size}) or none, or use a new output folder, {keep}."
-        )
-    raise ValueError(
-        f"{where} (chunk_size {recorded.chunk_size}), but only {batch.chunk_size} runs fit the memory budget "
-        f"now: free device memory or raise memory_budget / memory_fraction, or use a new output folder, {keep}."
-    )
 
 
 # ----------------------------------------------------------------------------
@@ -434,7 +270,7 @@ class Resources(NamedTuple):
             process writes no chunks or results (in memory, or not process 0).
         num_devices: local devices the run axis is sharded over.
         platform, device_kind: those devices' (see :class:`Batch`).
-        xla_flags: :func:`xla_flags_in_environment` of this process.
+        xla_flags: :func:`~jaxreplay.engine.batch.xla_flags_in_environment` of this process.
         memory_scale: each run's estimate (:func:`device_bytes`) is scaled by it: XLA's accounting of a
             compiled chunk over the estimate, where the runner found it larger; 1: the estimate.
     """
@@ -608,6 +444,7 @@ def make_plan(
         resources.xla_flags,
         "" if setups == (sweep.make_setup(),) else "grouped",
         compiler_options_text(sweep.exp.compiler_options_on(resources.platform)),
+        xla_version(),
     )
     host = _check_host_memory(
         runs, per_result, chunk, chunk * per_run if resources.on_cpu else 0, resources.host_memory

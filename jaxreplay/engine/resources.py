@@ -18,6 +18,7 @@ from collections.abc import Sequence
 
 import jax
 
+from jaxreplay.engine import batch as batch_lib
 from jaxreplay.engine import plan as plan_lib
 from jaxreplay.engine import store as store_lib
 
@@ -48,7 +49,7 @@ def measure(
         num_devices=len(devices),
         platform=devices[0].platform,
         device_kind=devices[0].device_kind,
-        xla_flags=plan_lib.xla_flags_in_environment(),
+        xla_flags=batch_lib.xla_flags_in_environment(),
     )
 
 

@@ -336,8 +336,12 @@ class _Planner(NamedTuple):
                 break
             scale *= factor
         if self.store is not None and found is not None and plan.batch is not None:
-            # What the chunks are computed at (a finished sweep keeps what its chunks record).
-            self.store.batch = plan.batch.to_dict() if plan.runs_done < plan.num_runs else found.batch
+            # What the chunks are computed at (a finished sweep keeps what its chunks record; a folder recorded
+            # before versions were keeps recording none, so that its old and new chunks stay one batch).
+            batch = plan.batch
+            if recorded is not None and not recorded.xla_version:
+                batch = batch._replace(xla_version="")
+            self.store.batch = batch.to_dict() if plan.runs_done < plan.num_runs else found.batch
         return plan
 
     def _over_budget(self, plan: plan_lib.Plan) -> float:

@@ -1,0 +1,200 @@
+"""Batch: the program a sweep's runs are computed in, recorded so that a resumed sweep never mixes programs.
+
+A chunk's bits depend on more than its runs' seeds and hyperparameters: on the
+backend and device, the batch size XLA compiled for, ``XLA_FLAGS``, the
+experiment's compiler options, whether runs were grouped by setup, and the
+XLA (jaxlib) that compiled them. :class:`Batch` records these with every
+chunk and in ``sweep.json``; :func:`check_batch` refuses, in one line saying
+what to do, to compute the missing runs of a folder in another program.
+"""
+
+from __future__ import annotations
+
+import os
+from typing import NamedTuple
+
+__all__ = [
+    "Batch",
+    "BATCH_INDEPENDENCE_FLAGS",
+    "check_batch",
+    "compiler_options_text",
+    "xla_flags_in_environment",
+    "xla_version",
+]
+
+BATCH_INDEPENDENCE_FLAGS = ("--xla_cpu_max_isa=AVX2", "--xla_cpu_experimental_ynn_fusion_type=")
+"""The two XLA:CPU flags that removed the batch dependence docs/design.md §5 describes on the
+machine it was found on (they do not remove it everywhere: benchmarks/README.md measures it)."""
+
+# The forced host device count is recorded as Batch.devices, not as a flag.
+_DEVICE_COUNT_FLAG = "--xla_force_host_platform_device_count"
+
+
+def xla_flags_in_environment(environ=None) -> str:
+    """``XLA_FLAGS`` of ``environ`` (default ``os.environ``), sorted, the forced host device count left out.
+
+    XLA reads ``XLA_FLAGS`` once, when JAX starts its backend; this reads the
+    environment now, so it is what was in force if nobody changed it after
+    JAX's first computation (the CLI and the engine never change it).
+    """
+    flags = str((os.environ if environ is None else environ).get("XLA_FLAGS", "")).split()
+    return " ".join(sorted(f for f in flags if not f.startswith(_DEVICE_COUNT_FLAG)))
+
+
+def compiler_options_text(options) -> str:
+    """``{option: value}`` as recorded in a :class:`Batch`: ``"name=value"`` pairs, sorted, space-separated."""
+    return " ".join(f"{name}={value}" for name, value in sorted(options.items()))
+
+
+class Batch(NamedTuple):
+    """The program a sweep's runs are computed in, as far as a run's bits depend on it.
+
+    XLA compiles a chunk's program for its shape and the machine, and may round
+    a run differently in a program of another batch size (measured:
+    ``benchmarks/README.md``), on another backend or under other ``XLA_FLAGS``.
+    Recorded in ``sweep.json`` and in every chunk, so a resumed sweep computes
+    its missing runs in the same program or refuses (:func:`~jaxreplay.engine.plan.make_plan`).
+
+    Attributes:
+        platform: JAX's platform of the devices (``"cpu"``, ``"gpu"``, ``"tpu"``).
+        device_kind: their ``Device.device_kind`` (``"cpu"``, ``"NVIDIA H100 80GB HBM3"``).
+        devices: local devices a chunk's run axis is sharded over.
+        runs_per_device: runs in each device's program (the chunk size over ``devices``).
+        xla_flags: :func:`xla_flags_in_environment` when the runs were computed.
+        grouping: ``"grouped"`` where runs were computed in programs of their
+            experiment's group setups (``Experiment.setup_groups``) other than
+            the sweep's own setup; ``""`` where every run was computed with the
+            sweep's setup (left out of :meth:`to_dict`: the record of a sweep
+            with one program is what it was before groups existed).
+        compiler_options: the XLA options the programs were compiled with
+            (:attr:`jaxreplay.experiments.Experiment.compiler_options` of the
+            platform, :func:`compiler_options_text`); ``""`` where none (left
+            out of :meth:`to_dict` then, as records written before options existed).
+        xla_version: the JAX and jaxlib (XLA) versions that compiled the
+            programs (:func:`xla_version`): another XLA may round a run
+            otherwise. ``""`` in records written before it was recorded,
+            which then resume under any version (nothing to compare).
+    """
+
+    platform: str
+    device_kind: str
+    devices: int
+    runs_per_device: int
+    xla_flags: str
+    grouping: str = ""
+    compiler_options: str = ""
+    xla_version: str = ""
+
+    @property
+    def chunk_size(self) -> int:
+        """Runs per compiled call, over all local devices."""
+        return self.devices * self.runs_per_device
+
+    @property
+    def batch_independence_flags(self) -> bool:
+        """Whether both :data:`BATCH_INDEPENDENCE_FLAGS` were in ``xla_flags``."""
+        return all(flag in self.xla_flags.split() for flag in BATCH_INDEPENDENCE_FLAGS)
+
+    def to_dict(self) -> dict:
+        """As stored in ``sweep.json`` and in a chunk (JSON; the derived flag spelled out for readers)."""
+        stored = dict(self._asdict(), batch_independence_flags=self.batch_independence_flags)
+        for optional in ("grouping", "compiler_options", "xla_version"):
+            if not stored[optional]:
+                del stored[optional]
+        return stored
+
+    @classmethod
+    def from_dict(cls, stored: dict) -> "Batch":
+        """The :class:`Batch` that :meth:`to_dict` stored. ValueError if a field is missing or mistyped."""
+        try:
+            # (grouping, compiler_options: absent from records written before they existed, and where empty)
+            batch = cls(
+                **{name: stored[name] for name in cls._fields[:5]},
+                grouping=stored.get("grouping", ""),
+                compiler_options=stored.get("compiler_options", ""),
+                xla_version=stored.get("xla_version", ""),
+            )
+        except (KeyError, TypeError, AttributeError) as e:
+            raise ValueError(f"not a recorded batch ({type(e).__name__}: {e})") from None
+        kinds = (str, str, int, int, str, str, str, str)
+        if not all(isinstance(v, k) and not isinstance(v, bool) for v, k in zip(batch, kinds)):
+            raise ValueError(f"not a recorded batch: {stored!r}")
+        return batch
+
+    def describe(self) -> str:
+        """``"4 runs per device on 1 × cpu (cpu), XLA_FLAGS ''"`` (``", grouped by setup"`` where grouped)."""
+        return (
+            f"{self.runs_per_device} run(s) per device on {self.devices} × {self.device_kind} "
+            f"({self.platform}), XLA_FLAGS {self.xla_flags!r}"
+            + (f", compiler options {self.compiler_options!r}" if self.compiler_options else "")
+            + (", grouped by setup" if self.grouping else "")
+        )
+
+
+def xla_version() -> str:
+    """``"jax 0.10.2, jaxlib 0.10.2"``: the versions whose XLA compiles this process's programs."""
+    import jax
+    import jaxlib
+
+    return f"jax {jax.__version__}, jaxlib {jaxlib.__version__}"
+
+
+def check_batch(recorded: Batch | None, batch: Batch, chunk_size: int | None, missing: int, out) -> None:
+    """Refuse (ValueError, one line) computing the ``missing`` runs of ``out`` in another program than
+    its finished runs were computed in (``recorded``; None: none recorded, nothing to check).
+
+    ``chunk_size`` is the chunk size the caller asked for (None: none; the
+    plan then asked for the recorded one and got ``batch.chunk_size``).
+    """
+    if recorded is not None and not recorded.xla_version:  # recorded before versions were: nothing to compare
+        recorded = recorded._replace(xla_version=batch.xla_version)
+    if recorded is None or not missing or recorded == batch:
+        return
+    where = f"{out} holds runs computed at {recorded.describe()}"
+    keep = "so that runs computed in different programs are never mixed into one sweep (XLA may round them differently)"
+    if (recorded.platform, recorded.device_kind) != (batch.platform, batch.device_kind):
+        raise ValueError(
+            f"{where}; this process runs on {batch.device_kind} ({batch.platform}). Finish the sweep on "
+            f"{recorded.device_kind} ({recorded.platform}), or use a new output folder, {keep}."
+        )
+    if recorded.xla_flags != batch.xla_flags:
+        raise ValueError(
+            f"{where}; this process has XLA_FLAGS {batch.xla_flags!r}. Set XLA_FLAGS to {recorded.xla_flags!r} "
+            f"before starting Python (XLA reads it once), or use a new output folder, {keep}."
+        )
+    if recorded.xla_version != batch.xla_version:
+        raise ValueError(
+            f"{where} with {recorded.xla_version}; this process has {batch.xla_version}. Finish the sweep with "
+            f"the versions that started it (pip install the jax and jaxlib named), or use a new output folder, {keep}."
+        )
+    if recorded.compiler_options != batch.compiler_options:
+        raise ValueError(
+            f"{where}; this jaxreplay compiles the experiment with compiler options {batch.compiler_options!r} "
+            "(they make a run's result independent of its chunk: docs/design.md §4). Finish the sweep with the "
+            f"jaxreplay that started it, or use a new output folder, {keep}."
+        )
+    if recorded.grouping != batch.grouping:
+        now = (
+            "groups its runs by setup (one program per group)"
+            if batch.grouping
+            else "compiles every run with the sweep's own setup"
+        )
+        raise ValueError(
+            f"{where}; this call {now}. Rerun with group_by_setup {'false' if batch.grouping else 'true'} "
+            f"([run] group_by_setup in the TOML), or use a new output folder, {keep}."
+        )
+    if recorded.devices != batch.devices:
+        raise ValueError(
+            f"{where}; this process shards over {batch.devices} device(s). Finish the sweep with "
+            f"{recorded.devices} local device(s), or use a new output folder, {keep}."
+        )
+    if chunk_size is not None:
+        raise ValueError(
+            f"{where} (chunk_size {recorded.chunk_size}), but chunk_size {chunk_size} asked for computes its "
+            f"{missing} missing runs at {batch.runs_per_device} per device: rerun with chunk_size "
+            f"{recorded.chunk_size} (--chunk-size {recorded.chunk_size}) or none, or use a new output folder, {keep}."
+        )
+    raise ValueError(
+        f"{where} (chunk_size {recorded.chunk_size}), but only {batch.chunk_size} runs fit the memory budget "
+        f"now: free device memory or raise memory_budget / memory_fraction, or use a new output folder, {keep}."
+    )
