@@ -195,11 +195,13 @@ class Bounds(NamedTuple):
 
 
 def check_bounds(name: str, value: object, bounds: Bounds) -> None:
-    """:func:`check_int` or :func:`check_float` of ``value`` against ``bounds`` (concrete values only)."""
+    """:func:`check_int`, or :func:`check_float` and :func:`check_float32`, of ``value`` against ``bounds``
+    (concrete values only)."""
     if bounds.integer:
         check_int(name, value, low=bounds.low, high=bounds.high)  # type: ignore[arg-type]
     else:
         check_float(name, value, low=bounds.low, high=bounds.high, high_inclusive=bounds.high_inclusive)
+        check_float32(name, value)  # 1e-40 would run as 0 under its label (a replay ratio: no updates)
 
 
 def outside_bounds(value: object, bounds: Bounds) -> jax.Array:

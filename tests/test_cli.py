@@ -239,6 +239,11 @@ def test_dqn_json_is_strict_and_says_why_a_value_is_missing(capsys):
      "--memory-budget-mib must be a positive number"),
     (["sweep", "CONFIG", "--out", "OUT", "--memory-fraction", "0"], "--memory-fraction must be in (0, 1], got 0.0."),
     (["sweep", "CONFIG", "--out", "OUT", "--chunk-size", "0"], "--chunk-size must be >= 1, got 0."),
+    # jaxreplay dqn says the option typed, not the library's field (it said memory_size, fixed.replay_ratio, steps).
+    (["dqn", "--memory-size", "0"], "jaxreplay dqn: error: --memory-size must be >= 1, got 0."),
+    (["dqn", "--replay-ratio", "1e-50"], "jaxreplay dqn: error: --replay-ratio 1e-50 does not fit a float32"),
+    (["dqn", "--steps", "0"], "jaxreplay dqn: error: --steps must be >= 1, got 0."),
+    (["dqn", "--adaptive", "--steps", "30"], "jaxreplay dqn: error: --steps must be a positive multiple of 20"),
 ])
 def test_once_tracebacks_are_one_line_naming_the_option(tmp_path, capsys, monkeypatch, args, message):
     from jaxreplay.engine import resources

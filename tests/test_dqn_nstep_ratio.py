@@ -196,6 +196,7 @@ def test_traced_bad_n_and_ratio_are_clipped_and_flagged(mixed):
         ({"replay_ratio": 4.5}, "replay_ratio", "raise max_updates_per_unit"),
         ({"replay_ratio": -0.5}, "replay_ratio", "must be >= 0.0"),
         ({"replay_ratio": float("nan")}, "replay_ratio", "must be finite"),
+        ({"replay_ratio": 1e-40}, "replay_ratio", "does not fit a float32"),  # would run as 0: no updates
     ],
 )
 def test_bad_n_and_ratio_are_refused_naming_them_before_compiling(change, field, message):

@@ -827,6 +827,13 @@ _TINY_SETUP = 'experiment = "linesearch"\n[setup]\nsteps = 20\nmax_capacity = 20
     (_TINY_SETUP + "[[points]]\nmemory_size = 5\ndiscount = 0.5\n[[points]]\nmemory_size = 5\ndiscount = 0.50000001\n",
      "points[0] {'memory_size': 5, 'discount': 0.5} and points[1] {'memory_size': 5, 'discount': 0.50000001} are "
      "one configuration in float32"),
+    # Two points equal as given (1 and 1.0 are one value): they were accepted as two configurations.
+    (_TINY_SETUP + "[[points]]\nmemory_size = 5\ndiscount = 0.5\n[[points]]\nmemory_size = 5\ndiscount = 0.5\n"
+     "[[points]]\nmemory_size = 8\ndiscount = 0.5\n",
+     "points[0] and points[1] are the same configuration {'memory_size': 5, 'discount': 0.5}: each point must be "
+     "distinct"),
+    (_TINY_SETUP + "[[points]]\nmemory_size = 5\ndiscount = 1\n[[points]]\nmemory_size = 5\ndiscount = 1.0\n",
+     "points[0] and points[1] are the same configuration"),
 ])
 def test_floats_that_do_not_survive_the_cast_to_float32_are_refused_before_compiling(tmp_path, capsys, text, message):
     path = _write(tmp_path, text)

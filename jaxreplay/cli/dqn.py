@@ -12,7 +12,14 @@ if TYPE_CHECKING:  # (imported where used: `jaxreplay --help` imports no JAX)
     from jaxreplay.experiments import dqn
 
 # Each field `jaxreplay dqn` sets, as the library names it, and the option that sets it.
-OPTIONS = {"env_id": "--env"}
+OPTIONS = {
+    "env_id": "--env",
+    "memory_size": "--memory-size",
+    "n_step": "--n-step",
+    "replay_ratio": "--replay-ratio",
+    "steps": "--steps",
+}
+OPTIONS.update({f"fixed.{field}": option for field, option in OPTIONS.items() if field not in ("env_id", "steps")})
 
 # What the command advises where the engine refuses its sweep for memory (a ResourceError), by the fields the
 # engine advises lowering; {cause} is what the engine found dominates the need.
@@ -82,15 +89,18 @@ def run(args: argparse.Namespace) -> int:
 
     from jaxreplay.engine import results
     from jaxreplay.engine import sweep as sweep_lib
+    from jaxreplay.experiments import dqn as dqn_lib
 
     setup, hparams = _read_setting(args)
-    sweep = sweep_lib.Sweep(
-        "dqn",
-        seeds=args.seeds,
-        seed=args.seed,
-        setup=setup,  # type: ignore[arg-type]  # Sweep.setup takes a Setup too; annotated Mapping only (engine)
-        fixed=hparams._asdict(),
-    )
+    with named_as_options(OPTIONS):  # a value refused by the library is said of the option that set it
+        dqn_lib.check(hparams, setup)
+        sweep = sweep_lib.Sweep(
+            "dqn",
+            seeds=args.seeds,
+            seed=args.seed,
+            setup=setup,  # type: ignore[arg-type]  # Sweep.setup takes a Setup too; annotated Mapping only (engine)
+            fixed=hparams._asdict(),
+        )
     ds = run_sweep(sweep, None, advice=ADVICE, progress=not args.quiet and not args.json).dataset
     result = _result(args, setup, ds)
     if args.json:
@@ -109,6 +119,9 @@ def _read_setting(args: argparse.Namespace) -> tuple[dqn.Setup, dqn.Hyperparamet
     from jaxreplay.paper.reproduce import settings as paper_settings
 
     positive("seeds", args.seeds)
+    positive("memory-size", args.memory_size)
+    if args.steps is not None:
+        positive("steps", args.steps)
     if args.env in paper_settings.PAPER_TOTAL_STEPS:
         setup, hparams = paper_settings.paper_setting(
             args.env, args.memory_size, args.adaptive, tuned=args.tuned, optimizer_reading=args.optimizer_reading
@@ -125,8 +138,10 @@ def _read_setting(args: argparse.Namespace) -> tuple[dqn.Setup, dqn.Hyperparamet
     )
     if args.steps is not None:
         # A run of T steps never stores more than T transitions: allocate no more.
+        with named_as_options(OPTIONS):
+            timed = dqn.with_total_steps(setup, args.steps)
         setup = dataclasses.replace(
-            dqn.with_total_steps(setup, args.steps),
+            timed,
             max_capacity=max(min(setup.max_capacity, args.steps), hparams.memory_size),
         )
     setup, hparams = _with_n_step_and_ratio(args, setup, hparams)  # after --steps: the ratio's slots count units

@@ -335,6 +335,14 @@ def _normalised(given: Sweep) -> dict[str, Any]:
                     raise ValueError(f"points[{i}].{k}: {k!r} is also in fixed.")
             # In points[0]'s key order (the order of the dataset's coordinates).
             checked_points.append({k: _check_hparam(exp, f"points[{i}].{k}", k, point[k]) for k in keys})
+        seen: dict[tuple, int] = {}
+        for j, p in enumerate(checked_points):
+            i = seen.setdefault(tuple(p.values()), j)
+            if i != j:  # (1 and 1.0 too: one value)
+                raise ValueError(
+                    f"points[{i}] and points[{j}] are the same configuration {p}: each point must be distinct "
+                    "(a repeat would run as a second configuration under the same label)."
+                )
         twins = _float32_twins([tuple(p.values()) for p in checked_points])
         if twins:
             i, j = (next(n for n, p in enumerate(checked_points) if tuple(p.values()) == t) for t in twins)
