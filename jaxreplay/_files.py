@@ -182,3 +182,29 @@ def check_output_folder(out: str | os.PathLike, name: str = "--out") -> pathlib.
     if not parent.is_dir():
         raise ValueError(f"the output folder {path} cannot be created: {parent} is a file. Choose another {name}.")
     return path
+
+
+OWNER_FILE = ".jaxreplay-owner"
+"""The file in an output folder naming the command that writes it (:func:`claim_folder`)."""
+
+
+def claim_folder(folder: str | os.PathLike, owner: str, found: str | None = None) -> pathlib.Path:
+    """Create ``folder`` for the command ``owner`` (``"study replay"``), or refuse one another command writes.
+
+    Two studies write files of the same names (``study.json``, ``report.md``, ``runs.csv``): one run into
+    the other's folder would overwrite them and leave a mixed folder. The first call records ``owner`` in
+    :data:`OWNER_FILE`; a later call of another command is a ``ValueError`` (one line naming both). ``found``
+    is the owner the caller infers for a folder written before owners were recorded (None: none found).
+    """
+    folder = pathlib.Path(folder)
+    marker = folder / OWNER_FILE
+    recorded = marker.read_text().strip() if marker.is_file() else found
+    if recorded is not None and recorded != owner:
+        raise ValueError(
+            f"{folder} holds the output of `jaxreplay {recorded}`; `jaxreplay {owner}` would overwrite its files: "
+            "give it another --out."
+        )
+    folder.mkdir(parents=True, exist_ok=True)
+    if not marker.is_file():
+        atomic_write_text(marker, owner + "\n")
+    return folder

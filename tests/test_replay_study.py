@@ -329,3 +329,25 @@ def test_the_dqn_study_names_a_bad_option_as_typed_before_making_its_folder(tmp_
     assert cli.main(["study", "dqn", "--env", "CartPole-v1", "--out", str(out), *argv]) == 2
     assert capsys.readouterr().err == f"jaxreplay study: error: {message}\n"
     assert not out.exists()
+
+
+def test_a_study_refuses_the_folder_of_the_other_study(tmp_path, capsys):
+    """`study dqn` into a `study replay` folder (and back) would overwrite study.json, report.md and the CSVs and
+    leave the other's figures beside them: refused in one line before anything runs, whether the folder records
+    its owner or only holds the other study's study.json (written before owners were recorded)."""
+    from jaxreplay._files import OWNER_FILE, claim_folder
+
+    legacy = tmp_path / "legacy"
+    legacy.mkdir()
+    (legacy / "study.json").write_text('{"env": "CartPole-v1", "ratios": [0.25, 1.0, 4.0]}')
+    assert cli.main(["study", "dqn", "--env", "CartPole-v1", "--out", str(legacy), "--quick"]) == 2
+    assert capsys.readouterr().err == (
+        f"jaxreplay study: error: {legacy} holds the output of `jaxreplay study replay`; `jaxreplay study dqn` "
+        "would overwrite its files: give it another --out.\n"
+    )
+    assert sorted(p.name for p in legacy.iterdir()) == ["study.json"]
+    claimed = claim_folder(tmp_path / "new" / "dqn", "study dqn")
+    assert (claimed / OWNER_FILE).read_text() == "study dqn\n"
+    assert claim_folder(claimed, "study dqn") == claimed  # its own command resumes
+    assert cli.main(["study", "replay", "--env", "CartPole-v1", "--out", str(claimed), "--quick"]) == 2
+    assert "holds the output of `jaxreplay study dqn`" in capsys.readouterr().err

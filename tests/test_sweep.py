@@ -1116,3 +1116,20 @@ def test_runs_computed_by_another_xla_are_never_mixed_into_a_resumed_sweep(tmp_p
     monkeypatch.undo()
     assert sw.run(sweep, old, chunk_size=2, progress=False).stats.runs_computed == 2
     assert sw.run(sweep, old, chunk_size=2, progress=False).stats.runs_computed == 0
+
+
+def test_a_truncated_results_file_is_named_and_a_rerun_writes_it_again(tmp_path):
+    """``load`` of a truncated ``results.nc`` says which file and what to do (it raised NumPy internals), and the
+    same command writes it again from the chunks; an unfinished folder says it is unfinished."""
+    sweep = sw.Sweep.from_toml(_write(tmp_path, TINY_TOML))
+    out = tmp_path / "out"
+    reference = sw.run(sweep, out, chunk_size=2, progress=False).dataset
+    data = (out / "results.nc").read_bytes()
+    (out / "results.nc").write_bytes(data[: len(data) // 2])
+    with pytest.raises(ValueError, match=r"results\.nc is not a readable results file .*rerun the sweep's command"):
+        sw.load(out)
+    sw.run(sweep, out, chunk_size=2, progress=False)
+    _same(sw.load(out), reference)
+    (out / "results.nc").unlink()
+    with pytest.raises(FileNotFoundError, match=r"holds no results\.nc yet: its sweep has not finished"):
+        sw.load(out)

@@ -223,11 +223,29 @@ def _fits(dim, value, data_vars) -> bool:
 
 
 def load(path: str | os.PathLike):
-    """Open a sweep's ``results.nc`` (or its directory) as an ``xarray.Dataset`` (loaded into memory)."""
+    """Open a sweep's ``results.nc`` (or its directory) as an ``xarray.Dataset`` (loaded into memory).
+
+    Raises:
+        FileNotFoundError: no such file, or a sweep folder whose sweep has not finished (said so).
+        ValueError: the file is truncated or not a results file (one line naming it).
+    """
     import xarray as xr
 
     path = pathlib.Path(path)
     if path.is_dir():
+        if not (path / "results.nc").exists() and (path / "chunks").is_dir():
+            raise FileNotFoundError(
+                f"{path} holds no results.nc yet: its sweep has not finished. Rerun the sweep's command to finish it "
+                "(its finished chunks are kept)."
+            )
         path = path / "results.nc"
-    with xr.open_dataset(path, engine="scipy") as ds:
-        return ds.load()
+    try:
+        with xr.open_dataset(path, engine="scipy") as ds:
+            return ds.load()
+    except (FileNotFoundError, PermissionError, IsADirectoryError):
+        raise
+    except Exception as e:  # a truncated or foreign file: NumPy's and SciPy's messages name neither it nor the fix
+        raise ValueError(
+            f"{path} is not a readable results file ({type(e).__name__}: {e}); rerun the sweep's command to write it "
+            "again from its chunks."
+        ) from None

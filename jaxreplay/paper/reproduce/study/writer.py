@@ -278,3 +278,15 @@ def update_readme(readme, study_dirs, note: str = "") -> pathlib.Path:
     text = read_readme(readme, "study")
     atomic_write_text(readme, replace_block(text, "study", f"{note}\n\n{summary_table(results)}".strip()))
     return readme
+
+
+def found_owner(out: pathlib.Path) -> str | None:
+    """The command that wrote ``out``'s ``study.json`` (``"study replay"`` or ``"study dqn"``, told apart by a key
+    only the replay study writes), for folders written before they recorded their owner; None if it has none."""
+    try:
+        keys = json.loads((out / "study.json").read_text())
+    except (OSError, ValueError):
+        return None
+    if not isinstance(keys, dict):
+        return None
+    return "study replay" if "ratios" in keys else "study dqn"
