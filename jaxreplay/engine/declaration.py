@@ -335,21 +335,7 @@ def _normalised(given: Sweep) -> dict[str, Any]:
                     raise ValueError(f"points[{i}].{k}: {k!r} is also in fixed.")
             # In points[0]'s key order (the order of the dataset's coordinates).
             checked_points.append({k: _check_hparam(exp, f"points[{i}].{k}", k, point[k]) for k in keys})
-        seen: dict[tuple, int] = {}
-        for j, p in enumerate(checked_points):
-            i = seen.setdefault(tuple(p.values()), j)
-            if i != j:  # (1 and 1.0 too: one value)
-                raise ValueError(
-                    f"points[{i}] and points[{j}] are the same configuration {p}: each point must be distinct "
-                    "(a repeat would run as a second configuration under the same label)."
-                )
-        twins = _float32_twins([tuple(p.values()) for p in checked_points])
-        if twins:
-            i, j = (next(n for n, p in enumerate(checked_points) if tuple(p.values()) == t) for t in twins)
-            raise ValueError(
-                f"points[{i}] {checked_points[i]} and points[{j}] {checked_points[j]} are one configuration in "
-                f"float32: they would run as one under two labels; {_DISTINCT_FLOAT32}"
-            )
+        _check_distinct_points(checked_points)
         points = tuple(checked_points)
     try:
         setup_obj = exp.setup_type(**setup)
@@ -368,6 +354,26 @@ def _normalised(given: Sweep) -> dict[str, Any]:
 
 
 _DISTINCT_FLOAT32 = "keep one, or make them differ by more than float32's precision (about 7 significant digits)."
+
+
+def _check_distinct_points(points: Sequence[dict]) -> None:
+    """ValueError naming two ``[[points]]`` that are one configuration: equal as given (1 and 1.0 too), or once
+    their floats are float32 (either would run as a second configuration under a label of the first)."""
+    seen: dict[tuple, int] = {}
+    for j, p in enumerate(points):
+        i = seen.setdefault(tuple(p.values()), j)
+        if i != j:
+            raise ValueError(
+                f"points[{i}] and points[{j}] are the same configuration {p}: each point must be distinct "
+                "(a repeat would run as a second configuration under the same label)."
+            )
+    twins = _float32_twins([tuple(p.values()) for p in points])
+    if twins:
+        i, j = (next(n for n, p in enumerate(points) if tuple(p.values()) == t) for t in twins)
+        raise ValueError(
+            f"points[{i}] {points[i]} and points[{j}] {points[j]} are one configuration in "
+            f"float32: they would run as one under two labels; {_DISTINCT_FLOAT32}"
+        )
 
 
 def _float32_twins(configs: Sequence[tuple]) -> tuple[tuple, tuple] | None:
