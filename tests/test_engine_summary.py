@@ -13,5 +13,7 @@ def _stats(**changes):
 def test_one_chunk_size_or_each_group_s():
     assert "in 6 chunk(s) of 8 on 1 device(s)" in _stats().describe()
     assert "in 6 chunk(s) of 8 on" in _stats(group_chunk_sizes=(8, 8)).describe()  # groups of one size: as before
+    # Two groups of 40 in an 80-run sweep: their chunks of 40, not the sweep's 80 (it said 80).
+    assert "in 2 chunk(s) of 40 on" in _stats(chunks=2, chunk_size=80, group_chunk_sizes=(40, 40)).describe()
     line = _stats(group_chunk_sizes=(8, 2, 8)).describe()
     assert "in 6 chunk(s) of 2 / 8 (by setup group) on 1 device(s)" in line

@@ -116,8 +116,10 @@ class SweepStats:
 
     def _chunk_sizes(self) -> str:
         sizes = sorted(set(self.group_chunk_sizes))
-        if len(sizes) < 2:
+        if not sizes:
             return str(self.chunk_size)
+        if len(sizes) == 1:  # the groups' chunks, not the sweep's (two groups of 40 of an 80-run sweep: 40)
+            return str(sizes[0])
         return f"{' / '.join(map(str, sizes))} (by setup group)"
 
     def describe(self) -> str:
