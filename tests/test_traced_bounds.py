@@ -121,3 +121,25 @@ def test_a_dqn_summary_reads_the_fields_as_given_not_truncated():
     assert broadcast.n_step.dtype == jnp.float32 and broadcast.n_step.tolist() == [2.5] * 3
     assert broadcast.memory_size.dtype == jnp.int32
     assert dqn.broadcast_hyperparameters(hp, 2).n_step.dtype == np.int32  # Python values: the canonical dtype
+
+
+def test_a_traced_ratio_that_needs_one_more_slot_is_flagged_with_the_update_it_skipped():
+    """1.3 updates per step in units of 10 steps with 13 slots: float32 makes one unit of a 100-step run due 14
+    updates. ``check`` refuses it concretely; traced, the run makes 129 updates, not 130, and its summary says
+    so (``invalid_hyperparameters``; the state counts the skipped update). 1.25 fits and is not flagged."""
+    setup = dqn.Setup(
+        env_params=(("max_steps_in_episode", 30),),
+        total_steps=100,
+        steps_per_segment=100,
+        hidden_sizes=(4,),
+        max_capacity=100,
+        batch_size=4,
+        train_frequency=10,
+        max_updates_per_unit=13,
+    )
+    hp = dqn.Hyperparameters(memory_size=100, learning_starts=0, target_period=50, epsilon_decay_steps=50)
+    run = jax.jit(lambda h: dqn.run(jax.random.key(1), h, setup, True)[1:])
+    for ratio, steps, skipped in ((1.3, 129, 1), (1.25, 125, 0)):
+        summary, state = run(hp._replace(replay_ratio=jnp.float32(ratio)))
+        assert (int(summary["gradient_steps"]), int(state.updates_skipped)) == (steps, skipped)
+        assert bool(summary["invalid_hyperparameters"]) == bool(skipped) and not bool(summary["replay_ratio_clipped"])

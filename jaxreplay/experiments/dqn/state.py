@@ -58,6 +58,9 @@ class State(NamedTuple):
         copies_at_check: ``int32[]``; ``target_copies`` at aER's latest check.
         straddle_checks, straddle_grows: ``int32[]``; aER checks (and of them
             enlargements) with a target copy since the previous check.
+        updates_skipped: ``int32[]``; updates due beyond a unit's
+            ``max_updates_per_unit`` slots (a traced ratio whose float32
+            rounding needs one more slot; ``check`` refuses a concrete one).
         key: the run's PRNG key (constant; draws use ``fold_in``).
     """
 
@@ -77,6 +80,7 @@ class State(NamedTuple):
     copies_at_check: jax.Array
     straddle_checks: jax.Array
     straddle_grows: jax.Array
+    updates_skipped: jax.Array
     key: jax.Array
 
 
@@ -121,5 +125,6 @@ def init(key: jax.Array, hparams: Hyperparameters, setup: Setup) -> State:
         copies_at_check=zero_i,
         straddle_checks=zero_i,
         straddle_grows=zero_i,
+        updates_skipped=zero_i,
         key=key,
     )

@@ -382,6 +382,9 @@ def _updates(ctx: _Context, carry: _Carry) -> _Carry:
     """The unit's ``max_updates_per_unit`` update slots (those beyond the due ones masked), then the
     hard target copy counted in steps."""
     setup = ctx.setup
+    s, acc = carry  # updates due beyond the slots are not made: counted, so the summary can flag them
+    skipped = jnp.maximum(_updates_due(ctx, s.step) - setup.max_updates_per_unit, 0)
+    carry = (s._replace(updates_skipped=s.updates_skipped + skipped), acc)
     if setup.max_updates_per_unit == 1:
         carry = _train(ctx, carry, 0)
     else:

@@ -107,9 +107,10 @@ class Summary(NamedTuple):
             age of the oldest policy), with the ratio the run used.
         invalid_hyperparameters: ``bool``; a traced hyperparameter was a
             value :func:`~jaxreplay.experiments.dqn.config.check` refuses
-            (:func:`~jaxreplay.experiments.dqn.config.invalid_hyperparameters`):
-            the run went on with it clipped or as given, and its numbers
-            mean nothing.
+            (:func:`~jaxreplay.experiments.dqn.config.invalid_hyperparameters`),
+            or a traced ratio made some unit due more updates than its
+            slots (``State.updates_skipped``): the run went on with it
+            clipped or as given, and its numbers mean nothing.
     """
 
     diverged: jax.Array
@@ -166,7 +167,7 @@ def summarize(state: State, hparams: Hyperparameters, setup: Setup) -> dict:
         n_step_clipped=_clipped(hparams.n_step, setup.max_n_step),
         replay_ratio_clipped=ratio_clipped,
         oldest_policy_age=memory.capacity.astype(jnp.float32) * ratio,
-        invalid_hyperparameters=invalid_hyperparameters(hparams, setup),
+        invalid_hyperparameters=invalid_hyperparameters(hparams, setup) | (state.updates_skipped > 0),
     )
     return summary._asdict()
 
