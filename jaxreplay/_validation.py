@@ -209,8 +209,9 @@ def outside_bounds(value: object, bounds: Bounds) -> jax.Array:
 
     NaN and ±inf are outside, and so is a fractional value of an integer field
     (so this must see the value *before* any cast to an integer dtype: the cast
-    would truncate 2.5 to 2). Booleans pass: a traced value has no "bool" kind
-    to refuse once it is a number.
+    would truncate 2.5 to 2), and a float32 subnormal (:func:`check_float32`:
+    it runs as 0). Booleans pass: a traced value has no "bool" kind to refuse
+    once it is a number.
     """
     arr = jnp.asarray(value)
     if arr.dtype == jnp.bool_:
@@ -220,6 +221,10 @@ def outside_bounds(value: object, bounds: Bounds) -> jax.Array:
         bad = ~jnp.isfinite(arr)
         if bounds.integer:
             bad = bad | (jnp.floor(arr) != arr)
+        if arr.dtype == jnp.float32:  # check_float32's other half: a subnormal runs as 0 (XLA flushes it), so
+            # compare bits, not values: exponent field 0 with a nonzero fraction
+            bits = jax.lax.bitcast_convert_type(arr, jnp.uint32)
+            bad = bad | (((bits & 0x7F800000) == 0) & ((bits & 0x007FFFFF) != 0))
     if bounds.low is not None:
         bad = bad | (arr < bounds.low)
     if bounds.high is not None:

@@ -244,6 +244,7 @@ def test_dqn_json_is_strict_and_says_why_a_value_is_missing(capsys):
     (["dqn", "--replay-ratio", "1e-50"], "jaxreplay dqn: error: --replay-ratio 1e-50 does not fit a float32"),
     (["dqn", "--steps", "0"], "jaxreplay dqn: error: --steps must be >= 1, got 0."),
     (["dqn", "--adaptive", "--steps", "30"], "jaxreplay dqn: error: --steps must be a positive multiple of 20"),
+    (["linesearch", "--seed", "-1"], "jaxreplay linesearch: error: --seed must be an integer in [0, 4294967295]"),
 ])
 def test_once_tracebacks_are_one_line_naming_the_option(tmp_path, capsys, monkeypatch, args, message):
     from jaxreplay.engine import resources

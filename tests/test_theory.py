@@ -446,6 +446,11 @@ def test_analytic_bad_input_raises():
         th.fixed_slope_solution(1.0, 5, float("nan"), 1.0)
     with pytest.raises(ValueError, match="batch_size"):
         th.second_order_coefficients(100, 0, 1e-3)
+    # The last stage divides by 3 v: a standing agent (v = 0) is refused, not NaN.
+    with pytest.raises(ValueError, match=r"speed must be > 0 in last_stage_limit .*got 0\.0"):
+        th.last_stage_limit(5, 1e-3, 1.0, 1.0, speed=0.0)
+    with pytest.raises(ValueError, match=r"speed must be > 0 in last_stage_solution"):
+        th.last_stage_solution(10.0, 5, 1e-3, 1.0, 1.0, speed=0.0)
 
 
 # --------------------------------------------------------------------------- cusps of M(N)

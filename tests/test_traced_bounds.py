@@ -9,6 +9,7 @@ flag into the summaries a run writes, where it must see the values as given
 
 from __future__ import annotations
 
+import dataclasses
 import math
 
 import jax
@@ -31,6 +32,8 @@ NAN, INF = float("nan"), float("inf")
 def candidates(bounds: _validation.Bounds, default: float) -> list[float]:
     """Values on, just inside and just outside each bound, fractions, and the non-finite ones."""
     values = [default, default + 0.5, NAN, INF, -INF]
+    if not bounds.integer:  # a float32 subnormal: check_float32 refuses it (it runs as 0), the flag sees its bits
+        values += [float(np.float32(1e-45)), float(np.float32(-1e-40)), float(np.float32(2e-38))]
     for edge in (bounds.low, bounds.high):
         if edge is not None:
             values += [edge - 1, edge - 0.5, edge - 1e-3, edge, edge + 1e-3, edge + 0.5, edge + 1]
@@ -72,6 +75,19 @@ def test_the_traced_flag_refuses_exactly_what_check_refuses(experiment, setup, h
                 disagreements.append((name, value, concrete, traced))
     assert disagreements == []
     assert tried > 12 * len(experiment._bounds(setup))
+
+
+def test_linesearch_refuses_and_flags_an_aer_interval_above_the_memory():
+    """aER's controller refuses k > max_capacity; the experiment's check accepted it (the memory jumped to
+    max_capacity at the first check) and the flag missed it. ER ignores k: any k >= 1 passes there."""
+    aer = dataclasses.replace(LS_SETUP, sampler="adaptive")
+    with pytest.raises(ValueError, match=r"adaptive_interval must be <= 50"):
+        linesearch.check(LS_HPARAMS._replace(adaptive_interval=51), aer)
+    linesearch.check(LS_HPARAMS._replace(adaptive_interval=51), LS_SETUP)
+    flag = jax.jit(lambda h: linesearch.invalid_hyperparameters(h, aer))
+    assert bool(flag(as_float32(LS_HPARAMS._replace(adaptive_interval=51))))
+    assert not bool(flag(as_float32(LS_HPARAMS._replace(adaptive_interval=50))))
+    assert bool(flag(as_float32(LS_HPARAMS._replace(step_size=1e-45))))  # runs as 0 (a subnormal)
 
 
 def test_dqn_flags_a_ratio_of_zero_and_an_interval_off_the_check_grid():

@@ -20,6 +20,7 @@ OPTIONS = {
     "steps": "--steps",
 }
 OPTIONS.update({f"fixed.{field}": option for field, option in OPTIONS.items() if field not in ("env_id", "steps")})
+OPTIONS.update({"seed": "--seed", "seeds": "--seeds"})  # the sweep's own fields
 
 # What the command advises where the engine refuses its sweep for memory (a ResourceError), by the fields the
 # engine advises lowering; {cause} is what the engine found dominates the need.

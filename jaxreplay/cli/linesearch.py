@@ -22,6 +22,7 @@ OPTIONS = {
     "adaptive_num_old": "--adaptive-num-old",
 }
 OPTIONS.update({f"fixed.{field}": option for field, option in OPTIONS.items()})
+OPTIONS.update({"seed": "--seed", "seeds": "--seeds"})  # the sweep's own fields
 
 
 # What the command advises where the engine refuses its sweep for memory (a ResourceError), by the fields the

@@ -284,7 +284,7 @@ def _normalised(given: Sweep) -> dict[str, Any]:
     for name, low, high in (("seeds", 1, _INT32_MAX), ("seed", 0, 2**32 - 1)):  # seed: a uint32 key
         value = getattr(given, name)
         if isinstance(value, bool) or not isinstance(value, (int, np.integer)) or not low <= value <= high:
-            raise ValueError(f"{name} must be an integer in [{low}, {high}], got {value!r}.")
+            raise _validation.FieldError(name, f"must be an integer in [{low}, {high}], got {value!r}.")
     setup = _fields_of(given.setup) if isinstance(given.setup, exp.setup_type) else given.setup
     for name, value in (("setup", setup), ("fixed", given.fixed), ("grid", given.grid)):
         if not isinstance(value, Mapping):

@@ -58,6 +58,7 @@ from __future__ import annotations
 
 import jax
 import jax.numpy as jnp
+import numpy as np
 from jax.scipy.special import gamma as _gamma
 from jax.scipy.special import gammaincc as _gammaincc
 
@@ -92,6 +93,16 @@ def _check(memory_size=None, batch_size=1, step_size=0.0, initial_position=X0, s
 
 
 @x64
+def _moving(function: str, speed: ArrayLike) -> None:
+    """ValueError naming ``speed`` where the last stage's solution is undefined: it divides by ``3 v``."""
+    value = _validation.concrete_value(speed)
+    if value is not None and np.any(np.asarray(value) <= 0):
+        raise _validation.FieldError(
+            "speed",
+            f"must be > 0 in {function} (the last stage divides by 3 v), got {_validation._show(np.asarray(value))}.",
+        )
+
+
 def b_coefficients(
     t: ArrayLike,
     memory_size: ArrayLike,
@@ -263,6 +274,7 @@ def last_stage_solution(
     (Δθ1¹, Δθ2¹) at t = 0. Γ(a, z) is the upper incomplete gamma function.
     """
     _check(None, batch_size, step_size, speed=speed, t=t)
+    _moving("last_stage_solution", speed)
     t, v, d1, d2 = f64(t), f64(speed), f64(dtheta1_1), f64(dtheta2_1)
     mu = f64(batch_size) * f64(step_size)
     z = mu * v * v * t**3 / 3
@@ -280,6 +292,7 @@ def last_stage_limit(
 ) -> tuple[jax.Array, jax.Array]:
     """Eq. (LastConv): (0, [3 Δθ2¹ v − 3^{2/3} Δθ1¹ Γ(2/3) (μ v²)^{1/3}] / (3 v))."""
     _check(None, batch_size, step_size, speed=speed)
+    _moving("last_stage_limit", speed)
     v, d1, d2 = f64(speed), f64(dtheta1_1), f64(dtheta2_1)
     mu = f64(batch_size) * f64(step_size)
     a = 2.0 / 3.0
