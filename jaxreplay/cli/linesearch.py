@@ -220,19 +220,8 @@ def _print_json(report: dict, seeds: int) -> None:
 
 def _solve_theory(**kwargs):
     """``theory.solve(**kwargs)``, or None when the ODE solver gives up (its step budget runs out where the
-    dynamics diverge): the experiment is still reported. JAX's log of the failed callback is silenced."""
-    import logging
-
+    dynamics diverge: ``converged`` false): the experiment is still reported."""
     from jaxreplay.paper import theory
 
-    logger = logging.getLogger("jax._src.callback")
-    disabled, logger.disabled = logger.disabled, True
-    try:
-        return theory.solve(**kwargs)
-    except (RuntimeError, ValueError) as error:  # equinox's "maximum number of solver steps was reached"
-        # (a RuntimeError, or a ValueError once the solver's program is cached: JAX re-raises differently)
-        if "maximum number of solver steps" not in str(error):
-            raise
-        return None
-    finally:
-        logger.disabled = disabled
+    solution = theory.solve(**kwargs)
+    return solution if bool(solution.converged) else None

@@ -55,8 +55,8 @@ class SolverOptions(NamedTuple):
             At the defaults (1e-10, 1e-13) the trajectories agree with an
             independent tight solve to ~1e-8 relative to max|Δθ|.
         max_steps: the step budget of one solve (int ≥ 1). A solve that needs
-            more (the dynamics diverge) raises equinox's "maximum number of
-            solver steps was reached".
+            more (the dynamics diverge) is flagged: ``ODESolution.converged``
+            false and its Δθ and metric NaN (the rest of a grid unaffected).
         chunk: configurations per compiled call of a batched solve (int ≥ 1), or
             None for one call per batch. It does not change the numbers, only how
             many programs are compiled: with an int every batch size shares one

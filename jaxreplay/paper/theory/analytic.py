@@ -92,7 +92,6 @@ def _check(memory_size=None, batch_size=1, step_size=0.0, initial_position=X0, s
         _validation.check_float("t", t, low=0.0)
 
 
-@x64
 def _moving(function: str, speed: ArrayLike) -> None:
     """ValueError naming ``speed`` where the last stage's solution is undefined: it divides by ``3 v``."""
     value = _validation.concrete_value(speed)
@@ -103,6 +102,7 @@ def _moving(function: str, speed: ArrayLike) -> None:
         )
 
 
+@x64
 def b_coefficients(
     t: ArrayLike,
     memory_size: ArrayLike,

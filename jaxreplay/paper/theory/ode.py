@@ -106,6 +106,10 @@ class ODESolution(NamedTuple):
             greedy policy would have reversed; the monotone-motion model no
             longer describes the game after that time).
         fixed_point: float64[2], θ* = (θ1*, θ2*) the Δθ are measured from.
+        converged: bool[], the solver reached ``times[-1]`` within its step
+            budget (``SolverOptions.max_steps``). Where it did not (the
+            dynamics diverge), ``dtheta1``, ``dtheta2`` and ``metric`` are
+            NaN: one such solve no longer stops a whole :func:`solve_grid`.
     """
 
     times: jax.Array
@@ -114,6 +118,7 @@ class ODESolution(NamedTuple):
     metric: jax.Array
     direction_changed: jax.Array
     fixed_point: jax.Array
+    converged: jax.Array
 
 
 @x64
@@ -246,13 +251,16 @@ def _solve_core(
         saveat=diffrax.SaveAt(ts=times),
         stepsize_controller=controller,
         max_steps=program.solver.max_steps,
+        throw=False,  # a solve that runs out of steps is flagged (converged), not fatal to its grid
     )
+    converged = sol.result == diffrax.RESULTS.successful
     th1, th2, viol = sol.ys
-    dth1, dth2 = th1 - th1s, th2 - th2s
+    dth1 = jnp.where(converged, th1 - th1s, jnp.nan)
+    dth2 = jnp.where(converged, th2 - th2s, jnp.nan)
     wrong_side = jnp.where(s > 0, th1 < 0, th1 >= 0)
     changed = (viol[-1] > 0) | jnp.any(wrong_side)
     metric = jnp.abs(dth1[-1]) + jnp.abs(dth2[-1])
-    return ODESolution(times, dth1, dth2, metric, changed, jnp.stack([th1s, th2s]))
+    return ODESolution(times, dth1, dth2, metric, changed, jnp.stack([th1s, th2s]), converged)
 
 
 def _window(memory_size):
