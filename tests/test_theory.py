@@ -642,3 +642,15 @@ def test_a_solve_that_runs_out_of_steps_is_flagged_and_its_grid_goes_on():
     assert np.isnan(metric[2]) and np.isfinite(metric[:2]).all()
     alone = th.solve(memory_size=50.0, batch_size=1, step_size=2e-3, times=times, options=options)
     assert bool(alone.converged) and float(alone.metric) == pytest.approx(float(metric[1]), rel=1e-12)
+
+
+def test_traced_hyperparameters_outside_the_model_are_flagged():
+    """Under jit nothing can be refused: N = -5 ran as N = 0 and γ = -0.5 gave a plausible M, unflagged. Now the
+    solution says so; a continuous N (the cusp refinement's) is inside the model's domain."""
+    times = np.arange(101.0)
+    with jax.enable_x64(True):
+        solve = jax.jit(lambda n, a, g: th.solve(P, n, 5, a, g, times=times))
+        flags = [bool(solve(np.float64(n), np.float64(a), np.float64(g)).invalid_hyperparameters)
+                 for n, a, g in ((50.0, 1e-3, 0.0), (50.5, 1e-3, 0.5), (-5.0, 1e-3, 0.0), (50.0, 1e-3, -0.5),
+                                 (50.0, -1e-3, 0.0), (50.0, 1e-3, 1.0), (float("nan"), 1e-3, 0.0))]
+    assert flags == [False, False, True, True, True, True, True]

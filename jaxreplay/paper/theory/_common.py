@@ -124,6 +124,24 @@ def check_hyper(memory_size, batch_size, step_size, discount, priority_exponent=
         _validation.check_float("priority_exponent", priority_exponent, low=0.0)
 
 
+_MODEL_DOMAIN = {
+    "memory_size": _validation.Bounds(False, 0.0),
+    "batch_size": _validation.Bounds(False, 0.0),
+    "step_size": _validation.Bounds(False, 0.0),
+    "discount": _validation.Bounds(False, 0.0, 1.0, high_inclusive=False),
+    "priority_exponent": _validation.Bounds(False, 0.0),
+}
+"""Where the ODE model means something, for traced values (continuous N and m included: the cusp refinement
+solves between integers): finite, N, m, α, β >= 0 and γ in [0, 1)."""
+
+
+def outside_model(**values) -> jax.Array:
+    """``bool[]``: some traced value of ``values`` (names of :data:`_MODEL_DOMAIN`) lies outside the model's domain
+    (NaN, ±inf, negative, γ >= 1). Concrete values are refused before this by :func:`check_hyper`."""
+    flags = [_validation.outside_bounds(value, _MODEL_DOMAIN[name]) for name, value in values.items()]
+    return jnp.any(jnp.stack(flags))
+
+
 def check_real_weights(real_weights: str) -> None:
     """ValueError unless ``real_weights`` is one of :data:`REAL_WEIGHTS` (docs/paper_readings.md §8)."""
     _validation.check_choice("real_weights", real_weights, REAL_WEIGHTS)

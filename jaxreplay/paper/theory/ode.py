@@ -66,6 +66,7 @@ from jaxreplay.paper.theory._common import (
     concrete_times,
     f64,
     fixed_point_and_rewards,
+    outside_model,
     x64,
 )
 
@@ -110,6 +111,9 @@ class ODESolution(NamedTuple):
             budget (``SolverOptions.max_steps``). Where it did not (the
             dynamics diverge), ``dtheta1``, ``dtheta2`` and ``metric`` are
             NaN: one such solve no longer stops a whole :func:`solve_grid`.
+        invalid_hyperparameters: bool[], a traced hyperparameter lay outside
+            the model's domain (NaN, ±inf, a negative N, m, α or β, γ outside
+            [0, 1)): the numbers mean nothing (concrete ones are refused).
     """
 
     times: jax.Array
@@ -119,6 +123,7 @@ class ODESolution(NamedTuple):
     direction_changed: jax.Array
     fixed_point: jax.Array
     converged: jax.Array
+    invalid_hyperparameters: jax.Array
 
 
 @x64
@@ -260,7 +265,13 @@ def _solve_core(
     wrong_side = jnp.where(s > 0, th1 < 0, th1 >= 0)
     changed = (viol[-1] > 0) | jnp.any(wrong_side)
     metric = jnp.abs(dth1[-1]) + jnp.abs(dth2[-1])
-    return ODESolution(times, dth1, dth2, metric, changed, jnp.stack([th1s, th2s]), converged)
+    named = {"batch_size": batch_size, "step_size": step_size, "discount": discount}
+    if program.kind == "fixed":
+        named["memory_size"] = memory_size
+    if program.prioritized:
+        named["priority_exponent"] = priority_exponent
+    invalid = outside_model(**named)
+    return ODESolution(times, dth1, dth2, metric, changed, jnp.stack([th1s, th2s]), converged, invalid)
 
 
 def _window(memory_size):
