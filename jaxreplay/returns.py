@@ -219,7 +219,6 @@ def n_step(
     max_n_step = _validation.check_static_int("max_n_step", max_n_step, low=1)
     _check_horizon(n, max_n_step)
     _validation.check_float("discount", discount, low=0.0, high=1.0)
-    _validation.check_int("indices", indices, low=0, high=state.max_capacity - 1)
     storage = state.storage
     for name in fields:
         if not isinstance(storage, Mapping) or name not in storage:
@@ -232,7 +231,7 @@ def n_step(
                 f"storage field {name!r} must have shape (max_capacity,) = ({state.max_capacity},), one number "
                 f"per transition, got {storage[name].shape}; for a batch of memories, vmap n_step over them."
             )
-    slots, valid = buffer_lib.successors(state, indices, max_n_step)
+    slots, valid = buffer_lib.successors(state, indices, max_n_step)  # (refuses concrete indices off the ring)
     rewards, terminated, truncated = (storage[name][slots] for name in fields)
     pieces = accumulate(rewards, terminated, truncated, valid, n, discount)
     last = jnp.maximum(pieces.steps - 1, 0)

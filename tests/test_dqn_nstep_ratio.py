@@ -429,6 +429,9 @@ def test_a_ratio_whose_float32_rounding_needs_another_slot_is_refused_and_the_cl
     args = argparse.Namespace(n_step=None, replay_ratio=1.3)
     sized, _ = cli_dqn._with_n_step_and_ratio(args, dataclasses.replace(setup, max_updates_per_unit=1), hp)
     assert sized.max_updates_per_unit == 14
+    from jaxreplay.experiments.dqn import config
+
+    assert config._most_updates_due(1.3, setup) == 14 and config._most_updates_due(1.25, setup) == 13
     # Counted as the program counts: the units' due updates sum to floor(float32(100) × float32(1.3)).
     ends = np.arange(10, 101, 10)
     due = np.floor(ends.astype(np.float32) * np.float32(1.3)) - np.floor((ends - 10).astype(np.float32) * np.float32(1.3))
