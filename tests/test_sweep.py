@@ -1000,7 +1000,9 @@ def test_a_resume_computes_its_missing_runs_at_the_recorded_batch_or_refuses(tmp
     options = plan_lib.compiler_options_text(sweep.exp.compiler_options.get(device.platform, {}))
     assert recorded == dict(platform=device.platform, device_kind=device.device_kind, devices=1, runs_per_device=2,
                             xla_flags=recorded["xla_flags"], batch_independence_flags=False,
-                            xla_version=plan_lib.xla_version(), **({"compiler_options": options} if options else {}))
+                            xla_version=plan_lib.xla_version(), program=recorded["program"],
+                            **({"compiler_options": options} if options else {}))
+    assert re.fullmatch(r"[0-9a-f]{16}", recorded["program"])
     assert device.platform != "cpu" or options == "xla_cpu_experimental_ynn_fusion_type="
     assert json.loads((out / "sweep.json").read_text())["batch"] == recorded
 
@@ -1115,6 +1117,54 @@ def test_runs_computed_by_another_xla_are_never_mixed_into_a_resumed_sweep(tmp_p
     sorted((old / "chunks").glob("*.npz"))[-1].unlink()
     monkeypatch.undo()
     assert sw.run(sweep, old, chunk_size=2, progress=False).stats.runs_computed == 2
+    assert sw.run(sweep, old, chunk_size=2, progress=False).stats.runs_computed == 0
+
+
+def _shifted(env_params):
+    """``env_params`` with the start moved by 1e-6: another program that builds the same sweep."""
+    return lambda h, s: env_params(h, s).replace(initial_position=env_params(h, s).initial_position + 1e-6)
+
+
+def test_runs_computed_by_another_program_are_never_mixed_into_a_resumed_sweep(tmp_path, monkeypatch):
+    """Chunks record a fingerprint of the lowered programs that computed them: a sweep resumed after the code
+    that builds them changed (here LineSearch's environment parameters, 1e-6 off) is refused before anything
+    is computed (it finished without a word, mixing runs of the two codes). The same code resumes, and a
+    folder recorded before programs were resumes under any and stays one batch."""
+    from jaxreplay.engine import execute as execute_lib
+    from jaxreplay.engine import runner as runner_lib
+    from jaxreplay.experiments import linesearch as ls
+
+    sweep = sw.Sweep.from_toml(_write(tmp_path, TINY_TOML))
+    out = tmp_path / "out"
+    reference = sw.run(sweep, out, chunk_size=2, progress=False).dataset
+    program = json.loads((out / "sweep.json").read_text())["batch"]["program"]
+    assert re.fullmatch(r"[0-9a-f]{16}", program)
+    chunks = sorted((out / "chunks").glob("*.npz"))
+    chunks[-1].unlink()
+    original = ls._env_params
+    monkeypatch.setattr(ls, "_env_params", _shifted(original))
+    execute_lib.clear_program_cache()
+    refused = rf"holds runs computed by other programs than this jaxreplay builds for its sweep \(program {program}; now "
+    with pytest.raises(ValueError, match=refused):
+        sw.run(sweep, out, chunk_size=2, progress=False)
+    assert len(list((out / "chunks").glob("*.npz"))) == len(chunks) - 1
+    monkeypatch.undo()
+    execute_lib.clear_program_cache()
+    resumed = sw.run(sweep, out, chunk_size=2, progress=False)
+    assert resumed.stats.runs_computed == 2
+    _same(resumed.dataset, reference)
+    # Recorded before programs were (an older jaxreplay): resumed under any, and recorded the same way.
+    old = tmp_path / "old"
+    monkeypatch.setattr(runner_lib._Planner, "program", lambda self, plan: "")
+    sw.run(sweep, old, chunk_size=2, progress=False)
+    monkeypatch.undo()
+    assert "program" not in json.loads((old / "sweep.json").read_text())["batch"]
+    sorted((old / "chunks").glob("*.npz"))[-1].unlink()
+    monkeypatch.setattr(ls, "_env_params", _shifted(original))
+    execute_lib.clear_program_cache()
+    assert sw.run(sweep, old, chunk_size=2, progress=False).stats.runs_computed == 2
+    monkeypatch.undo()
+    execute_lib.clear_program_cache()
     assert sw.run(sweep, old, chunk_size=2, progress=False).stats.runs_computed == 0
 
 

@@ -4,8 +4,11 @@ A chunk's bits depend on more than its runs' seeds and hyperparameters: on the
 backend and device, the batch size XLA compiled for, ``XLA_FLAGS``, the
 experiment's compiler options, whether runs were grouped by setup, and the
 XLA (jaxlib) that compiled them. :class:`Batch` records these with every
-chunk and in ``sweep.json``; :func:`check_batch` refuses, in one line saying
-what to do, to compute the missing runs of a folder in another program.
+chunk and in ``sweep.json``, with a fingerprint of the programs themselves
+(:func:`program_fingerprint`: another jaxreplay, or another version of its
+dependencies' code, may build other programs); :func:`check_batch` and
+:func:`check_program` refuse, in one line saying what to do, to compute the
+missing runs of a folder in another program.
 """
 
 from __future__ import annotations
@@ -17,7 +20,9 @@ __all__ = [
     "Batch",
     "BATCH_INDEPENDENCE_FLAGS",
     "check_batch",
+    "check_program",
     "compiler_options_text",
+    "program_fingerprint",
     "xla_flags_in_environment",
     "xla_version",
 ]
@@ -74,6 +79,11 @@ class Batch(NamedTuple):
             programs (:func:`xla_version`): another XLA may round a run
             otherwise. ``""`` in records written before it was recorded,
             which then resume under any version (nothing to compare).
+        program: :func:`program_fingerprint` of the programs that computed the
+            runs (every group's), set by :func:`jaxreplay.engine.sweep.run` once
+            the plan is made (:func:`check_program` compares it); ``""`` in
+            records written before it was recorded, which then resume under
+            any program (nothing to compare), and in a plan (pure: it compiles nothing).
     """
 
     platform: str
@@ -84,6 +94,7 @@ class Batch(NamedTuple):
     grouping: str = ""
     compiler_options: str = ""
     xla_version: str = ""
+    program: str = ""
 
     @property
     def chunk_size(self) -> int:
@@ -98,7 +109,7 @@ class Batch(NamedTuple):
     def to_dict(self) -> dict:
         """As stored in ``sweep.json`` and in a chunk (JSON; the derived flag spelled out for readers)."""
         stored = dict(self._asdict(), batch_independence_flags=self.batch_independence_flags)
-        for optional in ("grouping", "compiler_options", "xla_version"):
+        for optional in ("grouping", "compiler_options", "xla_version", "program"):
             if not stored[optional]:
                 del stored[optional]
         return stored
@@ -113,10 +124,11 @@ class Batch(NamedTuple):
                 grouping=stored.get("grouping", ""),
                 compiler_options=stored.get("compiler_options", ""),
                 xla_version=stored.get("xla_version", ""),
+                program=stored.get("program", ""),
             )
         except (KeyError, TypeError, AttributeError) as e:
             raise ValueError(f"not a recorded batch ({type(e).__name__}: {e})") from None
-        kinds = (str, str, int, int, str, str, str, str)
+        kinds = (str, str, int, int, str, str, str, str, str)
         if not all(isinstance(v, k) and not isinstance(v, bool) for v, k in zip(batch, kinds)):
             raise ValueError(f"not a recorded batch: {stored!r}")
         return batch
@@ -148,6 +160,8 @@ def check_batch(recorded: Batch | None, batch: Batch, chunk_size: int | None, mi
     """
     if recorded is not None and not recorded.xla_version:  # recorded before versions were: nothing to compare
         recorded = recorded._replace(xla_version=batch.xla_version)
+    if recorded is not None:  # the programs are compared once they are built (check_program)
+        recorded = recorded._replace(program=batch.program)
     if recorded is None or not missing or recorded == batch:
         return
     where = f"{out} holds runs computed at {recorded.describe()}"
@@ -197,4 +211,39 @@ def check_batch(recorded: Batch | None, batch: Batch, chunk_size: int | None, mi
     raise ValueError(
         f"{where} (chunk_size {recorded.chunk_size}), but only {batch.chunk_size} runs fit the memory budget "
         f"now: free device memory or raise memory_budget / memory_fraction, or use a new output folder, {keep}."
+    )
+
+
+def program_fingerprint(texts) -> str:
+    """A short fingerprint (16 hex digits of SHA-256) of programs given as their lowered text
+    (``jax.stages.Lowered.as_text()``, which leaves out source locations), in any order.
+
+    Two calls that build the same computation get the same fingerprint whatever
+    else changed in the code (a comment, a docstring, a line moved); a change to
+    what the program computes (an operation, a constant, an order of
+    operations) gives another.
+    """
+    import hashlib
+
+    digest = hashlib.sha256()
+    for text in sorted(texts):
+        digest.update(hashlib.sha256(text.encode()).digest())
+    return digest.hexdigest()[:16]
+
+
+def check_program(recorded: Batch | None, program: str, missing: int, out) -> None:
+    """Refuse (ValueError, one line) computing the ``missing`` runs of ``out`` with programs whose
+    :func:`program_fingerprint` is ``program`` where its finished runs were computed by others.
+
+    Nothing to compare where ``recorded`` is None or records no program (written
+    before programs were recorded), or where no run is missing.
+    """
+    if recorded is None or not recorded.program or not missing or recorded.program == program:
+        return
+    raise ValueError(
+        f"{out} holds runs computed by other programs than this jaxreplay builds for its sweep (program "
+        f"{recorded.program}; now {program}): the code that builds them changed since (jaxreplay, or an "
+        "experiment's or a dependency's code), and the missing runs could come out otherwise. Finish the "
+        "sweep with the code that started it, or use a new output folder, so that runs computed by "
+        "different programs are never mixed into one sweep."
     )

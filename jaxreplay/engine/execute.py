@@ -111,6 +111,7 @@ class Programs:
             segment, in_shardings=(self.batched, self.batched), out_shardings=outputs, donate_argnums=0
         )
         self._compiled: dict = {}
+        self._texts: dict[int, tuple[str, ...]] = {}
         self.compiler_options = exp.compiler_options_on(devices[0].platform)
 
     def _get(self, name, jitted, *args):
@@ -151,6 +152,24 @@ class Programs:
             m.argument_size_in_bytes + 2 * m.output_size_in_bytes + m.temp_size_in_bytes - m.alias_size_in_bytes
         )
         return int(per_device) * len(self.devices)
+
+    def program_texts(self, sweep: Sweep, chunk_size: int) -> tuple[str, ...]:
+        """The lowered text (``Lowered.as_text()``: no source locations) of the programs a chunk of
+        ``chunk_size`` runs goes through: ``first`` and, for a multi-segment experiment, ``rest``.
+        Lowered only (the trace; XLA compiles nothing here), and kept per chunk size."""
+        texts = self._texts.get(chunk_size)
+        if texts is None:
+            # Shapes and dtypes are all that a program depends on: any runs of the chunk's size will do.
+            seed_index, hparams = self.chunk_inputs(sweep, np.zeros(chunk_size, np.int64))
+            base_seed = jax.device_put(np.uint32(sweep.seed), self.replicated)
+            with warnings.catch_warnings():
+                warnings.filterwarnings("ignore", message="Some donated buffers were not usable")
+                texts = (self._first.lower(base_seed, seed_index, hparams).as_text(),)
+                if not self.fused:
+                    state = jax.eval_shape(self._first, base_seed, seed_index, hparams)
+                    texts += (self._rest.lower(state, hparams).as_text(),)
+            self._texts[chunk_size] = texts
+        return texts
 
     def chunk_inputs(self, sweep: Sweep, runs: np.ndarray) -> tuple[jax.Array, tuple[jax.Array, ...]]:
         """``(seed_index, hparams)`` of the (padded) chunk ``runs``, on the devices, sharded over the run axis."""

@@ -79,6 +79,7 @@ import jax
 import numpy as np
 
 from jaxreplay.engine import assemble as assemble_lib
+from jaxreplay.engine import batch as batch_lib
 from jaxreplay.engine import execute as execute_lib
 from jaxreplay.engine import plan as plan_lib
 from jaxreplay.engine import resources as resources_lib
@@ -343,8 +344,23 @@ class _Planner(NamedTuple):
             batch = plan.batch
             if recorded is not None and not recorded.xla_version:
                 batch = batch._replace(xla_version="")
+            if plan.runs_done < plan.num_runs and self.devices:
+                program = self.program(plan)
+                batch_lib.check_program(recorded, program, plan.num_runs - plan.runs_done, self.out)
+                if recorded is None or recorded.program:  # (a folder recorded before programs were: none)
+                    batch = batch._replace(program=program)
             self.store.batch = batch.to_dict() if plan.runs_done < plan.num_runs else found.batch
         return plan
+
+    def program(self, plan: plan_lib.Plan) -> str:
+        """:func:`~jaxreplay.engine.batch.program_fingerprint` of every group's programs at its chunk size
+        (lowered, not compiled: the compile that follows reuses the trace)."""
+        texts: list[str] = []
+        for group in plan.groups:
+            texts += execute_lib.programs_for(self.sweep, self.devices, group.setup).program_texts(
+                self.sweep, group.chunk_size
+            )
+        return batch_lib.program_fingerprint(texts)
 
     def _over_budget(self, plan: plan_lib.Plan) -> float:
         """What the plan's bytes per run must be multiplied by to be what XLA counts for the largest group's
