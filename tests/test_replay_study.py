@@ -351,3 +351,28 @@ def test_a_study_refuses_the_folder_of_the_other_study(tmp_path, capsys):
     assert claim_folder(claimed, "study dqn") == claimed  # its own command resumes
     assert cli.main(["study", "replay", "--env", "CartPole-v1", "--out", str(claimed), "--quick"]) == 2
     assert "holds the output of `jaxreplay study dqn`" in capsys.readouterr().err
+
+
+def test_replay_readme_refuses_a_study_given_twice_or_a_stale_verdict(tmp_path, capsys):
+    """`study replay-readme` wrote a study given twice as identical rows, and printed a stored verdict that
+    today's rules no longer give (found by a probe): both refused, as `study readme` does; nothing written."""
+    import pathlib
+
+    committed = pathlib.Path(__file__).resolve().parents[1] / "docs" / "replay_study" / "CartPole-v1"
+    result = json.loads((committed / "study.json").read_text())
+    readme = tmp_path / "README.md"
+    readme.write_text("intro\n<!-- replay-study:begin -->\nold\n<!-- replay-study:end -->\n")
+    before = readme.read_text()
+    assert cli.main(["study", "replay-readme", str(committed), str(committed), "--readme", str(readme)]) == 2
+    message = f"{committed}/study.json is given twice (as {committed} and {committed}); give each study once."
+    assert capsys.readouterr().err == f"jaxreplay study: error: {message}\n"
+    stale = tmp_path / "stale"
+    stale.mkdir()
+    (stale / "study.json").write_text(json.dumps(dict(result, verdict=dict(result["verdict"], summary="old words"))))
+    assert cli.main(["study", "replay-readme", str(stale), "--readme", str(readme)]) == 2
+    assert capsys.readouterr().err == (
+        f"jaxreplay study: error: {stale}/study.json: its stored verdict is not what today's rules give from its "
+        "numbers: rerun its jaxreplay study replay command (finished sweeps are kept: only the analysis is redone).\n")
+    assert readme.read_text() == before
+    assert cli.main(["study", "replay-readme", str(committed), "--readme", str(readme)]) == 0
+    assert "| CartPole-v1 | quick (CPU), 6 × 4000 |" in readme.read_text()

@@ -17,7 +17,7 @@ from scipy import stats
 
 from jaxreplay import cli
 from jaxreplay.paper.reproduce import study as study_lib
-from jaxreplay.paper.reproduce.study import report, runs, stages, verdict
+from jaxreplay.paper.reproduce.study import report, runs, stages, text, verdict
 
 STEPS, SEEDS = 400, 2
 
@@ -69,8 +69,8 @@ def test_study_json_has_the_specified_fields(tiny_study):
         assert (out / name).stat().st_size > 0
     assert "## Verdict" in (out / "report.md").read_text()
     # The selection caveat counts the sizes the study compared (5 in quick mode), not the full grid's 8.
-    assert "choice (8 sizes)" in (out / "report.md").read_text()
-    assert "choice (3 sizes)" in report.report({**saved, "response": saved["response"][:3]})
+    assert "The best and worst of the 8 sizes are then compared" in (out / "report.md").read_text()
+    assert "The best and worst of the 3 sizes" in report.report({**saved, "response": saved["response"][:3]})
 
 
 def test_response_scores_are_the_iqm_of_the_runs(tiny_study):
@@ -202,15 +202,21 @@ def test_two_seeds_give_no_interval_and_the_verdict_cannot_tell():
     adaptive = [{"initial_size": 100, "mean_size": 150.0, "final_size_mean": 160.0, "grow_fraction": 0.5,
                  "moves_toward_optimum": "moves toward", "score_iqm": 2.0, "vs_best_static": paired,
                  "vs_random_walk": paired, "vs_fixed_at_mean": six}]
+    test = runs.differ_test(np.array([[1.0, 1.0], [3.0, 3.0]]))
+    assert test == {"statistic": "IQM range", "observed": 2.0, "p_value": None, "seeds": 2, "resamples": 1999,
+                    "p_value_null_reason": "too few seeds (n = 2) for a test"}
     said = verdict.verdict({"response": [{"memory_size": 100, "score_iqm": 1.0}, {"memory_size": 400, "score_iqm": 3.0}],
                             "best_static": 400, "worst_static": 100, "memory_size_effect": paired,
+                            "memory_size_test": test,
                             "adaptive": adaptive, "controls": [{"initial_size": 100, "fixed_at_mean_size": 150}]})
-    assert said["memory_size_matters"] is None and said["memory_size_matters_null_reason"] == TOO_FEW
+    assert said["memory_size_matters"] is None
+    assert said["memory_size_matters_null_reason"] == "too few seeds (n = 2) for a test"
     assert said["beats_controls"] == [None] and said["beats_controls_null_reason"] == TOO_FEW
     assert said["summary"] == (
-        f"Memory size matters: cannot tell (too few seeds): best 400 vs worst 100 differ by 2 [{TOO_FEW}]. Static "
-        "optimum: 400. aER moves toward it (or stays near it) from 1 of 1 starts and beats both controls (random "
-        "walk, fixed at its mean size) from 0 of 1, cannot tell (too few seeds) from 1.")
+        "Memory size matters: cannot tell (too few seeds): the sizes' IQMs spread by 2; best 400 vs worst 100: "
+        f"2 [{TOO_FEW}] (IQM difference, paired over seeds). Static optimum: 400. aER moves toward it (or stays "
+        "near it) from 1 of 1 starts and beats both controls (random walk, fixed at its mean size) from 0 of 1, "
+        "cannot tell (too few seeds) from 1.")
     assert said["per_start"] == [
         f"from 100: mean size 150 (ends at 160, grow share 0.50): moves toward the optimum; score 2 vs best static 3 "
         f"(paired 2 [{TOO_FEW}]); vs random walk 2 [{TOO_FEW}]; vs fixed at its mean size 150: 3.5 "
@@ -239,12 +245,14 @@ def test_a_two_seed_study_reports_too_few_seeds_not_intervals():
     assert f"| 100 | {fresh['response'][0]['score_iqm']:.3g} [{TOO_FEW}] |" in text
     assert "With 2 seeds there is no 95% interval" in text and "nan" not in text and "n/a, n/a" not in text
     table = study_lib.summary_table([fresh])
-    assert "| CartPole-v1 | quick, 2 × 40000 | cannot tell (too few seeds): 0.201 [" + TOO_FEW + "] |" in table
+    assert fresh["memory_size_test"]["p_value"] is None
+    estimate = f"{result['memory_size_effect']['estimate']:.3g}"
+    assert "| CartPole-v1 | quick, 2 × 40000 | cannot tell (too few seeds): " + estimate + " [" + TOO_FEW + "] |" in table
 
 
 def test_study_readme_refuses_a_study_given_twice_and_labels_quick_and_full(tmp_path, capsys):
     full = _committed()
-    quick = dict(full, quick=True, seeds=3)
+    quick = study_lib.relabel(dict(full, quick=True, seeds=3))  # (as study refresh leaves it)
     for name, result in (("a", full), ("b", full), ("c", quick), ("all/CartPole-v1", full)):
         (tmp_path / name).mkdir(parents=True)
         (tmp_path / name / "study.json").write_text(json.dumps(result))
@@ -322,3 +330,114 @@ def test_a_study_json_whose_start_has_no_controls_is_refused(tmp_path, capsys):
     assert capsys.readouterr().err == (
         f"jaxreplay study: error: the study result {tmp_path}/study.json is not one `jaxreplay study dqn` wrote "
         "(ValueError: no entry has initial_size = 100 (the entries have initial_size: [7, 240, 40000])).\n")
+
+
+def test_the_best_minus_worst_contrast_is_the_difference_of_the_iqms_that_ranked_them():
+    """Sizes were ranked by IQM but contrasted by the mean of paired differences, so a heavy right tail made
+    "the best static size 100 beats the worst 1000 by -11.7 [-21.9, -1.6]" (found by a probe). The contrast is
+    now IQM(best) − IQM(worst) over the same seeds, which the ranking makes ≥ 0."""
+    from scipy.stats import trim_mean
+
+    rng = np.random.default_rng(3)
+    steady = 10.0 + rng.normal(0, 0.05, 20)
+    spiky = np.where(np.arange(20) < 5, 60.0, 9.0) + rng.normal(0, 0.05, 20)  # 5 of 20 seeds learn
+    assert trim_mean(steady, 0.25) > trim_mean(spiky, 0.25) and np.mean(steady - spiky) < -10
+    settings = [stages.Setting("fixed 100", {"memory_size": 100}), stages.Setting("fixed 1000", {"memory_size": 1000})]
+    assert runs.optimum(_fake_runs("response", settings, [steady, spiky])) == (100, 1000)
+    effect = runs.paired_iqm(steady, spiky)
+    assert effect["estimate"] == pytest.approx(trim_mean(steady, 0.25) - trim_mean(spiky, 0.25), abs=1e-12)
+    assert effect["estimate"] > 0 and effect["low"] <= effect["estimate"] <= effect["high"]
+    # The mean paired difference (still the replay study's contrast) has the other sign here.
+    assert runs.paired(steady, spiky)["estimate"] < 0
+    # Seeds are resampled in pairs: a constant shift has a zero-width interval.
+    shifted = runs.paired_iqm(spiky + 2.0, spiky)
+    assert shifted["estimate"] == pytest.approx(2.0) and shifted["high"] - shifted["low"] < 1e-9
+
+
+def test_whether_memory_size_matters_is_a_test_of_every_size_not_of_the_two_chosen_ends():
+    """Picking the best and worst of 8 equal sizes and testing their paired difference finds a "difference"
+    far more often than 5%; the permutation test of the IQMs' spread (sizes relabelled within seeds) does not,
+    and it finds a real effect."""
+    rng = np.random.default_rng(0)
+    false_test, false_ends = 0, 0
+    trials = 40
+    for _ in range(trials):
+        seeds = rng.normal(0, 1, 20)  # a seed effect shared by every size (common random numbers)
+        scores = seeds + rng.normal(0, 1, (8, 20))  # no size effect
+        iqms = np.array([runs.ci(s)["estimate"] for s in scores])
+        false_test += runs.differ_test(scores, resamples=499)["p_value"] < 0.05
+        false_ends += bool(runs.paired_iqm(scores[np.argmax(iqms)], scores[np.argmin(iqms)], resamples=500)["significant"])
+    assert false_test <= 5 and false_ends >= 15, (false_test, false_ends)
+    effect = rng.normal(0, 1, (8, 20)) + np.linspace(0, 2, 8)[:, None]
+    test = runs.differ_test(effect)
+    assert test["p_value"] == pytest.approx(1 / 2000) and test["seeds"] == 20 and test["resamples"] == 1999
+
+
+def test_a_mostly_diverged_size_is_never_the_optimum_and_divergence_is_counted():
+    """A size whose runs mostly diverged was ranked on its survivors and became the "static optimum", and
+    study.json, report.md and the README counted no diverged run (found by a probe)."""
+    settings = [stages.Setting(f"fixed {n}", {"memory_size": n}) for n in (100, 1000, 10000)]
+    survivors = np.where(np.arange(20) < 18, np.nan, 50.0)  # 18 of 20 diverged; the 2 left score best
+    scores = [survivors, np.full(20, 20.0), np.full(20, np.nan)]
+    assert runs.optimum(_fake_runs("response", settings, scores)) == (1000, 1000)
+    assert [runs.diverged(s) for s in scores] == [18, 0, 20]
+    five = np.where(np.arange(20) < 5, np.nan, 50.0)  # a quarter diverged: the IQM would have trimmed them anyway
+    assert runs.optimum(_fake_runs("response", settings, [five, np.full(20, 20.0), np.full(20, 10.0)])) == (100, 10000)
+    result = _committed()
+    result["response"][0]["diverged"] = 18
+    result["diverged"] = {"response": 18, "adaptive": 0}
+    summary = study_lib.relabel(result)["verdict"]["summary"]
+    assert summary.endswith(" 18 runs diverged and have no score (by stage: response 18; static sizes: 100: 18); a "
+                            "size with more than a quarter of its runs diverged is never the optimum.")
+    assert "| memory size | score IQM [95% CI] | final greedy return IQM [95% CI] | diverged runs |" in report.report(
+        study_lib.relabel(result))
+
+
+def test_refresh_recomputes_the_committed_study_from_its_runs_csv(tmp_path):
+    """``study refresh`` recomputes every statistic of study.json from runs.csv (the committed studies' own
+    numbers are what it gives, to the digit: they were refreshed by it), keeps what runs.csv lacks, and a
+    second refresh changes nothing."""
+    import pathlib
+    import shutil
+
+    committed = pathlib.Path(__file__).resolve().parents[1] / "docs" / "study" / "CartPole-v1"
+    shutil.copytree(committed, tmp_path / "s")
+    stored = json.loads((committed / "study.json").read_text())
+    result = study_lib.refresh(tmp_path / "s")
+    assert result == stored
+    assert (tmp_path / "s" / "report.md").read_text() == (committed / "report.md").read_text()
+    # The numbers follow the runs: fixed 240's seeds raised by 1 move its IQM and the contrasts by exactly that.
+    import csv
+
+    rows = list(csv.DictReader((committed / "runs.csv").open()))
+    for row in rows:
+        if row["stage"] == "response" and row["memory_size"] == "240":
+            row["auc"] = repr(float(row["auc"]) + 1.0)
+    with (tmp_path / "s" / "runs.csv").open("w", newline="") as f:
+        writer = csv.DictWriter(f, fieldnames=list(rows[0]))
+        writer.writeheader()
+        writer.writerows(rows)
+    moved = study_lib.refresh(tmp_path / "s")
+    old240, new240 = (text.find(r["response"], memory_size=240) for r in (stored, moved))
+    assert new240["score_iqm"] == pytest.approx(old240["score_iqm"] + 1.0, abs=1e-9)
+    assert moved["memory_size_effect"]["estimate"] == pytest.approx(stored["memory_size_effect"]["estimate"] + 1.0)
+    assert moved["adaptive"][0]["diagnostics"]["noisy_fraction"] == stored["adaptive"][0]["diagnostics"]["noisy_fraction"]
+
+
+def test_study_readme_refuses_a_study_whose_stored_verdict_is_not_todays(tmp_path, capsys):
+    """The README printed study.json's stored verdict, e.g. "yes" for a 3-seed study written before the 6-seed
+    rule, where report.md refreshed says "cannot tell" (found by a probe): it is refused, pointing at refresh."""
+    (tmp_path / "s").mkdir()
+    (tmp_path / "s" / "study.json").write_text(json.dumps(dict(_committed("Acrobot-v1"), seeds=3)))
+    readme = tmp_path / "README.md"
+    readme.write_text("<!-- study:begin -->\nold\n<!-- study:end -->\n")
+    assert cli.main(["study", "readme", str(tmp_path / "s"), "--readme", str(readme)]) == 2
+    assert capsys.readouterr().err == (
+        f"jaxreplay study: error: {tmp_path}/s/study.json: its stored verdict is not what today's rules give from "
+        f"its numbers: run jaxreplay study refresh {tmp_path}/s first (it recomputes study.json and report.md, no "
+        "runs).\n")
+    assert readme.read_text() == "<!-- study:begin -->\nold\n<!-- study:end -->\n"
+    assert cli.main(["study", "refresh", str(tmp_path / "s")]) == 0
+    capsys.readouterr()
+    assert cli.main(["study", "readme", str(tmp_path / "s"), "--readme", str(readme)]) == 0
+    assert "| Acrobot-v1 | full, 3 × 200000 | cannot tell (too few seeds): " in readme.read_text()

@@ -112,7 +112,7 @@ def beats_static_average(adaptive_scores: np.ndarray, static_scores: np.ndarray)
 
     Returns:
         ``percent``, ``low``, ``high`` (Clopper–Pearson 95%, in percent),
-        ``wins``, ``n`` (finite aER runs) and ``static_mean``. Diverged
+        ``wins``, ``n`` (every aER run, diverged ones included) and ``static_mean``. Diverged
         (NaN) aER runs count as losses; NaN static runs are left out of the mean.
     """
     from scipy import stats

@@ -45,7 +45,7 @@ def heatmap_figure(out: pathlib.Path, design: ReplayDesign, result: dict, runs: 
         ax.set_yticks(range(len(ratios)), [f"{r:g}" for r in ratios])
         ax.set_xlabel("capacity (transitions)")
         ax.set_ylabel("replay ratio (updates per step)")
-        ax.set_title(f"{design.env_id}, n = {n}: score IQM (mean training return)")
+        ax.set_title(f"{_game(design)}, n = {n}: score IQM (mean training return)")
     plots.save(fig, out / "heatmap.png")
     return "heatmap.png"
 
@@ -64,7 +64,7 @@ def capacity_figure(out: pathlib.Path, design: ReplayDesign, result: dict, runs:
     ax.set_xscale("log")
     ax.set_xlabel("capacity (transitions)")
     ax.set_ylabel("score: mean training return (IQM)")
-    ax.set_title(f"{design.env_id}: score against capacity at replay ratio {ADAPTIVE_RATIO:g}")
+    ax.set_title(f"{_game(design)}: score against capacity at replay ratio {ADAPTIVE_RATIO:g}")
     ax.legend(fontsize=8)
     plots.save(fig, out / "capacity.png")
     return "capacity.png"
@@ -89,7 +89,7 @@ def learning_curves_figure(out: pathlib.Path, design: ReplayDesign, result: dict
             ax.plot(ds.segment.values, seed_mean(ds.train_return.values), label=f"capacity {c}, ratio {r:g}")
         ax.set_xlabel("environment steps")
         ax.set_ylabel("training episode return (seed mean)")
-        ax.set_title(f"{design.env_id}, n = {n}: the grid's corners")
+        ax.set_title(f"{_game(design)}, n = {n}: the grid's corners")
         ax.legend(fontsize=7)
     plots.save(fig, out / "learning_curves.png")
     return "learning_curves.png"
@@ -102,3 +102,8 @@ FIGURES = (heatmap_figure, capacity_figure, learning_curves_figure)
 def draw(out: pathlib.Path, design: ReplayDesign, result: dict, runs: Mapping[str, Runs]) -> list[str]:
     """Draw every figure of :data:`FIGURES` into ``out``; returns their file names."""
     return [figure(out, design, result, runs) for figure in FIGURES]
+
+
+def _game(design: ReplayDesign) -> str:
+    """The game's name as a figure's title gives it: ``"CartPole-v1 (quick mode)"`` in the CPU quick mode."""
+    return design.env_id + (" (quick mode)" if design.quick else "")

@@ -14,7 +14,7 @@ from collections.abc import Mapping
 from jaxreplay import experiments
 from jaxreplay._files import atomic_write_text, read_json, replacing
 from jaxreplay.paper.reproduce.replay_study.analysis import AdaptiveScore, Analysis, Contrast, Walk
-from jaxreplay.paper.reproduce.replay_study.report import report, summary_table
+from jaxreplay.paper.reproduce.replay_study.report import label, report, summary_table
 from jaxreplay.paper.reproduce.replay_study.settings import GAMES, POINT_KEYS, ReplayDesign
 from jaxreplay.paper.reproduce.replay_study.stages import ADAPTIVE_RATIO
 from jaxreplay.paper.reproduce.replay_study.verdict import verdict
@@ -173,11 +173,14 @@ def update_readme(readme, study_dirs, note: str = "") -> pathlib.Path:
     :data:`~jaxreplay.paper.reproduce.replay_study.settings.GAMES`.
 
     Raises:
-        ValueError: a folder without a study.json, a file of another shape, or ``readme`` without the block.
+        ValueError: a folder without a study.json, a file of another shape, a study given twice, one whose
+            stored verdict is not today's, or ``readme`` without the block.
     """
     from jaxreplay.paper.reproduce.paper import read_readme, replace_block
+    from jaxreplay.paper.reproduce.study.writer import refuse_duplicates
 
     results = []
+    sources = []  # (folder given, its study.json) per result
     for d in study_dirs:
         d = pathlib.Path(d)
         files = [d / "study.json"] if (d / "study.json").exists() else sorted(d.glob("*/study.json"))
@@ -186,6 +189,14 @@ def update_readme(readme, study_dirs, note: str = "") -> pathlib.Path:
                 f"{d}: no study.json in it or in its subfolders; run jaxreplay study replay --out {d} first."
             )
         results += [read_study(f) for f in files]
+        sources += [(d, f) for f in files]
+    refuse_duplicates(sources, results, label)
+    for (_, path), result in zip(sources, results):
+        if verdict(result) != result["verdict"]:  # the README is never another verdict than report.md's
+            raise ValueError(
+                f"{path}: its stored verdict is not what today's rules give from its numbers: rerun its "
+                "jaxreplay study replay command (finished sweeps are kept: only the analysis is redone)."
+            )
     order = {env: i for i, env in enumerate(GAMES)}
     results.sort(key=lambda r: order.get(r["env"], len(order)))
     readme = pathlib.Path(readme)

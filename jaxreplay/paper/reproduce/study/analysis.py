@@ -3,7 +3,10 @@
 :func:`analyse` reads every setting by its label (:func:`~jaxreplay.paper.reproduce.study.runs.select`
 with the labels of :mod:`~jaxreplay.paper.reproduce.study.stages`). Scores: ``auc`` (the mean
 training return over segments) summarised per setting by its IQM over seeds with a 95% bootstrap
-interval; comparisons paired by seed index (the same random numbers). The labels derived from these
+interval; comparisons are differences of IQMs paired by seed index (the same random numbers:
+:func:`~jaxreplay.paper.reproduce.study.runs.paired_iqm`), and whether memory size matters at all is
+a permutation test over every size (:func:`~jaxreplay.paper.reproduce.study.runs.differ_test`).
+Diverged runs have no score: they are counted, never silently dropped. The labels derived from these
 numbers (aER's direction, the verdict) are :mod:`~jaxreplay.paper.reproduce.study.verdict`'s.
 """
 
@@ -15,7 +18,17 @@ from typing import NamedTuple
 import numpy as np
 
 from jaxreplay.paper.reproduce.study import stages
-from jaxreplay.paper.reproduce.study.runs import Interval, Runs, SettingRuns, ci, optimum, paired, select
+from jaxreplay.paper.reproduce.study.runs import (
+    Interval,
+    Runs,
+    SettingRuns,
+    ci,
+    differ_test,
+    diverged,
+    optimum,
+    paired_iqm,
+    select,
+)
 from jaxreplay.paper.reproduce.study.settings import StudyDesign
 from jaxreplay.paper.reproduce.study.stages import aer, fixed, walk
 
@@ -26,6 +39,7 @@ class StaticScore(NamedTuple):
     memory_size: int
     score: Interval
     final: Interval | None  # None: the other reading reports scores only
+    diverged: int = 0  # runs without a score (left out of it)
 
 
 class AdaptiveScore(NamedTuple):
@@ -104,12 +118,14 @@ class Analysis(NamedTuple):
     response: tuple[StaticScore, ...]
     best_static: int
     worst_static: int
-    memory_size_effect: Interval  # best − worst static, paired
+    memory_size_effect: Interval  # IQM of the best − IQM of the worst static size, paired
+    memory_size_test: dict  # do the static sizes differ at all (runs.differ_test)
     adaptive: tuple[AdaptiveScore, ...]
     controls: tuple[Control, ...]
     sensitivity: tuple[Variant, ...]
     paper_share: tuple[PaperShare, ...]
     other_reading: OtherReading | None
+    diverged: dict[str, int]  # runs without a score, by stage
 
 
 def _diagnostics(runs: SettingRuns) -> dict:
@@ -128,10 +144,10 @@ def _adaptive(start: int, best: int, runs: Mapping[str, Runs]) -> AdaptiveScore:
         grow_fraction=diagnostics["grow_fraction"],
         score=ci(a.auc),
         final=ci(a.final),
-        vs_best_static=paired(a.auc, select(runs[stages.RESPONSE], fixed(best)).auc),
-        vs_start_static=paired(a.auc, select(runs[stages.RESPONSE], fixed(start)).auc),
-        vs_random_walk=paired(a.auc, select(runs[stages.ADAPTIVE], walk(start)).auc),
-        vs_fixed_at_mean=paired(a.auc, select(runs[stages.FIXED_AT_MEAN], stages.fixed_at_mean(start)).auc),
+        vs_best_static=paired_iqm(a.auc, select(runs[stages.RESPONSE], fixed(best)).auc),
+        vs_start_static=paired_iqm(a.auc, select(runs[stages.RESPONSE], fixed(start)).auc),
+        vs_random_walk=paired_iqm(a.auc, select(runs[stages.ADAPTIVE], walk(start)).auc),
+        vs_fixed_at_mean=paired_iqm(a.auc, select(runs[stages.FIXED_AT_MEAN], stages.fixed_at_mean(start)).auc),
         diagnostics=diagnostics,
     )
 
@@ -161,7 +177,7 @@ def _variant(name: str, start: int, seeds: int, sensitivity: Runs) -> Variant:
         final_size_mean=float(np.nanmean(v.final_size)),
         grow_fraction=diagnostics["grow_fraction"],
         score=ci(v.auc),
-        vs_default=None if name == stages.DEFAULT_AER else paired(v.auc, default.auc),
+        vs_default=None if name == stages.DEFAULT_AER else paired_iqm(v.auc, default.auc),
         diagnostics=diagnostics,
     )
 
@@ -174,7 +190,10 @@ def _other_reading(design: StudyDesign, starts: list[int], runs: Runs) -> OtherR
 
     return OtherReading(
         reading=str(design.other_reading),
-        response=tuple(StaticScore(int(n), ci(select(runs, fixed(n)).auc), None) for n in design.sizes),
+        response=tuple(
+            StaticScore(int(n), ci(select(runs, fixed(n)).auc), None, diverged(select(runs, fixed(n)).auc))
+            for n in design.sizes
+        ),
         adaptive=tuple(adaptive(n) for n in starts),
     )
 
@@ -196,12 +215,18 @@ def analyse(design: StudyDesign, runs: Mapping[str, Runs]) -> Analysis:
     return Analysis(
         starts=tuple(int(n) for n in begin),
         response=tuple(
-            StaticScore(int(n), ci(select(response, fixed(n)).auc), ci(select(response, fixed(n)).final))
+            StaticScore(
+                int(n),
+                ci(select(response, fixed(n)).auc),
+                ci(select(response, fixed(n)).final),
+                diverged(select(response, fixed(n)).auc),
+            )
             for n in design.sizes
         ),
         best_static=int(best),
         worst_static=int(worst),
-        memory_size_effect=paired(select(response, fixed(best)).auc, select(response, fixed(worst)).auc),
+        memory_size_effect=paired_iqm(select(response, fixed(best)).auc, select(response, fixed(worst)).auc),
+        memory_size_test=differ_test(np.stack([select(response, fixed(n)).auc for n in design.sizes])),
         adaptive=tuple(_adaptive(n, best, runs) for n in begin),
         controls=tuple(_control(n, runs) for n in begin),
         sensitivity=tuple(
@@ -219,4 +244,5 @@ def analyse(design: StudyDesign, runs: Mapping[str, Runs]) -> Analysis:
         other_reading=None
         if design.other_reading is None
         else _other_reading(design, begin, runs[stages.reading(design.other_reading)]),
+        diverged={label: diverged(r.auc) for label, r in runs.items()},
     )

@@ -66,7 +66,7 @@ def response_figure(out: pathlib.Path, design: StudyDesign, result: dict, runs: 
     bottom.axvline(best, color="gray", ls="--", lw=1, label=f"static optimum {best}")
     top.set_xscale("log")
     top.set_ylabel("score: mean training return (AUC)")
-    top.set_title(f"{design.env_id}: memory-size response (x: random walk, △: fixed at aER's mean size)")
+    top.set_title(f"{_game(design)}: memory-size response (x: random walk, △: fixed at aER's mean size)")
     top.legend(fontsize=7)
     bottom.set_xlabel("memory size N")
     bottom.set_ylabel("environment steps")
@@ -92,7 +92,7 @@ def learning_curves_figure(out: pathlib.Path, design: StudyDesign, result: dict,
     for n0 in result["starts"]:
         ax.plot(steps, seed_mean(select(adaptive, aer(n0)).ds.train_return.values), "-", label=f"aER from {n0}")
     path = out / "learning_curves.png"
-    return _finish(fig, ax, "training episode return (seed mean)", f"{design.env_id}: learning curves", path)
+    return _finish(fig, ax, "training episode return (seed mean)", f"{_game(design)}: learning curves", path)
 
 
 def memory_size_figure(out: pathlib.Path, design: StudyDesign, result: dict, runs: Mapping[str, Runs]) -> str:
@@ -111,7 +111,7 @@ def memory_size_figure(out: pathlib.Path, design: StudyDesign, result: dict, run
     ax.axhline(result["best_static"], color="gray", ls="--", lw=1, label="static optimum")
     ax.set_yscale("log")
     path = out / "memory_size.png"
-    return _finish(fig, ax, "memory size (seed mean)", f"{design.env_id}: memory size over time", path)
+    return _finish(fig, ax, "memory size (seed mean)", f"{_game(design)}: memory size over time", path)
 
 
 def _finish(fig, ax, ylabel: str, title: str, path: pathlib.Path) -> str:
@@ -132,3 +132,8 @@ FIGURES = (response_figure, learning_curves_figure, memory_size_figure)
 def draw(out: pathlib.Path, design: StudyDesign, result: dict, runs: Mapping[str, Runs]) -> list[str]:
     """Draw every figure of :data:`FIGURES` into ``out``; returns their file names."""
     return [figure(out, design, result, runs) for figure in FIGURES]
+
+
+def _game(design: StudyDesign) -> str:
+    """The game's name as a figure's title gives it: ``"CartPole-v1 (quick mode)"`` in the CPU quick mode."""
+    return design.env_id + (" (quick mode)" if design.quick else "")

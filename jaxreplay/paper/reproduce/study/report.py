@@ -43,16 +43,19 @@ def _verdict(result: dict) -> list[str]:
         "",
         *(f"- {line}" for line in result["verdict"]["per_start"]),
         "",
-        "Best and worst static sizes are chosen by their IQM and then compared on the same seeds, so the "
-        f"effect is slightly favoured by the choice ({len(result['response'])} sizes); an interval that includes 0 "
-        "is a clear no.",
+        "Whether memory size matters is tested over every static size at once: the spread of their IQMs "
+        "(largest minus smallest) against the same spread with the sizes relabelled at random within each seed "
+        f"(a permutation test, significant below p = 0.05). The best and worst of the {len(result['response'])} "
+        "sizes are then compared on the same seeds (IQM difference, seeds resampled in pairs); that interval "
+        "measures the effect but is favoured by the choice of its two ends, so it is not the test.",
     ]
 
 
 def _response(result: dict) -> list[str]:
+    counted = all("diverged" in r for r in result["response"])  # (a study.json from before the count: none)
     return ["", "## Memory-size response (static memories)", ""] + table(
-        ["memory size", "score IQM [95% CI]", "final greedy return IQM [95% CI]"],
-        [[r["memory_size"], score(r), score(r, "final")] for r in result["response"]],
+        ["memory size", "score IQM [95% CI]", "final greedy return IQM [95% CI]"] + ["diverged runs"] * counted,
+        [[r["memory_size"], score(r), score(r, "final")] + [r["diverged"]] * counted for r in result["response"]],
     )
 
 
@@ -88,8 +91,8 @@ def _adaptive(result: dict) -> list[str]:
             for c in result["controls"]
         ],
     )
-    paired = "Paired differences: mean over seeds of (aER − control) of the score, same seed index, 95% bootstrap "
-    paired += "interval."
+    paired = "Paired differences: IQM of aER's scores minus IQM of the other's, over the same seeds (seeds "
+    paired += "resampled in pairs: 95% percentile-bootstrap interval)."
     return ["", "## aER from each start, and its controls", "", *aer, "", paired, "", *controls]
 
 
@@ -198,7 +201,10 @@ def summary_table(results: list[dict]) -> str:
     rows = []
     for r in results:
         effect, matters = r["memory_size_effect"], r["verdict"]["memory_size_matters"]
-        said = cannot_tell(why_no_interval(effect)) if matters is None else "yes" if matters else "no"
+        why = r["verdict"].get("memory_size_matters_null_reason") or why_no_interval(effect)
+        said = cannot_tell(why) if matters is None else "yes" if matters else "no"
+        p = (r.get("memory_size_test") or {}).get("p_value")
+        said += "" if p is None else f" (p = {fmt(p, '.2g')})"
         rows += [
             [
                 r["env"],
@@ -214,7 +220,7 @@ def summary_table(results: list[dict]) -> str:
             ]
             for a in r["adaptive"]
         ]
-    header = ["game", "mode, seeds × steps", "memory size matters (best − worst static)", "static optimum"]
+    header = ["game", "mode, seeds × steps", "memory size matters (best − worst static IQM)", "static optimum"]
     header += ["aER from", "mean size", "grow share", "aER − best static", "aER − random walk"]
     header += ["aER − fixed at its mean size"]
     return "\n".join(table(header, rows))

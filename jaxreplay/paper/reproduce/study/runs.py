@@ -3,8 +3,9 @@
 A stage's :class:`Runs` holds the per-run numbers of one sweep (arrays ``[setting, seed]``);
 :func:`select` gives one setting's runs by its label, never by its row. The statistics over
 seeds: :func:`seed_mean` (of a curve), :func:`ci` (IQM or mean with a bootstrap interval),
-:func:`paired` (the paired difference of two settings on the same seeds) and :func:`optimum`
-(the best and worst static size).
+:func:`paired` (the mean paired difference of two settings on the same seeds), :func:`paired_iqm`
+(the difference of their IQMs, seeds resampled in pairs), :func:`optimum` (the best and worst
+static size) and :func:`differ_test` (whether settings differ at all, by relabelling them within seeds).
 """
 
 from __future__ import annotations
@@ -151,14 +152,119 @@ def paired(a: np.ndarray, b: np.ndarray) -> Interval:
     return out
 
 
+def paired_iqm(a: np.ndarray, b: np.ndarray, resamples: int = 2000, seed: int = 0) -> Interval:
+    """IQM of ``a`` minus IQM of ``b`` over the seeds where both are finite (same seed index: common
+    random numbers), with a 95% percentile-bootstrap interval that resamples the seeds in pairs
+    (``scipy.stats.bootstrap(paired=True)``): the difference of the scores the study reports, so a
+    setting ranked above another by its IQM has a positive estimate.
+
+    ``significant``: whether the interval excludes 0; ``None`` (with ``*_null_reason``) where there is
+    no interval (fewer seeds than :func:`~jaxreplay.engine.results.min_seeds_for_interval`)."""
+    from scipy import stats
+
+    from jaxreplay.engine.results import _iqm_numpy, min_seeds_for_interval
+
+    a, b = np.asarray(a, np.float64), np.asarray(b, np.float64)
+    both = np.isfinite(a) & np.isfinite(b)
+    a, b, n = a[both], b[both], int(both.sum())
+    if n == 0:
+        why = "no seed has a finite value in both settings"
+        return {k: None for k in ("estimate", "low", "high", "significant")} | {
+            f"{k}_null_reason": why for k in ("estimate", "low", "high", "significant")
+        }
+    estimate = float(_iqm_numpy(a) - _iqm_numpy(b))
+    if n < min_seeds_for_interval():
+        why = f"too few seeds (n = {n}) for an interval"
+        return {"estimate": estimate, "low": None, "high": None, "significant": None} | {
+            f"{k}_null_reason": why for k in ("low", "high", "significant")
+        }
+    if np.ptp(a - b) == 0 and np.ptp(a) == 0:  # nothing to resample: every resample gives the estimate
+        low = high = estimate
+    else:
+        res = stats.bootstrap(
+            (a, b),
+            lambda x, y, axis: _iqm_numpy(x, axis) - _iqm_numpy(y, axis),
+            paired=True,
+            n_resamples=resamples,
+            method="percentile",
+            vectorized=True,
+            rng=np.random.default_rng(seed),
+        )
+        low, high = (float(x) for x in res.confidence_interval)
+    return {"estimate": estimate, "low": low, "high": high, "significant": bool(low > 0 or high < 0)}
+
+
+def differ_test(scores: np.ndarray, resamples: int = 1999, seed: int = 0) -> dict:
+    """Whether settings differ at all: a permutation test of the spread of their IQMs (largest minus
+    smallest) against relabelling the settings within each seed (the seeds that are finite in every
+    setting; ``scipy.stats.permutation_test``, ``permutation_type="samples"``).
+
+    The question "does memory size matter" is about every size at once; testing only the best against
+    the worst, both chosen by the same data, finds a difference among equal sizes more often than 5%.
+
+    Args:
+        scores: ``[settings, seeds]``.
+
+    Returns:
+        ``{"statistic": "IQM range", "observed", "p_value", "seeds", "resamples"}``; ``p_value`` ``None``
+        (with ``p_value_null_reason``) with fewer seeds than an interval needs or fewer than 2 settings.
+    """
+    from scipy import stats
+
+    from jaxreplay.engine.results import _iqm_numpy, min_seeds_for_interval
+
+    x = np.asarray(scores, np.float64)
+    x = x[:, np.isfinite(x).all(0)]
+    out: dict = {"statistic": "IQM range", "observed": None, "p_value": None, "seeds": int(x.shape[1])}
+    out["resamples"] = resamples
+    if x.shape[0] < 2 or x.shape[1] == 0:
+        out["p_value_null_reason"] = out["observed_null_reason"] = "fewer than 2 settings or no finite seed"
+        return out
+
+    def spread(*samples, axis):
+        iqms = np.stack([_iqm_numpy(s, axis) for s in samples])
+        return iqms.max(0) - iqms.min(0)
+
+    out["observed"] = float(spread(*x, axis=-1))
+    if x.shape[1] < min_seeds_for_interval():
+        out["p_value_null_reason"] = f"too few seeds (n = {x.shape[1]}) for a test"
+        return out
+    res = stats.permutation_test(
+        tuple(x),
+        spread,
+        permutation_type="samples",
+        vectorized=True,
+        n_resamples=resamples,
+        alternative="greater",
+        rng=np.random.default_rng(seed),
+    )
+    out["p_value"] = float(res.pvalue)
+    return out
+
+
+MAX_DIVERGED_SHARE = 0.25
+"""The largest share of a setting's runs that may diverge for its IQM to rank it best: the IQM leaves
+out a quarter of the runs at each end, so up to a quarter of diverged runs (the lowest scores there
+are) would have been left out anyway; beyond it the score stands on the survivors alone."""
+
+
+def diverged(values: np.ndarray) -> int:
+    """The runs of ``values`` (one setting's scores, ``[seeds]``) without a finite score (diverged)."""
+    return int(np.sum(~np.isfinite(np.asarray(values, np.float64))))
+
+
 def optimum(response: Runs) -> tuple[int, int]:
     """The best and the worst static memory size of the response stage ``response`` by IQM score.
 
-    A size whose runs all diverged (no IQM) is never the worst, and the best only when every size's
-    runs diverged (then the smallest); a tie goes to the smaller size."""
+    A size of which more than :data:`MAX_DIVERGED_SHARE` of the runs diverged is never the best (its
+    IQM stands on the survivors), unless every size is such (then the best IQM; the smallest where
+    none has one); a size whose runs all diverged (no IQM) is never the worst; a tie goes to the
+    smaller size."""
     sizes = [s.point["memory_size"] for s in response.settings]
-    scores = [ci(select(response, s.label).auc)["estimate"] for s in response.settings]
+    runs = [select(response, s.label).auc for s in response.settings]
+    scores = [ci(r)["estimate"] for r in runs]
     iqms = np.array([-np.inf if x is None else x for x in scores])
-    best = int(np.argmax(iqms))
+    ranked = np.array([diverged(r) <= MAX_DIVERGED_SHARE * r.size for r in runs])
+    best = int(np.argmax(np.where(ranked, iqms, -np.inf) if ranked.any() else iqms))
     worst = int(np.argmin(np.where(np.isfinite(iqms), iqms, np.inf)))
     return sizes[best], sizes[worst]

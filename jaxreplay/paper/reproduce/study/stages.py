@@ -1,4 +1,5 @@
-"""The study's stages, declared in one place (:func:`declare`), and the runner (:func:`run`).
+"""The study's stages, declared in one place (:func:`declare`), the runner (:func:`run`), and their runs
+read back from a finished study's ``runs.csv`` (:func:`from_csv`).
 
 A :class:`Stage` is one sweep: its label, its seeds, its compiled program and the function that
 lists its settings, each a :class:`~jaxreplay.paper.reproduce.study.runs.Setting` with a label
@@ -163,5 +164,75 @@ def run(design: StudyDesign, out: pathlib.Path, *, progress: bool = True, chunk_
             setup=stage.setup,
             progress=progress,
             chunk_size=chunk_size,
+        )
+    return done
+
+
+# runs.csv's columns of the adaptive check counts, and the summary entries they are.
+_CSV_COUNTS = {
+    "checks": "adaptive_checks",
+    "grows": "adaptive_grows",
+    "shrinks": "adaptive_shrinks",
+    "straddle_checks": "adaptive_straddle_checks",
+    "straddle_grows": "adaptive_straddle_grows",
+}
+
+
+def from_csv(design: StudyDesign, path) -> dict[str, Runs]:
+    """The runs of every stage of :func:`declare` as a finished study's ``runs.csv`` at ``path`` holds
+    them (what :func:`run` returned when the study ran), each stage's settings declared again from the
+    stages before it, so that the analysis can be recomputed without its sweeps.
+
+    The datasets hold what runs.csv has: ``diverged`` and aER's check counts; the sums of the TD-error
+    changes at the checks (``adaptive_compared``, ``adaptive_noisy``, ``adaptive_change_sum``,
+    ``adaptive_noise_sum``) are not in it and are NaN.
+
+    Raises:
+        ValueError: a declared setting has no rows, or not one per seed (names the stage, label and file).
+    """
+    import csv
+
+    import xarray as xr
+
+    from jaxreplay.paper.reproduce.study.settings import POINT_KEYS
+
+    with open(path, newline="") as f:
+        rows = list(csv.DictReader(f))
+
+    def key(stage: str, values) -> tuple:
+        return (stage, *(float(values[k]) for k in POINT_KEYS))
+
+    by_point: dict[tuple, list[dict]] = {}
+    for row in rows:
+        by_point.setdefault(key(row["stage"], row), []).append(row)
+    done: dict[str, Runs] = {}
+    for stage in declare(design):
+        settings = stage.settings(design, done)
+        table = []
+        for setting in settings:
+            found = sorted(by_point.get(key(stage.label, setting.point), ()), key=lambda r: int(r["seed"]))
+            if [int(r["seed"]) for r in found] != list(range(stage.seeds)):
+                raise ValueError(
+                    f"{path}: stage {stage.label!r}, setting {setting.label!r} ({setting.point}) has "
+                    f"{len(found)} rows, not one for each of seeds 0..{stage.seeds - 1}: not this study's runs.csv."
+                )
+            table.append(found)
+
+        def column(name: str, kind=float) -> np.ndarray:
+            return np.array([[kind(r[name]) for r in found] for found in table])
+
+        diverged = column("diverged", lambda v: v == "True")
+        data = {entry: (("config", "seed"), column(name)) for name, entry in _CSV_COUNTS.items()}
+        for entry in ("adaptive_compared", "adaptive_noisy", "adaptive_change_sum", "adaptive_noise_sum"):
+            data[entry] = (("config", "seed"), np.full(diverged.shape, np.nan))
+        ds = xr.Dataset(data | {"diverged": (("config", "seed"), diverged)})
+        done[stage.label] = Runs(
+            stage=stage.label,
+            settings=settings,
+            ds=ds,
+            auc=column("auc"),
+            final=column("final_return"),
+            mean_size=column("mean_memory_size"),
+            final_size=column("final_memory_size"),
         )
     return done

@@ -20,13 +20,58 @@ def toward(start: float, mean_size: float, optimum: float) -> str:
     return "moves away from" if after > before + math.log(1.25) else "moves little relative to"
 
 
-def _matters(best: int, worst: int, effect: dict) -> str:
-    """Whether memory size matters, in words: yes / not detectably / cannot tell (no interval)."""
-    if effect["low"] is None:
-        return f"{cannot_tell(why_no_interval(effect))}: best {best} vs worst {worst} differ by {interval(effect)}"
-    if effect["significant"]:
-        return f"yes: the best static size {best} beats the worst {worst} by {interval(effect)} (paired over seeds)"
-    return f"not detectably: best {best} vs worst {worst} differ by {interval(effect)}, an interval that includes 0"
+SIGNIFICANCE = 0.05
+"""The level of the permutation test of whether memory size matters (``memory_size_test``)."""
+
+
+def _matters(best: int, worst: int, effect: dict, test: dict | None) -> tuple[bool | None, str, str]:
+    """Whether memory size matters, in words (yes / not detectably / cannot tell), and why it cannot
+    tell ("" where it can).
+
+    Decided by ``test`` (:func:`~jaxreplay.paper.reproduce.study.runs.differ_test`: do the sizes'
+    IQMs spread more than relabelling the sizes within seeds gives), not by the best − worst
+    ``effect`` alone, whose two ends are chosen by the same data; the effect is the size of the
+    difference. A study.json written before the test was recorded cannot tell (``study refresh``
+    recomputes it from runs.csv)."""
+    contrast = f"best {best} vs worst {worst}: {interval(effect)} (IQM difference, paired over seeds)"
+    if test is None or test.get("observed") is None:
+        why = "no test of every size recorded: run jaxreplay study refresh"
+        return None, f"{cannot_tell(why)}: {contrast}", why
+    if best == worst or test["observed"] == 0:
+        return False, f"no: every static size has the same IQM ({contrast})", ""
+    if test["p_value"] is None:
+        why = test.get("p_value_null_reason", "no test")
+        return None, f"{cannot_tell(why)}: the sizes' IQMs spread by {fmt(test['observed'])}; {contrast}", why
+    spread = f"the sizes' IQMs spread by {fmt(test['observed'])} (p = {fmt(test['p_value'], '.2g')}, sizes relabelled"
+    spread += " within seeds)"
+    if test["p_value"] < SIGNIFICANCE:
+        return True, f"yes: {spread}; the best static size {best} beats the worst {worst} by {interval(effect)}", ""
+    return False, f"not detectably: {spread}, no more than relabelling gives; {contrast}", ""
+
+
+def _diverged(result: dict) -> str:
+    """The sentence counting diverged runs ("" where none diverged, or where a study.json predates the count)."""
+    counts = result.get("diverged") or {}
+    total = sum(counts.values())
+    if not total:
+        return ""
+    sizes = ", ".join(f"{r['memory_size']}: {r['diverged']}" for r in result["response"] if r.get("diverged"))
+    return (
+        f" {total} runs diverged and have no score (by stage: "
+        + ", ".join(f"{k} {v}" for k, v in counts.items() if v)
+        + (f"; static sizes: {sizes}" if sizes else "")
+        + "); a size with more than a quarter of its runs diverged is never the optimum."
+    )
+
+
+def _walk_toward(result: dict, best: int) -> int | None:
+    """From how many starts the random walk moves toward (or stays near) the optimum by :func:`toward`
+    (None where a study.json predates the walk's mean size)."""
+    sizes = [c.get("random_walk_mean_size") for c in result["controls"]]
+    if any(s is None for s in sizes):
+        return None
+    moved = [toward(c["initial_size"], s, best) for c, s in zip(result["controls"], sizes)]
+    return sum(m in ("moves toward", "stays near") for m in moved)
 
 
 def verdict(result: dict) -> dict:
@@ -60,22 +105,27 @@ def verdict(result: dict) -> dict:
             f"size {fixed_size}: {interval(vs_fixed)}"
         )
     moved = [a["moves_toward_optimum"] in ("moves toward", "stays near") for a in result["adaptive"]]
+    walk = _walk_toward(result, best)
+    matters, said, why = _matters(best, worst, effect, result.get("memory_size_test"))
     summary = (
-        f"Memory size matters: {_matters(best, worst, effect)}. Static optimum: {best}. aER moves toward it (or "
-        f"stays near it) from {sum(moved)} of {len(moved)} starts and beats both controls (random walk, fixed at "
-        f"its mean size) from {sum(b is True for b in beats_controls)} of {len(beats_controls)}"
+        f"Memory size matters: {said}. Static optimum: {best}. aER moves toward it (or "
+        f"stays near it) from {sum(moved)} of {len(moved)} starts"
+        + ("" if walk is None else f" (the random walk, by the same rule: {walk} of {len(moved)})")
+        + f" and beats both controls (random walk, fixed at its mean size) from "
+        f"{sum(b is True for b in beats_controls)} of {len(beats_controls)}"
         + (f", {cannot_tell(undecided[0])} from {len(undecided)}." if undecided else ".")
+        + _diverged(result)
     )
     out: dict = {
-        "memory_size_matters": None if effect["low"] is None else bool(effect["significant"]),
+        "memory_size_matters": matters,
         "static_optimum": int(best),
         "toward_optimum": moved,
         "beats_controls": beats_controls,
         "per_start": per_start,
         "summary": summary,
     }
-    if effect["low"] is None:
-        out["memory_size_matters_null_reason"] = why_no_interval(effect)
+    if matters is None:
+        out["memory_size_matters_null_reason"] = why
     if undecided:
         out["beats_controls_null_reason"] = undecided[0]
     return out
@@ -86,8 +136,8 @@ def relabel(result: dict) -> dict:
     the numbers it stores: each aER start's ``moves_toward_optimum`` and the ``verdict``.
 
     Reruns nothing: the response curve, aER's sizes and the paired statistics are kept, except
-    the intervals of a study with fewer seeds than an interval needs (written before that rule):
-    they become ``null`` with the reason. Lets an earlier study be read under the current
+    the intervals (and the test of every size) of a study with fewer seeds than an interval needs
+    (written before that rule): they become ``null`` with the reason. Lets an earlier study be read under the current
     definitions (``jaxreplay study refresh``)."""
     from jaxreplay.engine.results import min_seeds_for_interval
 
@@ -96,6 +146,8 @@ def relabel(result: dict) -> dict:
         why = f"too few seeds (n = {result['seeds']}) for an interval"
         for key in ("response", "memory_size_effect", "adaptive", "controls", "sensitivity", "other_reading"):
             result[key] = _without_intervals(result[key], why)
+        if result.get("memory_size_test", {}).get("p_value") is not None:  # no test either
+            result["memory_size_test"].update(p_value=None, p_value_null_reason=why)
     for entry in result["adaptive"]:
         entry["moves_toward_optimum"] = toward(entry["initial_size"], entry["mean_size"], result["best_static"])
     result["verdict"] = verdict(result)

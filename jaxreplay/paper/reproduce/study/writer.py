@@ -42,7 +42,7 @@ def _renamed(ci: Interval, estimate="score_iqm", low: str | None = "score_ci_low
 def _response(rows: tuple[StaticScore, ...]) -> list[dict]:
     def entry(r: StaticScore) -> dict:
         final = {} if r.final is None else _renamed(r.final, "final_iqm", "final_ci_low", "final_ci_high")
-        return {"memory_size": r.memory_size, **_renamed(r.score), **final}
+        return {"memory_size": r.memory_size, **_renamed(r.score), **final, "diverged": r.diverged}
 
     return [entry(r) for r in rows]
 
@@ -122,6 +122,7 @@ def study_json(design: StudyDesign, analysis: Analysis, steps: int | None) -> di
         "best_static": analysis.best_static,
         "worst_static": analysis.worst_static,
         "memory_size_effect": analysis.memory_size_effect,
+        "memory_size_test": analysis.memory_size_test,
         "adaptive": [_adaptive(a, analysis.best_static) for a in analysis.adaptive],
         "controls": [_control(c) for c in analysis.controls],
         "sensitivity": [_variant(v) for v in analysis.sensitivity],
@@ -129,6 +130,7 @@ def study_json(design: StudyDesign, analysis: Analysis, steps: int | None) -> di
             {"initial_size": p.initial_size, "static_sizes": p.static_sizes, **p.share} for p in analysis.paper_share
         ],
         "other_reading": _other_reading(analysis.other_reading),
+        "diverged": analysis.diverged,
     }
     result["verdict"] = verdict(result)
     # (Without the DQN fields newer than the committed studies while they hold their defaults: the same file.)
@@ -180,8 +182,9 @@ def write_csvs(out: pathlib.Path, design: StudyDesign, runs: Mapping[str, Runs])
                 keys = [ds[k].values[c].item() if k in ds else "" for k in POINT_KEYS]
                 for s in range(ds.sizes["seed"]):
                     per_run.writerow(
-                        [design.env_id, stage, *keys, s, f"{r.auc[c, s]:.6g}", f"{r.final[c, s]:.6g}"]
-                        + [f"{r.mean_size[c, s]:.6g}", int(r.final_size[c, s])]
+                        # (every digit: study refresh recomputes study.json from these)
+                        [design.env_id, stage, *keys, s, f"{r.auc[c, s]:.17g}", f"{r.final[c, s]:.17g}"]
+                        + [f"{r.mean_size[c, s]:.17g}", int(r.final_size[c, s])]
                         + [int(ds[n].values[c, s]) for n in _RUN_COUNTS]
                         + [bool(ds.diverged.values[c, s])]
                     )
@@ -226,23 +229,74 @@ def read_study(path, relabelled: bool = False) -> dict:
 
 
 def refresh(study_dir) -> dict:
-    """Rewrite ``study_dir``'s ``study.json`` and ``report.md`` with
-    :func:`~jaxreplay.paper.reproduce.study.verdict.relabel` (no runs)."""
+    """Rewrite ``study_dir``'s ``study.json`` and ``report.md`` by today's analysis, from its ``runs.csv``.
+
+    Every statistic is recomputed from the runs (:func:`~jaxreplay.paper.reproduce.study.stages.from_csv`,
+    :func:`~jaxreplay.paper.reproduce.study.analysis.analyse`), then the labels and the verdict; what
+    runs.csv does not hold is kept from study.json: aER's TD-error diagnostics at its checks
+    (``noisy_fraction``, ``change_mean``, ``noise_mean``), the run time and the figures' names (the figures
+    are not redrawn). Without a runs.csv only the labels are recomputed from the stored numbers
+    (:func:`~jaxreplay.paper.reproduce.study.verdict.relabel`). Reruns nothing.
+
+    Raises:
+        ValueError: no study.json; a study.json or runs.csv of another shape; the study's design
+            (its settings) is no longer what this jaxreplay declares for it (rerun the study).
+    """
     out = pathlib.Path(study_dir)
     path = out / "study.json"
     if not path.exists():
         raise ValueError(f"{out}: no study.json; run jaxreplay study dqn --out {out} first.")
-    result = read_study(path, relabelled=True)
+    stored = read_study(path)
+    if not (out / "runs.csv").exists():
+        result = relabel(stored)
+    else:
+        result = _reanalysed(out, stored)
     atomic_write_text(path, json.dumps(result, indent=1, allow_nan=False))
     atomic_write_text(out / "report.md", report(result))
     return result
 
 
-def _refuse_duplicates(sources: list, results: list[dict]) -> None:
+# aER's diagnostics that need the TD-error sums at its checks, which runs.csv does not hold.
+_KEPT_DIAGNOSTICS = ("noisy_fraction", "change_mean", "noise_mean")
+
+
+def _reanalysed(out: pathlib.Path, stored: dict) -> dict:
+    """``stored`` (a study.json) analysed again from ``out/runs.csv`` (:func:`refresh`)."""
+    from jaxreplay.engine.results import jsonable
+    from jaxreplay.paper.reproduce.study import analysis, stages
+    from jaxreplay.paper.reproduce.study.settings import design
+
+    chosen = design(
+        stored["env"],
+        quick=stored["quick"],
+        seeds=stored["seeds"],
+        steps=stored.get("steps_override"),
+        optimizer_reading=stored.get("optimizer_reading", "adam"),
+    )
+    result = study_json(
+        chosen, analysis.analyse(chosen, stages.from_csv(chosen, out / "runs.csv")), stored.get("steps_override")
+    )
+    if "settings" in stored and jsonable(result["settings"], strict=True) != stored["settings"]:
+        raise ValueError(
+            f"{out}: the study was run with other settings than this jaxreplay declares for "
+            f"{stored['env']} ({'quick' if stored['quick'] else 'full'}): rerun jaxreplay study dqn to analyse it."
+        )
+    for key in ("adaptive", "sensitivity"):
+        for entry, old in zip(result[key], stored[key]):
+            for name in _KEPT_DIAGNOSTICS:
+                entry["diagnostics"][name] = old.get("diagnostics", {}).get(name)
+    for key in ("runtime_s", "figures"):
+        if key in stored:
+            result[key] = stored[key]
+    result["verdict"] = verdict(result)
+    return jsonable(result, strict=True)
+
+
+def refuse_duplicates(sources: list, results: list[dict], label=label) -> None:
     """Refuse a study given twice to :func:`update_readme`: one study.json reached twice (a folder
     given twice, or a folder and its parent), or two of the same game and design (:func:`label`),
     whose rows the table could not tell apart. ``sources``: ``(folder given, study.json path)``
-    per result."""
+    per result; ``label``: a result's design in words (the replay study passes its own)."""
     by_file: dict[pathlib.Path, pathlib.Path] = {}
     by_plan: dict[tuple, pathlib.Path] = {}
     for (folder, path), result in zip(sources, results):
@@ -259,7 +313,7 @@ def _refuse_duplicates(sources: list, results: list[dict]) -> None:
 def update_readme(readme, study_dirs, note: str = "") -> pathlib.Path:
     """Write :func:`summary_table` of ``study_dirs/*/study.json`` (or ``DIR/study.json``) into the
     ``<!-- study:begin -->`` … ``<!-- study:end -->`` block of ``readme``, each row labelled with its
-    study's mode and size (:func:`label`). A study given twice is refused (:func:`_refuse_duplicates`)."""
+    study's mode and size (:func:`label`). A study given twice is refused (:func:`refuse_duplicates`)."""
     from jaxreplay.paper.reproduce.paper import read_readme, replace_block
 
     results = []
@@ -271,7 +325,13 @@ def update_readme(readme, study_dirs, note: str = "") -> pathlib.Path:
             raise ValueError(f"{d}: no study.json in it or in its subfolders; run jaxreplay study dqn --out {d} first.")
         results += [read_study(f) for f in files]
         sources += [(d, f) for f in files]
-    _refuse_duplicates(sources, results)
+    refuse_duplicates(sources, results)
+    for (_, path), result in zip(sources, results):
+        if relabel(result)["verdict"] != result["verdict"]:  # the README is never another verdict than report.md's
+            raise ValueError(
+                f"{path}: its stored verdict is not what today's rules give from its numbers: run "
+                f"jaxreplay study refresh {path.parent} first (it recomputes study.json and report.md, no runs)."
+            )
     order = {env: i for i, env in enumerate(ENVS)}
     results.sort(key=lambda r: order.get(r["env"], len(order)))
     readme = pathlib.Path(readme)
