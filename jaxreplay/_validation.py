@@ -88,6 +88,16 @@ def check_int(name: str, value: object, low: int | None = None, high: int | None
     _check_range(name, arr, low, high)
 
 
+def check_scalar(name: str, value: object) -> None:
+    """Raise :class:`FieldError` naming ``name`` unless ``value`` is one number (shape ``()``), concrete or
+    traced: an array where a scalar hyperparameter belongs would be broadcast against whatever it meets
+    (each slot of a batch its own exponent) or fail far from the cause. Under ``vmap`` each member's
+    value is a scalar, which is what a sweep passes."""
+    shape = np.shape(value)  # type: ignore[call-overload]  # (any array-like; a tracer has .shape)
+    if shape != ():
+        raise FieldError(name, f"must be a scalar (one number), got shape {shape}; sweep values with vmap.")
+
+
 def _holds_bool(value: object) -> bool:
     """Whether a list or tuple holds a ``bool`` anywhere (NumPy turns ``[1, True]`` into integers)."""
     if isinstance(value, (list, tuple)):
@@ -169,10 +179,15 @@ def clip_traced_int(value: object, low: int, high: int, fallback: object) -> tup
     before the cast: ``clip`` keeps NaN and ``int32(NaN)`` is 0 on CPU.)
     """
     value = jnp.asarray(value)
+    # A bool is no count (flagged); a type narrower than 32 bits is widened first, because the
+    # clip computes in the value's type and its bound would wrap there (300 in uint8 is 44).
+    is_bool = value.dtype == jnp.bool_
+    if is_bool or value.dtype.itemsize < 4:
+        value = value.astype(jnp.float32 if jnp.issubdtype(value.dtype, jnp.floating) else jnp.int32)
     is_nan = jnp.isnan(value) if jnp.issubdtype(value.dtype, jnp.floating) else jnp.bool_(False)
     clipped = jnp.clip(jnp.where(is_nan, low, value), low, high)
     result = jnp.where(is_nan, jnp.asarray(fallback, jnp.int32), clipped.astype(jnp.int32))
-    return result, is_nan | (result != value)
+    return result, is_nan | is_bool | (result != value)
 
 
 class Bounds(NamedTuple):

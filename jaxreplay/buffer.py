@@ -119,6 +119,7 @@ def init(example: Transition, max_capacity: int, capacity: ArrayLike | None = No
     max_capacity = _validation.check_static_int("max_capacity", max_capacity, low=1)
     if capacity is None:
         capacity = max_capacity
+    _validation.check_scalar("capacity", capacity)
     _validation.check_int("capacity", capacity, low=1, high=max_capacity)
     leaves = jax.tree.leaves(example)
     if not leaves:
@@ -174,14 +175,45 @@ def _check_transitions(state: BufferState, transitions: Transition, batch_axis: 
             raise ValueError(
                 f"transition leaf {name} has shape {given_shape}, the buffer stores shape {tuple(item_shape)}."
             )
-        given_dtype = jnp.result_type(given)
-        if not np.can_cast(given_dtype, stored.dtype, casting="same_kind"):
-            raise ValueError(
-                f"transition leaf {name} has dtype {given_dtype}, which cannot be stored as {stored.dtype} "
-                "without changing its kind; cast it first."
-            )
+        _check_storable(name, given, stored.dtype)
     if len(batch_sizes) > 1:
         raise ValueError(f"transitions have different batch sizes across leaves: {sorted(batch_sizes)}.")
+
+
+def _check_storable(name: str, given: object, dtype: np.dtype) -> None:
+    """Raise ValueError unless ``given`` is stored as itself in a leaf of ``dtype``.
+
+    A type ``dtype`` holds every value of (NumPy's "safe" cast) always is; otherwise only concrete
+    values are, when none of them changes: integers that fit (a Python 3 into ``uint8``), floats that
+    do not overflow (0.1 into ``float16`` rounds, as float32 rounds it; 7e4 would be inf). A narrowing
+    that could wrap or overflow is refused for traced values, whose values are not known here (int32
+    300 stored in ``int8`` is 44): the caller casts them, deciding what a value out of range becomes.
+    """
+    given_dtype = jnp.result_type(given)
+    kind, into = np.dtype(given_dtype).kind, np.dtype(dtype).kind
+    if not (kind == into or (kind in "iu" and into in "iuf") or kind == "b" or (kind == "f" and into == "f")):
+        raise ValueError(
+            f"transition leaf {name} has dtype {given_dtype}, which cannot be stored as {dtype} "
+            "without changing its kind; cast it first."
+        )
+    values = _validation.concrete_value(given)
+    if values is not None and values.dtype.kind in "biuf":
+        if into in "iu" and values.dtype.kind in "iu":
+            info = np.iinfo(dtype)
+            lossless = values.size == 0 or (int(values.min()) >= info.min and int(values.max()) <= info.max)
+        elif into == "f":
+            finite = values[np.isfinite(values)] if values.dtype.kind == "f" else values
+            lossless = finite.size == 0 or float(np.max(np.abs(finite))) <= float(np.finfo(dtype).max)
+        else:
+            lossless = into == "b" or np.can_cast(values.dtype, dtype, casting="safe")
+    else:
+        lossless = np.can_cast(given_dtype, dtype, casting="safe")
+    if not lossless:
+        raise ValueError(
+            f"transition leaf {name} has dtype {given_dtype}"
+            + (" and values outside" if values is not None else ", whose values may fall outside")
+            + f" what {dtype} holds (they would wrap or overflow); cast it first (e.g. .astype(jnp.{dtype}))."
+        )
 
 
 # ----------------------------------------------------------------------------
@@ -279,6 +311,7 @@ def resize(state: BufferState, new_capacity: ArrayLike) -> BufferState:
     Raises:
         ValueError: a concrete ``new_capacity`` is outside ``[1, max_capacity]``.
     """
+    _validation.check_scalar("new_capacity", new_capacity)
     _validation.check_int("new_capacity", new_capacity, low=1, high=state.max_capacity)
     capacity, clipped = _clip_capacity(new_capacity, state.max_capacity, fallback=state.capacity)
     return state._replace(

@@ -38,9 +38,10 @@ Kinds (:data:`KINDS`) and their hyperparameters:
 * ``"prioritized"``: stored priorities on a sum tree
   (:mod:`jaxreplay.prioritized`) with importance weights; ``update`` stores
   ``(|δ| + priority_floor)^priority_exponent`` for the replayed slots (slot
-  ``-1`` is skipped). ``importance_exponent`` β >= 0 (default 0: weights 1),
+  ``-1`` is skipped inside ``jit``; a concrete -1 is refused, naming
+  ``indices``). ``importance_exponent`` β >= 0 (default 0: weights 1),
   ``priority_exponent`` α >= 0 (default 1), ``priority_floor`` ε >= 0
-  (default 1e-6).
+  (default 1e-6); each one number (an array is refused: sweep with ``vmap``).
 """
 
 from __future__ import annotations
@@ -76,7 +77,8 @@ class Memory(NamedTuple):
         add: ``(state, transition) -> state``.
         sample: ``(key, state, batch_size) -> samplers.Sample`` (``batch_size`` static).
         update: ``(state, indices int32[B], td_errors float[B]) -> state``; stores
-            priorities for prioritized replay (slot ``-1`` skipped), the identity otherwise.
+            priorities for prioritized replay (slot ``-1`` skipped when traced, refused when
+            concrete), the identity otherwise.
         resize: ``(state, capacity) -> state``.
         buffer: ``state -> buffer.BufferState``.
     """
@@ -159,7 +161,9 @@ def make(kind: str, **hyperparameters: ArrayLike) -> Memory:
         takes = ", ".join(HYPERPARAMETERS[kind]) or "no hyperparameters"
         raise ValueError(f"memory.make({kind!r}) got unknown keyword(s) {', '.join(unknown)}; {kind!r} takes {takes}.")
     for name, value in hyperparameters.items():
+        _validation.check_scalar(name, value)
         _validation.check_float(name, value, low=0.0)
+        _validation.check_float32(name, value)  # 1e-40 would run as 0 (a floor of 0: never replayed)
     if kind == "prioritized":
         return _prioritized(**hyperparameters)
     return _plain(samplers.uniform if kind == "uniform" else samplers.combined)

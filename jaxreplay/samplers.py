@@ -78,11 +78,13 @@ def uniform_from_draws(state: buffer_lib.BufferState, draws: ArrayLike) -> Sampl
     draws = jnp.asarray(draws)
     if draws.ndim != 1 or draws.dtype != jnp.float32:
         raise ValueError(f"draws must be float32[batch_size] (uniform_draws), got {draws.dtype}{list(draws.shape)}.")
+    _validation.check_float("draws", draws, low=0.0, high=1.0, high_inclusive=False)
     # One float draw per index is cheaper than randint (which needs two bit
     # draws to stay unbiased for a traced span). A float32 uniform takes 2**23
     # values, so each offset's probability is off by at most size / 2**23
     # relative (1e-4 at size 1000; use stored-priority or randint beyond ~10**6).
-    offsets = jnp.minimum((draws * state.size).astype(jnp.int32), state.size - 1)
+    # (Clipped below too: a traced draw outside [0, 1) must not reach a forgotten slot behind the window.)
+    offsets = jnp.clip((draws * state.size).astype(jnp.int32), 0, state.size - 1)
     batch_size = draws.shape[0]
     probability = jnp.where(state.size > 0, 1.0 / jnp.maximum(state.size, 1), 0.0)
     return Sample(
@@ -154,8 +156,10 @@ def exact_priorities(
         error_floor: a clamp, ``max(|δ|, error_floor)`` (not the *added*
             ``priority_floor`` of :func:`jaxreplay.prioritized.update_priorities`):
             |δ| below it counts as it, so that a transition whose TD error is
-            exactly zero keeps a (tiny) chance of being replayed and an
-            all-zero window falls back to uniform instead of 0/0.
+            exactly zero keeps a (tiny) chance of being replayed. A window whose
+            every priority is 0 (a floor of 0 and no TD error) is sampled
+            uniformly, as :mod:`jaxreplay.prioritized` does; |δ| = inf counts
+            as the largest float32.
 
     Returns:
         ``float32[max_capacity]`` probabilities per slot, zero outside the live
@@ -165,19 +169,25 @@ def exact_priorities(
         probabilities, and so NaN draws' probabilities and weights in
         :func:`exact_prioritized`: never a silent fallback. Cost: O(max_capacity).
     """
-    _validation.check_float("priority_exponent", priority_exponent, low=0.0)
-    _validation.check_float("error_floor", error_floor, low=0.0)
+    for name, value in (("priority_exponent", priority_exponent), ("error_floor", error_floor)):
+        _validation.check_scalar(name, value)
+        _validation.check_float(name, value, low=0.0)
     td_errors = jnp.asarray(td_errors)
     if td_errors.shape != (state.max_capacity,):
         raise ValueError(f"td_errors must have shape ({state.max_capacity},) (one per slot), got {td_errors.shape}.")
     valid = buffer_lib.valid_mask(state)
-    log_priority = priority_exponent * jnp.log(jnp.maximum(jnp.abs(td_errors), error_floor))
+    # |δ| = inf counts as the largest float32 (its log is finite); β = 0 is uniform even where
+    # max(|δ|, floor) is 0 (0 · log 0 would be NaN).
+    error = jnp.minimum(jnp.maximum(jnp.abs(td_errors), error_floor), _validation.FLOAT32_MAX)
+    log_priority = jnp.where(priority_exponent == 0, 0.0, priority_exponent * jnp.log(error))
     log_priority = jnp.where(valid, log_priority, -jnp.inf)
     # Shift by the largest *live* log-priority (non-live slots are −inf and must
     # not enter the max, or a window of tiny priorities would underflow to 0).
     top = jnp.max(log_priority)
     shifted = jnp.exp(log_priority - jnp.where(jnp.isfinite(top), top, 0.0))
-    shifted = jnp.where(valid, shifted, 0.0)
+    # Every live priority 0 (a floor of 0 and no TD error): uniform over the live window, as the
+    # stored-priority sampler does, rather than probabilities that sum to 0.
+    shifted = jnp.where(valid, jnp.where(top == -jnp.inf, 1.0, shifted), 0.0)
     probabilities = shifted / jnp.maximum(jnp.sum(shifted), jnp.finfo(shifted.dtype).tiny)
     exponent, floor = jnp.asarray(priority_exponent), jnp.asarray(error_floor)
     valid = (exponent >= 0) & jnp.isfinite(exponent) & (floor >= 0) & jnp.isfinite(floor)
@@ -215,9 +225,16 @@ def exact_prioritized(
     Returns:
         A :class:`Sample`. Cost: O(max_capacity + batch_size · log max_capacity)
         (a cumulative sum in age order and a binary search per draw; one
-        uniform number per draw).
+        uniform number per draw). The sample's ``probabilities`` are the exact
+        P(i); the draws follow them only to the resolution of one float32
+        uniform scaled by the total (2⁻²³ of it): measured over all 2²³ draws
+        with Cauchy TD errors and β = 1, the worst slot is drawn 7% off its
+        P(i) at 1,000 slots (total variation 2e-5), 8% at 10⁴ (17 slots of
+        positive P(i) never drawn) and 11% at 10⁵. Beyond ~10³ slots use the
+        stored-priority sampler, whose draws resolve P(i) level by level.
     """
     batch_size = _validation.check_static_int("batch_size", batch_size, low=1)
+    _validation.check_scalar("importance_exponent", importance_exponent)
     _validation.check_float("importance_exponent", importance_exponent, low=0.0)
     probabilities = exact_priorities(state, td_errors, priority_exponent, error_floor)
     # Cumulate in age order so that the live window is one contiguous prefix.

@@ -309,3 +309,60 @@ def test_traced_num_with_max_num():
     indices, valid = jax.jit(lambda s, n: buffer.oldest_indices(s, n, max_num=5))(state, 2)
     assert buffer.get(state, indices)["value"].tolist() == [4, 5, 6, 7, 8]
     assert valid.tolist() == [True, True, False, False, False]
+
+
+@pytest.mark.parametrize("dtype", [np.uint8, np.int8, np.int16, np.uint16])
+def test_a_capacity_of_a_narrow_integer_type_runs_as_itself(dtype):
+    """The clip computed in the value's own type, whose bound wrapped: uint8 200 under max_capacity 300 ran as
+    44, flagged as if 200 were outside [1, 300]; uint16 5000 under 70000 ran as 4464 (found by a probe)."""
+    example = {"x": jnp.zeros(())}
+    state = buffer.init(example, 300, dtype(100))
+    assert (int(state.capacity), bool(state.capacity_clipped)) == (100, False)
+    assert int(buffer.resize(state, dtype(120)).capacity) == 120
+    sizes = jnp.asarray([1000, 5000, 60000] if np.iinfo(dtype).max > 60000 else [10, 50, 100], dtype)
+    big = jax.vmap(lambda c: buffer.init(example, 70000, c))(sizes)
+    assert big.capacity.tolist() == sizes.tolist() and not big.capacity_clipped.any()
+    # A traced bool is no capacity: it runs as 1, flagged.
+    flagged = jax.jit(lambda c: buffer.init(example, 8, c))(jnp.bool_(True))
+    assert (int(flagged.capacity), bool(flagged.capacity_clipped)) == (1, True)
+
+
+@pytest.mark.parametrize("capacity", [[2], np.array([2, 3]), jnp.array([4])])
+def test_a_capacity_must_be_one_number(capacity):
+    """An array capacity was accepted and failed far away ('Cannot concatenate arrays ...' in a sampler)."""
+    with pytest.raises(ValueError, match=r"^capacity must be a scalar \(one number\), got shape \(\d,\)"):
+        buffer.init({"x": jnp.zeros(())}, 8, capacity)
+    state = buffer.init({"x": jnp.zeros(())}, 8)
+    with pytest.raises(ValueError, match=r"^new_capacity must be a scalar"):
+        buffer.resize(state, capacity)
+
+
+def test_a_transition_is_stored_as_itself_or_refused():
+    """Same-kind casts wrapped silently: int32 300 into an int8 leaf was stored as 44, float32 7e4 into float16
+    as inf, while a Python 3 into uint8 (which fits) was refused (found by a probe)."""
+    example = {"a": jnp.zeros((), jnp.int8), "u": jnp.zeros((), jnp.uint8), "h": jnp.zeros((), jnp.float16),
+               "o": jnp.zeros(2, jnp.float32)}
+    state = buffer.init(example, 4)
+    fine = {"a": jnp.int8(1), "u": np.uint8(1), "h": jnp.float16(1), "o": jnp.zeros(2)}
+
+    def stored(**given):
+        return {k: v[0].tolist() for k, v in buffer.add(state, {**fine, **given}).storage.items()}
+
+    # Values that fit are stored as themselves, whatever their type (floats round as float32 rounds them).
+    assert stored(a=3, u=200, h=0.5, o=np.array([0.1, 2.0]))["u"] == 200
+    assert stored(a=np.int64(-128))["a"] == -128 and stored(o=jnp.array([1, 2]))["o"] == [1.0, 2.0]
+    for given, message in (
+        ({"a": jnp.int32(300)}, r"transition leaf \['a'\] has dtype int32 and values outside what int8 holds"),
+        ({"u": -1}, r"transition leaf \['u'\] has dtype int32 and values outside what uint8 holds"),
+        ({"h": np.float32(7e4)}, r"\['h'\] has dtype float32 and values outside what float16 holds"),
+        ({"a": 1.0}, r"\['a'\] has dtype float32, which cannot be stored as int8 without changing its kind"),
+    ):
+        with pytest.raises(ValueError, match=message):
+            buffer.add(state, {**fine, **given})
+    # A traced value whose type does not fit is refused (its values are unknown); cast, it is stored.
+    with pytest.raises(ValueError, match=r"has dtype int32, whose values may fall outside what int8 holds .* "
+                                         r"cast it first \(e\.g\. \.astype\(jnp\.int8\)\)"):
+        jax.jit(lambda x: buffer.add(state, {**fine, "a": x}))(jnp.int32(3))
+    assert jax.jit(lambda x: buffer.add(state, {**fine, "a": x.astype(jnp.int8)}).storage["a"][0])(jnp.int32(3)) == 3
+    with pytest.raises(ValueError, match=r"values outside what int8 holds"):
+        buffer.add_batch(state, {k: jnp.stack([v, v]) for k, v in {**fine, "a": jnp.int32(300)}.items()})

@@ -338,3 +338,20 @@ def test_the_same_pytree_structure_in_and_out_of_jit(kind):
     for name in eager:
         assert _leaves_equal(jitted[name], eager[name]), name
     assert _leaves_equal(jax.jit(mem.init, static_argnums=1)(EXAMPLE, MAX_CAPACITY, 5), state)
+
+
+@pytest.mark.parametrize(("name", "value"), [("priority_exponent", jnp.array([0.1, 1.0, 2.0, 3.0])),
+                                             ("importance_exponent", [0.5, 0.5]), ("priority_floor", np.array([1e-6]))])
+def test_an_array_hyperparameter_is_refused_naming_it(name, value):
+    """An array exponent was accepted: a batch of 4 replayed with 4 different α, silently (the same |δ| = 4
+    stored 1.15, 4, 16 and 64), a batch of 3 failed in a broadcast naming nothing (found by a probe)."""
+    with pytest.raises(ValueError, match=rf"^{name} must be a scalar \(one number\), got shape \(\d,\)"):
+        memory.make("prioritized", **{name: value})
+
+
+def test_a_floor_that_runs_as_zero_is_refused():
+    """priority_floor 1e-40 ran as 0 (a subnormal float32 is flushed), so a transition without TD error was never
+    replayed, against update_priorities' promise (found by a probe)."""
+    with pytest.raises(ValueError, match=r"^priority_floor = 1e-40 does not fit a float32 .* it would run as 0"):
+        memory.make("prioritized", priority_floor=1e-40)
+    assert memory.make("prioritized", priority_floor=0.0) is not None

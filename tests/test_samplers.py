@@ -221,3 +221,31 @@ def test_empty_memory_gives_zero_probabilities_and_weights_in_every_sampler():
 def test_bad_input(call, argument):
     with pytest.raises(ValueError, match=argument):
         call(STATES["wrapped"])
+
+
+def test_draws_outside_the_unit_interval_never_reach_a_forgotten_slot():
+    """A negative draw wrapped back out of the live window: after a shrink to slots [5 6 7], draws -0.5 and -0.9
+    returned slots 4 and 3, forgotten transitions, with probability 1/3 (found by a probe)."""
+    state = buffer.resize(buffer.add_batch(buffer.init({"x": jnp.zeros(())}, 8), {"x": jnp.arange(8.0)}), 3)
+    with pytest.raises(ValueError, match=r"^draws must be >= 0\.0 \(allowed range \[0\.0, 1\.0\)\)"):
+        samplers.uniform_from_draws(state, jnp.array([-0.5, 0.5], jnp.float32))
+    with pytest.raises(ValueError, match=r"^draws must be < 1\.0"):
+        samplers.uniform_from_draws(state, jnp.array([1.0], jnp.float32))
+    traced = jax.jit(samplers.uniform_from_draws)(state, jnp.array([-0.5, -0.9, 0.0, 0.5, 0.99, 1.5], jnp.float32))
+    assert traced.indices.tolist() == [5, 5, 5, 6, 7, 7]
+
+
+def test_exact_priorities_of_an_all_zero_window_are_uniform_and_beta_zero_is_uniform():
+    """With error_floor 0 an all-zero window gave probabilities summing to 0 and drew the newest slot with
+    weight 0, so nothing was learnt, silently; β = 0 with a zero or infinite |δ| gave NaN (found by a probe)."""
+    state = buffer.resize(buffer.add_batch(buffer.init({"x": jnp.zeros(())}, 8), {"x": jnp.arange(8.0)}), 3)
+    third = [0.0] * 5 + [1 / 3] * 3
+    for td, beta, floor in ((jnp.zeros(8), 1.0, 0.0), (jnp.zeros(8), 0.0, 0.0),
+                            (jnp.array([0, 0, 0, 0, 0, 1.0, jnp.inf, 2]), 0.0, 1e-6)):
+        np.testing.assert_allclose(samplers.exact_priorities(state, td, beta, floor), third, rtol=1e-6)
+    # An infinite |δ| counts as the largest float32: it takes all the mass, and nothing is NaN.
+    assert samplers.exact_priorities(state, jnp.array([0, 0, 0, 0, 0, 1.0, jnp.inf, 2]), 1.0).tolist() == [0] * 6 + [1, 0]
+    sample = samplers.exact_prioritized(jax.random.key(0), state, jnp.zeros(8), 64, 1.0, 1.0, 0.0)
+    assert set(sample.indices.tolist()) == {5, 6, 7} and np.allclose(sample.weights, 1.0)
+    with pytest.raises(ValueError, match=r"^priority_exponent must be a scalar"):
+        samplers.exact_priorities(state, jnp.zeros(8), jnp.ones(8))

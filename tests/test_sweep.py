@@ -749,6 +749,52 @@ def test_two_processes_under_jax_distributed_match_one(tmp_path, aer_reference):
     _same(sw.load(out), result.dataset)
 
 
+def _two_processes(script: str, *args: str) -> list[str]:
+    """Run ``script`` (its argv[1]: the process id) as 2 jax.distributed processes; their stdout lines."""
+    env = dict(os.environ, JAX_PLATFORMS="cpu")
+    port = str(_free_port())
+    procs = [subprocess.Popen([sys.executable, "-c", script, str(i), port, *args], env=env, cwd=REPO, text=True,
+                              stdout=subprocess.PIPE, stderr=subprocess.PIPE) for i in range(2)]
+    outputs = [p.communicate(timeout=240) for p in procs]
+    for p, (_, stderr) in zip(procs, outputs):
+        assert p.returncode == 0, stderr
+    # (Gloo prints lines of its own to stdout: only the script's are kept.)
+    return [next(line for line in stdout.splitlines() if line.startswith(("computed", "refused:")))
+            for stdout, _ in outputs]
+
+
+def test_processes_plan_one_chunking_and_share_a_refusal(tmp_path, aer_reference):
+    """Each process planned from its own memory budget: budgets of 8 and 9 runs chunked the sweep differently,
+    leaving runs computed by nobody or twice and two programs' chunks in one folder; and a refusal on process 0
+    reached process 1 only as a Gloo timeout 30 s later (found by a probe). Now every process plans from the
+    smallest budget, and a refusal is raised on every process, in one line."""
+    _, result = aer_reference
+    config = _write(tmp_path, AER_TOML)
+    other = _write(tmp_path, AER_TOML.replace("seed = 7", "seed = 8"), "other.toml")
+    out = tmp_path / "mp"
+    script = textwrap.dedent("""
+        import sys, jax
+        jax.distributed.initialize(coordinator_address="127.0.0.1:" + sys.argv[2], num_processes=2,
+                                   process_id=int(sys.argv[1]))
+        from jaxreplay.engine import plan, sweep as sw
+        s = sw.Sweep.from_toml(sys.argv[4])
+        budget = plan.estimate_bytes_per_run(s) * (8 + jax.process_index())  # as if free memory differed
+        try:
+            r = sw.run(s, sys.argv[3], memory_budget=budget, progress=False)
+            print("computed", r.stats.runs_computed, "chunk", r.stats.chunk_size)
+        except ValueError as e:
+            print("refused:", e)
+        """)
+    lines = _two_processes(script, str(out), str(config))
+    assert [line.split()[2:] for line in lines] == [["chunk", "8"]] * 2
+    assert sum(int(line.split()[1]) for line in lines) == 36
+    _same(sw.load(out), result.dataset)
+    refused = _two_processes(script, str(out), str(other))
+    said = f"{out} holds a different sweep (differs in: seed)."
+    assert refused[0].startswith(f"refused: {said}")
+    assert refused[1].startswith(f"refused: process 0 refused the sweep (ValueError: {said}")
+
+
 # ----------------------------------------------------------------------------
 # Config errors
 # ----------------------------------------------------------------------------

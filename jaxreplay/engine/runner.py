@@ -29,8 +29,10 @@ Devices and hosts. The run axis of each chunk is sharded over all local
 devices with a one-axis :class:`jax.sharding.Mesh` (``"runs"``) and
 :class:`~jax.sharding.NamedSharding`. Started on several processes under
 :func:`jax.distributed.initialize`, process p runs chunks p, p + P, p + 2P, … of
-the missing runs (all processes see the same list: they meet at a barrier
-before listing), and after a final barrier every process assembles the results
+the missing runs (all processes plan the same list: from the smallest memory
+budget of any, and from the folder process 0 prepared, before anyone writes a
+chunk; a refusal on one process is raised on all), and after a final barrier
+every process assembles the results
 from the shared output directory; process 0 writes ``results.nc``. Launch one
 process per host with the same command, e.g. under SLURM::
 
@@ -216,41 +218,53 @@ def run(
     # prepared (if not) to the end, and released however the call ends.
     lock: store_lib.FolderLock | None = None
     try:
-        # Plan: the store is only read (scan) before the plan has accepted the sweep.
+        # Plan: the store is only read (scan) before the plan has accepted the sweep. Every process
+        # plans the same chunks: from one budget (the smallest: each measures its own memory) and from
+        # the same folder (process 0 prepares it first; nobody writes a chunk until all have planned);
+        # a refusal on any process is raised on every one (else the others would wait at a barrier).
         store: store_lib.ChunkStore | None = None
-        scan: store_lib.Scan | None = None
         writable = True
         if out is not None:
             if process == 0 and out.is_dir():  # (a new folder: created by prepare, or refused there)
                 writable = resources_lib.writable(out)
             store = store_lib.ChunkStore(out, sweep, repair=writable and process == 0)
-            if process == 0:
-                if writable and out.is_dir():  # before reading: a live writer's chunks would change the scan
-                    lock = store.lock()
-                scan = store.scan()
         disk_at = out if out is not None and writable and process == 0 else None
         resources = resources_lib.measure(devices, memory_budget, memory_fraction, disk_at)
+        if processes > 1:
+            resources = resources._replace(memory_budget=_smallest(resources.memory_budget))
         measured: list[tuple[int, float]] = []  # (compilations, seconds) spent measuring chunk programs
         planner = _Planner(
             sweep, resources, store, out, writable, chunk_size, process, processes, group_by_setup, devices, measured
         )
 
-        if store is not None:
-            if process == 0:
-                assert scan is not None  # process 0 scanned above
-                plan = planner.plan(scan)  # every refusal before the folder is touched
-                if writable:
-                    if lock is None:  # a new folder, created now: scanned and planned again under the lock,
-                        lock = store.lock()  # as another writer may have written into it since
-                        scan = store.scan()
-                        plan = planner.plan(scan)
-                    store.prepare(scan)
-            _barrier("jaxreplay-sweep-start")  # process 0 has set damaged chunks aside and written sweep.json
-            if process != 0:
-                plan = planner.plan(store.scan())
-        else:
-            plan = planner.plan(None)
+        def first() -> plan_lib.Plan | None:
+            """Process 0 reads the folder, plans, and prepares it (every refusal before it is touched)."""
+            nonlocal lock
+            if store is None or process != 0:
+                return None
+            if (
+                writable and out is not None and out.is_dir()
+            ):  # before reading: a live writer's chunks would change the scan
+                lock = store.lock()
+            scan = store.scan()
+            plan = planner.plan(scan)
+            if writable:
+                if lock is None:  # a new folder, created now: scanned and planned again under the lock,
+                    lock = store.lock()  # as another writer may have written into it since
+                    scan = store.scan()
+                    plan = planner.plan(scan)
+                store.prepare(scan)
+            return plan
 
+        def then() -> plan_lib.Plan | None:
+            """The other processes plan from the folder process 0 prepared (in memory: every process plans)."""
+            if store is None:
+                return planner.plan(None)
+            return planner.plan(store.scan()) if process != 0 else None
+
+        planned = _agree("jaxreplay-sweep-start", first)
+        plan = _agree("jaxreplay-sweep-planned", then) or planned
+        assert plan is not None
         # Execute: finished chunks go to the store, or (in memory) straight into the assembled arrays.
         programs = [execute_lib.programs_for(sweep, devices, group.setup) for group in plan.groups]
         assembler = assemble_lib.Assembler(sweep)
@@ -403,6 +417,47 @@ def _stats(plan: plan_lib.Plan, execution: execute_lib.Execution, dataset, devic
         memory_budget=plan.memory_budget,
         result_bytes_per_run=plan.result_bytes_per_run,
     )
+
+
+def _smallest(budget: int) -> int:
+    """The smallest of every process's ``budget`` (one collective; every process calls it)."""
+    from jax.experimental import multihost_utils
+
+    # (As two 31-bit halves: JAX carries int32 unless x64 is on, and a budget is up to terabytes.)
+    halves = np.asarray([budget >> 31, budget & (2**31 - 1)], np.int32)
+    gathered = np.asarray(multihost_utils.process_allgather(halves)).reshape(-1, 2)
+    return min((int(high) << 31) | int(low) for high, low in gathered)
+
+
+def _agree(name: str, step):
+    """``step()`` on this process (None: nothing), then agree: where any process's step raised (a
+    refusal: a ValueError or a ResourceError), every process raises (its own error, or a ValueError
+    naming the process that refused and its one line), so that no process waits for the others at a
+    barrier until a timeout; else every process meets at the barrier ``name``. A single process just
+    calls ``step``."""
+    if jax.process_count() == 1:
+        return step() if step is not None else None
+    from jax.experimental import multihost_utils
+
+    result, error = None, None
+    try:
+        result = step() if step is not None else None
+    except Exception as e:  # (any failure: the others must not wait for this process at a barrier)
+        error = e
+    text = np.frombuffer(("" if error is None else f"{type(error).__name__}: {error}").encode(), np.uint8)
+    lengths = np.asarray(multihost_utils.process_allgather(np.asarray(text.size, np.int32))).reshape(-1)
+    padded = np.zeros(int(lengths.max()), np.uint8)
+    padded[: text.size] = text
+    texts = np.asarray(multihost_utils.process_allgather(padded)).reshape(len(lengths), -1)
+    if error is not None:
+        raise error
+    refused = [p for p, n in enumerate(lengths) if n]
+    if refused:
+        p = refused[0]
+        said = bytes(texts[p, : lengths[p]]).decode(errors="replace")
+        raise ValueError(f"process {p} refused the sweep ({said})")
+    _barrier(name)
+    return result
 
 
 def _barrier(name: str) -> None:
