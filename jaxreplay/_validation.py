@@ -98,6 +98,14 @@ def check_scalar(name: str, value: object) -> None:
         raise FieldError(name, f"must be a scalar (one number), got shape {shape}; sweep values with vmap.")
 
 
+def check_bool(name: str, value: object) -> None:
+    """Raise :class:`FieldError` naming ``name`` unless every concrete entry of ``value`` is a bool or 0/1
+    (a string ``"False"``, None or NaN would otherwise run as True, or fail in JAX naming nothing)."""
+    given = concrete_value(value)
+    if given is not None and (given.dtype.kind not in "biu" or not np.all((given == 0) | (given == 1))):
+        raise FieldError(name, f"must be True or False, got {value!r}.")
+
+
 def _holds_bool(value: object) -> bool:
     """Whether a list or tuple holds a ``bool`` anywhere (NumPy turns ``[1, True]`` into integers)."""
     if isinstance(value, (list, tuple)):
@@ -268,5 +276,12 @@ def _allowed(low: float | None, high: float | None, high_inclusive: bool) -> str
 
 def _show(arr: np.ndarray) -> str:
     if arr.ndim == 0:
-        return repr(arr.item())
-    return f"an array with min {arr.min().item()!r} and max {arr.max().item()!r}"  # Python numbers, not NumPy reprs
+        return _number(arr)
+    return f"an array with min {_number(arr.min())} and max {_number(arr.max())}"
+
+
+def _number(x: np.ndarray | np.generic) -> str:
+    """A Python number's repr, not NumPy's; a float32 with its own shortest digits (-0.1, not -0.10000000149011612)."""
+    if np.asarray(x).dtype == np.float32:
+        return repr(float(str(np.float32(x))))
+    return repr(np.asarray(x).item())

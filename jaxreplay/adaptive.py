@@ -124,10 +124,8 @@ be. A traced ``ε`` that is NaN, infinite or negative, ``ρ`` NaN or outside
 without a trace. Instead it sets the sticky flag ``invalid_parameters`` and
 its checks are treated like non-finite ones.
 
-The random-walk control (``random_walk=True``). The decision is a fair coin
-instead of the comparison, with the same boundaries, interval and
-bookkeeping: what aER's memory trajectory would look like if the TD errors
-carried no information.
+The random-walk control (``random_walk=True``). A fair coin instead of the comparison, same boundaries,
+interval and bookkeeping: aER's trajectory if the TD errors carried no information.
 
 Accumulated evidence (:func:`evidence_controller`). Each valid check votes
 (its comparison, or the coin; the first, against ``|δ_old| = 0``, grows); ``N``
@@ -591,6 +589,8 @@ def _check_config(config: Config) -> Config:
     if config.relative_tolerance is not None:
         _validation.check_float("relative_tolerance", config.relative_tolerance, low=0.0, high=1.0)
     _validation.check_choice("shrink_reading", config.shrink_reading, SHRINK_READINGS)
+    for name in ("paired", "equal_counts", "random_walk"):  # a string "False" or NaN would run as True
+        _validation.check_bool(name, getattr(config, name))
     evidence_lib.check(config.evidence_threshold, config.evidence_allowance)
     return config._replace(max_num_old=max_num_old, subsample_size=subsample_size)
 

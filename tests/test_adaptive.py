@@ -696,6 +696,9 @@ def test_bad_state_is_named():
     ({"interval": 0}, "interval"), ({"num_old": 5}, "num_old"), ({"subsample_size": 0}, "subsample_size"),
     ({"tolerance": -1.0}, "tolerance"), ({"relative_tolerance": 2.0}, "relative_tolerance"),
     ({"shrink_reading": "old"}, "shrink_reading"), ({"max_num_old": 4.0}, "max_num_old"),
+    # Found by a probe: a string "False" or NaN ran as True (the random walk instead of aER), None a JAX error.
+    ({"random_walk": "False"}, "random_walk"), ({"paired": float("nan")}, "paired"),
+    ({"equal_counts": None}, "equal_counts"), ({"random_walk": 2}, "random_walk"),
 ])
 def test_controller_refuses_bad_settings_when_built(settings, name):
     # Named when the record is built, before any memory or TD error exists.

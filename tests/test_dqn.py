@@ -287,7 +287,8 @@ ADAPTIVE_HPARAMS = PROBE_HPARAMS._replace(
 )
 
 
-def expected_adaptive(initial: int, interval: int, td_falls: bool, total: int = 2_000, segment: int = 500):
+def expected_adaptive(initial: int, interval: int, td_falls: bool, total: int = 2_000, segment: int = 500,
+                      learning_starts: int = PROBE_HPARAMS.learning_starts):
     """Algorithm 2 (tolerance 0, "new" shrink reading) in plain Python, for the
     one-step probe. Its observation is 0, so the network's hidden layer is dead
     and Q(0, a) is the output bias: with step size 0 every TD error stays 1, so
@@ -305,7 +306,7 @@ def expected_adaptive(initial: int, interval: int, td_falls: bool, total: int = 
     for t in range(1, total + 1):
         size = min(size + 1, capacity)
         capacity_sum += capacity
-        if t % interval == 0 and size == capacity:
+        if t % interval == 0 and size == capacity and t > learning_starts:  # (no check before learning)
             checks += 1
             if td_falls and not reference_is_zero and capacity - interval >= interval:
                 shrinks += 1
@@ -342,9 +343,10 @@ def test_adaptive_memory_grows_at_every_check_with_frozen_parameters(adaptive_ru
     (records, summary), _ = adaptive_runs
     assert_matches_model(records, summary, 0, 40, 20, td_falls=False)
     assert_matches_model(records, summary, 1, 50, 20, td_falls=False)
-    assert records["capacity"][0].tolist() == [520, 1020, 1520, 2020]
+    # Checks begin after learning_starts (50): at t = 60, 80, ... (t = 40 was a check, and an enlargement, before).
+    assert records["capacity"][0].tolist() == [500, 1000, 1500, 2000]
     assert records["capacity"][1].tolist() == [510, 1010, 1510, 2010]
-    assert summary["adaptive_checks"][:2].tolist() == [99, 98]
+    assert summary["adaptive_checks"][:2].tolist() == [98, 98]
 
 
 def test_adaptive_memory_shrinks_to_its_floor_while_td_errors_fall(adaptive_runs):
@@ -385,7 +387,7 @@ def test_traced_invalid_adaptive_tolerances_are_flagged_in_the_summary(adaptive_
     # every check counted invalid; the valid run is unchanged.
     assert records["capacity"][:2].tolist() == [[40] * 4, [50] * 4]
     np.testing.assert_array_equal(summary["adaptive_invalid"][:2], summary["adaptive_checks"][:2])
-    assert summary["adaptive_checks"][:2].tolist() == [99, 98]
+    assert summary["adaptive_checks"][:2].tolist() == [98, 98]
     assert summary["adaptive_grows"][:2].tolist() == summary["adaptive_shrinks"][:2].tolist() == [0, 0]
     assert_matches_model(records, summary, 2, 100, 20, td_falls=True)
 
@@ -430,7 +432,7 @@ def test_every_check_is_counted_once_and_sizes_move_by_k(option_runs):
     records, summary, rows = option_runs
     aer = slice(rows["random"].start, None)
     checks = summary["adaptive_checks"][aer]
-    assert np.all(checks == 4_000 // 20 - 100 // 20 + 1)  # every 20 steps once the memory is full (step 100)
+    assert np.all(checks == (4_000 - 200) // 20)  # every 20 steps once learning has begun (learning_starts 200)
     np.testing.assert_array_equal(summary["adaptive_grows"][aer] + summary["adaptive_shrinks"][aer]
                                   + summary["adaptive_invalid"][aer], checks)
     assert np.all((summary["final_capacity"][aer] - 100) % 20 == 0)

@@ -119,13 +119,13 @@ def test_rerun_resumes_with_the_same_results(tiny_study):
 
 
 def test_dqn_cli_prints_aer_diagnostics_per_seed(capsys):
-    assert cli.main(["dqn", "--env", "CartPole-v1", "--memory-size", "100", "--adaptive", "--steps", "400",
+    assert cli.main(["dqn", "--env", "CartPole-v1", "--memory-size", "100", "--adaptive", "--steps", "1200",
                      "--seeds", "2", "--json", "--quiet"]) == 0
     report = json.loads(capsys.readouterr().out)
     a = report["adaptive"]
     assert len(a["checks"]) == len(a["grows"]) == len(a["shrinks"]) == len(a["final_memory_size"]) == 2
-    # Memory full at step 100, a check every 20 steps from then on.
-    assert a["checks"] == [(400 - 100) // 20 + 1] * 2
+    # A check every 20 steps once learning has begun (learning_starts 1000; the memory is full from step 100).
+    assert a["checks"] == [(1200 - 1000) // 20] * 2
     assert [g + s for g, s in zip(a["grows"], a["shrinks"])] == a["checks"]
     assert all((n - 100) % 20 == 0 for n in a["final_memory_size"])
     assert 0 <= a["grow_fraction"] <= 1

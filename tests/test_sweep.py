@@ -840,6 +840,16 @@ def test_processes_plan_one_chunking_and_share_a_refusal(tmp_path, aer_reference
     ('experiment = "linesearch"\n[fixed]\nmemory_size = 3000000000\n',
      r"fixed\.memory_size = 3000000000 does not fit an int32"),
     ('experiment = "linesearch"\n[fixed]\nstep_size = 1e300\n', r"fixed\.step_size = 1e\+300 does not fit a float32"),
+    # Found by a probe: accepted, then a JAX reshape error (or a message naming no key).
+    ('experiment = "linesearch"\n[setup]\ninitial_weights = [[0.0, 1.0], [2.0, 3.0]]\n',
+     r"^setup: initial_weights must be two numbers \(θ1, θ2\), got \(\[0\.0, 1\.0\], \[2\.0, 3\.0\]\)\.$"),
+    ('experiment = "linesearch"\n[setup]\ninitial_weights = [0, "x"]\n', r"^setup: initial_weights must be two numbers"),
+    ('experiment = "dqn"\n[setup]\nenv_params = [1, 2]\n',
+     r"^setup: env_params must be a table of the environment's parameters \(\{name = value\}\), got \(1, 2\)\.$"),
+    ('experiment = "linesearch"\n[record]\nreduce = ["q0.5", "q0.50"]\n', r"record\.reduce names a reduction twice"),
+    # A float32 value as its own digits (it printed -0.10000000149011612).
+    ('experiment = "dqn"\n[fixed]\nepsilon_end = -0.1\n',
+     r"^fixed\.epsilon_end = -0\.1: epsilon_end must be >= 0\.0 \(allowed range \[0\.0, 1\.0\]\), got -0\.1\.$"),
 ])
 def test_bad_config_files_name_the_key(tmp_path, text, message):
     path = _write(tmp_path, text)
@@ -1212,6 +1222,44 @@ def test_runs_computed_by_another_program_are_never_mixed_into_a_resumed_sweep(t
     monkeypatch.undo()
     execute_lib.clear_program_cache()
     assert sw.run(sweep, old, chunk_size=2, progress=False).stats.runs_computed == 0
+
+
+def test_a_huge_sweep_is_refused_before_anything_of_its_size_is_made(monkeypatch, tmp_path):
+    """The declaration checked every configuration in one array (a 5e8-configuration grid asked NumPy for
+    3.7 GiB, a traceback naming no key), and 2^31 seeds allocated a flag a run before the host-memory check
+    (found by a probe). Configurations are checked a block at a time (a bad one found in a later block is
+    named as before), and a sweep whose bookkeeping alone exceeds the host's memory is refused in one line."""
+    from jaxreplay.engine import declaration
+
+    monkeypatch.setattr(declaration, "_CHECK_BLOCK", 4)
+    config = {"experiment": "linesearch", "setup": {"max_capacity": 100}, "grid": {"memory_size": list(range(1, 11)) + [500]}}
+    with pytest.raises(ValueError, match=r"^grid\.memory_size = 500: memory_size must be <= 100"):
+        sw.Sweep.from_dict(config)
+    huge = sw.Sweep.from_dict({"experiment": "linesearch", "seeds": 2147483647, "grid": {"memory_size": [10, 20, 30]}})
+    with pytest.raises(MemoryError, match=r"^the sweep has 6442450941 runs \(3 configurations × 2147483647 seeds\): "
+                                          r"keeping track of them alone needs about 54\.0 GiB of host memory"):
+        sw.run(huge, tmp_path / "huge", memory_budget=1 << 30, progress=False)
+    assert not (tmp_path / "huge").exists()
+
+
+def test_a_sweep_runs_in_float32_under_a_global_x64_mode(tmp_path):
+    """Under JAX_ENABLE_X64=1 a sweep died tracing (a scan's float32 carry against float64 outputs): it now runs
+    in a float32 scope, with the same bits as without x64."""
+    config = _write(tmp_path, TINY_TOML)
+    script = textwrap.dedent(f"""
+        import numpy as np
+        from jaxreplay.engine import sweep as sw
+        r = sw.run(sw.Sweep.from_toml({str(config)!r}), None, progress=False)
+        print(r.dataset.final_metric.dtype, np.asarray(r.dataset.final_metric).tobytes().hex())
+        """)
+    outputs = []
+    for x64 in ("1", "0"):
+        env = dict(os.environ, JAX_PLATFORMS="cpu", JAX_ENABLE_X64=x64)
+        proc = subprocess.run([sys.executable, "-c", script], env=env, cwd=REPO, capture_output=True, text=True,
+                              timeout=240)
+        assert proc.returncode == 0, proc.stderr
+        outputs.append(proc.stdout.split())
+    assert outputs[0] == outputs[1] and outputs[0][0] == "float32"
 
 
 def test_a_truncated_results_file_is_named_and_a_rerun_writes_it_again(tmp_path):

@@ -35,6 +35,7 @@ from jaxreplay.engine.records import Record
 
 __all__ = ["Sweep", "run_options"]
 
+_CHECK_BLOCK = 1 << 20  # configurations checked at once when a Sweep is made (about 100 MB of arrays)
 _TOP_LEVEL_KEYS = ("experiment", "seeds", "seed", "setup", "fixed", "grid", "points", "record", "run")
 _RUN_OPTIONS = ("chunk_size", "memory_fraction", "memory_budget", "group_by_setup")
 _INT32_MAX = 2**31 - 1
@@ -77,22 +78,25 @@ class Sweep:
         # dataclasses.replace keep working, and no Sweep is ever seen in a non-canonical form.
         for name, value in _normalised(self).items():
             object.__setattr__(self, name, value)
-        # The experiment's own range checks, on every configuration at once, before compiling
-        # (one run per configuration: the seeds share their hyperparameters, and R-long
-        # arrays could themselves exhaust the host's memory for a huge seed count).
+        # The experiment's own range checks, on every configuration, before compiling (one run per
+        # configuration: the seeds share their hyperparameters), a block of configurations at a time:
+        # arrays of a whole huge grid could themselves exhaust the host's memory.
         exp, setup_obj = self.exp, self.make_setup()
-        first_runs = np.arange(self.num_configs, dtype=np.int64) * self.seeds
-        try:
-            exp.check(self.hyperparameters(first_runs), setup_obj)
-        except ValueError as error:
-            raise ValueError(self._locate(error, setup_obj)) from None
+        for start in range(0, self.num_configs, _CHECK_BLOCK):
+            configs = range(start, min(start + _CHECK_BLOCK, self.num_configs))
+            try:
+                exp.check(
+                    self.hyperparameters(np.arange(configs.start, configs.stop, dtype=np.int64) * self.seeds), setup_obj
+                )
+            except ValueError as error:
+                raise ValueError(self._locate(error, setup_obj, configs)) from None
 
-    def _locate(self, error: ValueError, setup_obj) -> str:
-        """``error`` (from the experiment's check of every configuration) said of the one configuration it
-        is about, prefixed with where its value came from: ``grid.k = v``, ``points[i].k = v``,
-        ``fixed.k = v`` or the default."""
+    def _locate(self, error: ValueError, setup_obj, configs: range) -> str:
+        """``error`` (from the experiment's check of the configurations ``configs``) said of the one
+        configuration it is about, prefixed with where its value came from: ``grid.k = v``,
+        ``points[i].k = v``, ``fixed.k = v`` or the default."""
         exp = self.exp
-        for config in range(self.num_configs):
+        for config in configs:
             one_config = type(hp := self.hyperparameters(np.array([config * self.seeds])))(*(x[0] for x in hp))
             try:
                 exp.check(one_config, setup_obj)
@@ -103,7 +107,9 @@ class Sweep:
                 field = one.field if isinstance(one, FieldError) else message.split(" ", 1)[0]
                 if field not in exp.hyperparameter_names:
                     return message
-                value = getattr(one_config, field).item()
+                given = getattr(one_config, field)
+                # (a float32 as its shortest digits: -0.1, not the float64 -0.10000000149011612)
+                value = float(str(given)) if given.dtype.kind == "f" else given.item()
                 if self.points is not None and field in self.points[config]:
                     where = f"points[{config}].{field} = {value!r}"
                 elif field in self.grid:

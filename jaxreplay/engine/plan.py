@@ -538,6 +538,20 @@ def _chunks_by_group(
     return tuple(groups), tuple(chunks), tuple(chunk_groups)
 
 
+def check_run_count(sweep: Sweep, available: int) -> None:
+    """Refuse (:class:`ResourceError`) a sweep whose bookkeeping alone (9 bytes a run: which runs are done,
+    which to compute) does not fit the host's ``available`` memory, before anything of its size is allocated."""
+    need = 9 * sweep.num_runs
+    if need > available:
+        raise ResourceError(
+            f"the sweep has {sweep.num_runs} runs ({sweep.num_configs} configurations × {sweep.seeds} seeds): "
+            f"keeping track of them alone needs about {mib(need)} of host memory, but only {mib(available)} is "
+            "available.",
+            "Use fewer seeds or a smaller grid, or split the sweep.",
+            lower=("seeds",),
+        )
+
+
 def _check_host_memory(runs: int, result_bytes: int, chunk: int, chunk_device_bytes: int, available: int) -> int:
     """Refuse (:class:`ResourceError` with the numbers) a sweep whose results cannot fit the host's memory.
 

@@ -80,7 +80,8 @@ class Record:
                     f'record.reduce: unknown reduction {name!r}; known: "mean" and "q<p>" with '
                     '0 <= p <= 1 (e.g. "q0.1", "q0.5").'
                 )
-        if len(set(reduce)) != len(reduce):
+        same = [("mean" if name == "mean" else quantile_of(name)) for name in reduce]  # ("q0.5" is "q0.50")
+        if len(set(same)) != len(same):
             raise ValueError(f"record.reduce names a reduction twice: {list(reduce)}.")
         for name, value in (
             ("keep", None if keep is None else tuple(keep)),

@@ -211,28 +211,45 @@ def _reasons(keys: Sequence[str], why: str) -> dict[str, str]:
 def best(data, axes: Sequence[str] | None = None, minimize: bool = True, dim: str = SEED_DIM) -> dict:
     """The best settings of the seed-mean of ``data``.
 
+    A setting some of whose seeds have no finite value (a diverged run) is
+    never the best while another has all of its seeds: its seed mean would be
+    a mean of the survivors (one lucky seed of eight beat a setting whose
+    eight seeds all did well). Where every setting has a non-finite seed, they
+    compete on their survivors; ``overall["seeds"]`` says how many seeds are
+    behind its value.
+
     Args:
         data: an ``xarray.DataArray`` with the grid axes (and ``dim``).
         axes: the axes to report (default: every dimension but ``dim``).
         minimize: whether lower is better.
 
     Returns:
-        ``{"overall": {axis: value, ..., "value": v}, "per_axis": {axis:
-        DataArray}}``: the single best configuration, and for each axis the
-        best value of that axis at every setting of the others
-        (``idxmin``/``idxmax`` of the seed mean).
+        ``{"overall": {axis: value, ..., "value": v, "seeds": n}, "per_axis":
+        {axis: DataArray}}``: the single best configuration, and for each axis
+        the best value of that axis at every setting of the others
+        (``idxmin``/``idxmax`` of the seed mean, by the same rule).
     """
-    mean = data.where(np.isfinite(data)).mean(dim) if dim in data.dims else data
+    finite = np.isfinite(data)
+    mean = data.where(finite).mean(dim) if dim in data.dims else data
+    count = finite.sum(dim) if dim in data.dims else finite.astype(int)
+    whole = count == (data.sizes[dim] if dim in data.dims else 1)
     axes = list(axes) if axes is not None else [d for d in mean.dims]
     unknown = [a for a in axes if a not in mean.dims]
     if unknown:
         raise ValueError(f"axes: {unknown[0]!r} is not a dimension of the data; dimensions: {list(mean.dims)}.")
-    filled = mean.fillna(np.inf if minimize else -np.inf)
+    worst = np.inf if minimize else -np.inf
+
+    def ranked(over):  # a setting with a non-finite seed only where nothing in ``over`` has all its seeds
+        eligible = whole | ~(whole.any(over) if over else whole)
+        return mean.where(eligible).fillna(worst)
+
+    filled = ranked(list(mean.dims))
     flat = int(np.argmin(filled.values) if minimize else np.argmax(filled.values))
     position = np.unravel_index(flat, filled.shape)
     overall = {d: mean[d].values[i].item() for d, i in zip(mean.dims, position)}
     overall["value"] = float(mean.values[position])
-    per_axis = {a: (filled.idxmin(a) if minimize else filled.idxmax(a)) for a in axes}
+    overall["seeds"] = int(np.asarray(count.values)[position])
+    per_axis = {a: (ranked([a]).idxmin(a) if minimize else ranked([a]).idxmax(a)) for a in axes}
     return {"overall": overall, "per_axis": per_axis}
 
 

@@ -210,6 +210,14 @@ def run(
         memory_budget=memory_budget,
         group_by_setup=group_by_setup,
     )
+    # Every experiment computes in float32: under a global x64 mode (JAX_ENABLE_X64) its programs would
+    # not even trace (a scan's float32 carry against float64 outputs), so the sweep runs in a float32 scope.
+    with jax.enable_x64(False):
+        return _run(sweep, out_dir, chunk_size, memory_budget, memory_fraction, progress, devices, group_by_setup)
+
+
+def _run(sweep, out_dir, chunk_size, memory_budget, memory_fraction, progress, devices, group_by_setup) -> SweepResult:
+    """:func:`run`, its options checked."""
     devices = list(devices or jax.local_devices())
     process, processes = jax.process_index(), jax.process_count()
     out = pathlib.Path(out_dir) if out_dir is not None else None
@@ -230,6 +238,7 @@ def run(
             store = store_lib.ChunkStore(out, sweep, repair=writable and process == 0)
         disk_at = out if out is not None and writable and process == 0 else None
         resources = resources_lib.measure(devices, memory_budget, memory_fraction, disk_at)
+        plan_lib.check_run_count(sweep, resources.host_memory)  # before a scan allocates one entry a run
         if processes > 1:
             resources = resources._replace(memory_budget=_smallest(resources.memory_budget))
         measured: list[tuple[int, float]] = []  # (compilations, seconds) spent measuring chunk programs

@@ -121,8 +121,14 @@ class Setup:
         for name in ("initial_position", "reward_slope", "reward_intercept"):
             _validation.check_float(name, getattr(self, name))
         _validation.check_float("speed", self.speed, low=0.0)
-        if len(self.initial_weights) != 2:
-            raise ValueError(f"initial_weights must be (θ1, θ2), got {self.initial_weights!r}.")
+        try:  # (two real numbers: a nested list, a table or a string is none)
+            weights = np.asarray(self.initial_weights, np.float64)
+        except (TypeError, ValueError):
+            weights = None
+        if weights is None or weights.shape != (2,) or _validation._holds_bool(self.initial_weights):
+            raise _validation.FieldError(
+                "initial_weights", f"must be two numbers (θ1, θ2), got {self.initial_weights!r}."
+            )
         _validation.check_float("initial_weights", np.asarray(self.initial_weights, np.float64))
         # float32 constants of the compiled program: refused where they would run as inf or 0
         for name in ("initial_position", "speed", "reward_slope", "reward_intercept"):

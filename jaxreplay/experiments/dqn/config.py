@@ -155,6 +155,12 @@ class Setup:
     def __post_init__(self):
         if isinstance(self.env_params, dict):
             object.__setattr__(self, "env_params", tuple(sorted(self.env_params.items())))
+        pairs = self.env_params if isinstance(self.env_params, (tuple, list)) else None
+        if pairs is None or not all(isinstance(p, (tuple, list)) and len(p) == 2 for p in pairs):
+            raise ValueError(
+                "env_params must be a table of the environment's parameters ({name = value}), "
+                f"got {self.env_params!r}."
+            )
         object.__setattr__(self, "env_params", tuple(tuple(pair) for pair in self.env_params))
         object.__setattr__(self, "hidden_sizes", tuple(self.hidden_sizes))
         for name in (

@@ -24,7 +24,9 @@ each cycle. The controller itself fires only when ``t`` is a multiple of the tra
 errors (``subsample_size`` forward passes, twice when shrinking) whether or
 not it fires, so consulting every ``20`` steps instead of every step cuts aER's
 overhead 20-fold. Gradient steps before ``learning_starts`` are computed and
-discarded (masked), which keeps ``learning_starts`` traced. The gradient step
+discarded (masked), which keeps ``learning_starts`` traced; aER's checks (and
+its controls') take effect only after it (``t > learning_starts``): with no
+learning a check compares the same TD errors twice, and that tie enlarges. The gradient step
 and the aER consultation sit behind an always-true ``lax.cond`` on the
 (unbatched) scan index, a boundary XLA does not fuse across: without it XLA
 fused the minibatch gather with the preceding buffer write and copied whole
@@ -416,8 +418,10 @@ def _consult_adaptive(ctx: _Context, carry: _Carry) -> _Carry:
     controller, capacity = ctx.controller.update(
         adaptive_key, s.controller, replay.buffer(s.memory), td_error_fn, s.step
     )
-    # A fixed-rule run keeps its size and its (untouched) controller.
-    active = hp.adaptive_rule != RULE_FIXED
+    # A fixed-rule run keeps its size and its (untouched) controller; so does every rule until learning has
+    # begun: with the network frozen, a check compares the same TD errors twice, an exact tie, which enlarges
+    # (CartPole from 100 grew by k at every check, to 1020 by learning_starts = 1000, before learning a thing).
+    active = (hp.adaptive_rule != RULE_FIXED) & (s.step > hp.learning_starts)
     controller = _select(active, controller, s.controller)
     capacity = jnp.where(active, capacity, replay.buffer(s.memory).capacity)
     fired = controller.diagnostics.num_checks > s.controller.diagnostics.num_checks
