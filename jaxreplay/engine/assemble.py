@@ -79,6 +79,12 @@ class Assembler:
         return self.arrays
 
 
+def _as_stored(values: np.ndarray) -> np.ndarray:
+    """A coordinate as results.nc stores it (NetCDF-3 has no int64: int32, which every integer hyperparameter
+    fits), so that the dataset a sweep returns and the one :func:`~jaxreplay.engine.sweep.load` reads agree."""
+    return values.astype(np.int32) if values.dtype.kind in "iu" and values.dtype.itemsize > 4 else values
+
+
 def write_netcdf(dataset, f) -> None:
     """Write ``dataset`` to the binary file ``f`` as xarray's ``to_netcdf(engine="scipy")`` does (NetCDF-3,
     the same bytes), but streaming each variable from its array in slices.
@@ -162,10 +168,10 @@ def to_dataset(sweep: Sweep, arrays: Mapping[str, np.ndarray]):
     if sweep.points is not None:
         lead_dims, lead_shape = (CONFIG_DIM,), (sweep.num_configs,)
         coords = {CONFIG_DIM: np.arange(sweep.num_configs, dtype=np.int32)}
-        coords.update({k: (CONFIG_DIM, v) for k, v in sweep.configurations().items()})
+        coords.update({k: (CONFIG_DIM, _as_stored(v)) for k, v in sweep.configurations().items()})
     else:
         lead_dims, lead_shape = tuple(sweep.grid), tuple(len(v) for v in sweep.grid.values())
-        coords = {k: np.array(v) for k, v in sweep.grid.items()}
+        coords = {k: _as_stored(np.array(v)) for k, v in sweep.grid.items()}
     coords[SEED_DIM] = np.arange(sweep.seeds, dtype=np.int32)
     coords.update(exp.coords(setup))
     spec, record_dims = sweep.record, exp.record_dims(setup)
