@@ -224,7 +224,7 @@ def _run(sweep, out_dir, chunk_size, memory_budget, memory_fraction, progress, d
 
     # One writer per folder: the lock is held from before the folder is read (if it exists) or
     # prepared (if not) to the end, and released however the call ends.
-    lock: store_lib.FolderLock | None = None
+    locks: list[store_lib.FolderLock] = []  # (taken while planning, released however the call ends)
     try:
         # Plan: the store is only read (scan) before the plan has accepted the sweep. Every process
         # plans the same chunks: from one budget (the smallest: each measures its own memory) and from
@@ -246,34 +246,7 @@ def _run(sweep, out_dir, chunk_size, memory_budget, memory_fraction, progress, d
             sweep, resources, store, out, writable, chunk_size, process, processes, group_by_setup, devices, measured
         )
 
-        def first() -> plan_lib.Plan | None:
-            """Process 0 reads the folder, plans, and prepares it (every refusal before it is touched)."""
-            nonlocal lock
-            if store is None or process != 0:
-                return None
-            if (
-                writable and out is not None and out.is_dir()
-            ):  # before reading: a live writer's chunks would change the scan
-                lock = store.lock()
-            scan = store.scan()
-            plan = planner.plan(scan)
-            if writable:
-                if lock is None:  # a new folder, created now: scanned and planned again under the lock,
-                    lock = store.lock()  # as another writer may have written into it since
-                    scan = store.scan()
-                    plan = planner.plan(scan)
-                store.prepare(scan)
-            return plan
-
-        def then() -> plan_lib.Plan | None:
-            """The other processes plan from the folder process 0 prepared (in memory: every process plans)."""
-            if store is None:
-                return planner.plan(None)
-            return planner.plan(store.scan()) if process != 0 else None
-
-        planned = _agree("jaxreplay-sweep-start", first)
-        plan = _agree("jaxreplay-sweep-planned", then) or planned
-        assert plan is not None
+        plan = _plan_everywhere(planner, locks)
         # Execute: finished chunks go to the store, or (in memory) straight into the assembled arrays.
         programs = [execute_lib.programs_for(sweep, devices, group.setup) for group in plan.groups]
         assembler = assemble_lib.Assembler(sweep)
@@ -303,7 +276,7 @@ def _run(sweep, out_dir, chunk_size, memory_budget, memory_fraction, progress, d
             print(stats.describe(), file=sys.stderr)
         return SweepResult(dataset, stats)
     finally:
-        if lock is not None:
+        for lock in locks:
             lock.release()
 
 
@@ -426,6 +399,38 @@ def _stats(plan: plan_lib.Plan, execution: execute_lib.Execution, dataset, devic
         memory_budget=plan.memory_budget,
         result_bytes_per_run=plan.result_bytes_per_run,
     )
+
+
+def _plan_everywhere(planner: _Planner, locks: list) -> plan_lib.Plan:
+    """The plan, the same on every process: process 0 reads the folder, plans and prepares it (every refusal
+    before it is touched; its lock goes into ``locks``), then the others plan from the folder it prepared (in
+    memory: every process plans), each step agreed (:func:`_agree`) so that a refusal reaches every process."""
+    store, out, process, writable = planner.store, planner.out, planner.process, planner.writable
+
+    def first() -> plan_lib.Plan | None:
+        if store is None or process != 0:
+            return None
+        if writable and out is not None and out.is_dir():  # before reading: a live writer's chunks would change it
+            locks.append(store.lock())
+        scan = store.scan()
+        plan = planner.plan(scan)
+        if writable:
+            if not locks:  # a new folder, created now: scanned and planned again under the lock,
+                locks.append(store.lock())  # as another writer may have written into it since
+                scan = store.scan()
+                plan = planner.plan(scan)
+            store.prepare(scan)
+        return plan
+
+    def then() -> plan_lib.Plan | None:
+        if store is None:
+            return planner.plan(None)
+        return planner.plan(store.scan()) if process != 0 else None
+
+    planned = _agree("jaxreplay-sweep-start", first)
+    plan = _agree("jaxreplay-sweep-planned", then) or planned
+    assert plan is not None
+    return plan
 
 
 def _smallest(budget: int) -> int:
