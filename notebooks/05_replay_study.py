@@ -131,9 +131,9 @@ for env, r in RESULTS.items():
 # Fedus et al.'s finding would be a flat n = 1 curve and a rising n = 3 curve. Bands are the cells'
 # 95% intervals where the seeds allow one (6 or more seeds).
 #
-# In the committed quick study both curves rise, the n = 3 curve more: the capacity contrast is +53
-# [38.4, 67.5] at n = 1 and +114 [72.3, 162] at n = 3, and the difference (the interaction) +61.2
-# [15.5, 110]. Unlike Fedus et al.'s DQN, a larger memory helps even at n = 1 here (a short run on an
+# In the committed quick study both curves rise, the n = 3 curve more: the capacity contrast is +53.4
+# [38.8, 68] at n = 1 and +115 [74.4, 162] at n = 3, and the difference (the interaction) +61.7
+# [17.2, 110]. Unlike Fedus et al.'s DQN, a larger memory helps even at n = 1 here (a short run on an
 # easy game: a hypothesis, not a finding about DQN).
 
 # %%
@@ -214,9 +214,11 @@ for env, r in RESULTS.items():
 # the largest capacity. A rule added to the table after a study was run shows as *not run*: rerun
 # the study (it resumes, computing only what is new) to fill it in.
 #
-# In the committed study aER from 31 grows (grow share 0.56) to a mean size of 434 and beats its random
-# walk, not a fixed memory at that size; aER with accumulated evidence treats a share of 0.56 as noise
-# (its dead band reaches (1 + δ)/2 = 0.625), stays near 79 and scores below aER.
+# In the committed study aER from 31 stays small (grow share 0.54, mean size 189) and does no better than
+# its random walk or a fixed memory at that size; the relative-ε variant grows (share 0.96); aER with
+# accumulated evidence stays near its start (mean 58) and scores least. (A first run had aER from 31
+# grow to 434 and beat its walk: checks before `learning_starts`, with the network frozen, were ties that
+# enlarged. They no longer count.)
 
 # %%
 for env, r in RESULTS.items():
@@ -337,7 +339,7 @@ if not PAPER_SCALE:  # the committed CartPole quick study: 6 seeds of 4,000 step
     ratio1 = g[:, :, cart["ratios"].index(1.0)]
     assert np.all(np.diff(ratio1, axis=1) > 0)
     effect = {c["n_step"]: c for c in cart["capacity_effect"]}
-    assert 50 < effect[1]["estimate"] < 55 and 110 < effect[3]["estimate"] < 115
+    assert 53 < effect[1]["estimate"] < 54 and 115 < effect[3]["estimate"] < 116
     assert effect[1]["low"] > 0 and effect[3]["low"] > 0 and cart["interaction"]["low"] > 0
     assert 61 < cart["interaction"]["estimate"] < 62
     answers = [a["answer"] for a in cart["verdict"]["capacity_helps"]] + [cart["verdict"]["interaction"]["answer"]]
@@ -345,19 +347,23 @@ if not PAPER_SCALE:  # the committed CartPole quick study: 6 seeds of 4,000 step
     # ... and at equal age the higher ratio scores more than a 4× older memory at equal ratio does.
     for by_ratio, by_age in zip(cart["ratio_at_equal_age"], cart["age_at_equal_ratio"]):
         assert by_ratio["estimate"] > by_age["estimate"] > 0 and by_age["low"] > 0
-    # The evidence rule from the smallest start stays near it; aER grows.
+    # From the smallest start: the evidence rule stays near it, aER stays small and is no better than its
+    # random walk (its interval includes 0), the relative-ε variant grows.
     by = {(x["rule"], x["initial_size"]): x for x in cart["adaptive"]["rules"]}
-    assert by[("aER with accumulated evidence", 31)]["mean_size"] < 100 < 400 < by[("aER", 31)]["mean_size"]
+    assert by[("aER with accumulated evidence", 31)]["mean_size"] < 100 < by[("aER", 31)]["mean_size"] < 400
+    walk = by[("aER", 31)]["vs_random_walk"]
+    assert walk["low"] < 0 < walk["high"] and by[("aER, relative ε = 5%", 31)]["mean_size"] > 1000
 
-    # The committed Acrobot quick study (6 seeds of 20,000 steps): Fedus et al.'s pattern, capacity pays
+    # The committed Acrobot quick study (6 seeds of 20,000 steps): Fedus et al.'s direction, capacity pays
     # off only with n-step returns.
     acro = RESULTS["Acrobot-v1"]
     assert acro["quick"] and acro["seeds"] == 6 and acro["total_steps"] == 20_000
     effect = {c["n_step"]: c for c in acro["capacity_effect"]}
-    assert effect[1]["low"] < 0 < effect[1]["high"] and 18 < effect[1]["estimate"] < 19  # no effect at n = 1
-    assert effect[3]["low"] > 50 and 93 < effect[3]["estimate"] < 94 and acro["interaction"]["low"] > 20
+    assert effect[1]["low"] < 0 < effect[1]["high"] and 31 < effect[1]["estimate"] < 32  # no effect at n = 1
+    assert effect[3]["low"] > 20 and 83 < effect[3]["estimate"] < 84  # an effect at n = 3 ...
+    assert acro["interaction"]["low"] < 0 < acro["interaction"]["high"]  # ... but 6 seeds do not show it larger
     answers = [a["answer"] for a in acro["verdict"]["capacity_helps"]] + [acro["verdict"]["interaction"]["answer"]]
-    assert answers == ["no", "yes", "yes"]
+    assert answers == ["no", "yes", "no"]
 
 # The tiny study wrote what the command promises, and its study.json is recomputed from its runs.csv.
 assert {"report.md", "study.json", "runs.csv", "curves.csv"} <= {p.name for p in tiny_dir.iterdir()}
