@@ -150,7 +150,8 @@ def accumulate(
     ends = terminal | (jnp.asarray(truncated) != 0)
     valid = jnp.asarray(valid, bool)
     gamma = jnp.asarray(discount, jnp.float32)
-    gamma = jnp.where((gamma >= 0) & (gamma <= 1), gamma, jnp.nan)  # a traced bad γ is loud (module docstring)
+    good_gamma = (gamma >= 0) & (gamma <= 1)
+    gamma = jnp.where(good_gamma, gamma, jnp.nan)  # a traced bad γ is loud (module docstring)
     rewards = jnp.asarray(rewards, jnp.float32)
 
     included = valid[..., 0]
@@ -165,6 +166,9 @@ def accumulate(
         power = power * gamma
         bootstrap = jnp.where(included, jnp.where(terminal[..., j], 0.0, power), bootstrap)
         steps = steps + included.astype(jnp.int32)
+    # Every piece NaN, a start that ends at a termination included (its γ powers never reach the sum).
+    total = jnp.where(good_gamma, total, jnp.nan)
+    bootstrap = jnp.where(good_gamma, bootstrap, jnp.nan)
     return NStep(reward=total, discount=bootstrap.astype(jnp.float32), steps=steps, n_clipped=n_clipped)
 
 

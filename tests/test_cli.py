@@ -113,7 +113,7 @@ def test_linesearch_adaptive_num_old_is_checked_not_replaced(capsys, value):
     (["--env", "MountainCarContinuous-v0", "--steps", "100"], "continuous actions (Box of shape (1,))"),
     (["--env", "LineSearch", "--steps", "500"], "--env LineSearch: its episode never terminates and lasts horizon = "
                                                 "1000 steps, so no episode ends in the last segment (steps 451-500)"),
-    (["--env", "NoSuchGame-v0"], "env_id 'NoSuchGame-v0' is not a known environment"),
+    (["--env", "NoSuchGame-v0"], "--env NoSuchGame-v0: not a known environment; choose one of: LineSearch"),
 ])
 def test_dqn_refuses_games_it_cannot_play_before_compiling(capsys, args, message):
     # Importing gymnax builds one array (its FrozenLake map): import it first, so that only what the command itself

@@ -482,6 +482,12 @@ def test_a_traced_discount_outside_0_1_makes_the_pieces_nan():
     pieces = run(jnp.float32(0.5))
     assert pieces.reward.tolist() == [1.75, 1.75] and pieces.discount.tolist() == [0.125, 0.125]
     assert run(jnp.float32(1.0)).reward.tolist() == [3.0, 3.0]
+    # A start whose window ends at a termination too (its γ powers never reach the sum: its reward stayed
+    # finite and its discount 0, found by a probe).
+    ended = jax.jit(lambda gamma: returns.accumulate(
+        jnp.ones((2, 3)), jnp.array([[True, False, False], [False, False, False]]), jnp.zeros((2, 3), bool),
+        jnp.ones((2, 3), bool), 3, gamma))(jnp.float32(1.5))
+    assert np.isnan(ended.reward).all() and np.isnan(ended.discount).all()
 
 
 def test_chain_probe_follows_the_gymnax_api_and_refuses_a_bad_length():

@@ -45,7 +45,7 @@ def add_reproduce_parser(commands) -> None:
     rdq.set_defaults(handler=_reproduce)
     ral = targets.add_parser("all", help="LineSearch and the three DQN games: every figure and one claims report")
     ral.add_argument("--out", required=True, help="output folder (rerun the same command to resume)")
-    _scale(ral, "full", "CPU scale: about 6-7 minutes on 2 cores", "the paper's scale (the default)")
+    _scale(ral, "full", "CPU scale: about 3-7 minutes on 2 cores", "the paper's scale (the default)")
     ral.add_argument("--seeds", type=int, default=None, help="DQN seeds per setting (default 4 quick, 100 otherwise)")
     ral.add_argument("--env", action="append", choices=ENVS, help="only this DQN game (repeatable; default all three)")
     ral.add_argument(
@@ -172,7 +172,9 @@ def _add_replay_parsers(kinds) -> None:
     rp.add_argument("--env", required=True, choices=tuple(GAMES))
     rp.add_argument("--out", required=True, help="output folder (rerun the same command to resume)")
     _scale(rp, "full", "CPU quick mode: short runs, 3 seeds, labelled quick", "the presets' run lengths (the default)")
-    rp.add_argument("--seeds", type=int, default=None, help="seeds per setting (default 3 quick, 100 otherwise)")
+    rp.add_argument(
+        "--seeds", type=int, default=None, help="seeds per setting (default 3 quick, else 100; 20 for MinAtar)"
+    )
     rp.add_argument("--steps", type=int, default=None, help="cut every run to this many steps, a multiple of 20")
     rp.add_argument("--chunk-size", type=int, default=None, help="runs per compiled call (default 4 x seeds)")
     rp.add_argument("--quiet", action="store_true", help="no progress bar")

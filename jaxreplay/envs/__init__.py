@@ -10,6 +10,7 @@ _extras.require("jaxreplay.envs", "rl", "flax", "gymnax")
 from gymnax.environments import environment
 
 from jaxreplay._typing import ArrayLike
+from jaxreplay._validation import FieldError
 from jaxreplay.envs.linesearch import LineSearch, LineSearchParams, LineSearchState, make_params
 
 __all__ = ["LineSearch", "LineSearchParams", "LineSearchState", "make", "make_params"]
@@ -37,5 +38,5 @@ def make(env_id: str, **env_kwargs: ArrayLike) -> tuple[environment.Environment,
         from jaxreplay.envs.probes import PROBE_IDS
 
         known = ", ".join(["LineSearch", *PROBE_IDS, *gymnax.registered_envs])
-        raise ValueError(f"env_id {env_id!r} is not a known environment; choose one of: {known}.")
+        raise FieldError("env_id", f"not a known environment; choose one of: {known}.", about=env_id)
     return gymnax.make(env_id, **env_kwargs)
