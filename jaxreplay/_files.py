@@ -99,6 +99,20 @@ def replacing(path: str | os.PathLike, text: bool = False, newline: str | None =
         raise
 
 
+def clear_outputs(folder: str | os.PathLike, names) -> None:
+    """Delete the files ``names`` in ``folder``, and the temporary files an atomic write of one of them left
+    (a killed run), before a command writes them again: a rerun killed part way then leaves a folder that
+    holds only its own files (and lacks its report), never its new figures beside an earlier run's report."""
+    folder = pathlib.Path(folder)
+    wanted = set(names)
+    for path in folder.glob(f"{TEMP_PREFIX}*"):
+        # .tmp-<32 hex>-<name>: only this command's names, so another writer's temporary files are left alone
+        if len(path.name) > len(TEMP_PREFIX) + 33 and path.name[len(TEMP_PREFIX) + 33 :] in wanted:
+            path.unlink(missing_ok=True)
+    for name in wanted:
+        (folder / name).unlink(missing_ok=True)
+
+
 def atomic_write(path: str | os.PathLike, data: bytes | Callable[[IO[bytes]], object]) -> pathlib.Path:
     """Write ``data`` to ``path`` so a reader sees the whole file or none of it (temp file, fsync, rename).
 

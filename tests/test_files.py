@@ -304,3 +304,18 @@ def test_every_out_that_is_empty_a_file_or_below_a_file_is_refused_in_one_line(c
         assert cli.main([*argv, "--out", "out"]) == 2
         assert "the output folder out/MountainCar-v0 is a file, not a folder" in capsys.readouterr().err
         assert sorted(os.listdir(tmp_path / "out")) == ["MountainCar-v0"]
+
+
+def test_a_rerun_clears_its_earlier_outputs_and_their_temporary_files_first(tmp_path):
+    """A `reproduce linesearch` rerun killed while writing figures left its new figures beside the earlier run's
+    report.md (which still named the earlier seeds) and a temporary file no rerun removed (found by a probe).
+    The command now clears its own files first (report.md is written last), and only its own temporaries."""
+    mine = ["fig2a.png", "metric_grid.csv", "report.md"]
+    for name in mine + ["notes.txt"]:
+        (tmp_path / name).write_text("earlier run")
+    stale = tmp_path / f"{_files.TEMP_PREFIX}{'a' * 32}-fig2b.png"
+    others = tmp_path / f"{_files.TEMP_PREFIX}{'b' * 32}-results.nc"  # another writer's, in flight
+    for path in (stale, others):
+        path.write_bytes(b"partial")
+    _files.clear_outputs(tmp_path, mine + ["fig2b.png"])
+    assert sorted(p.name for p in tmp_path.iterdir()) == sorted(["notes.txt", others.name])

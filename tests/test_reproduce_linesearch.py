@@ -35,6 +35,36 @@ def test_tiny_writes_every_figure(tiny):
         assert size > 5000, name
 
 
+def test_a_rerun_killed_while_writing_leaves_no_earlier_report_beside_its_figures(tiny, tmp_path, monkeypatch):
+    """A rerun killed while writing figures left its new figures beside the earlier run's report.md and
+    metric_grid.csv, and a temporary file no rerun removed (found by a probe): the earlier outputs and their
+    temporary files now go before anything is written, and report.md is written last."""
+    import pathlib
+    import shutil
+
+    from jaxreplay import _files
+    from jaxreplay.paper import plots
+
+    out = tmp_path / "ls"
+    shutil.copytree(pathlib.Path(tiny["csv"]).parent, out)
+    stale = out / f"{_files.TEMP_PREFIX}{'a' * 32}-{next(iter(rl.FIGURES))}"
+    stale.write_bytes(b"partial")
+    written = []
+    save = plots.save
+
+    def killed_after_two(fig, path):
+        if len(written) == 2:
+            raise KeyboardInterrupt  # (as a kill while writing the third figure)
+        written.append(pathlib.Path(path).name)
+        return save(fig, path)
+
+    monkeypatch.setattr(plots, "save", killed_after_two)
+    with pytest.raises(KeyboardInterrupt):
+        rl.reproduce(out, mode="tiny", seeds=2, progress=False)
+    # (summary.json is `reproduce all`'s record of the part, which that command removes before rerunning it)
+    assert sorted(p.name for p in out.iterdir() if p.name not in ("summary.json", ".jaxreplay-owner")) == sorted(written)
+
+
 def test_tiny_csv_columns_values_and_sources(tiny):
     with open(tiny["csv"], newline="") as fh:
         reader = csv.reader(fh)

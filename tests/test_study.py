@@ -129,6 +129,14 @@ def test_dqn_cli_prints_aer_diagnostics_per_seed(capsys):
     assert [g + s for g, s in zip(a["grows"], a["shrinks"])] == a["checks"]
     assert all((n - 100) % 20 == 0 for n in a["final_memory_size"])
     assert 0 <= a["grow_fraction"] <= 1
+    # Gradient steps are reported: one a step from learning_starts on. A run that takes none says so (its
+    # returns, IQM 10.0 for CartPole, were reported as DQN's without a word; found by a probe).
+    assert report["gradient_steps"] == [1200 - 1000 + 1] * 2  # (steps 1000 to 1200)
+    assert cli.main(["dqn", "--env", "CartPole-v1", "--steps", "400", "--seeds", "1", "--json", "--quiet"]) == 0
+    captured = capsys.readouterr()
+    assert json.loads(captured.out)["gradient_steps"] == [0]
+    assert captured.err == ("jaxreplay dqn: warning: no gradient step was taken: learning starts after 1000 steps and "
+                            "the run has 400 (use more --steps); these returns are the untrained network's.\n")
 
 
 def test_readme_block_is_generated_from_study_json(tiny_study, tmp_path):
@@ -441,3 +449,44 @@ def test_study_readme_refuses_a_study_whose_stored_verdict_is_not_todays(tmp_pat
     capsys.readouterr()
     assert cli.main(["study", "readme", str(tmp_path / "s"), "--readme", str(readme)]) == 0
     assert "| Acrobot-v1 | full, 3 × 200000 | cannot tell (too few seeds): " in readme.read_text()
+
+
+@pytest.mark.parametrize("damage", ["truncated", "foreign", "not a number", "not utf-8"])
+def test_refresh_names_a_damaged_runs_csv(tmp_path, capsys, damage):
+    """`study refresh` on a truncated, foreign or undecodable runs.csv ended in a traceback or a line naming no
+    file (found by a probe): one line naming the file, and study.json untouched."""
+    import pathlib
+    import shutil
+
+    committed = pathlib.Path(__file__).resolve().parents[1] / "docs" / "study" / "CartPole-v1"
+    shutil.copytree(committed, tmp_path / "s")
+    runs = tmp_path / "s" / "runs.csv"
+    data = runs.read_bytes()
+    runs.write_bytes({"truncated": data[:700], "foreign": b"a,b\n1,2\n",
+                      "not a number": data.replace(b",10.1146", b",abc", 1), "not utf-8": data[:300] + b"\xe9"}[damage])
+    assert cli.main(["study", "refresh", str(tmp_path / "s")]) == 2
+    err = capsys.readouterr().err
+    assert err.startswith(f"jaxreplay study: error: {runs}") and err.count("\n") == 1, err
+    assert (tmp_path / "s" / "study.json").read_bytes() == (committed / "study.json").read_bytes()
+
+
+def test_a_reproduction_refuses_a_study_folder_and_the_reverse(tmp_path, capsys):
+    """`reproduce dqn --out` a study's folder overwrote its report.md, runs.csv (study refresh's input) and figures
+    without a word (found by a probe): each reproduction claims its folder as the studies do."""
+    import pathlib
+    import shutil
+
+    committed = pathlib.Path(__file__).resolve().parents[1] / "docs" / "study" / "CartPole-v1"
+    shutil.copytree(committed, tmp_path / "study")  # (written before owners were recorded: a study by its study.json)
+    before = {p.name: p.read_bytes() for p in (tmp_path / "study").iterdir()}
+    for command in (["reproduce", "dqn", "--env", "CartPole-v1", "--quick"], ["reproduce", "linesearch"]):
+        assert cli.main([*command, "--out", str(tmp_path / "study")]) == 2
+        assert capsys.readouterr().err.endswith(
+            f"{tmp_path / 'study'} holds the output of `jaxreplay study dqn`; `jaxreplay {' '.join(command[:2])}` "
+            "would overwrite its files: give it another --out.\n")
+    assert {p.name: p.read_bytes() for p in (tmp_path / "study").iterdir()} == before
+    from jaxreplay.paper.reproduce.study.writer import claim_output
+
+    claim_output(tmp_path / "fig4", "reproduce dqn")
+    assert cli.main(["study", "dqn", "--env", "CartPole-v1", "--quick", "--out", str(tmp_path / "fig4")]) == 2
+    assert "holds the output of `jaxreplay reproduce dqn`; `jaxreplay study dqn` would overwrite" in capsys.readouterr().err

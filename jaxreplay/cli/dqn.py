@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 import math
+import sys
 from typing import TYPE_CHECKING, Any, NamedTuple
 
 from jaxreplay.cli.common import NULLS, named_as_options, positive, run_sweep
@@ -104,6 +105,12 @@ def run(args: argparse.Namespace) -> int:
         )
     ds = run_sweep(sweep, None, advice=ADVICE, progress=not args.quiet and not args.json).dataset
     result = _result(args, setup, ds)
+    if not any(result.report["gradient_steps"]):  # the returns of an untrained network, said as such
+        print(
+            f"jaxreplay dqn: warning: no gradient step was taken: learning starts after {hparams.learning_starts} "
+            f"steps and the run has {setup.total_steps} (use more --steps); these returns are the untrained network's.",
+            file=sys.stderr,
+        )
     if args.json:
         print(json.dumps(results.strict_json(result.report), allow_nan=False))
     else:
@@ -159,6 +166,11 @@ def _with_n_step_and_ratio(args: argparse.Namespace, setup, hparams):
 
     if args.n_step is not None:
         positive("n-step", args.n_step)
+        if args.n_step > setup.max_capacity:  # (after --steps: a run of T steps stores at most T transitions)
+            raise ValueError(
+                f"--n-step must be <= {setup.max_capacity} (the memory's largest size: no window holds more "
+                f"transitions; the return is unrolled when compiled, so a larger n only costs time), got {args.n_step}."
+            )
         setup = dataclasses.replace(setup, max_n_step=args.n_step)
         hparams = hparams._replace(n_step=args.n_step)
     if args.replay_ratio is not None:
@@ -233,6 +245,7 @@ def _result(args: argparse.Namespace, setup, ds) -> _Result:
         "segment_steps": ds.segment.values.tolist(),
         "memory_size_mean": ds.capacity.mean("seed").values.astype(float).tolist(),
         "diverged": int(diverged.sum()),
+        "gradient_steps": ds.gradient_steps.values.reshape(-1).astype(int).tolist(),
     }
     report = {k: v for k, v in report.items() if not (k.endswith("_null_reason") and v is None)}
     if args.adaptive:

@@ -177,8 +177,9 @@ def reproduce(
         seeds = DEFAULT_SEEDS["quick" if quick else "full"]
     seeds = _validation.check_static_int("seeds", seeds, low=1)
     fixed_setup, adaptive_setup, common, fixed_points, adaptive_points = fixed_vs_adaptive(env_id, quick, tuned, steps)
-    out = pathlib.Path(out_dir)
-    out.mkdir(parents=True, exist_ok=True)
+    from jaxreplay.paper.reproduce.study.writer import claim_output
+
+    out = claim_output(out_dir, "reproduce dqn")
 
     datasets, runs_resumed, runs = {}, 0, 0
     for label, setup, points in (("fixed", fixed_setup, fixed_points), ("adaptive", adaptive_setup, adaptive_points)):

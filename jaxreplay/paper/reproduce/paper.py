@@ -262,6 +262,7 @@ def _linesearch_part(out: pathlib.Path, mode: str, seeds, seed: int, progress: b
         ):
             previous["resumed"] = True
             return previous
+    record.unlink(missing_ok=True)  # (a run killed below must not leave the earlier run's record beside its files)
     summary = results.jsonable(linesearch.reproduce(out, mode=mode, seeds=seeds, seed=seed, progress=progress))
     summary["settings"] = settings
     atomic_write_text(record, json.dumps(summary, indent=1, allow_nan=True))
@@ -316,8 +317,9 @@ def reproduce(
     if readme is not None:  # checked now, not after the runs
         read_readme(readme, _claims_block(jax.default_backend()))
     t0 = time.perf_counter()
-    out = pathlib.Path(out_dir)
-    out.mkdir(parents=True, exist_ok=True)
+    from jaxreplay.paper.reproduce.study.writer import claim_output
+
+    out = claim_output(out_dir, "reproduce all")
     part_seconds = {}
 
     mode = linesearch_mode or ("default" if quick else "full")

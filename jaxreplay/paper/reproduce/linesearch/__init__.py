@@ -82,7 +82,7 @@ import dataclasses  # noqa: E402
 import pathlib  # noqa: E402
 import time  # noqa: E402
 
-from jaxreplay._files import atomic_write_text  # noqa: E402
+from jaxreplay._files import atomic_write_text, clear_outputs  # noqa: E402
 from jaxreplay.paper.reproduce.linesearch import claims as _claims  # noqa: E402
 from jaxreplay.paper.reproduce.linesearch import report as _report  # noqa: E402
 from jaxreplay.paper.reproduce.linesearch.claims import CLAIM_IDS, CLAIMS  # noqa: E402
@@ -202,8 +202,9 @@ def reproduce(
     t_start = time.perf_counter()
     mode = mode or ("full" if full else "default")
     chosen = design(mode, seeds)
-    out = pathlib.Path(out_dir)
-    out.mkdir(parents=True, exist_ok=True)
+    from jaxreplay.paper.reproduce.study.writer import claim_output
+
+    out = claim_output(out_dir, "reproduce linesearch")
     clock = StageClock(progress)
     for need in (5, 10, 40):
         if need not in chosen.grid_batch_sizes or need not in chosen.spot_batch_sizes:
@@ -211,6 +212,9 @@ def reproduce(
 
     stages = run_stages(chosen, seed, clock)
     with clock(STAGE_NAMES[-1]):
+        # An earlier run's files go first (report.md is written last): a rerun killed while writing leaves
+        # some of its own figures and no report, never its figures beside the earlier run's report.
+        clear_outputs(out, [*FIGURE_MAKERS, "metric_grid.csv", "report.md"])
         claims = _claims.evaluate(stages)
         figs = {name: plots.save(make(stages), out / name) for name, make in FIGURE_MAKERS.items()}
         rows = _report.metric_rows(stages)

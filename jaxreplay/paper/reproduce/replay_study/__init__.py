@@ -48,15 +48,13 @@ and :mod:`~jaxreplay.paper.reproduce.replay_study.figures`.
 
 from __future__ import annotations
 
-import pathlib
 import time
 
-from jaxreplay._files import claim_folder
 from jaxreplay.paper.reproduce.replay_study import analysis, figures, stages, writer
 from jaxreplay.paper.reproduce.replay_study.settings import GAMES, Game, ReplayDesign, design
 from jaxreplay.paper.reproduce.replay_study.stages import STAGE_RULES, AdaptiveRule
 from jaxreplay.paper.reproduce.replay_study.writer import read_study, update_readme
-from jaxreplay.paper.reproduce.study.writer import found_owner
+from jaxreplay.paper.reproduce.study.writer import claim_output
 
 __all__ = [
     "STAGE_RULES",
@@ -98,7 +96,7 @@ def study(
     """
     t0 = time.perf_counter()
     chosen = design(env_id, quick=quick, seeds=seeds, steps=steps)
-    out = claim_folder(out_dir, "study replay", found=found_owner(pathlib.Path(out_dir)))
+    out = claim_output(out_dir, "study replay")
     runs = stages.run(chosen, out, progress=progress, chunk_size=4 * chosen.seeds if chunk_size is None else chunk_size)
     result = writer.study_json(chosen, analysis.analyse(chosen, runs), steps)
     names = figures.draw(out, chosen, result, runs)

@@ -57,10 +57,8 @@ and the README's table) and :mod:`~jaxreplay.paper.reproduce.study.figures`.
 
 from __future__ import annotations
 
-import pathlib
 import time
 
-from jaxreplay._files import claim_folder
 from jaxreplay.paper.reproduce.study import analysis, figures, stages, writer
 from jaxreplay.paper.reproduce.study.report import summary_table
 from jaxreplay.paper.reproduce.study.settings import (
@@ -73,7 +71,7 @@ from jaxreplay.paper.reproduce.study.settings import (
     design,
 )
 from jaxreplay.paper.reproduce.study.verdict import relabel
-from jaxreplay.paper.reproduce.study.writer import found_owner, read_study, refresh, update_readme
+from jaxreplay.paper.reproduce.study.writer import claim_output, read_study, refresh, update_readme
 
 __all__ = [
     "DEFAULT_SEEDS",
@@ -130,7 +128,7 @@ def study(
     """
     t0 = time.perf_counter()
     chosen = design(env_id, quick=quick, seeds=seeds, steps=steps, optimizer_reading=optimizer_reading)
-    out = claim_folder(out_dir, "study dqn", found=found_owner(pathlib.Path(out_dir)))
+    out = claim_output(out_dir, "study dqn")
     runs = stages.run(chosen, out, progress=progress, chunk_size=4 * chosen.seeds if chunk_size is None else chunk_size)
     result = writer.study_json(chosen, analysis.analyse(chosen, runs), steps)
     names = figures.draw(out, chosen, result, runs)

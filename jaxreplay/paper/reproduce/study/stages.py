@@ -190,13 +190,26 @@ def from_csv(design: StudyDesign, path) -> dict[str, Runs]:
     Raises:
         ValueError: a declared setting has no rows, or not one per seed (names the stage, label and file).
     """
+    try:
+        return _from_rows(design, path)
+    except (KeyError, TypeError, ValueError, UnicodeDecodeError) as e:
+        if isinstance(e, ValueError) and str(e).startswith(f"{path}: "):
+            raise
+        raise ValueError(
+            f"{path} is not a runs.csv that `jaxreplay study dqn` wrote ({type(e).__name__}: {e}): rerun the "
+            "study's command to write it again."
+        ) from None
+
+
+def _from_rows(design: StudyDesign, path) -> dict[str, Runs]:
+    """:func:`from_csv`'s work (its errors said of the file by it)."""
     import csv
 
     import xarray as xr
 
     from jaxreplay.paper.reproduce.study.settings import POINT_KEYS
 
-    with open(path, newline="") as f:
+    with open(path, newline="", encoding="utf-8") as f:
         rows = list(csv.DictReader(f))
 
     def key(stage: str, values) -> tuple:

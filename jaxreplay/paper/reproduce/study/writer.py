@@ -350,3 +350,13 @@ def found_owner(out: pathlib.Path) -> str | None:
     if not isinstance(keys, dict):
         return None
     return "study replay" if "ratios" in keys else "study dqn"
+
+
+def claim_output(out_dir, owner: str) -> pathlib.Path:
+    """``out_dir`` created for the command ``owner`` (``"study dqn"``, ``"reproduce dqn"``, ...), or a one-line
+    ValueError where another command writes it (:func:`~jaxreplay._files.claim_folder`; a folder written before
+    owners were recorded is a study's by its study.json, :func:`found_owner`): the studies and the reproductions
+    write files of the same names (report.md, runs.csv, figures), and a study's runs.csv is its refresh's input."""
+    from jaxreplay._files import claim_folder
+
+    return claim_folder(out_dir, owner, found=found_owner(pathlib.Path(out_dir)))
