@@ -439,3 +439,29 @@ def test_a_ratio_whose_float32_rounding_needs_another_slot_is_refused_and_the_cl
     ends = np.arange(10, 101, 10)
     due = np.floor(ends.astype(np.float32) * np.float32(1.3)) - np.floor((ends - 10).astype(np.float32) * np.float32(1.3))
     assert due.max() == 14 and due.sum() == 130
+
+
+def test_cli_lets_aer_grow_on_every_game_and_names_options_it_would_ignore(capsys):
+    """Outside the paper's games `jaxreplay dqn --adaptive` capped the memory at its initial size (every check
+    voted to grow, none could: 50 of 50 on Probe-Chain), and --optimizer-reading sgd, --adaptive-td and
+    --adaptive-draws were silently ignored where they do nothing (found by a probe)."""
+    from jaxreplay import cli
+    from jaxreplay.cli import dqn as dqn_command
+
+    parser = cli.build_parser()
+    setup, _ = dqn_command._read_setting(parser.parse_args(["dqn", "--env", "Probe-Chain", "--adaptive",
+                                                            "--memory-size", "20"]))
+    assert setup.max_capacity == setup.total_steps == 10_000  # up to the run length, as in the paper's settings
+    setup, _ = dqn_command._read_setting(parser.parse_args(["dqn", "--env", "Probe-Chain", "--adaptive",
+                                                            "--memory-size", "20", "--steps", "2000"]))
+    assert setup.max_capacity == 2000
+    setup, _ = dqn_command._read_setting(parser.parse_args(["dqn", "--env", "Probe-Chain", "--memory-size", "20"]))
+    assert setup.max_capacity == 20  # a fixed memory allocates its own size only
+    for args, message in (
+        (["--env", "Probe-Chain", "--optimizer-reading", "sgd"],
+         "--optimizer-reading sgd reads the paper's step size, for its games only"),
+        (["--adaptive-td", "target"], "--adaptive-td target sets how aER checks: add --adaptive, or leave it out."),
+        (["--adaptive-draws", "independent"], "--adaptive-draws independent sets how aER checks: add --adaptive"),
+    ):
+        assert cli.main(["dqn", "--quiet", *args]) == 2
+        assert message in capsys.readouterr().err

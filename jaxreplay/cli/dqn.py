@@ -130,6 +130,13 @@ def _read_setting(args: argparse.Namespace) -> tuple[dqn.Setup, dqn.Hyperparamet
     positive("memory-size", args.memory_size)
     if args.steps is not None:
         positive("steps", args.steps)
+    if not args.adaptive:  # (aER's options do nothing without it: said, not ignored)
+        for option, given, default in (
+            ("adaptive-td", args.adaptive_td, "online"),
+            ("adaptive-draws", args.adaptive_draws, "paired"),
+        ):
+            if given != default:
+                raise ValueError(f"--{option} {given} sets how aER checks: add --adaptive, or leave it out.")
     if args.env in paper_settings.PAPER_TOTAL_STEPS:
         setup, hparams = paper_settings.paper_setting(
             args.env, args.memory_size, args.adaptive, tuned=args.tuned, optimizer_reading=args.optimizer_reading
@@ -137,8 +144,17 @@ def _read_setting(args: argparse.Namespace) -> tuple[dqn.Setup, dqn.Hyperparamet
     else:
         if args.tuned:
             raise ValueError("--tuned is only available for CartPole-v1.")
+        if args.optimizer_reading != "adam":  # (it reads the paper's step size: only its games have one)
+            raise ValueError(
+                f"--optimizer-reading {args.optimizer_reading} reads the paper's step size, for its games only "
+                f"({', '.join(paper_settings.PAPER_TOTAL_STEPS)}); --env {args.env} runs the defaults (Adam)."
+            )
         with named_as_options(OPTIONS):
-            setup = dqn.Setup(env_id=args.env, max_capacity=max(args.memory_size, 1), adaptive=args.adaptive)
+            setup = dqn.Setup(env_id=args.env, adaptive=args.adaptive)
+        # aER may grow up to the run length (as in the paper's settings); a fixed memory needs its own size only.
+        setup = dataclasses.replace(
+            setup, max_capacity=max(args.memory_size, setup.total_steps if args.adaptive else 1)
+        )
         hparams = dqn.Hyperparameters(memory_size=args.memory_size, adaptive_num_old=max(args.memory_size // 2, 1))
     setup = dataclasses.replace(setup, sampler=args.sampler)
     hparams = hparams._replace(
