@@ -490,3 +490,26 @@ def test_a_reproduction_refuses_a_study_folder_and_the_reverse(tmp_path, capsys)
     claim_output(tmp_path / "fig4", "reproduce dqn")
     assert cli.main(["study", "dqn", "--env", "CartPole-v1", "--quick", "--out", str(tmp_path / "fig4")]) == 2
     assert "holds the output of `jaxreplay reproduce dqn`; `jaxreplay study dqn` would overwrite" in capsys.readouterr().err
+
+
+def test_study_readme_reads_a_folder_and_its_games_and_refuses_a_marker_in_the_note(tmp_path, capsys):
+    """A folder holding a study and, later, its games' subfolders (`study dqn --env all` into it) gave a README
+    block of the folder's own study only, the games silently missing; a --note holding a block marker broke
+    every later update of the README (found by a probe)."""
+    import pathlib
+    import shutil
+
+    committed = pathlib.Path(__file__).resolve().parents[1] / "docs" / "study"
+    shutil.copytree(committed / "CartPole-v1", tmp_path / "all")
+    for game in ("Acrobot-v1", "MountainCar-v0"):
+        shutil.copytree(committed / game, tmp_path / "all" / game)
+    readme = tmp_path / "README.md"
+    readme.write_text("<!-- study:begin -->\nold\n<!-- study:end -->\n")
+    assert cli.main(["study", "readme", str(tmp_path / "all"), "--readme", str(readme)]) == 0
+    games = {line.split(" | ")[0].strip("| ") for line in readme.read_text().splitlines() if "| full," in line}
+    assert games == {"CartPole-v1", "Acrobot-v1", "MountainCar-v0"}
+    before = readme.read_text()
+    assert cli.main(["study", "readme", str(tmp_path / "all"), "--readme", str(readme),
+                     "--note", "x <!-- study:end --> y"]) == 2
+    assert "holds the block marker '<!-- study:end -->' (in --note?): remove it." in capsys.readouterr().err
+    assert readme.read_text() == before

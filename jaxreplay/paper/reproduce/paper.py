@@ -37,6 +37,7 @@ from __future__ import annotations
 import datetime
 import json
 import pathlib
+import re
 import time
 import warnings
 from typing import Iterable, Sequence
@@ -131,9 +132,13 @@ def replace_block(text: str, name: str, content: str) -> str:
     """Replace what lies between ``<!-- name:begin -->`` and ``<!-- name:end -->`` in ``text``.
 
     Raises:
-        ValueError: the markers are missing, repeated or out of order.
+        ValueError: the markers are missing, repeated or out of order; ``content`` holds a block marker
+            (a ``--note`` with one broke every later update of the README).
     """
     begin, end = _README_BEGIN.format(name=name), _README_END.format(name=name)
+    marker = re.search(r"<!--\s*[\w-]+:(begin|end)\s*-->", content)
+    if marker:
+        raise ValueError(f"the {name} block's text holds the block marker {marker.group(0)!r} (in --note?): remove it.")
     if text.count(begin) != 1 or text.count(end) != 1 or text.index(begin) > text.index(end):
         raise ValueError(
             f"expected exactly one '{begin}' followed by one '{end}'; add them where the "

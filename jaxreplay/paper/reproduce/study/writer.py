@@ -320,7 +320,8 @@ def update_readme(readme, study_dirs, note: str = "") -> pathlib.Path:
     sources = []  # (folder given, its study.json) per result
     for d in study_dirs:
         d = pathlib.Path(d)
-        files = [d / "study.json"] if (d / "study.json").exists() else sorted(d.glob("*/study.json"))
+        # (the folder's own study and its games' subfolders: a folder may hold both, none left out)
+        files = ([d / "study.json"] if (d / "study.json").exists() else []) + sorted(d.glob("*/study.json"))
         if not files:
             raise ValueError(f"{d}: no study.json in it or in its subfolders; run jaxreplay study dqn --out {d} first.")
         results += [read_study(f) for f in files]
