@@ -23,6 +23,8 @@ def test_report_has_every_claim_and_every_figure(paper_tiny):
     stored = json.loads(summary["claims_json"].read_text())
     assert stored["claims"] == summary["claims"]
     assert stored["context"]["dqn_seeds"] == 2 and stored["context"]["dqn_steps"] == {"CartPole-v1": 500}
+    # The recorded command names the one game it ran (it dropped --env, naming a run of all three: a probe).
+    assert stored["context"]["command"] == "jaxreplay reproduce all --quick --seeds 2 --env CartPole-v1"
     report = summary["report"].read_text()
     assert f"## Claims ({len(ids)}: " in report
     for claim in summary["claims"]:

@@ -350,7 +350,10 @@ def reproduce(
     devices = jax.devices()
     context = dict(
         date=datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%d %H:%M UTC"),
-        command="jaxreplay reproduce all" + (" --quick" if quick else "") + (f" --seeds {seeds}" if seeds else ""),
+        command="jaxreplay reproduce all"
+        + (" --quick" if quick else "")
+        + (f" --seeds {seeds}" if seeds else "")
+        + ("".join(f" --env {e}" for e in envs) if set(envs) != set(paper_settings.ENVS) else ""),
         devices=f"{len(devices)} × {devices[0].device_kind} ({jax.default_backend()})",
         linesearch_mode=mode,
         dqn_seeds=next(iter(dqn.values()))["seeds"] if dqn else None,
