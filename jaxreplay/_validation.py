@@ -73,9 +73,13 @@ def check_choice(name: str, value: object, allowed: Iterable[object]) -> None:
         raise FieldError(name, f"must be one of {allowed}, got {value!r}.")
 
 
-def check_int(name: str, value: object, low: int | None = None, high: int | None = None) -> None:
+def check_int(
+    name: str, value: object, low: int | None = None, high: int | None = None, *, scalar: bool = False
+) -> None:
     """Raise :class:`FieldError` naming ``name`` unless every concrete entry of ``value`` is an integer in
-    [low, high]."""
+    [low, high] (and, with ``scalar``, ``value`` is one number: :func:`check_scalar`)."""
+    if scalar:
+        check_scalar(name, value)
     arr = concrete_value(value)
     if arr is None:
         return
@@ -119,8 +123,13 @@ def check_float(
     low: float | None = None,
     high: float | None = None,
     high_inclusive: bool = True,
+    *,
+    scalar: bool = False,
 ) -> None:
-    """Raise :class:`FieldError` naming ``name`` unless every concrete entry is a finite number in the range."""
+    """Raise :class:`FieldError` naming ``name`` unless every concrete entry is a finite number in the range
+    (and, with ``scalar``, ``value`` is one number: :func:`check_scalar`)."""
+    if scalar:
+        check_scalar(name, value)
     arr = concrete_value(value)
     if arr is None:
         return
@@ -276,11 +285,11 @@ def _allowed(low: float | None, high: float | None, high_inclusive: bool) -> str
 
 def _show(arr: np.ndarray) -> str:
     if arr.ndim == 0:
-        return _number(arr)
-    return f"an array with min {_number(arr.min())} and max {_number(arr.max())}"
+        return number_text(arr)
+    return f"an array with min {number_text(arr.min())} and max {number_text(arr.max())}"
 
 
-def _number(x: np.ndarray | np.generic) -> str:
+def number_text(x: np.ndarray | np.generic) -> str:
     """A Python number's repr, not NumPy's; a float32 with its own shortest digits (-0.1, not -0.10000000149011612)."""
     if np.asarray(x).dtype == np.float32:
         return repr(float(str(np.float32(x))))

@@ -119,8 +119,7 @@ def init(example: Transition, max_capacity: int, capacity: ArrayLike | None = No
     max_capacity = _validation.check_static_int("max_capacity", max_capacity, low=1)
     if capacity is None:
         capacity = max_capacity
-    _validation.check_scalar("capacity", capacity)
-    _validation.check_int("capacity", capacity, low=1, high=max_capacity)
+    _validation.check_int("capacity", capacity, low=1, high=max_capacity, scalar=True)
     leaves = jax.tree.leaves(example)
     if not leaves:
         raise ValueError("example must be a pytree with at least one array leaf, got an empty pytree.")
@@ -197,17 +196,16 @@ def _check_storable(name: str, given: object, dtype: np.dtype) -> None:
             "without changing its kind; cast it first."
         )
     values = _validation.concrete_value(given)
-    if values is not None and values.dtype.kind in "biuf":
-        if into in "iu" and values.dtype.kind in "iu":
-            info = np.iinfo(dtype)
-            lossless = values.size == 0 or (int(values.min()) >= info.min and int(values.max()) <= info.max)
-        elif into == "f":
-            finite = values[np.isfinite(values)] if values.dtype.kind == "f" else values
-            lossless = finite.size == 0 or float(np.max(np.abs(finite))) <= float(np.finfo(dtype).max)
-        else:
-            lossless = into == "b" or np.can_cast(values.dtype, dtype, casting="safe")
-    else:
+    if values is None:  # traced: only a type that holds every value of the given one
         lossless = np.can_cast(given_dtype, dtype, casting="safe")
+    elif into == "f":  # (an integer or a float: only an overflow to inf changes more than the rounding)
+        finite = values[np.isfinite(values)]
+        lossless = finite.size == 0 or float(np.max(np.abs(finite))) <= float(np.finfo(dtype).max)
+    elif values.dtype.kind in "iu":  # into an integer type
+        info = np.iinfo(dtype)
+        lossless = values.size == 0 or (int(values.min()) >= info.min and int(values.max()) <= info.max)
+    else:  # a bool: 0 or 1 fits every type the kinds above allow
+        lossless = True
     if not lossless:
         raise ValueError(
             f"transition leaf {name} has dtype {given_dtype}"
@@ -311,8 +309,7 @@ def resize(state: BufferState, new_capacity: ArrayLike) -> BufferState:
     Raises:
         ValueError: a concrete ``new_capacity`` is outside ``[1, max_capacity]``.
     """
-    _validation.check_scalar("new_capacity", new_capacity)
-    _validation.check_int("new_capacity", new_capacity, low=1, high=state.max_capacity)
+    _validation.check_int("new_capacity", new_capacity, low=1, high=state.max_capacity, scalar=True)
     capacity, clipped = _clip_capacity(new_capacity, state.max_capacity, fallback=state.capacity)
     return state._replace(
         capacity=capacity,

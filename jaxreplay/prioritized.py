@@ -560,9 +560,8 @@ def update_priorities(
         raise ValueError(f"td_errors must have the shape of indices {jnp.shape(indices)}, got {jnp.shape(td_errors)}.")
     _validation.check_int("indices", indices, low=0, high=max_capacity - 1)
     _validation.check_float("td_errors", td_errors)
-    for name, value in (("priority_exponent", priority_exponent), ("priority_floor", priority_floor)):
-        _validation.check_scalar(name, value)
-        _validation.check_float(name, value, low=0.0)
+    _validation.check_float("priority_exponent", priority_exponent, low=0.0, scalar=True)
+    _validation.check_float("priority_floor", priority_floor, low=0.0, scalar=True)
     num_leaves, _ = _tree_shape(state.sum_tree)
     indices = jnp.ravel(jnp.asarray(indices)).astype(jnp.int32)
     td_errors = jnp.ravel(jnp.asarray(td_errors)).astype(_FLOAT)
@@ -677,8 +676,7 @@ def sample(
     """
     mode = _tree_mode(tree)
     batch_size = _validation.check_static_int("batch_size", batch_size, low=1)
-    _validation.check_scalar("importance_exponent", importance_exponent)
-    _validation.check_float("importance_exponent", importance_exponent, low=0.0)
+    _validation.check_float("importance_exponent", importance_exponent, low=0.0, scalar=True)
     sum_tree = state.sum_tree
     num_leaves, depth = _tree_shape(sum_tree)
     num_blocks = max(1, -(-depth // _LEVELS_PER_UNIFORM))

@@ -169,9 +169,8 @@ def exact_priorities(
         probabilities, and so NaN draws' probabilities and weights in
         :func:`exact_prioritized`: never a silent fallback. Cost: O(max_capacity).
     """
-    for name, value in (("priority_exponent", priority_exponent), ("error_floor", error_floor)):
-        _validation.check_scalar(name, value)
-        _validation.check_float(name, value, low=0.0)
+    _validation.check_float("priority_exponent", priority_exponent, low=0.0, scalar=True)
+    _validation.check_float("error_floor", error_floor, low=0.0, scalar=True)
     td_errors = jnp.asarray(td_errors)
     if td_errors.shape != (state.max_capacity,):
         raise ValueError(f"td_errors must have shape ({state.max_capacity},) (one per slot), got {td_errors.shape}.")
@@ -234,8 +233,7 @@ def exact_prioritized(
         stored-priority sampler, whose draws resolve P(i) level by level.
     """
     batch_size = _validation.check_static_int("batch_size", batch_size, low=1)
-    _validation.check_scalar("importance_exponent", importance_exponent)
-    _validation.check_float("importance_exponent", importance_exponent, low=0.0)
+    _validation.check_float("importance_exponent", importance_exponent, low=0.0, scalar=True)
     probabilities = exact_priorities(state, td_errors, priority_exponent, error_floor)
     # Cumulate in age order so that the live window is one contiguous prefix.
     offsets = jnp.arange(state.max_capacity, dtype=jnp.int32)

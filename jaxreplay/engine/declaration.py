@@ -107,17 +107,15 @@ class Sweep:
                 field = one.field if isinstance(one, FieldError) else message.split(" ", 1)[0]
                 if field not in exp.hyperparameter_names:
                     return message
-                given = getattr(one_config, field)
-                # (a float32 as its shortest digits: -0.1, not the float64 -0.10000000149011612)
-                value = float(str(given)) if given.dtype.kind == "f" else given.item()
+                value = _validation.number_text(getattr(one_config, field))
                 if self.points is not None and field in self.points[config]:
-                    where = f"points[{config}].{field} = {value!r}"
+                    where = f"points[{config}].{field} = {value}"
                 elif field in self.grid:
-                    where = f"grid.{field} = {value!r}"
+                    where = f"grid.{field} = {value}"
                 elif field in self.fixed:
-                    where = f"fixed.{field} = {value!r}"
+                    where = f"fixed.{field} = {value}"
                 else:
-                    where = f"{field} = {value!r} (its default; set it in [fixed] or [grid])"
+                    where = f"{field} = {value} (its default; set it in [fixed] or [grid])"
                 return f"{where}: {message}"
         return str(error)
 

@@ -135,13 +135,8 @@ class Programs:
         twice (a segment's or chunk's outputs are still alive while the next one is dispatched, see
         :func:`execute`). The program is compiled here as :func:`execute` will call it (kept, not compiled
         again); 0 where the backend gives no accounting."""
-        seed_index, hparams = self.chunk_inputs(sweep, runs)  # (tiny: a few numbers a run)
-        base_seed = jax.device_put(np.uint32(sweep.seed), self.replicated)
-        if self.fused:
-            compiled = self._get("first", self._first, base_seed, seed_index, hparams)
-        else:  # the segment program sets the memory; its state's shapes without computing it
-            state = jax.eval_shape(self._first, base_seed, seed_index, hparams)
-            compiled = self._get("rest", self._rest, state, hparams)
+        # The last program sets the memory: the fused one, or the segment program (not its small init).
+        compiled = self._get(*self._chunk_programs(sweep, runs)[-1])
         try:
             m = compiled.memory_analysis()
         except Exception:  # a backend without the accounting
@@ -160,16 +155,25 @@ class Programs:
         texts = self._texts.get(chunk_size)
         if texts is None:
             # Shapes and dtypes are all that a program depends on: any runs of the chunk's size will do.
-            seed_index, hparams = self.chunk_inputs(sweep, np.zeros(chunk_size, np.int64))
-            base_seed = jax.device_put(np.uint32(sweep.seed), self.replicated)
             with warnings.catch_warnings():
                 warnings.filterwarnings("ignore", message="Some donated buffers were not usable")
-                texts = (self._first.lower(base_seed, seed_index, hparams).as_text(),)
-                if not self.fused:
-                    state = jax.eval_shape(self._first, base_seed, seed_index, hparams)
-                    texts += (self._rest.lower(state, hparams).as_text(),)
+                texts = tuple(
+                    jitted.lower(*args).as_text()
+                    for _, jitted, *args in self._chunk_programs(sweep, np.zeros(chunk_size, np.int64))
+                )
             self._texts[chunk_size] = texts
         return texts
+
+    def _chunk_programs(self, sweep: Sweep, runs: np.ndarray) -> list[tuple]:
+        """``(name, jitted, *args)`` of each program a chunk of ``runs`` goes through, in order: ``first``,
+        and for a multi-segment experiment ``rest`` with its state's shapes (not computed)."""
+        seed_index, hparams = self.chunk_inputs(sweep, runs)  # (tiny: a few numbers a run)
+        base_seed = jax.device_put(np.uint32(sweep.seed), self.replicated)
+        programs: list[tuple] = [("first", self._first, base_seed, seed_index, hparams)]
+        if not self.fused:
+            state = jax.eval_shape(self._first, base_seed, seed_index, hparams)
+            programs.append(("rest", self._rest, state, hparams))
+        return programs
 
     def chunk_inputs(self, sweep: Sweep, runs: np.ndarray) -> tuple[jax.Array, tuple[jax.Array, ...]]:
         """``(seed_index, hparams)`` of the (padded) chunk ``runs``, on the devices, sharded over the run axis."""

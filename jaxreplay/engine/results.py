@@ -239,9 +239,8 @@ def best(data, axes: Sequence[str] | None = None, minimize: bool = True, dim: st
         raise ValueError(f"axes: {unknown[0]!r} is not a dimension of the data; dimensions: {list(mean.dims)}.")
     worst = np.inf if minimize else -np.inf
 
-    def ranked(over):  # a setting with a non-finite seed only where nothing in ``over`` has all its seeds
-        eligible = whole | ~(whole.any(over) if over else whole)
-        return mean.where(eligible).fillna(worst)
+    def ranked(over):  # a setting with a non-finite seed only where nothing along ``over`` has all its seeds
+        return mean.where(whole | ~whole.any(over)).fillna(worst)
 
     filled = ranked(list(mean.dims))
     flat = int(np.argmin(filled.values) if minimize else np.argmax(filled.values))

@@ -427,8 +427,8 @@ def _plan_everywhere(planner: _Planner, locks: list) -> plan_lib.Plan:
             return planner.plan(None)
         return planner.plan(store.scan()) if process != 0 else None
 
-    planned = _agree("jaxreplay-sweep-start", first)
-    plan = _agree("jaxreplay-sweep-planned", then) or planned
+    planned = _agree(first)  # (process 0 has set damaged chunks aside and written sweep.json before the others scan)
+    plan = _agree(then) or planned  # (nobody writes a chunk before every process has planned)
     assert plan is not None
     return plan
 
@@ -443,35 +443,34 @@ def _smallest(budget: int) -> int:
     return min((int(high) << 31) | int(low) for high, low in gathered)
 
 
-def _agree(name: str, step):
-    """``step()`` on this process (None: nothing), then agree: where any process's step raised (a
-    refusal: a ValueError or a ResourceError), every process raises (its own error, or a ValueError
-    naming the process that refused and its one line), so that no process waits for the others at a
-    barrier until a timeout; else every process meets at the barrier ``name``. A single process just
-    calls ``step``."""
+def _agree(step):
+    """``step()`` on this process, then agree: where any process's step raised (a refusal: a ValueError or
+    a ResourceError), every process raises (its own error, or a ValueError naming the process that refused
+    and its one line), so that no process waits for the others at a barrier until a timeout. The gather
+    of the errors is itself the barrier: no process goes on before every one has finished its step. A
+    single process just calls ``step``."""
     if jax.process_count() == 1:
-        return step() if step is not None else None
+        return step()
     from jax.experimental import multihost_utils
 
     result, error = None, None
     try:
-        result = step() if step is not None else None
+        result = step()
     except Exception as e:  # (any failure: the others must not wait for this process at a barrier)
         error = e
     text = np.frombuffer(("" if error is None else f"{type(error).__name__}: {error}").encode(), np.uint8)
     lengths = np.asarray(multihost_utils.process_allgather(np.asarray(text.size, np.int32))).reshape(-1)
+    if not lengths.any():
+        return result
+    # (Every process has the same lengths, so every one, the refusing one too, takes part in this gather.)
     padded = np.zeros(int(lengths.max()), np.uint8)
     padded[: text.size] = text
     texts = np.asarray(multihost_utils.process_allgather(padded)).reshape(len(lengths), -1)
     if error is not None:
         raise error
-    refused = [p for p, n in enumerate(lengths) if n]
-    if refused:
-        p = refused[0]
-        said = bytes(texts[p, : lengths[p]]).decode(errors="replace")
-        raise ValueError(f"process {p} refused the sweep ({said})")
-    _barrier(name)
-    return result
+    p = int(np.flatnonzero(lengths)[0])
+    said = bytes(texts[p, : lengths[p]]).decode(errors="replace")
+    raise ValueError(f"process {p} refused the sweep ({said})")
 
 
 def _barrier(name: str) -> None:

@@ -15,6 +15,16 @@ from typing import Any, NamedTuple
 
 import numpy as np
 
+CSV_COUNTS = {
+    "checks": "adaptive_checks",
+    "grows": "adaptive_grows",
+    "shrinks": "adaptive_shrinks",
+    "straddle_checks": "adaptive_straddle_checks",
+    "straddle_grows": "adaptive_straddle_grows",
+}
+"""runs.csv's columns of aER's check counts, each with the summary entry it holds (written by the study's
+writer, read back by :func:`~jaxreplay.paper.reproduce.study.stages.from_csv`)."""
+
 # A statistic over seeds with its 95% interval, as :func:`~jaxreplay.engine.results.seed_interval`
 # returns it: ``{"estimate", "low", "high"}``, a ``None`` with its ``"<key>_null_reason"``;
 # :func:`paired` adds ``"significant"``.

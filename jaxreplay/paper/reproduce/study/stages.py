@@ -17,7 +17,7 @@ from typing import TYPE_CHECKING, NamedTuple
 
 import numpy as np
 
-from jaxreplay.paper.reproduce.study.runs import Runs, Setting, optimum, run_stage, select
+from jaxreplay.paper.reproduce.study.runs import CSV_COUNTS, Runs, Setting, optimum, run_stage, select
 from jaxreplay.paper.reproduce.study.settings import StudyDesign, point, variant
 
 if TYPE_CHECKING:
@@ -168,16 +168,6 @@ def run(design: StudyDesign, out: pathlib.Path, *, progress: bool = True, chunk_
     return done
 
 
-# runs.csv's columns of the adaptive check counts, and the summary entries they are.
-_CSV_COUNTS = {
-    "checks": "adaptive_checks",
-    "grows": "adaptive_grows",
-    "shrinks": "adaptive_shrinks",
-    "straddle_checks": "adaptive_straddle_checks",
-    "straddle_grows": "adaptive_straddle_grows",
-}
-
-
 def from_csv(design: StudyDesign, path) -> dict[str, Runs]:
     """The runs of every stage of :func:`declare` as a finished study's ``runs.csv`` at ``path`` holds
     them (what :func:`run` returned when the study ran), each stage's settings declared again from the
@@ -235,7 +225,7 @@ def _from_rows(design: StudyDesign, path) -> dict[str, Runs]:
             return np.array([[kind(r[name]) for r in found] for found in table])
 
         diverged = column("diverged", lambda v: v == "True")
-        data = {entry: (("config", "seed"), column(name)) for name, entry in _CSV_COUNTS.items()}
+        data = {entry: (("config", "seed"), column(name)) for name, entry in CSV_COUNTS.items()}
         for entry in ("adaptive_compared", "adaptive_noisy", "adaptive_change_sum", "adaptive_noise_sum"):
             data[entry] = (("config", "seed"), np.full(diverged.shape, np.nan))
         ds = xr.Dataset(data | {"diverged": (("config", "seed"), diverged)})

@@ -22,7 +22,7 @@ from jaxreplay.paper.reproduce.study.analysis import (
     Variant,
 )
 from jaxreplay.paper.reproduce.study.report import label, report, summary_table
-from jaxreplay.paper.reproduce.study.runs import Interval, Runs, seed_mean
+from jaxreplay.paper.reproduce.study.runs import CSV_COUNTS, Interval, Runs, seed_mean
 from jaxreplay.paper.reproduce.study.settings import ENVS, POINT_KEYS, StudyDesign
 from jaxreplay.paper.reproduce.study.verdict import relabel, toward, verdict
 
@@ -153,15 +153,6 @@ def write(out: pathlib.Path, result: dict) -> dict:
     return result
 
 
-_RUN_COUNTS = (
-    "adaptive_checks",
-    "adaptive_grows",
-    "adaptive_shrinks",
-    "adaptive_straddle_checks",
-    "adaptive_straddle_grows",
-)
-
-
 def write_csvs(out: pathlib.Path, design: StudyDesign, runs: Mapping[str, Runs]) -> None:
     """``runs.csv`` (one row per run) and ``curves.csv`` (seed means per setting and segment) of every stage."""
     with (
@@ -171,7 +162,7 @@ def write_csvs(out: pathlib.Path, design: StudyDesign, runs: Mapping[str, Runs])
         per_run, curves = csv.writer(f_runs), csv.writer(f_curves)
         per_run.writerow(
             ["env", "stage", *POINT_KEYS, "seed", "auc", "final_return", "mean_memory_size", "final_memory_size"]
-            + ["checks", "grows", "shrinks", "straddle_checks", "straddle_grows", "diverged"]
+            + [*CSV_COUNTS, "diverged"]
         )
         curves.writerow(
             ["env", "stage", "memory_size", "adaptive_rule", "config", "step", "train_return_mean", "memory_size_mean"]
@@ -185,7 +176,7 @@ def write_csvs(out: pathlib.Path, design: StudyDesign, runs: Mapping[str, Runs])
                         # (every digit: study refresh recomputes study.json from these)
                         [design.env_id, stage, *keys, s, f"{r.auc[c, s]:.17g}", f"{r.final[c, s]:.17g}"]
                         + [f"{r.mean_size[c, s]:.17g}", int(r.final_size[c, s])]
-                        + [int(ds[n].values[c, s]) for n in _RUN_COUNTS]
+                        + [int(ds[n].values[c, s]) for n in CSV_COUNTS.values()]
                         + [bool(ds.diverged.values[c, s])]
                     )
                 ret = seed_mean(ds.train_return.values[c])
