@@ -160,10 +160,14 @@ def read_text(path: str | os.PathLike, what: str) -> str:
         raise ValueError(f"{what} {path} is not UTF-8 text (byte {e.start} is {data[e.start]:#04x}).") from None
 
 
-def read_json(path: str | os.PathLike, what: str, keys: Iterable[str] = ()) -> dict:
+def read_json(
+    path: str | os.PathLike, what: str, keys: Iterable[str] = (), elsewhere: tuple[Iterable[str], str] | None = None
+) -> dict:
     """The JSON object in the file ``path``, holding at least ``keys``, or ``ValueError``: one line naming
     the file (as ``what``) when :func:`read_text` refuses it, it is not JSON (e.g. truncated), or it is
-    JSON of another shape (not an object, or without one of ``keys``)."""
+    JSON of another shape (not an object, or without one of ``keys``). ``elsewhere``, ``(other_keys, advice)``:
+    a file that lacks ``keys`` but holds all of ``other_keys`` is another kind jaxreplay writes, and the error
+    says ``advice`` (what to do with that kind) instead of listing the keys it lacks."""
     text = read_text(path, what)
     try:
         value = json.loads(text)
@@ -175,6 +179,8 @@ def read_json(path: str | os.PathLike, what: str, keys: Iterable[str] = ()) -> d
         kind = {list: "array", str: "string", int: "number", float: "number", bool: "boolean"}.get(type(value), "null")
         raise ValueError(f"{what} {path} holds a JSON {kind}, not the object jaxreplay writes.")
     missing = [k for k in keys if k not in value]
+    if missing and elsewhere is not None and all(k in value for k in elsewhere[0]):
+        raise ValueError(f"{what} {path} is not the kind this command reads: {elsewhere[1]}")
     if missing:
         raise ValueError(
             f"{what} {path} is not one jaxreplay wrote: it lacks the key(s) {', '.join(map(repr, missing))}."

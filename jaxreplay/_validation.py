@@ -162,7 +162,7 @@ def float32_problem(value: float | np.number) -> str | None:
     if 0.0 < magnitude < FLOAT32_TINY:
         return (
             f"does not fit a float32 (its smallest normal magnitude is {FLOAT32_TINY:.4g}): it would run as 0 "
-            "(XLA flushes subnormal numbers to zero); give 0 or a larger value"
+            "(XLA flushes subnormal numbers to zero); give a larger value"
         )
     return None
 

@@ -72,6 +72,9 @@ def test_linesearch_json_reports_theory_and_experiment(capsys):
     assert out["experiment"]["final_metric_per_seed_mean"] == pytest.approx(per_seed.mean(), rel=1e-6)
     assert out["experiment"]["final_metric_stderr"] == pytest.approx(per_seed.std(ddof=1) / 2, rel=1e-5)
     assert "memory_size_mean" not in out["experiment"]
+    # The config names everything the run depends on (aER's k and n_old only where aER ran).
+    assert out["config"] == {"memory_size": 50, "batch_size": 3, "step_size": 0.005, "discount": 0.0,
+                             "sampler": "uniform", "priority_exponent": 2.0, "seeds": 4, "seed": 0, "steps": 200}
 
 
 def test_linesearch_adaptive_reports_memory_size(capsys):
@@ -80,6 +83,8 @@ def test_linesearch_adaptive_reports_memory_size(capsys):
     sizes = out["experiment"]["memory_size_mean"]
     assert len(sizes) == 200 and sizes[0] == 40
     assert min(sizes) >= 10 and max(sizes) <= 240
+    # k and the n_old it ran (the default N0 / 2, resolved) are in the config.
+    assert (out["config"]["adaptive_interval"], out["config"]["adaptive_num_old"], out["config"]["seed"]) == (10, 20, 0)
 
 
 @pytest.mark.parametrize(
@@ -128,7 +133,7 @@ def test_dqn_refuses_games_it_cannot_play_before_compiling(capsys, args, message
 
 @pytest.mark.parametrize("args, message", [
     (["--step-size", "1e-50"], "--step-size 1e-50 does not fit a float32 (its smallest normal magnitude is 1.175e-38): "
-                               "it would run as 0 (XLA flushes subnormal numbers to zero); give 0 or a larger value."),
+                               "it would run as 0 (XLA flushes subnormal numbers to zero); give a larger value."),
     (["--step-size", "1e39"], "--step-size 1e+39 does not fit a float32 (at most 3.403e+38 in magnitude): it would "
                               "run as inf."),
     (["--sampler", "prioritized", "--priority-exponent", "1e-40"], "--priority-exponent 1e-40 does not fit a float32"),
@@ -240,6 +245,13 @@ def test_dqn_json_is_strict_and_says_why_a_value_is_missing(capsys):
     (["dqn", "--steps", "0"], "jaxreplay dqn: error: --steps must be >= 1, got 0."),
     (["dqn", "--adaptive", "--steps", "30"], "jaxreplay dqn: error: --steps must be a positive multiple of 20"),
     (["linesearch", "--seed", "-1"], "jaxreplay linesearch: error: --seed must be an integer in [0, 4294967295]"),
+    # The paper's commands too (they said tuned, steps: the library's names).
+    (["dqn", "--tuned", "--env", "Acrobot-v1"], "jaxreplay dqn: error: --tuned is only available for CartPole-v1, "
+                                                "not --env Acrobot-v1."),
+    (["reproduce", "dqn", "--env", "CartPole-v1", "--steps", "0", "--out", "OUT"],
+     "jaxreplay reproduce: error: --steps must be a positive multiple of 1"),
+    (["study", "dqn", "--env", "CartPole-v1", "--steps", "30", "--out", "OUT"],
+     "jaxreplay study: error: --steps must be a positive multiple of 20"),
 ])
 def test_once_tracebacks_are_one_line_naming_the_option(tmp_path, capsys, monkeypatch, args, message):
     from jaxreplay.engine import resources
@@ -256,6 +268,32 @@ def test_once_tracebacks_are_one_line_naming_the_option(tmp_path, capsys, monkey
     assert "setup.max_capacity" not in err and _COMPILES.lowerings == before
     if "2000000000" in args:
         assert "Lower --memory-size (replay storage dominates), or use a machine with more memory." in err
+
+
+def test_sweep_advice_names_the_sweep_commands_options_and_the_toml_keys(tmp_path, capsys):
+    config = tmp_path / "s.toml"
+    config.write_text('experiment = "linesearch"\nseeds = 2\n[setup]\nsteps = 20\nmax_capacity = 20\n'
+                      'max_batch_size = 2\n[fixed]\nmemory_size = 5\nbatch_size = 2\n')
+    assert cli.main(["sweep", str(config), "--out", str(tmp_path / "o"), "--memory-budget-mib", "0.0001"]) == 2
+    err = capsys.readouterr().err  # (it advised the [run] keys memory_budget / memory_fraction)
+    assert err.strip().endswith("Lower setup.max_capacity (replay storage dominates), shorten a segment, or raise "
+                                "--memory-budget-mib / --memory-fraction."), err
+
+
+@pytest.mark.parametrize("raised, status, err", [
+    (BrokenPipeError, 141, ""),  # `jaxreplay ... | head`: the reader left; not bad input (it said error, exit 2)
+    (KeyboardInterrupt, 130, "jaxreplay info: interrupted"),  # Ctrl-C: one line, no traceback
+])
+def test_a_closed_pipe_and_ctrl_c_end_the_command_quietly(tmp_path, capsys, monkeypatch, raised, status, err):
+    def handler(args):
+        raise raised
+
+    monkeypatch.setattr(cli, "_info", handler)
+    stdout = open(tmp_path / "stdout", "w")  # a real file descriptor (the closed pipe's is replaced by devnull's)
+    monkeypatch.setattr(sys, "stdout", stdout)
+    assert cli.main(["info"]) == status
+    stdout.close()
+    assert capsys.readouterr().err.strip() == err
 
 
 def test_field_errors_are_read_in_parts_and_said_of_the_option_only_for_the_commands_fields():

@@ -233,6 +233,11 @@ def _bad_inputs(root: pathlib.Path) -> dict[str, pathlib.Path]:
     (["study", "refresh", "s_nested"], "the study result s_nested/study.json is not one `jaxreplay study dqn` wrote "
                                        "(KeyError: 'mean_size')."),
     (["study", "readme", "s_nested", "--readme", "README.md"], "the study result s_nested/study.json is not one"),
+    # A study of the other kind says which command reads it (it listed the keys it lacked).
+    (["study", "readme", "REPLAY", "--readme", "README.md"], "the study result REPLAY/study.json is not the kind "
+     "this command reads: it is a `jaxreplay study replay` result (use `study replay-readme`)."),
+    (["study", "replay-readme", "STUDY", "--readme", "README.md"], "the replay study result STUDY/study.json is not "
+     "the kind this command reads: it is a `jaxreplay study dqn` result (use `study readme`)."),
     (["study", "readme", "STUDY", "--readme", "missing.md"], "the README missing.md: no such file."),
     (["study", "readme", "STUDY", "--readme", "folder.md"], "the README folder.md is a folder, not a file."),
     (["study", "readme", "STUDY", "--readme", "latin.md"], "the README latin.md is not UTF-8 text (byte 0 is 0xff)."),
@@ -260,7 +265,9 @@ def test_an_unusable_input_file_is_one_line_naming_it(args, message, tmp_path, m
     monkeypatch.chdir(tmp_path)
     _bad_inputs(tmp_path)
     paper = REPO / "docs" / "paper_scale"
-    argv = [str(STUDY) if a == "STUDY" else str(paper) if a == "PAPER" else a for a in args]
+    folders = {"STUDY": STUDY, "PAPER": paper, "REPLAY": REPO / "docs" / "replay_study" / "CartPole-v1"}
+    argv = [str(folders[a]) if a in folders else a for a in args]
+    message = message.replace("STUDY", str(STUDY)).replace("REPLAY", str(folders["REPLAY"]))
     before = sorted(p.name for p in tmp_path.iterdir()), COMPILE_EVENTS.lowerings
     readme = (tmp_path / "README.md").read_text()
     assert cli.main(argv) == 2

@@ -16,7 +16,9 @@ from __future__ import annotations
 
 import argparse
 import importlib.metadata
+import os
 import platform
+import signal
 import sys
 
 import jaxreplay
@@ -72,6 +74,12 @@ def main(argv: list[str] | None = None) -> int:
 
             _files.check_output_folder(args.out)
         return args.handler(args)
+    except BrokenPipeError:  # the reader left (`| head`): not bad input; stop quietly, as `cat` does
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())  # (the exit's flush would fail again)
+        return 128 + signal.SIGPIPE
+    except KeyboardInterrupt:  # Ctrl-C: one line, no traceback (a sweep's finished chunks are kept for a resume)
+        print(f"\njaxreplay {args.command}: interrupted", file=sys.stderr)
+        return 128 + signal.SIGINT
     # Bad input, or a file that cannot be read or written (a full disk: WriteError names the file, kept whole).
     except (ValueError, OSError) as error:
         print(f"jaxreplay {args.command}: error: {error}", file=sys.stderr)

@@ -137,13 +137,13 @@ def _read_setting(args: argparse.Namespace) -> tuple[dqn.Setup, dqn.Hyperparamet
         ):
             if given != default:
                 raise ValueError(f"--{option} {given} sets how aER checks: add --adaptive, or leave it out.")
+    if args.tuned and args.env != "CartPole-v1":
+        raise ValueError(f"--tuned is only available for CartPole-v1, not --env {args.env}.")
     if args.env in paper_settings.PAPER_TOTAL_STEPS:
         setup, hparams = paper_settings.paper_setting(
             args.env, args.memory_size, args.adaptive, tuned=args.tuned, optimizer_reading=args.optimizer_reading
         )
     else:
-        if args.tuned:
-            raise ValueError("--tuned is only available for CartPole-v1.")
         if args.optimizer_reading != "adam":  # (it reads the paper's step size: only its games have one)
             raise ValueError(
                 f"--optimizer-reading {args.optimizer_reading} reads the paper's step size, for its games only "

@@ -73,8 +73,7 @@ def _read_sweep(args: argparse.Namespace):
     from jaxreplay.engine import sweep as sweep_lib
     from jaxreplay.experiments import linesearch as ls
 
-    # `is None`, not falsiness: an explicit 0 is refused below, never replaced by the default.
-    num_old = args.adaptive_num_old if args.adaptive_num_old is not None else max(args.memory_size // 2, 1)
+    num_old = _num_old(args)
     hparams = ls.Hyperparameters(
         memory_size=args.memory_size,
         batch_size=args.batch_size,
@@ -109,6 +108,12 @@ def _read_sweep(args: argparse.Namespace):
         )
 
 
+def _num_old(args: argparse.Namespace) -> int:
+    """aER's n_old as the run uses it: ``--adaptive-num-old``, else N0 / 2 (at least 1)."""
+    # `is None`, not falsiness: an explicit 0 is refused, never replaced by the default.
+    return args.adaptive_num_old if args.adaptive_num_old is not None else max(args.memory_size // 2, 1)
+
+
 class _Result(NamedTuple):
     """What `jaxreplay linesearch` found: its report (the --json object), the seeds' mean Δθ curve
     (``float64[T, 2]``) and the ODE's solution (None where its solver gave up)."""
@@ -141,9 +146,12 @@ def _result(args: argparse.Namespace, ds) -> _Result:
         priority_exponent=args.priority_exponent if args.sampler == "prioritized" else None,
         times=times,
     )
-    config = ("memory_size", "batch_size", "step_size", "discount", "sampler", "priority_exponent", "seeds", "steps")
+    config = ("memory_size", "batch_size", "step_size", "discount", "sampler", "priority_exponent", "seeds", "seed")
+    config += ("steps",) + (("adaptive_interval",) if adaptive else ())
     report = {
-        "config": {name: getattr(args, name) for name in config},
+        # Everything the run depends on (aER's n_old as it ran: its default is resolved here).
+        "config": {name: getattr(args, name) for name in config}
+        | ({"adaptive_num_old": _num_old(args)} if adaptive else {}),
         "theory": {
             "converged": True,
             "final_metric": float(solution.metric),

@@ -3,8 +3,23 @@
 from __future__ import annotations
 
 import argparse
+import functools
 
-from jaxreplay.cli.common import positive
+from jaxreplay.cli.common import named_as_options, positive
+
+# The library's fields these commands set, by the option that sets them (its errors are said of the option).
+OPTIONS = {"steps": "--steps", "seeds": "--seeds", "chunk_size": "--chunk-size", "env_id": "--env"}
+
+
+def _as_options(handler):
+    """``handler`` with a library error about one of ``OPTIONS`` said of the option the user typed."""
+
+    @functools.wraps(handler)
+    def wrapped(args: argparse.Namespace) -> int:
+        with named_as_options(OPTIONS):
+            return handler(args)
+
+    return wrapped
 
 
 def _scale(parser, default: str, quick_help: str, full_help: str) -> None:
@@ -66,6 +81,7 @@ def add_reproduce_parser(commands) -> None:
     rrm.set_defaults(handler=_reproduce_readme)
 
 
+@_as_options
 def _reproduce(args: argparse.Namespace) -> int:
     if args.seeds is not None:
         positive("seeds", args.seeds)
@@ -186,6 +202,7 @@ def _add_replay_parsers(kinds) -> None:
     rr.set_defaults(handler=_replay_study)
 
 
+@_as_options
 def _replay_study(args: argparse.Namespace) -> int:
     from jaxreplay.paper.reproduce import replay_study
 
@@ -215,6 +232,7 @@ def _replay_study(args: argparse.Namespace) -> int:
     return 0
 
 
+@_as_options
 def _study(args: argparse.Namespace) -> int:
     from jaxreplay.paper.reproduce import study as study_lib
 

@@ -156,7 +156,8 @@ def read_study(path) -> dict:
     Raises:
         ValueError: one line naming the file, when it is unreadable or of another shape.
     """
-    result = read_json(path, "the replay study result", _STUDY_KEYS)
+    dqn_study = (("response", "best_static", "controls"), "it is a `jaxreplay study dqn` result (use `study readme`).")
+    result = read_json(path, "the replay study result", _STUDY_KEYS, elsewhere=dqn_study)
     try:
         verdict(result)
         summary_table([result])

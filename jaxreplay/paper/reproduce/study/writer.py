@@ -208,7 +208,11 @@ def read_study(path, relabelled: bool = False) -> dict:
     Raises:
         ValueError: one line naming the file, when it is unreadable or of another shape.
     """
-    result = read_json(path, "the study result", _STUDY_KEYS)
+    replay_study = (
+        ("capacities", "n_steps", "cells"),
+        "it is a `jaxreplay study replay` result (use `study replay-readme`).",
+    )
+    result = read_json(path, "the study result", _STUDY_KEYS, elsewhere=replay_study)
     try:
         fresh = relabel(result)
         summary_table([result])
