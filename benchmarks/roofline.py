@@ -517,6 +517,8 @@ def run(mode_name: str = "quick", progress: Callable[[str], None] = lambda s: pr
                  f"({result['dot'] * 1e6:.3g} µs alone) per step; "
                  f"{result['step_s'] * 1e6:.3g} µs/step measured, bound {result['bound'] * 1e6:.3g} µs "
                  f"({result['binding']})")
+        if not attained(result):
+            progress(f"    measured below the {result['binding']} bound: that bound's model overstates this step")
         results.append(result)
     return _report(mode_name, measured, spec, device, loop_once, results, skipped)
 
@@ -554,6 +556,23 @@ def dot_lines(results: list[dict]) -> list[str]:
     return lines
 
 
+def attained(r: dict) -> bool:
+    """Whether the measured step is at least its largest bound: a bound is a lower bound only if the device
+    cannot beat it. A step measured below it shows that that bound's model overstates this step's cost (e.g.
+    t_sync charged for loop iterations the device runs without a host round trip, or a bandwidth probe that
+    read low), so that row's binding limit is not established."""
+    return r["step_s"] >= r["bound"]
+
+
+def _verdict_cells(r: dict) -> list[str]:
+    """The binding, measured and measured ÷ bound cells of a row; a bound the step beat is said to be no bound."""
+    ratio = f"{r['step_s'] / r['bound']:.2g}×"
+    if attained(r):
+        return [_dot_cell(r), f"**{r['binding']}**", _us(r["step_s"]), ratio]
+    return [_dot_cell(r), f"none shown ({r['binding']} overstated)", _us(r["step_s"]),
+            f"{ratio}: below the {r['binding']} bound, which is then no bound"]
+
+
 def roofline_table(results: list[dict]) -> str:
     rows = []
     for r in results:
@@ -569,7 +588,7 @@ def roofline_table(results: list[dict]) -> str:
             *([f"{_us(r['traffic'])} ({_si(c.traffic, 'B')} ÷ {_si(r['traffic_bandwidth'], 'B/s')} "
                + (f"at {_si(r['probe_bytes'], 'B')})" if r["probe_bytes"] else "of memory)")]
               if "traffic_bandwidth" in r else [_us(r.get("traffic", 0.0))]),
-            _dot_cell(r), f"**{r['binding']}**", _us(r["step_s"]), f"{r['step_s'] / r['bound']:.2g}×",
+            *_verdict_cells(r),
         ])
     return _timing.markdown_table(
         ["workload", "one step", "kernels / step", "host syncs / step", "while loops in step", "FLOPs / step (XLA)",
@@ -625,7 +644,10 @@ def _report(mode_name, measured, spec, device, loop_once, results, skipped) -> s
         "times launches); dot = Σ count × the time of each distinct `dot` the step runs (top-level or inside a "
         "fusion, counted in the optimized HLO like the kernels), rebuilt as the same `lax.dot_general` at the "
         "same shapes and timed alone in a loop with the workload's compiler options, measured now (\"–\": the "
-        "step runs no dot). Measured ÷ bound: the measured step time over the largest bound."
+        "step runs no dot). Measured ÷ bound: the measured step time over the largest bound. A bound is a lower "
+        "bound only if no step beats it: where the measured time is below the largest bound (ratio < 1), that "
+        "bound's model overstates the step (a cost charged that the device does not pay), the binding column "
+        "says so and names no limit."
     )
     return "\n\n".join([f"Backend `{jax.default_backend()}`, mode `{mode_name}`.", devices, used, table, notes,
                         *dot_lines(results),

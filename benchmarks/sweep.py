@@ -144,7 +144,7 @@ def _end_to_end(runs: int, repeats: int) -> dict:
     bare = _bare_kernel(final_sweep, final.stats.chunk_size, final_only=True)
     bare_full = _bare_kernel(full_sweep, full.stats.chunk_size)
     # In alternation, each engine way beside its bare kernel, one of each per round (the machine's speed drifts).
-    engine_s = lambda sweep: sw.run(sweep, None, progress=False).stats.run_seconds  # noqa: E731
+    engine_s = lambda sweep: _timing.engine_call_seconds(sw.run, sweep)  # noqa: E731
     rounds = [dict(final_s=engine_s(final_sweep), bare_s=bare["seconds"](), full_s=engine_s(full_sweep),
                    bare_full_s=bare_full["seconds"]()) for _ in range(repeats)]
     bandwidth = host_transfer_bandwidth()
@@ -194,11 +194,11 @@ def _python_loop(runs: int) -> dict:
     from jaxreplay.experiments import linesearch as ls
 
     setup = ls.Setup(steps=STEPS, max_capacity=MAX_CAPACITY, max_batch_size=BATCH)
-    fn = jax.jit(ls.run, static_argnums=2)
     hp = lambda i: ls.Hyperparameters(memory_size=MEMORY_SIZES[i % len(MEMORY_SIZES)], batch_size=BATCH,  # noqa: E731
                                       step_size=np.float32(STEP_SIZE))
     keys = list(run_keys(0, np.arange(runs), jax.default_backend()))  # the engine's keys, made before the clock
-    jax.block_until_ready(fn(keys[0], hp(0), setup))  # compile and warm up
+    fn = _timing.compiled_as_the_engine(ls.run, ls.EXPERIMENT, keys[0], hp(0), setup, static_argnums=2)
+    jax.block_until_ready(fn(keys[0], hp(0), setup))  # warm up
     t0 = time.perf_counter()
     for i in range(runs):
         jax.block_until_ready(fn(keys[i], hp(i), setup))

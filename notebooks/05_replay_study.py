@@ -163,9 +163,10 @@ for env, r in RESULTS.items():
 # in the same column: if the score followed the age alone, markers in a column would agree; if it
 # follows the ratio, the markers separate by ratio whatever the age.
 #
-# In the committed quick study they separate: at equal age the higher ratio scores more (+59.7 at
-# n = 1, +52.7 at n = 3, over 6 pairs each), while at equal ratio a 4× older memory changes the score
-# by less (+13.7, +25); every interval is above 0, so the study answers "both", the ratio more.
+# In the committed quick study they separate: at equal age the higher ratio scores more (+56.4 at
+# n = 1, +48.5 at n = 3, over 6 pairs each), while at equal ratio a 4× older memory changes the score
+# by less (+13.0, +27.6); every interval is above 0, so the study answers "both", the ratio more.
+# (Section 4 prints these from the study; the Checks assert them.)
 
 # %%
 MARKERS = {0.25: "v", 1.0: "o", 4.0: "^"}
@@ -246,8 +247,8 @@ for env, r in RESULTS.items():
 # %% [markdown]
 # ## 6. Running the study: a tiny CPU run of the same command
 #
-# `jaxreplay study replay --env CartPole-v1 --out DIR --quick --seeds 6` made the committed results (14
-# minutes on two shared cores). Here the runs are cut to 200 steps (`steps` must be a multiple of
+# `jaxreplay study replay --env CartPole-v1 --out DIR --quick --seeds 6` made the committed results (220 s
+# on two shared cores). Here the runs are cut to 200 steps (`steps` must be a multiple of
 # 20, whole aER checks) and 2 seeds, only to show what the command writes, and that `study.json` is
 # computed from the per-run table `runs.csv` (scores written with 17 significant digits, so the
 # recomputation in the Checks cell is exact).
@@ -347,6 +348,9 @@ if not PAPER_SCALE:  # the committed CartPole quick study: 6 seeds of 4,000 step
     # ... and at equal age the higher ratio scores more than a 4× older memory at equal ratio does.
     for by_ratio, by_age in zip(cart["ratio_at_equal_age"], cart["age_at_equal_ratio"]):
         assert by_ratio["estimate"] > by_age["estimate"] > 0 and by_age["low"] > 0
+    # (the numbers section 3 quotes, n = 1 then n = 3)
+    assert [round(c["estimate"], 1) for c in cart["ratio_at_equal_age"]] == [56.4, 48.5]
+    assert [round(c["estimate"], 1) for c in cart["age_at_equal_ratio"]] == [13.0, 27.6]
     # From the smallest start: the evidence rule stays near it, aER stays small and is no better than its
     # random walk (its interval includes 0), the relative-ε variant grows.
     by = {(x["rule"], x["initial_size"]): x for x in cart["adaptive"]["rules"]}

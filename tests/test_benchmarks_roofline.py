@@ -176,6 +176,10 @@ def test_table_reports_measured_over_bound():
     row = roofline.roofline_table([result]).splitlines()[-1]
     assert row.startswith("| w | one | 100 | 2 | 1 | ≥ 1 GFLOP | 1 MB | 2 MB | 220 |")
     assert row.endswith("| **launch** | 440 | 2× |")
+    # A step measured below its largest bound beat it: that bound is no bound, and no limit is named.
+    row = roofline.roofline_table([dict(result, step_s=187e-6)]).splitlines()[-1]
+    assert row.endswith("| none shown (launch overstated) | 187 | 0.85×: below the launch bound, which is then no "
+                        "bound |")
 
 
 def test_random_read_cost_is_the_marginal_cost_of_a_row_not_a_calls_fixed_cost(monkeypatch):

@@ -37,6 +37,8 @@ def heatmap_figure(out: pathlib.Path, design: ReplayDesign, result: dict, runs: 
     }
     low, high = np.nanmin(list(grids.values())), np.nanmax(list(grids.values()))
     fig, axes = plt.subplots(1, len(grids), figsize=(5 * len(grids), 4), squeeze=False)
+    # The game and the quantity once, above the panels (each panel's own title was as wide as its panel).
+    fig.suptitle(f"{_game(design)}: score IQM (mean training return)")
     for ax, (n, grid) in zip(axes[0], grids.items()):
         ax.imshow(grid, origin="lower", cmap="viridis", vmin=low, vmax=high, aspect="auto")
         for (i, j), v in np.ndenumerate(grid):
@@ -45,7 +47,7 @@ def heatmap_figure(out: pathlib.Path, design: ReplayDesign, result: dict, runs: 
         ax.set_yticks(range(len(ratios)), [f"{r:g}" for r in ratios])
         ax.set_xlabel("capacity (transitions)")
         ax.set_ylabel("replay ratio (updates per step)")
-        ax.set_title(f"{_game(design)}, n = {n}: score IQM (mean training return)")
+        ax.set_title(f"n = {n}")
     plots.save(fig, out / "heatmap.png")
     return "heatmap.png"
 
