@@ -394,15 +394,17 @@ print(f"pER-worse cells: mean N {NN[worse].mean():.0f} (grid {NN.mean():.0f}), m
 # Fig. 2d map — with aER's seed-mean $N(t)$ and its 10–90 % band over seeds, and the best fixed $N$ for each horizon
 # (white dots, ODE). **Middle:** aER on the (N, m) map: for each $m$, an arrow from $N_0$ to the seed-mean final $N$
 # (bar: 10–90 % of seeds), a dot at its time-averaged $N$; stars are the best fixed $N$.
-# **Right:** final $M$ per $m$: aER simulation, the ODE with window $n(t) = \min(t, \bar N(t))$ driven by aER's
-# seed-mean $\bar N(t)$, and the fixed-$N_0$ ODE. The driven ODE is not in the paper; it uses the mean $N(t)$,
-# while right after a growth the real buffer holds fewer than $N(t)$ transitions for $k$ steps.
+# **Right:** final $M$ per $m$: aER simulation, the ODE driven by $\bar n(t)$, the seed mean of the number of
+# transitions each step replayed from, and the fixed-$N_0$ ODE. The driven ODE is not in the paper. It is driven by
+# the live size, not the capacity $N(t)$: right after a growth the real buffer holds fewer than $N(t)$ transitions
+# for $k$ steps (`ls.replayed_sizes` rebuilds the live size from the capacity record).
 
 # %%
 t0 = time.perf_counter()
 t_steps = np.arange(1.0, T + 1.0)
 meanN = cap_aer.astype(np.float64).mean(axis=1)  # [len(AER_MS), T]
 loN, hiN = (np.percentile(cap_aer, q, axis=1) for q in (10, 90))
+mean_n = ls.replayed_sizes(cap_aer, AER_N0).mean(axis=1, dtype=np.float64)  # what each step replayed from
 
 
 def driven_solve(sizes, m):
@@ -410,9 +412,9 @@ def driven_solve(sizes, m):
                         step_size=ALPHA, discount=DISCOUNT, times=times)
 
 
-# One compiled, vmapped solve for every schedule: aER's mean N(t) per m, then the constant N0 (= fixed-N ODE).
+# One compiled, vmapped solve for every schedule: aER's mean n(t) per m, then the constant N0 (= fixed-N ODE).
 with jax.enable_x64(True):
-    sizes = np.concatenate([meanN, np.full_like(meanN, AER_N0)])
+    sizes = np.concatenate([mean_n, np.full_like(mean_n, AER_N0)])
     ms_ = np.concatenate([AER_MS, AER_MS]).astype(np.float64)
     ode_drv = jax.jit(jax.vmap(driven_solve))(jnp.asarray(sizes), jnp.asarray(ms_))
 nA = len(AER_MS)
@@ -420,7 +422,7 @@ M_drv = np.asarray(ode_drv.metric)[:nA]
 M_fix = np.asarray(ode_drv.metric)[nA:]
 M_aer = np.array([seed_average_metric(d) for d in d_aer])
 print(f"driven ODE ({2 * nA} solves): {time.perf_counter() - t0:.1f} s")
-print("   m   mean N(T)   M_aER(sim)   M_ODE(aER N(t))   M_ODE(fixed N0)")
+print("   m   mean N(T)   M_aER(sim)   M_ODE(aER n(t))   M_ODE(fixed N0)")
 for i, m in enumerate(AER_MS):
     print(f"  {m:2d}   {meanN[i, -1]:7.1f}    {M_aer[i]:.5f}      {M_drv[i]:.5f}           {M_fix[i]:.5f}")
 
@@ -461,7 +463,7 @@ ax.legend(fontsize=7, loc="upper center", bbox_to_anchor=(0.5, -0.13), ncol=2)
 
 ax = axes[2]
 ax.semilogy(AER_MS, M_aer, "o", color="tab:red", ms=7, label="aER simulation")
-ax.semilogy(AER_MS, M_drv, "x-", color="k", label="ODE driven by aER's mean N(t)")
+ax.semilogy(AER_MS, M_drv, "x-", color="k", label="ODE driven by aER's mean live size n(t)")
 ax.semilogy(AER_MS, M_fix, "s--", color="0.5", mfc="none", label=f"ODE, fixed N = {AER_N0}")
 ax.set(xlabel="minibatch size m", ylabel="final M", title="aER: simulation vs driven ODE vs fixed-N ODE")
 ax.legend(fontsize=8)

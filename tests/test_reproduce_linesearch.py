@@ -339,7 +339,7 @@ def _check_aer_vs_fixed_theory(c, rows):
     assert c["aer"] == _metric(rows, "adaptive", "theory", rl.AER_N0, rl.AER_M)
     assert c["fixed"] == _metric(rows, "uniform", "theory", rl.AER_N0, rl.AER_M)
     assert c["aer"] < c["fixed"] / 4 and c["agrees"] == "yes"
-    # The ODE driven by the mean N(t) follows the aER experiment.
+    # The ODE driven by the mean live size n(t) follows the aER experiment.
     assert abs(c["aer"] - _metric(rows, "adaptive", "experiment", rl.AER_N0, rl.AER_M)) < 1e-3
 
 

@@ -128,6 +128,7 @@ def _result(args: argparse.Namespace, ds) -> _Result:
     import numpy as np
 
     from jaxreplay.engine import results
+    from jaxreplay.experiments import linesearch as ls
     from jaxreplay.paper import theory
 
     adaptive = args.sampler == "adaptive"
@@ -137,7 +138,9 @@ def _result(args: argparse.Namespace, ds) -> _Result:
     memory_mean = ds.capacity.values.astype(np.float64).mean(axis=0)
 
     times = np.arange(args.steps + 1, dtype=np.float64)
-    schedule = theory.MemorySizeSchedule(np.arange(args.steps + 1.0), np.concatenate([[args.memory_size], memory_mean]))
+    # aER's ODE averages over what each step replayed from (the live size, which lags a grown capacity).
+    replayed = ls.replayed_sizes(ds.capacity.values, args.memory_size).mean(axis=0, dtype=np.float64)
+    schedule = theory.MemorySizeSchedule(np.arange(1.0, args.steps + 1.0), replayed)
     solution = _solve_theory(
         memory_size=schedule if adaptive else args.memory_size,
         batch_size=args.batch_size,

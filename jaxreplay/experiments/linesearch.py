@@ -461,6 +461,35 @@ def replay(key, theta, memory, hparams: Hyperparameters, setup: Setup, trainable
     return jax.lax.scan(masked_update, theta, (slots, linear.unpack(buffer.get(memory, indices))))[0], indices
 
 
+def replayed_sizes(capacity: ArrayLike, initial: ArrayLike) -> np.ndarray:
+    """How many transitions each step's replay drew from (the live size after the step's add), rebuilt
+    exactly from the capacity record: what the ODE of a resized memory must average over.
+
+    The capacity is not that size: after aER grows the memory by k, it refills one transition a step, so
+    for k steps it holds fewer than its capacity (driven by the capacity instead, the ODE was 40 % off an
+    aER run with k = 200). By the buffer's rules (:mod:`jaxreplay.buffer`): an add keeps
+    ``min(size + 1, capacity)``, a resize ``min(size, capacity)``; step t adds, replays, then resizes.
+
+    Args:
+        capacity: ``int[..., T]``, the record's capacity after each step t = 1 … T
+            (:attr:`Result.memory_size`, a sweep's ``capacity``).
+        initial: ``int[...]``, the capacity before step 1 (the run's ``memory_size``, N0 for aER),
+            broadcast against ``capacity[..., 0]``.
+
+    Returns:
+        ``int64[..., T]``: the number of stored transitions step t replayed from (``min(t, N)`` for a fixed N).
+    """
+    capacity = np.asarray(capacity, np.int64)
+    before = np.broadcast_to(np.asarray(initial, np.int64), capacity.shape[:-1])  # the capacity step t saw
+    size = np.zeros(capacity.shape[:-1], np.int64)  # after the previous step's resize
+    out = np.empty_like(capacity)
+    for t in range(capacity.shape[-1]):
+        out[..., t] = np.minimum(size + 1, before)  # the add
+        size = np.minimum(out[..., t], capacity[..., t])  # the resize
+        before = capacity[..., t]
+    return out
+
+
 def run_batch(keys: jax.Array, hparams: Hyperparameters, setup: Setup) -> Result:
     """:func:`run` for ``R`` runs at once: vmapped over a leading run axis of ``keys`` and ``hparams``.
 

@@ -401,7 +401,7 @@ def adaptive_learning_curves(
     """Fig. 3a: Δθ1, Δθ2 with adaptive memory (solid) vs fixed memory (dashed).
 
     Experiment curves are seed-averaged float[T, 2]; the optional theory curves
-    (float[S, 2]: the ODE driven by the mean N(t), and the fixed-N ODE) are
+    (float[S, 2]: the ODE driven by the mean live size n(t), and the fixed-N ODE) are
     thin dotted/dash-dotted lines.
     """
     fig, ax = _figure()

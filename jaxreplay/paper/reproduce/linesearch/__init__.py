@@ -57,8 +57,9 @@ Choices where the paper is silent (also listed in the report):
 * The appendix's 1-D figures (fixed intercept) use m = 5, α = 2e-5 (the
   values given for Fig. 1DLearning) for Fig. 1DStepsVsSize/1DOptSize too, and
   the target "Δθ/Δθ⁰ = 0.05", i.e. K = ln 20 ≈ 3.
-* The ODE driven by aER's mean N(t) uses the window n(t) = min(t, N(t)):
-  after a growth the real buffer holds fewer than N(t) transitions for k steps.
+* The ODE of aER is driven by the seed mean of the number of transitions each
+  step replayed from (the live size), not by its capacity N(t): after a growth
+  the real buffer holds fewer than N(t) transitions for k steps.
 
 Layout: :mod:`~jaxreplay.paper.reproduce.linesearch.settings` (constants, the
 :class:`Design` of each mode), :mod:`~jaxreplay.paper.reproduce.linesearch.numerics`

@@ -506,12 +506,12 @@ def aer_seed_fraction(s: Stages) -> dict:
 
 @_register("aer_vs_fixed_theory")
 def aer_vs_fixed_theory(s: Stages) -> dict:
-    """The ODE driven by aER's mean N(t) against the fixed-100 ODE (not in the paper)."""
+    """The ODE driven by aER's mean live size n(t) against the fixed-100 ODE (not in the paper)."""
     c = s.adaptive
     return _row(
-        "ODE driven by aER's mean N(t) vs fixed-100 ODE (not in the paper)",
+        "ODE driven by aER's mean live size n(t) vs fixed-100 ODE (not in the paper)",
         "aER better (not computed in the paper)",
-        f"M_ode(aER N(t)) = {s.aer.metric:.4g} vs M_ode(N=100) = {c.theory_fixed_metric:.4g}; "
+        f"M_ode(aER n(t)) = {s.aer.metric:.4g} vs M_ode(N=100) = {c.theory_fixed_metric:.4g}; "
         f"max_t |Δθ_exp,aER − Δθ_ode,driven| = "
         f"{np.nanmax(np.abs(np.nanmean(c.dtheta, 0) - s.aer.dtheta[1:])):.2g}",
         _agree(s.aer.metric < c.theory_fixed_metric),

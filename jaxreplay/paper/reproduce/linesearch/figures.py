@@ -67,8 +67,8 @@ FIGURES = {
     ),
     "figA6_er_learning_curves_gamma0.5_N1000.png": "Appendix Fig. 2DDiscountLearning variant: N = 1000",
     "fig3a_aer_learning_curves.png": (
-        "Fig. 3a: aER from N0 = 100 (solid) vs fixed N = 100 (dashed), m = 10, α = 1e-3; ODE driven by mean N(t) "
-        "(dotted) vs fixed-N ODE"
+        "Fig. 3a: aER from N0 = 100 (solid) vs fixed N = 100 (dashed), m = 10, α = 1e-3; ODE driven by the mean "
+        "live size n(t) (dotted) vs fixed-N ODE"
     ),
     "fig3b_aer_memory_size.png": "Fig. 3b: aER memory size N(t) (mean, 10–90% band, single seeds)",
 }

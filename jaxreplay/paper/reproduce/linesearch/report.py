@@ -133,7 +133,8 @@ def report_markdown(
         f"- aER on LineSearch: k = {AER_K}, n_old = N0/2 = {AER_NOLD} "
         "(the paper's DQN rule; not given for LineSearch), "
         "exact sums, Algorithm 2 with ε = 0, shrink recompute on the 'new' reading (docs/paper_readings.md §9).",
-        "- aER theory (not in the paper): the ODE with window n(t) = min(t, N̄(t)), N̄ the seed-mean memory size.",
+        "- aER theory (not in the paper): the ODE with window n̄(t), the seed mean of the number of transitions "
+        "step t replayed from (the live size, which lags a grown capacity N(t) for k steps).",
         "- Appendix 1-D figures: m = 5, α = 2e-5 (Fig. 1DLearning's values) also for steps-to-K and optimal N vs K; "
         "the target Δθ/Δθ⁰ = 0.05 is K = ln 20 ≈ 3.00. Fixed-slope example: α = 2e-5 (docs/paper_readings.md §2); "
         "fixed-intercept example: α = 5e-5.",

@@ -94,7 +94,7 @@ STAGE_NAMES = (
     "experiment: ER",
     "experiment: pER",
     "experiment: aER",
-    "theory: ODE driven by aER N(t)",
+    "theory: ODE driven by aER's live size n(t)",
     "claims, figures, CSV, report",
 )
 """The stages as the progress bar and the report's timings name them (the last one is :func:`reproduce`'s)."""
