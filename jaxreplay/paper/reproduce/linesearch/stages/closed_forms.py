@@ -2,7 +2,7 @@
 
 One stage, :func:`appendix`, from the closed forms of
 :mod:`jaxreplay.paper.theory.analytic` and :mod:`~jaxreplay.paper.reproduce.linesearch.numerics`
-(NumPy, no compile).
+(NumPy), and two ODE solves that check the closed forms' pER claim independently.
 """
 
 from __future__ import annotations
@@ -37,6 +37,10 @@ class Appendix(NamedTuple):
         slope_steps_printed: the same at the printed α = 5e-5.
         pri_times: the fine t grid of Fig. 1DPriLearning.
         exponent_er, exponent_per: k(t) and k_pri(t) at N = 500.
+        ode_times: the t of the check below, 0 … 2000.
+        ode_ratio_er, ode_ratio_per: Δθ1(t)/Δθ1⁰ of the ODE itself with the intercept frozen at its target,
+            ER and pER (β = 2), at N = 500: the check of the claim k_pri ≥ k that does not use the closed
+            form's rate difference (a sum of squares: it cannot be negative).
     """
 
     times: np.ndarray
@@ -52,6 +56,9 @@ class Appendix(NamedTuple):
     pri_times: np.ndarray
     exponent_er: np.ndarray
     exponent_per: np.ndarray
+    ode_times: np.ndarray
+    ode_ratio_er: np.ndarray
+    ode_ratio_per: np.ndarray
 
 
 def appendix(design: Design) -> Appendix:
@@ -67,6 +74,15 @@ def appendix(design: Design) -> Appendix:
     steps_grid = steps_to_exponent(targets[:, None], appN[None, :])  # [nK, nN]
     t_pri = np.linspace(0.0, 2000.0, 20001)
     k_er1d, k_per1d = prioritized_exponent_1d(t_pri, 500, M_1D, ALPHA_1D)
+    t_ode = np.linspace(0.0, 2000.0, 201)
+    fixed_intercept = theory.TheoryParams(initial_intercept=0.5)  # θ2 at its target β2: Δθ1⁰ = −0.1
+    ratios = [
+        np.asarray(sol.dtheta1) / np.asarray(sol.dtheta1)[0]
+        for sol in (
+            theory.solve(fixed_intercept, 500, M_1D, ALPHA_1D, priority_exponent=beta, times=t_ode, frozen="intercept")
+            for beta in (None, 2.0)
+        )
+    ]
     return Appendix(
         times=t1d,
         exponent=k_curves,
@@ -81,4 +97,7 @@ def appendix(design: Design) -> Appendix:
         pri_times=t_pri,
         exponent_er=k_er1d,
         exponent_per=k_per1d,
+        ode_times=t_ode,
+        ode_ratio_er=ratios[0],
+        ode_ratio_per=ratios[1],
     )
