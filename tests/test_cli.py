@@ -87,6 +87,12 @@ def test_linesearch_adaptive_reports_memory_size(capsys):
     assert (out["config"]["adaptive_interval"], out["config"]["adaptive_num_old"], out["config"]["seed"]) == (10, 20, 0)
 
 
+def test_linesearch_one_seed_has_no_standard_error(capsys):
+    out = _linesearch_json(capsys, "--seeds", "1")["experiment"]  # (it said 0.0: no uncertainty)
+    assert out["final_metric_stderr"] is None
+    assert out["final_metric_stderr_null_reason"] == "too few seeds (n = 1): a standard error needs 2"
+
+
 @pytest.mark.parametrize(
     "args, message",
     [
@@ -245,6 +251,9 @@ def test_dqn_json_is_strict_and_says_why_a_value_is_missing(capsys):
     (["dqn", "--steps", "0"], "jaxreplay dqn: error: --steps must be >= 1, got 0."),
     (["dqn", "--adaptive", "--steps", "30"], "jaxreplay dqn: error: --steps must be a positive multiple of 20"),
     (["linesearch", "--seed", "-1"], "jaxreplay linesearch: error: --seed must be an integer in [0, 4294967295]"),
+    # A value the float32 cast changes says what was typed and what it runs as (it said "= 1.0 ... got 1.0").
+    (["linesearch", "--discount", "0.99999999"], "fixed.discount = 0.99999999 (runs as 1.0, a float32): discount "
+                                                 "must be < 1.0"),
     # The paper's commands too (they said tuned, steps: the library's names).
     (["dqn", "--tuned", "--env", "Acrobot-v1"], "jaxreplay dqn: error: --tuned is only available for CartPole-v1, "
                                                 "not --env Acrobot-v1."),

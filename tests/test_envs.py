@@ -1,5 +1,7 @@
 """LineSearch dynamics and the environment factory."""
 
+import re
+
 import jax
 import jax.numpy as jnp
 import numpy as np
@@ -54,3 +56,25 @@ def test_gymnax_ids_pass_through():
     env, params = envs.make("CartPole-v1")
     obs, _ = env.reset(jax.random.key(0), params)
     assert obs.shape == (4,) and env.num_actions == 2
+
+
+@pytest.mark.parametrize("overrides, message", [
+    (dict(initial_position=1e39), "initial_position = 1e+39 does not fit a float32"),  # it ran as inf
+    (dict(speed=1e-45), "speed = 1e-45 does not fit a float32"),  # it ran as 0: the agent never moved
+    (dict(horizon=2**31), "horizon must be <= 2147483647"),  # it failed in JAX naming params.horizon
+])
+def test_linesearch_params_that_would_run_as_other_values_are_refused(overrides, message):
+    from jaxreplay.envs import linesearch as env_lib
+
+    with pytest.raises(ValueError, match=re.escape(message)):
+        env_lib.make_params(**overrides)
+
+
+def test_setups_refuse_counts_beyond_int32():
+    from jaxreplay.experiments import dqn
+    from jaxreplay.experiments import linesearch as ls
+
+    with pytest.raises(ValueError, match=re.escape("steps must be <= 2147483647")):
+        ls.Setup(steps=2**31 + 5)
+    with pytest.raises(ValueError, match=re.escape("total_steps must be <= 2147483647")):
+        dqn.Setup(total_steps=2**32, steps_per_segment=2**31)

@@ -179,13 +179,16 @@ def _result(args: argparse.Namespace, ds) -> _Result:
         "experiment": {
             "final_metric": float(np.abs(mean_curve[-1]).sum()),
             "final_metric_per_seed_mean": float(per_seed.mean()),
-            "final_metric_stderr": float(per_seed.std(ddof=1) / np.sqrt(args.seeds)) if args.seeds > 1 else 0.0,
+            # One seed has no standard error (0 would claim no uncertainty): null, saying why.
+            "final_metric_stderr": float(per_seed.std(ddof=1) / np.sqrt(args.seeds)) if args.seeds > 1 else None,
             "t": times[1:].tolist(),
             "dtheta1_mean": mean_curve[:, 0].tolist(),
             "dtheta2_mean": mean_curve[:, 1].tolist(),
             "diverged_seeds": int(ds.diverged.values.sum()),
         },
     }
+    if args.seeds == 1:
+        report["experiment"]["final_metric_stderr_null_reason"] = "too few seeds (n = 1): a standard error needs 2"
     if adaptive:
         report["experiment"]["memory_size_mean"] = memory_mean.tolist()
     return _Result(report, mean_curve, solution)
@@ -206,7 +209,8 @@ def _print_text(args: argparse.Namespace, result: _Result) -> None:
         print(f"  theory      M = {report['theory']['final_metric']:.6g}")
     print(
         f"  experiment  M = {exp['final_metric']:.6g} (of the mean curve); "
-        f"per-seed mean {exp['final_metric_per_seed_mean']:.6g} ± {exp['final_metric_stderr']:.2g}"
+        f"per-seed mean {exp['final_metric_per_seed_mean']:.6g}"
+        + (f" ± {exp['final_metric_stderr']:.2g}" if exp["final_metric_stderr"] is not None else " (one seed: no ±)")
     )
     if solution is not None:
         gap = np.abs(result.mean_curve - np.stack([solution.dtheta1, solution.dtheta2], -1)[1:]).max()

@@ -107,13 +107,14 @@ class Sweep:
                 field = one.field if isinstance(one, FieldError) else message.split(" ", 1)[0]
                 if field not in exp.hyperparameter_names:
                     return message
-                value = _validation.number_text(getattr(one_config, field))
+                ran = getattr(one_config, field)
+                value = _validation.number_text(ran)
                 if self.points is not None and field in self.points[config]:
-                    where = f"points[{config}].{field} = {value}"
+                    where = f"points[{config}].{field} = {_as_declared(value, ran, [self.points[config][field]])}"
                 elif field in self.grid:
-                    where = f"grid.{field} = {value}"
+                    where = f"grid.{field} = {_as_declared(value, ran, self.grid[field])}"
                 elif field in self.fixed:
-                    where = f"fixed.{field} = {value}"
+                    where = f"fixed.{field} = {_as_declared(value, ran, [self.fixed[field]])}"
                 else:
                     where = f"{field} = {value} (its default; set it in [fixed] or [grid])"
                 return f"{where}: {message}"
@@ -518,3 +519,12 @@ def run_options(config: Mapping[str, Any]) -> dict:
         raise ValueError(f"run.{unknown[0]}: unknown run option; known: {', '.join(_RUN_OPTIONS)}.")
     check_run_options("run.", **options)
     return options
+
+
+def _as_declared(text: str, ran: np.ndarray, declared: list) -> str:
+    """``text`` (the value a run used, as :func:`~jaxreplay._validation.number_text` writes it), or the declared
+    value it came from where the cast to float32 changed it: ``0.99999999 (runs as 1.0, a float32)``."""
+    for given in declared:
+        if isinstance(given, float) and np.float32(given) == ran and repr(given) != text:
+            return f"{given!r} (runs as {text}, a float32)"
+    return text

@@ -78,11 +78,11 @@ class LineSearchState(environment.EnvState):
 def make_params(**overrides: ArrayLike) -> LineSearchParams:
     """:class:`LineSearchParams` with checked overrides (ValueError naming a bad one)."""
     params = LineSearchParams(**overrides)
-    _validation.check_float("initial_position", params.initial_position)
-    _validation.check_float("speed", params.speed, low=0.0)
-    _validation.check_float("reward_slope", params.reward_slope)
-    _validation.check_float("reward_intercept", params.reward_intercept)
-    _validation.check_int("horizon", params.horizon, low=1)
+    for name in ("initial_position", "speed", "reward_slope", "reward_intercept"):
+        value = getattr(params, name)
+        _validation.check_float(name, value, low=0.0 if name == "speed" else None)
+        _validation.check_float32(name, value)  # (1e39 would run as inf, 1e-45 as 0)
+    _validation.check_int("horizon", params.horizon, low=1, high=2**31 - 1)  # an int32 on the device
     return params
 
 

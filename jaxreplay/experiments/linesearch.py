@@ -105,8 +105,8 @@ class Setup:
     shrink_reading: str = "new"
 
     def __post_init__(self):
-        _validation.check_static_int("steps", self.steps, low=1)
-        _validation.check_static_int("max_capacity", self.max_capacity, low=1)
+        _validation.check_static_int("steps", self.steps, low=1, high=2**31 - 1)  # step counters are int32
+        _validation.check_static_int("max_capacity", self.max_capacity, low=1, high=2**31 - 1)
         _validation.check_static_int("max_batch_size", self.max_batch_size, low=1)
         _validation.check_static_int("max_num_old", self.max_num_old, low=1)
         if self.subsample_size is not None:

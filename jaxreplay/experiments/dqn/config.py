@@ -174,7 +174,7 @@ class Setup:
             "max_n_step",
             "max_updates_per_unit",
         ):
-            _validation.check_static_int(name, getattr(self, name), low=1)
+            _validation.check_static_int(name, getattr(self, name), low=1, high=2**31 - 1)  # int32 counters
         _validation.check_static_int("eval_episodes", self.eval_episodes, low=0)
         for width in self.hidden_sizes:
             _validation.check_static_int("hidden_sizes", width, low=1)
