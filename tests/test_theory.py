@@ -654,3 +654,49 @@ def test_traced_hyperparameters_outside_the_model_are_flagged():
                  for n, a, g in ((50.0, 1e-3, 0.0), (50.5, 1e-3, 0.5), (-5.0, 1e-3, 0.0), (50.0, 1e-3, -0.5),
                                  (50.0, -1e-3, 0.0), (50.0, 1e-3, 1.0), (float("nan"), 1e-3, 0.0))]
     assert flags == [False, False, True, True, True, True, True]
+
+
+def test_the_ode_says_where_the_step_size_leaves_its_small_step_regime():
+    """At α(1 − γ)(x² + 1) ≥ 1 at the farthest position (x0 = −5: 26α) one update overshoots its target; from 2
+    the simulated game diverges (all seeds at α = 0.08) while the ODE still gives M = 7e-5 as if nothing were
+    wrong. The solution says so (it did not)."""
+    alphas = np.array([0.01, 1 / 26 - 1e-4, 1 / 26 + 1e-4, 0.08])
+    sol = th.solve_grid(memory_size=100, batch_size=5, step_size=alphas, times=np.arange(101.0))
+    assert sol.overshoots.tolist() == [False, False, True, True]
+    assert bool(sol.converged[-1]) and float(sol.metric[-1]) < 1.0  # the ODE alone would not tell
+    # γ = 0.5 halves the update's reach; with the intercept frozen only x² counts.
+    assert not bool(th.solve(memory_size=100, step_size=0.05, discount=0.5, times=np.arange(11.0)).overshoots)
+    frozen = th.solve(th.TheoryParams(initial_intercept=0.5), memory_size=100, step_size=1 / 25 + 1e-4,
+                          times=np.arange(11.0), frozen="intercept")
+    assert bool(frozen.overshoots)
+    # The simulation agrees that the boundary of divergence is near 2 / 26.
+    from jaxreplay.experiments import linesearch as ls
+
+    setup = ls.Setup(steps=300, max_capacity=100, max_batch_size=5)
+    hp = ls.broadcast_hyperparameters(ls.Hyperparameters(memory_size=100, batch_size=5,
+                                                         step_size=np.array([0.07, 0.08], np.float32)), 2)
+    result = jax.jit(ls.run_batch, static_argnums=2)(jax.random.split(jax.random.key(0), 2), hp, setup)
+    assert result.diverged.tolist() == [False, True]
+
+
+def test_theory_inputs_that_gave_silent_nan_or_zero_are_named_or_flagged():
+    import jax.numpy as jnp
+
+    # Δθ at a stage's start: the solutions are linear in it, a NaN came back as NaN.
+    for call, name in ((lambda: th.fixed_intercept_solution(10.0, 100, 5, 1e-3, np.nan), "dtheta0"),
+                       (lambda: th.fixed_slope_solution(10.0, 5, 1e-3, np.inf), "dtheta0"),
+                       (lambda: th.first_stage_solution(10.0, 5, 1e-3, np.nan, 0.5), "dtheta1_0"),
+                       (lambda: th.last_stage_limit(5, 1e-3, 0.1, np.nan), "dtheta2_1")):
+        with pytest.raises(ValueError, match=f"^{name} must be finite"):
+            call()
+    # With m α = 0 nothing moves: the last stage's limit is where it starts (Δθ1 was 0).
+    assert [float(x) for x in th.last_stage_limit(5, 0.0, 0.1, 0.2)] == pytest.approx([0.1, 0.2], abs=1e-15)
+    assert float(th.last_stage_limit(5, 1e-3, 0.1, 0.2)[0]) == 0.0
+    with pytest.raises(ValueError, match="^priority_exponent must be >= 0.0"):  # (it gave (0, 0))
+        th.window_averages(0.0, 1.0, 1.0, 1.0, -1.0)
+    with pytest.raises(ValueError, match=r"must broadcast together; got shapes memory_size \(3,\), batch_size \(2,\)"):
+        th.solve_grid(memory_size=np.array([1, 2, 3]), batch_size=np.array([1, 2]), times=np.arange(5.0))
+    # A window that turns NaN: flagged invalid, not only "not converged" (the step budget's meaning).
+    sol = th.solve(memory_size=lambda t: jnp.where(t > 50, jnp.nan, 100.0), times=np.arange(101.0))
+    assert not bool(sol.converged) and bool(sol.invalid_hyperparameters)
+    assert not bool(th.solve(memory_size=lambda t: 100.0 + 0 * t, times=np.arange(101.0)).invalid_hyperparameters)

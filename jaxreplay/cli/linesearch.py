@@ -162,6 +162,7 @@ def _result(args: argparse.Namespace, ds) -> _Result:
             "dtheta1": np.asarray(solution.dtheta1).tolist(),
             "dtheta2": np.asarray(solution.dtheta2).tolist(),
             "direction_changed": bool(solution.direction_changed),
+            "overshoots": bool(solution.overshoots),
         }
         if solution is not None
         else results.strict_json(
@@ -173,6 +174,7 @@ def _result(args: argparse.Namespace, ds) -> _Result:
                 "dtheta1": None,
                 "dtheta2": None,
                 "direction_changed": None,
+                "overshoots": None,
             },
             reason=_NO_THEORY,
         ),
@@ -207,6 +209,11 @@ def _print_text(args: argparse.Namespace, result: _Result) -> None:
         print(f"  theory      {report['theory']['error']}")
     else:
         print(f"  theory      M = {report['theory']['final_metric']:.6g}")
+        if report["theory"]["overshoots"]:  # (the ODE still converges where the game diverges)
+            print(
+                "  (the step size is outside the ODE's small-step regime: one update overshoots its target, "
+                "so the theory does not describe this game)"
+            )
     print(
         f"  experiment  M = {exp['final_metric']:.6g} (of the mean curve); "
         f"per-seed mean {exp['final_metric_per_seed_mean']:.6g}"

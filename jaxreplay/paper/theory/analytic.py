@@ -92,6 +92,13 @@ def _check(memory_size=None, batch_size=1, step_size=0.0, initial_position=X0, s
         _validation.check_float("t", t, low=0.0)
 
 
+def _finite(**initial: ArrayLike) -> None:
+    """ValueError naming the first of ``initial`` (Δθ at a stage's start) with a NaN or infinite entry: the
+    solutions are linear in them, so a bad one would come back as NaN or inf, silently."""
+    for name, value in initial.items():
+        _validation.check_float(name, value)
+
+
 def _moving(function: str, speed: ArrayLike) -> None:
     """ValueError naming ``speed`` where the last stage's solution is undefined: it divides by ``3 v``."""
     value = _validation.concrete_value(speed)
@@ -172,6 +179,7 @@ def fixed_intercept_solution(
     speed: ArrayLike = V,
 ) -> jax.Array:
     """Δθ1(t) = Δθ1⁰ e^{−k(t)} with θ2 frozen at β2 (ER, γ = 0)."""
+    _finite(dtheta0=dtheta0)
     k = fixed_intercept_exponent(t, memory_size, batch_size, step_size, initial_position, speed)
     return f64(dtheta0) * jnp.exp(-k)
 
@@ -183,6 +191,7 @@ def fixed_slope_solution(t: ArrayLike, batch_size: ArrayLike, step_size: ArrayLi
     It reaches 0.05 Δθ2⁰ at t = ln 20 / (m α) (docs/paper_readings.md §2).
     """
     _check(None, batch_size, step_size, t=t)
+    _finite(dtheta0=dtheta0)
     return f64(dtheta0) * jnp.exp(-f64(batch_size) * f64(step_size) * f64(t))
 
 
@@ -236,6 +245,7 @@ def first_stage_solution(
     rate μ (x0² + 1); the one along (1, −x0) is constant.
     """
     _check(None, batch_size, step_size, initial_position, t=t)
+    _finite(dtheta1_0=dtheta1_0, dtheta2_0=dtheta2_0)
     t, x0, d1, d2 = f64(t), f64(initial_position), f64(dtheta1_0), f64(dtheta2_0)
     mu = f64(batch_size) * f64(step_size)
     e = jnp.exp(-mu * t * (x0 * x0 + 1))
@@ -251,6 +261,7 @@ def first_stage_limit(
 ) -> tuple[jax.Array, jax.Array]:
     """Eq. (BeginningConv): the plateau after the first stage (independent of N, m, α, v)."""
     _validation.check_float("initial_position", initial_position)
+    _finite(dtheta1_0=dtheta1_0, dtheta2_0=dtheta2_0)
     x0, d1, d2 = f64(initial_position), f64(dtheta1_0), f64(dtheta2_0)
     c = (d2 + d1 * x0) / (x0 * x0 + 1)
     return d1 - x0 * c, d2 - c
@@ -275,6 +286,7 @@ def last_stage_solution(
     """
     _check(None, batch_size, step_size, speed=speed, t=t)
     _moving("last_stage_solution", speed)
+    _finite(dtheta1_1=dtheta1_1, dtheta2_1=dtheta2_1)
     t, v, d1, d2 = f64(t), f64(speed), f64(dtheta1_1), f64(dtheta2_1)
     mu = f64(batch_size) * f64(step_size)
     z = mu * v * v * t**3 / 3
@@ -293,11 +305,13 @@ def last_stage_limit(
     """Eq. (LastConv): (0, [3 Δθ2¹ v − 3^{2/3} Δθ1¹ Γ(2/3) (μ v²)^{1/3}] / (3 v))."""
     _check(None, batch_size, step_size, speed=speed)
     _moving("last_stage_limit", speed)
+    _finite(dtheta1_1=dtheta1_1, dtheta2_1=dtheta2_1)
     v, d1, d2 = f64(speed), f64(dtheta1_1), f64(dtheta2_1)
     mu = f64(batch_size) * f64(step_size)
     a = 2.0 / 3.0
     lim2 = (3 * d2 * v - 3**a * d1 * _gamma(a) * jnp.cbrt(mu * v * v)) / (3 * v)
-    return jnp.zeros_like(lim2), lim2
+    # Δθ1 decays as e^{−μ v² t³/3}: to 0 unless μ = 0 (m α = 0: nothing moves, it stays Δθ1¹).
+    return jnp.where(mu > 0, jnp.zeros_like(lim2), d1 * jnp.ones_like(lim2)), lim2
 
 
 @x64

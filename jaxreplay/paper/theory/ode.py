@@ -113,7 +113,14 @@ class ODESolution(NamedTuple):
             NaN: one such solve no longer stops a whole :func:`solve_grid`.
         invalid_hyperparameters: bool[], a traced hyperparameter lay outside
             the model's domain (NaN, ±inf, a negative N, m, α or β, γ outside
-            [0, 1)): the numbers mean nothing (concrete ones are refused).
+            [0, 1)), or a window callable gave a NaN or infinite size at a save time: the numbers mean
+            nothing (concrete ones are refused).
+        overshoots: bool[], the step size is outside the small-step regime the ODE is the limit of: one TD
+            update at the farthest position the model visits, x = x0 or x0 ± v·T, moves the weights past
+            their target, α(1 − γ)(x² + 1) ≥ 1 (x² alone with the intercept frozen, 1 with the slope
+            frozen). From 2 on the simulated game diverges (each update multiplies the error by
+            1 − α(1 − γ)(x² + 1) < −1) while the ODE still converges: its numbers do not describe the game.
+            (At LineSearch's x0 = −5, γ = 0: α ≥ 1/26 ≈ 0.038; the simulation diverges from α ≈ 0.077.)
     """
 
     times: jax.Array
@@ -124,6 +131,7 @@ class ODESolution(NamedTuple):
     fixed_point: jax.Array
     converged: jax.Array
     invalid_hyperparameters: jax.Array
+    overshoots: jax.Array
 
 
 @x64
@@ -138,8 +146,11 @@ def window_averages(y_start, y_end, slope, offset, priority_exponent=None):
 
     All arguments are float scalars (or broadcastable arrays); y_start may
     equal y_end (a point window). Call with float64 inputs for the accuracy
-    stated in the module docstring.
+    stated in the module docstring. A concrete ``priority_exponent`` must be a finite β ≥ 0 (ValueError
+    naming it: NaN or −1 gave (0, 0), silently); traced values are the caller's to check.
     """
+    if priority_exponent is not None:
+        _validation.check_float("priority_exponent", priority_exponent, low=0.0)
     ya, yb = y_start, y_end
     A, B = slope, offset
     if priority_exponent is None:
@@ -271,7 +282,11 @@ def _solve_core(
     if program.prioritized:
         named["priority_exponent"] = priority_exponent
     invalid = outside_model(**named)
-    return ODESolution(times, dth1, dth2, metric, changed, jnp.stack([th1s, th2s]), converged, invalid)
+    if program.kind == "callable":  # (a NaN window makes the whole solve NaN: say why, not only "not converged")
+        invalid = invalid | ~jnp.all(jnp.isfinite(f64(program.size_fn(times))))
+    far = jnp.maximum(x0**2, (x0 + s * v * times[-1]) ** 2)  # the motion is monotone: an end is farthest
+    overshoots = f64(step_size) * (1.0 - g) * (learn[0] * far + learn[1]) >= 1.0
+    return ODESolution(times, dth1, dth2, metric, changed, jnp.stack([th1s, th2s]), converged, invalid, overshoots)
 
 
 def _window(memory_size):
@@ -467,6 +482,13 @@ def solve_grid(
     memory_size, beta, times, schedule, learn, program = _prepare(
         params, memory_size, batch_size, step_size, discount, priority_exponent, times, frozen, real_weights, options
     )
+    named = dict(memory_size=memory_size, batch_size=batch_size, step_size=step_size, discount=discount)
+    named["priority_exponent"] = beta
+    try:
+        np.broadcast_shapes(*(np.shape(v) for v in named.values()))
+    except ValueError:
+        shapes = ", ".join(f"{k} {np.shape(v)}" for k, v in named.items())
+        raise ValueError(f"solve_grid's hyperparameters must broadcast together; got shapes {shapes}.") from None
     arrays = jnp.broadcast_arrays(f64(memory_size), f64(batch_size), f64(step_size), f64(discount), f64(beta))
     shape = arrays[0].shape
     flat = [a.reshape(-1) for a in arrays]
