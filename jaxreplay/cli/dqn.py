@@ -182,11 +182,16 @@ def _with_n_step_and_ratio(args: argparse.Namespace, setup, hparams):
 
     if args.n_step is not None:
         positive("n-step", args.n_step)
-        if args.n_step > setup.max_capacity:  # (after --steps: a run of T steps stores at most T transitions)
-            raise ValueError(
-                f"--n-step must be <= {setup.max_capacity} (the memory's largest size: no window holds more "
-                f"transitions; the return is unrolled when compiled, so a larger n only costs time), got {args.n_step}."
+        # The memory's largest size: a fixed memory's own, aER's max_capacity (after --steps: a run of T steps
+        # stores at most T transitions). No window holds more; the return is unrolled when compiled.
+        largest = setup.max_capacity if args.adaptive else min(args.memory_size, setup.max_capacity)
+        if args.n_step > min(largest, dqn.MAX_N_STEP):
+            why = (
+                f"the memory's largest size: no window holds more transitions, so a larger n runs as {largest}"
+                if args.n_step > largest
+                else "the n-step window is unrolled when compiled; above it compiling takes minutes to hours"
             )
+            raise ValueError(f"--n-step must be <= {min(largest, dqn.MAX_N_STEP)} ({why}), got {args.n_step}.")
         setup = dataclasses.replace(setup, max_n_step=args.n_step)
         hparams = hparams._replace(n_step=args.n_step)
     if args.replay_ratio is not None:

@@ -74,6 +74,7 @@ from typing import TYPE_CHECKING
 from jaxreplay import _deprecated
 from jaxreplay.experiments.dqn.config import (
     ADAPTIVE_RULES,
+    MAX_N_STEP,
     RULE_AER,
     RULE_EVIDENCE,
     RULE_FIXED,
@@ -118,6 +119,7 @@ from jaxreplay.experiments.dqn.summary import (
 )
 
 __all__ = [
+    "MAX_N_STEP",
     "SAMPLERS",
     "TARGET_UPDATES",
     "ADAPTIVE_RULES",

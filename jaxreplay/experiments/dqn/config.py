@@ -27,6 +27,10 @@ from jaxreplay.experiments.dqn.game import check_env_params, check_network, envi
 SAMPLERS = memory_lib.KINDS
 """The replay memories DQN runs with, by ``Setup.sampler``: the kinds of :func:`jaxreplay.memory.make`."""
 TARGET_UPDATES = ("hard", "polyak")
+
+MAX_N_STEP = 256
+"""The largest ``Setup.max_n_step``: the n-step window is unrolled when compiled, and the compile time grows
+faster than the window (a DQN CartPole program: 9 s at 256, 51 s at 400, over 400 s at 500 on the 2-core CPU)."""
 """How the target network follows the online one: a copy every period, or Polyak averaging."""
 ADAPTIVE_RULES = ("fixed", "aer", "random", "evidence")
 """Values of ``Hyperparameters.adaptive_rule`` by index: 0 keeps the memory size
@@ -113,6 +117,9 @@ class Setup:
             stores a ``truncated`` flag and targets are read with
             :func:`jaxreplay.returns.n_step` (costs O(``batch_size ×
             max_n_step``) scalar gathers per update, whatever ``n_step``).
+            At most ``max_capacity`` (no window holds more transitions) and
+            :data:`MAX_N_STEP` (the window is unrolled when compiled: 256
+            compiles in seconds, 400 in about a minute, 500 in over 7 on a CPU).
         max_updates_per_unit: static bound of gradient updates per unit of
             ``train_frequency`` steps: the program runs this many (masked)
             update slots per unit, so ``replay_ratio`` may be at most
@@ -178,6 +185,16 @@ class Setup:
         _validation.check_static_int("eval_episodes", self.eval_episodes, low=0)
         for width in self.hidden_sizes:
             _validation.check_static_int("hidden_sizes", width, low=1)
+        if self.max_n_step > min(self.max_capacity, MAX_N_STEP):
+            raise ValueError(
+                f"max_n_step must be <= {min(self.max_capacity, MAX_N_STEP)}, got {self.max_n_step}: "
+                + (
+                    f"no window holds more than max_capacity ({self.max_capacity}) transitions."
+                    if self.max_n_step > self.max_capacity
+                    else f"the n-step window is unrolled when compiled, and above {MAX_N_STEP} compiling takes "
+                    "minutes to hours (400: a minute; 500: over 7 on a CPU)."
+                )
+            )
         if self.max_num_old is not None:
             _validation.check_static_int("max_num_old", self.max_num_old, low=1, high=self.max_capacity)
         if self.subsample_size is not None:
@@ -194,6 +211,11 @@ class Setup:
         for name in ("adaptive", "double", "truncation_bootstrap", "target_period_in_updates"):
             if not isinstance(getattr(self, name), bool):
                 raise ValueError(f"{name} must be a bool, got {getattr(self, name)!r}.")
+        if self.target_period_in_updates and self.target_update == "polyak":  # (said, not ignored)
+            raise ValueError(
+                "target_period_in_updates counts the period of hard target copies; with target_update='polyak' "
+                "(a soft update every gradient update) it does nothing: leave it False, or use target_update='hard'."
+            )
         if self.total_steps % self.steps_per_segment:
             raise ValueError(
                 f"total_steps ({self.total_steps}) must be a multiple of steps_per_segment ({self.steps_per_segment})."
