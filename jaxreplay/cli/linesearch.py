@@ -149,8 +149,8 @@ def _result(args: argparse.Namespace, ds) -> _Result:
         priority_exponent=args.priority_exponent if args.sampler == "prioritized" else None,
         times=times,
     )
-    config = ("memory_size", "batch_size", "step_size", "discount", "sampler", "priority_exponent", "seeds", "seed")
-    config += ("steps",) + (("adaptive_interval",) if adaptive else ())
+    config: tuple[str, ...] = ("memory_size", "batch_size", "step_size", "discount", "sampler", "priority_exponent")
+    config += ("seeds", "seed", "steps") + (("adaptive_interval",) if adaptive else ())
     report = {
         # Everything the run depends on (aER's n_old as it ran: its default is resolved here).
         "config": {name: getattr(args, name) for name in config}

@@ -521,7 +521,7 @@ def run_options(config: Mapping[str, Any]) -> dict:
     return options
 
 
-def _as_declared(text: str, ran: np.ndarray, declared: list) -> str:
+def _as_declared(text: str, ran: np.ndarray, declared: Sequence[Any]) -> str:
     """``text`` (the value a run used, as :func:`~jaxreplay._validation.number_text` writes it), or the declared
     value it came from where the cast to float32 changed it: ``0.99999999 (runs as 1.0, a float32)``."""
     for given in declared:

@@ -27,11 +27,10 @@ from jaxreplay.experiments.dqn.game import check_env_params, check_network, envi
 SAMPLERS = memory_lib.KINDS
 """The replay memories DQN runs with, by ``Setup.sampler``: the kinds of :func:`jaxreplay.memory.make`."""
 TARGET_UPDATES = ("hard", "polyak")
-
+"""How the target network follows the online one: a copy every period, or Polyak averaging."""
 MAX_N_STEP = 256
 """The largest ``Setup.max_n_step``: the n-step window is unrolled when compiled, and the compile time grows
 faster than the window (a DQN CartPole program: 9 s at 256, 51 s at 400, over 400 s at 500 on the 2-core CPU)."""
-"""How the target network follows the online one: a copy every period, or Polyak averaging."""
 ADAPTIVE_RULES = ("fixed", "aer", "random", "evidence")
 """Values of ``Hyperparameters.adaptive_rule`` by index: 0 keeps the memory size
 (a static run inside an aER program), 1 is aER (Algorithm 2), 2 is the random
@@ -185,16 +184,6 @@ class Setup:
         _validation.check_static_int("eval_episodes", self.eval_episodes, low=0)
         for width in self.hidden_sizes:
             _validation.check_static_int("hidden_sizes", width, low=1)
-        if self.max_n_step > min(self.max_capacity, MAX_N_STEP):
-            raise ValueError(
-                f"max_n_step must be <= {min(self.max_capacity, MAX_N_STEP)}, got {self.max_n_step}: "
-                + (
-                    f"no window holds more than max_capacity ({self.max_capacity}) transitions."
-                    if self.max_n_step > self.max_capacity
-                    else f"the n-step window is unrolled when compiled, and above {MAX_N_STEP} compiling takes "
-                    "minutes to hours (400: a minute; 500: over 7 on a CPU)."
-                )
-            )
         if self.max_num_old is not None:
             _validation.check_static_int("max_num_old", self.max_num_old, low=1, high=self.max_capacity)
         if self.subsample_size is not None:
@@ -211,11 +200,7 @@ class Setup:
         for name in ("adaptive", "double", "truncation_bootstrap", "target_period_in_updates"):
             if not isinstance(getattr(self, name), bool):
                 raise ValueError(f"{name} must be a bool, got {getattr(self, name)!r}.")
-        if self.target_period_in_updates and self.target_update == "polyak":  # (said, not ignored)
-            raise ValueError(
-                "target_period_in_updates counts the period of hard target copies; with target_update='polyak' "
-                "(a soft update every gradient update) it does nothing: leave it False, or use target_update='hard'."
-            )
+        _check_n_step_and_target(self)
         if self.total_steps % self.steps_per_segment:
             raise ValueError(
                 f"total_steps ({self.total_steps}) must be a multiple of steps_per_segment ({self.steps_per_segment})."
@@ -264,6 +249,26 @@ class Setup:
         """The largest ``replay_ratio``: ``max_updates_per_unit / train_frequency``, rounded to float32
         (the dtype it is compared with when traced)."""
         return float(np.float32(self.max_updates_per_unit / self.train_frequency))
+
+
+def _check_n_step_and_target(setup: Setup) -> None:
+    """ValueError for a ``max_n_step`` no window can use or that would compile for minutes, and for a flag
+    that would do nothing (``target_period_in_updates`` with Polyak averaging): said, not ignored."""
+    if setup.max_n_step > min(setup.max_capacity, MAX_N_STEP):
+        raise ValueError(
+            f"max_n_step must be <= {min(setup.max_capacity, MAX_N_STEP)}, got {setup.max_n_step}: "
+            + (
+                f"no window holds more than max_capacity ({setup.max_capacity}) transitions."
+                if setup.max_n_step > setup.max_capacity
+                else f"the n-step window is unrolled when compiled, and above {MAX_N_STEP} compiling takes "
+                "minutes to hours (400: a minute; 500: over 7 on a CPU)."
+            )
+        )
+    if setup.target_period_in_updates and setup.target_update == "polyak":
+        raise ValueError(
+            "target_period_in_updates counts the period of hard target copies; with target_update='polyak' "
+            "(a soft update every gradient update) it does nothing: leave it False, or use target_update='hard'."
+        )
 
 
 class Hyperparameters(NamedTuple):

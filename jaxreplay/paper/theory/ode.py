@@ -47,7 +47,7 @@ from __future__ import annotations
 
 import functools
 from collections.abc import Callable
-from typing import NamedTuple
+from typing import Any, NamedTuple
 
 import diffrax
 import jax
@@ -482,8 +482,8 @@ def solve_grid(
     memory_size, beta, times, schedule, learn, program = _prepare(
         params, memory_size, batch_size, step_size, discount, priority_exponent, times, frozen, real_weights, options
     )
-    named = dict(memory_size=memory_size, batch_size=batch_size, step_size=step_size, discount=discount)
-    named["priority_exponent"] = beta
+    named: dict[str, Any] = dict(memory_size=memory_size, batch_size=batch_size, step_size=step_size)
+    named.update(discount=discount, priority_exponent=beta)
     try:
         np.broadcast_shapes(*(np.shape(v) for v in named.values()))
     except ValueError:
