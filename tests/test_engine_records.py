@@ -140,6 +140,11 @@ from compile_events import COMPILE_EVENTS as _LOWERINGS  # noqa: E402
     ('reduce = ["median"]', r"record\.reduce: unknown reduction 'median'"),
     ('reduce = ["q1.5"]', r"record\.reduce: unknown reduction 'q1\.5'"),
     ('reduce = ["mean", "mean"]', r"record\.reduce names a reduction twice"),
+    # Spellings Python's float reads but a stat label should not be (".sel(stat='q0.5')" missed "q 0.5").
+    ('reduce = ["q 0.5"]', r"record\.reduce: unknown reduction 'q 0\.5'"),
+    ('reduce = ["q1e-1"]', r"record\.reduce: unknown reduction 'q1e-1'"),
+    ('reduce = ["q0.1_0"]', r"record\.reduce: unknown reduction 'q0\.1_0'"),
+    ('keep = []\nreduce = ["mean"]', r"record\.reduce reduces the kept records, but record\.keep is empty"),
     ('every = 3', r"record\.every: unknown key; known: keep, stride, reduce"),
 ])
 def test_bad_record_specs_name_the_key_before_compiling(tmp_path, record, message):
@@ -221,3 +226,21 @@ def test_dqn_stride_over_segments_copies_only_the_kept_segments():
     np.testing.assert_allclose(ds.td_loss.sel(stat="mean").values, loss.mean(axis=0), rtol=1e-6)
     np.testing.assert_allclose(ds.td_loss.sel(stat="q0.5").values, np.quantile(loss, 0.5, axis=0), rtol=1e-6)
     np.testing.assert_array_equal(ds.recent_return.values, full.recent_return.values)
+
+
+@pytest.mark.parametrize("seeds, p", [(26, 0.6), (46, 0.6), (51, 0.3), (51, 0.54), (51, 0.6), (5, 0.25), (2, 0.5),
+                                      (1, 0.9), (7, 1.0), (7, 0.0)])
+def test_device_quantiles_are_numpys_linear_quantiles_where_the_position_is_whole(seeds, p):
+    """The position p (n − 1) is computed as NumPy does (float64): in float32 it came out just above a whole
+    number at these (n, p), and a 1e-6 share of the next seed was added (9.5e21 where NumPy gives 0.5)."""
+    rng = np.random.default_rng(seeds)
+    values = np.full((3, seeds), 1e28, np.float32)
+    values[0, : int(np.floor(p * (seeds - 1))) + 1] = 0.5  # the order statistic at the position is 0.5, the next 1e28
+    values[0] = rng.permutation(values[0])
+    values[1] = rng.standard_normal(seeds) ** 3  # ordinary ones
+    values[2, -1] = np.nan  # a diverged seed: NaN, as in np.quantile
+    got = records_lib.reduce_seeds(records_lib.Record(reduce=f"q{p}"), {"x": jax.numpy.asarray(values.ravel())},
+                                   seeds)["x"][:, 0]
+    want = np.quantile(values.astype(np.float64), p, axis=1)
+    np.testing.assert_allclose(np.asarray(got[:2], np.float64), want[:2], rtol=2e-7)
+    assert np.isnan(got[2])

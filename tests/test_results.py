@@ -87,6 +87,20 @@ def test_best_never_picks_a_setting_on_its_survivors():
     assert results.best(data)["overall"] == {"step_size": 0.5, "value": pytest.approx(0.1), "seeds": 1}
 
 
+def test_best_per_axis_names_nothing_where_no_seed_is_finite_and_means_do_not_overflow():
+    """per_axis named the first label (N = 10) at a setting where every seed diverged; float32 seed means of
+    large finite seeds overflowed to inf (found by a probe)."""
+    data = xr.DataArray(np.array([[[0.2, 0.3], [0.1, 0.2]], [[np.nan, np.nan], [np.nan, np.inf]]], np.float32),
+                        dims=("batch_size", "memory_size", "seed"), coords={"batch_size": [1, 5],
+                                                                             "memory_size": [10, 100]})
+    per = results.best(data)["per_axis"]["memory_size"]
+    assert per.sel(batch_size=1).item() == 100 and np.isnan(per.sel(batch_size=5).item())
+    big = xr.DataArray(np.full((1, 4), 2e38, np.float32), dims=("memory_size", "seed"), coords={"memory_size": [1]})
+    assert results.best(big)["overall"]["value"] == pytest.approx(2e38, rel=1e-6)
+    ci = results.mean_ci(big.isel(memory_size=0))
+    assert float(ci["mean"]) == pytest.approx(2e38, rel=1e-6) and int(ci["count"]) == 4 and np.isfinite(ci["low"])
+
+
 def test_plot_metric_lines_and_contour(metric):
     ax = results.plot_metric(metric, x="memory_size", hue="batch_size")
     assert len(ax.lines) == 4

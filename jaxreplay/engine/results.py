@@ -60,12 +60,14 @@ def mean_ci(data, dim: str = SEED_DIM, confidence: float = 0.95):
         dim: the dimension to reduce (default ``"seed"``).
         confidence: two-sided level in (0, 1).
 
-    Non-finite entries are dropped; where fewer than two remain the interval is NaN.
+    Non-finite entries are dropped; where fewer than two remain the interval is NaN. Computed in float64 (in
+    the records' float32, four finite seeds of 2e38 had an infinite mean).
     """
     import xarray as xr
     from scipy import stats
 
     _check_confidence(confidence)
+    data = data.astype(np.float64)
     finite = data.where(np.isfinite(data))
     count = finite.count(dim)
     mean = finite.mean(dim)
@@ -227,8 +229,10 @@ def best(data, axes: Sequence[str] | None = None, minimize: bool = True, dim: st
         ``{"overall": {axis: value, ..., "value": v, "seeds": n}, "per_axis":
         {axis: DataArray}}``: the single best configuration, and for each axis
         the best value of that axis at every setting of the others
-        (``idxmin``/``idxmax`` of the seed mean, by the same rule).
+        (``idxmin``/``idxmax`` of the seed mean, by the same rule; NaN where
+        no value of that axis has a finite seed there). Seed means in float64.
     """
+    data = data.astype(np.float64)  # (a float32 mean of large finite seeds overflowed to inf)
     finite = np.isfinite(data)
     mean = data.where(finite).mean(dim) if dim in data.dims else data
     count = finite.sum(dim) if dim in data.dims else finite.astype(int)
@@ -248,7 +252,10 @@ def best(data, axes: Sequence[str] | None = None, minimize: bool = True, dim: st
     overall = {d: mean[d].values[i].item() for d, i in zip(mean.dims, position)}
     overall["value"] = float(mean.values[position])
     overall["seeds"] = int(np.asarray(count.values)[position])
-    per_axis = {a: (ranked([a]).idxmin(a) if minimize else ranked([a]).idxmax(a)) for a in axes}
+    # Where no value along the axis has a finite seed, nothing is best (idxmin named the first label).
+    per_axis = {
+        a: (ranked([a]).idxmin(a) if minimize else ranked([a]).idxmax(a)).where((count > 0).any(a)) for a in axes
+    }
     return {"overall": overall, "per_axis": per_axis}
 
 
