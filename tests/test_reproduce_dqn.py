@@ -14,10 +14,23 @@ from jaxreplay.paper.reproduce import dqn as rdqn
 
 
 def test_beats_static_average_counts_and_interval():
-    out = rdqn.beats_static_average(np.array([5.0, 1.0, 3.0, np.nan]), np.array([[2.0, 2.0], [2.0, np.nan]]))
+    scores, static = np.array([5.0, 1.0, 3.0, np.nan]), np.array([[2.0, 2.0], [2.0, np.nan]])
+    out = rdqn.beats_static_average(scores, static, np.array([False, False, False, True]))
     assert out["static_mean"] == 2.0 and out["wins"] == 2 and out["n"] == 4 and out["percent"] == 50.0
-    # Clopper-Pearson for 2 of 4: [6.76%, 93.24%].
+    # Clopper-Pearson for 2 of 4: [6.76%, 93.24%]; a diverged run counts as a loss.
     assert out["low"] == pytest.approx(6.76, abs=0.01) and out["high"] == pytest.approx(93.24, abs=0.01)
+    assert rdqn.share_text(out) == "50% [7%, 93%] (2/4 seeds)"
+    # A run without a score that did not diverge (no episode finished) is left out, not a loss (it was).
+    out = rdqn.beats_static_average(scores, static)
+    assert (out["wins"], out["n"], out["unscored"]) == (2, 3, 1) and "unscored" not in rdqn.beats_static_average(scores[:3], static)
+    assert rdqn.share_text(out).endswith("(2/3 seeds; 1 unscored left out)")
+    # No static run with a score: no share (it said "0% [0%, 84%]", the paper 62%).
+    none = rdqn.beats_static_average(np.array([np.nan, np.nan]), np.full(4, np.nan))
+    assert np.isnan(none["percent"]) and none["reason"] == "no static run has a score (no episode finished)"
+    from jaxreplay.paper.reproduce import paper
+
+    row = paper.dqn_claims("MountainCar-v0", {20_000: none})[0]
+    assert row["agrees"] == "cannot tell" and row["ours"] == "no share: no static run has a score (no episode finished)"
 
 
 def test_fixed_vs_adaptive_follows_the_paper():
@@ -91,6 +104,26 @@ def test_reproduction_resumes_without_recomputing(cartpole):
     assert again["percent"] == first["percent"]
     summaries = [json.loads((p / "summary.json").read_text()) for p in (out / "sweeps").iterdir()]
     assert all(s["runs_computed"] == 0 for s in summaries)
+
+
+def test_a_rerun_killed_before_its_report_leaves_no_earlier_report_beside_new_figures(cartpole, tmp_path,
+                                                                                       monkeypatch):
+    """A rerun killed after its figures left them beside the earlier run's report.md and runs.csv, byte-identical
+    to the earlier run's (found by a probe): the earlier files go first."""
+    import shutil
+
+    out = tmp_path / "CartPole-v1"
+    shutil.copytree(cartpole[0], out)
+    assert (out / "report.md").exists() and (out / "runs.csv").exists()
+
+    def killed(*args, **kwargs):
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(rdqn, "_figures", killed)
+    with pytest.raises(KeyboardInterrupt):
+        rdqn.reproduce(out, "CartPole-v1", seeds=2, quick=True, steps=500, progress=False)
+    left = {p.name for p in out.iterdir()}
+    assert not left & {"report.md", "runs.csv", "learning_curves.png", "memory_size.png"}, left
 
 
 def test_dqn_command_json(capsys):

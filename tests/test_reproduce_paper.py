@@ -188,3 +188,39 @@ def test_a_damaged_linesearch_record_is_named_and_its_part_recomputed(tmp_path, 
     assert len(calls) == 1 and summary["resumed"] is False
     assert paper._linesearch_part(tmp_path, "fast", None, 0, False)["resumed"] is True  # the rewritten record
     assert len(calls) == 1
+
+
+def test_a_linesearch_part_rewritten_by_reproduce_linesearch_is_not_reused(tmp_path, monkeypatch):
+    """`reproduce linesearch --out DIR/linesearch` rewrote the part's figures and report but left the part's
+    record: the next `reproduce all` reused the earlier run's claims beside them (found by a probe). The record
+    now holds its report's digest (and the LineSearch reproduction removes the record before it writes)."""
+    from jaxreplay.paper.reproduce import linesearch as rl_module
+
+    def fake(out, **kw):
+        (out / "report.md").write_text(f"report {len(calls)}")
+        calls.append(kw)
+        return {"figures": {}, "claims": []}
+
+    calls = []
+    monkeypatch.setattr(rl_module, "reproduce", fake)
+    assert paper._linesearch_part(tmp_path, "fast", None, 0, False)["resumed"] is False
+    assert paper._linesearch_part(tmp_path, "fast", None, 0, False)["resumed"] is True
+    (tmp_path / "report.md").write_text("a later run's report")  # what `reproduce linesearch` left
+    assert paper._linesearch_part(tmp_path, "fast", None, 0, False)["resumed"] is False and len(calls) == 2
+
+
+def test_a_rerun_of_reproduce_all_removes_the_earlier_table_before_computing(tmp_path, monkeypatch):
+    """A rerun killed after its parts but before its table left the earlier run's report.md and claims.json beside
+    the new parts, and `reproduce readme` published the stale rows (found by a probe)."""
+    def killed(*args, **kwargs):
+        raise KeyboardInterrupt
+
+    out = tmp_path / "all"
+    monkeypatch.setattr(paper, "_linesearch_part", killed)
+    with pytest.raises(KeyboardInterrupt):
+        paper.reproduce(out, quick=True, progress=False, envs=("CartPole-v1",))
+    (out / "claims.json").write_text('{"context": {}, "claims": []}')  # an earlier run's table
+    (out / "report.md").write_text("earlier")
+    with pytest.raises(KeyboardInterrupt):
+        paper.reproduce(out, quick=True, progress=False, envs=("CartPole-v1",))
+    assert not (out / "claims.json").exists() and not (out / "report.md").exists()

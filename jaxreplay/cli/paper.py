@@ -111,9 +111,8 @@ def _reproduce(args: argparse.Namespace) -> int:
         )
         for N0, p in summary["percent"].items():
             print(
-                f"aER from {N0}: beats the averaged static memory in {p['percent']:.0f}% of seeds "
-                f"(95% CI [{p['low']:.0f}%, {p['high']:.0f}%], "
-                f"paper {reproduce_dqn.PAPER_PERCENT[args.env][N0]:.0f}%)"
+                f"aER from {N0}: share of seeds beating the averaged static memory "
+                f"{reproduce_dqn.share_text(p)} (paper {reproduce_dqn.PAPER_PERCENT[args.env][N0]:.0f}%)"
             )
         print(
             f"wrote {len(summary['figures'])} figures, {summary['csv']} and {summary['report']} "

@@ -41,7 +41,7 @@ import time
 import numpy as np
 
 from jaxreplay import _validation
-from jaxreplay._files import atomic_write_text, replacing
+from jaxreplay._files import atomic_write_text, clear_outputs, replacing
 from jaxreplay.paper.reproduce.settings import ENVS  # the paper's games, defined once with their settings
 
 __all__ = ["ENVS", "PAPER_PERCENT", "fixed_vs_adaptive", "reproduce", "run_scores", "beats_static_average", "iqm_table"]
@@ -103,29 +103,55 @@ def run_scores(ds) -> np.ndarray:
     return np.where(ds.diverged.values, np.nan, score)
 
 
-def beats_static_average(adaptive_scores: np.ndarray, static_scores: np.ndarray) -> dict:
+def beats_static_average(
+    adaptive_scores: np.ndarray, static_scores: np.ndarray, adaptive_diverged: np.ndarray | None = None
+) -> dict:
     """Share of aER runs whose score exceeds the mean score of all static runs, with a 95% interval.
 
     Args:
-        adaptive_scores: ``[seeds]`` scores of aER runs from one initial size.
+        adaptive_scores: ``[seeds]`` scores of aER runs from one initial size (NaN: diverged, or no episode
+            finished).
         static_scores: scores of every static run (all fixed sizes × seeds).
+        adaptive_diverged: ``bool[seeds]``, which aER runs diverged (default: none).
 
     Returns:
-        ``percent``, ``low``, ``high`` (Clopper–Pearson 95%, in percent),
-        ``wins``, ``n`` (every aER run, diverged ones included) and ``static_mean``. Diverged
-        (NaN) aER runs count as losses; NaN static runs are left out of the mean.
+        ``percent``, ``low``, ``high`` (Clopper–Pearson 95%, in percent, taking the static mean as
+        exact), ``wins``, ``n`` (the aER runs counted: diverged ones included, as losses),
+        ``unscored`` (only where some are: aER runs left out, no score although not diverged, e.g. no
+        episode finished),
+        ``static_mean`` (NaN static runs left out), and where no share can be given (no static run or
+        no aER run has a score) NaN ``percent``/``low``/``high`` with ``reason``.
     """
     from scipy import stats
 
-    static_mean = float(np.nanmean(static_scores))
+    static = np.asarray(static_scores, np.float64)
+    static_mean = float(np.mean(static[np.isfinite(static)])) if np.isfinite(static).any() else float("nan")
     adaptive_scores = np.asarray(adaptive_scores, np.float64)
-    wins = int(np.sum(np.nan_to_num(adaptive_scores, nan=-np.inf) > static_mean))
-    n = int(adaptive_scores.size)
-    if n == 0:
-        return dict(percent=float("nan"), low=float("nan"), high=float("nan"), wins=0, n=0, static_mean=static_mean)
+    diverged = np.zeros(adaptive_scores.shape, bool) if adaptive_diverged is None else np.asarray(adaptive_diverged)
+    unscored = ~np.isfinite(adaptive_scores) & ~diverged  # (they used to count as losses)
+    n = int((~unscored).sum())
+    wins = int(np.sum(np.where(np.isfinite(adaptive_scores), adaptive_scores, -np.inf) > static_mean))
+    base = dict(wins=wins, n=n, static_mean=static_mean) | ({"unscored": int(unscored.sum())} if unscored.any() else {})
+    reason = (
+        "no static run has a score (no episode finished)"
+        if not np.isfinite(static_mean)
+        else "no aER run has a score (no episode finished)"
+        if n == 0
+        else None
+    )
+    if reason:
+        return dict(base, percent=float("nan"), low=float("nan"), high=float("nan"), reason=reason)
     ci = stats.binomtest(wins, n).proportion_ci(confidence_level=0.95, method="exact")
-    return dict(
-        percent=100.0 * wins / n, low=100.0 * ci.low, high=100.0 * ci.high, wins=wins, n=n, static_mean=static_mean
+    return dict(base, percent=100.0 * wins / n, low=100.0 * ci.low, high=100.0 * ci.high)
+
+
+def share_text(stat: dict) -> str:
+    """``"56% [46%, 66%] (56/100 seeds)"``, or why there is no share."""
+    if "reason" in stat:
+        return f"no share: {stat['reason']}"
+    unscored = f"; {stat['unscored']} unscored left out" if stat.get("unscored") else ""
+    return (
+        f"{stat['percent']:.0f}% [{stat['low']:.0f}%, {stat['high']:.0f}%] ({stat['wins']}/{stat['n']} seeds{unscored})"
     )
 
 
@@ -192,7 +218,10 @@ def reproduce(
     sizes = {"fixed": paper_settings.PAPER_MEMORY_SIZES[env_id], "adaptive": ADAPTIVE_FROM[env_id]}
     scores = {label: run_scores(ds) for label, ds in datasets.items()}
     static = scores["fixed"].ravel()
-    percent = {N0: beats_static_average(scores["adaptive"][i], static) for i, N0 in enumerate(sizes["adaptive"])}
+    diverged = datasets["adaptive"].diverged.values
+    percent = {
+        N0: beats_static_average(scores["adaptive"][i], static, diverged[i]) for i, N0 in enumerate(sizes["adaptive"])
+    }
 
     # IQM of the score per setting, with a bootstrap CI over seeds.
     iqm = {}
@@ -201,6 +230,9 @@ def reproduce(
         for i, N in enumerate(sizes[label]):
             iqm[_label(label, N)] = dict(estimate=float(ci.estimate[i]), low=float(ci.low[i]), high=float(ci.high[i]))
 
+    # An earlier run's files go first (report.md is written last): a rerun killed part way leaves its own
+    # figures and no report, never its figures beside the earlier run's report and CSV.
+    clear_outputs(out, ["learning_curves.png", "memory_size.png", "runs.csv", "report.md"])
     figures = _figures(out, env_id, datasets, sizes)
     csv_path = _write_csv(out, env_id, datasets, scores, sizes)
     report_path = out / "report.md"
@@ -321,15 +353,12 @@ def _report(env_id, seeds, quick, setup, common, percent, iqm, datasets, runtime
         "",
         "## Headline: share of aER seeds beating the averaged static memory",
         "",
-        "| aER from | paper | ours | 95% CI (Clopper–Pearson) | wins / seeds |",
-        "| --- | --- | --- | --- | --- |",
+        "| aER from | paper | ours (95% Clopper–Pearson interval, the static mean taken as exact; wins / seeds) |",
+        "| --- | --- | --- |",
     ]
     for N0, p in percent.items():
         paper = PAPER_PERCENT[env_id].get(N0)
-        lines.append(
-            f"| {N0} | {paper:.0f}% | {p['percent']:.0f}% | [{p['low']:.0f}%, {p['high']:.0f}%] | "
-            f"{p['wins']} / {p['n']} |"
-        )
+        lines.append(f"| {N0} | {paper:.0f}% | {share_text(p)} |")
     lines += [
         "",
         "Score of a run: mean over segments of its training-episode return (area under the learning "
@@ -346,8 +375,11 @@ def _report(env_id, seeds, quick, setup, common, percent, iqm, datasets, runtime
         f"Diverged runs: {div['fixed']} fixed, {div['adaptive']} adaptive.",
         "aER final memory size (mean over seeds): "
         + ", ".join(
-            f"from {int(ad.memory_size.values[i])}: {ad.final_capacity.values[i].mean():.0f}"
-            for i in range(ad.sizes["config"])
+            # The paper's label of the row (quick mode starts from a scaled size: say both)
+            f"aER from {N0}"
+            + (f" (initial {int(ad.memory_size.values[i])})" if int(ad.memory_size.values[i]) != int(N0) else "")
+            + f": {ad.final_capacity.values[i].mean():.0f}"
+            for i, N0 in enumerate(percent)
         ),
         "",
     ]

@@ -42,12 +42,12 @@ import time
 import warnings
 from typing import Iterable, Sequence
 
-from jaxreplay._files import atomic_write_text, read_json, read_text
+from jaxreplay._files import atomic_write_text, clear_outputs, read_json, read_text
 
 __all__ = ["reproduce", "dqn_claims", "claims_table", "replace_block", "update_readme", "tally", "AGREEMENT"]
 
 #: Values of the ``agrees`` column, best first.
-AGREEMENT = ("yes", "consistent", "partly", "no")
+AGREEMENT = ("yes", "consistent", "partly", "no", "cannot tell")
 
 # A DQN claim counts as reproduced ("yes") when the paper's share of winning
 # seeds lies inside our 95% Clopper–Pearson interval and that interval is
@@ -75,13 +75,15 @@ def dqn_claims(env_id: str, percent: dict, *, tuned: bool = False) -> list[dict]
         our 95% interval and the interval is narrower than 40 points;
         ``consistent``: inside a wider one; ``no``: outside), ``source``.
     """
-    from jaxreplay.paper.reproduce.dqn import PAPER_PERCENT
+    from jaxreplay.paper.reproduce.dqn import PAPER_PERCENT, share_text
 
     rows = []
     for N0, stat in percent.items():
         paper = PAPER_PERCENT[env_id][int(N0)]
         inside = stat["low"] <= paper <= stat["high"]
-        if not inside:
+        if "reason" in stat:  # no share at all (no episode finished): nothing to compare
+            agrees = "cannot tell"
+        elif not inside:
             agrees = "no"
         elif stat["high"] - stat["low"] <= _DQN_DECISIVE_WIDTH:
             agrees = "yes"
@@ -94,10 +96,7 @@ def dqn_claims(env_id: str, percent: dict, *, tuned: bool = False) -> list[dict]
                 id=f"dqn_{env_id}_aer_from_{int(N0)}",
                 claim=f"{env_id}: aER from N0 = {int(N0)} beats the averaged static memory{config} (share of seeds)",
                 paper=f"{paper:.0f}%",
-                ours=(
-                    f"{stat['percent']:.0f}% [{stat['low']:.0f}%, {stat['high']:.0f}%] "
-                    f"({stat['wins']}/{stat['n']} seeds)"
-                ),
+                ours=share_text(stat),
                 agrees=agrees,
                 source="experiment",
             )
@@ -247,6 +246,13 @@ def _resumed_from_files(out: pathlib.Path, context: dict) -> dict:
     return dict(linesearch=bool(computed > 2 * context["part_seconds"].get("linesearch", 0.0)), dqn_runs=dqn_runs)
 
 
+def _digest(path: pathlib.Path) -> str | None:
+    """SHA-256 of the file at ``path`` (None if there is none)."""
+    import hashlib
+
+    return hashlib.sha256(path.read_bytes()).hexdigest() if path.is_file() else None
+
+
 def _linesearch_part(out: pathlib.Path, mode: str, seeds, seed: int, progress: bool) -> dict:
     from jaxreplay.engine import results
     from jaxreplay.paper.reproduce import linesearch
@@ -264,12 +270,15 @@ def _linesearch_part(out: pathlib.Path, mode: str, seeds, seed: int, progress: b
             previous.get("settings") == settings
             and isinstance(figures, dict)
             and all(pathlib.Path(p).exists() for p in figures.values())
+            # the report it recorded is the one in the folder (a `reproduce linesearch` there since rewrote it)
+            and previous.get("report_sha256") == _digest(out / "report.md")
         ):
             previous["resumed"] = True
             return previous
     record.unlink(missing_ok=True)  # (a run killed below must not leave the earlier run's record beside its files)
     summary = results.jsonable(linesearch.reproduce(out, mode=mode, seeds=seeds, seed=seed, progress=progress))
     summary["settings"] = settings
+    summary["report_sha256"] = _digest(out / "report.md")
     atomic_write_text(record, json.dumps(summary, indent=1, allow_nan=True))
     summary["resumed"] = False
     return summary
@@ -325,6 +334,9 @@ def reproduce(
     from jaxreplay.paper.reproduce.study.writer import claim_output
 
     out = claim_output(out_dir, "reproduce all")
+    # The earlier run's table goes first: a rerun killed before the end must not leave it beside new parts
+    # (`reproduce readme` would publish it).
+    clear_outputs(out, ["claims.json", "report.md"])
     part_seconds = {}
 
     mode = linesearch_mode or ("default" if quick else "full")

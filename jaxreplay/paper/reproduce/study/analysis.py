@@ -237,7 +237,10 @@ def analyse(design: StudyDesign, runs: Mapping[str, Runs]) -> Analysis:
             PaperShare(
                 int(n),
                 [int(s) for s in design.sizes],
-                beats_static_average(select(runs[stages.ADAPTIVE], aer(n)).auc, static_all),
+                # (a study's run without a score is a diverged one: `diverged` below counts them so)
+                beats_static_average(
+                    auc := select(runs[stages.ADAPTIVE], aer(n)).auc, static_all, adaptive_diverged=~np.isfinite(auc)
+                ),
             )
             for n in begin
         ),
