@@ -29,7 +29,7 @@
 # 2. **pER** (prioritized replay, $P(i) \propto |\delta_i|^\beta$, β = 2): appendix Fig. 2D2DPri;
 # 3. **ER vs pER**: Fig. 2e (where pER is better / worse / indistinguishable) and appendix Fig. 2DComp;
 # 4. **aER** (adaptive memory, Algorithm 2): its memory-size trajectory $N(t)$ from simulation laid over the ER
-#    landscape, and the replay ODE *driven by aER's mean $N(t)$* against the fixed-$N$ ODE and the simulation
+#    landscape, and the replay ODE *driven by aER's mean live size $n(t)$* against the fixed-$N$ ODE and the simulation
 #    (Fig. 3a/3b, extended to several $m$).
 #
 # The maps come from the replay ODE (`jaxreplay.paper.theory`, diffrax in float64): a whole grid is one `vmap`ped,
@@ -472,7 +472,7 @@ show(fig)
 
 # %% [markdown]
 # Fig. 3a/3b at $m = 10$: learning curves of aER (solid) and fixed $N = 100$ (dashed) from the experiment, with
-# the ODE driven by aER's mean $N(t)$ (dotted) and the fixed-$N$ ODE (dash-dotted); then aER's memory size.
+# the ODE driven by aER's mean live size $n(t)$ (dotted) and the fixed-$N$ ODE (dash-dotted); then aER's memory size.
 # aER mitigates the overshoot of the fixed small memory, and the driven ODE follows the aER simulation,
 # while the fixed-$N$ ODE does not.
 
@@ -521,7 +521,7 @@ print(f"total time so far: {time.perf_counter() - T_START:.0f} s")
 #   +0.0181 experiment), beyond the white band ±1.5e-3, in the ODE *and* the experiments; and the pER-worse cells
 #   lie at smaller N and smaller m than the grid's average (mean N ≈ 75 vs 367/505, mean m ≈ 17 vs 19/26).
 # * **aER** (Fig. 3): from $N_0 = 100$ at $m = 10$ aER grows its memory (mean final N ≈ 390) and beats fixed
-#   $N = 100$ (M = 0.031–0.033 vs 0.123). For every $m$ the ODE driven by aER's mean $N(t)$ lands closer to the
+#   $N = 100$ (M = 0.031–0.033 vs 0.123). For every $m$ the ODE driven by aER's mean live size $n(t)$ lands closer to the
 #   simulation's final M than the fixed-$N_0$ ODE (closest call: 4× closer at m = 1, paper scale; 7× at m = 5);
 #   at $m = 10$ it is asserted at least 4× closer (measured ≈ 200×).
 

@@ -143,6 +143,7 @@ from compile_events import COMPILE_EVENTS as _LOWERINGS  # noqa: E402
     # Spellings Python's float reads but a stat label should not be (".sel(stat='q0.5')" missed "q 0.5").
     ('reduce = ["q 0.5"]', r"record\.reduce: unknown reduction 'q 0\.5'"),
     ('reduce = ["q1e-1"]', r"record\.reduce: unknown reduction 'q1e-1'"),
+    ('reduce = ["q０.５"]', r"record\.reduce: unknown reduction 'q０\.５'"),  # (not ASCII digits)
     ('reduce = ["q0.1_0"]', r"record\.reduce: unknown reduction 'q0\.1_0'"),
     ('keep = []\nreduce = ["mean"]', r"record\.reduce reduces the kept records, but record\.keep is empty"),
     ('every = 3', r"record\.every: unknown key; known: keep, stride, reduce"),

@@ -21,8 +21,10 @@ def test_beats_static_average_counts_and_interval():
     assert out["low"] == pytest.approx(6.76, abs=0.01) and out["high"] == pytest.approx(93.24, abs=0.01)
     assert rdqn.share_text(out) == "50% [7%, 93%] (2/4 seeds)"
     # A run without a score that did not diverge (no episode finished) is left out, not a loss (it was).
-    out = rdqn.beats_static_average(scores, static)
+    out = rdqn.beats_static_average(scores, static, np.zeros(4, bool))
     assert (out["wins"], out["n"], out["unscored"]) == (2, 3, 1) and "unscored" not in rdqn.beats_static_average(scores[:3], static)
+    # Without the flags a run without a score is a diverged one, a loss (run_scores' NaN), as before.
+    assert rdqn.beats_static_average(scores, static) == rdqn.beats_static_average(scores, static, np.isnan(scores))
     assert rdqn.share_text(out).endswith("(2/3 seeds; 1 unscored left out)")
     # No static run with a score: no share (it said "0% [0%, 84%]", the paper 62%).
     none = rdqn.beats_static_average(np.array([np.nan, np.nan]), np.full(4, np.nan))

@@ -147,7 +147,7 @@ def quantile_of(name: str) -> float | None:
 
     (Python's ``float`` also reads ``" 0.5"``, ``"1e-1"`` and ``"0.1_0"``: such a name became a ``stat`` label that
     ``.sel(stat="q0.5")`` could not find.)"""
-    if not re.fullmatch(r"q(\d+(\.\d*)?|\.\d+)", name):
+    if not re.fullmatch(r"q([0-9]+(\.[0-9]*)?|\.[0-9]+)", name):  # ASCII digits (\d takes "q０.５" too)
         return None
     p = float(name[1:])
     return p if 0.0 <= p <= 1.0 else None

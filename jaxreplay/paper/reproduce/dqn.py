@@ -112,7 +112,9 @@ def beats_static_average(
         adaptive_scores: ``[seeds]`` scores of aER runs from one initial size (NaN: diverged, or no episode
             finished).
         static_scores: scores of every static run (all fixed sizes × seeds).
-        adaptive_diverged: ``bool[seeds]``, which aER runs diverged (default: none).
+        adaptive_diverged: ``bool[seeds]``, which aER runs diverged. Default: every run without a score
+            (what :func:`run_scores` gives a diverged run); given, a run without a score that did not
+            diverge is left out as unscored instead of counting as a loss.
 
     Returns:
         ``percent``, ``low``, ``high`` (Clopper–Pearson 95%, in percent, taking the static mean as
@@ -127,7 +129,7 @@ def beats_static_average(
     static = np.asarray(static_scores, np.float64)
     static_mean = float(np.mean(static[np.isfinite(static)])) if np.isfinite(static).any() else float("nan")
     adaptive_scores = np.asarray(adaptive_scores, np.float64)
-    diverged = np.zeros(adaptive_scores.shape, bool) if adaptive_diverged is None else np.asarray(adaptive_diverged)
+    diverged = ~np.isfinite(adaptive_scores) if adaptive_diverged is None else np.asarray(adaptive_diverged, bool)
     unscored = ~np.isfinite(adaptive_scores) & ~diverged  # (they used to count as losses)
     n = int((~unscored).sum())
     wins = int(np.sum(np.where(np.isfinite(adaptive_scores), adaptive_scores, -np.inf) > static_mean))
