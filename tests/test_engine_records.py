@@ -210,7 +210,7 @@ def test_four_devices_reduce_like_one(tmp_path):
         np.testing.assert_array_equal(d4[name].values, reference[name].values, err_msg=name)
 
 
-def test_dqn_stride_over_segments_copies_only_the_kept_segments():
+def test_dqn_stride_over_segments_copies_only_the_kept_segments(tmp_path):
     from jaxreplay.experiments import dqn
 
     setup = dqn.Setup(env_id="CartPole-v1", total_steps=400, steps_per_segment=100, hidden_sizes=(8,),
@@ -218,8 +218,12 @@ def test_dqn_stride_over_segments_copies_only_the_kept_segments():
     fixed = {"learning_starts": 50, "memory_size": 200}
     full = sw.run(sw.Sweep("dqn", seeds=2, setup=setup, fixed=fixed), None, progress=False).dataset
     record = sw.Record(keep=["td_loss", "capacity"], stride=2, reduce=["mean", "q0.5"])
-    ds = sw.run(sw.Sweep("dqn", seeds=2, setup=setup, fixed=fixed, record=record), None, progress=False).dataset
+    ds = sw.run(sw.Sweep("dqn", seeds=2, setup=setup, fixed=fixed, record=record), tmp_path, progress=False).dataset
     assert full.segment.values.tolist() == [100, 200, 300, 400] and ds.segment.values.tolist() == [100, 300]
+    # The returned dataset's coordinates are as results.nc stores them (segment was int64 returned, int32 loaded).
+    loaded = sw.load(tmp_path)
+    assert {k: v.dtype for k, v in ds.coords.items() if v.dtype.kind in "iu"} == {
+        k: v.dtype for k, v in loaded.coords.items() if v.dtype.kind in "iu"} and ds.segment.dtype == np.int32
     assert set(ds.data_vars) == {"td_loss", "capacity"} | set(dqn.summary_dims(setup))
     assert ds.td_loss.dims == ("stat", "segment") and ds.recent_return.dims == ("seed",)
     loss = full.td_loss.values[:, ::2]  # [seed, segment]

@@ -173,7 +173,7 @@ def to_dataset(sweep: Sweep, arrays: Mapping[str, np.ndarray]):
         lead_dims, lead_shape = tuple(sweep.grid), tuple(len(v) for v in sweep.grid.values())
         coords = {k: _as_stored(np.array(v)) for k, v in sweep.grid.items()}
     coords[SEED_DIM] = np.arange(sweep.seeds, dtype=np.int32)
-    coords.update(exp.coords(setup))
+    coords.update({k: _as_stored(np.asarray(v)) for k, v in exp.coords(setup).items()})  # (DQN's segment was int64)
     spec, record_dims = sweep.record, exp.record_dims(setup)
     dims = {
         **{f"record.{k}": d for k, d in record_dims.items()},
