@@ -652,6 +652,10 @@ def test_bad_hyperparameters_are_named_before_compiling(overrides, argument):
                                                    "force_mag"),
         ("CartPole-v1", (("gravity", 1.0), ("gravity", 2.0)), "gravity is given twice"),
         ("Probe-Truncation", {"max_steps_in_episode": 0}, "max_steps_in_episode must be an integer >= 1"),
+        # An episode length is a count even where gymnax's default is a float (100.0): 0.5 ran, truncating
+        # every step and evaluating 0 steps.
+        ("BernoulliBandit-misc", {"max_steps_in_episode": 0.5}, "max_steps_in_episode must be an integer >= 1"),
+        ("BernoulliBandit-misc", {"max_steps_in_episode": 2.5}, "max_steps_in_episode must be an integer >= 1"),
         ("LineSearch", {"speed": -1.0}, "speed must be >= 0.0"),  # the environment's own range
     ],
 )

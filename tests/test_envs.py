@@ -78,3 +78,26 @@ def test_setups_refuse_counts_beyond_int32():
         ls.Setup(steps=2**31 + 5)
     with pytest.raises(ValueError, match=re.escape("total_steps must be <= 2147483647")):
         dqn.Setup(total_steps=2**32, steps_per_segment=2**31)
+
+
+def test_probe_values_at_the_final_observation_and_bad_probe_parameters():
+    """true_q at a finished chain's final observation was NaN at γ = 0 (an n-step target bootstraps from it);
+    the truncation probe's γ = 1 divided by a Python zero; TwoStep's space lacked its final observation; a
+    reward of 1e39 paid inf and a length of 2**31 failed at the first step (found by a probe)."""
+    from jaxreplay.envs import probes
+
+    env, params = probes.make("Probe-Chain")
+    at = jnp.array([[0.0], [params.length - 1.0], [float(params.length)]])
+    for gamma in (0.0, 0.5, 0.9, 1.0):
+        q = np.asarray(env.true_q(at, params, gamma))[:, 0]
+        assert q[-1] == 0.0 and q[1] == params.final_reward and np.all(np.isfinite(q)), (gamma, q)
+    two, two_params = probes.make("Probe-TwoStep")
+    assert float(two.true_q(jnp.array([[2.0]]), two_params, 0.9)[0, 0]) == 0.0
+    assert bool(two.observation_space(two_params).contains(jnp.array([2.0])))
+    trunc, trunc_params = probes.make("Probe-Truncation")
+    assert np.isinf(np.asarray(trunc.true_q(jnp.array([[-1.0]]), trunc_params, 1.0))).all()
+    for overrides, message in ((dict(reward=1e39), "reward = 1e+39 does not fit a float32"),
+                               (dict(length=2**31), "length must be <= 2147483647"),
+                               (dict(reward=[1.0, 2.0]), "reward must be a scalar")):
+        with pytest.raises(ValueError, match=re.escape(message)):
+            probes.make("Probe-Chain", **overrides)

@@ -513,3 +513,23 @@ def test_study_readme_reads_a_folder_and_its_games_and_refuses_a_marker_in_the_n
                      "--note", "x <!-- study:end --> y"]) == 2
     assert "holds the block marker '<!-- study:end -->' (in --note?): remove it." in capsys.readouterr().err
     assert readme.read_text() == before
+
+
+def test_a_stage_whose_settings_share_a_configuration_runs_it_once_for_both(tmp_path):
+    """Two rules whose runs averaged the same memory size give one fixed-at-mean point twice: the engine refused
+    the repeated point, after every other stage had run, and every rerun failed the same way (found by a probe
+    on a tiny Acrobot replay study). Each configuration now runs once and both settings read its runs."""
+    from jaxreplay.experiments import dqn
+
+    setup = dqn.Setup(env_id="CartPole-v1", total_steps=60, steps_per_segment=60, hidden_sizes=(4,), max_capacity=64,
+                      batch_size=4, eval_episodes=0)
+    common = {"learning_starts": 20}
+    settings = (runs.Setting("fixed at mean of aER", {"memory_size": 30}), runs.Setting("fixed 50", {"memory_size": 50}),
+                runs.Setting("fixed at mean of aER-5%", {"memory_size": 30}))
+    out = runs.run_stage(tmp_path, "fixed-at-mean", settings, seeds=2, common=common, setup=setup, progress=False)
+    assert out.ds.sizes["config"] == 3 and [s.label for s in out.settings] == [s.label for s in settings]
+    a, b = runs.select(out, settings[0].label), runs.select(out, settings[2].label)
+    np.testing.assert_array_equal(a.auc, b.auc)
+    np.testing.assert_array_equal(a.ds.capacity_mean.values, b.ds.capacity_mean.values)
+    swept = json.loads(next((tmp_path / "sweeps").glob("fixed-at-mean-*/sweep.json")).read_text())
+    assert [p["memory_size"] for p in swept["config"]["points"]] == [30, 50]  # each configuration once

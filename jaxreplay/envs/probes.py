@@ -180,6 +180,10 @@ class TwoStepProbe(_Probe):
     def _obs_value(self, state: ProbeState) -> jax.Array:
         return state.time.astype(jnp.float32)
 
+    def observation_space(self, params: TwoStepParams) -> spaces.Box:
+        """``[0]``, ``[1]``, and ``[2]``: the final observation of a finished episode."""
+        return spaces.Box(0.0, 2.0, (1,), jnp.float32)
+
     def reset_env(self, key, params):
         state = self._state(0)
         return self.get_obs(state), state
@@ -191,8 +195,10 @@ class TwoStepProbe(_Probe):
         return self.get_obs(state), state, reward, last, {}
 
     def true_q(self, obs: jax.Array, params: TwoStepParams, discount: ArrayLike) -> jax.Array:
-        """``float32[..., 2]``: ``reward`` at ``[1]``, ``first_reward + γ·reward`` at ``[0]``."""
+        """``float32[..., 2]``: ``reward`` at ``[1]``, ``first_reward + γ·reward`` at ``[0]``, 0 at ``[2]`` (the
+        final observation: nothing is left to earn)."""
         value = jnp.where(obs[..., 0] >= 0.5, params.reward, params.first_reward + discount * params.reward)
+        value = jnp.where(obs[..., 0] >= 1.5, 0.0, value)
         return jnp.repeat(value[..., None], 2, axis=-1).astype(jnp.float32)
 
     @property
@@ -222,7 +228,8 @@ class TruncationProbe(_Probe):
 
     def true_q(self, obs: jax.Array, params: TruncationParams, discount: ArrayLike) -> jax.Array:
         """``float32[..., 2]``: ``reward`` at ``[+1]``, ``reward / (1 - γ)`` at ``[-1]``."""
-        value = jnp.where(obs[..., 0] > 0, params.reward, params.reward / (1.0 - discount))
+        gamma = jnp.float32(discount)  # (a Python 1.0 divided by zero; γ = 1 gives inf, the undiscounted sum)
+        value = jnp.where(obs[..., 0] > 0, params.reward, jnp.float32(params.reward) / (1.0 - gamma))
         return jnp.repeat(value[..., None], 2, axis=-1).astype(jnp.float32)
 
     @property
@@ -255,13 +262,16 @@ class ChainProbe(_Probe):
         return self.get_obs(state), state, reward, last, {}
 
     def true_q(self, obs: jax.Array, params: ChainParams, discount: ArrayLike) -> jax.Array:
-        """``float32[..., 2]`` for positions ``float32[..., 1]`` in ``[0, length)`` (module docstring)."""
-        steps_left = jnp.float32(params.length) - obs[..., 0]
+        """``float32[..., 2]`` for positions ``float32[..., 1]`` in ``[0, length]`` (module docstring); 0 at
+        ``length``, the final observation of a finished chain (nothing is left to earn: it was NaN at γ = 0
+        and a made-up value at other γ, and an n-step target bootstraps from it)."""
+        left = jnp.float32(params.length) - obs[..., 0]
+        steps_left = jnp.maximum(left, 1.0)
         gamma = jnp.float32(discount)
         before_last = jnp.power(gamma, steps_left - 1.0)
         # Σ_{j < m-1} γ^j: the geometric sum, or m - 1 ones at γ = 1 (where the quotient is 0/0).
         paid = jnp.where(gamma == 1.0, steps_left - 1.0, (1.0 - before_last) / (1.0 - gamma))
-        value = params.reward * paid + before_last * params.final_reward
+        value = jnp.where(left >= 1.0, params.reward * paid + before_last * params.final_reward, 0.0)
         return jnp.repeat(value[..., None], 2, axis=-1).astype(jnp.float32)
 
     @property
@@ -297,8 +307,9 @@ def make(env_id: str, **overrides: ArrayLike) -> tuple[_Probe, ProbeParams]:
     params = defaults.replace(**overrides)
     for name in ("reward", "action_bonus", "first_reward", "final_reward"):
         if hasattr(params, name):
-            _validation.check_float(name, getattr(params, name))
-    _validation.check_int("max_steps_in_episode", params.max_steps_in_episode, low=1)
-    if hasattr(params, "length"):
-        _validation.check_int("length", params.length, low=1)
+            _validation.check_float(name, getattr(params, name), scalar=True)
+            _validation.check_float32(name, getattr(params, name))  # (1e39 paid inf every step)
+    for name in ("max_steps_in_episode", "length"):
+        if hasattr(params, name):  # (2**31 failed at the first step; a list, with a TypeError naming nothing)
+            _validation.check_int(name, getattr(params, name), low=1, high=2**31 - 1, scalar=True)
     return env, params

@@ -104,8 +104,18 @@ def check_env_params(env_id: str, env_params: tuple) -> tuple:
             raise ValueError(f"{where}: not a parameter of {env_id}; it has {', '.join(fields)}.")
         if name in checked:
             raise ValueError(f"{where} is given twice.")
-        checked[name] = _check_env_param(where, value, getattr(defaults, name))
+        default = getattr(defaults, name)
+        if name in _LENGTHS and isinstance(default, float) and default.is_integer():
+            # An episode length is a count whatever its default's type (BernoulliBandit's is 100.0): 0.5
+            # truncated every step and evaluated 0 steps, -3 failed inside JAX. Kept a float, as gymnax has it.
+            checked[name] = float(_check_env_param(where, value, int(default)))
+        else:
+            checked[name] = _check_env_param(where, value, default)
     return tuple(checked.items())
+
+
+_LENGTHS = ("max_steps_in_episode",)
+"""Environment parameters that are step counts, checked as integers >= 1 even where gymnax's default is a float."""
 
 
 def _as_real(value: object) -> float | None:

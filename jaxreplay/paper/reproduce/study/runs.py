@@ -97,19 +97,28 @@ def run_stage(
     """The runs of one stage: its ``settings`` × ``seeds`` as one DQN sweep (the hyperparameters ``common``
     with each setting's point, the static ``setup``), persisted under ``out/sweeps/`` so a rerun resumes;
     ``run_options`` (``progress``, ``chunk_size``) go to :func:`jaxreplay.engine.sweep.run`."""
+    import json
+
     from jaxreplay.engine import sweep as sweep_lib
     from jaxreplay.paper.reproduce.dqn import _sweep_dir
 
+    # Two settings may be one configuration (two rules whose runs averaged the same memory size give the same
+    # fixed-at-mean point): the engine refuses a repeated point, so each configuration runs once and every
+    # setting reads its row (a run's key depends on its seed only: the runs are the same).
+    rows: dict[str, int] = {}
+    row_of = [rows.setdefault(json.dumps(s.point, sort_keys=True, default=float), len(rows)) for s in settings]
+    unique = list({json.dumps(s.point, sort_keys=True, default=float): s.point for s in settings}.values())
     sweep = sweep_lib.Sweep(
         "dqn",
         seeds=seeds,
         seed=0,
         fixed=common,
-        points=[s.point for s in settings],
+        points=unique,
         setup=setup,  # Sweep.setup takes a Setup too; annotated Mapping only
     )
     result = sweep_lib.run(sweep, _sweep_dir(out, label, sweep), **run_options)
-    return dataclasses.replace(Runs.of(label, settings, result.dataset), runs_resumed=result.stats.runs_resumed)
+    ds = result.dataset if len(unique) == len(settings) else result.dataset.isel(config=row_of)
+    return dataclasses.replace(Runs.of(label, settings, ds), runs_resumed=result.stats.runs_resumed)
 
 
 def select(runs: Runs, label: str) -> SettingRuns:
