@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import csv
+import pathlib
 import json
 
 import numpy as np
@@ -171,3 +172,36 @@ def test_dqn_sweep_results_do_not_depend_on_the_chunk_size_a_lone_run_is_padded(
     assert int(a.adaptive_checks.min()) > 0
     for name in a.data_vars:
         np.testing.assert_array_equal(a[name].values, b[name].values, err_msg=name)
+
+
+def test_learning_curves_leave_a_segment_blank_where_a_live_seed_finished_no_episode(tmp_path, monkeypatch):
+    """The mean over seeds dropped a seed with no finished episode in a segment: with short segments those are
+    the learners (long episodes), so the curve showed the others' mean (9.6 where one seed scored 60-70). The
+    legend names the size that ran where quick mode scaled it (found by a probe)."""
+    import xarray as xr
+
+    from jaxreplay.paper import plots
+
+    figures = {}
+    monkeypatch.setattr(plots, "save", lambda fig, path: figures.setdefault(pathlib.Path(path).name, fig) and path)
+
+    def dataset(sizes, train):
+        train = np.asarray(train, float)  # [config, seed, segment]
+        configs, seeds, segments = train.shape
+        return xr.Dataset({
+            "train_return": (("config", "seed", "segment"), train),
+            "diverged": (("config", "seed"), np.zeros((configs, seeds), bool)),
+            "memory_size": (("config",), np.asarray(sizes)),
+            "capacity": (("config", "seed", "segment"), np.full(train.shape, 50.0)),
+        }, coords={"segment": np.arange(1, segments + 1) * 100})
+
+    fixed = dataset([50, 20_000], [[[9.0, 10.0, 11.0], [9.0, np.nan, 70.0]], [[8.0, 9.0, 10.0], [8.0, 9.0, 10.0]]])
+    adaptive = dataset([50], [[[9.0, 10.0, 11.0], [9.0, 10.0, 11.0]]])
+    rdqn._figures(tmp_path, "CartPole-v1", {"fixed": fixed, "adaptive": adaptive},
+                  {"fixed": [100, 40_000], "adaptive": [100]})
+    ax = figures["learning_curves.png"].axes[0]
+    first = ax.lines[0]
+    assert first.get_label() == "fixed 100 (ran 50)" and ax.lines[1].get_label() == "fixed 40000 (ran 20000)"
+    y = np.asarray(first.get_ydata(), float)
+    assert y[0] == 9.0 and np.isnan(y[1]) and y[2] == 40.5  # blank, not the other seed's 10.0
+    assert "(1 segment(s) blank: a seed finished no episode there)" in ax.get_title()

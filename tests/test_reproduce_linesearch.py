@@ -647,3 +647,24 @@ def test_the_per_1d_claim_is_decided_by_the_ode_and_can_fail():
     assert verdict(er, per, 2e-3 * t) == "yes"
     assert verdict(er, per, 3e-3 * t) == "partly"  # the ODE says faster, the closed form disagrees with it
     assert verdict(per, er, 1e-3 * t) == "no"  # pER slower in the ODE
+
+
+def test_figure_helpers_show_a_missing_difference_and_a_clipped_colour_scale():
+    """Fig. 2e drew a NaN difference white, "|ΔM| < threshold" (equal); the log contours clipped M more than five
+    decades below its maximum into the bottom colour with nothing on the colour bar (found by a probe)."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    from jaxreplay.paper import plots
+
+    diff = np.array([[0.01, -0.01], [np.nan, 0.0]])
+    fig = plots.comparison_map([10, 100], [1, 5], diff, 0.0015, title="t")
+    ax = fig.axes[0]
+    classes = np.asarray(ax.collections[0].get_array()).reshape(2, 2)  # [m, N]
+    assert classes[0, 1] == -2 and classes[1, 1] == 0  # NaN: its own class (grey), not the white "equal" one
+    assert "no value (NaN)" in [t.get_text() for t in ax.get_legend().get_texts()]
+    M = np.array([[1e-9, 1e-2], [1e-3, 1e-1]])
+    fig = plots.metric_contour([10, 100], [1, 5], M, title="t")
+    assert fig.axes[1].get_ylabel() == r"$\log_{10} M$ (below -6.0 drawn as -6.0)"
+    fig = plots.metric_contour([10, 100], [1, 5], M * 0 + 0.1, title="t", log=False)
+    assert fig.axes[1].get_ylabel() == "$M$"

@@ -246,10 +246,17 @@ def metric_contour(
     if log:
         Z = np.log10(np.maximum(M, 1e-12))
         lo = max(float(np.nanmin(Z)), float(np.nanmax(Z)) - 5.0)  # clip the zero-crossing dips of M
+        clipped = bool(np.nanmin(Z) < lo)  # (the colour bar says so: an arrow below, and its label)
         cs = ax.contourf(
-            memory_sizes, batch_sizes, np.maximum(Z, lo).T, levels=np.linspace(lo, np.nanmax(Z), levels), cmap="viridis"
+            memory_sizes,
+            batch_sizes,
+            np.maximum(Z, lo).T,
+            levels=np.linspace(lo, np.nanmax(Z), levels),
+            cmap="viridis",
+            extend="min" if clipped else "neither",
         )
-        fig.colorbar(cs, ax=ax, label=r"$\log_{10} M$")
+        label = r"$\log_{10} M$" + (f" (below {lo:.1f} drawn as {lo:.1f})" if clipped else "")
+        fig.colorbar(cs, ax=ax, label=label)
     else:
         cs = ax.contourf(memory_sizes, batch_sizes, M.T, levels=levels, cmap="viridis")
         fig.colorbar(cs, ax=ax, label=r"$M$")
@@ -299,22 +306,25 @@ def difference_contour(memory_sizes, batch_sizes, difference, *, title: str, lev
 def comparison_map(
     memory_sizes, batch_sizes, difference, threshold: float, *, title: str, experiment_points=None
 ) -> Figure:
-    """Fig. 2e: red where pER is better (M_ER − M_pER > threshold), blue where ER is, white otherwise.
+    """Fig. 2e: red where pER is better (M_ER − M_pER > threshold), blue where ER is, white otherwise, grey where
+    the difference is NaN (a failed solve: not "no difference").
 
     ``experiment_points``: optional iterable of (N, m, difference) spot checks
     drawn as markers coloured by the same rule.
     """
     fig, ax = _figure((6.2, 4.6))
     D = np.asarray(difference, dtype=float)
-    cls = np.where(D > threshold, 1, np.where(D < -threshold, -1, 0))
-    cmap = ListedColormap(["tab:blue", "white", "tab:red"])
+    cls = np.where(np.isnan(D), -2, np.where(D > threshold, 1, np.where(D < -threshold, -1, 0)))
+    cmap = ListedColormap(["0.6", "tab:blue", "white", "tab:red"])
     N, m = np.asarray(memory_sizes, float), np.asarray(batch_sizes, float)
-    ax.pcolormesh(N, m, cls.T, cmap=cmap, vmin=-1.5, vmax=1.5, shading="nearest")
+    ax.pcolormesh(N, m, cls.T, cmap=cmap, vmin=-2.5, vmax=1.5, shading="nearest")
     handles: list[Artist] = [
         ax.fill_between([], [], color="tab:red", label="pER better"),
         ax.fill_between([], [], color="tab:blue", label="ER better"),
         ax.fill_between([], [], color="white", ec="0.5", label=rf"$|\Delta M| < {threshold:g}$"),
     ]
+    if np.isnan(D).any():
+        handles.append(ax.fill_between([], [], color="0.6", label="no value (NaN)"))
     if experiment_points is not None:
         pts = np.asarray(list(experiment_points), dtype=float).reshape(-1, 3)
         if pts.size:
@@ -412,7 +422,7 @@ def adaptive_learning_curves(
     ax.plot(t_experiment, f[:, 1], "--", color=C2, lw=1.8, label=r"$\Delta\theta_2$ fixed (exp.)")
     if adaptive_theory is not None:
         at = np.asarray(adaptive_theory)
-        ax.plot(t_theory, at[:, 0], ":", color="k", lw=1.2, label=r"ODE driven by mean $N(t)$")
+        ax.plot(t_theory, at[:, 0], ":", color="k", lw=1.2, label=r"ODE driven by the mean live size $n(t)$")
         ax.plot(t_theory, at[:, 1], ":", color="k", lw=1.2)
     if fixed_theory is not None:
         ft = np.asarray(fixed_theory)

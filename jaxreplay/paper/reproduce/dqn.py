@@ -265,15 +265,24 @@ def _figures(out, env_id, datasets, sizes) -> dict:
     from jaxreplay.paper import plots
 
     fig, ax = plots._figure(figsize=(7, 4.5))
+    blank = 0
     for label, style in (("fixed", "--"), ("adaptive", "-")):
         ds = datasets[label]
-        band = results.bootstrap_ci(ds.train_return, "mean", resamples=1000, seed=0)  # [config, segment]
+        # A segment where a live seed finished no episode is left blank: the mean of the other seeds alone
+        # dropped exactly the seeds whose episodes were long (with short --steps segments, the learners).
+        curve = ds.train_return
+        complete = ~(curve.isnull() & ~ds.diverged).any("seed")  # [config, segment]
+        blank += int((~complete).sum())
+        band = results.bootstrap_ci(curve.where(complete), "mean", resamples=1000, seed=0)  # [config, segment]
         for i, N in enumerate(sizes[label]):
-            (line,) = ax.plot(ds.segment.values, band.estimate[i], style, label=_label(label, N))
+            ran = int(ds.memory_size.values[i])
+            name = _label(label, N) + (f" (ran {ran})" if ran != int(N) else "")  # (quick mode scales sizes)
+            (line,) = ax.plot(ds.segment.values, band.estimate[i], style, label=name)
             ax.fill_between(ds.segment.values, band.low[i], band.high[i], color=line.get_color(), alpha=0.15)
     ax.set_xlabel("environment steps")
     ax.set_ylabel("training episode return (mean, 95% bootstrap CI)")
-    ax.set_title(f"{env_id}: fixed vs adaptive memory")
+    gaps = f" ({blank} segment(s) blank: a seed finished no episode there)" if blank else ""
+    ax.set_title(f"{env_id}: fixed vs adaptive memory{gaps}")
     ax.legend()
     figures = {"learning_curves.png": plots.save(fig, out / "learning_curves.png")}
 

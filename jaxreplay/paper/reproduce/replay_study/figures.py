@@ -20,7 +20,7 @@ def _value(entry: dict, key: str) -> float:
 
 def heatmap_figure(out: pathlib.Path, design: ReplayDesign, result: dict, runs: Mapping[str, Runs]) -> str:
     """``heatmap.png``: the score's IQM over capacity × replay ratio, one panel per n (cells of equal
-    oldest-policy age lie on the rising diagonals). Returns the file name."""
+    oldest-policy age lie on the falling diagonals: capacity × 4, ratio ÷ 4). Returns the file name."""
     import matplotlib.pyplot as plt
 
     from jaxreplay.paper import plots
