@@ -18,12 +18,13 @@ import sys
 NULLS = "a value that cannot be given, such as NaN or an interval of too few seeds, is null with a <key>_null_reason"
 
 
-def run_sweep(sweep, out, advice=None, **options):
+def run_sweep(sweep, out, advice=None, budget=None, **options):
     """``sweep.run``; its refusals for device memory, host memory or disk (MemoryError, raised with the
     numbers before anything runs) and a failed write (OSError, e.g. a full disk: it names the file) become a
     ValueError: one line, exit status 2. Every warning raised while it runs (the engine's, a damaged chunk
     set aside, ..., and any other, e.g. NumPy's) prints once, as one line, after the run ends or fails.
-    ``advice`` (a command's ``ADVICE`` table) replaces the engine's advice for a refusal it has an entry for."""
+    ``advice`` (a command's ``ADVICE`` table) replaces the engine's advice for a refusal it has an entry for;
+    ``budget`` names the memory budget's settings in the engine's own advice as the command does."""
     import warnings
 
     from jaxreplay.engine import sweep as sweep_lib
@@ -37,7 +38,8 @@ def run_sweep(sweep, out, advice=None, **options):
                 return sweep_lib.run(sweep, out, **options)
             except ResourceError as e:
                 ours = (advice or {}).get(e.lower)
-                raise ValueError(f"{e.problem} {ours.format(cause=e.cause)}" if ours else str(e)) from None
+                said = ours.format(cause=e.cause) if ours else e.advised(budget)
+                raise ValueError(f"{e.problem} {said}") from None
             except MemoryError as e:
                 raise ValueError(str(e)) from None
             except OSError as e:

@@ -17,6 +17,7 @@ OPTIONS = {
     "env_id": "--env",
     "memory_size": "--memory-size",
     "n_step": "--n-step",
+    "max_n_step": "--n-step",
     "replay_ratio": "--replay-ratio",
     "steps": "--steps",
 }
@@ -182,17 +183,15 @@ def _with_n_step_and_ratio(args: argparse.Namespace, setup, hparams):
 
     if args.n_step is not None:
         positive("n-step", args.n_step)
-        # The memory's largest size: a fixed memory's own, aER's max_capacity (after --steps: a run of T steps
-        # stores at most T transitions). No window holds more; the return is unrolled when compiled.
-        largest = setup.max_capacity if args.adaptive else min(args.memory_size, setup.max_capacity)
-        if args.n_step > min(largest, dqn.MAX_N_STEP):
-            why = (
-                f"the memory's largest size: no window holds more transitions, so a larger n runs as {largest}"
-                if args.n_step > largest
-                else "the n-step window is unrolled when compiled; above it compiling takes minutes to hours"
+        # A fixed memory's largest size is its own (Setup bounds max_n_step by max_capacity and MAX_N_STEP only:
+        # aER's memory may grow to max_capacity). No window holds more transitions.
+        if not args.adaptive and args.n_step > args.memory_size:
+            raise ValueError(
+                f"--n-step must be <= {args.memory_size} (the memory's largest size: no window holds more "
+                f"transitions, so a larger n runs as {args.memory_size}), got {args.n_step}."
             )
-            raise ValueError(f"--n-step must be <= {min(largest, dqn.MAX_N_STEP)} ({why}), got {args.n_step}.")
-        setup = dataclasses.replace(setup, max_n_step=args.n_step)
+        with named_as_options(OPTIONS):  # (Setup's own bounds, said of --n-step)
+            setup = dataclasses.replace(setup, max_n_step=args.n_step)
         hparams = hparams._replace(n_step=args.n_step)
     if args.replay_ratio is not None:
         ratio = args.replay_ratio

@@ -6,15 +6,8 @@ import argparse
 
 from jaxreplay.cli.common import positive, run_sweep
 
-# The engine's advice for a refusal for device memory, said of this command's options (the engine names the
-# [run] keys memory_budget / memory_fraction; here the options --memory-budget-mib / --memory-fraction set them).
-_RAISE = "or raise --memory-budget-mib / --memory-fraction."
-ADVICE = {
-    ("setup.max_capacity",): "Lower setup.max_capacity ({cause}), shorten a segment, " + _RAISE,
-    ("setup.max_batch_size", "setup.batch_size"): "{cause}: lower the minibatch size (setup.max_batch_size, "
-    "setup.batch_size), " + _RAISE,
-    ("record.reduce", "seeds"): "Reduce on the host instead (no record.reduce), run fewer seeds, " + _RAISE,
-}
+# The memory budget's settings as this command names them (the engine's advice names the [run] keys).
+BUDGET = "--memory-budget-mib / --memory-fraction"
 
 
 def add_parser(commands) -> None:
@@ -53,7 +46,7 @@ def run(args: argparse.Namespace) -> int:
             raise ValueError(f"--memory-budget-mib must be a positive number of MiB, got {args.memory_budget_mib}.")
         options["memory_budget"] = max(int(args.memory_budget_mib * 2**20), 1)
     sweep = sweep_lib.Sweep.from_dict(config)
-    result = run_sweep(sweep, args.out, advice=ADVICE, progress=not args.quiet, **options)
+    result = run_sweep(sweep, args.out, budget=BUDGET, progress=not args.quiet, **options)
     print(result.stats.describe())
     print(f"results: {args.out}/results.nc (open with jaxreplay.engine.sweep.load)")
     return 0

@@ -250,13 +250,24 @@ class ResourceError(MemoryError):
             names them, most effective first (``("setup.max_capacity",)``).
         cause: what dominates the need, where the advice says
             (``"replay storage dominates"``); else None.
+        budget: whether the advice ends by offering to raise the memory budget (:meth:`advised` names
+            its settings as the caller does).
 
     The message is ``f"{problem} {advice}"``.
     """
 
-    def __init__(self, problem: str, advice: str, lower: tuple[str, ...] = (), cause: str | None = None):
-        self.problem, self.advice, self.lower, self.cause = problem, advice, lower, cause
-        super().__init__(f"{problem} {advice}")
+    def __init__(
+        self, problem: str, advice: str, lower: tuple[str, ...] = (), cause: str | None = None, budget: bool = False
+    ):
+        self.problem, self.lower, self.cause, self.budget = problem, lower, cause, budget
+        self._advice = advice
+        self.advice = self.advised()
+        super().__init__(f"{problem} {self.advice}")
+
+    def advised(self, budget: str | None = None) -> str:
+        """The advice, naming the budget's settings ``budget`` (default the ``[run]`` keys; a command line names
+        its options)."""
+        return self._advice + (f" or raise {budget or 'memory_budget / memory_fraction'}." if self.budget else "")
 
 
 class Resources(NamedTuple):
@@ -594,14 +605,13 @@ def _check_disk(out: pathlib.Path, missing_runs: int, runs: int, result_bytes: i
 def _too_large_a_run(problem: str, fp: Footprint | None) -> ResourceError:
     """The refusal of a run too large for the device budget (``problem``: the numbers), advising to lower
     whichever of state and step temporaries dominates."""
-    more = "or raise memory_budget / memory_fraction."
     if fp is not None and fp.temporary > 1.5 * _tree_bytes(fp.state):
         cause = f"A step's temporaries dominate (about {mib(fp.temporary)})"
-        advice = f"{cause}: lower the minibatch size (setup.max_batch_size, setup.batch_size, --batch-size), {more}"
-        return ResourceError(problem, advice, ("setup.max_batch_size", "setup.batch_size"), cause)
+        advice = f"{cause}: lower the minibatch size (setup.max_batch_size, setup.batch_size),"
+        return ResourceError(problem, advice, ("setup.max_batch_size", "setup.batch_size"), cause, budget=True)
     cause = "replay storage dominates"
-    advice = f"Lower setup.max_capacity ({cause}), shorten a segment, {more}"
-    return ResourceError(problem, advice, ("setup.max_capacity",), cause)
+    advice = f"Lower setup.max_capacity ({cause}), shorten a segment,"
+    return ResourceError(problem, advice, ("setup.max_capacity",), cause, budget=True)
 
 
 def _choose_chunk(
@@ -625,9 +635,9 @@ def _choose_chunk(
                 f"a seed reduction (record.reduce) needs every seed of a configuration in one chunk: {unit} runs "
                 f"({align} seeds on {num_devices} device(s)) need about {mib(bytes_per_run * unit)} of device "
                 f"memory, but the memory budget is {mib(budget)} ({fit} runs).",
-                "Reduce on the host instead (no record.reduce), run fewer seeds, or raise memory_budget / "
-                "memory_fraction.",
+                "Reduce on the host instead (no record.reduce), run fewer seeds,",
                 lower=("record.reduce", "seeds"),
+                budget=True,
             )
         if chunk_size is None:
             wanted = min(fit, cpu_chunk_cap or fit, -(-runs // unit) * unit)

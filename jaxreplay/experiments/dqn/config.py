@@ -255,14 +255,15 @@ def _check_n_step_and_target(setup: Setup) -> None:
     """ValueError for a ``max_n_step`` no window can use or that would compile for minutes, and for a flag
     that would do nothing (``target_period_in_updates`` with Polyak averaging): said, not ignored."""
     if setup.max_n_step > min(setup.max_capacity, MAX_N_STEP):
-        raise ValueError(
-            f"max_n_step must be <= {min(setup.max_capacity, MAX_N_STEP)}, got {setup.max_n_step}: "
+        raise _validation.FieldError(
+            "max_n_step",
+            f"must be <= {min(setup.max_capacity, MAX_N_STEP)}, got {setup.max_n_step}: "
             + (
                 f"no window holds more than max_capacity ({setup.max_capacity}) transitions."
                 if setup.max_n_step > setup.max_capacity
                 else f"the n-step window is unrolled when compiled, and above {MAX_N_STEP} compiling takes "
                 "minutes to hours (400: a minute; 500: over 7 on a CPU)."
-            )
+            ),
         )
     if setup.target_period_in_updates and setup.target_update == "polyak":
         raise ValueError(

@@ -256,8 +256,11 @@ def reproduce(
     )
 
 
-def _label(kind: str, memory_size: int) -> str:
-    return f"aER from {memory_size}" if kind == "adaptive" else f"fixed {memory_size}"
+def _label(kind: str, memory_size: int, ran: int | None = None) -> str:
+    """A setting as the paper names it (``"aER from 100"``, ``"fixed 40000"``), with the size that ran where it
+    differs (quick mode scales the sizes: ``"aER from 100 (ran 50)"``)."""
+    name = f"aER from {memory_size}" if kind == "adaptive" else f"fixed {memory_size}"
+    return name + (f" (ran {int(ran)})" if ran is not None and int(ran) != int(memory_size) else "")
 
 
 def _figures(out, env_id, datasets, sizes) -> dict:
@@ -275,9 +278,7 @@ def _figures(out, env_id, datasets, sizes) -> dict:
         blank += int((~complete).sum())
         band = results.bootstrap_ci(curve.where(complete), "mean", resamples=1000, seed=0)  # [config, segment]
         for i, N in enumerate(sizes[label]):
-            ran = int(ds.memory_size.values[i])
-            name = _label(label, N) + (f" (ran {ran})" if ran != int(N) else "")  # (quick mode scales sizes)
-            (line,) = ax.plot(ds.segment.values, band.estimate[i], style, label=name)
+            (line,) = ax.plot(ds.segment.values, band.estimate[i], style, label=_label(label, N, ds.memory_size[i]))
             ax.fill_between(ds.segment.values, band.low[i], band.high[i], color=line.get_color(), alpha=0.15)
     ax.set_xlabel("environment steps")
     ax.set_ylabel("training episode return (mean, 95% bootstrap CI)")
@@ -386,10 +387,7 @@ def _report(env_id, seeds, quick, setup, common, percent, iqm, datasets, runtime
         f"Diverged runs: {div['fixed']} fixed, {div['adaptive']} adaptive.",
         "aER final memory size (mean over seeds): "
         + ", ".join(
-            # The paper's label of the row (quick mode starts from a scaled size: say both)
-            f"aER from {N0}"
-            + (f" (initial {int(ad.memory_size.values[i])})" if int(ad.memory_size.values[i]) != int(N0) else "")
-            + f": {ad.final_capacity.values[i].mean():.0f}"
+            f"{_label('adaptive', N0, ad.memory_size[i])}: {ad.final_capacity.values[i].mean():.0f}"
             for i, N0 in enumerate(percent)
         ),
         "",

@@ -215,9 +215,7 @@ def reproduce(
     with clock(STAGE_NAMES[-1]):
         # An earlier run's files go first (report.md is written last): a rerun killed while writing leaves
         # some of its own figures and no report, never its figures beside the earlier run's report.
-        # (summary.json: `reproduce all`'s record of this part, which a rerun here makes stale: it reused the
-        # earlier run's claims beside this run's figures and report)
-        clear_outputs(out, [*FIGURE_MAKERS, "metric_grid.csv", "report.md", "summary.json"])
+        clear_outputs(out, [*FIGURE_MAKERS, "metric_grid.csv", "report.md"])
         claims = _claims.evaluate(stages)
         figs = {name: plots.save(make(stages), out / name) for name, make in FIGURE_MAKERS.items()}
         rows = _report.metric_rows(stages)

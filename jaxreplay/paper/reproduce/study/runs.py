@@ -105,19 +105,19 @@ def run_stage(
     # Two settings may be one configuration (two rules whose runs averaged the same memory size give the same
     # fixed-at-mean point): the engine refuses a repeated point, so each configuration runs once and every
     # setting reads its row (a run's key depends on its seed only: the runs are the same).
-    rows: dict[str, int] = {}
-    row_of = [rows.setdefault(json.dumps(s.point, sort_keys=True, default=float), len(rows)) for s in settings]
-    unique = list({json.dumps(s.point, sort_keys=True, default=float): s.point for s in settings}.values())
+    keys = [json.dumps(s.point, sort_keys=True, default=float) for s in settings]
+    configurations = list(dict.fromkeys(keys))  # each once, in first-seen order
+    row_of = [configurations.index(k) for k in keys]
     sweep = sweep_lib.Sweep(
         "dqn",
         seeds=seeds,
         seed=0,
         fixed=common,
-        points=unique,
+        points=[settings[keys.index(k)].point for k in configurations],
         setup=setup,  # Sweep.setup takes a Setup too; annotated Mapping only
     )
     result = sweep_lib.run(sweep, _sweep_dir(out, label, sweep), **run_options)
-    ds = result.dataset if len(unique) == len(settings) else result.dataset.isel(config=row_of)
+    ds = result.dataset if len(configurations) == len(settings) else result.dataset.isel(config=row_of)
     return dataclasses.replace(Runs.of(label, settings, ds), runs_resumed=result.stats.runs_resumed)
 
 
