@@ -2,7 +2,8 @@
 # The GPU measurements, in one call on a GPU machine: every benchmark in quick mode
 # (roofline, end to end vs the bare kernel at 10⁶ runs, DQN seed scaling, MinAtar DQN at 1, 100 and
 # 1,000 seeds beside rejax's published figure, theory placement,
-# XLA:GPU command-buffer variants), writing the README's GPU block. Bring back OUT.
+# XLA:GPU command-buffer variants), writing the README's GPU block, after benchmarks/determinism.py
+# (SKIP_DETERMINISM=1 leaves it out; DEADLINE_S does not count it). Bring back OUT.
 # Usage (repo root; the GPU machine has no network, so wheels of what its image lacks, gymnax,
 # flashbax & co., go in .whl/ beforehand):
 #   [DEADLINE_S=480] bash benchmarks/run_on_gpu.sh OUT [--only NAME ...]
@@ -13,6 +14,10 @@ mkdir -p "$OUT"
 python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --target /tmp/site .whl/*.whl
 export PYTHONPATH=/tmp/site:$PWD PYTHONUNBUFFERED=1 XLA_PYTHON_CLIENT_PREALLOCATE=false
 { nvidia-smi --query-gpu=name,memory.total --format=csv,noheader; python3 -m jaxreplay info; } > "$OUT/gpu_info.txt" 2>&1
+# First (about 2 minutes): does a DQN sweep give the same bits in two processes, as the engine compiles it
+# (no autotuning) and with XLA's autotuning, and what does turning it off cost? (benchmarks/determinism.py)
+[ -n "${SKIP_DETERMINISM:-}" ] || timeout 240 python3 -m benchmarks.determinism /tmp/determinism > "$OUT/determinism.log" 2>&1
+cp /tmp/determinism/determinism.md "$OUT/" 2>/dev/null
 t0=$(date +%s)
 timeout "${DEADLINE_S:-3000}" python3 -m benchmarks --quick "$@" --out "$OUT/benchmarks_gpu_quick.md" --readme docs/benchmarks.md 2> "$OUT/benchmarks_gpu.log"
 echo "exit $? in $(( $(date +%s) - t0 )) s" >> "$OUT/benchmarks_gpu.log"

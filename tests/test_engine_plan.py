@@ -165,6 +165,21 @@ def test_a_resume_at_another_batch_is_refused_by_the_plan_naming_what_differs(tm
     assert not out.exists()
 
 
+def test_a_gpu_plan_records_autotuning_off_and_refuses_to_finish_a_folder_begun_with_autotuning(tmp_path):
+    """On a GPU the experiments compile without XLA's autotuning (another process picked other kernels: a
+    DQN study's identical runs differed in all 100 seeds); a GPU folder begun before that, with autotuning,
+    is finished only by the jaxreplay that began it."""
+    out, done = tmp_path / "out", np.arange(8) < 4
+    gpu = PLENTY._replace(platform="gpu", device_kind="NVIDIA H200")
+    batch = plan_lib.make_plan(SWEEP, done, gpu, chunk_size=2, out=out).batch
+    assert (batch.platform, batch.device_kind, batch.compiler_options) == ("gpu", "NVIDIA H200", "xla_gpu_autotune_level=0")
+    begun_autotuned = batch._replace(compiler_options="")  # recorded by a jaxreplay before 2026-11-28
+    with pytest.raises(ValueError, match=r"this jaxreplay compiles the experiment with compiler options "
+                                         r"'xla_gpu_autotune_level=0' \(they make a run's result independent of its "
+                                         r"chunk, and on a GPU of its process"):
+        plan_lib.make_plan(SWEEP, done, gpu, out=out, recorded=begun_autotuned)
+    assert not out.exists()
+
 def test_the_recorded_xla_flags_leave_out_the_device_count_and_name_the_batch_independence_flags():
     flags = "--xla_force_host_platform_device_count=4 --xla_cpu_experimental_ynn_fusion_type= --xla_cpu_max_isa=AVX2"
     assert batch_lib.xla_flags_in_environment({"XLA_FLAGS": flags}) == (

@@ -39,7 +39,21 @@ def test_the_engine_compiles_linesearch_on_the_cpu_without_ynnpack():
     lowered = jax.jit(ls.run_batch, static_argnums=2).lower(keys, hparams, setup)
     assert "__ynn_fusion" not in lowered.compile(compiler_options=ls.COMPILER_OPTIONS_CPU).as_text()
     assert ls.EXPERIMENT.compiler_options_on("cpu") == ls.COMPILER_OPTIONS_CPU  # what the engine compiles with
-    assert ls.EXPERIMENT.compiler_options_on("gpu") == {}  # XLA:CPU options only where they mean something
+    assert ls.EXPERIMENT.compiler_options_on("gpu") == {"xla_gpu_autotune_level": 0}  # no XLA:CPU option there
+
+
+def test_the_gpu_options_are_options_this_xla_knows():
+    """On a GPU both experiments compile without autotuning (another process picked other kernels); XLA
+    refuses an option it does not know ("No such compile option"), so a renamed flag fails here, on the CPU,
+    not on the next GPU machine."""
+    from jaxreplay.experiments import dqn
+
+    options = ls.EXPERIMENT.compiler_options_on("gpu")
+    assert options == dqn.EXPERIMENT.compiler_options_on("gpu") == {"xla_gpu_autotune_level": 0}
+    compiled = jax.jit(lambda x: 2 * x).lower(np.ones(3, np.float32)).compile(compiler_options=options)
+    np.testing.assert_array_equal(compiled(np.ones(3, np.float32)), [2, 2, 2])
+    with pytest.raises(Exception, match="No such compile option"):
+        jax.jit(lambda x: 2 * x).lower(np.ones(3, np.float32)).compile(compiler_options={"xla_gpu_autotune_lvl": 0})
 
 
 def test_uniform_runs_are_identical_in_chunks_below_and_above_the_ynnpack_threshold():

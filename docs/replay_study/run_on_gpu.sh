@@ -24,7 +24,7 @@ LOG="$OUT/replay_study.log"
 start=$(date +%s)
 for game in "${GAMES[@]}"; do
   # Resume a game left unfinished: its archive in OUT, else the one committed under docs/replay_study/gpu_partial/
-  # (the engine refuses it on another device kind: then move that archive aside).
+  # (the engine refuses it in another program: another device kind, jax or compiler options; then move it aside).
   partial="$OUT/$game.tar.gz"; [ -f "$partial" ] || partial="docs/replay_study/gpu_partial/$game.tar.gz"
   [ -f "$partial" ] && [ ! -d "$OUT/$game" ] && tar -xzf "$partial" -C "$OUT"
   left=$(( ${DEADLINE_S:-540} - ($(date +%s) - start) ))

@@ -184,7 +184,8 @@ def check_batch(recorded: Batch | None, batch: Batch, chunk_size: int | None, mi
     if recorded.compiler_options != batch.compiler_options:
         raise ValueError(
             f"{where}; this jaxreplay compiles the experiment with compiler options {batch.compiler_options!r} "
-            "(they make a run's result independent of its chunk: docs/design.md §4). Finish the sweep with the "
+            "(they make a run's result independent of its chunk, and on a GPU of its process: docs/design.md §4). "
+            "Finish the sweep with the "
             f"jaxreplay that started it, or use a new output folder, {keep}."
         )
     if recorded.grouping != batch.grouping:

@@ -56,6 +56,21 @@ ones; the weights, returns and capacities agreed). Without YNNPACK every batch s
 one does (measured: ``benchmarks/README.md``); a 10⁴-run LineSearch ER kernel is also faster (about 1.2×)."""
 
 
+COMPILER_OPTIONS_GPU = MappingProxyType({"xla_gpu_autotune_level": 0})
+"""XLA options both experiments' programs are compiled with on a GPU: no autotuning. XLA:GPU picks some
+kernels (matrix products, fusions) by timing the candidates when it compiles, so two processes can compile
+one program into kernels that round differently, and a DQN run's chaotic training turns the last bit into
+another trajectory. Measured on one H200 (jax 0.11.2, 2026-11-28): Acrobot's fixed memory of 200,000 in two
+stages of one DQN study, the same compiled program (fingerprint, chunk of 800, device) run in two processes,
+differed in all 100 seeds, where MountainCar's pair, run in one process, agreed in all 100. Without
+autotuning XLA takes its heuristics' kernels, a function of the program and the device, so a sweep resumed in
+another process should compute what an uninterrupted one does: ``python -m benchmarks.determinism`` checks
+that on a GPU, and what it costs (not yet run there)."""
+
+COMPILER_OPTIONS = MappingProxyType({"cpu": COMPILER_OPTIONS_CPU, "gpu": COMPILER_OPTIONS_GPU})
+"""Both experiments' :attr:`Experiment.compiler_options`: :data:`COMPILER_OPTIONS_CPU`, :data:`COMPILER_OPTIONS_GPU`."""
+
+
 class Experiment(NamedTuple):
     """One experiment's functions, as the sweep engine uses them (see the module docstring).
 
@@ -94,10 +109,11 @@ class Experiment(NamedTuple):
             engine compiles the experiment's programs with on that platform
             (``jax.stages.Lowered.compile(compiler_options=...)``), recorded
             in each chunk's ``Batch``. For options a run's bits need, not for
-            speed alone: LineSearch turns XLA:CPU's YNNPACK fusions off,
-            because from some batch size on XLA hands a chunk's reductions to
-            YNNPACK, which rounds them differently, and a run's result would
-            then depend on the chunk it was computed in.
+            speed alone (:data:`COMPILER_OPTIONS`): XLA:CPU's YNNPACK fusions
+            off, because from some batch size on XLA hands a chunk's reductions
+            to YNNPACK, which rounds them differently, and a run's result would
+            then depend on the chunk it was computed in; XLA:GPU's autotuning
+            off, because it can pick other kernels in another process.
     """
 
     name: str
@@ -114,9 +130,9 @@ class Experiment(NamedTuple):
     coords: Callable[..., dict]
     added_defaults: Mapping[str, Any] = MappingProxyType({})
     setup_groups: Callable[..., tuple[Any, tuple]] | None = None
-    compiler_options: Mapping[str, Mapping[str, str]] = MappingProxyType({})
+    compiler_options: Mapping[str, Mapping[str, Any]] = MappingProxyType({})
 
-    def compiler_options_on(self, platform: str) -> dict[str, str]:
+    def compiler_options_on(self, platform: str) -> dict[str, Any]:
         """The XLA options (a new dict; empty where none) to compile the experiment's programs with on
         ``platform`` (``"cpu"``, ``"gpu"``, ...): what the engine passes to ``compile`` and records."""
         return dict(self.compiler_options.get(platform, {}))

@@ -42,7 +42,6 @@ are derived so that it is the fixed point). With γ = 0 they coincide.
 from __future__ import annotations
 
 import dataclasses
-from types import MappingProxyType
 from typing import TYPE_CHECKING, NamedTuple
 
 import jax
@@ -53,6 +52,7 @@ from jaxreplay import _deprecated, _validation, adaptive, buffer, samplers
 from jaxreplay._typing import ArrayLike
 from jaxreplay.agents import linear
 from jaxreplay.envs import linesearch as env_lib
+from jaxreplay.experiments import COMPILER_OPTIONS as _COMPILER_OPTIONS
 from jaxreplay.experiments import COMPILER_OPTIONS_CPU as _CPU_OPTIONS
 from jaxreplay.experiments import Experiment
 
@@ -530,7 +530,7 @@ EXPERIMENT = Experiment(
         "step": np.arange(1, setup.steps + 1, dtype=np.int32),
         "weight": np.array(["theta1", "theta2"]),
     },
-    compiler_options=MappingProxyType({"cpu": COMPILER_OPTIONS_CPU}),
+    compiler_options=_COMPILER_OPTIONS,
 )
 """LineSearch (Algorithm 1, ER / pER, and aER) as a sweep-engine experiment, registered as ``"linesearch"``."""
 

@@ -10,12 +10,11 @@ once per setup.
 from __future__ import annotations
 
 import functools
-from types import MappingProxyType
 
 import jax
 import jax.numpy as jnp
 
-from jaxreplay.experiments import COMPILER_OPTIONS_CPU, Experiment
+from jaxreplay.experiments import COMPILER_OPTIONS, Experiment
 from jaxreplay.experiments.dqn.config import (
     Hyperparameters,
     Setup,
@@ -55,8 +54,9 @@ EXPERIMENT = Experiment(
     # Runs grouped by the update slots their ratio needs: a chunk of ratio-0.25 runs does not run 4 masked
     # slots per step because another configuration's ratio is 4.
     setup_groups=update_slot_groups,
-    # YNNPACK off on the CPU: from 64 runs a chunk it rounded the mean TD loss and aER's change sums otherwise.
-    compiler_options=MappingProxyType({"cpu": COMPILER_OPTIONS_CPU}),
+    # YNNPACK off on the CPU: from 64 runs a chunk it rounded the mean TD loss and aER's change sums otherwise;
+    # autotuning off on a GPU: another process picked other kernels (another trajectory in every seed).
+    compiler_options=COMPILER_OPTIONS,
 )
 """DQN as a sweep-engine experiment, registered as ``"dqn"``."""
 
