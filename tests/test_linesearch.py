@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import dataclasses
+
 import jax
 import jax.numpy as jnp
 import numpy as np
@@ -103,6 +105,29 @@ def test_a_diverging_run_is_flagged_not_fatal():
     result = _grid(memory_size=np.array([10, 10]), step_size=np.array([0.01, 5.0]), batch_size=8)
     assert result.diverged.tolist() == [False, True]
     assert np.isfinite(result.final_metric[0])
+
+
+def test_a_run_whose_error_grows_a_millionfold_is_flagged_before_it_overflows():
+    """α = 0.08, N = 20, m = 5 over 200 steps: every run's error passes its stability limit and ends near
+    1e28, finite, where only non-finite weights were flagged; α = 0.06 learns and is not flagged."""
+    setup = ls.Setup(steps=200, max_capacity=20, max_batch_size=5)
+    keys = jax.random.split(jax.random.key(3), 4)
+    run = jax.jit(ls.run_batch, static_argnums=2)
+    hp = ls.broadcast_hyperparameters(ls.Hyperparameters(memory_size=20, batch_size=5, step_size=0.08), 4)
+    result = run(keys, hp, setup)
+    metric = np.abs(np.asarray(result.dtheta)).sum(-1)
+    theta_star = np.asarray(ls.targets(ls.Hyperparameters(), setup)[1])
+    m0 = np.abs(np.array([0.0, 1.0]) - theta_star).sum()  # θ⁰ = setup.initial_weights = (0, 1)
+    np.testing.assert_allclose(ls._diverged_bound(jnp.asarray(theta_star), setup), ls.DIVERGED_GROWTH * (m0 + 1))
+    assert np.isfinite(result.final_metric).all() and (np.asarray(result.final_metric) > 1e20).all()
+    assert np.asarray(result.diverged).all()
+    first = (metric > ls.DIVERGED_GROWTH * (m0 + 1)).argmax(axis=1)  # flagged from the step it passed the bound
+    assert (first > 10).all() and (first < 200).all()
+    hp = hp._replace(step_size=jnp.full(4, 0.06))
+    result = run(keys, hp, setup)
+    assert not np.asarray(result.diverged).any() and (np.asarray(result.final_metric) < 1.0).all()
+    at_target = dataclasses.replace(setup, initial_weights=tuple(float(w) for w in theta_star))
+    np.testing.assert_allclose(ls._diverged_bound(jnp.asarray(theta_star), at_target), ls.DIVERGED_GROWTH)  # 1e6 × 1
 
 
 @pytest.mark.parametrize(
