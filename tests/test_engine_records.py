@@ -102,6 +102,18 @@ def test_defaults_are_todays_sweep_and_the_spec_is_in_the_fingerprint():
     assert strided.to_dict()["record"] == {"stride": 2} and strided.fingerprint() != default.fingerprint()
 
 
+def test_the_order_records_are_named_in_is_not_another_sweep():
+    """``keep`` is held in the experiment's order (records, then summaries), the order they are kept in: a
+    sweep declared with ``["capacity", "dtheta"]`` is the sweep of ``["dtheta", "capacity"]`` (it had another
+    fingerprint, so its folder was "a different sweep"), and the reproduction's order keeps its fingerprint."""
+    ordered = _sweep({"keep": ["dtheta", "capacity"]})
+    swapped = _sweep({"keep": ["capacity", "dtheta"]})
+    assert swapped.record.keep == ordered.record.keep == ("dtheta", "capacity")
+    assert swapped == ordered and swapped.fingerprint() == ordered.fingerprint()
+    assert swapped.to_dict()["record"] == {"keep": ["dtheta", "capacity"]}
+    assert _sweep({"keep": ["final_metric", "capacity"]}).record.keep == ("capacity", "final_metric")
+
+
 def test_record_table_round_trips_through_toml(tmp_path):
     text = textwrap.dedent("""
         experiment = "linesearch"

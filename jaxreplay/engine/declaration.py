@@ -354,7 +354,10 @@ def _normalised(given: Sweep) -> dict[str, Any]:
         record = Record.from_table(record)
     elif not isinstance(record, Record):
         raise ValueError(f"record must be a Record or a table (keep, stride, reduce), got {record!r}.")
-    record.check_names(tuple(exp.record_dims(setup_obj)), tuple(exp.summary_dims(setup_obj)), exp.name)
+    names = tuple(exp.record_dims(setup_obj)) + tuple(exp.summary_dims(setup_obj))
+    record.check_names(names[: len(exp.record_dims(setup_obj))], tuple(exp.summary_dims(setup_obj)), exp.name)
+    if record.keep is not None:  # in the experiment's order, as kept: the order typed does not change the sweep
+        record = dataclasses.replace(record, keep=tuple(sorted(record.keep, key=names.index)))
     return {"setup": _fields_of(setup_obj), "fixed": fixed, "grid": grid, "points": points, "record": record}
 
 
