@@ -40,6 +40,7 @@ __all__ = [
 ]
 
 TEMP_PREFIX = ".tmp-"
+_NAME_TAIL = 120  # a temporary file keeps the last this-many characters of its target's name (within NAME_MAX)
 
 
 class WriteError(OSError):
@@ -80,7 +81,7 @@ def replacing(path: str | os.PathLike, text: bool = False, newline: str | None =
             body also deletes the temporary file and propagates unchanged.
     """
     target = _target(path)
-    tmp = target.parent / f"{TEMP_PREFIX}{uuid.uuid4().hex}-{target.name[-120:]}"  # (within NAME_MAX)
+    tmp = target.parent / f"{TEMP_PREFIX}{uuid.uuid4().hex}-{target.name[-_NAME_TAIL:]}"
     try:
         with open(tmp, "w" if text else "wb", encoding="utf-8" if text else None, newline=newline) as f:
             yield f
@@ -105,9 +106,10 @@ def clear_outputs(folder: str | os.PathLike, names) -> None:
     holds only its own files (and lacks its report), never its new figures beside an earlier run's report."""
     folder = pathlib.Path(folder)
     wanted = set(names)
+    tails = {name[-_NAME_TAIL:] for name in wanted}  # what a temporary file holds of a long name
     for path in folder.glob(f"{TEMP_PREFIX}*"):
         # .tmp-<32 hex>-<name>: only this command's names, so another writer's temporary files are left alone
-        if len(path.name) > len(TEMP_PREFIX) + 33 and path.name[len(TEMP_PREFIX) + 33 :] in wanted:
+        if len(path.name) > len(TEMP_PREFIX) + 33 and path.name[len(TEMP_PREFIX) + 33 :] in tails:
             path.unlink(missing_ok=True)
     for name in wanted:
         (folder / name).unlink(missing_ok=True)

@@ -326,3 +326,20 @@ def test_a_rerun_clears_its_earlier_outputs_and_their_temporary_files_first(tmp_
         path.write_bytes(b"partial")
     _files.clear_outputs(tmp_path, mine + ["fig2b.png"])
     assert sorted(p.name for p in tmp_path.iterdir()) == sorted(["notes.txt", others.name])
+
+
+def test_the_temporary_file_of_a_long_name_is_cleared_too(tmp_path):
+    """A temporary file keeps only the last 120 characters of its target's name (NAME_MAX is 255 bytes), and
+    clear_outputs compared the whole name: a killed write of a longer name left its temporary file for good."""
+    long_name = "s" * 150 + ".png"
+    with pytest.raises(RuntimeError):  # a write killed part way (any exception) leaves no temporary file...
+        with _files.replacing(tmp_path / long_name) as f:
+            f.write(b"partial")
+            raise RuntimeError
+    assert list(tmp_path.iterdir()) == []
+    stale = tmp_path / f"{_files.TEMP_PREFIX}{'a' * 32}-{long_name[-120:]}"  # ...but a SIGKILL does
+    other = tmp_path / f"{_files.TEMP_PREFIX}{'b' * 32}-{('t' * 150 + '.png')[-120:]}"
+    for path in (stale, other):
+        path.write_bytes(b"partial")
+    _files.clear_outputs(tmp_path, [long_name])
+    assert [p.name for p in tmp_path.iterdir()] == [other.name]
