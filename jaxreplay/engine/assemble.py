@@ -247,7 +247,7 @@ def load(path: str | os.PathLike):
         path = path / "results.nc"
     try:
         with xr.open_dataset(path, engine="scipy") as ds:
-            return ds.load()
+            ds = ds.load()
     except (FileNotFoundError, PermissionError, IsADirectoryError):
         raise
     except Exception as e:  # a truncated or foreign file: NumPy's and SciPy's messages name neither it nor the fix
@@ -255,3 +255,11 @@ def load(path: str | os.PathLike):
             f"{path} is not a readable results file ({type(e).__name__}: {e}); rerun the sweep's command to write it "
             "again from its chunks."
         ) from None
+    # NetCDF-3 stores text as characters, which xarray reads back as Python strings (dtype object): as NumPy
+    # strings again, the dtype of the dataset the sweep returned (weight "theta1", stat "q0.1", a string point).
+    text = {name: np.asarray(c.values, dtype=str) for name, c in ds.coords.items() if _is_text(c.values)}
+    return ds.assign_coords({name: (ds[name].dims, values) for name, values in text.items()})
+
+
+def _is_text(values: np.ndarray) -> bool:
+    return values.dtype == object and values.size > 0 and all(isinstance(v, str) for v in values.flat)
