@@ -668,3 +668,27 @@ def test_figure_helpers_show_a_missing_difference_and_a_clipped_colour_scale():
     assert fig.axes[1].get_ylabel() == r"$\log_{10} M$ (below -6.0 drawn as -6.0)"
     fig = plots.metric_contour([10, 100], [1, 5], M * 0 + 0.1, title="t", log=False)
     assert fig.axes[1].get_ylabel() == "$M$"
+
+
+def test_figure_helpers_leave_an_infinite_value_blank_and_say_a_never_reached_target():
+    """metric_contour with an inf M (a diverged solve) raised "lower_level and upper_level cannot be NaN",
+    difference_contour's levels went NaN, and steps_vs_memory with a K no size reaches raised "All-NaN slice
+    encountered", none naming the quantity (found by a probe)."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    from jaxreplay.paper import plots
+
+    M = np.array([[1e-2, 2e-2], [np.inf, 3e-3]])
+    fig = plots.metric_contour([10, 100], [1, 5], M, title="t")
+    np.testing.assert_allclose(fig.axes[1].get_ylim(), (np.log10(3e-3), np.log10(2e-2)))  # the finite values' range
+    fig = plots.difference_contour([10, 100], [1, 5], np.array([[0.5, -1.0], [np.inf, 0.0]]), title="t")
+    np.testing.assert_allclose(fig.axes[1].get_ylim(), (-1.0, 1.0))
+    with pytest.raises(ValueError, match=r"metric_contour\('t'\): metric has no finite value to draw"):
+        plots.metric_contour([10, 100], [1, 5], np.full((2, 2), np.inf), title="t")
+    sizes = np.array([10.0, 100.0, 1000.0])
+    fig = plots.steps_vs_memory(sizes, {"K = 5": np.array([30.0, 20.0, np.inf]), "K = 50": np.full(3, np.nan)}, title="t")
+    ax = fig.axes[0]
+    assert [t.get_text() for t in ax.get_legend().get_texts()] == ["K = 5", "K = 50 (never reached)"]
+    stars = [line for line in ax.get_lines() if line.get_marker() == "*"]
+    assert len(stars) == 1 and stars[0].get_xdata().tolist() == [100.0]  # K = 5's optimum; none for K = 50

@@ -241,8 +241,11 @@ def metric_contour(
         shallow: optional bool[nm]: m whose optimum is hardly below M(N_max)
             (drawn as hollow stars, legend ``shallow_label``).
     """
-    fig, ax = _figure((6.2, 4.6))
     M = np.asarray(metric, dtype=float)
+    M = np.where(np.isfinite(M), M, np.nan)  # an inf M (a diverged solve) is left blank, as a NaN one
+    if not np.isfinite(M).any():
+        raise ValueError(f"metric_contour({title!r}): metric has no finite value to draw.")
+    fig, ax = _figure((6.2, 4.6))
     if log:
         Z = np.log10(np.maximum(M, 1e-12))
         lo = max(float(np.nanmin(Z)), float(np.nanmax(Z)) - 5.0)  # clip the zero-crossing dips of M
@@ -285,9 +288,11 @@ def metric_contour(
 
 def difference_contour(memory_sizes, batch_sizes, difference, *, title: str, levels: int = 21) -> Figure:
     """Appendix Fig. 2DComp: M_ER − M_pER over (N, m); positive = pER better."""
-    fig, ax = _figure((6.2, 4.6))
     D = np.asarray(difference, dtype=float)
-    lim = float(np.nanmax(np.abs(D))) or 1.0
+    D = np.where(np.isfinite(D), D, np.nan)  # an inf difference is left blank (it made the levels NaN)
+    lim = float(np.nanmax(np.abs(D))) if np.isfinite(D).any() else 1.0
+    lim = lim or 1.0
+    fig, ax = _figure((6.2, 4.6))
     cs = ax.contourf(
         memory_sizes,
         batch_sizes,
@@ -366,9 +371,17 @@ def steps_vs_memory(memory_sizes, steps: Mapping[str, np.ndarray], *, title: str
     fig, ax = _figure()
     for i, (label, s) in enumerate(steps.items()):
         s = np.asarray(s, dtype=float)
-        ax.plot(memory_sizes, s, color=_COLORS[i % len(_COLORS)], lw=1.6, label=label)
-        j = int(np.nanargmin(s))
-        ax.plot(memory_sizes[j], s[j], "*", color=_COLORS[i % len(_COLORS)], ms=9, mec="k", mew=0.4)
+        reached = np.isfinite(s).any()  # a K no memory size reaches has no curve and no star: said in its label
+        ax.plot(
+            memory_sizes,
+            s,
+            color=_COLORS[i % len(_COLORS)],
+            lw=1.6,
+            label=label + ("" if reached else " (never reached)"),
+        )
+        if reached:
+            j = int(np.nanargmin(np.where(np.isfinite(s), s, np.nan)))
+            ax.plot(memory_sizes[j], s[j], "*", color=_COLORS[i % len(_COLORS)], ms=9, mec="k", mew=0.4)
     ax.set_xlabel("memory size N")
     ax.set_ylabel("steps to reach k = K")
     _title(ax, title)
