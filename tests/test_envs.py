@@ -101,3 +101,22 @@ def test_probe_values_at_the_final_observation_and_bad_probe_parameters():
                                (dict(reward=[1.0, 2.0]), "reward must be a scalar")):
         with pytest.raises(ValueError, match=re.escape(message)):
             probes.make("Probe-Chain", **overrides)
+
+
+@pytest.mark.parametrize("length", [1, 8, 200])
+def test_chain_probe_values_hold_float32_precision_near_a_discount_of_one(length):
+    """true_q took Σ γ^j as (1 − γ^k) / (1 − γ), which cancels in float32 near γ = 1: 2e-4 off at γ = 0.9999 and
+    length 8 (found by a probe). Against a float64 sum of the same float32 γ, within a few float32 roundings
+    of the terms (the value itself can be a small difference of two terms)."""
+    from jaxreplay.envs import probes
+
+    env, params = probes.make("Probe-Chain", length=length, reward=0.7, final_reward=-3.0)
+    obs = jnp.arange(length + 1, dtype=jnp.float32)[:, None]
+    for gamma in (0.0, 0.5, 0.99, 0.9999, 0.999999, 1.0):
+        g = float(np.float32(gamma))
+        q = np.asarray(env.true_q(obs, params, gamma))[:, 0].astype(np.float64)
+        left = length - np.arange(length + 1)
+        paid = np.array([sum(g**j for j in range(m - 1)) if m else 0.0 for m in left])
+        last = np.array([g ** (m - 1) if m else 0.0 for m in left])
+        exact = 0.7 * paid - 3.0 * last
+        np.testing.assert_allclose(q, exact, rtol=0, atol=4e-7 * (0.7 * paid + 3.0 * last).max(), err_msg=str(gamma))
