@@ -120,3 +120,24 @@ def test_chain_probe_values_hold_float32_precision_near_a_discount_of_one(length
         last = np.array([g ** (m - 1) if m else 0.0 for m in left])
         exact = 0.7 * paid - 3.0 * last
         np.testing.assert_allclose(q, exact, rtol=0, atol=4e-7 * (0.7 * paid + 3.0 * last).max(), err_msg=str(gamma))
+
+
+def test_an_environment_whose_data_cannot_be_downloaded_is_one_line_naming_env_id(monkeypatch):
+    """gymnax downloads MNIST when it builds MNISTBandit-bsuite: offline, dqn.Setup raised a raw URLError from
+    inside gymnax while checking the env (found by a probe)."""
+    import urllib.error
+
+    import gymnax
+
+    from jaxreplay import envs
+    from jaxreplay.experiments import dqn
+
+    def offline(env_id, **kwargs):
+        raise urllib.error.URLError("[Errno -3] Temporary failure in name resolution")
+
+    monkeypatch.setattr(gymnax, "make", offline)
+    message = r"^env_id 'MNISTBandit-bsuite': gymnax could not build it: URLError: .*run once with a network"
+    with pytest.raises(ValueError, match=message):
+        envs.make("MNISTBandit-bsuite")
+    with pytest.raises(ValueError, match=message):
+        dqn.Setup(env_id="MNISTBandit-bsuite")

@@ -24,7 +24,8 @@ def make(env_id: str, **env_kwargs: ArrayLike) -> tuple[environment.Environment,
     environment's constructor.
 
     Raises:
-        ValueError: ``env_id`` is unknown; the message lists the known ids.
+        ValueError: ``env_id`` is unknown (the message lists the known ids), or gymnax could not build it
+            because it could not download the data it needs (bsuite's MNIST bandit, offline).
     """
     if env_id == "LineSearch":
         return LineSearch(), make_params(**env_kwargs)
@@ -39,4 +40,12 @@ def make(env_id: str, **env_kwargs: ArrayLike) -> tuple[environment.Environment,
 
         known = ", ".join(["LineSearch", *PROBE_IDS, *gymnax.registered_envs])
         raise FieldError("env_id", f"not a known environment; choose one of: {known}.", about=env_id)
-    return gymnax.make(env_id, **env_kwargs)
+    try:
+        return gymnax.make(env_id, **env_kwargs)
+    except OSError as e:  # gymnax downloads some environments' data when it builds them (URLError offline)
+        raise FieldError(
+            "env_id",
+            f"gymnax could not build it: {type(e).__name__}: {e}. It downloads this environment's data when "
+            "it builds it: run once with a network connection (gymnax keeps the data), or choose another env_id.",
+            about=env_id,
+        ) from None
