@@ -517,9 +517,10 @@ def run_batch(keys: jax.Array, hparams: Hyperparameters, setup: Setup) -> Result
 
     ``keys`` has shape ``[R]``; each hyperparameter is a scalar (shared) or
     ``[R]`` (:func:`broadcast_hyperparameters`). Jit it with ``setup``
-    static: ``jax.jit(run_batch, static_argnums=2)``, and on the CPU compile it
-    with :data:`COMPILER_OPTIONS_CPU` (``.lower(...).compile(compiler_options=...)``,
-    as the engine does) so that a run's bits do not depend on ``R``. Results gain the
+    static: ``jax.jit(run_batch, static_argnums=2)``, and compile it with
+    ``EXPERIMENT.compiler_options_on(platform)`` (``.lower(...).compile(compiler_options=...)``,
+    as the engine does: on the CPU :data:`COMPILER_OPTIONS_CPU`, so that a run's bits do not
+    depend on ``R``; on a GPU no autotuning, so that they do not depend on the process). Results gain the
     leading axis ``R``. ValueError naming a bad concrete hyperparameter,
     before compiling.
     """
