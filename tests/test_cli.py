@@ -2,6 +2,7 @@
 
 import importlib.metadata
 import subprocess
+import os
 import sys
 
 import numpy as np
@@ -304,6 +305,44 @@ def test_a_closed_pipe_and_ctrl_c_end_the_command_quietly(tmp_path, capsys, monk
     stdout.close()
     assert capsys.readouterr().err.strip() == err
 
+
+def test_ctrl_c_inside_a_garbage_collector_callback_is_sent_again_not_lost(monkeypatch):
+    """A KeyboardInterrupt raised in a gc callback (JAX registers one) is printed as "Exception ignored" and
+    dropped: the command ran on to exit 0 (found by a probe). The CLI's SIGINT handler sends the signal again
+    a moment later there, and raises at once anywhere else."""
+    import gc
+    import signal
+    import threading
+
+    scheduled = []
+
+    class Timer:
+        def __init__(self, delay, function, args):
+            scheduled.append((delay, function, args))
+
+        def start(self):
+            pass
+
+    monkeypatch.setattr(threading, "Timer", Timer)
+
+    def callback(phase, info):  # stands for JAX's _xla_gc_callback
+        cli._interrupt(signal.SIGINT, sys._getframe())
+
+    def nested(phase, info):  # the signal can land in a function the callback called
+        def inner():
+            cli._interrupt(signal.SIGINT, sys._getframe())
+
+        inner()
+
+    monkeypatch.setattr(gc, "callbacks", [callback, nested])
+    callback("start", {})
+    nested("start", {})
+    assert [(d, f, a) for d, f, a in scheduled] == [(0.05, os.kill, (os.getpid(), signal.SIGINT))] * 2
+    with pytest.raises(KeyboardInterrupt):
+        cli._interrupt(signal.SIGINT, sys._getframe())  # not in a callback: raised now
+    assert len(scheduled) == 2
+    before = signal.getsignal(signal.SIGINT)
+    assert cli.main(["info"]) == 0 and signal.getsignal(signal.SIGINT) is before  # put back after the command
 
 def test_field_errors_are_read_in_parts_and_said_of_the_option_only_for_the_commands_fields():
     """The library's FieldError keeps its message (field first, as the library names it) and its parts; a command

@@ -15,11 +15,13 @@ What they share (running a sweep, bad input named as options): :mod:`jaxreplay.c
 from __future__ import annotations
 
 import argparse
+import gc
 import importlib.metadata
 import os
 import platform
 import signal
 import sys
+import threading
 
 import jaxreplay
 from jaxreplay.cli import dqn, linesearch, paper, sweep
@@ -61,6 +63,19 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
+def _interrupt(signum, frame) -> None:
+    """SIGINT: raise KeyboardInterrupt, unless the signal landed in a garbage-collector callback (JAX registers
+    one), where Python prints the exception as "ignored" and carries on: the command then ran to its end and
+    exited 0 after a Ctrl-C. There the signal is sent again a moment later, when the callback has returned."""
+    callbacks = {getattr(callback, "__code__", None) for callback in gc.callbacks}
+    while frame is not None:
+        if frame.f_code in callbacks:
+            threading.Timer(0.05, os.kill, (os.getpid(), signal.SIGINT)).start()
+            return
+        frame = frame.f_back
+    raise KeyboardInterrupt
+
+
 def main(argv: list[str] | None = None) -> int:
     """Run the command line on ``argv`` (default ``sys.argv[1:]``); returns the exit status (2: bad input)."""
     parser = build_parser()
@@ -68,6 +83,19 @@ def main(argv: list[str] | None = None) -> int:
     if not hasattr(args, "handler"):
         parser.print_help()
         return 2
+    # Only where Python's own handler is in place (not under another program's), and put back on return.
+    ours = threading.current_thread() is threading.main_thread()
+    ours = ours and signal.getsignal(signal.SIGINT) is signal.default_int_handler
+    if ours:
+        signal.signal(signal.SIGINT, _interrupt)
+    try:
+        return _run(args)
+    finally:
+        if ours:
+            signal.signal(signal.SIGINT, signal.default_int_handler)
+
+
+def _run(args) -> int:
     try:
         if hasattr(args, "out"):  # every command that writes a folder: refused before anything runs
             from jaxreplay import _files
