@@ -21,6 +21,7 @@ from __future__ import annotations
 import argparse
 import dataclasses
 import pathlib
+import shutil
 import subprocess
 import sys
 import time
@@ -97,6 +98,7 @@ def main(argv=None) -> int:
         folders = []
         for process in (1, 2):
             folder = args.out / f"{variant}-{process}"
+            shutil.rmtree(folder, ignore_errors=True)  # an earlier call's: a resumed sweep would compute nothing
             t0 = time.perf_counter()
             command = [sys.executable, "-m", "benchmarks.determinism", str(folder), "--one", variant]
             command += ["--seeds", str(args.seeds), "--steps", str(args.steps), "--env", args.env]

@@ -16,6 +16,7 @@ export PYTHONPATH=/tmp/site:$PWD PYTHONUNBUFFERED=1 XLA_PYTHON_CLIENT_PREALLOCAT
 { nvidia-smi --query-gpu=name,memory.total --format=csv,noheader; python3 -m jaxreplay info; } > "$OUT/gpu_info.txt" 2>&1
 # First (about 2 minutes): does a DQN sweep give the same bits in two processes, as the engine compiles it
 # (no autotuning) and with XLA's autotuning, and what does turning it off cost? (benchmarks/determinism.py)
+rm -rf /tmp/determinism  # (a warm machine keeps an earlier call's folders)
 [ -n "${SKIP_DETERMINISM:-}" ] || timeout 240 python3 -m benchmarks.determinism /tmp/determinism > "$OUT/determinism.log" 2>&1
 cp /tmp/determinism/determinism.md "$OUT/" 2>/dev/null
 t0=$(date +%s)

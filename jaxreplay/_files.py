@@ -21,6 +21,7 @@ folder (:func:`check_output_folder`) refuse bad input with one ``ValueError`` li
 from __future__ import annotations
 
 import contextlib
+import hashlib
 import json
 import os
 import pathlib
@@ -40,7 +41,19 @@ __all__ = [
 ]
 
 TEMP_PREFIX = ".tmp-"
-_NAME_TAIL = 120  # a temporary file keeps the last this-many characters of its target's name (within NAME_MAX)
+_NAME_BYTES = 120  # a temporary file's name keeps at most this much (UTF-8) of its target's: within NAME_MAX
+
+
+def _temp_tail(name: str) -> str:
+    """What a temporary file's name (``.tmp-<32 hex>-<tail>``) holds of its target's ``name``: the name itself
+    up to 120 bytes of UTF-8, else a hash of the whole name and the end of it that fits (two long names with
+    one ending still get two tails)."""
+    if len(name.encode()) <= _NAME_BYTES:
+        return name
+    tail = name
+    while len(tail.encode()) > _NAME_BYTES - 13:
+        tail = tail[1:]
+    return f"{hashlib.sha256(name.encode()).hexdigest()[:12]}~{tail}"
 
 
 class WriteError(OSError):
@@ -81,7 +94,7 @@ def replacing(path: str | os.PathLike, text: bool = False, newline: str | None =
             body also deletes the temporary file and propagates unchanged.
     """
     target = _target(path)
-    tmp = target.parent / f"{TEMP_PREFIX}{uuid.uuid4().hex}-{target.name[-_NAME_TAIL:]}"
+    tmp = target.parent / f"{TEMP_PREFIX}{uuid.uuid4().hex}-{_temp_tail(target.name)}"
     try:
         with open(tmp, "w" if text else "wb", encoding="utf-8" if text else None, newline=newline) as f:
             yield f
@@ -106,7 +119,7 @@ def clear_outputs(folder: str | os.PathLike, names) -> None:
     holds only its own files (and lacks its report), never its new figures beside an earlier run's report."""
     folder = pathlib.Path(folder)
     wanted = set(names)
-    tails = {name[-_NAME_TAIL:] for name in wanted}  # what a temporary file holds of a long name
+    tails = {_temp_tail(name) for name in wanted}  # what a temporary file holds of each name
     for path in folder.glob(f"{TEMP_PREFIX}*"):
         # .tmp-<32 hex>-<name>: only this command's names, so another writer's temporary files are left alone
         if len(path.name) > len(TEMP_PREFIX) + 33 and path.name[len(TEMP_PREFIX) + 33 :] in tails:

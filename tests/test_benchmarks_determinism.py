@@ -47,3 +47,6 @@ def test_two_processes_on_the_cpu_agree_to_the_bit(tmp_path):
     assert determinism.main([str(tmp_path), "--seeds", "1", "--steps", "400"]) == 0
     text = (tmp_path / "determinism.md").read_text()
     assert "| engine | 2 of 2 |" in text and "| autotuned | 2 of 2 |" in text
+    mtime = (tmp_path / "engine-1" / "results.nc").stat().st_mtime_ns
+    assert determinism.main([str(tmp_path), "--seeds", "1", "--steps", "400"]) == 0  # computed again, not resumed
+    assert (tmp_path / "engine-1" / "results.nc").stat().st_mtime_ns != mtime

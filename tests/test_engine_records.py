@@ -114,6 +114,35 @@ def test_the_order_records_are_named_in_is_not_another_sweep():
     assert _sweep({"keep": ["final_metric", "capacity"]}).record.keep == ("capacity", "final_metric")
 
 
+def test_a_folder_written_with_keep_in_another_order_is_finished_not_refused(tmp_path, monkeypatch):
+    """A folder begun before keep was held in the experiment's order has the fingerprint of the order typed,
+    in sweep.json and in every chunk: it was refused as "a different sweep (differs in: record)" (found by a
+    review). It is the same sweep: its finished chunks are reused and it keeps its own fingerprint."""
+    from jaxreplay.engine import declaration
+
+    typed = {"keep": ["capacity", "dtheta"]}
+    monkeypatch.setattr(declaration, "_keep_in_order", lambda record, names: record)  # as jaxreplay did before
+    older = _sweep(typed)
+    assert older.record.keep == ("capacity", "dtheta")
+    sw.run(older, tmp_path / "out", chunk_size=4, progress=False)
+    monkeypatch.undo()
+    chunks = sorted((tmp_path / "out" / "chunks").glob("runs-*.npz"))
+    assert len(chunks) == 3  # 12 runs in chunks of 4
+    chunks[1].unlink()
+    (tmp_path / "out" / "results.nc").unlink()
+    stored = json.loads((tmp_path / "out" / "sweep.json").read_text())["fingerprint"]
+    now = _sweep(typed)
+    assert now.record.keep == ("dtheta", "capacity") and now.fingerprint() != stored
+    resumed = sw.run(now, tmp_path / "out", progress=False)
+    assert (resumed.stats.runs_resumed, resumed.stats.runs_computed) == (8, 4)
+    assert json.loads((tmp_path / "out" / "sweep.json").read_text())["fingerprint"] == stored
+    fresh = sw.run(now, None, progress=False).dataset
+    for name in ("dtheta", "capacity", "final_metric"):
+        np.testing.assert_array_equal(resumed.dataset[name].values, fresh[name].values, err_msg=name)
+    with pytest.raises(ValueError, match=r"holds a different sweep \(differs in: record\)"):
+        sw.run(_sweep({"keep": ["dtheta"]}), tmp_path / "out", progress=False)  # another keep is another sweep
+
+
 def test_record_table_round_trips_through_toml(tmp_path):
     text = textwrap.dedent("""
         experiment = "linesearch"

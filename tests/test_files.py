@@ -329,17 +329,23 @@ def test_a_rerun_clears_its_earlier_outputs_and_their_temporary_files_first(tmp_
 
 
 def test_the_temporary_file_of_a_long_name_is_cleared_too(tmp_path):
-    """A temporary file keeps only the last 120 characters of its target's name (NAME_MAX is 255 bytes), and
-    clear_outputs compared the whole name: a killed write of a longer name left its temporary file for good."""
-    long_name = "s" * 150 + ".png"
-    with pytest.raises(RuntimeError):  # a write killed part way (any exception) leaves no temporary file...
+    """A temporary file's name keeps at most 120 bytes of its target's (NAME_MAX is 255 bytes). clear_outputs
+    compared the whole name, so a killed write of a longer name left its temporary file for good; two long
+    names with the same last 120 characters shared a tail (one command cleared the other's file); 120
+    non-ASCII characters made a 278-byte name the file system refused (found by a probe and a review)."""
+    long_name, other_name = "s" * 150 + "-a.png", "t" * 150 + "-a.png"  # the same last 120 characters
+    with pytest.raises(RuntimeError):  # a write stopped part way (any exception) leaves no temporary file...
         with _files.replacing(tmp_path / long_name) as f:
             f.write(b"partial")
             raise RuntimeError
     assert list(tmp_path.iterdir()) == []
-    stale = tmp_path / f"{_files.TEMP_PREFIX}{'a' * 32}-{long_name[-120:]}"  # ...but a SIGKILL does
-    other = tmp_path / f"{_files.TEMP_PREFIX}{'b' * 32}-{('t' * 150 + '.png')[-120:]}"
+    tails = [_files._temp_tail(name) for name in (long_name, other_name)]
+    assert tails[0] != tails[1] and all(len(t.encode()) <= 120 for t in tails)
+    stale, other = (tmp_path / f"{_files.TEMP_PREFIX}{c * 32}-{t}" for c, t in zip("ab", tails))  # a SIGKILL's
     for path in (stale, other):
         path.write_bytes(b"partial")
     _files.clear_outputs(tmp_path, [long_name])
     assert [p.name for p in tmp_path.iterdir()] == [other.name]
+    accented = "é" * 120 + ".md"  # 243 bytes: a legal name, whose temporary name must fit too
+    _files.atomic_write_text(tmp_path / accented, "whole")
+    assert (tmp_path / accented).read_text() == "whole" and _files._temp_tail("short.md") == "short.md"

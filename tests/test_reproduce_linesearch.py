@@ -686,6 +686,14 @@ def test_figure_helpers_leave_an_infinite_value_blank_and_say_a_never_reached_ta
     np.testing.assert_allclose(fig.axes[1].get_ylim(), (-1.0, 1.0))
     with pytest.raises(ValueError, match=r"metric_contour\('t'\): metric has no finite value to draw"):
         plots.metric_contour([10, 100], [1, 5], np.full((2, 2), np.inf), title="t")
+    with pytest.raises(ValueError, match=r"difference_contour\('t'\): difference has no finite value to draw"):
+        plots.difference_contour([10, 100], [1, 5], np.full((2, 2), np.nan), title="t")
+    # One finite value, a constant M, or one below the 1e-12 floor: a band around it ("levels must be increasing").
+    for M, log, band in ((np.full((2, 2), 0.1), True, (-1.5, -0.5)), (np.full((2, 2), 0.1), False, (-0.4, 0.6)),
+                         (np.full((2, 2), 1e-15), True, (-12.5, -11.5)),
+                         (np.array([[np.nan, np.nan], [np.nan, 0.1]]), True, (-1.5, -0.5))):
+        fig = plots.metric_contour([10, 100], [1, 5], M, title="t", log=log)
+        np.testing.assert_allclose(fig.axes[1].get_ylim(), band)
     sizes = np.array([10.0, 100.0, 1000.0])
     fig = plots.steps_vs_memory(sizes, {"K = 5": np.array([30.0, 20.0, np.inf]), "K = 50": np.full(3, np.nan)}, title="t")
     ax = fig.axes[0]

@@ -225,7 +225,10 @@ def _print_text(args: argparse.Namespace, result: _Result) -> None:
     if args.sampler == "adaptive":
         print(f"  memory size: start {args.memory_size}, mean at T {exp['memory_size_mean'][-1]:.1f}")
     if exp["diverged_seeds"]:
-        print(f"  {exp['diverged_seeds']} seed(s) diverged (non-finite weights)")
+        print(f"  {exp['diverged_seeds']} seed(s) diverged ({_DIVERGED})")
+
+
+_DIVERGED = "weights non-finite, or error over 1e6 times its start"  # linesearch.DIVERGED_GROWTH's rule
 
 
 def _print_json(report: dict, seeds: int) -> None:
@@ -235,7 +238,7 @@ def _print_json(report: dict, seeds: int) -> None:
     from jaxreplay.engine import results
 
     diverged = report["experiment"]["diverged_seeds"]
-    why = f"{diverged} of {seeds} seed(s) diverged (non-finite weights)" if diverged else None
+    why = f"{diverged} of {seeds} seed(s) diverged ({_DIVERGED})" if diverged else None
     report = dict(report, experiment=results.strict_json(report["experiment"], reason=why))
     print(json.dumps(results.strict_json(report), allow_nan=False))
 

@@ -354,11 +354,19 @@ def _normalised(given: Sweep) -> dict[str, Any]:
         record = Record.from_table(record)
     elif not isinstance(record, Record):
         raise ValueError(f"record must be a Record or a table (keep, stride, reduce), got {record!r}.")
-    names = tuple(exp.record_dims(setup_obj)) + tuple(exp.summary_dims(setup_obj))
-    record.check_names(names[: len(exp.record_dims(setup_obj))], tuple(exp.summary_dims(setup_obj)), exp.name)
-    if record.keep is not None:  # in the experiment's order, as kept: the order typed does not change the sweep
-        record = dataclasses.replace(record, keep=tuple(sorted(record.keep, key=names.index)))
+    records, summaries = tuple(exp.record_dims(setup_obj)), tuple(exp.summary_dims(setup_obj))
+    record.check_names(records, summaries, exp.name)
+    record = _keep_in_order(record, records + summaries)
     return {"setup": _fields_of(setup_obj), "fixed": fixed, "grid": grid, "points": points, "record": record}
+
+
+def _keep_in_order(record: Record, names: tuple[str, ...]) -> Record:
+    """``record`` with ``keep`` in the order of ``names`` (the experiment's records, then its summaries), the
+    order they are kept in: the order a user types them in does not make another sweep. (A folder written
+    before, 2026-11-28, with another order keeps its fingerprint: ``engine.store`` finishes it.)"""
+    if record.keep is None:
+        return record
+    return dataclasses.replace(record, keep=tuple(sorted(record.keep, key=names.index)))
 
 
 _DISTINCT_FLOAT32 = "keep one, or make them differ by more than float32's precision (about 7 significant digits)."

@@ -14,8 +14,12 @@ other label, so ``mean_ci(ds.final_metric)`` is indexed by the grid axes.
 * :func:`plot_metric`: a metric against one axis (mean ± CI, one line per
   value of a second axis) or a filled contour over two axes.
 
-Non-finite values (diverged runs) are ignored by the statistics; ``count`` in
-:func:`mean_ci` says how many seeds entered each mean.
+Non-finite values are ignored by the statistics (a run whose weights became
+non-finite has non-finite metrics); ``count`` in :func:`mean_ci` says how many
+seeds entered each mean. A run flagged ``diverged`` can still be finite (a
+LineSearch error past ``linesearch.DIVERGED_GROWTH`` times its start, ~1e28)
+and then enters them: leave such runs out with
+``ds.final_metric.where(~ds.diverged)`` where a statistic should.
 
 :func:`strict_json` is the convention of every ``--json`` output: strict JSON,
 where a value that cannot be given is ``null`` and has a sibling

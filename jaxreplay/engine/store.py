@@ -527,6 +527,15 @@ class ChunkStore:
         ):  # (sweep.json keeps the order it was written in)
             return {"legacy": True, "vouched": frozenset()}
         old, new = old if isinstance(old, dict) else {}, sweep.to_dict()
+        if _differs_in_keep_order_only(old, new):
+            # Written before a sweep held record.keep in the experiment's order: the same sweep, whose chunks
+            # carry the fingerprint of the order it was typed in. The folder keeps that one.
+            self.fingerprint = str(stored["fingerprint"])
+            vouched = stored.get("unfingerprinted_chunks", [])
+            return {
+                "legacy": False,
+                "vouched": frozenset(str(name) for name in vouched) if isinstance(vouched, list) else frozenset(),
+            }
         diff = sorted(k for k in set(old) | set(new) if old.get(k) != new.get(k))
         old_axes, new_axes = list(old.get("grid") or {}), list(new.get("grid") or {})
         if "grid" not in diff and old_axes != new_axes:
@@ -648,6 +657,19 @@ class ChunkStore:
     def _set_aside(path: pathlib.Path, reason: str) -> None:
         """Rename the damaged chunk ``path`` to ``*.npz.damaged`` (its runs are then recomputed)."""
         os.replace(path, path.with_name(path.name + ".damaged"))
+
+
+def _differs_in_keep_order_only(old: dict, new: dict) -> bool:
+    """Whether the configs ``old`` (as stored) and ``new`` differ only in the order of ``record.keep``."""
+    old_record, new_record = old.get("record"), new.get("record")
+    if not isinstance(old_record, dict) or not isinstance(new_record, dict):
+        return False
+    old_keep, new_keep = old_record.get("keep"), new_record.get("keep")
+    if not isinstance(old_keep, list) or not isinstance(new_keep, list) or old_keep == new_keep:
+        return False
+    if sorted(map(str, old_keep)) != sorted(new_keep):
+        return False
+    return {**old, "record": {**old_record, "keep": new_keep}} == new
 
 
 def _legacy_fingerprint_of(config: dict) -> str:

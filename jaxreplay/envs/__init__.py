@@ -6,6 +6,8 @@ from jaxreplay import _extras  # noqa: E402
 
 _extras.require("jaxreplay.envs", "rl", "flax", "gymnax")
 
+import struct
+import zlib
 
 from gymnax.environments import environment
 
@@ -42,10 +44,17 @@ def make(env_id: str, **env_kwargs: ArrayLike) -> tuple[environment.Environment,
         raise FieldError("env_id", f"not a known environment; choose one of: {known}.", about=env_id)
     try:
         return gymnax.make(env_id, **env_kwargs)
-    except OSError as e:  # gymnax downloads some environments' data when it builds them (URLError offline)
+    # gymnax downloads some environments' data when it builds them: URLError offline, and a download cut off
+    # leaves a truncated gzip (EOFError, zlib.error, struct.error) that it never downloads again.
+    except (OSError, EOFError, zlib.error, struct.error) as e:
+        cache = _GYMNAX_DATA.get(env_id)
+        where = f" (gymnax keeps it in {cache}: delete that folder if a download was cut off)" if cache else ""
         raise FieldError(
             "env_id",
-            f"gymnax could not build it: {type(e).__name__}: {e}. It downloads this environment's data when "
-            "it builds it: run once with a network connection (gymnax keeps the data), or choose another env_id.",
+            f"gymnax could not build it: {type(e).__name__}: {e}. It downloads and reads this environment's data "
+            f"when it builds it{where}: run once with a network connection, or choose another env_id.",
             about=env_id,
         ) from None
+
+
+_GYMNAX_DATA = {"MNISTBandit-bsuite": "/tmp/mnist"}  # gymnax.utils.load_mnist's default directory

@@ -27,7 +27,8 @@ Contract:
   NumPy arrays, before anything is compiled).
 * All randomness of a run derives from its ``key``; nothing may depend on the
   run's position in a batch (results must be identical whatever the chunking).
-* ``summarize`` returns ``"diverged"`` (``bool[]``): the run became non-finite.
+* ``summarize`` returns ``"diverged"`` (``bool[]``): the run became non-finite (LineSearch: or its error
+  outgrew ``linesearch.DIVERGED_GROWTH`` times its start, still finite).
 """
 
 from __future__ import annotations

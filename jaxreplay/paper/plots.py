@@ -248,20 +248,24 @@ def metric_contour(
     fig, ax = _figure((6.2, 4.6))
     if log:
         Z = np.log10(np.maximum(M, 1e-12))
-        lo = max(float(np.nanmin(Z)), float(np.nanmax(Z)) - 5.0)  # clip the zero-crossing dips of M
+        hi = float(np.nanmax(Z))
+        lo = max(float(np.nanmin(Z)), hi - 5.0)  # clip the zero-crossing dips of M
         clipped = bool(np.nanmin(Z) < lo)  # (the colour bar says so: an arrow below, and its label)
+        band = (lo, hi) if hi > lo else (lo - 0.5, hi + 0.5)  # one value: a band around it (levels must increase)
         cs = ax.contourf(
             memory_sizes,
             batch_sizes,
             np.maximum(Z, lo).T,
-            levels=np.linspace(lo, np.nanmax(Z), levels),
+            levels=np.linspace(*band, levels),
             cmap="viridis",
             extend="min" if clipped else "neither",
         )
         label = r"$\log_{10} M$" + (f" (below {lo:.1f} drawn as {lo:.1f})" if clipped else "")
         fig.colorbar(cs, ax=ax, label=label)
     else:
-        cs = ax.contourf(memory_sizes, batch_sizes, M.T, levels=levels, cmap="viridis")
+        lo, hi = float(np.nanmin(M)), float(np.nanmax(M))
+        steps = np.linspace(lo, hi, levels) if hi > lo else np.linspace(lo - 0.5, hi + 0.5, levels)
+        cs = ax.contourf(memory_sizes, batch_sizes, M.T, levels=steps, cmap="viridis")
         fig.colorbar(cs, ax=ax, label=r"$M$")
     if optimal_memory is not None:
         opt = np.asarray(optimal_memory, dtype=float)
@@ -290,8 +294,9 @@ def difference_contour(memory_sizes, batch_sizes, difference, *, title: str, lev
     """Appendix Fig. 2DComp: M_ER − M_pER over (N, m); positive = pER better."""
     D = np.asarray(difference, dtype=float)
     D = np.where(np.isfinite(D), D, np.nan)  # an inf difference is left blank (it made the levels NaN)
-    lim = float(np.nanmax(np.abs(D))) if np.isfinite(D).any() else 1.0
-    lim = lim or 1.0
+    if not np.isfinite(D).any():
+        raise ValueError(f"difference_contour({title!r}): difference has no finite value to draw.")
+    lim = float(np.nanmax(np.abs(D))) or 1.0
     fig, ax = _figure((6.2, 4.6))
     cs = ax.contourf(
         memory_sizes,
