@@ -251,6 +251,41 @@ def test_four_devices_reduce_like_one(tmp_path):
         np.testing.assert_array_equal(d4[name].values, reference[name].values, err_msg=name)
 
 
+DQN_REDUCED = dict(
+    seeds=4, seed=7,
+    setup=dict(env_id="CartPole-v1", total_steps=400, steps_per_segment=100, max_capacity=200, batch_size=8,
+               hidden_sizes=[8], max_updates_per_unit=4, adaptive=True, adaptive_check_every=20),
+    fixed=dict(learning_starts=60, epsilon_decay_steps=200, target_period=50, adaptive_interval=20,
+               adaptive_num_old=20, memory_size=60, adaptive_rule=1),
+    grid=dict(replay_ratio=[0.25, 1.0, 4.0]),
+)
+
+
+def test_a_seed_mean_on_four_devices_keeps_each_configuration_on_one_device(tmp_path):
+    """4 seeds on 4 devices: the plan's unit was lcm(seeds, devices) = 4 runs, so a configuration's seeds lay on
+    four devices and were summed across them in another order: 5 of 12 seed means of a DQN train_return differed
+    by an ulp from one device's (found by a probe). Each device now holds whole configurations."""
+    record = sw.Record(keep=["train_return"], reduce=["mean"])
+    reference = sw.run(sw.Sweep("dqn", **DQN_REDUCED, record=record), None, progress=False).dataset
+    script = textwrap.dedent(f"""
+        import jax
+        from jaxreplay.engine import sweep as sw
+        assert jax.device_count() == 4
+        sweep = sw.Sweep("dqn", **{DQN_REDUCED!r}, record=sw.Record(keep=["train_return"], reduce=["mean"]))
+        r = sw.run(sweep, {str(tmp_path / "d4")!r}, chunk_size=4, progress=False)
+        print("chunk", r.stats.chunk_size, "chunks", r.stats.chunks)
+        """)
+    env = dict(os.environ, JAX_PLATFORMS="cpu", XLA_FLAGS="--xla_force_host_platform_device_count=4")
+    proc = subprocess.run([sys.executable, "-c", script], env=env, cwd=REPO, capture_output=True, text=True,
+                          timeout=240)
+    assert proc.returncode == 0, proc.stderr
+    assert proc.stdout.split()[:2] == ["chunk", "16"]  # 4 seeds × 4 devices: one configuration each
+    d4 = sw.load(tmp_path / "d4")
+    # The seed means and every run's returns; not td_loss or adaptive_change_sum, which 4 devices still round
+    # otherwise than one (docs/design.md §4: across device counts those two are not promised).
+    for name in ("train_return", "recent_return", "final_capacity"):
+        np.testing.assert_array_equal(d4[name].values, reference[name].values, err_msg=name)
+
 def test_dqn_stride_over_segments_copies_only_the_kept_segments(tmp_path):
     from jaxreplay.experiments import dqn
 

@@ -444,7 +444,7 @@ def make_plan(
     # finished runs record their batch, that one is asked for (check_batch refuses any other).
     asked = recorded.chunk_size if chunk_size is None and recorded is not None else chunk_size
     chunk = _choose_chunk(per_run, resources.memory_budget, resources.num_devices, runs, asked, cpu_cap, fp, align)
-    unit = math.lcm(align, resources.num_devices)
+    unit = _chunk_unit(align, resources.num_devices)
     least = _least_chunk(unit, resources.num_devices)
     chunk = least if chunk < least <= resources.memory_budget // max(per_run, 1) else chunk  # never 1 per device
     batch = Batch(
@@ -614,6 +614,13 @@ def _too_large_a_run(problem: str, fp: Footprint | None) -> ResourceError:
     return ResourceError(problem, advice, ("setup.max_capacity",), cause, budget=True)
 
 
+def _chunk_unit(align: int, num_devices: int) -> int:
+    """The runs a chunk is a multiple of: the devices, and with a seed reduction (``align`` seeds) whole
+    configurations on each device. A configuration's seeds split over devices were reduced across them, in
+    another order: its seed mean differed by an ulp from one device's (4 seeds on 4 devices)."""
+    return align * num_devices if align > 1 else num_devices
+
+
 def _choose_chunk(
     bytes_per_run: int,
     budget: int,
@@ -628,8 +635,7 @@ def _choose_chunk(
     ``chunk_size``, a multiple of the devices (and of ``align``); ResourceError if not one unit fits."""
     fit = budget // max(bytes_per_run, 1)
     if align > 1:
-        # Whole configurations (align runs each) spread evenly over the devices: a multiple of both.
-        unit = math.lcm(align, num_devices)
+        unit = _chunk_unit(align, num_devices)
         if fit < unit:
             raise ResourceError(
                 f"a seed reduction (record.reduce) needs every seed of a configuration in one chunk: {unit} runs "
