@@ -118,14 +118,18 @@ def clear_outputs(folder: str | os.PathLike, names) -> None:
     (a killed run), before a command writes them again: a rerun killed part way then leaves a folder that
     holds only its own files (and lacks its report), never its new figures beside an earlier run's report."""
     folder = pathlib.Path(folder)
-    wanted = set(names)
-    tails = {_temp_tail(name) for name in wanted}  # what a temporary file holds of each name
-    for path in folder.glob(f"{TEMP_PREFIX}*"):
-        # .tmp-<32 hex>-<name>: only this command's names, so another writer's temporary files are left alone
+    clear_temporaries(folder, names)
+    for name in set(names):
+        (folder / name).unlink(missing_ok=True)
+
+
+def clear_temporaries(folder: str | os.PathLike, names) -> None:
+    """Delete the temporary files that atomic writes of ``names`` in ``folder`` left (a killed write's)."""
+    tails = {_temp_tail(name) for name in names}  # what a temporary file holds of each name
+    for path in pathlib.Path(folder).glob(f"{TEMP_PREFIX}*"):
+        # .tmp-<32 hex>-<name>: only these names, so another writer's temporary files are left alone
         if len(path.name) > len(TEMP_PREFIX) + 33 and path.name[len(TEMP_PREFIX) + 33 :] in tails:
             path.unlink(missing_ok=True)
-    for name in wanted:
-        (folder / name).unlink(missing_ok=True)
 
 
 def atomic_write(path: str | os.PathLike, data: bytes | Callable[[IO[bytes]], object]) -> pathlib.Path:
@@ -145,10 +149,16 @@ def atomic_write(path: str | os.PathLike, data: bytes | Callable[[IO[bytes]], ob
     return pathlib.Path(path)
 
 
-def atomic_write_text(path: str | os.PathLike, text: str) -> pathlib.Path:
-    """:func:`atomic_write` of ``text`` encoded as UTF-8. Returns ``path``."""
+def atomic_write_text(path: str | os.PathLike, text: str, clear_leftovers: bool = False) -> pathlib.Path:
+    """:func:`atomic_write` of ``text`` encoded as UTF-8. Returns ``path``.
+
+    ``clear_leftovers``: then delete the temporary files that earlier, killed writes of ``path`` left beside
+    it (for a file of the user's, a README, in a folder no command clears).
+    """
     with replacing(path, text=True) as f:
         f.write(text)
+    if clear_leftovers:
+        clear_temporaries(_target(path).parent, [_target(path).name])
     return pathlib.Path(path)
 
 

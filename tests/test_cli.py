@@ -344,6 +344,29 @@ def test_ctrl_c_inside_a_garbage_collector_callback_is_sent_again_not_lost(monke
     before = signal.getsignal(signal.SIGINT)
     assert cli.main(["info"]) == 0 and signal.getsignal(signal.SIGINT) is before  # put back after the command
 
+def test_the_engines_warnings_are_one_line_in_every_command(capsys, monkeypatch):
+    """`study dqn`, `study replay` and `reproduce dqn` run sweeps without `jaxreplay sweep`'s formatting, so a stale
+    lock taken over printed Python's two-line warning with a source line (found by a probe). Every command now
+    prints the engine's warnings as one line; any other warning as Python shows it."""
+    import warnings
+
+    from jaxreplay.engine.sweep import SweepWarning
+
+    def handler(args):
+        warnings.warn("out/sweeps/x/sweep.lock was left by process 1@vm: taken over.", SweepWarning, stacklevel=2)
+        warnings.warn("something else", UserWarning, stacklevel=2)
+        return 0
+
+    monkeypatch.setattr(cli, "_info", handler)
+    with warnings.catch_warnings(record=True) as python_shows:  # (what Python would print)
+        warnings.simplefilter("always")
+        shown = warnings.showwarning
+        assert cli.main(["info"]) == 0
+        assert warnings.showwarning is shown  # put back
+    assert capsys.readouterr().err.splitlines() == [
+        "jaxreplay: warning: out/sweeps/x/sweep.lock was left by process 1@vm: taken over."]
+    assert [(w.category, str(w.message)) for w in python_shows] == [(UserWarning, "something else")]
+
 def test_field_errors_are_read_in_parts_and_said_of_the_option_only_for_the_commands_fields():
     """The library's FieldError keeps its message (field first, as the library names it) and its parts; a command
     says it of the option the user typed where its OPTIONS table names the field, and passes any other unchanged."""

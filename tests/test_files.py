@@ -349,3 +349,17 @@ def test_the_temporary_file_of_a_long_name_is_cleared_too(tmp_path):
     accented = "é" * 120 + ".md"  # 243 bytes: a legal name, whose temporary name must fit too
     _files.atomic_write_text(tmp_path / accented, "whole")
     assert (tmp_path / accented).read_text() == "whole" and _files._temp_tail("short.md") == "short.md"
+
+def test_a_readme_write_clears_the_temporary_files_of_killed_writes(tmp_path):
+    """`study readme` killed while writing left a whole `.tmp-<hex>-README.md` beside the user's README, which no
+    later write removed (found by a probe): a README write now clears its name's leftovers, only those."""
+    readme = tmp_path / "README.md"
+    readme.write_text("old")
+    leftover = tmp_path / f"{_files.TEMP_PREFIX}{'c' * 32}-README.md"
+    other = tmp_path / f"{_files.TEMP_PREFIX}{'d' * 32}-notes.md"
+    for path in (leftover, other):
+        path.write_text("partial")
+    _files.atomic_write_text(readme, "new")
+    assert leftover.exists()  # (by default a write leaves other temporaries alone)
+    _files.atomic_write_text(readme, "newer", clear_leftovers=True)
+    assert readme.read_text() == "newer" and not leftover.exists() and other.exists()

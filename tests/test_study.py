@@ -533,3 +533,35 @@ def test_a_stage_whose_settings_share_a_configuration_runs_it_once_for_both(tmp_
     np.testing.assert_array_equal(a.ds.capacity_mean.values, b.ds.capacity_mean.values)
     swept = json.loads(next((tmp_path / "sweeps").glob("fixed-at-mean-*/sweep.json")).read_text())
     assert [p["memory_size"] for p in swept["config"]["points"]] == [30, 50]  # each configuration once
+
+
+def test_a_rerun_clears_the_earlier_outputs_when_it_writes_and_one_writer_holds_the_folder(tiny_study, tmp_path,
+                                                                                        monkeypatch):
+    """A rerun with another option killed while writing left the earlier run's study.json and report.md beside
+    the new figures (a mixed folder), left its temporary files for good, and two such commands at once both wrote
+    the folder (their stage sweeps lock folders of their own) (found by a probe). The study now holds the folder's
+    lock and deletes its earlier outputs, and their temporaries, as it starts writing."""
+    import shutil
+
+    from jaxreplay.engine.store import lock_folder
+    from jaxreplay.paper.reproduce.study import figures
+
+    out = tmp_path / "study"
+    shutil.copytree(tiny_study[0], out)
+    stale = out / f".tmp-{'a' * 32}-report.md"  # a killed write's
+    stale.write_text("partial")
+    with lock_folder(out), pytest.raises(ValueError, match="is being written by another"):
+        study_lib.study(out, "CartPole-v1", steps=STEPS, seeds=SEEDS, progress=False)
+
+    def killed(*args, **kwargs):
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(figures, "draw", killed)
+    with pytest.raises(KeyboardInterrupt):
+        study_lib.study(out, "CartPole-v1", steps=STEPS, seeds=SEEDS, progress=False)
+    assert not any((out / name).exists() for name in study_lib.OUTPUTS) and not stale.exists()
+    monkeypatch.undo()
+    result = study_lib.study(out, "CartPole-v1", steps=STEPS, seeds=SEEDS, progress=False)
+    assert all((out / name).exists() for name in study_lib.OUTPUTS)
+    assert result["verdict"] == tiny_study[1]["verdict"] and not list(out.glob(".tmp-*"))
+    assert not (out / "sweep.lock").exists()  # released

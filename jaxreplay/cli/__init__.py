@@ -15,6 +15,7 @@ What they share (running a sweep, bad input named as options): :mod:`jaxreplay.c
 from __future__ import annotations
 
 import argparse
+import functools
 import gc
 import importlib.metadata
 import os
@@ -22,6 +23,7 @@ import platform
 import signal
 import sys
 import threading
+import warnings
 
 import jaxreplay
 from jaxreplay.cli import dqn, linesearch, paper, sweep
@@ -88,11 +90,24 @@ def main(argv: list[str] | None = None) -> int:
     ours = ours and signal.getsignal(signal.SIGINT) is signal.default_int_handler
     if ours:
         signal.signal(signal.SIGINT, _interrupt)
+    shown = warnings.showwarning
+    warnings.showwarning = functools.partial(_show_warning, shown)
     try:
         return _run(args)
     finally:
+        warnings.showwarning = shown
         if ours:
             signal.signal(signal.SIGINT, signal.default_int_handler)
+
+
+def _show_warning(shown, message, category, filename, lineno, file=None, line=None) -> None:
+    """The engine's warnings (a stale lock taken over, a damaged chunk set aside) as one line, ``jaxreplay:
+    warning: ...``, wherever a command meets them (the study and reproduce commands printed Python's two-line
+    form with a source line); any other warning as Python shows it."""
+    if category.__name__ == "SweepWarning":  # (by name: the engine is not imported by every command)
+        print(f"jaxreplay: warning: {message}", file=sys.stderr if file is None else file)
+    else:
+        shown(message, category, filename, lineno, file, line)
 
 
 def _run(args) -> int:

@@ -205,55 +205,63 @@ def reproduce(
         seeds = DEFAULT_SEEDS["quick" if quick else "full"]
     seeds = _validation.check_static_int("seeds", seeds, low=1)
     fixed_setup, adaptive_setup, common, fixed_points, adaptive_points = fixed_vs_adaptive(env_id, quick, tuned, steps)
-    from jaxreplay.paper.reproduce.study.writer import claim_output
+    from jaxreplay.paper.reproduce.study.writer import writing
 
-    out = claim_output(out_dir, "reproduce dqn")
+    # One writer at a time (a rerun with other options, whose sweeps lock folders of their own, would mix files).
+    with writing(out_dir, "reproduce dqn", ()) as (out, _):
+        datasets, runs_resumed, runs = {}, 0, 0
+        for label, setup, points in (
+            ("fixed", fixed_setup, fixed_points),
+            ("adaptive", adaptive_setup, adaptive_points),
+        ):
+            sweep = sweep_lib.Sweep("dqn", seeds=seeds, seed=seed, setup=setup, fixed=common, points=points)
+            result = sweep_lib.run(sweep, _sweep_dir(out, label, sweep), progress=progress)
+            datasets[label] = result.dataset
+            runs_resumed, runs = runs_resumed + result.stats.runs_resumed, runs + result.stats.runs
 
-    datasets, runs_resumed, runs = {}, 0, 0
-    for label, setup, points in (("fixed", fixed_setup, fixed_points), ("adaptive", adaptive_setup, adaptive_points)):
-        sweep = sweep_lib.Sweep("dqn", seeds=seeds, seed=seed, setup=setup, fixed=common, points=points)
-        result = sweep_lib.run(sweep, _sweep_dir(out, label, sweep), progress=progress)
-        datasets[label] = result.dataset
-        runs_resumed, runs = runs_resumed + result.stats.runs_resumed, runs + result.stats.runs
+        # the paper's labels
+        sizes = {"fixed": paper_settings.PAPER_MEMORY_SIZES[env_id], "adaptive": ADAPTIVE_FROM[env_id]}
+        scores = {label: run_scores(ds) for label, ds in datasets.items()}
+        static = scores["fixed"].ravel()
+        diverged = datasets["adaptive"].diverged.values
+        percent = {
+            N0: beats_static_average(scores["adaptive"][i], static, diverged[i])
+            for i, N0 in enumerate(sizes["adaptive"])
+        }
 
-    # the paper's labels
-    sizes = {"fixed": paper_settings.PAPER_MEMORY_SIZES[env_id], "adaptive": ADAPTIVE_FROM[env_id]}
-    scores = {label: run_scores(ds) for label, ds in datasets.items()}
-    static = scores["fixed"].ravel()
-    diverged = datasets["adaptive"].diverged.values
-    percent = {
-        N0: beats_static_average(scores["adaptive"][i], static, diverged[i]) for i, N0 in enumerate(sizes["adaptive"])
-    }
+        # IQM of the score per setting, with a bootstrap CI over seeds.
+        iqm = {}
+        for label, ds in datasets.items():
+            ci = results.bootstrap_ci(
+                xr.DataArray(scores[label], dims=("config", "seed")), "iqm", resamples=2000, seed=0
+            )
+            for i, N in enumerate(sizes[label]):
+                iqm[_label(label, N)] = dict(
+                    estimate=float(ci.estimate[i]), low=float(ci.low[i]), high=float(ci.high[i])
+                )
 
-    # IQM of the score per setting, with a bootstrap CI over seeds.
-    iqm = {}
-    for label, ds in datasets.items():
-        ci = results.bootstrap_ci(xr.DataArray(scores[label], dims=("config", "seed")), "iqm", resamples=2000, seed=0)
-        for i, N in enumerate(sizes[label]):
-            iqm[_label(label, N)] = dict(estimate=float(ci.estimate[i]), low=float(ci.low[i]), high=float(ci.high[i]))
-
-    # An earlier run's files go first (report.md is written last): a rerun killed part way leaves its own
-    # figures and no report, never its figures beside the earlier run's report and CSV.
-    clear_outputs(out, ["learning_curves.png", "memory_size.png", "runs.csv", "report.md"])
-    figures = _figures(out, env_id, datasets, sizes)
-    csv_path = _write_csv(out, env_id, datasets, scores, sizes)
-    report_path = out / "report.md"
-    atomic_write_text(
-        report_path,
-        _report(env_id, seeds, quick, fixed_setup, common, percent, iqm, datasets, time.perf_counter() - t0, tuned),
-    )
-    return dict(
-        report=report_path,
-        csv=csv_path,
-        figures=figures,
-        percent=percent,
-        iqm=iqm,
-        seeds=seeds,
-        total_steps=int(fixed_setup.total_steps),
-        runtime_s=time.perf_counter() - t0,
-        runs=runs,
-        runs_resumed=runs_resumed,
-    )
+        # An earlier run's files go first (report.md is written last): a rerun killed part way leaves its own
+        # figures and no report, never its figures beside the earlier run's report and CSV.
+        clear_outputs(out, ["learning_curves.png", "memory_size.png", "runs.csv", "report.md"])
+        figures = _figures(out, env_id, datasets, sizes)
+        csv_path = _write_csv(out, env_id, datasets, scores, sizes)
+        report_path = out / "report.md"
+        atomic_write_text(
+            report_path,
+            _report(env_id, seeds, quick, fixed_setup, common, percent, iqm, datasets, time.perf_counter() - t0, tuned),
+        )
+        return dict(
+            report=report_path,
+            csv=csv_path,
+            figures=figures,
+            percent=percent,
+            iqm=iqm,
+            seeds=seeds,
+            total_steps=int(fixed_setup.total_steps),
+            runtime_s=time.perf_counter() - t0,
+            runs=runs,
+            runs_resumed=runs_resumed,
+        )
 
 
 def _label(kind: str, memory_size: int, ran: int | None = None) -> str:

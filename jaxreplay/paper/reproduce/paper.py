@@ -153,7 +153,7 @@ def update_readme(path: str | pathlib.Path, claims: Sequence[dict], note: str, b
     (``claims``; :func:`reproduce` writes ``claims-gpu`` when JAX's backend is a GPU, so a CPU
     quick run and a paper-scale GPU run keep their own tables)."""
     path = pathlib.Path(path)
-    atomic_write_text(path, replace_block(read_readme(path, block), block, f"{note}\n\n{claims_table(claims)}"))
+    atomic_write_text(path, replace_block(read_readme(path, block), block, f"{note}\n\n{claims_table(claims)}"), True)
     return path
 
 

@@ -203,5 +203,5 @@ def update_readme(readme, study_dirs, note: str = "") -> pathlib.Path:
     results.sort(key=lambda r: order.get(r["env"], len(order)))
     readme = pathlib.Path(readme)
     text = read_readme(readme, BLOCK)
-    atomic_write_text(readme, replace_block(text, BLOCK, f"{note}\n\n{summary_table(results)}".strip()))
+    atomic_write_text(readme, replace_block(text, BLOCK, f"{note}\n\n{summary_table(results)}".strip()), True)
     return readme

@@ -71,7 +71,7 @@ from jaxreplay.paper.reproduce.study.settings import (
     design,
 )
 from jaxreplay.paper.reproduce.study.verdict import relabel
-from jaxreplay.paper.reproduce.study.writer import claim_output, read_study, refresh, update_readme
+from jaxreplay.paper.reproduce.study.writer import read_study, refresh, update_readme
 
 __all__ = [
     "DEFAULT_SEEDS",
@@ -128,11 +128,26 @@ def study(
     """
     t0 = time.perf_counter()
     chosen = design(env_id, quick=quick, seeds=seeds, steps=steps, optimizer_reading=optimizer_reading)
-    out = claim_output(out_dir, "study dqn")
-    runs = stages.run(chosen, out, progress=progress, chunk_size=4 * chosen.seeds if chunk_size is None else chunk_size)
-    result = writer.study_json(chosen, analysis.analyse(chosen, runs), steps)
-    names = figures.draw(out, chosen, result, runs)
-    writer.write_csvs(out, chosen, runs)
-    result["runtime_s"] = time.perf_counter() - t0
-    result["figures"] = sorted(names)
-    return writer.write(out, result)
+    with writer.writing(out_dir, "study dqn", OUTPUTS) as (out, clear):
+        runs = stages.run(
+            chosen, out, progress=progress, chunk_size=4 * chosen.seeds if chunk_size is None else chunk_size
+        )
+        result = writer.study_json(chosen, analysis.analyse(chosen, runs), steps)
+        clear()
+        names = figures.draw(out, chosen, result, runs)
+        writer.write_csvs(out, chosen, runs)
+        result["runtime_s"] = time.perf_counter() - t0
+        result["figures"] = sorted(names)
+        return writer.write(out, result)
+
+
+OUTPUTS = (
+    "response.png",
+    "learning_curves.png",
+    "memory_size.png",
+    "runs.csv",
+    "curves.csv",
+    "study.json",
+    "report.md",
+)
+"""The files a study writes in its folder (study.json and report.md last)."""

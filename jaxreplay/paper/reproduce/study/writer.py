@@ -5,11 +5,12 @@ back (:func:`read_study`, :func:`refresh`) and the README's study block (:func:`
 
 from __future__ import annotations
 
+import contextlib
 import csv
 import dataclasses
 import json
 import pathlib
-from collections.abc import Mapping
+from collections.abc import Callable, Iterator, Mapping
 
 from jaxreplay import experiments
 from jaxreplay._files import atomic_write_text, read_json, replacing
@@ -332,7 +333,7 @@ def update_readme(readme, study_dirs, note: str = "") -> pathlib.Path:
     results.sort(key=lambda r: order.get(r["env"], len(order)))
     readme = pathlib.Path(readme)
     text = read_readme(readme, "study")
-    atomic_write_text(readme, replace_block(text, "study", f"{note}\n\n{summary_table(results)}".strip()))
+    atomic_write_text(readme, replace_block(text, "study", f"{note}\n\n{summary_table(results)}".strip()), True)
     return readme
 
 
@@ -346,6 +347,24 @@ def found_owner(out: pathlib.Path) -> str | None:
     if not isinstance(keys, dict):
         return None
     return "study replay" if "ratios" in keys else "study dqn"
+
+
+@contextlib.contextmanager
+def writing(out_dir, owner: str, outputs: tuple[str, ...]) -> Iterator[tuple[pathlib.Path, Callable[[], None]]]:
+    """``out_dir`` claimed for ``owner`` (:func:`claim_output`) and locked while the command writes it, with
+    its earlier ``outputs`` (and their temporary files) deleted as it starts writing them: a rerun with other
+    options killed part way left the earlier run's study.json and report.md beside the new run's figures, and
+    two such commands at once, whose stage sweeps lock folders of their own, both wrote the folder's files.
+
+    Yields ``(out, clear)``: the folder, and the function to call before writing the first output (after the
+    runs: a kill while they run leaves the earlier outputs whole).
+    """
+    from jaxreplay._files import clear_outputs
+    from jaxreplay.engine.store import lock_folder
+
+    out = claim_output(out_dir, owner)
+    with lock_folder(out):
+        yield out, lambda: clear_outputs(out, outputs)
 
 
 def claim_output(out_dir, owner: str) -> pathlib.Path:
