@@ -26,6 +26,7 @@ import json
 import os
 import pathlib
 import stat
+import time
 import uuid
 from collections.abc import Callable, Iterable, Iterator
 from typing import IO, Any
@@ -48,12 +49,12 @@ def _temp_tail(name: str) -> str:
     """What a temporary file's name (``.tmp-<32 hex>-<tail>``) holds of its target's ``name``: the name itself
     up to 120 bytes of UTF-8, else a hash of the whole name and the end of it that fits (two long names with
     one ending still get two tails)."""
-    if len(name.encode()) <= _NAME_BYTES:
+    if len(os.fsencode(name)) <= _NAME_BYTES:  # (fsencode: a name the file system gave that is not UTF-8)
         return name
     tail = name
-    while len(tail.encode()) > _NAME_BYTES - 13:
+    while len(os.fsencode(tail)) > _NAME_BYTES - 13:
         tail = tail[1:]
-    return f"{hashlib.sha256(name.encode()).hexdigest()[:12]}~{tail}"
+    return f"{hashlib.sha256(os.fsencode(name)).hexdigest()[:12]}~{tail}"
 
 
 class WriteError(OSError):
@@ -123,13 +124,18 @@ def clear_outputs(folder: str | os.PathLike, names) -> None:
         (folder / name).unlink(missing_ok=True)
 
 
-def clear_temporaries(folder: str | os.PathLike, names) -> None:
-    """Delete the temporary files that atomic writes of ``names`` in ``folder`` left (a killed write's)."""
+def clear_temporaries(folder: str | os.PathLike, names, min_age_s: float = 0.0) -> None:
+    """Delete the temporary files that atomic writes of ``names`` in ``folder`` left (a killed write's), those
+    last written at least ``min_age_s`` seconds ago (where no lock keeps another writer of them out: a write in
+    flight is seconds old)."""
     tails = {_temp_tail(name) for name in names}  # what a temporary file holds of each name
+    now = time.time()
     for path in pathlib.Path(folder).glob(f"{TEMP_PREFIX}*"):
         # .tmp-<32 hex>-<name>: only these names, so another writer's temporary files are left alone
         if len(path.name) > len(TEMP_PREFIX) + 33 and path.name[len(TEMP_PREFIX) + 33 :] in tails:
-            path.unlink(missing_ok=True)
+            with contextlib.suppress(FileNotFoundError):
+                if now - path.stat().st_mtime >= min_age_s:
+                    path.unlink(missing_ok=True)
 
 
 def atomic_write(path: str | os.PathLike, data: bytes | Callable[[IO[bytes]], object]) -> pathlib.Path:
@@ -153,12 +159,13 @@ def atomic_write_text(path: str | os.PathLike, text: str, clear_leftovers: bool 
     """:func:`atomic_write` of ``text`` encoded as UTF-8. Returns ``path``.
 
     ``clear_leftovers``: then delete the temporary files that earlier, killed writes of ``path`` left beside
-    it (for a file of the user's, a README, in a folder no command clears).
+    it (for a file of the user's, a README, in a folder no command clears), those over a minute old (another
+    process's write of it in flight is left alone).
     """
     with replacing(path, text=True) as f:
         f.write(text)
     if clear_leftovers:
-        clear_temporaries(_target(path).parent, [_target(path).name])
+        clear_temporaries(_target(path).parent, [_target(path).name], min_age_s=60.0)
     return pathlib.Path(path)
 
 

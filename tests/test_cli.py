@@ -316,12 +316,16 @@ def test_ctrl_c_inside_a_garbage_collector_callback_is_sent_again_not_lost(monke
 
     scheduled = []
 
-    class Timer:
+    class Timer:  # never fires: stands for a re-send still pending
         def __init__(self, delay, function, args):
             scheduled.append((delay, function, args))
+            self.finished = threading.Event()
 
         def start(self):
             pass
+
+        def cancel(self):
+            self.finished.set()
 
     monkeypatch.setattr(threading, "Timer", Timer)
 
@@ -339,33 +343,59 @@ def test_ctrl_c_inside_a_garbage_collector_callback_is_sent_again_not_lost(monke
     nested("start", {})
     assert [(d, f, a) for d, f, a in scheduled] == [(0.05, os.kill, (os.getpid(), signal.SIGINT))] * 2
     with pytest.raises(KeyboardInterrupt):
-        cli._interrupt(signal.SIGINT, sys._getframe())  # not in a callback: raised now
-    assert len(scheduled) == 2
+        cli._interrupt(signal.SIGINT, sys._getframe())  # not in a callback: raised now (the pending ones cancelled)
+    assert len(scheduled) == 2 and cli._DEFERRED == []
     before = signal.getsignal(signal.SIGINT)
     assert cli.main(["info"]) == 0 and signal.getsignal(signal.SIGINT) is before  # put back after the command
 
-def test_the_engines_warnings_are_one_line_in_every_command(capsys, monkeypatch):
+    def ends_while_deferred(args):  # the command returns before the re-send: it was interrupted all the same
+        callback("start", {})
+        return 0
+
+    monkeypatch.setattr(cli, "_info", ends_while_deferred)
+    assert cli.main(["info"]) == 130 and cli._DEFERRED == []
+
+def test_the_engines_warnings_are_one_line_in_every_command():
     """`study dqn`, `study replay` and `reproduce dqn` run sweeps without `jaxreplay sweep`'s formatting, so a stale
     lock taken over printed Python's two-line warning with a source line (found by a probe). Every command now
-    prints the engine's warnings as one line; any other warning as Python shows it."""
+    formats the engine's warnings as one line, any other as Python does, and a caller recording warnings around
+    a command (pytest.warns, catch_warnings(record=True)) still records them."""
+    import subprocess
     import warnings
 
     from jaxreplay.engine.sweep import SweepWarning
 
+    script = (
+        "import warnings\n"
+        "from jaxreplay import cli\n"
+        "from jaxreplay.engine.sweep import SweepWarning\n"
+        "def handler(args):\n"
+        "    warnings.warn('out/sweeps/x/sweep.lock was left by process 1@vm: taken over.', SweepWarning)\n"
+        "    warnings.warn('something else', UserWarning)\n"
+        "    return 0\n"
+        "cli._info = handler\n"
+        "formatted = warnings.formatwarning\n"
+        "assert cli.main(['info']) == 0 and warnings.formatwarning is formatted\n"
+    )
+    proc = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=120,
+                          env=dict(os.environ, JAX_PLATFORMS="cpu"))
+    assert proc.returncode == 0, proc.stderr
+    err = proc.stderr.splitlines()
+    assert err[0] == "jaxreplay: warning: out/sweeps/x/sweep.lock was left by process 1@vm: taken over."
+    assert err[1].endswith("UserWarning: something else")  # Python's own form (file:line: Category: message)
+
     def handler(args):
-        warnings.warn("out/sweeps/x/sweep.lock was left by process 1@vm: taken over.", SweepWarning, stacklevel=2)
-        warnings.warn("something else", UserWarning, stacklevel=2)
+        warnings.warn("taken over.", SweepWarning, stacklevel=2)
         return 0
 
-    monkeypatch.setattr(cli, "_info", handler)
-    with warnings.catch_warnings(record=True) as python_shows:  # (what Python would print)
-        warnings.simplefilter("always")
-        shown = warnings.showwarning
-        assert cli.main(["info"]) == 0
-        assert warnings.showwarning is shown  # put back
-    assert capsys.readouterr().err.splitlines() == [
-        "jaxreplay: warning: out/sweeps/x/sweep.lock was left by process 1@vm: taken over."]
-    assert [(w.category, str(w.message)) for w in python_shows] == [(UserWarning, "something else")]
+    cli_info = cli._info
+    try:
+        cli._info = handler
+        with pytest.warns(SweepWarning, match="taken over"):
+            assert cli.main(["info"]) == 0
+    finally:
+        cli._info = cli_info
+
 
 def test_field_errors_are_read_in_parts_and_said_of_the_option_only_for_the_commands_fields():
     """The library's FieldError keeps its message (field first, as the library names it) and its parts; a command

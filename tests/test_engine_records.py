@@ -226,7 +226,7 @@ def test_result_bytes_shrink_with_what_is_kept():
     resources = plan_lib.Resources(memory_budget=5 * per_run, host_memory=1 << 30, free_disk=None, num_devices=2)
     plan = plan_lib.make_plan(reduced, np.zeros(12, bool), resources._replace(memory_budget=13 * per_run))
     assert plan.chunk_size == 12 and plan.align == 3  # lcm(3 seeds, 2 devices) = 6 per unit
-    with pytest.raises(MemoryError, match=r"needs every seed of a configuration in one chunk: 6 runs"):
+    with pytest.raises(MemoryError, match=r"needs every seed of a configuration in one chunk on one device: 6 runs"):
         plan_lib.make_plan(reduced, np.zeros(12, bool), resources)
 
 
@@ -285,6 +285,34 @@ def test_a_seed_mean_on_four_devices_keeps_each_configuration_on_one_device(tmp_
     # otherwise than one (docs/design.md §4: across device counts those two are not promised).
     for name in ("train_return", "recent_return", "final_capacity"):
         np.testing.assert_array_equal(d4[name].values, reference[name].values, err_msg=name)
+
+def test_a_reduced_folder_begun_at_the_older_unit_is_finished_at_its_own_batch(tmp_path):
+    """A seed reduction's chunks were a multiple of lcm(seeds, devices) before they were one of seeds × devices:
+    such a folder (4 seeds, 4 devices, chunks of 8) was refused on resume, with advice that could not work (raise
+    the memory budget; rerun with chunk_size 8, which was what had been refused) (found by a review)."""
+    script = textwrap.dedent(f"""
+        import math, pathlib
+        import jax
+        from jaxreplay.engine import plan as plan_lib
+        from jaxreplay.engine import sweep as sw
+        assert jax.device_count() == 4
+        out = pathlib.Path({str(tmp_path / "d4")!r})
+        sweep = sw.Sweep("linesearch", seeds=4, seed=5, setup={SETUP!r}, fixed={{"step_size": 0.05}},
+                         grid={{"memory_size": [5, 10, 20], "batch_size": [1, 2]}},
+                         record=sw.Record(keep=["capacity"], reduce=["mean"]))
+        newer, plan_lib._chunk_unit = plan_lib._chunk_unit, lambda align, devices: math.lcm(align, devices)
+        sw.run(sweep, out, chunk_size=8, progress=False)  # as jaxreplay did before
+        plan_lib._chunk_unit = newer
+        sorted((out / "chunks").glob("runs-*.npz"))[-1].unlink()
+        (out / "results.nc").unlink()
+        r = sw.run(sweep, out, progress=False)
+        print("chunk", r.stats.chunk_size, "computed", r.stats.runs_computed)
+        """)
+    env = dict(os.environ, JAX_PLATFORMS="cpu", XLA_FLAGS="--xla_force_host_platform_device_count=4")
+    proc = subprocess.run([sys.executable, "-c", script], env=env, cwd=REPO, capture_output=True, text=True,
+                          timeout=240)
+    assert proc.returncode == 0, proc.stderr
+    assert proc.stdout.split() == ["chunk", "8", "computed", "8"]
 
 def test_dqn_stride_over_segments_copies_only_the_kept_segments(tmp_path):
     from jaxreplay.experiments import dqn

@@ -112,8 +112,8 @@ def test_chain_probe_values_hold_float32_precision_near_a_discount_of_one(length
 
     env, params = probes.make("Probe-Chain", length=length, reward=0.7, final_reward=-3.0)
     obs = jnp.arange(length + 1, dtype=jnp.float32)[:, None]
-    outside = (-0.5, 1.5) if length <= 8 else ()  # (kept exact outside [0, 1] too: the plain quotient there)
-    for gamma in (0.0, 0.5, 0.99, 0.9999, 0.999999, 1.0, *outside):
+    outside = (-0.5, 1.0001, 1.5) if length <= 8 else ()  # (outside [0, 1] too)
+    for gamma in (0.0, 1e-30, 1e-8, 0.5, 0.99, 0.9999, 0.999999, 1.0, *outside):  # (γ ≈ 0: NaN at k = 0 once)
         g = float(np.float32(gamma))
         q = np.asarray(env.true_q(obs, params, gamma))[:, 0].astype(np.float64)
         left = length - np.arange(length + 1)

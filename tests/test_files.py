@@ -10,6 +10,7 @@ import json
 import os
 import pathlib
 import shutil
+import time
 
 import pytest
 
@@ -362,4 +363,10 @@ def test_a_readme_write_clears_the_temporary_files_of_killed_writes(tmp_path):
     _files.atomic_write_text(readme, "new")
     assert leftover.exists()  # (by default a write leaves other temporaries alone)
     _files.atomic_write_text(readme, "newer", clear_leftovers=True)
-    assert readme.read_text() == "newer" and not leftover.exists() and other.exists()
+    assert leftover.exists()  # seconds old: maybe another process's write in flight (no lock guards a README)
+    os.utime(leftover, (time.time() - 120, time.time() - 120))
+    _files.atomic_write_text(readme, "newest", clear_leftovers=True)
+    assert readme.read_text() == "newest" and not leftover.exists() and other.exists()
+    undecodable = os.fsdecode(b"caf\xe9-" + b"x" * 130 + b".md")  # a name the file system gave, not UTF-8
+    _files.atomic_write_text(tmp_path / undecodable, "whole", clear_leftovers=True)
+    assert (tmp_path / undecodable).read_text() == "whole"

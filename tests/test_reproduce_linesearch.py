@@ -691,7 +691,9 @@ def test_figure_helpers_leave_an_infinite_value_blank_and_say_a_never_reached_ta
     # One finite value, a constant M, or one below the 1e-12 floor: a band around it ("levels must be increasing").
     for M, log, band in ((np.full((2, 2), 0.1), True, (-1.5, -0.5)), (np.full((2, 2), 0.1), False, (-0.4, 0.6)),
                          (np.full((2, 2), 1e-15), True, (-12.5, -11.5)),
-                         (np.array([[np.nan, np.nan], [np.nan, 0.1]]), True, (-1.5, -0.5))):
+                         (np.array([[np.nan, np.nan], [np.nan, 0.1]]), True, (-1.5, -0.5)),
+                         (np.array([[1.0, 1.0], [1.0, 1.0 + 1e-15]]), False, (0.5, 1.5)),  # within rounding
+                         (np.array([[100.0, 100.0], [100.0, 100.0 * (1 + 1e-14)]]), True, (1.5, 2.5))):
         fig = plots.metric_contour([10, 100], [1, 5], M, title="t", log=log)
         np.testing.assert_allclose(fig.axes[1].get_ylim(), band)
     sizes = np.array([10.0, 100.0, 1000.0])

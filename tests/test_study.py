@@ -552,6 +552,8 @@ def test_a_rerun_clears_the_earlier_outputs_when_it_writes_and_one_writer_holds_
     stale.write_text("partial")
     with lock_folder(out), pytest.raises(ValueError, match="is being written by another"):
         study_lib.study(out, "CartPole-v1", steps=STEPS, seeds=SEEDS, progress=False)
+    with lock_folder(out), pytest.raises(ValueError, match="is being written by another"):
+        study_lib.refresh(out)  # nor a refresh, which rewrites study.json and report.md
 
     def killed(*args, **kwargs):
         raise KeyboardInterrupt

@@ -72,10 +72,25 @@ def _interrupt(signum, frame) -> None:
     callbacks = {getattr(callback, "__code__", None) for callback in gc.callbacks}
     while frame is not None:
         if frame.f_code in callbacks:
-            threading.Timer(0.05, os.kill, (os.getpid(), signal.SIGINT)).start()
+            timer = threading.Timer(0.05, os.kill, (os.getpid(), signal.SIGINT))
+            _DEFERRED.append(timer)
+            timer.start()
             return
         frame = frame.f_back
+    _cancel_deferred()  # (raised now: a re-send still pending would interrupt the handling of this one)
     raise KeyboardInterrupt
+
+
+_DEFERRED: list[threading.Timer] = []  # re-sends of a SIGINT that landed in a gc callback
+
+
+def _cancel_deferred() -> bool:
+    """Cancel the pending re-sends of a deferred SIGINT; whether one had not been sent yet."""
+    pending = any(not timer.finished.is_set() for timer in _DEFERRED)
+    for timer in _DEFERRED:
+        timer.cancel()
+    _DEFERRED.clear()
+    return pending
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -90,24 +105,29 @@ def main(argv: list[str] | None = None) -> int:
     ours = ours and signal.getsignal(signal.SIGINT) is signal.default_int_handler
     if ours:
         signal.signal(signal.SIGINT, _interrupt)
-    shown = warnings.showwarning
-    warnings.showwarning = functools.partial(_show_warning, shown)
+    formatted = warnings.formatwarning
+    warnings.formatwarning = functools.partial(_format_warning, formatted)
     try:
-        return _run(args)
+        status = _run(args)
     finally:
-        warnings.showwarning = shown
+        interrupted = _cancel_deferred()  # (before Python's handler is back: a re-send would land anywhere)
+        warnings.formatwarning = formatted
         if ours:
             signal.signal(signal.SIGINT, signal.default_int_handler)
+    if interrupted:  # a Ctrl-C deferred out of a gc callback as the command ended: it was interrupted all the same
+        print(f"\njaxreplay {args.command}: interrupted", file=sys.stderr)
+        return 128 + signal.SIGINT
+    return status
 
 
-def _show_warning(shown, message, category, filename, lineno, file=None, line=None) -> None:
+def _format_warning(formatted, message, category, filename, lineno, line=None) -> str:
     """The engine's warnings (a stale lock taken over, a damaged chunk set aside) as one line, ``jaxreplay:
     warning: ...``, wherever a command meets them (the study and reproduce commands printed Python's two-line
-    form with a source line); any other warning as Python shows it."""
+    form with a source line); any other as Python formats it. (A format, so a caller recording warnings around
+    a command, ``catch_warnings(record=True)`` or ``pytest.warns``, still records them.)"""
     if category.__name__ == "SweepWarning":  # (by name: the engine is not imported by every command)
-        print(f"jaxreplay: warning: {message}", file=sys.stderr if file is None else file)
-    else:
-        shown(message, category, filename, lineno, file, line)
+        return f"jaxreplay: warning: {message}\n"
+    return formatted(message, category, filename, lineno, line)
 
 
 def _run(args) -> int:

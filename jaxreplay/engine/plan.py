@@ -443,8 +443,14 @@ def make_plan(
     # run differently at another batch size, docs/design.md), at the cost of padding. Where the
     # finished runs record their batch, that one is asked for (check_batch refuses any other).
     asked = recorded.chunk_size if chunk_size is None and recorded is not None else chunk_size
-    chunk = _choose_chunk(per_run, resources.memory_budget, resources.num_devices, runs, asked, cpu_cap, fp, align)
     unit = _chunk_unit(align, resources.num_devices)
+    if recorded is not None and align > 1 and recorded.chunk_size % unit:
+        # Begun when a reduction's chunks were a multiple of lcm(seeds, devices): finished at its own batch.
+        older = math.lcm(align, resources.num_devices)
+        unit = older if recorded.chunk_size % older == 0 else unit
+    chunk = _choose_chunk(
+        per_run, resources.memory_budget, resources.num_devices, runs, asked, cpu_cap, fp, align, unit
+    )
     least = _least_chunk(unit, resources.num_devices)
     chunk = least if chunk < least <= resources.memory_budget // max(per_run, 1) else chunk  # never 1 per device
     batch = Batch(
@@ -630,18 +636,20 @@ def _choose_chunk(
     cpu_chunk_cap: int | None = None,
     fp: Footprint | None = None,
     align: int = 1,
+    unit: int | None = None,
 ) -> int:
     """Runs per chunk: what fits ``budget``, at most ``cpu_chunk_cap`` and the work unless asked for
-    ``chunk_size``, a multiple of the devices (and of ``align``); ResourceError if not one unit fits."""
+    ``chunk_size``, a multiple of the devices (and with ``align`` of ``unit``, default :func:`_chunk_unit`);
+    ResourceError if not one unit fits."""
     fit = budget // max(bytes_per_run, 1)
     if align > 1:
-        unit = _chunk_unit(align, num_devices)
+        unit = unit or _chunk_unit(align, num_devices)
         if fit < unit:
             raise ResourceError(
-                f"a seed reduction (record.reduce) needs every seed of a configuration in one chunk: {unit} runs "
-                f"({align} seeds on {num_devices} device(s)) need about {mib(bytes_per_run * unit)} of device "
-                f"memory, but the memory budget is {mib(budget)} ({fit} runs).",
-                "Reduce on the host instead (no record.reduce), run fewer seeds,",
+                f"a seed reduction (record.reduce) needs every seed of a configuration in one chunk on one device: "
+                f"{unit} runs ({align} seeds on {num_devices} device(s)) need about {mib(bytes_per_run * unit)} of "
+                f"device memory, but the memory budget is {mib(budget)} ({fit} runs).",
+                "Reduce on the host instead (no record.reduce), run fewer seeds or on fewer devices,",
                 lower=("record.reduce", "seeds"),
                 budget=True,
             )

@@ -269,16 +269,16 @@ class ChainProbe(_Probe):
         steps_left = jnp.maximum(left, 1.0)
         gamma = jnp.float32(discount)
         k = steps_left - 1.0
-        # γ^k and Σ_{j < k} γ^j = (γ^k − 1) / (γ − 1). For 0 < γ < 1 from k·log1p(γ − 1), with expm1 for the
-        # sum: 1 − γ^k over 1 − γ lost ~3 digits of float32 near γ = 1 (2e-4 at γ = 0.9999, length 8).
-        # Elsewhere (γ = 0, γ = 1: k ones, γ outside [0, 1]) the plain quotient, exact there.
-        inside = (gamma > 0.0) & (gamma < 1.0)
-        d = jnp.where(inside, gamma - 1.0, -0.5)  # (a safe argument where the branch is not taken)
-        exponent = k * jnp.log1p(d)
+        # γ^k and Σ_{j < k} γ^j = (γ^k − 1) / (γ − 1), for γ > 0 (γ ≠ 1) from k·log1p(γ − 1) with expm1 for the
+        # sum: 1 − γ^k over 1 − γ lost ~3 digits of float32 near γ = 1 (2e-4 at γ = 0.9999, length 8). At γ = 1
+        # k ones; for γ ≤ 0 (log1p is undefined) the plain quotient; at k = 0 none and γ^0 = 1 (0·log 0 is NaN).
+        logarithmic = (gamma > 0.0) & (gamma != 1.0)
+        d = jnp.where(logarithmic, gamma - 1.0, -0.5)  # (a safe argument where the branch is not taken)
+        exponent = jnp.where(k == 0.0, 0.0, k * jnp.log1p(d))
         power = jnp.power(gamma, k)
         plain = jnp.where(gamma == 1.0, k, (1.0 - power) / jnp.where(gamma == 1.0, 1.0, 1.0 - gamma))
-        before_last = jnp.where(inside, jnp.exp(exponent), power)
-        paid = jnp.where(inside, jnp.expm1(exponent) / d, plain)
+        before_last = jnp.where(logarithmic, jnp.exp(exponent), power)
+        paid = jnp.where(logarithmic, jnp.expm1(exponent) / d, plain)
         value = jnp.where(left >= 1.0, params.reward * paid + before_last * params.final_reward, 0.0)
         return jnp.repeat(value[..., None], 2, axis=-1).astype(jnp.float32)
 

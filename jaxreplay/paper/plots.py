@@ -251,7 +251,8 @@ def metric_contour(
         hi = float(np.nanmax(Z))
         lo = max(float(np.nanmin(Z)), hi - 5.0)  # clip the zero-crossing dips of M
         clipped = bool(np.nanmin(Z) < lo)  # (the colour bar says so: an arrow below, and its label)
-        band = (lo, hi) if hi > lo else (lo - 0.5, hi + 0.5)  # one value: a band around it (levels must increase)
+        # One value (or values within float rounding of it): a band around it (contour levels must increase).
+        band = (lo, hi) if hi - lo > 1e-9 * max(1.0, abs(hi)) else (lo - 0.5, lo + 0.5)
         cs = ax.contourf(
             memory_sizes,
             batch_sizes,
@@ -264,7 +265,8 @@ def metric_contour(
         fig.colorbar(cs, ax=ax, label=label)
     else:
         lo, hi = float(np.nanmin(M)), float(np.nanmax(M))
-        steps = np.linspace(lo, hi, levels) if hi > lo else np.linspace(lo - 0.5, hi + 0.5, levels)
+        flat = hi - lo <= 1e-9 * max(1.0, abs(hi))
+        steps = np.linspace(lo - 0.5, lo + 0.5, levels) if flat else np.linspace(lo, hi, levels)
         cs = ax.contourf(memory_sizes, batch_sizes, M.T, levels=steps, cmap="viridis")
         fig.colorbar(cs, ax=ax, label=r"$M$")
     if optimal_memory is not None:

@@ -242,13 +242,16 @@ def refresh(study_dir) -> dict:
     path = out / "study.json"
     if not path.exists():
         raise ValueError(f"{out}: no study.json; run jaxreplay study dqn --out {out} first.")
-    stored = read_study(path)
-    if not (out / "runs.csv").exists():
-        result = relabel(stored)
-    else:
-        result = _reanalysed(out, stored)
-    atomic_write_text(path, json.dumps(result, indent=1, allow_nan=False))
-    atomic_write_text(out / "report.md", report(result))
+    from jaxreplay.engine.store import lock_folder
+
+    with lock_folder(out):  # not while a study writes the folder (its study.json and report.md could then mix)
+        stored = read_study(path)
+        if not (out / "runs.csv").exists():
+            result = relabel(stored)
+        else:
+            result = _reanalysed(out, stored)
+        atomic_write_text(path, json.dumps(result, indent=1, allow_nan=False))
+        atomic_write_text(out / "report.md", report(result))
     return result
 
 
