@@ -224,3 +224,18 @@ def test_a_rerun_of_reproduce_all_removes_the_earlier_table_before_computing(tmp
     with pytest.raises(KeyboardInterrupt):
         paper.reproduce(out, quick=True, progress=False, envs=("CartPole-v1",))
     assert not (out / "claims.json").exists() and not (out / "report.md").exists()
+
+
+def test_a_reproduction_into_a_folder_being_written_is_refused_before_it_runs(tmp_path):
+    """`reproduce all` and `reproduce linesearch` took no lock of their own (only their DQN parts' sweeps did), so
+    two calls with other options into one folder both wrote its report and figures (found by a probe of the
+    study commands). They hold the folder's lock from start to end, and release it."""
+    from jaxreplay.engine.store import lock_folder
+
+    for name, call in (("ls", lambda out: rl.reproduce(out, progress=False)),
+                       ("all", lambda out: paper.reproduce(out, quick=True, progress=False))):
+        out = tmp_path / name
+        out.mkdir()
+        with lock_folder(out), pytest.raises(ValueError, match=r"is being written by another sweep \(process \d+@"):
+            call(out)
+        assert not (out / "report.md").exists() and not (out / "sweep.lock").exists()

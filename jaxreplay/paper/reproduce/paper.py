@@ -331,69 +331,70 @@ def reproduce(
     if readme is not None:  # checked now, not after the runs
         read_readme(readme, _claims_block(jax.default_backend()))
     t0 = time.perf_counter()
-    from jaxreplay.paper.reproduce.study.writer import claim_output
+    from jaxreplay.paper.reproduce.study.writer import writing
 
-    out = claim_output(out_dir, "reproduce all")
-    # The earlier run's table goes first: a rerun killed before the end must not leave it beside new parts
-    # (`reproduce readme` would publish it).
-    clear_outputs(out, ["claims.json", "report.md"])
-    part_seconds = {}
+    # One writer at a time (another call's files would mix with this one's).
+    with writing(out_dir, "reproduce all", ()) as (out, _):
+        # The earlier run's table goes first: a rerun killed before the end must not leave it beside new parts
+        # (`reproduce readme` would publish it).
+        clear_outputs(out, ["claims.json", "report.md"])
+        part_seconds = {}
 
-    mode = linesearch_mode or ("default" if quick else "full")
-    start = time.perf_counter()
-    ls = _linesearch_part(out / "linesearch", mode, None, seed, progress)
-    part_seconds["linesearch"] = time.perf_counter() - start
-
-    dqn = {}
-    for env_id in envs:
+        mode = linesearch_mode or ("default" if quick else "full")
         start = time.perf_counter()
-        dqn[env_id] = reproduce_dqn.reproduce(
-            out / "dqn" / env_id, env_id, seeds=seeds, quick=quick, progress=progress, seed=seed, steps=dqn_steps
-        )
-        part_seconds[env_id] = time.perf_counter() - start
+        ls = _linesearch_part(out / "linesearch", mode, None, seed, progress)
+        part_seconds["linesearch"] = time.perf_counter() - start
 
-    claims = [
-        dict(part="linesearch", **{k: c[k] for k in ("id", "claim", "paper", "ours", "agrees", "source")})
-        for c in ls["claims"]
-    ]
-    for env_id, summary in dqn.items():
-        claims += dqn_claims(env_id, summary["percent"])
-    runtime = time.perf_counter() - t0
-    devices = jax.devices()
-    context = dict(
-        date=datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%d %H:%M UTC"),
-        command="jaxreplay reproduce all"
-        + (" --quick" if quick else "")
-        + (f" --seeds {seeds}" if seeds else "")
-        + ("".join(f" --env {e}" for e in envs) if set(envs) != set(paper_settings.ENVS) else ""),
-        devices=f"{len(devices)} × {devices[0].device_kind} ({jax.default_backend()})",
-        linesearch_mode=mode,
-        dqn_seeds=next(iter(dqn.values()))["seeds"] if dqn else None,
-        dqn_steps={e: s["total_steps"] for e, s in dqn.items()},
-        runtime_s=runtime,
-        part_seconds=part_seconds,
-        # What this call found finished in `out_dir` (computed by earlier calls): its own
-        # runtime then measures assembling, not computing, and the README note says so.
-        resumed=dict(
-            linesearch=bool(ls.get("resumed")),
-            dqn_runs={e: [int(s["runs_resumed"]), int(s["runs"])] for e, s in dqn.items()},
-        ),
-    )
-    claims_path = out / "claims.json"
-    atomic_write_text(claims_path, json.dumps(dict(context=context, claims=claims), indent=1))
-    report_path = out / "report.md"
-    atomic_write_text(report_path, _report(out, claims, ls, dqn, context))
-    if readme is not None:
-        update_readme(readme, claims, readme_note(context, claims), block=_claims_block(jax.default_backend()))
-    return dict(
-        report=report_path,
-        claims_json=claims_path,
-        claims=claims,
-        linesearch=ls,
-        dqn=dqn,
-        runtime_s=runtime,
-        part_seconds=part_seconds,
-    )
+        dqn = {}
+        for env_id in envs:
+            start = time.perf_counter()
+            dqn[env_id] = reproduce_dqn.reproduce(
+                out / "dqn" / env_id, env_id, seeds=seeds, quick=quick, progress=progress, seed=seed, steps=dqn_steps
+            )
+            part_seconds[env_id] = time.perf_counter() - start
+
+        claims = [
+            dict(part="linesearch", **{k: c[k] for k in ("id", "claim", "paper", "ours", "agrees", "source")})
+            for c in ls["claims"]
+        ]
+        for env_id, summary in dqn.items():
+            claims += dqn_claims(env_id, summary["percent"])
+        runtime = time.perf_counter() - t0
+        devices = jax.devices()
+        context = dict(
+            date=datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%d %H:%M UTC"),
+            command="jaxreplay reproduce all"
+            + (" --quick" if quick else "")
+            + (f" --seeds {seeds}" if seeds else "")
+            + ("".join(f" --env {e}" for e in envs) if set(envs) != set(paper_settings.ENVS) else ""),
+            devices=f"{len(devices)} × {devices[0].device_kind} ({jax.default_backend()})",
+            linesearch_mode=mode,
+            dqn_seeds=next(iter(dqn.values()))["seeds"] if dqn else None,
+            dqn_steps={e: s["total_steps"] for e, s in dqn.items()},
+            runtime_s=runtime,
+            part_seconds=part_seconds,
+            # What this call found finished in `out_dir` (computed by earlier calls): its own
+            # runtime then measures assembling, not computing, and the README note says so.
+            resumed=dict(
+                linesearch=bool(ls.get("resumed")),
+                dqn_runs={e: [int(s["runs_resumed"]), int(s["runs"])] for e, s in dqn.items()},
+            ),
+        )
+        claims_path = out / "claims.json"
+        atomic_write_text(claims_path, json.dumps(dict(context=context, claims=claims), indent=1))
+        report_path = out / "report.md"
+        atomic_write_text(report_path, _report(out, claims, ls, dqn, context))
+        if readme is not None:
+            update_readme(readme, claims, readme_note(context, claims), block=_claims_block(jax.default_backend()))
+        return dict(
+            report=report_path,
+            claims_json=claims_path,
+            claims=claims,
+            linesearch=ls,
+            dqn=dqn,
+            runtime_s=runtime,
+            part_seconds=part_seconds,
+        )
 
 
 def _report(out: pathlib.Path, claims, ls: dict, dqn: dict, context: dict) -> str:

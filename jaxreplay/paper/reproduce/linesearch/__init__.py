@@ -203,56 +203,57 @@ def reproduce(
     t_start = time.perf_counter()
     mode = mode or ("full" if full else "default")
     chosen = design(mode, seeds)
-    from jaxreplay.paper.reproduce.study.writer import claim_output
+    from jaxreplay.paper.reproduce.study.writer import writing
 
-    out = claim_output(out_dir, "reproduce linesearch")
-    clock = StageClock(progress)
-    for need in (5, 10, 40):
-        if need not in chosen.grid_batch_sizes or need not in chosen.spot_batch_sizes:
-            raise ValueError(f"the design must contain m = {need} in the theory grid and the spot grid")
+    # One writer at a time (another call's files would mix with this one's).
+    with writing(out_dir, "reproduce linesearch", ()) as (out, _):
+        clock = StageClock(progress)
+        for need in (5, 10, 40):
+            if need not in chosen.grid_batch_sizes or need not in chosen.spot_batch_sizes:
+                raise ValueError(f"the design must contain m = {need} in the theory grid and the spot grid")
 
-    stages = run_stages(chosen, seed, clock)
-    with clock(STAGE_NAMES[-1]):
-        # An earlier run's files go first (report.md is written last): a rerun killed while writing leaves
-        # some of its own figures and no report, never its figures beside the earlier run's report.
-        clear_outputs(out, [*FIGURE_MAKERS, "metric_grid.csv", "report.md"])
-        claims = _claims.evaluate(stages)
-        figs = {name: plots.save(make(stages), out / name) for name, make in FIGURE_MAKERS.items()}
-        rows = _report.metric_rows(stages)
-        csv_path = _report.write_metric_grid(out / "metric_grid.csv", rows)
-    runtime = time.perf_counter() - t_start
-    clock.bar.close()
-    cusp_tables = {
-        "ER, γ = 0": stages.cusps.er,
-        "pER (β = 2), γ = 0": stages.cusps.per,
-        f"ER, γ = {GAMMA_NONZERO:g}": stages.cusps.er_gamma05,
-    }
-    report_path = out / "report.md"
-    atomic_write_text(
-        report_path,
-        _report.report_markdown(
-            chosen,
-            claims,
-            figs,
-            runtime,
-            _report.diverged(stages),
-            _report.direction_changed(stages),
-            len(rows),
-            clock.seconds,
-            stages.grid_batch,
-            cusp_tables,
-        ),
-    )
-    return dict(
-        out_dir=str(out),
-        mode=mode,
-        runtime_s=runtime,
-        figures={k: str(v) for k, v in figs.items()},
-        csv=str(csv_path),
-        report=str(report_path),
-        claims=claims,
-        numbers=_report.numbers(stages, claims),
-        stage_seconds=clock.seconds,
-        plan=dataclasses.asdict(chosen),
-        sweeps=[r._asdict() for ex in (stages.ex_er, stages.ex_per, stages.ex_aer) for r in ex.sweeps],
-    )
+        stages = run_stages(chosen, seed, clock)
+        with clock(STAGE_NAMES[-1]):
+            # An earlier run's files go first (report.md is written last): a rerun killed while writing leaves
+            # some of its own figures and no report, never its figures beside the earlier run's report.
+            clear_outputs(out, [*FIGURE_MAKERS, "metric_grid.csv", "report.md"])
+            claims = _claims.evaluate(stages)
+            figs = {name: plots.save(make(stages), out / name) for name, make in FIGURE_MAKERS.items()}
+            rows = _report.metric_rows(stages)
+            csv_path = _report.write_metric_grid(out / "metric_grid.csv", rows)
+        runtime = time.perf_counter() - t_start
+        clock.bar.close()
+        cusp_tables = {
+            "ER, γ = 0": stages.cusps.er,
+            "pER (β = 2), γ = 0": stages.cusps.per,
+            f"ER, γ = {GAMMA_NONZERO:g}": stages.cusps.er_gamma05,
+        }
+        report_path = out / "report.md"
+        atomic_write_text(
+            report_path,
+            _report.report_markdown(
+                chosen,
+                claims,
+                figs,
+                runtime,
+                _report.diverged(stages),
+                _report.direction_changed(stages),
+                len(rows),
+                clock.seconds,
+                stages.grid_batch,
+                cusp_tables,
+            ),
+        )
+        return dict(
+            out_dir=str(out),
+            mode=mode,
+            runtime_s=runtime,
+            figures={k: str(v) for k, v in figs.items()},
+            csv=str(csv_path),
+            report=str(report_path),
+            claims=claims,
+            numbers=_report.numbers(stages, claims),
+            stage_seconds=clock.seconds,
+            plan=dataclasses.asdict(chosen),
+            sweeps=[r._asdict() for ex in (stages.ex_er, stages.ex_per, stages.ex_aer) for r in ex.sweeps],
+        )
