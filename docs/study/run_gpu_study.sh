@@ -4,7 +4,8 @@
 # go in .whl/ beforehand): [DEADLINE_S=540] [RESUME=DIR] bash docs/study/run_gpu_study.sh OUT
 # A game cut off by the deadline is archived with its chunks as OUT/GAME.chunks.tar.gz: bring it back and
 # rerun with RESUME=the folder holding it, on a machine of the same kind, to finish it (the engine
-# refuses to mix device kinds); GAMES="Acrobot-v1" runs only the games named.
+# refuses to mix device kinds); GAMES="Acrobot-v1" runs only the games named; STUDY_ARGS adds options (a CPU
+# smoke test: STUDY_ARGS="--quick --steps 400").
 set -uo pipefail
 OUT=${1:?output folder}
 mkdir -p "$OUT"
@@ -21,7 +22,7 @@ for spec in "CartPole-v1 100 800" "MountainCar-v0 100 800" "Acrobot-v1 100 800";
   t0=$(date +%s)
   left=$(( ${DEADLINE_S:-540} - ($(date +%s) - start) ))
   [ "$left" -gt 30 ] || { echo "$1: skipped (no time left)" >> "$LOG"; continue; }
-  timeout "$left" python3 -m jaxreplay study dqn --env "$1" --seeds "$2" --chunk-size "$3" --out "$OUT/$1" --quiet >> "$LOG" 2>&1
+  timeout "$left" python3 -m jaxreplay study dqn --env "$1" --seeds "$2" --chunk-size "$3" ${STUDY_ARGS:-} --out "$OUT/$1" --quiet >> "$LOG" 2>&1
   rc=$?
   echo "$1: exit $rc in $(( $(date +%s) - t0 )) s (total $(( $(date +%s) - start )) s)" >> "$LOG"
   [ $rc -eq 0 ] || tar -czf "$OUT/$1.chunks.tar.gz" -C "$OUT" "$1"
