@@ -1,7 +1,8 @@
 """Whether a DQN sweep's results depend on the process that computes them: a check for a GPU.
 
 ``python -m benchmarks.determinism OUT [--seeds 64] [--steps 20000] [--env Acrobot-v1]`` computes one small
-DQN sweep (the game's paper setting, static memories of 1,000 and 10,000, ``--seeds`` seeds each) four
+DQN sweep (the game's paper setting, or a MinAtar game's preset with its convolutional network, static memories
+of 1,000 and 10,000, ``--seeds`` seeds each; ``--steps`` a multiple of 20 for MinAtar) four
 times, each in a fresh process and its own folder under ``OUT``: twice as the engine compiles it (the
 experiment's :data:`jaxreplay.experiments.COMPILER_OPTIONS`: on a GPU, no autotuning), and twice with
 XLA:GPU's autotuning at its default level (4). For each pair it reports how many runs agree to the bit
@@ -38,8 +39,11 @@ def _sweep(env: str, seeds: int, steps: int):
     from jaxreplay.experiments import dqn
     from jaxreplay.paper.reproduce import settings
 
-    setup, hp = settings.paper_setting(env, SIZES[0], adaptive=False)
-    setup = dqn.with_total_steps(setup, steps)
+    if env.endswith("-MinAtar"):  # the convolutional network: its backward pass has kernels of its own
+        setup, hp = settings.minatar_setting(env, min(SIZES[0], steps), total_steps=steps, segments=1)
+    else:
+        setup, hp = settings.paper_setting(env, SIZES[0], adaptive=False)
+        setup = dqn.with_total_steps(setup, steps)
     setup = dataclasses.replace(setup, max_capacity=max(SIZES))
     fixed = {k: v for k, v in hp._asdict().items() if k != "memory_size"}
     fixed["learning_starts"] = min(fixed["learning_starts"], steps // 4)

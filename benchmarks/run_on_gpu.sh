@@ -14,11 +14,17 @@ mkdir -p "$OUT"
 python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --target /tmp/site .whl/*.whl
 export PYTHONPATH=/tmp/site:$PWD PYTHONUNBUFFERED=1 XLA_PYTHON_CLIENT_PREALLOCATE=false
 { nvidia-smi --query-gpu=name,memory.total --format=csv,noheader; python3 -m jaxreplay info; } > "$OUT/gpu_info.txt" 2>&1
-# First (about 2 minutes): does a DQN sweep give the same bits in two processes, as the engine compiles it
+# First (about 3 minutes): does a DQN sweep give the same bits in two processes, as the engine compiles it
 # (no autotuning) and with XLA's autotuning, and what does turning it off cost? (benchmarks/determinism.py)
-rm -rf /tmp/determinism  # (a warm machine keeps an earlier call's folders)
-[ -n "${SKIP_DETERMINISM:-}" ] || timeout 240 python3 -m benchmarks.determinism /tmp/determinism > "$OUT/determinism.log" 2>&1
-cp /tmp/determinism/determinism.md "$OUT/" 2>/dev/null
+# Acrobot's MLP, then Breakout-MinAtar's convolutional network (whose backward pass has kernels of its own).
+rm -rf /tmp/determinism /tmp/determinism-minatar  # (a warm machine keeps an earlier call's folders)
+if [ -z "${SKIP_DETERMINISM:-}" ]; then
+  timeout 200 python3 -m benchmarks.determinism /tmp/determinism > "$OUT/determinism.log" 2>&1
+  timeout 200 python3 -m benchmarks.determinism /tmp/determinism-minatar --env Breakout-MinAtar --seeds 16 \
+    --steps 4000 >> "$OUT/determinism.log" 2>&1
+fi
+cp /tmp/determinism/determinism.md "$OUT/determinism.md" 2>/dev/null
+cp /tmp/determinism-minatar/determinism.md "$OUT/determinism_minatar.md" 2>/dev/null
 t0=$(date +%s)
 timeout "${DEADLINE_S:-3000}" python3 -m benchmarks --quick "$@" --out "$OUT/benchmarks_gpu_quick.md" --readme docs/benchmarks.md 2> "$OUT/benchmarks_gpu.log"
 echo "exit $? in $(( $(date +%s) - t0 )) s" >> "$OUT/benchmarks_gpu.log"
