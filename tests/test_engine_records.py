@@ -230,6 +230,15 @@ def test_result_bytes_shrink_with_what_is_kept():
         plan_lib.make_plan(reduced, np.zeros(12, bool), resources)
 
 
+def _on_four_devices(script: str) -> list[str]:
+    """The words ``script`` prints, run in a process of its own with 4 forced CPU devices."""
+    env = dict(os.environ, JAX_PLATFORMS="cpu", XLA_FLAGS="--xla_force_host_platform_device_count=4")
+    proc = subprocess.run([sys.executable, "-c", script], env=env, cwd=REPO, capture_output=True, text=True,
+                          timeout=240)
+    assert proc.returncode == 0, proc.stderr
+    return proc.stdout.split()
+
+
 def test_four_devices_reduce_like_one(tmp_path):
     record = sw.Record(stride=4, reduce=["mean", "q0.25"])
     reference = sw.run(_sweep(record), None, progress=False).dataset
@@ -241,11 +250,7 @@ def test_four_devices_reduce_like_one(tmp_path):
         r = sw.run(sweep, {str(tmp_path / "d4")!r}, chunk_size=12, progress=False)
         print("chunk", r.stats.chunk_size, "chunks", r.stats.chunks)
         """)
-    env = dict(os.environ, JAX_PLATFORMS="cpu", XLA_FLAGS="--xla_force_host_platform_device_count=4")
-    proc = subprocess.run([sys.executable, "-c", script], env=env, cwd=REPO, capture_output=True, text=True,
-                          timeout=240)
-    assert proc.returncode == 0, proc.stderr
-    assert proc.stdout.split() == ["chunk", "12", "chunks", "1"]
+    assert _on_four_devices(script) == ["chunk", "12", "chunks", "1"]
     d4 = sw.load(tmp_path / "d4")
     for name in reference.data_vars:
         np.testing.assert_array_equal(d4[name].values, reference[name].values, err_msg=name)
@@ -275,11 +280,7 @@ def test_a_seed_mean_on_four_devices_keeps_each_configuration_on_one_device(tmp_
         r = sw.run(sweep, {str(tmp_path / "d4")!r}, chunk_size=4, progress=False)
         print("chunk", r.stats.chunk_size, "chunks", r.stats.chunks)
         """)
-    env = dict(os.environ, JAX_PLATFORMS="cpu", XLA_FLAGS="--xla_force_host_platform_device_count=4")
-    proc = subprocess.run([sys.executable, "-c", script], env=env, cwd=REPO, capture_output=True, text=True,
-                          timeout=240)
-    assert proc.returncode == 0, proc.stderr
-    assert proc.stdout.split()[:2] == ["chunk", "16"]  # 4 seeds × 4 devices: one configuration each
+    assert _on_four_devices(script)[:2] == ["chunk", "16"]  # 4 seeds × 4 devices: one configuration each
     d4 = sw.load(tmp_path / "d4")
     # The seed means and every run's returns; not td_loss or adaptive_change_sum, which 4 devices still round
     # otherwise than one (docs/design.md §4: across device counts those two are not promised).
@@ -308,11 +309,7 @@ def test_a_reduced_folder_begun_at_the_older_unit_is_finished_at_its_own_batch(t
         r = sw.run(sweep, out, progress=False)
         print("chunk", r.stats.chunk_size, "computed", r.stats.runs_computed)
         """)
-    env = dict(os.environ, JAX_PLATFORMS="cpu", XLA_FLAGS="--xla_force_host_platform_device_count=4")
-    proc = subprocess.run([sys.executable, "-c", script], env=env, cwd=REPO, capture_output=True, text=True,
-                          timeout=240)
-    assert proc.returncode == 0, proc.stderr
-    assert proc.stdout.split() == ["chunk", "8", "computed", "8"]
+    assert _on_four_devices(script) == ["chunk", "8", "computed", "8"]
 
 def test_dqn_stride_over_segments_copies_only_the_kept_segments(tmp_path):
     from jaxreplay.experiments import dqn

@@ -566,4 +566,6 @@ def test_a_rerun_clears_the_earlier_outputs_when_it_writes_and_one_writer_holds_
     result = study_lib.study(out, "CartPole-v1", steps=STEPS, seeds=SEEDS, progress=False)
     assert all((out / name).exists() for name in study_lib.OUTPUTS)
     assert result["verdict"] == tiny_study[1]["verdict"] and not list(out.glob(".tmp-*"))
+    # Every run was the first call's: study.json says so (the runtime is this call's alone).
+    assert result["runs"] == tiny_study[1]["runs"] == result["runs_resumed"] > 0 == tiny_study[1]["runs_resumed"]
     assert not (out / "sweep.lock").exists()  # released

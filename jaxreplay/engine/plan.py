@@ -636,14 +636,13 @@ def _choose_chunk(
     cpu_chunk_cap: int | None = None,
     fp: Footprint | None = None,
     align: int = 1,
-    unit: int | None = None,
+    unit: int = 1,
 ) -> int:
     """Runs per chunk: what fits ``budget``, at most ``cpu_chunk_cap`` and the work unless asked for
-    ``chunk_size``, a multiple of the devices (and with ``align`` of ``unit``, default :func:`_chunk_unit`);
-    ResourceError if not one unit fits."""
+    ``chunk_size``, a multiple of the devices (and with ``align`` seeds reduced, of ``unit``: the caller's
+    :func:`_chunk_unit`, or a resumed folder's older one); ResourceError if not one unit fits."""
     fit = budget // max(bytes_per_run, 1)
     if align > 1:
-        unit = unit or _chunk_unit(align, num_devices)
         if fit < unit:
             raise ResourceError(
                 f"a seed reduction (record.reduce) needs every seed of a configuration in one chunk on one device: "

@@ -514,11 +514,7 @@ class ChunkStore:
                 "are reused."
             )
         if stored.get("fingerprint") == self.fingerprint:
-            vouched = stored.get("unfingerprinted_chunks", [])
-            return {
-                "legacy": False,
-                "vouched": frozenset(str(name) for name in vouched) if isinstance(vouched, list) else frozenset(),
-            }
+            return {"legacy": False, "vouched": _vouched(stored)}
         old = stored.get("config", {})
         if (
             stored.get("fingerprint") == self._legacy_fingerprint()
@@ -531,11 +527,7 @@ class ChunkStore:
             # Written before a sweep held record.keep in the experiment's order: the same sweep, whose chunks
             # carry the fingerprint of the order it was typed in. The folder keeps that one.
             self.fingerprint = str(stored["fingerprint"])
-            vouched = stored.get("unfingerprinted_chunks", [])
-            return {
-                "legacy": False,
-                "vouched": frozenset(str(name) for name in vouched) if isinstance(vouched, list) else frozenset(),
-            }
+            return {"legacy": False, "vouched": _vouched(stored)}
         diff = sorted(k for k in set(old) | set(new) if old.get(k) != new.get(k))
         old_axes, new_axes = list(old.get("grid") or {}), list(new.get("grid") or {})
         if "grid" not in diff and old_axes != new_axes:
@@ -657,6 +649,12 @@ class ChunkStore:
     def _set_aside(path: pathlib.Path, reason: str) -> None:
         """Rename the damaged chunk ``path`` to ``*.npz.damaged`` (its runs are then recomputed)."""
         os.replace(path, path.with_name(path.name + ".damaged"))
+
+
+def _vouched(stored: dict) -> frozenset[str]:
+    """The fingerprint-less chunk files a stored manifest vouches for (an older jaxreplay's, adopted)."""
+    vouched = stored.get("unfingerprinted_chunks", [])
+    return frozenset(str(name) for name in vouched) if isinstance(vouched, list) else frozenset()
 
 
 def _differs_in_keep_order_only(old: dict, new: dict) -> bool:

@@ -241,33 +241,26 @@ def metric_contour(
         shallow: optional bool[nm]: m whose optimum is hardly below M(N_max)
             (drawn as hollow stars, legend ``shallow_label``).
     """
-    M = np.asarray(metric, dtype=float)
-    M = np.where(np.isfinite(M), M, np.nan)  # an inf M (a diverged solve) is left blank, as a NaN one
-    if not np.isfinite(M).any():
-        raise ValueError(f"metric_contour({title!r}): metric has no finite value to draw.")
+    M = _finite(metric, f"metric_contour({title!r}): metric")  # an inf M (a diverged solve): blank, as NaN
     fig, ax = _figure((6.2, 4.6))
     if log:
         Z = np.log10(np.maximum(M, 1e-12))
         hi = float(np.nanmax(Z))
         lo = max(float(np.nanmin(Z)), hi - 5.0)  # clip the zero-crossing dips of M
         clipped = bool(np.nanmin(Z) < lo)  # (the colour bar says so: an arrow below, and its label)
-        # One value (or values within float rounding of it): a band around it (contour levels must increase).
-        band = (lo, hi) if hi - lo > 1e-9 * max(1.0, abs(hi)) else (lo - 0.5, lo + 0.5)
         cs = ax.contourf(
             memory_sizes,
             batch_sizes,
             np.maximum(Z, lo).T,
-            levels=np.linspace(*band, levels),
+            levels=_levels(lo, hi, levels),
             cmap="viridis",
             extend="min" if clipped else "neither",
         )
         label = r"$\log_{10} M$" + (f" (below {lo:.1f} drawn as {lo:.1f})" if clipped else "")
         fig.colorbar(cs, ax=ax, label=label)
     else:
-        lo, hi = float(np.nanmin(M)), float(np.nanmax(M))
-        flat = hi - lo <= 1e-9 * max(1.0, abs(hi))
-        steps = np.linspace(lo - 0.5, lo + 0.5, levels) if flat else np.linspace(lo, hi, levels)
-        cs = ax.contourf(memory_sizes, batch_sizes, M.T, levels=steps, cmap="viridis")
+        bands = _levels(float(np.nanmin(M)), float(np.nanmax(M)), levels)
+        cs = ax.contourf(memory_sizes, batch_sizes, M.T, levels=bands, cmap="viridis")
         fig.colorbar(cs, ax=ax, label=r"$M$")
     if optimal_memory is not None:
         opt = np.asarray(optimal_memory, dtype=float)
@@ -292,12 +285,27 @@ def metric_contour(
     return fig
 
 
+def _finite(values, what: str) -> np.ndarray:
+    """``values`` as floats with every non-finite one NaN (drawn blank); ValueError naming ``what`` where none
+    is finite (matplotlib's own error named neither the figure nor the quantity)."""
+    values = np.asarray(values, dtype=float)
+    values = np.where(np.isfinite(values), values, np.nan)
+    if not np.isfinite(values).any():
+        raise ValueError(f"{what} has no finite value to draw.")
+    return values
+
+
+def _levels(lo: float, hi: float, n: int) -> np.ndarray:
+    """``n`` contour levels from ``lo`` to ``hi``; a band of width 1 around ``lo`` where the two are one value
+    to float rounding (matplotlib refuses levels that do not increase)."""
+    if hi - lo <= 1e-9 * max(1.0, abs(hi)):
+        return np.linspace(lo - 0.5, lo + 0.5, n)
+    return np.linspace(lo, hi, n)
+
+
 def difference_contour(memory_sizes, batch_sizes, difference, *, title: str, levels: int = 21) -> Figure:
     """Appendix Fig. 2DComp: M_ER − M_pER over (N, m); positive = pER better."""
-    D = np.asarray(difference, dtype=float)
-    D = np.where(np.isfinite(D), D, np.nan)  # an inf difference is left blank (it made the levels NaN)
-    if not np.isfinite(D).any():
-        raise ValueError(f"difference_contour({title!r}): difference has no finite value to draw.")
+    D = _finite(difference, f"difference_contour({title!r}): difference")  # (an inf made the levels NaN)
     lim = float(np.nanmax(np.abs(D))) or 1.0
     fig, ax = _figure((6.2, 4.6))
     cs = ax.contourf(
@@ -387,7 +395,7 @@ def steps_vs_memory(memory_sizes, steps: Mapping[str, np.ndarray], *, title: str
             label=label + ("" if reached else " (never reached)"),
         )
         if reached:
-            j = int(np.nanargmin(np.where(np.isfinite(s), s, np.nan)))
+            j = int(np.nanargmin(np.where(np.isfinite(s), s, np.nan)))  # (an inf step count is "never")
             ax.plot(memory_sizes[j], s[j], "*", color=_COLORS[i % len(_COLORS)], ms=9, mec="k", mew=0.4)
     ax.set_xlabel("memory size N")
     ax.set_ylabel("steps to reach k = K")

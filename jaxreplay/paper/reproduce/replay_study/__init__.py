@@ -48,13 +48,11 @@ and :mod:`~jaxreplay.paper.reproduce.replay_study.figures`.
 
 from __future__ import annotations
 
-import time
-
 from jaxreplay.paper.reproduce.replay_study import analysis, figures, stages, writer
 from jaxreplay.paper.reproduce.replay_study.settings import GAMES, Game, ReplayDesign, design
 from jaxreplay.paper.reproduce.replay_study.stages import STAGE_RULES, AdaptiveRule
 from jaxreplay.paper.reproduce.replay_study.writer import read_study, update_readme
-from jaxreplay.paper.reproduce.study.writer import writing
+from jaxreplay.paper.reproduce.study.writer import StudyParts, run_study
 
 __all__ = [
     "STAGE_RULES",
@@ -94,22 +92,12 @@ def study(
         ValueError: ``env_id`` not one of :data:`GAMES`, ``seeds`` below 1, or ``steps`` not a
             positive multiple of 20 (before anything is compiled).
     """
-    t0 = time.perf_counter()
     chosen = design(env_id, quick=quick, seeds=seeds, steps=steps)
-    with writing(out_dir, "study replay", OUTPUTS) as (out, clear):
-        runs = stages.run(
-            chosen, out, progress=progress, chunk_size=4 * chosen.seeds if chunk_size is None else chunk_size
-        )
-        result = writer.study_json(chosen, analysis.analyse(chosen, runs), steps)
-        clear()
-        names = figures.draw(out, chosen, result, runs)
-        writer.write_csvs(out, chosen, runs)
-        result["runtime_s"] = time.perf_counter() - t0  # this call's: a resumed study's earlier calls are not in it
-        result["runs"] = sum(int(r.auc.size) for r in runs.values())
-        result["runs_resumed"] = sum(r.runs_resumed for r in runs.values())
-        result["figures"] = sorted(names)
-        return writer.write(out, result)
+    return run_study(out_dir, "study replay", OUTPUTS, chosen, PARTS, steps, progress, chunk_size)
 
+
+PARTS = StudyParts(stages, analysis, figures, writer)
+"""The modules the study runs through (:func:`~jaxreplay.paper.reproduce.study.writer.run_study`)."""
 
 OUTPUTS = ("heatmap.png", "capacity.png", "learning_curves.png", "runs.csv", "curves.csv", "study.json", "report.md")
 """The files a replay study writes in its folder (study.json and report.md last)."""

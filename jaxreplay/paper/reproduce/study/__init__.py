@@ -57,8 +57,6 @@ and the README's table) and :mod:`~jaxreplay.paper.reproduce.study.figures`.
 
 from __future__ import annotations
 
-import time
-
 from jaxreplay.paper.reproduce.study import analysis, figures, stages, writer
 from jaxreplay.paper.reproduce.study.report import summary_table
 from jaxreplay.paper.reproduce.study.settings import (
@@ -126,20 +124,12 @@ def study(
     Raises:
         ValueError: ``env_id`` not one of :data:`ENVS`, or ``seeds`` below 1.
     """
-    t0 = time.perf_counter()
     chosen = design(env_id, quick=quick, seeds=seeds, steps=steps, optimizer_reading=optimizer_reading)
-    with writer.writing(out_dir, "study dqn", OUTPUTS) as (out, clear):
-        runs = stages.run(
-            chosen, out, progress=progress, chunk_size=4 * chosen.seeds if chunk_size is None else chunk_size
-        )
-        result = writer.study_json(chosen, analysis.analyse(chosen, runs), steps)
-        clear()
-        names = figures.draw(out, chosen, result, runs)
-        writer.write_csvs(out, chosen, runs)
-        result["runtime_s"] = time.perf_counter() - t0
-        result["figures"] = sorted(names)
-        return writer.write(out, result)
+    return writer.run_study(out_dir, "study dqn", OUTPUTS, chosen, PARTS, steps, progress, chunk_size)
 
+
+PARTS = writer.StudyParts(stages, analysis, figures, writer)
+"""The modules the study runs through (:func:`~jaxreplay.paper.reproduce.study.writer.run_study`)."""
 
 OUTPUTS = (
     "response.png",

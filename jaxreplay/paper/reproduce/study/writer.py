@@ -10,7 +10,9 @@ import csv
 import dataclasses
 import json
 import pathlib
+import time
 from collections.abc import Callable, Iterator, Mapping
+from typing import Any, NamedTuple
 
 from jaxreplay import experiments
 from jaxreplay._files import atomic_write_text, read_json, replacing
@@ -284,7 +286,7 @@ def _reanalysed(out: pathlib.Path, stored: dict) -> dict:
         for entry, old in zip(result[key], stored[key]):
             for name in _KEPT_DIAGNOSTICS:
                 entry["diagnostics"][name] = old.get("diagnostics", {}).get(name)
-    for key in ("runtime_s", "figures"):
+    for key in ("runtime_s", "figures", "runs", "runs_resumed"):
         if key in stored:
             result[key] = stored[key]
     result["verdict"] = verdict(result)
@@ -350,6 +352,37 @@ def found_owner(out: pathlib.Path) -> str | None:
     if not isinstance(keys, dict):
         return None
     return "study replay" if "ratios" in keys else "study dqn"
+
+
+class StudyParts(NamedTuple):
+    """A study package's modules as :func:`run_study` drives them (the DQN study's and the replay study's
+    have the same functions: ``stages.run``, ``analysis.analyse``, ``figures.draw``, ``writer.study_json``,
+    ``writer.write_csvs`` and ``writer.write``)."""
+
+    stages: Any
+    analysis: Any
+    figures: Any
+    writer: Any
+
+
+def run_study(out_dir, owner: str, outputs: tuple[str, ...], chosen, parts: StudyParts, steps, progress, chunk_size):
+    """The study command ``owner`` of design ``chosen`` into ``out_dir``: its stages' sweeps (resumable), the
+    analysis, then the figures, CSV files, study.json and report.md (:func:`writing` holds the folder and clears
+    ``outputs`` first). Returns study.json's content; its ``runtime_s`` is this call's, and ``runs`` /
+    ``runs_resumed`` say how many runs an earlier call computed."""
+    t0 = time.perf_counter()
+    with writing(out_dir, owner, outputs) as (out, clear):
+        chunk = 4 * chosen.seeds if chunk_size is None else chunk_size
+        runs = parts.stages.run(chosen, out, progress=progress, chunk_size=chunk)
+        result = parts.writer.study_json(chosen, parts.analysis.analyse(chosen, runs), steps)
+        clear()
+        names = parts.figures.draw(out, chosen, result, runs)
+        parts.writer.write_csvs(out, chosen, runs)
+        result["runtime_s"] = time.perf_counter() - t0
+        result["runs"] = sum(int(r.auc.size) for r in runs.values())
+        result["runs_resumed"] = sum(r.runs_resumed for r in runs.values())
+        result["figures"] = sorted(names)
+        return parts.writer.write(out, result)
 
 
 @contextlib.contextmanager
