@@ -136,6 +136,10 @@ def test_a_folder_written_with_keep_in_another_order_is_finished_not_refused(tmp
     resumed = sw.run(now, tmp_path / "out", progress=False)
     assert (resumed.stats.runs_resumed, resumed.stats.runs_computed) == (8, 4)
     assert json.loads((tmp_path / "out" / "sweep.json").read_text())["fingerprint"] == stored
+    # results.nc names the folder's sweep as sweep.json and the chunks do (it named the new fingerprint).
+    on_disk = sw.load(tmp_path / "out")
+    assert on_disk.attrs["fingerprint"] == resumed.dataset.attrs["fingerprint"] == stored
+    assert json.loads(on_disk.attrs["config"])["record"] == {"keep": ["capacity", "dtheta"]}
     fresh = sw.run(now, None, progress=False).dataset
     for name in ("dtheta", "capacity", "final_metric"):
         np.testing.assert_array_equal(resumed.dataset[name].values, fresh[name].values, err_msg=name)

@@ -183,11 +183,11 @@ def test_a_rerun_computes_nothing(tiny, monkeypatch):
 
 
 def test_the_report_says_whose_time_its_runtime_is():
-    from jaxreplay.paper.reproduce.replay_study import report
+    from jaxreplay.paper.reproduce.study.text import runtime
 
-    assert report._runtime({"runtime_s": 283.4, "runs": 1380, "runs_resumed": 0}) == "283 s"
-    assert report._runtime({"runtime_s": 12.6}) == "13 s"  # a study.json written before the counts
-    assert report._runtime({"runtime_s": 95.0, "runs": 1380, "runs_resumed": 690}) == (
+    assert runtime({"runtime_s": 283.4, "runs": 1380, "runs_resumed": 0}) == "283 s"
+    assert runtime({"runtime_s": 12.6}) == "13 s"  # a study.json written before the counts
+    assert runtime({"runtime_s": 95.0, "runs": 1380, "runs_resumed": 690}) == (
         "95 s in the call that finished it, which found 690 of its 1,380 runs computed by earlier calls "
         "(their time not counted)"
     )

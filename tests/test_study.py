@@ -568,4 +568,7 @@ def test_a_rerun_clears_the_earlier_outputs_when_it_writes_and_one_writer_holds_
     assert result["verdict"] == tiny_study[1]["verdict"] and not list(out.glob(".tmp-*"))
     # Every run was the first call's: study.json says so (the runtime is this call's alone).
     assert result["runs"] == tiny_study[1]["runs"] == result["runs_resumed"] > 0 == tiny_study[1]["runs_resumed"]
+    runs = result["runs"]  # ... and so does the report (it gave this call's seconds as the study's time)
+    assert f"in the call that finished it, which found {runs:,} of its {runs:,} runs computed by earlier calls" in (
+        out / "report.md").read_text()
     assert not (out / "sweep.lock").exists()  # released

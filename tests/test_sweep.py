@@ -564,6 +564,11 @@ def test_sweep_killed_with_sigkill_resumes_to_identical_results(tmp_path):
     assert resumed.stats.runs_resumed == 2 * finished and resumed.stats.runs_computed == 80 - 2 * finished
     assert resumed.stats.chunk_size == 2  # --chunk-size 1 runs in programs of 2 (plan.MIN_RUNS_PER_DEVICE)
     assert not list(out.rglob(".tmp-*")), "a partial file was left behind"
+    # The killed call is in summary.json's calls too, from the chunks it saved (it never wrote a summary).
+    killed, last = json.loads((out / "summary.json").read_text())["calls"]
+    assert (killed["interrupted"], killed["runs_computed"], killed["chunks"]) == (True, 2 * finished, finished)
+    assert killed["seconds_to_last_chunk"] > 0 and killed["started"] <= last["started"]
+    assert (last["runs_computed"], "interrupted" in last, last["id"] != killed["id"]) == (80 - 2 * finished, False, True)
     for path in (out / "chunks").glob("*.npz"):
         with np.load(path, allow_pickle=False) as data:
             assert data["run_index"].size >= 1
@@ -750,8 +755,12 @@ def test_two_processes_under_jax_distributed_match_one(tmp_path, aer_reference):
         assert "processes 2" in stdout
     computed = [int(line.split()[1]) for stdout, _ in outputs for line in stdout.splitlines()
                 if line.startswith("computed")]
-    assert sum(computed) == 36 and min(computed) > 0  # each process ran its share
+    assert computed == [36, 36]  # the call's runs, on both processes (each computed its share: 5 and 4 chunks)
     _same(sw.load(out), result.dataset)
+    # One call, though each process saved its own chunks (under process 0's call id: none counted as interrupted).
+    calls = json.loads((out / "summary.json").read_text())["calls"]
+    assert len(calls) == 1 and "interrupted" not in calls[0]
+    assert (calls[0]["runs_computed"], calls[0]["chunks"], calls[0]["processes"]) == (36, 9, 2)
 
 
 def _two_processes(script: str, *args: str) -> list[str]:
@@ -792,7 +801,8 @@ def test_processes_plan_one_chunking_and_share_a_refusal(tmp_path, aer_reference
         """)
     lines = _two_processes(script, str(out), str(config))
     assert [line.split()[2:] for line in lines] == [["chunk", "8"]] * 2
-    assert sum(int(line.split()[1]) for line in lines) == 36
+    assert [int(line.split()[1]) for line in lines] == [36, 36]  # the call's runs, on both processes
+    assert len(list((out / "chunks").glob("runs-*.npz"))) == 5  # 36 runs in 8s: none computed twice
     _same(sw.load(out), result.dataset)
     refused = _two_processes(script, str(out), str(other))
     said = f"{out} holds a different sweep (differs in: seed)."

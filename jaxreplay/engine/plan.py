@@ -340,6 +340,7 @@ class Plan(NamedTuple):
         groups: the :class:`Group` s of runs, one program each (one group, the sweep's setup, unless the
             experiment groups runs and ``group_by_setup``).
         chunk_groups: the index in ``groups`` of each of ``chunks``.
+        all_chunks: the chunks of every process together (``len(chunks)`` with one process).
     """
 
     num_runs: int
@@ -358,6 +359,7 @@ class Plan(NamedTuple):
     batch: Batch | None = None
     groups: tuple[Group, ...] = ()
     chunk_groups: tuple[int, ...] = ()
+    all_chunks: int = 0
 
     @property
     def runs_to_compute(self) -> int:
@@ -494,6 +496,7 @@ def make_plan(
         batch=batch,
         groups=groups,
         chunk_groups=chunk_groups[process::processes],
+        all_chunks=len(chunks),
     )
 
 

@@ -72,6 +72,7 @@ _extras.require("jaxreplay.engine.runner", "sweep")
 
 
 import dataclasses
+import json
 import os
 import pathlib
 import sys
@@ -100,6 +101,8 @@ class SweepStats:
 
     ``chunk_size`` is the sweep's chunk; where the engine grouped runs by setup, ``group_chunk_sizes``
     holds each group's (smaller where a group has fewer runs), and the summary line names them.
+    ``runs_computed`` and ``chunks`` count the call's, on all its processes (``jax.distributed``);
+    ``runs_per_second`` is ``runs_computed`` over this process's ``run_seconds``.
     """
 
     runs: int
@@ -238,6 +241,8 @@ def _run(sweep, out_dir, chunk_size, memory_budget, memory_fraction, progress, d
             if process == 0 and out.is_dir():  # (a new folder: created by prepare, or refused there)
                 writable = resources_lib.writable(out)
             store = store_lib.ChunkStore(out, sweep, repair=writable and process == 0)
+            if processes > 1:
+                store.share_call(_from_process_zero(store.call))
         disk_at = out if out is not None and writable and process == 0 else None
         resources = resources_lib.measure(devices, memory_budget, memory_fraction, disk_at)
         plan_lib.check_run_count(sweep, resources.host_memory)  # before a scan allocates one entry a run
@@ -264,6 +269,8 @@ def _run(sweep, out_dir, chunk_size, memory_budget, memory_fraction, progress, d
 
         # Assemble: one chunk in memory at a time.
         dataset = assemble_lib.assemble(sweep, store.parts()) if store is not None else assembler.dataset()
+        if store is not None and store.folder_config is not None:  # (results.nc, sweep.json and chunks agree)
+            dataset.attrs.update(fingerprint=store.fingerprint, config=json.dumps(store.folder_config, sort_keys=True))
         stats = _stats(plan, execution, dataset, len(devices))
         if store is not None and process == 0 and writable:
             store.write_results(lambda f: assemble_lib.write_netcdf(dataset, f), dataclasses.asdict(stats))
@@ -382,12 +389,12 @@ class _Planner(NamedTuple):
 
 def _stats(plan: plan_lib.Plan, execution: execute_lib.Execution, dataset, devices: int) -> SweepStats:
     """The :class:`SweepStats` of a call that ran ``plan`` as ``execution`` into ``dataset`` on ``devices``."""
-    computed = plan.runs_to_compute
+    computed = plan.num_runs - plan.runs_done  # (by every process: a call computes every missing run)
     return SweepStats(
         runs=plan.num_runs,
         runs_computed=computed,
         runs_resumed=plan.runs_done,
-        chunks=len(plan.chunks),
+        chunks=max(plan.all_chunks, len(plan.chunks)),
         chunk_size=plan.chunk_size,
         group_chunk_sizes=tuple(g.chunk_size for g in plan.groups),
         devices=devices,
@@ -443,6 +450,15 @@ def _smallest(budget: int) -> int:
     halves = np.asarray([budget >> 31, budget & (2**31 - 1)], np.int32)
     gathered = np.asarray(multihost_utils.process_allgather(halves)).reshape(-1, 2)
     return min((int(high) << 31) | int(low) for high, low in gathered)
+
+
+def _from_process_zero(value: dict) -> dict:
+    """Process 0's ``value`` (a JSON-able dict) on every process (one collective; every process calls it)."""
+    from jax.experimental import multihost_utils
+
+    text = np.frombuffer(json.dumps(value, sort_keys=True).encode().ljust(256), np.uint8)  # (one length everywhere)
+    first = np.asarray(multihost_utils.broadcast_one_to_all(text))
+    return json.loads(bytes(first.astype(np.uint8)).decode())
 
 
 def _agree(step):

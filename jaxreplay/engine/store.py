@@ -2,8 +2,9 @@
 
 The folder holds ``sweep.json`` (the config, its fingerprint, the software
 versions and the batch its runs are computed at), ``chunks/*.npz`` (finished
-runs; each also carries its sweep's fingerprint, run count, run range and the
-batch it was computed at, :class:`jaxreplay.engine.plan.Batch`), ``results.nc``
+runs; each also carries its sweep's fingerprint, run count, run range, the
+batch it was computed at, :class:`jaxreplay.engine.plan.Batch`, and the call
+that saved it), ``results.nc``
 and ``summary.json``.
 A :class:`ChunkStore` is used in three steps by :func:`jaxreplay.engine.sweep.run`:
 
@@ -231,6 +232,7 @@ def _alive_or_unknown(holder: _Holder) -> bool:
 # recorded it), so a resume never mixes runs of two programs.
 _META_FINGERPRINT, _META_NUM_RUNS, _META_RUN_RANGE = "meta.fingerprint", "meta.num_runs", "meta.run_range"
 _META_BATCH = "meta.batch"
+_META_CALL = "meta.call"  # JSON: the computing call that saved the chunk (id, start, process, seconds since start)
 
 
 class _Chunk(NamedTuple):
@@ -239,6 +241,7 @@ class _Chunk(NamedTuple):
     runs: np.ndarray  # int[R]: the run indices it holds
     fingerprinted: bool  # False: an older jaxreplay's chunk, adopted with its manifest
     batch: str | None  # the recorded plan.Batch as JSON (None: recorded before batches were)
+    call: str | None  # the call that saved it, as JSON (None: saved before calls were recorded)
 
 
 class _DamagedChunk(Exception):
@@ -283,9 +286,17 @@ class ChunkStore:
         self.repair = repair
         self.fingerprint = sweep.fingerprint()
         self._vouched: frozenset[str] = frozenset()
+        # The config of the folder's sweep.json where it is this sweep's under another fingerprint (keep typed
+        # in another order, before keep was held in the experiment's order): results.nc names the folder's.
+        self.folder_config: dict | None = None
         # The batch (plan.Batch.to_dict) this call computes at: set by sweep.run once the plan is
         # made, written into sweep.json by prepare and into every chunk by save.
         self.batch: dict | None = None
+        # This call, as its chunks record it: a call killed before it wrote summary.json is still counted
+        # there by the call that finishes the sweep (_calls), from its chunks.
+        self._call = {"id": uuid.uuid4().hex[:12], "started": _utc_now()}
+        self._t0 = time.monotonic()
+        self._earlier: dict[str, dict] = {}  # call id -> what its chunks found by scan() say about it
 
     @property
     def chunk_dir(self) -> pathlib.Path:
@@ -348,6 +359,7 @@ class ChunkStore:
                 damaged.append((path, str(e)))
                 continue
             done[chunk.runs] = True
+            self._count_call(chunk)
             if not chunk.fingerprinted:
                 unfingerprinted.append(path.name)
             if chunk.batch is not None:
@@ -431,6 +443,8 @@ class ChunkStore:
         }
         if self.batch is not None:
             meta[_META_BATCH] = np.array(json.dumps(self.batch, sort_keys=True))
+        call = dict(self._call, seconds=round(time.monotonic() - self._t0, 3))
+        meta[_META_CALL] = np.array(json.dumps(call, sort_keys=True))
         atomic_write(
             self.chunk_dir / f"runs-{int(runs[0]):09d}-{len(runs):07d}-{uuid.uuid4().hex[:8]}.npz",
             lambda f: np.savez(f, **part, **meta),  # type: ignore[arg-type]  # numpy's stub: **kwds vs allow_pickle
@@ -450,8 +464,9 @@ class ChunkStore:
         """Write ``summary.json`` and ``results.nc`` (``write_dataset(f)`` streams it into the open file).
 
         ``summary`` describes this call; ``summary.json`` also keeps ``calls``, one entry per call
-        that computed runs into this folder (this one included), so the compute time of a sweep
-        finished over several calls (or assembled by a call that only resumed) is not lost.
+        that computed runs into this folder (this one included; a killed one from its chunks, see
+        :meth:`_calls`), so the compute time of a sweep finished over several calls (or assembled by
+        a call that only resumed) is not lost.
         """
         summary = dict(summary, calls=self._calls(summary))
         atomic_write(self.out / "summary.json", json.dumps(summary, indent=2).encode())
@@ -459,8 +474,46 @@ class ChunkStore:
 
     _CALL_FIELDS = ("runs_computed", "chunks", "chunk_size", "devices", "processes", "compile_seconds", "run_seconds")
 
+    @property
+    def call(self) -> dict:
+        """This call as its chunks record it: ``id`` (12 hex digits) and ``started`` (UTC)."""
+        return dict(self._call)
+
+    def share_call(self, call: dict) -> None:
+        """Record this call as ``call`` (process 0's :attr:`call`): the processes of one ``jax.distributed``
+        sweep are one call, whose chunks each process saves."""
+        self._call = dict(call)
+
+    def _count_call(self, chunk: _Chunk) -> None:
+        """Add ``chunk`` to the tally of the call that saved it (:attr:`_earlier`)."""
+        try:
+            call = json.loads(chunk.call) if chunk.call is not None else None
+        except ValueError:
+            call = None
+        if not isinstance(call, dict) or not isinstance(call.get("id"), str):
+            return
+        entry = self._earlier.setdefault(
+            call["id"],
+            {
+                "id": call["id"],
+                "started": call.get("started"),
+                "runs_computed": 0,
+                "chunks": 0,
+                "seconds_to_last_chunk": 0.0,
+            },
+        )
+        entry["runs_computed"] += int(chunk.runs.size)
+        entry["chunks"] += 1
+        if isinstance(call.get("seconds"), (int, float)):
+            entry["seconds_to_last_chunk"] = max(entry["seconds_to_last_chunk"], float(call["seconds"]))
+
     def _calls(self, summary: dict) -> list[dict]:
-        """The computing calls recorded so far, plus this one if it computed runs."""
+        """The computing calls recorded so far, plus this one if it computed runs.
+
+        A call stopped before it wrote ``summary.json`` (killed, out of memory) is recorded from the chunks
+        it saved (found by :meth:`scan`): ``interrupted``, with its runs, chunks and the seconds from its
+        start to its last chunk (its compile and run times were never known). Entries are in start order.
+        """
         calls: list[dict] = []
         try:
             previous = json.loads((self.out / "summary.json").read_text())
@@ -471,9 +524,13 @@ class ChunkStore:
                 calls = [c for c in previous["calls"] if isinstance(c, dict)]
             elif previous.get("runs_computed"):  # written before calls were recorded: it was one
                 calls = [{k: previous.get(k) for k in self._CALL_FIELDS}]
+        known = {c.get("id") for c in calls}
+        this = self._call["id"]
+        calls += [dict(e, interrupted=True) for i, e in self._earlier.items() if i not in known and i != this]
         if summary.get("runs_computed"):
-            calls.append({k: summary.get(k) for k in self._CALL_FIELDS})
-        return calls
+            calls.append({**self._call, **{k: summary.get(k) for k in self._CALL_FIELDS}})
+        # (entries written before calls had a start time keep their place at the front)
+        return sorted(calls, key=lambda c: str(c.get("started") or ""))
 
     # -- internals ----------------------------------------------------------------
 
@@ -527,6 +584,7 @@ class ChunkStore:
             # Written before a sweep held record.keep in the experiment's order: the same sweep, whose chunks
             # carry the fingerprint of the order it was typed in. The folder keeps that one.
             self.fingerprint = str(stored["fingerprint"])
+            self.folder_config = old
             return {"legacy": False, "vouched": _vouched(stored)}
         diff = sorted(k for k in set(old) | set(new) if old.get(k) != new.get(k))
         old_axes, new_axes = list(old.get("grid") or {}), list(new.get("grid") or {})
@@ -582,6 +640,7 @@ class ChunkStore:
                 stored = str(data[_META_FINGERPRINT]) if _META_FINGERPRINT in data.files else None
                 fingerprinted = stored is not None
                 batch = str(data[_META_BATCH]) if _META_BATCH in data.files else None
+                call = str(data[_META_CALL]) if _META_CALL in data.files else None
                 if stored == fingerprint:
                     runs = np.asarray(data["run_index"])
                     lo, hi = (int(x) for x in data[_META_RUN_RANGE])
@@ -611,7 +670,7 @@ class ChunkStore:
                 or hi > num_runs
             ):
                 raise _DamagedChunk(f"its run range [{lo}, {hi}) does not match its run indices")
-            return _Chunk(runs, fingerprinted, batch)
+            return _Chunk(runs, fingerprinted, batch, call)
         raise ValueError(
             f"{path} {reason}. Results of two configs are never mixed: run into a new output directory, or "
             f"delete {path.parent.parent} to start over."
@@ -649,6 +708,10 @@ class ChunkStore:
     def _set_aside(path: pathlib.Path, reason: str) -> None:
         """Rename the damaged chunk ``path`` to ``*.npz.damaged`` (its runs are then recomputed)."""
         os.replace(path, path.with_name(path.name + ".damaged"))
+
+
+def _utc_now() -> str:
+    return time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())
 
 
 def _vouched(stored: dict) -> frozenset[str]:

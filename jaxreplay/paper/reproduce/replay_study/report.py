@@ -4,7 +4,7 @@ section) and the README's table of several games (:func:`summary_table`)."""
 from __future__ import annotations
 
 from jaxreplay.paper.reproduce.replay_study.verdict import decide
-from jaxreplay.paper.reproduce.study.text import find, fmt, interval, score, table
+from jaxreplay.paper.reproduce.study.text import find, fmt, interval, runtime, score, table
 
 FEDUS = "Fedus et al. 2020 (*Revisiting Fundamentals of Experience Replay*, ICML, arXiv:2007.06700)"
 """The paper the study is compared with, as the report cites it."""
@@ -37,25 +37,12 @@ def _header(result: dict) -> list[str]:
         f"# Replay study: {result['env']}",
         "",
         f"{result['seeds']} seeds per setting, {mode(result)}: {result['total_steps']} environment steps per run; "
-        f"{_runtime(result)}.{reduced} Grid: capacity {', '.join(map(str, result['capacities']))} × replay "
+        f"{runtime(result)}.{reduced} Grid: capacity {', '.join(map(str, result['capacities']))} × replay "
         f"ratio {', '.join(f'{r:g}' for r in result['ratios'])} (gradient updates per environment step) × n-step "
         f"{', '.join(map(str, result['n_steps']))}; oldest-policy age = capacity × ratio (gradient updates).",
         "",
         *_few_seeds(result["seeds"]),
     ]
-
-
-def _runtime(result: dict) -> str:
-    """This call's wall time, and where the study was resumed, how many of its runs earlier calls computed
-    (whose time is not in it)."""
-    text = f"{result['runtime_s']:.0f} s"
-    resumed, runs = result.get("runs_resumed", 0), result.get("runs", 0)
-    if resumed:
-        text += (
-            f" in the call that finished it, which found {resumed:,} of its {runs:,} runs computed by earlier "
-            "calls (their time not counted)"
-        )
-    return text
 
 
 def _few_seeds(seeds: int) -> list[str]:

@@ -3,7 +3,16 @@ and the README's summary table of several games (:func:`summary_table`)."""
 
 from __future__ import annotations
 
-from jaxreplay.paper.reproduce.study.text import cannot_tell, find, fmt, interval, score, table, why_no_interval
+from jaxreplay.paper.reproduce.study.text import (
+    cannot_tell,
+    find,
+    fmt,
+    interval,
+    runtime,
+    score,
+    table,
+    why_no_interval,
+)
 
 
 def _few_seeds_note(seeds: int) -> list[str]:
@@ -29,7 +38,7 @@ def _header(result: dict) -> list[str]:
         f"# DQN replay study: {result['env']}",
         "",
         f"{result['seeds']} seeds per setting, {mode}: {result['total_steps']} environment steps per run; "
-        f"optimizer reading: {result['optimizer_reading']}; {result['runtime_s']:.0f} s.",
+        f"optimizer reading: {result['optimizer_reading']}; {runtime(result)}.",
         "",
         *_few_seeds_note(result["seeds"]),
     ]

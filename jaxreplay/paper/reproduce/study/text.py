@@ -1,5 +1,5 @@
 """Reading ``study.json``'s entries for text: the entry of a size or start (:func:`find`), a number,
-an interval or why there is none, a markdown table."""
+an interval or why there is none, a markdown table, the study's run time."""
 
 from __future__ import annotations
 
@@ -59,3 +59,16 @@ def table(header: list[str], rows: list[list]) -> list[str]:
     """A markdown table as lines: ``header`` cells, a separator, then one line per row."""
     lines = ["| " + " | ".join(header) + " |", "| " + " | ".join("---" for _ in header) + " |"]
     return lines + ["| " + " | ".join(str(cell) for cell in row) + " |" for row in rows]
+
+
+def runtime(result: dict) -> str:
+    """``study.json``'s wall time in words: this call's, and where the study was resumed, how many of its runs
+    earlier calls computed (whose time is not in it)."""
+    text = f"{result['runtime_s']:.0f} s"
+    resumed, runs = result.get("runs_resumed", 0), result.get("runs", 0)
+    if resumed:
+        text += (
+            f" in the call that finished it, which found {resumed:,} of its {runs:,} runs computed by earlier "
+            "calls (their time not counted)"
+        )
+    return text
