@@ -862,3 +862,35 @@ def test_dqnstate_is_a_deprecated_alias_of_state():
     state = jax.eval_shape(lambda key: dqn.init(key, dqn.Hyperparameters(memory_size=10), dqn.Setup(max_capacity=10)),
                            jax.random.key(0))
     assert isinstance(state, dqn.State) and type(state).__name__ == "State"
+
+
+def test_adam_is_optaxs_update_with_its_bias_corrections_as_products():
+    """``make_optimizer("adam")`` is ``optax.scale_by_adam`` bit for bit in a vmapped, jitted program on one
+    device (where XLA:CPU turns optax's quotient by the per-run ``1 - β^t`` into the product we write), its
+    state optax's; a traced ε, and steps past the first, included. (Written as the product, the partitioned
+    program of several devices computes the same: ``tests/test_engine_records.py``'s four-device DQN test.)"""
+    import optax
+
+    from jaxreplay.agents import dqn as agent
+
+    grads = jax.random.normal(jax.random.key(3), (6, 4, 5, 3)) * jnp.logspace(-4, 2, 3)  # [step, run, ...]
+    eps = jnp.array([1e-8, 1e-5, 1e-3, 0.01])
+
+    @functools.partial(jax.jit, static_argnums=1)
+    def steps(eps, make):
+        def run(g, e):
+            opt = make(e)
+            state, out = opt.init(g[0]), []
+            for t in range(g.shape[0]):
+                u, state = opt.update(g[t], state)
+                out.append(u)
+            return jnp.stack(out), state
+
+        return jax.vmap(run, in_axes=(1, 0))(grads, eps)
+
+    ours = steps(eps, lambda e: agent.make_optimizer("adam", e))
+    theirs = steps(eps, lambda e: optax.scale_by_adam(eps=e))
+    assert type(ours[1]) is type(theirs[1]) is optax.ScaleByAdamState
+    for a, b in zip(jax.tree.leaves(ours), jax.tree.leaves(theirs)):
+        np.testing.assert_array_equal(a, b)
+    assert float(jnp.abs(ours[0]).max()) > 0.5  # real updates (≈ ±1 after the first step's bias correction)

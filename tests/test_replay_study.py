@@ -59,10 +59,21 @@ def test_the_design_is_a_log_grid_of_capacity_times_ratio_times_n_with_equal_age
     older = analysis.equal_ratio_pairs(plan, 1)
     assert len(older) == 9 and all(a[1] == b[1] and a[0] == 4 * b[0] for a, b in older)
     minatar = replay_study.design("Breakout-MinAtar")
-    assert minatar.seeds == 20 and minatar.total_steps == 1_000_000 and "5,000,000" in minatar.reduced
+    assert minatar.seeds == 20 and minatar.total_steps == 1_000_000
+    assert minatar.reduced == "1,000,000 steps (the preset's: 5,000,000), 20 seeds (the full study's: 100)"
+    # The seeds asked for, not the game's constant (at 100 seeds MinAtar's note said "20 seeds"; CartPole at 6
+    # seeds said nothing) (found by a probe).
+    assert replay_study.design("Breakout-MinAtar", seeds=100).reduced == "1,000,000 steps (the preset's: 5,000,000)"
+    assert replay_study.design("CartPole-v1", seeds=6).reduced == "6 seeds (the full study's: 100)"
     quick = replay_study.design("Acrobot-v1", quick=True)
     assert quick.seeds == 3 and quick.total_steps == 20_000 and quick.reduced == ""
     assert quick.unit_setup.total_steps // quick.unit_setup.steps_per_segment == 10
+    # A smoke run shorter than the largest grid capacity (64 below 64 steps) starts aER there too: the adaptive
+    # program held only the run's steps, so --steps 20 ran the grid, then failed on "points[1].memory_size = 64"
+    # (found by a probe).
+    for steps in (20, 40, 60, 80):
+        short = replay_study.design("CartPole-v1", steps=steps)
+        assert max(stages.starts(short)) == max(short.capacities) <= short.adaptive_setup.max_capacity
 
 
 @pytest.mark.slow  # the tiny study: five programs compiled (about 5 min on a loaded 2-core CPU)
@@ -376,3 +387,43 @@ def test_replay_readme_refuses_a_study_given_twice_or_a_stale_verdict(tmp_path, 
     assert readme.read_text() == before
     assert cli.main(["study", "replay-readme", str(committed), "--readme", str(readme)]) == 0
     assert "| CartPole-v1 | quick (CPU), 6 × 4000 |" in readme.read_text()
+
+
+def test_a_contrast_counts_the_seeds_it_stands_on():
+    """A seed with a diverged run in any of a contrast's cells drops out of it: the contrast says so."""
+    design = replay_study.design("CartPole-v1", quick=True, seeds=SEEDS)
+    top, low = max(design.capacities), min(design.capacities)
+    keys = [(top, 1.0, 1), (low, 1.0, 1)]
+    auc = np.array([[5.0, 6.0, 7.0, 8.0, 9.0, 10.0], [1.0, np.nan, 2.0, 3.0, 2.0, 1.0]])
+    settings = tuple(runs_lib.Setting(stages.cell(*k), {}) for k in keys)
+    import xarray as xr
+
+    ds = xr.Dataset({"diverged": (("config", "seed"), ~np.isfinite(auc))})
+    grid = runs_lib.Runs(stages.grid(1.0), settings, ds, auc, auc, auc, auc)
+    c = analysis.contrast({stages.grid(1.0): grid}, 1, [(keys[0], keys[1])])
+    assert c.seeds == 5
+    assert c.effect == runs_lib.paired(auc[0, [0, 2, 3, 4, 5]], auc[1, [0, 2, 3, 4, 5]])
+
+
+def test_diverged_runs_are_counted_in_the_report_and_the_readme_row():
+    """Runs without a score vanished from report.md and study.json: each cell's IQM and each contrast stood on
+    the seeds left while the header said every seed (found by a probe). Now the summary counts them by stage,
+    each cell its own and each contrast its seeds; a study without one reads as before (its committed report)."""
+    import pathlib
+
+    from jaxreplay.paper.reproduce.replay_study import report
+
+    committed = pathlib.Path(__file__).resolve().parents[1] / "docs" / "replay_study" / "CartPole-v1"
+    result = json.loads((committed / "study.json").read_text())
+    assert report.report(result) == (committed / "report.md").read_text()
+    cell = result["cells"][0]
+    cell["diverged"] = 1
+    result["capacity_effect"][0]["seeds"] = 5
+    result["diverged"] = {"grid-ratio-0.25": 1, "grid-ratio-1": 0}
+    result["verdict"] = verdict.verdict(result)
+    said = "1 runs diverged and have no score (by stage: grid-ratio-0.25 1): each cell's IQM and each contrast"
+    assert said in result["verdict"]["summary"]
+    text = report.report(result)
+    assert said in text and f"{report.brief_score(cell, 'auc')}" in text and "(1 diverged)" in text
+    assert f"{report.brief(result['capacity_effect'][0])} (5 of 6 seeds)" in text
+    assert report.label(result) == "quick (CPU), 6 × 4000, 1 runs diverged"

@@ -105,7 +105,7 @@ def run(args: argparse.Namespace) -> int:
             fixed=hparams._asdict(),
         )
     ds = run_sweep(sweep, None, advice=ADVICE, progress=not args.quiet and not args.json).dataset
-    result = _result(args, setup, ds)
+    result = _result(args, setup, hparams, ds)
     if not any(result.report["gradient_steps"]):  # the returns of an untrained network, said as such
         print(
             f"jaxreplay dqn: warning: no gradient step was taken: learning starts after {hparams.learning_starts} "
@@ -238,8 +238,9 @@ class _Result(NamedTuple):
     diverged: Any
 
 
-def _result(args: argparse.Namespace, setup, ds) -> _Result:
-    """The runs ``ds`` of one DQN setting × seeds: final returns, their IQM and interval, memory sizes."""
+def _result(args: argparse.Namespace, setup, hparams, ds) -> _Result:
+    """The runs ``ds`` of one DQN setting × seeds (``hparams`` in ``setup``): the setting, final returns, their
+    IQM and interval, memory sizes."""
     import numpy as np
 
     from jaxreplay.engine import results
@@ -253,6 +254,8 @@ def _result(args: argparse.Namespace, setup, ds) -> _Result:
         "memory_size": args.memory_size,
         "adaptive": args.adaptive,
         "sampler": args.sampler,
+        "n_step": int(hparams.n_step),
+        "replay_ratio": float(hparams.replay_ratio),
         "seeds": args.seeds,
         "steps": setup.total_steps,
         "final_return_kind": final_kind,
@@ -266,6 +269,7 @@ def _result(args: argparse.Namespace, setup, ds) -> _Result:
         "memory_size_mean": ds.capacity.mean("seed").values.astype(float).tolist(),
         "diverged": int(diverged.sum()),
         "gradient_steps": ds.gradient_steps.values.reshape(-1).astype(int).tolist(),
+        "oldest_policy_age": ds.oldest_policy_age.values.reshape(-1).astype(float).tolist(),
     }
     report = {k: v for k, v in report.items() if not (k.endswith("_null_reason") and v is None)}
     if args.adaptive:
@@ -279,7 +283,8 @@ def _print_text(args: argparse.Namespace, result: _Result) -> None:
     report, final = result.report, result.final
     print(
         f"DQN {args.env}, {'aER from' if args.adaptive else 'fixed memory'} {args.memory_size}, sampler "
-        f"{args.sampler}, {args.seeds} seeds, {report['steps']} steps"
+        f"{args.sampler}, {report['n_step']}-step returns, replay ratio {report['replay_ratio']:g}, {args.seeds} "
+        f"seeds, {report['steps']} steps"
     )
     print(f"  final {report['final_return_kind']} per seed: " + ", ".join(f"{x:.1f}" for x in final))
     interval = (

@@ -18,12 +18,13 @@ import numpy as np
 from jaxreplay.paper.reproduce.replay_study import stages
 from jaxreplay.paper.reproduce.replay_study.settings import CAPACITY_FACTOR, ReplayDesign, age
 from jaxreplay.paper.reproduce.replay_study.stages import ADAPTIVE_RATIO, STAGE_RULES, AdaptiveRule, cell_runs
-from jaxreplay.paper.reproduce.study.runs import Interval, Runs, ci, paired, select
+from jaxreplay.paper.reproduce.study.runs import Interval, Runs, ci, diverged, paired, select
 
 
 class Cell(NamedTuple):
-    """One cell of the grid: its coordinates, its oldest-policy age (capacity × ratio, gradient updates)
-    and its two scores (IQM over seeds, 95% interval)."""
+    """One cell of the grid: its coordinates, its oldest-policy age (capacity × ratio, gradient updates),
+    its two scores (IQM over seeds, 95% interval) and its runs without a score (diverged: the scores stand
+    on the other seeds)."""
 
     memory_size: int
     replay_ratio: float
@@ -31,16 +32,19 @@ class Cell(NamedTuple):
     oldest_policy_age: float
     auc: Interval
     final: Interval
+    diverged: int
 
 
 class Contrast(NamedTuple):
     """A paired contrast at one n: ``effect`` is the mean over seeds of the per-seed difference, and
     ``pairs`` the cells it compares, ``(cell, cell)`` labels, each pair's first minus its second,
-    averaged over the pairs per seed."""
+    averaged over the pairs per seed. ``seeds``: the seeds it stands on (a seed with a diverged run in any
+    of its cells drops out)."""
 
     n_step: int
     effect: Interval
     pairs: tuple[tuple[str, str], ...]
+    seeds: int
 
 
 class AdaptiveScore(NamedTuple):
@@ -77,23 +81,27 @@ class Analysis(NamedTuple):
         cells: every grid cell, in :meth:`~jaxreplay.paper.reproduce.replay_study.settings.ReplayDesign.cells`' order.
         capacity: per n, largest − smallest capacity at ratio 1.
         interaction: (the capacity effect at the largest n) − (at n = 1), per seed.
+        interaction_seeds: the seeds the interaction stands on (finite in its four cells).
         ratio_at_equal_age: per n, the higher ratio − the lower at equal oldest-policy age.
         age_at_equal_ratio: per n, the older − the younger (capacity × 4) at equal ratio.
         adaptive_n_step: the n of the adaptive stage (the larger capacity effect).
         static: the adaptive stage's fixed memories, ``(size, score)`` (the smallest and the largest).
         adaptive: each rule of :data:`~jaxreplay.paper.reproduce.replay_study.stages.STAGE_RULES` from each start.
         walks: the random walk from each start.
+        diverged: runs without a score, by stage label (each left out of every number above).
     """
 
     cells: tuple[Cell, ...]
     capacity: tuple[Contrast, ...]
     interaction: Interval
+    interaction_seeds: int
     ratio_at_equal_age: tuple[Contrast, ...]
     age_at_equal_ratio: tuple[Contrast, ...]
     adaptive_n_step: int
     static: tuple[tuple[int, Interval], ...]
     adaptive: tuple[AdaptiveScore, ...]
     walks: tuple[Walk, ...]
+    diverged: dict[str, int]
 
 
 Key = tuple[int, float, int]
@@ -106,7 +114,7 @@ def contrast(runs: Mapping[str, Runs], n_step: int, pairs: list[tuple[Key, Key]]
     diffs = [cell_runs(runs, *a).auc - cell_runs(runs, *b).auc for a, b in pairs]
     per_seed = np.mean(diffs, axis=0)
     labels = tuple((stages.cell(*a), stages.cell(*b)) for a, b in pairs)
-    return Contrast(n_step, paired(per_seed, np.zeros_like(per_seed)), labels)
+    return Contrast(n_step, paired(per_seed, np.zeros_like(per_seed)), labels, int(np.isfinite(per_seed).sum()))
 
 
 def _pairs(design: ReplayDesign, n: int, same: Callable[[Key, Key], bool]) -> list[tuple[Key, Key]]:
@@ -179,12 +187,19 @@ def analyse(design: ReplayDesign, runs: Mapping[str, Runs]) -> Analysis:
     """
     top, low = max(design.capacities), min(design.capacities)
     cells = tuple(
-        Cell(c, float(r), n, age(c, r), ci(cell_runs(runs, c, r, n).auc), ci(cell_runs(runs, c, r, n).final))
+        Cell(
+            c,
+            float(r),
+            n,
+            age(c, r),
+            ci(auc := cell_runs(runs, c, r, n).auc),
+            ci(cell_runs(runs, c, r, n).final),
+            diverged(auc),
+        )
         for c, r, n in design.cells()
     )
-    interaction = paired(
-        _capacity_diff(design, runs, max(design.n_steps)), _capacity_diff(design, runs, min(design.n_steps))
-    )
+    high, low_n = _capacity_diff(design, runs, max(design.n_steps)), _capacity_diff(design, runs, min(design.n_steps))
+    interaction = paired(high, low_n)
     ends = stages.starts(design)
     return Analysis(
         cells=cells,
@@ -192,10 +207,12 @@ def analyse(design: ReplayDesign, runs: Mapping[str, Runs]) -> Analysis:
             contrast(runs, n, [((top, ADAPTIVE_RATIO, n), (low, ADAPTIVE_RATIO, n))]) for n in design.n_steps
         ),
         interaction=interaction,
+        interaction_seeds=int((np.isfinite(high) & np.isfinite(low_n)).sum()),
         ratio_at_equal_age=tuple(contrast(runs, n, equal_age_pairs(design, n)) for n in design.n_steps),
         age_at_equal_ratio=tuple(contrast(runs, n, equal_ratio_pairs(design, n)) for n in design.n_steps),
         adaptive_n_step=stages.adaptive_n_step(design, runs),
         static=tuple((int(s), ci(select(runs[stages.ADAPTIVE], stages.fixed(s)).auc)) for s in ends),
         adaptive=tuple(_adaptive(design, runs, rule, s) for rule in STAGE_RULES for s in ends),
         walks=tuple(_walk(runs, s) for s in ends),
+        diverged={label: diverged(r.auc) for label, r in runs.items()},
     )

@@ -3,24 +3,30 @@ section) and the README's table of several games (:func:`summary_table`)."""
 
 from __future__ import annotations
 
-from jaxreplay.paper.reproduce.replay_study.verdict import decide
+from jaxreplay.paper.reproduce.replay_study.verdict import decide, diverged
 from jaxreplay.paper.reproduce.study.text import find, fmt, interval, runtime, score, table
 
 FEDUS = "Fedus et al. 2020 (*Revisiting Fundamentals of Experience Replay*, ICML, arXiv:2007.06700)"
 """The paper the study is compared with, as the report cites it."""
 
 
-def brief(d: dict) -> str:
+def brief(d: dict, seeds: int | None = None) -> str:
     """``estimate [low, high]`` of an interval dict, or the estimate alone where there is no interval (the
-    report says why once, above its tables)."""
-    return fmt(d["estimate"]) if d["low"] is None else interval(d)
+    report says why once, above its tables); with ``seeds`` (the study's), the seeds it stands on where
+    diverged runs left fewer (``d["seeds"]``)."""
+    text = fmt(d["estimate"]) if d["low"] is None else interval(d)
+    if seeds is not None and d.get("seeds", seeds) < seeds:
+        text += f" ({d['seeds']} of {seeds} seeds)"
+    return text
 
 
 def brief_score(entry: dict, prefix: str = "score") -> str:
-    """:func:`brief` of an entry's ``{prefix}_iqm`` / ``_ci_low`` / ``_ci_high``."""
-    if entry[f"{prefix}_ci_low"] is None:
-        return fmt(entry[f"{prefix}_iqm"])
-    return score(entry, prefix)
+    """:func:`brief` of an entry's ``{prefix}_iqm`` / ``_ci_low`` / ``_ci_high``, and its diverged runs if any
+    (``entry["diverged"]``: the score stands on the other seeds)."""
+    text = fmt(entry[f"{prefix}_iqm"]) if entry[f"{prefix}_ci_low"] is None else score(entry, prefix)
+    if entry.get("diverged"):
+        text += f" ({entry['diverged']} diverged)"
+    return text
 
 
 def mode(result: dict) -> str:
@@ -42,6 +48,7 @@ def _header(result: dict) -> list[str]:
         f"{', '.join(map(str, result['n_steps']))}; oldest-policy age = capacity × ratio (gradient updates).",
         "",
         *_few_seeds(result["seeds"]),
+        *([diverged(result), ""] if diverged(result) else []),
     ]
 
 
@@ -83,16 +90,20 @@ def _grid(result: dict, key: str, title: str) -> list[str]:
 
 
 def _contrasts(result: dict) -> list[str]:
+    seeds = result["seeds"]
     rows = [
-        [f"capacity {max(result['capacities'])} − {min(result['capacities'])} at ratio 1", e["n_step"]] + [brief(e)]
+        [f"capacity {max(result['capacities'])} − {min(result['capacities'])} at ratio 1", e["n_step"]]
+        + [brief(e, seeds)]
         for e in result["capacity_effect"]
     ]
-    rows += [["capacity effect at n = 3 − at n = 1 (interaction)", "–", brief(result["interaction"])]]
+    rows += [["capacity effect at n = 3 − at n = 1 (interaction)", "–", brief(result["interaction"], seeds)]]
     rows += [
-        [f"equal age, ratio × 4 ({len(e['pairs'])} pairs)", e["n_step"], brief(e)] for e in result["ratio_at_equal_age"]
+        [f"equal age, ratio × 4 ({len(e['pairs'])} pairs)", e["n_step"], brief(e, seeds)]
+        for e in result["ratio_at_equal_age"]
     ]
     rows += [
-        [f"equal ratio, age × 4 ({len(e['pairs'])} pairs)", e["n_step"], brief(e)] for e in result["age_at_equal_ratio"]
+        [f"equal ratio, age × 4 ({len(e['pairs'])} pairs)", e["n_step"], brief(e, seeds)]
+        for e in result["age_at_equal_ratio"]
     ]
     note = (
         "Paired contrasts of the score (mean over seeds of the per-seed difference, the same seed index "
@@ -208,7 +219,8 @@ def label(result: dict) -> str:
     text = "quick (CPU)" if result["quick"] else "full"
     if result.get("steps_override"):
         text += " (cut short)"
-    return f"{text}, {result['seeds']} × {result['total_steps']}"
+    lost = sum((result.get("diverged") or {}).values())
+    return f"{text}, {result['seeds']} × {result['total_steps']}" + (f", {lost} runs diverged" if lost else "")
 
 
 def summary_table(results: list[dict]) -> str:

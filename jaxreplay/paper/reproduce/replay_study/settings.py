@@ -48,7 +48,8 @@ class Game(NamedTuple):
         full_steps: environment steps per run at full scale.
         full_seeds: seeds per setting at full scale.
         quick_steps: environment steps per run in the CPU quick mode.
-        reduced: why ``full_steps`` or ``full_seeds`` is below the preset's length or 100 seeds ("" if not).
+        reduced: how ``full_steps`` is below the preset's length ("" if it is not); a study's seeds below
+            :data:`FULL_SEEDS` are said by :func:`design` (``ReplayDesign.reduced``).
     """
 
     preset: str
@@ -64,11 +65,12 @@ GAMES = {
     "MountainCar-v0": Game("paper", 300_000, 100, 20_000, ""),
     # 24 cells × 100 seeds of the preset's 5 million steps would be 12 billion environment steps (a third of
     # them at 4 updates per step): the MinAtar games run 1 million steps, 20 seeds per cell.
-    "Breakout-MinAtar": Game("minatar", 1_000_000, 20, 20_000, "1,000,000 steps (the preset's: 5,000,000), 20 seeds"),
-    "SpaceInvaders-MinAtar": Game(
-        "minatar", 1_000_000, 20, 20_000, "1,000,000 steps (the preset's: 5,000,000), 20 seeds"
-    ),
+    "Breakout-MinAtar": Game("minatar", 1_000_000, 20, 20_000, "1,000,000 steps (the preset's: 5,000,000)"),
+    "SpaceInvaders-MinAtar": Game("minatar", 1_000_000, 20, 20_000, "1,000,000 steps (the preset's: 5,000,000)"),
 }
+
+FULL_SEEDS = 100
+"""Seeds per setting of a full-scale study, where it fits (MinAtar's default is :attr:`Game.full_seeds`)."""
 """The games of the study and how each is built (a :class:`Game` each)."""
 
 
@@ -186,8 +188,9 @@ def design(env_id: str, *, quick: bool = False, seeds: int | None = None, steps:
         preset, train_frequency=UNIT, max_n_step=max(N_STEPS), target_period_in_updates=True, adaptive=False
     )
     unit_setup = dataclasses.replace(base, max_capacity=max(grid), max_updates_per_unit=1)
+    # (A run shorter than the largest grid capacity, a --steps smoke run below 64, still starts aER there.)
     adaptive_setup = dataclasses.replace(
-        base, max_capacity=total, max_updates_per_unit=UNIT, adaptive=True, adaptive_check_every=20
+        base, max_capacity=max(total, max(grid)), max_updates_per_unit=UNIT, adaptive=True, adaptive_check_every=20
     )
     segments = min(QUICK_SEGMENTS if quick else dqn.num_segments(preset), dqn.num_segments(preset))
 
@@ -204,8 +207,17 @@ def design(env_id: str, *, quick: bool = False, seeds: int | None = None, steps:
         capacities=grid,
         ratios=RATIOS,
         n_steps=N_STEPS,
-        reduced="" if quick or steps is not None else game.reduced,
+        reduced="" if quick or steps is not None else _reduced(game, seeds),
     )
+
+
+def _reduced(game: Game, seeds: int) -> str:
+    """How a full-scale study of ``game`` at ``seeds`` seeds is below its preset's length or :data:`FULL_SEEDS`
+    seeds, in words ("" if it is not)."""
+    less = [game.reduced] if game.reduced else []
+    if seeds < FULL_SEEDS:
+        less.append(f"{seeds} seeds (the full study's: {FULL_SEEDS})")
+    return ", ".join(less)
 
 
 def point(memory_size, ratio, n_step, rule, *, num_old=None, relative=0.0) -> dict:

@@ -76,6 +76,20 @@ def adaptive_line(a: dict) -> str:
     )
 
 
+def diverged(result: dict) -> str:
+    """The sentence counting runs without a score ("" where none diverged, or where a study.json predates
+    the count): which stages, and that every number stands on the seeds left."""
+    counts = result.get("diverged") or {}
+    total = sum(counts.values())
+    if not total:
+        return ""
+    stages = ", ".join(f"{label} {count}" for label, count in counts.items() if count)
+    return (
+        f"{total} runs diverged and have no score (by stage: {stages}): each cell's IQM and each contrast stands "
+        "on the seeds left (the tables say how many)."
+    )
+
+
 def verdict(result: dict) -> dict:
     """The answers of ``result`` (``study.json``'s ``capacities``, ``n_steps``, ``capacity_effect``,
     ``interaction``, ``ratio_at_equal_age``, ``age_at_equal_ratio`` and ``adaptive``) in words, and a summary.
@@ -97,6 +111,8 @@ def verdict(result: dict) -> dict:
         + "; ".join(f"at n = {f['n_step']}: {f['answer']}" for f in track)
         + "."
     )
+    if diverged(result):
+        summary += " " + diverged(result)
     return {
         "capacity_helps": helps,
         "interaction": larger,

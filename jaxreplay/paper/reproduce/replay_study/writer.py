@@ -36,7 +36,7 @@ def iqm(ci: Interval, prefix: str) -> dict:
 
 
 def _contrast(c: Contrast) -> dict:
-    return {"n_step": c.n_step, **c.effect, "pairs": [list(p) for p in c.pairs]}
+    return {"n_step": c.n_step, **c.effect, "pairs": [list(p) for p in c.pairs], "seeds": c.seeds}
 
 
 def _rule(a: AdaptiveScore) -> dict:
@@ -72,7 +72,7 @@ def study_json(design: ReplayDesign, analysis: Analysis, steps: int | None) -> d
             for c in a.cells
         ],
         "capacity_effect": [_contrast(c) for c in a.capacity],
-        "interaction": a.interaction,
+        "interaction": a.interaction | {"seeds": a.interaction_seeds},
         "ratio_at_equal_age": [_contrast(c) for c in a.ratio_at_equal_age],
         "age_at_equal_ratio": [_contrast(c) for c in a.age_at_equal_ratio],
         "adaptive": {
@@ -82,6 +82,7 @@ def study_json(design: ReplayDesign, analysis: Analysis, steps: int | None) -> d
             "rules": [_rule(r) for r in a.adaptive],
             "walks": [_walk(w) for w in a.walks],
         },
+        "diverged": a.diverged,
     }
     result["verdict"] = verdict(result)
     dqn_experiment = experiments.get("dqn")
