@@ -68,10 +68,10 @@ GAMES = {
     "Breakout-MinAtar": Game("minatar", 1_000_000, 20, 20_000, "1,000,000 steps (the preset's: 5,000,000)"),
     "SpaceInvaders-MinAtar": Game("minatar", 1_000_000, 20, 20_000, "1,000,000 steps (the preset's: 5,000,000)"),
 }
+"""The games of the study and how each is built (a :class:`Game` each)."""
 
 FULL_SEEDS = 100
 """Seeds per setting of a full-scale study, where it fits (MinAtar's default is :attr:`Game.full_seeds`)."""
-"""The games of the study and how each is built (a :class:`Game` each)."""
 
 
 @dataclasses.dataclass(frozen=True)
