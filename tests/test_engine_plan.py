@@ -180,6 +180,30 @@ def test_a_gpu_plan_records_autotuning_off_and_refuses_to_finish_a_folder_begun_
         plan_lib.make_plan(SWEEP, done, gpu, out=out, recorded=begun_autotuned)
     assert not out.exists()
 
+def test_a_cpu_plan_records_xlas_thread_pool_and_refuses_to_finish_a_folder_begun_with_another(tmp_path):
+    """XLA:CPU splits a large matrix product over its thread pool (max of PJRT_NPROC, else NPROC, else the
+    host's CPUs, and the CPU devices), and the split changes its rounding: a MinAtar run resumed on a host with
+    4 cores differed from the 2-core host's that began it, and the folder accepted it (found by a probe)."""
+    assert batch_lib.cpu_thread_pool_size(1, {"NPROC": "4"}) == 4
+    assert batch_lib.cpu_thread_pool_size(8, {"NPROC": "4"}) == 8  # at least the devices
+    assert batch_lib.cpu_thread_pool_size(1, {"PJRT_NPROC": "3", "NPROC": "4"}) == 3
+    assert batch_lib.cpu_thread_pool_size(1, {"NPROC": "many"}) == batch_lib.cpu_thread_pool_size(1, {}) >= 1
+    out, done = tmp_path / "out", np.arange(8) < 4
+    here = PLENTY._replace(cpu_threads=2)
+    batch = plan_lib.make_plan(SWEEP, done, here, chunk_size=2, out=out).batch
+    assert batch.cpu_threads == 2 and batch.to_dict()["cpu_threads"] == 2
+    assert plan_lib.Batch.from_dict(batch.to_dict()) == batch
+    assert plan_lib.make_plan(SWEEP, done, here, out=out, recorded=batch).batch == batch
+    older = plan_lib.Batch.from_dict({k: v for k, v in batch.to_dict().items() if k != "cpu_threads"})
+    assert plan_lib.make_plan(SWEEP, done, here._replace(cpu_threads=4), out=out, recorded=older).chunk_size == 2
+    with pytest.raises(ValueError, match=r"with XLA:CPU's thread pool of 2 threads; this process has 4 \(XLA:CPU "
+                                         r"splits large matrix products over them.*Set NPROC=2 before starting Python"):
+        plan_lib.make_plan(SWEEP, done, here._replace(cpu_threads=4), out=out, recorded=batch)
+    gpu = PLENTY._replace(platform="gpu", device_kind="NVIDIA H200", cpu_threads=2)
+    assert plan_lib.make_plan(SWEEP, done, gpu, chunk_size=2, out=out).batch.cpu_threads == 0
+    assert not out.exists()
+
+
 def test_the_recorded_xla_flags_leave_out_the_device_count_and_name_the_batch_independence_flags():
     flags = "--xla_force_host_platform_device_count=4 --xla_cpu_experimental_ynn_fusion_type= --xla_cpu_max_isa=AVX2"
     assert batch_lib.xla_flags_in_environment({"XLA_FLAGS": flags}) == (

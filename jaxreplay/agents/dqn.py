@@ -49,6 +49,7 @@ import jax
 import jax.numpy as jnp
 import optax
 
+from jaxreplay import _ordered
 from jaxreplay._typing import ArrayLike, PyTree
 from jaxreplay.agents import packing
 from jaxreplay.agents.conv import ConvQNetwork
@@ -334,8 +335,8 @@ def loss_fn(
     _check_options(options)
     delta = td_errors(network, params, target_params, batch, options.discount, double=options.double)
     weighted = weights * elementwise_loss(delta, options.loss)
-    reduce = jnp.mean if options.reduction == "mean" else jnp.sum
-    return reduce(weighted), delta
+    total = _ordered.pairwise_sum(weighted)
+    return (total / weighted.shape[-1] if options.reduction == "mean" else total), delta
 
 
 def train_step(

@@ -22,6 +22,7 @@ __all__ = [
     "check_batch",
     "check_program",
     "compiler_options_text",
+    "cpu_thread_pool_size",
     "program_fingerprint",
     "xla_flags_in_environment",
     "xla_version",
@@ -44,6 +45,23 @@ def xla_flags_in_environment(environ=None) -> str:
     """
     flags = str((os.environ if environ is None else environ).get("XLA_FLAGS", "")).split()
     return " ".join(sorted(f for f in flags if not f.startswith(_DEVICE_COUNT_FLAG)))
+
+
+def cpu_thread_pool_size(cpu_devices: int, environ=None) -> int:
+    """The threads of XLA:CPU's pool in this process: ``PJRT_NPROC``, else ``NPROC``, else the host's CPU count,
+    and at least its ``cpu_devices`` (XLA's CPU client sizes its pool so).
+
+    XLA:CPU splits a large matrix product over these threads, and how it splits it changes how the product
+    rounds: measured on MinAtar's convolutional network, whose weight gradients (a contraction over the batch
+    times 64 patches) differed between pools of 2 and 4 threads in their last bits, and a run then played
+    other episodes. The small products of the MLPs measured did not.
+    """
+    environ = os.environ if environ is None else environ
+    for name in ("PJRT_NPROC", "NPROC"):
+        value = str(environ.get(name, "")).strip()
+        if value.isdigit() and int(value) > 0:
+            return max(int(value), cpu_devices)
+    return max(os.cpu_count() or 1, cpu_devices)
 
 
 def compiler_options_text(options) -> str:
@@ -84,6 +102,9 @@ class Batch(NamedTuple):
             the plan is made (:func:`check_program` compares it); ``""`` in
             records written before it was recorded, which then resume under
             any program (nothing to compare), and in a plan (pure: it compiles nothing).
+        cpu_threads: on a CPU, XLA:CPU's thread pool (:func:`cpu_thread_pool_size`), which a large matrix
+            product's rounding depends on; 0 on other platforms and in records written before it was
+            recorded, which then resume with any pool (nothing to compare).
     """
 
     platform: str
@@ -95,6 +116,7 @@ class Batch(NamedTuple):
     compiler_options: str = ""
     xla_version: str = ""
     program: str = ""
+    cpu_threads: int = 0
 
     @property
     def chunk_size(self) -> int:
@@ -109,7 +131,7 @@ class Batch(NamedTuple):
     def to_dict(self) -> dict:
         """As stored in ``sweep.json`` and in a chunk (JSON; the derived flag spelled out for readers)."""
         stored = dict(self._asdict(), batch_independence_flags=self.batch_independence_flags)
-        for optional in ("grouping", "compiler_options", "xla_version", "program"):
+        for optional in ("grouping", "compiler_options", "xla_version", "program", "cpu_threads"):
             if not stored[optional]:
                 del stored[optional]
         return stored
@@ -125,10 +147,11 @@ class Batch(NamedTuple):
                 compiler_options=stored.get("compiler_options", ""),
                 xla_version=stored.get("xla_version", ""),
                 program=stored.get("program", ""),
+                cpu_threads=stored.get("cpu_threads", 0),
             )
         except (KeyError, TypeError, AttributeError) as e:
             raise ValueError(f"not a recorded batch ({type(e).__name__}: {e})") from None
-        kinds = (str, str, int, int, str, str, str, str, str)
+        kinds = (str, str, int, int, str, str, str, str, str, int)
         if not all(isinstance(v, k) and not isinstance(v, bool) for v, k in zip(batch, kinds)):
             raise ValueError(f"not a recorded batch: {stored!r}")
         return batch
@@ -160,6 +183,8 @@ def check_batch(recorded: Batch | None, batch: Batch, chunk_size: int | None, mi
     """
     if recorded is not None and not recorded.xla_version:  # recorded before versions were: nothing to compare
         recorded = recorded._replace(xla_version=batch.xla_version)
+    if recorded is not None and not recorded.cpu_threads:  # (recorded before the pool was: nothing to compare)
+        recorded = recorded._replace(cpu_threads=batch.cpu_threads)
     if recorded is not None:  # the programs are compared once they are built (check_program)
         recorded = recorded._replace(program=batch.program)
     if recorded is None or not missing or recorded == batch:
@@ -202,6 +227,12 @@ def check_batch(recorded: Batch | None, batch: Batch, chunk_size: int | None, mi
         raise ValueError(
             f"{where}; this process shards over {batch.devices} device(s). Finish the sweep with "
             f"{recorded.devices} local device(s), or use a new output folder, {keep}."
+        )
+    if recorded.cpu_threads != batch.cpu_threads:
+        raise ValueError(
+            f"{where} with XLA:CPU's thread pool of {recorded.cpu_threads} threads; this process has "
+            f"{batch.cpu_threads} (XLA:CPU splits large matrix products over them, which changes how they "
+            f"round). Set NPROC={recorded.cpu_threads} before starting Python, or use a new output folder, {keep}."
         )
     if chunk_size is not None:
         raise ValueError(

@@ -284,6 +284,8 @@ class Resources(NamedTuple):
         xla_flags: :func:`~jaxreplay.engine.batch.xla_flags_in_environment` of this process.
         memory_scale: each run's estimate (:func:`device_bytes`) is scaled by it: XLA's accounting of a
             compiled chunk over the estimate, where the runner found it larger; 1: the estimate.
+        cpu_threads: XLA:CPU's thread pool on a CPU (:func:`~jaxreplay.engine.batch.cpu_thread_pool_size`);
+            0 on other platforms.
     """
 
     memory_budget: int
@@ -294,6 +296,7 @@ class Resources(NamedTuple):
     device_kind: str = "cpu"
     xla_flags: str = ""
     memory_scale: float = 1.0
+    cpu_threads: int = 0
 
     @property
     def on_cpu(self) -> bool:
@@ -464,6 +467,7 @@ def make_plan(
         "" if setups == (sweep.make_setup(),) else "grouped",
         compiler_options_text(sweep.exp.compiler_options_on(resources.platform)),
         xla_version(),
+        cpu_threads=resources.cpu_threads if resources.on_cpu else 0,
     )
     host = _check_host_memory(
         runs, per_result, chunk, chunk * per_run if resources.on_cpu else 0, resources.host_memory

@@ -50,6 +50,9 @@ def measure(
         platform=devices[0].platform,
         device_kind=devices[0].device_kind,
         xla_flags=batch_lib.xla_flags_in_environment(),
+        cpu_threads=batch_lib.cpu_thread_pool_size(jax.local_device_count("cpu"))
+        if devices[0].platform == "cpu"
+        else 0,
     )
 
 
