@@ -21,7 +21,7 @@ CORE = ("jaxreplay.buffer", "jaxreplay.samplers", "jaxreplay.prioritized", "jaxr
 # Layers, bottom to top: a module may import jaxreplay modules of its own layer or below.
 LAYERS = {
     "core": ("jaxreplay", "jaxreplay._validation", "jaxreplay._extras", "jaxreplay._typing", "jaxreplay._files",
-             "jaxreplay._td_sums", "jaxreplay._deprecated", "jaxreplay._cond") + CORE,
+             "jaxreplay._td_sums", "jaxreplay._deprecated", "jaxreplay._cond", "jaxreplay._ordered") + CORE,
     "environments and agents": ("jaxreplay.envs", "jaxreplay.agents"),
     "experiments": ("jaxreplay.experiments",),
     "sweep engine and results": ("jaxreplay.engine",),
@@ -146,7 +146,7 @@ def test_the_tree_shows_the_layers():
     packages = {name for name in top if (PACKAGE / name).is_dir() and any((PACKAGE / name).rglob("*.py"))}
     assert packages == set(folders), f"unexpected folders {packages ^ set(folders)}"
     modules = {name[:-3] for name in top if name.endswith(".py")}
-    private = {"_validation", "_extras", "_typing", "_files", "_td_sums", "_deprecated", "_cond", "_prng"}
+    private = {"_validation", "_extras", "_typing", "_files", "_td_sums", "_deprecated", "_cond", "_prng", "_ordered"}
     assert modules == {"__init__", "__main__"} | private | {m.split(".")[1] for m in CORE}
     for name, index in folders.items():
         for path in (PACKAGE / name).rglob("*.py"):
