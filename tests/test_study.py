@@ -137,14 +137,16 @@ def test_dqn_cli_prints_aer_diagnostics_per_seed(capsys):
     assert json.loads(captured.out)["gradient_steps"] == [0]
     # The n-step horizon and the replay ratio are the setting's too: they were not in the report (found by a probe).
     assert (json.loads(captured.out)["n_step"], json.loads(captured.out)["replay_ratio"]) == (1, 1.0)
-    assert cli.main(["dqn", "--env", "CartPole-v1", "--steps", "400", "--seeds", "1", "--n-step", "3",
-                     "--replay-ratio", "0.5", "--memory-size", "60"]) == 0
-    assert "CartPole-v1, fixed memory 60, sampler uniform, 3-step returns, replay ratio 0.5, 1 seeds" in (
-        capsys.readouterr().out)
-    assert cli.main(["dqn", "--env", "CartPole-v1", "--steps", "400", "--seeds", "1", "--n-step", "3",
-                     "--replay-ratio", "0.5", "--memory-size", "60", "--json", "--quiet"]) == 0
+    argv = ["dqn", "--env", "CartPole-v1", "--steps", "400", "--seeds", "1", "--n-step", "3", "--replay-ratio", "0.5",
+            "--memory-size", "60"]
+    assert cli.main([*argv, "--json", "--quiet"]) == 0
     report = json.loads(capsys.readouterr().out)
     assert (report["n_step"], report["replay_ratio"], report["oldest_policy_age"]) == (3, 0.5, [30.0])
+    from jaxreplay.cli import dqn as dqn_command  # the text's first line, from that report
+
+    dqn_command._print_text(cli.build_parser().parse_args(argv), dqn_command._Result(report, np.array([9.0]), np.array([False])))
+    assert capsys.readouterr().out.startswith(
+        "DQN CartPole-v1, fixed memory 60, sampler uniform, 3-step returns, replay ratio 0.5, 1 seeds, 400 steps\n")
     assert captured.err == ("jaxreplay dqn: warning: no gradient step was taken: learning starts after 1000 steps and "
                             "the run has 400 (use more --steps); these returns are the untrained network's.\n")
 
