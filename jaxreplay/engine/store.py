@@ -232,7 +232,7 @@ def _alive_or_unknown(holder: _Holder) -> bool:
 # recorded it), so a resume never mixes runs of two programs.
 _META_FINGERPRINT, _META_NUM_RUNS, _META_RUN_RANGE = "meta.fingerprint", "meta.num_runs", "meta.run_range"
 _META_BATCH = "meta.batch"
-_META_CALL = "meta.call"  # JSON: the computing call that saved the chunk (id, start, process, seconds since start)
+_META_CALL = "meta.call"  # JSON: the computing call that saved the chunk (id, start, seconds since its start)
 
 
 class _Chunk(NamedTuple):
