@@ -187,6 +187,7 @@ def test_a_cpu_plan_records_xlas_thread_pool_and_refuses_to_finish_a_folder_begu
     assert batch_lib.cpu_thread_pool_size(1, {"NPROC": "4"}) == 4
     assert batch_lib.cpu_thread_pool_size(8, {"NPROC": "4"}) == 8  # at least the devices
     assert batch_lib.cpu_thread_pool_size(1, {"PJRT_NPROC": "3", "NPROC": "4"}) == 3
+    assert batch_lib.cpu_thread_pool_size(1, {"PJRT_NPROC": "0", "NPROC": "4"}) == 4  # (0: not set)
     assert batch_lib.cpu_thread_pool_size(1, {"NPROC": "many"}) == batch_lib.cpu_thread_pool_size(1, {}) >= 1
     out, done = tmp_path / "out", np.arange(8) < 4
     here = PLENTY._replace(cpu_threads=2)

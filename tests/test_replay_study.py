@@ -403,6 +403,10 @@ def test_a_contrast_counts_the_seeds_it_stands_on():
     c = analysis.contrast({stages.grid(1.0): grid}, 1, [(keys[0], keys[1])])
     assert c.seeds == 5
     assert c.effect == runs_lib.paired(auc[0, [0, 2, 3, 4, 5]], auc[1, [0, 2, 3, 4, 5]])
+    # Each cell counts its own diverged runs; its IQM stands on the others.
+    bottom, upper = (analysis._cell({stages.grid(1.0): grid}, *k) for k in (keys[1], keys[0]))
+    assert (bottom.diverged, upper.diverged) == (1, 0)
+    assert bottom.auc == runs_lib.ci(auc[1, [0, 2, 3, 4, 5]])
 
 
 def test_diverged_runs_are_counted_in_the_report_and_the_readme_row():

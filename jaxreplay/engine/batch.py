@@ -57,11 +57,8 @@ def cpu_thread_pool_size(cpu_devices: int, environ=None) -> int:
     other episodes. The small products of the MLPs measured did not.
     """
     environ = os.environ if environ is None else environ
-    for name in ("PJRT_NPROC", "NPROC"):
-        value = str(environ.get(name, "")).strip()
-        if value.isdigit() and int(value) > 0:
-            return max(int(value), cpu_devices)
-    return max(os.cpu_count() or 1, cpu_devices)
+    asked = [int(v) for v in (str(environ.get(n, "")).strip() for n in ("PJRT_NPROC", "NPROC")) if v.isdigit()]
+    return max(next((n for n in asked if n > 0), os.cpu_count() or 1), cpu_devices)
 
 
 def compiler_options_text(options) -> str:
@@ -181,12 +178,11 @@ def check_batch(recorded: Batch | None, batch: Batch, chunk_size: int | None, mi
     ``chunk_size`` is the chunk size the caller asked for (None: none; the
     plan then asked for the recorded one and got ``batch.chunk_size``).
     """
-    if recorded is not None and not recorded.xla_version:  # recorded before versions were: nothing to compare
-        recorded = recorded._replace(xla_version=batch.xla_version)
-    if recorded is not None and not recorded.cpu_threads:  # (recorded before the pool was: nothing to compare)
-        recorded = recorded._replace(cpu_threads=batch.cpu_threads)
-    if recorded is not None:  # the programs are compared once they are built (check_program)
-        recorded = recorded._replace(program=batch.program)
+    if recorded is not None:
+        # A field recorded before it existed has nothing to compare; the programs are compared once they are
+        # built (check_program).
+        unknown = {name: getattr(batch, name) for name in ("xla_version", "cpu_threads") if not getattr(recorded, name)}
+        recorded = recorded._replace(**unknown, program=batch.program)
     if recorded is None or not missing or recorded == batch:
         return
     where = f"{out} holds runs computed at {recorded.describe()}"

@@ -343,7 +343,8 @@ class Plan(NamedTuple):
         groups: the :class:`Group` s of runs, one program each (one group, the sweep's setup, unless the
             experiment groups runs and ``group_by_setup``).
         chunk_groups: the index in ``groups`` of each of ``chunks``.
-        all_chunks: the chunks of every process together (``len(chunks)`` with one process).
+        all_chunks: the chunks of every process together (``len(chunks)`` with one process; 0 only in a
+            plan not made by :func:`make_plan`).
     """
 
     num_runs: int

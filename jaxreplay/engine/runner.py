@@ -394,7 +394,7 @@ def _stats(plan: plan_lib.Plan, execution: execute_lib.Execution, dataset, devic
         runs=plan.num_runs,
         runs_computed=computed,
         runs_resumed=plan.runs_done,
-        chunks=max(plan.all_chunks, len(plan.chunks)),
+        chunks=plan.all_chunks,
         chunk_size=plan.chunk_size,
         group_chunk_sizes=tuple(g.chunk_size for g in plan.groups),
         devices=devices,

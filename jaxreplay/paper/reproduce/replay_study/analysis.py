@@ -114,7 +114,17 @@ def contrast(runs: Mapping[str, Runs], n_step: int, pairs: list[tuple[Key, Key]]
     diffs = [cell_runs(runs, *a).auc - cell_runs(runs, *b).auc for a, b in pairs]
     per_seed = np.mean(diffs, axis=0)
     labels = tuple((stages.cell(*a), stages.cell(*b)) for a, b in pairs)
-    return Contrast(n_step, paired(per_seed, np.zeros_like(per_seed)), labels, int(np.isfinite(per_seed).sum()))
+    return Contrast(n_step, paired(per_seed, np.zeros_like(per_seed)), labels, _seeds_left(per_seed))
+
+
+def _seeds_left(per_seed: np.ndarray) -> int:
+    """The seeds a paired contrast stands on: those whose per-seed difference is finite (no diverged run)."""
+    return int(np.isfinite(per_seed).sum())
+
+
+def _cell(runs: Mapping[str, Runs], c: int, r: float, n: int) -> Cell:
+    found = cell_runs(runs, c, r, n)
+    return Cell(c, float(r), n, age(c, r), ci(found.auc), ci(found.final), diverged(found.auc))
 
 
 def _pairs(design: ReplayDesign, n: int, same: Callable[[Key, Key], bool]) -> list[tuple[Key, Key]]:
@@ -186,28 +196,15 @@ def analyse(design: ReplayDesign, runs: Mapping[str, Runs]) -> Analysis:
         ValueError: a stage lacks a setting the analysis reads (names the stage and the label).
     """
     top, low = max(design.capacities), min(design.capacities)
-    cells = tuple(
-        Cell(
-            c,
-            float(r),
-            n,
-            age(c, r),
-            ci(auc := cell_runs(runs, c, r, n).auc),
-            ci(cell_runs(runs, c, r, n).final),
-            diverged(auc),
-        )
-        for c, r, n in design.cells()
-    )
     high, low_n = _capacity_diff(design, runs, max(design.n_steps)), _capacity_diff(design, runs, min(design.n_steps))
-    interaction = paired(high, low_n)
     ends = stages.starts(design)
     return Analysis(
-        cells=cells,
+        cells=tuple(_cell(runs, c, r, n) for c, r, n in design.cells()),
         capacity=tuple(
             contrast(runs, n, [((top, ADAPTIVE_RATIO, n), (low, ADAPTIVE_RATIO, n))]) for n in design.n_steps
         ),
-        interaction=interaction,
-        interaction_seeds=int((np.isfinite(high) & np.isfinite(low_n)).sum()),
+        interaction=paired(high, low_n),
+        interaction_seeds=_seeds_left(high - low_n),
         ratio_at_equal_age=tuple(contrast(runs, n, equal_age_pairs(design, n)) for n in design.n_steps),
         age_at_equal_ratio=tuple(contrast(runs, n, equal_ratio_pairs(design, n)) for n in design.n_steps),
         adaptive_n_step=stages.adaptive_n_step(design, runs),

@@ -4,7 +4,7 @@ section) and the README's table of several games (:func:`summary_table`)."""
 from __future__ import annotations
 
 from jaxreplay.paper.reproduce.replay_study.verdict import decide, diverged
-from jaxreplay.paper.reproduce.study.text import find, fmt, interval, runtime, score, table
+from jaxreplay.paper.reproduce.study.text import diverged_by_stage, find, fmt, interval, runtime, score, table
 
 FEDUS = "Fedus et al. 2020 (*Revisiting Fundamentals of Experience Replay*, ICML, arXiv:2007.06700)"
 """The paper the study is compared with, as the report cites it."""
@@ -48,7 +48,7 @@ def _header(result: dict) -> list[str]:
         f"{', '.join(map(str, result['n_steps']))}; oldest-policy age = capacity × ratio (gradient updates).",
         "",
         *_few_seeds(result["seeds"]),
-        *([diverged(result), ""] if diverged(result) else []),
+        *([lost, ""] if (lost := diverged(result)) else []),
     ]
 
 
@@ -219,7 +219,7 @@ def label(result: dict) -> str:
     text = "quick (CPU)" if result["quick"] else "full"
     if result.get("steps_override"):
         text += " (cut short)"
-    lost = sum((result.get("diverged") or {}).values())
+    lost, _ = diverged_by_stage(result)
     return f"{text}, {result['seeds']} × {result['total_steps']}" + (f", {lost} runs diverged" if lost else "")
 
 

@@ -4,7 +4,7 @@ Computed from ``study.json``'s numbers, so an earlier study can be read again by
 
 from __future__ import annotations
 
-from jaxreplay.paper.reproduce.study.text import cannot_tell, fmt, interval, why_no_interval
+from jaxreplay.paper.reproduce.study.text import cannot_tell, diverged_by_stage, fmt, interval, why_no_interval
 
 
 def decide(effect: dict) -> str | None:
@@ -79,11 +79,9 @@ def adaptive_line(a: dict) -> str:
 def diverged(result: dict) -> str:
     """The sentence counting runs without a score ("" where none diverged, or where a study.json predates
     the count): which stages, and that every number stands on the seeds left."""
-    counts = result.get("diverged") or {}
-    total = sum(counts.values())
+    total, stages = diverged_by_stage(result)
     if not total:
         return ""
-    stages = ", ".join(f"{label} {count}" for label, count in counts.items() if count)
     return (
         f"{total} runs diverged and have no score (by stage: {stages}): each cell's IQM and each contrast stands "
         "on the seeds left (the tables say how many)."
@@ -111,8 +109,8 @@ def verdict(result: dict) -> dict:
         + "; ".join(f"at n = {f['n_step']}: {f['answer']}" for f in track)
         + "."
     )
-    if diverged(result):
-        summary += " " + diverged(result)
+    lost = diverged(result)
+    summary += f" {lost}" if lost else ""
     return {
         "capacity_helps": helps,
         "interaction": larger,

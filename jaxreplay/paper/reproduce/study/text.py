@@ -1,5 +1,5 @@
 """Reading ``study.json``'s entries for text: the entry of a size or start (:func:`find`), a number,
-an interval or why there is none, a markdown table, the study's run time."""
+an interval or why there is none, a markdown table, the study's run time, its diverged runs."""
 
 from __future__ import annotations
 
@@ -59,6 +59,13 @@ def table(header: list[str], rows: list[list]) -> list[str]:
     """A markdown table as lines: ``header`` cells, a separator, then one line per row."""
     lines = ["| " + " | ".join(header) + " |", "| " + " | ".join("---" for _ in header) + " |"]
     return lines + ["| " + " | ".join(str(cell) for cell in row) + " |" for row in rows]
+
+
+def diverged_by_stage(result: dict) -> tuple[int, str]:
+    """``study.json``'s runs without a score (``diverged``, by stage): their total and ``"stage 2, other 1"``
+    (``(0, "")`` where none diverged, or where a study.json predates the count)."""
+    counts = result.get("diverged") or {}
+    return sum(counts.values()), ", ".join(f"{label} {count}" for label, count in counts.items() if count)
 
 
 def runtime(result: dict) -> str:

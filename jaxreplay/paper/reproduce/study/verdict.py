@@ -7,7 +7,7 @@ from __future__ import annotations
 import json
 import math
 
-from jaxreplay.paper.reproduce.study.text import cannot_tell, find, fmt, interval, why_no_interval
+from jaxreplay.paper.reproduce.study.text import cannot_tell, diverged_by_stage, find, fmt, interval, why_no_interval
 
 
 def toward(start: float, mean_size: float, optimum: float) -> str:
@@ -51,14 +51,12 @@ def _matters(best: int, worst: int, effect: dict, test: dict | None) -> tuple[bo
 
 def _diverged(result: dict) -> str:
     """The sentence counting diverged runs ("" where none diverged, or where a study.json predates the count)."""
-    counts = result.get("diverged") or {}
-    total = sum(counts.values())
+    total, stages = diverged_by_stage(result)
     if not total:
         return ""
     sizes = ", ".join(f"{r['memory_size']}: {r['diverged']}" for r in result["response"] if r.get("diverged"))
     return (
-        f" {total} runs diverged and have no score (by stage: "
-        + ", ".join(f"{k} {v}" for k, v in counts.items() if v)
+        f" {total} runs diverged and have no score (by stage: {stages}"
         + (f"; static sizes: {sizes}" if sizes else "")
         + "); a size with more than a quarter of its runs diverged is never the optimum."
     )
