@@ -228,12 +228,23 @@ class Bounds(NamedTuple):
 
 def check_bounds(name: str, value: object, bounds: Bounds) -> None:
     """:func:`check_int`, or :func:`check_float` and :func:`check_float32`, of ``value`` against ``bounds``
-    (concrete values only)."""
+    (concrete values only); a float is also checked as the float32 it runs as, so that a value this passes
+    is never one :func:`outside_bounds` flags."""
     if bounds.integer:
         check_int(name, value, low=bounds.low, high=bounds.high)  # type: ignore[arg-type]
-    else:
-        check_float(name, value, low=bounds.low, high=bounds.high, high_inclusive=bounds.high_inclusive)
-        check_float32(name, value)  # 1e-40 would run as 0 under its label (a replay ratio: no updates)
+        return
+    check_float(name, value, low=bounds.low, high=bounds.high, high_inclusive=bounds.high_inclusive)
+    check_float32(name, value)  # 1e-40 would run as 0 under its label (a replay ratio: no updates)
+    # The range once more on the float32 that runs, as outside_bounds sees it: 0.99999999 passes
+    # [0, 1) but runs as 1.0 (a discount of 1: an infinite fixed point).
+    given = concrete_value(value)
+    if given is None:
+        return
+    ran = given.astype(np.float32)
+    try:
+        _check_range(name, ran, bounds.low, bounds.high, bounds.high_inclusive)
+    except FieldError as error:
+        raise FieldError(name, f"(runs as {_show(ran)}, a float32): {error.problem}", value) from None
 
 
 def outside_bounds(value: object, bounds: Bounds) -> jax.Array:

@@ -111,6 +111,11 @@ def test_linesearch_bad_input(capsys, args, message):
 
 from compile_events import COMPILE_EVENTS as _COMPILES  # noqa: E402
 
+# Imported here, not first inside a test that counts lowerings: importing them makes a few module-level JAX
+# constants (lowered once), which a test run alone would count as its command's compiling.
+import jaxreplay.experiments.dqn  # noqa: E402, F401
+import jaxreplay.experiments.linesearch  # noqa: E402, F401
+
 
 @pytest.mark.parametrize("value", ["0", "-5"])
 def test_linesearch_adaptive_num_old_is_checked_not_replaced(capsys, value):
@@ -252,9 +257,15 @@ def test_dqn_json_is_strict_and_says_why_a_value_is_missing(capsys):
     (["dqn", "--steps", "0"], "jaxreplay dqn: error: --steps must be >= 1, got 0."),
     (["dqn", "--adaptive", "--steps", "30"], "jaxreplay dqn: error: --steps must be a positive multiple of 20"),
     (["linesearch", "--seed", "-1"], "jaxreplay linesearch: error: --seed must be an integer in [0, 4294967295]"),
-    # A value the float32 cast changes says what was typed and what it runs as (it said "= 1.0 ... got 1.0").
-    (["linesearch", "--discount", "0.99999999"], "fixed.discount = 0.99999999 (runs as 1.0, a float32): discount "
-                                                 "must be < 1.0"),
+    # A value the float32 cast changes says what was typed and what it runs as (it said "= 1.0 ... got 1.0"),
+    # named as the option (it said fixed.discount, the sweep's key).
+    (["linesearch", "--discount", "0.99999999"], "jaxreplay linesearch: error: --discount 0.99999999 (runs as 1.0, "
+                                                 "a float32): must be < 1.0"),
+    # aER's storage is --memory-size + --steps: the advice names --steps (it said to lower --memory-size, which
+    # at 1 gave the same refusal).
+    (["linesearch", "--sampler", "adaptive", "--memory-size", "1", "--steps", "300000000"],
+     "Lower --steps or --memory-size (replay storage dominates; aER's memory is allocated for --memory-size + "
+     "--steps"),
     # The paper's commands too (they said tuned, steps: the library's names).
     (["dqn", "--tuned", "--env", "Acrobot-v1"], "jaxreplay dqn: error: --tuned is only available for CartPole-v1, "
                                                 "not --env Acrobot-v1."),

@@ -606,6 +606,7 @@ def test_bad_setup(overrides, argument):
         ({"step_size": -1e-3}, "step_size"),
         ({"discount": 1.0}, "discount"),
         ({"discount": np.array([0.5, -0.1])}, "discount"),
+        ({"discount": 0.99999999}, r"discount = 0.99999999 \(runs as 1.0, a float32\): must be < 1.0"),
         ({"epsilon_end": 1.5}, "epsilon_end"),
         ({"epsilon_decay_steps": -1}, "epsilon_decay_steps"),
         ({"learning_starts": -5}, "learning_starts"),
@@ -627,6 +628,18 @@ def test_bad_hyperparameters_are_named_before_compiling(overrides, argument):
     with pytest.raises(ValueError, match=argument):
         dqn.run_batch(keys, hparams, setup)
     assert COMPILE_EVENTS.backend_compiles == before  # raised before anything was compiled
+
+
+def test_run_batch_names_keys_and_fields_of_another_length_and_run_names_an_array_field():
+    setup = dqn.Setup()
+    with pytest.raises(ValueError, match=r"keys must hold one key per run, \[R\] .*got shape \(\)"):
+        dqn.run_batch(jax.random.key(0), dqn.Hyperparameters(), setup)  # (it was a bare IndexError)
+    keys = jax.random.split(jax.random.key(0), 2)  # 3 values beside 2 keys: it was JAX's broadcasting error
+    with pytest.raises(ValueError, match=r"memory_size must be a scalar \(shared by the runs\) or one value per run "
+                                         r"\(\[2\], as keys\), got shape \(3,\)"):
+        dqn.run_batch(keys, dqn.Hyperparameters(memory_size=np.array([100, 200, 300])), setup)
+    with pytest.raises(ValueError, match=r"^step_size must be a scalar \(one number\)"):
+        dqn.run(jax.random.key(0), dqn.Hyperparameters(step_size=np.array([1e-3, 1e-4])), setup)
 
 
 @pytest.mark.parametrize(

@@ -130,6 +130,50 @@ def test_a_run_whose_error_grows_a_millionfold_is_flagged_before_it_overflows():
     np.testing.assert_allclose(ls._diverged_bound(jnp.asarray(theta_star), at_target), ls.DIVERGED_GROWTH)  # 1e6 × 1
 
 
+def test_a_discount_that_runs_as_one_is_refused_when_concrete_and_flagged_diverged_when_traced():
+    """0.99999999 passed the concrete check of [0, 1) (a float64 comparison) but runs as float32 1.0: θ* is
+    inf, M = inf, and `diverged` stayed False (inf <= an inf bound). The check now reads the float32 that runs,
+    as the traced flag does, and an infinite error is flagged diverged."""
+    from jaxreplay import _validation
+
+    with pytest.raises(_validation.FieldError, match=r"discount = 0.99999999 \(runs as 1.0, a float32\): must be < 1.0"):
+        ls.check(ls.Hyperparameters(discount=0.99999999), SETUP)
+    ls.check(ls.Hyperparameters(discount=0.9999999), SETUP)  # float32 0.9999999: runs as itself, below 1
+    setup = ls.Setup(steps=200, max_capacity=20, max_batch_size=5)
+    hp = ls.broadcast_hyperparameters(ls.Hyperparameters(memory_size=20, batch_size=5), 2)
+    hp = hp._replace(discount=jnp.asarray([0.5, 0.99999999], jnp.float32))  # traced: the second runs as 1.0
+    result = jax.jit(ls.run_batch, static_argnums=2)(jax.random.split(jax.random.key(3), 2), hp, setup)
+    np.testing.assert_array_equal(result.invalid_hyperparameters, [False, True])
+    np.testing.assert_array_equal(result.diverged, [False, True])
+    assert np.isfinite(result.final_metric[0]) and np.isinf(result.final_metric[1])
+
+
+def test_run_batch_and_run_name_keys_and_fields_of_the_wrong_shape_before_tracing():
+    """They failed in JAX naming neither (a [2] memory size beside 3 keys: a broadcasting error; one key
+    without a run axis: IndexError), or named the buffer's `capacity` for an array memory size given to `run`."""
+    from jaxreplay import _validation
+
+    keys = jax.random.split(jax.random.key(0), 3)
+    with pytest.raises(_validation.FieldError, match=r"memory_size must be a scalar \(shared by the runs\) or one "
+                                                     r"value per run \(\[3\], as keys\), got shape \(2,\)"):
+        ls.run_batch(keys, ls.Hyperparameters(memory_size=np.array([5, 10])), SETUP)
+    with pytest.raises(_validation.FieldError, match=r"keys must hold one key per run, \[R\] .* got shape \(\)"):
+        ls.run_batch(jax.random.key(0), ls.Hyperparameters(), SETUP)
+    with pytest.raises(_validation.FieldError, match=r"keys must hold one key per run, \[R, 2\] \(raw uint32 keys\)"):
+        ls.run_batch(jax.random.PRNGKey(0), ls.Hyperparameters(), SETUP)  # a raw key of shape [2]: not 2 runs
+    with pytest.raises(_validation.FieldError, match=r"^memory_size must be a scalar \(one number\)"):
+        ls.run(jax.random.key(0), ls.Hyperparameters(memory_size=np.array([5, 10])), SETUP)
+
+
+def test_a_setup_given_its_initial_weights_as_a_list_or_array_is_hashable_and_equal_to_the_tuples():
+    """A list passed Setup's checks but made it unhashable: jit(run_batch, static_argnums=2) failed naming nothing."""
+    as_tuple = ls.Setup(steps=10, max_capacity=10, initial_weights=(0, 1.5))
+    for given in ([0, 1.5], np.array([0, 1.5]), jnp.array([0, 1.5])):
+        setup = ls.Setup(steps=10, max_capacity=10, initial_weights=given)
+        assert setup == as_tuple and hash(setup) == hash(as_tuple), given
+    assert ls.Setup(initial_weights=[0, 1]).initial_weights == (0, 1)  # as given: a sweep's fingerprint keeps
+
+
 @pytest.mark.parametrize(
     "hparams, argument",
     [

@@ -33,6 +33,12 @@ ADVICE = {
     "machine with more memory.",
     ("seeds", "setup.steps"): "Run fewer --seeds, or fewer --steps.",
 }
+ADVICE_ADAPTIVE = {
+    **ADVICE,
+    # aER's storage is --memory-size + --steps (as much as the memory can grow): --steps may be what dominates
+    ("setup.max_capacity",): "Lower --steps or --memory-size ({cause}; aER's memory is allocated for "
+    "--memory-size + --steps, as much as it can grow), or use a machine with more memory.",
+}
 
 
 def add_parser(commands) -> None:
@@ -56,7 +62,8 @@ def add_parser(commands) -> None:
 def run(args: argparse.Namespace) -> int:
     """``jaxreplay linesearch``: its options read into a sweep, the sweep run, the ODE solved, both shown."""
     sweep = _read_sweep(args)
-    ds = run_sweep(sweep, None, advice=ADVICE, progress=False).dataset
+    advice = ADVICE_ADAPTIVE if args.sampler == "adaptive" else ADVICE
+    ds = run_sweep(sweep, None, advice=advice, progress=False).dataset
     result = _result(args, ds)
     if args.json:
         _print_json(result.report, args.seeds)

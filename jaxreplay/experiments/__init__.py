@@ -42,7 +42,11 @@ from collections.abc import Callable, Mapping
 from types import MappingProxyType
 from typing import Any, NamedTuple
 
+import jax
+import numpy as np
+
 from jaxreplay._typing import PyTree
+from jaxreplay._validation import FieldError, check_scalar
 
 _ABSENT = object()
 
@@ -155,6 +159,35 @@ class Experiment(NamedTuple):
         """The names of the traced hyperparameters, in order (the NamedTuple's fields)."""
         names: tuple[str, ...] = getattr(self.hyperparameters_type, "_fields")
         return names
+
+
+def run_count(keys: Any, hparams: Any) -> int:
+    """The number of runs ``R`` of a ``run_batch`` call, checked: ``keys`` must be ``[R]`` keys (typed keys of
+    shape ``[R]``, or raw ``uint32[R, 2]`` ones) and every field of ``hparams`` a scalar (shared by the runs)
+    or ``[R]``; else a :class:`~jaxreplay._validation.FieldError` naming ``keys`` or the field, before
+    anything is traced (it was JAX's broadcasting error, naming neither, or an ``IndexError``)."""
+    shape = np.shape(keys)
+    typed = jax.dtypes.issubdtype(getattr(keys, "dtype", np.float32), jax.dtypes.prng_key)
+    if len(shape) != (1 if typed else 2):
+        expected = "[R]" if typed else "[R, 2] (raw uint32 keys)"
+        raise FieldError(
+            "keys", f"must hold one key per run, {expected} from jax.random.split(key, R), got shape {shape}."
+        )
+    for name, value in zip(type(hparams)._fields, hparams):
+        if np.shape(value) not in ((), (shape[0],)):
+            raise FieldError(
+                name,
+                f"must be a scalar (shared by the runs) or one value per run ([{shape[0]}], as keys), "
+                f"got shape {np.shape(value)}.",
+            )
+    return int(shape[0])
+
+
+def check_scalars(hparams: Any) -> None:
+    """Refuse (:class:`~jaxreplay._validation.FieldError`, naming the field) a field of ``hparams`` that is not
+    one number: a ``run`` is one run (a shape ``[2]`` memory size was refused as the buffer's ``capacity``)."""
+    for name, value in zip(type(hparams)._fields, hparams):
+        check_scalar(name, value)
 
 
 def get(name: str) -> Experiment:

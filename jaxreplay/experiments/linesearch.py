@@ -54,7 +54,7 @@ from jaxreplay.agents import linear
 from jaxreplay.envs import linesearch as env_lib
 from jaxreplay.experiments import COMPILER_OPTIONS as _COMPILER_OPTIONS
 from jaxreplay.experiments import COMPILER_OPTIONS_CPU as _CPU_OPTIONS
-from jaxreplay.experiments import Experiment
+from jaxreplay.experiments import Experiment, check_scalars, run_count
 
 SAMPLERS = ("uniform", "prioritized", "adaptive")
 """The samplers of a LineSearch run, by ``Setup.sampler``: ER, exact pER, and aER (uniform sampling)."""
@@ -134,6 +134,11 @@ class Setup:
         for name in ("initial_position", "speed", "reward_slope", "reward_intercept"):
             _validation.check_float32(name, getattr(self, name))
         _validation.check_float32("initial_weights", np.asarray(self.initial_weights, np.float64))
+        # a tuple of plain numbers, as given: a list or an array would make the Setup unhashable (no jit
+        # static argument), and the values kept as given keep a sweep's fingerprint
+        object.__setattr__(
+            self, "initial_weights", tuple(w.item() if hasattr(w, "item") else w for w in self.initial_weights)
+        )
 
 
 class Hyperparameters(NamedTuple):
@@ -168,8 +173,8 @@ class Result(NamedTuple):
         memory_size: ``int32[T]``; the memory's capacity after step t (constant
             unless aER).
         final_metric: ``float32[]``; M = |Δθ1(T)| + |Δθ2(T)|.
-        diverged: ``bool[]``; at some step θ became non-finite or its error
-            outgrew :data:`DIVERGED_GROWTH` × (M(0) + 1).
+        diverged: ``bool[]``; at some step θ or its error became non-finite,
+            or the error outgrew :data:`DIVERGED_GROWTH` × (M(0) + 1).
         invalid_hyperparameters: ``bool[]``; a traced hyperparameter was a
             value :func:`check` refuses (:func:`invalid_hyperparameters`):
             the run's numbers mean nothing.
@@ -235,8 +240,8 @@ class State(NamedTuple):
         memory: the :class:`~jaxreplay.buffer.BufferState`; it stores each
             transition as one ``float32[4]`` row (:func:`jaxreplay.agents.linear.pack`).
         controller: the :class:`~jaxreplay.adaptive.AdaptiveState` (unused unless aER).
-        diverged: ``bool[]``, sticky: after some step θ was non-finite or its
-            error M outgrew :data:`DIVERGED_GROWTH` × (M(0) + 1).
+        diverged: ``bool[]``, sticky: after some step θ or its error M was
+            non-finite, or M outgrew :data:`DIVERGED_GROWTH` × (M(0) + 1).
     """
 
     key: jax.Array
@@ -268,8 +273,8 @@ def _trainable(setup: Setup) -> jax.Array:
 
 
 DIVERGED_GROWTH = 1e6
-"""A run is flagged ``diverged`` once its error M = |Δθ1| + |Δθ2| exceeds this many times M(0) + 1 (or θ is
-non-finite). A run that learns brings M down from M(0); one past the step size's stability limit multiplies
+"""A run is flagged ``diverged`` once its error M = |Δθ1| + |Δθ2| exceeds this many times M(0) + 1 (or θ or M
+is non-finite). A run that learns brings M down from M(0); one past the step size's stability limit multiplies
 it at every update and reaches float32's overflow only many steps later: at α = 0.08, N = 20, m = 5 every
 seed ended a 200-step run at M ≈ 1e28, finite and unflagged, before this bound existed (run longer, the same
 seeds overflow to NaN near step 270). A millionfold growth is no transient of a stable run (the "+ 1" keeps
@@ -345,7 +350,10 @@ def advance(state: State, hparams: Hyperparameters, setup: Setup) -> tuple[State
             controller, capacity = aer.update(check_key, controller, memory, td_fn, t)
             memory = buffer.resize(memory, capacity)
         dtheta = theta - theta_star
-        diverged = diverged | ~(jnp.abs(dtheta).sum() <= bound)  # a NaN or inf compares False: flagged too
+        error = jnp.abs(dtheta).sum()
+        # (a NaN compares False; an infinite error is flagged even where the bound is inf: a θ* of inf, from a
+        # discount that runs as 1, would pass inf <= inf)
+        diverged = diverged | ~(jnp.isfinite(error) & (error <= bound))
         return (theta, next_state, memory, controller, diverged), (dtheta, memory.capacity)
 
     def block(carry, ts):
@@ -425,6 +433,7 @@ def run(key: jax.Array, hparams: Hyperparameters, setup: Setup) -> Result:
         A :class:`Result`. Cost per step: O(max_batch_size) for ER/aER (plus
         O(max_num_old) for aER's check), O(max_batch_size · max_capacity) for pER.
     """
+    check_scalars(hparams)
     check(hparams, setup)
     state, record = advance(init(key, hparams, setup), hparams, setup)
     summary = summarize(state, hparams, setup)
@@ -525,8 +534,9 @@ def run_batch(keys: jax.Array, hparams: Hyperparameters, setup: Setup) -> Result
     leading axis ``R``. ValueError naming a bad concrete hyperparameter,
     before compiling.
     """
+    runs = run_count(keys, hparams)  # (before check: a field of another length is named as such)
     check(hparams, setup)
-    hparams = broadcast_hyperparameters(hparams, jnp.shape(keys)[0])
+    hparams = broadcast_hyperparameters(hparams, runs)
     return jax.vmap(run, in_axes=(0, 0, None))(keys, hparams, setup)
 
 

@@ -12,9 +12,8 @@ from __future__ import annotations
 import functools
 
 import jax
-import jax.numpy as jnp
 
-from jaxreplay.experiments import COMPILER_OPTIONS, Experiment
+from jaxreplay.experiments import COMPILER_OPTIONS, Experiment, check_scalars, run_count
 from jaxreplay.experiments.dqn.config import (
     Hyperparameters,
     Setup,
@@ -79,6 +78,7 @@ def run(key: jax.Array, hparams: Hyperparameters, setup: Setup, return_state: bo
         leaf ``[num_segments]`` (the segments concatenated), the summary as
         :func:`summarize`.
     """
+    check_scalars(hparams)
     check(hparams, setup)
     state = init(key, hparams, setup)
     state, records = jax.lax.scan(lambda s, _: advance(s, hparams, setup), state, None, length=num_segments(setup))
@@ -108,6 +108,6 @@ def run_batch(keys: jax.Array, hparams: Hyperparameters, setup: Setup, return_st
     Raises:
         ValueError: a bad concrete hyperparameter (named), before compiling.
     """
+    runs = run_count(keys, hparams)  # (before check: a field of another length is named as such)
     check(hparams, setup)
-    runs = jnp.shape(keys)[0]
     return _run_batch(keys, broadcast_hyperparameters(hparams, runs), setup, bool(return_state))
