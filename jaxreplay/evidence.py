@@ -76,7 +76,8 @@ def check(threshold: ArrayLike, allowance: ArrayLike) -> None:
     rule could never act.
     """
     _validation.check_float("evidence_threshold", threshold, low=1.0)
-    _validation.check_float("evidence_allowance", allowance, low=0.0, high=1.0, high_inclusive=False)
+    # (as the float32 it runs as: 0.99999999 passes [0, 1) but runs as 1.0, a rule that never acts)
+    _validation.check_bounds("evidence_allowance", allowance, _validation.Bounds(False, 0.0, 1.0, high_inclusive=False))
 
 
 def update(

@@ -334,6 +334,7 @@ def test_a_biased_signal_moves_the_memory_at_the_chains_rate(runs):
         ({"evidence_threshold": float("nan")}, "evidence_threshold"),
         ({"evidence_allowance": 1.0}, "evidence_allowance"),
         ({"evidence_allowance": -0.1}, "evidence_allowance"),
+        ({"evidence_allowance": 0.99999999}, r"evidence_allowance = 0.99999999 \(runs as 1.0, a float32\): must be <"),
         ({"num_old": 5}, "num_old"),  # controller's own checks
         ({"evidence": 2.0}, "adaptive.evidence_controller got unknown keyword.s. evidence; it takes interval,"),
     ],
