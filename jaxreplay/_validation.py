@@ -140,7 +140,8 @@ def check_float(
     _check_range(name, arr, low, high, high_inclusive)
 
 
-# Every traced float runs as a float32 (JAX's default; x64 is never enabled).
+# Every traced integer runs as an int32, every traced float as a float32 (JAX's default; x64 is never enabled).
+INT32_MIN, INT32_MAX = -(2**31), 2**31 - 1
 FLOAT32_MAX = float(np.finfo(np.float32).max)  # 3.4028235e38
 FLOAT32_TINY = float(np.finfo(np.float32).tiny)  # 1.1754944e-38, the smallest normal float32
 
@@ -231,6 +232,15 @@ def check_bounds(name: str, value: object, bounds: Bounds) -> None:
     (concrete values only); a float is also checked as the float32 it runs as, so that a value this passes
     is never one :func:`outside_bounds` flags."""
     if bounds.integer:
+        given = concrete_value(value)
+        try:  # (float64 holds every int32 and compares a Python int of any size; a string is check_int's)
+            wide = None if given is None else given.astype(np.float64)
+        except (TypeError, ValueError):
+            wide = None
+        if wide is not None and np.any(np.isfinite(wide) & ((wide < INT32_MIN) | (wide > INT32_MAX))):
+            # a NumPy int64 of 2**32 + 100 would run as 100 (the cast to int32 wraps), a Python int fail in NumPy
+            shown = _show(given) if given is not None and given.dtype.kind in "iuf" else repr(value)
+            raise FieldError(name, f"must fit an int32 ([{INT32_MIN}, {INT32_MAX}]: it runs as one), got {shown}.")
         check_int(name, value, low=bounds.low, high=bounds.high)  # type: ignore[arg-type]
         return
     check_float(name, value, low=bounds.low, high=bounds.high, high_inclusive=bounds.high_inclusive)
@@ -252,7 +262,7 @@ def outside_bounds(value: object, bounds: Bounds) -> jax.Array:
 
     NaN and ±inf are outside, and so is a fractional value of an integer field
     (so this must see the value *before* any cast to an integer dtype: the cast
-    would truncate 2.5 to 2), and a float32 subnormal (:func:`check_float32`:
+    would truncate 2.5 to 2; so is one beyond int32), and a float32 subnormal (:func:`check_float32`:
     it runs as 0). Booleans pass: a traced value has no "bool" kind to refuse
     once it is a number.
     """
@@ -262,8 +272,8 @@ def outside_bounds(value: object, bounds: Bounds) -> jax.Array:
     bad = jnp.zeros(arr.shape, jnp.bool_)
     if jnp.issubdtype(arr.dtype, jnp.floating):  # integers are finite and whole
         bad = ~jnp.isfinite(arr)
-        if bounds.integer:
-            bad = bad | (jnp.floor(arr) != arr)
+        if bounds.integer:  # (a float beyond int32 would run as another integer once cast)
+            bad = bad | (jnp.floor(arr) != arr) | (arr < float(INT32_MIN)) | (arr >= -float(INT32_MIN))
         if arr.dtype == jnp.float32:  # check_float32's other half: a subnormal runs as 0 (XLA flushes it), so
             # compare bits, not values: exponent field 0 with a nonzero fraction
             bits = jax.lax.bitcast_convert_type(arr, jnp.uint32)

@@ -32,11 +32,15 @@ NAN, INF = float("nan"), float("inf")
 def candidates(bounds: _validation.Bounds, default: float) -> list[float]:
     """Values on, just inside and just outside each bound, fractions, and the non-finite ones."""
     values = [default, default + 0.5, NAN, INF, -INF]
-    if not bounds.integer:  # a float32 subnormal: check_float32 refuses it (it runs as 0), the flag sees its bits
+    if bounds.integer:  # beyond int32: a NumPy int64 2**32 + 100 ran wrapped, as 100, unflagged
+        values += [2.0**31, -(2.0**31) - 1, 2.0**32 + 100, 3e9]
+    else:  # a float32 subnormal: check_float32 refuses it (it runs as 0), the flag sees its bits
         values += [float(np.float32(1e-45)), float(np.float32(-1e-40)), float(np.float32(2e-38))]
     for edge in (bounds.low, bounds.high):
         if edge is not None:
             values += [edge - 1, edge - 0.5, edge - 1e-3, edge, edge + 1e-3, edge + 0.5, edge + 1]
+            if not bounds.integer:  # (rounds onto the edge in float32: 0.99999999 runs as a discount of 1.0)
+                values += [edge - 1e-9]
     return values
 
 
@@ -62,18 +66,24 @@ def test_the_traced_flag_refuses_exactly_what_check_refuses(experiment, setup, h
     passed traced, as float32, the dtype a sweep's fractional or NaN integer would arrive in)."""
     flag = jax.jit(lambda h: experiment.invalid_hyperparameters(h, setup))
     assert not refused(experiment.check, hparams, setup) and not bool(flag(as_float32(hparams)))
-    disagreements, tried = [], 0
+    disagreements, tried, beyond_int32 = [], 0, []
     for name, bounds in experiment._bounds(setup).items():
         for value in candidates(bounds, float(getattr(hparams, name))):
             changed = hparams._replace(**{name: value})
             traced = bool(flag(as_float32(changed)))
             concrete = refused(experiment.check, changed, setup)
-            if np.float32(value) != value and math.isfinite(value):
-                continue  # not a float32: the traced value is another number (e.g. 1 - 1e-3 rounds)
+            # (a value that is no float32 is checked as the float32 it runs as, the flag's value; an integer
+            # beyond int32 as a NumPy int64, what np.array makes of Python ints)
+            if bounds.integer and math.isfinite(value) and value == int(value) and abs(value) >= 2**31:
+                concrete = refused(experiment.check, hparams._replace(**{name: np.int64(value)}), setup)
+                beyond_int32.append((name, value, concrete, traced))
+            if concrete and not traced and math.isfinite(value) and float(np.float32(value)) != value:
+                continue  # below a bound as typed, on it as a float32 (0.999999999 for a bound of 1): refused as typed
             tried += 1
             if traced != concrete:
                 disagreements.append((name, value, concrete, traced))
     assert disagreements == []
+    assert beyond_int32 and all(concrete and traced for _, _, concrete, traced in beyond_int32), beyond_int32
     assert tried > 12 * len(experiment._bounds(setup))
 
 
