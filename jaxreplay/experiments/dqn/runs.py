@@ -12,6 +12,7 @@ from __future__ import annotations
 import functools
 
 import jax
+import jax.numpy as jnp
 
 from jaxreplay.experiments import COMPILER_OPTIONS, Experiment, check_scalars, run_count
 from jaxreplay.experiments.dqn.config import (
@@ -64,7 +65,10 @@ def run(key: jax.Array, hparams: Hyperparameters, setup: Setup, return_state: bo
     """One whole run: ``init``, ``advance`` × ``num_segments`` (a ``lax.scan``), ``summarize``.
 
     Jittable with ``setup`` (and ``return_state``) static:
-    ``jax.jit(run, static_argnums=(2, 3))``.
+    ``jax.jit(run, static_argnums=(2, 3))``. Jitted alone, though, it is a program of one run, which XLA
+    compiles into other kernels than a batch's: its last bits can differ from the same run in
+    :func:`run_batch` or a sweep (which compute a lone run beside a copy of itself), and over a long run
+    such bits can change the episodes played. ``run_batch(key[None], ...)`` reproduces a sweep's run.
 
     Args:
         key: the run's PRNG key.
@@ -87,14 +91,38 @@ def run(key: jax.Array, hparams: Hyperparameters, setup: Setup, return_state: bo
     return (records, summary, state) if return_state else (records, summary)
 
 
-@functools.partial(jax.jit, static_argnums=(2, 3))
+def _vmapped_run(keys, hparams, setup, return_state):
+    if keys.shape[0] > 1:
+        return jax.vmap(run, in_axes=(0, 0, None, None))(keys, hparams, setup, return_state)
+    # A lone run beside a copy of itself: XLA compiles a batch of one into other kernels, which round otherwise
+    # (the engine pads the same way: jaxreplay.engine.plan.MIN_RUNS_PER_DEVICE).
+    pair = jax.tree.map(lambda x: jnp.concatenate([x, x]), (keys, hparams))
+    return jax.tree.map(lambda x: x[:1], _vmapped_run(*pair, setup, return_state))
+
+
+@functools.cache
+def _run_batch_on(platform: str):
+    """``jit(vmap(run))`` compiled with the experiment's XLA options on ``platform``, as the engine compiles
+    (:data:`~jaxreplay.experiments.COMPILER_OPTIONS`: on the CPU without YNNPACK's fusions, which round a
+    large batch's reductions otherwise)."""
+    options = EXPERIMENT.compiler_options_on(platform)
+    return jax.jit(_vmapped_run, static_argnums=(2, 3), compiler_options=options or None)
+
+
 def _run_batch(keys, hparams, setup, return_state):
-    return jax.vmap(run, in_axes=(0, 0, None, None))(keys, hparams, setup, return_state)
+    """The compiled batch itself, on the default backend: no checks, no padding (what :func:`run_batch` calls)."""
+    return _run_batch_on(jax.default_backend())(keys, hparams, setup, return_state)
 
 
 def run_batch(keys: jax.Array, hparams: Hyperparameters, setup: Setup, return_state: bool = False):
     """:func:`run` for ``R`` runs at once: ``jit(vmap(run))``, compiled once per ``setup``, ``R``
-    and ``return_state`` (any hyperparameter values, memory sizes included, reuse it).
+    and ``return_state`` (any hyperparameter values, memory sizes included, reuse it), with the
+    experiment's compiler options, as the engine compiles.
+
+    A run's bits do not depend on ``R`` or on its neighbours: a lone run (``R = 1``) is computed in a
+    batch of two, beside a copy of itself, as the engine does (:data:`jaxreplay.engine.plan.MIN_RUNS_PER_DEVICE`:
+    XLA compiles a batch of one into other kernels, which round differently). So ``run_batch(keys[i:i+1], ...)``
+    reproduces run ``i`` of a larger batch; ``jax.jit(run)`` alone does not, in its last bits.
 
     Args:
         keys: ``[R]`` PRNG keys.
@@ -106,7 +134,8 @@ def run_batch(keys: jax.Array, hparams: Hyperparameters, setup: Setup, return_st
         ``(records, summary)`` (or with the states) with a leading axis ``R`` on every leaf.
 
     Raises:
-        ValueError: a bad concrete hyperparameter (named), before compiling.
+        ValueError: a bad concrete hyperparameter, keys not of shape ``[R]`` or a field neither a scalar
+            nor ``[R]`` (each named), before compiling.
     """
     runs = run_count(keys, hparams)  # (before check: a field of another length is named as such)
     check(hparams, setup)
