@@ -96,8 +96,8 @@ def _vmapped_run(keys, hparams, setup, return_state):
         return jax.vmap(run, in_axes=(0, 0, None, None))(keys, hparams, setup, return_state)
     # A lone run beside a copy of itself: XLA compiles a batch of one into other kernels, which round otherwise
     # (the engine pads the same way: jaxreplay.engine.plan.MIN_RUNS_PER_DEVICE).
-    pair = jax.tree.map(lambda x: jnp.concatenate([x, x]), (keys, hparams))
-    return jax.tree.map(lambda x: x[:1], _vmapped_run(*pair, setup, return_state))
+    keys2, hparams2 = jax.tree.map(lambda x: jnp.concatenate([x, x]), (keys, hparams))
+    return jax.tree.map(lambda x: x[:1], _vmapped_run(keys2, hparams2, setup, return_state))
 
 
 @functools.cache
