@@ -85,6 +85,15 @@ error at ``N = 10^6``). Here each 8-level block resolves its own branch
 probability ``q`` to ``~2^-22`` absolute, so ``P(i)`` is within about
 ``Σ_blocks 2^-22 / q`` relative (``6e-5`` per block for equal priorities).
 
+Draws follow ``max_capacity``. The descent walks the slots in ring order, and the ring's layout (where the
+live window sits, whether it wraps) and the tree's depth (so the uniform numbers a draw takes) follow the
+static ``max_capacity``: the same key, priorities and logical capacity in a memory of another
+``max_capacity`` draw other transitions, with the same probabilities. A sum tree indexed by slot cannot
+avoid it (its partial sums round by layout). So a prioritized run depends on its program's
+``max_capacity`` as well as on its seed and hyperparameters; :func:`jaxreplay.samplers.uniform`,
+``combined`` (CER) and ``exact_prioritized`` index the live window from its oldest slot and do not
+(tested).
+
 Edge cases. If every live priority is 0 (only with ``priority_floor = 0`` and
 zero TD errors, or underflow at a large ``α``) sampling and
 :func:`probabilities` fall back to uniform over the live window, like

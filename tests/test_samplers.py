@@ -249,3 +249,30 @@ def test_exact_priorities_of_an_all_zero_window_are_uniform_and_beta_zero_is_uni
     assert set(sample.indices.tolist()) == {5, 6, 7} and np.allclose(sample.weights, 1.0)
     with pytest.raises(ValueError, match=r"^priority_exponent must be a scalar"):
         samplers.exact_priorities(state, jnp.zeros(8), jnp.ones(8))
+
+
+def test_uniform_cer_and_exact_draws_do_not_depend_on_max_capacity_stored_priorities_only_in_distribution():
+    """The same key, capacity and transitions at max_capacity 8, 16 and 300 (the ring wrapped or not): the
+    uniform, CER and exact-pER samplers draw the same transitions (they index the live window from its oldest
+    slot), so a run does not depend on its program's static ceiling. Stored-priority replay descends its sum
+    tree in slot order, whose depth and ring layout follow max_capacity: the same probabilities, other
+    transitions (documented in jaxreplay.prioritized and docs/design.md §4)."""
+    from jaxreplay import prioritized
+
+    key, drawn = jax.random.key(5), {}
+    for max_capacity in (8, 16, 300):
+        state = buffer.add_batch(buffer.init(jnp.int32(0), max_capacity, 4), jnp.arange(10, dtype=jnp.int32))
+        errors = buffer.get(state, jnp.arange(max_capacity)).astype(jnp.float32)  # a transition's error: its value
+        drawn[max_capacity] = [
+            buffer.get(state, sample.indices).tolist()
+            for sample in (_uniform(key, state, 64), _combined(key, state, 64), _exact(key, state, errors, 64, 1.0))
+        ]
+        tree = prioritized.add_batch(
+            prioritized.init(jnp.int32(0), max_capacity, 4), jnp.arange(10, dtype=jnp.int32)
+        )  # every priority 1: P = 1/4 for each of the 4 live transitions
+        indices = jax.jit(prioritized.sample, static_argnums=2)(key, tree, 40_000, 0.0).indices
+        counts = np.bincount(np.asarray(buffer.get(tree.buffer, indices)), minlength=10)
+        np.testing.assert_array_equal(counts[:6], 0)
+        assert stats.chisquare(counts[6:]).pvalue > P_VALUE, counts
+    assert drawn[8] == drawn[16] == drawn[300]
+    assert all(set(sum(d, [])) <= {6, 7, 8, 9} for d in drawn.values())

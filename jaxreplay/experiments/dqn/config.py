@@ -64,7 +64,10 @@ class Setup:
             ``adaptive_check_every`` with ``adaptive``).
         hidden_sizes: widths of the Q-network's ReLU hidden layers.
         max_capacity: replay slots allocated (memory sizes and aER's growth
-            are limited to it).
+            are limited to it). With ``sampler="prioritized"`` a run's draws
+            depend on it too (:mod:`jaxreplay.prioritized`, "Draws follow
+            ``max_capacity``"): pair such runs seed by seed only at one
+            ``max_capacity``.
         batch_size: minibatch size (paper: 50).
         sampler: ``"uniform"``, ``"prioritized"`` (stored priorities on a sum
             tree with importance weights, :mod:`jaxreplay.prioritized`) or
