@@ -226,6 +226,22 @@ def test_a_lone_run_gives_the_bits_it_has_in_a_batch(one_step):
             np.testing.assert_array_equal(got, np.asarray(want)[i : i + 1])
 
 
+def test_a_run_whose_q_values_outgrow_every_return_is_flagged_soft_diverged():
+    """Adam's steps are bounded by its step size, so at 100 the weights stay finite while the TD loss reaches
+    1e9: `diverged` (non-finite weights) stayed False and the run looked healthy. CartPole pays 1 a step, so no
+    discounted return exceeds 1 / (1 - 0.99) = 100: `soft_diverged` compares the largest |Q| acted on with it."""
+    setup = dqn.Setup(total_steps=400, steps_per_segment=200, hidden_sizes=(16,), max_capacity=300, batch_size=16)
+    hparams = dqn.Hyperparameters(memory_size=200, learning_starts=100, epsilon_decay_steps=200, target_period=100)
+    step_sizes = np.array([1e-3, 100.0], np.float32)
+    records, summary = dqn.run_batch(jax.random.split(jax.random.key(0), 2), hparams._replace(step_size=step_sizes), setup)
+    q_max = np.asarray(summary["q_abs_max"])
+    assert q_max[0] < 10 and q_max[1] > 1e4, q_max
+    np.testing.assert_array_equal(summary["soft_diverged"], q_max > 1 / (1 - np.float32(hparams.discount)))
+    np.testing.assert_array_equal(summary["soft_diverged"], [False, True])
+    np.testing.assert_array_equal(summary["diverged"], [False, False])
+    assert np.asarray(records["td_loss"])[1].min() > 1e6
+
+
 def test_protocol_segment_loop_matches_run_batch(one_step):
     """The sweep engine's use of the protocol (host loop over jitted segments)
     gives what run_batch's in-jit scan gives: results do not depend on segmentation."""
@@ -823,7 +839,7 @@ def test_mean_capacity_of_a_large_memory_is_exact(one_step):
 
 RECORD_DTYPES = {"train_return": "float32", "train_episodes": "int32", "td_loss": "float32", "capacity": "int32",
                  "capacity_mean": "float32", "epsilon": "float32", "env_steps": "int32"}
-SUMMARY_DTYPES = {"diverged": "bool", "recent_return": "float32", "episodes": "int32", "gradient_steps": "int32",
+SUMMARY_DTYPES = {"diverged": "bool", "soft_diverged": "bool", "q_abs_max": "float32", "recent_return": "float32", "episodes": "int32", "gradient_steps": "int32",
                   "final_capacity": "int32", "adaptive_checks": "int32", "adaptive_grows": "int32",
                   "adaptive_shrinks": "int32", "adaptive_invalid": "int32", "adaptive_straddle_checks": "int32",
                   "adaptive_straddle_grows": "int32", "adaptive_compared": "int32", "adaptive_noisy": "int32",

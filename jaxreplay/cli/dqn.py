@@ -268,6 +268,8 @@ def _result(args: argparse.Namespace, setup, hparams, ds) -> _Result:
         "segment_steps": ds.segment.values.tolist(),
         "memory_size_mean": ds.capacity.mean("seed").values.astype(float).tolist(),
         "diverged": int(diverged.sum()),
+        "soft_diverged": int(ds.soft_diverged.values.sum()),
+        "q_abs_max": ds.q_abs_max.values.reshape(-1).astype(float).tolist(),
         "gradient_steps": ds.gradient_steps.values.reshape(-1).astype(int).tolist(),
         "oldest_policy_age": ds.oldest_policy_age.values.reshape(-1).astype(float).tolist(),
     }
@@ -305,6 +307,11 @@ def _print_text(args: argparse.Namespace, result: _Result) -> None:
         )
     if report["diverged"]:
         print(f"  {report['diverged']} seed(s) diverged (non-finite parameters)")
+    if report["soft_diverged"]:
+        print(
+            f"  {report['soft_diverged']} seed(s) soft-diverged: Q-values beyond any discounted return of their "
+            f"rewards (largest |Q| {max(report['q_abs_max']):.3g})"
+        )
     unmeasured = int(np.sum(~np.isfinite(final) & ~result.diverged))
     if unmeasured:
         print(

@@ -61,6 +61,9 @@ class State(NamedTuple):
         updates_skipped: ``int32[]``; updates due beyond a unit's
             ``max_updates_per_unit`` slots (a traced ratio whose float32
             rounding needs one more slot; ``check`` refuses a concrete one).
+        q_abs_max: ``float32[]``; the largest ``|Q(s, a)|`` of the observations
+            the agent acted on so far.
+        reward_abs_max: ``float32[]``; the largest ``|r|`` of a step so far.
         key: the run's PRNG key (constant; draws use ``fold_in``).
     """
 
@@ -81,6 +84,8 @@ class State(NamedTuple):
     straddle_checks: jax.Array
     straddle_grows: jax.Array
     updates_skipped: jax.Array
+    q_abs_max: jax.Array
+    reward_abs_max: jax.Array
     key: jax.Array
 
 
@@ -126,5 +131,7 @@ def init(key: jax.Array, hparams: Hyperparameters, setup: Setup) -> State:
         straddle_checks=zero_i,
         straddle_grows=zero_i,
         updates_skipped=zero_i,
+        q_abs_max=jnp.zeros((), jnp.float32),
+        reward_abs_max=jnp.zeros((), jnp.float32),
         key=key,
     )

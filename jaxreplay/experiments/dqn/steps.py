@@ -230,7 +230,8 @@ def _env_step(ctx: _Context, carry: _Carry) -> _Carry:
     hp, setup = ctx.hp, ctx.setup
     action_key, env_key, _, _ = _step_keys(s)
     epsilon = agent.epsilon_schedule(s.step, hp.epsilon_start, hp.epsilon_end, hp.epsilon_decay_steps)
-    action = agent.epsilon_greedy(action_key, agent.q_values(ctx.net, s.params, s.obs), epsilon)
+    q = agent.q_values(ctx.net, s.params, s.obs)
+    action = agent.epsilon_greedy(action_key, q, epsilon)
     obs, env_state, reward, terminated, truncated, info = ctx.env.step(env_key, s.env_state, action, ctx.env_params)
     reward = jnp.asarray(reward, jnp.float32)
     no_bootstrap = terminated if setup.truncation_bootstrap else terminated | truncated
@@ -256,6 +257,8 @@ def _env_step(ctx: _Context, carry: _Carry) -> _Carry:
         recent_returns=recent,
         episodes=s.episodes + done.astype(jnp.int32),
         step=s.step + 1,
+        q_abs_max=jnp.maximum(s.q_abs_max, jnp.max(jnp.abs(q))),  # (a NaN stays: the run has diverged)
+        reward_abs_max=jnp.maximum(s.reward_abs_max, jnp.abs(reward)),
     )
     # The segment's mean capacity is summed as deviations from its first capacity: small
     # integers, exact in float32 (a float32 sum of capacities of 3e5 drifted by ~1e-4).

@@ -72,6 +72,16 @@ class Summary(NamedTuple):
 
     Attributes:
         diverged: ``bool``; a parameter (online or target) is non-finite.
+        soft_diverged: ``bool``; the run's Q-values went beyond every return
+            its rewards allow: ``q_abs_max > r_max / (1 - γ)``, ``r_max`` the
+            largest ``|r|`` it saw (the "soft divergence" of van Hasselt et
+            al. 2018, *Deep Reinforcement Learning and the Deadly Triad*,
+            arXiv:1812.02648). Its weights stay finite (Adam's steps are
+            bounded by the step size: at 100 on CartPole the TD loss reached
+            1e9 and only this flag says so); unlike ``diverged`` it may be
+            transient, and a run so flagged keeps its scores.
+        q_abs_max: ``float32``; the largest ``|Q(s, a)|`` of the observations
+            the agent acted on.
         recent_return: ``float32``; mean of the last ``recent_episodes``
             training-episode returns (NaN if none).
         episodes: ``int32``; training episodes completed.
@@ -114,6 +124,8 @@ class Summary(NamedTuple):
     """
 
     diverged: jax.Array
+    soft_diverged: jax.Array
+    q_abs_max: jax.Array
     recent_return: jax.Array
     episodes: jax.Array
     gradient_steps: jax.Array
@@ -147,6 +159,9 @@ def summarize(state: State, hparams: Hyperparameters, setup: Setup) -> dict:
     ratio, ratio_clipped = effective_replay_ratio(hp.replay_ratio, setup)
     summary = Summary(
         diverged=~(agent.is_finite(state.params) & agent.is_finite(state.target_params)),
+        # (γ < 1 for a valid run; an invalid one is flagged invalid_hyperparameters)
+        soft_diverged=state.q_abs_max > state.reward_abs_max / (1.0 - hp.discount),
+        q_abs_max=state.q_abs_max,
         recent_return=recent_mean.astype(jnp.float32),
         episodes=state.episodes,
         gradient_steps=state.gradient_steps,
