@@ -249,6 +249,8 @@ def test_dqn_json_is_strict_and_says_why_a_value_is_missing(capsys):
      "but the memory budget is 8.0 GiB."),  # refused before allocating, naming the CLI option
     (["sweep", "CONFIG", "--out", "OUT", "--memory-budget-mib", "nan"],
      "--memory-budget-mib must be a positive number"),
+    (["sweep", "CONFIG", "--out", "OUT", "--memory-budget-mib", "1e308"],  # (inf in bytes: it was a traceback)
+     "--memory-budget-mib must be a positive number of MiB, got 1e+308."),
     (["sweep", "CONFIG", "--out", "OUT", "--memory-fraction", "0"], "--memory-fraction must be in (0, 1], got 0.0."),
     (["sweep", "CONFIG", "--out", "OUT", "--chunk-size", "0"], "--chunk-size must be >= 1, got 0."),
     # jaxreplay dqn says the option typed, not the library's field (it said memory_size, fixed.replay_ratio, steps).

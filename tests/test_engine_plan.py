@@ -62,6 +62,16 @@ def test_a_refusal_names_the_fields_to_lower_in_the_parts_of_its_message():
     # Its 8 largest arrays: the gathered rows (10^8 × 4 float32, 1.5 GiB) and seven of 10^8 × 4 bytes.
     assert e.cause == "A step's temporaries dominate (about 4.1 GiB)"
     assert e.advice.startswith(f"{e.cause}: lower the minibatch size (setup.max_batch_size, setup.batch_size")
+    # A wide network and a small memory: the rest of the state dominates, and the advice does not say to lower
+    # setup.max_capacity (at 1 it would still be refused).
+    wide = sw.Sweep("dqn", setup={"total_steps": 200, "steps_per_segment": 100, "hidden_sizes": [2048, 2048],
+                                  "max_capacity": 200}, fixed={"memory_size": 200})
+    with pytest.raises(plan_lib.ResourceError) as network:
+        plan_lib.make_plan(wide, np.zeros(1, bool), PLENTY._replace(memory_budget=16 << 20))
+    e = network.value
+    assert e.lower == () and "max_capacity" not in str(e), str(e)
+    assert e.cause.startswith("the state besides its replay storage dominates: the storage is about")
+    assert e.advice.startswith("Lower the setup's sizes that make the rest of a run's state, such as a network's widths")
     per_result = sw.estimate_result_bytes_per_run(SWEEP)
     with pytest.raises(plan_lib.ResourceError) as host:
         plan_lib.make_plan(SWEEP, np.zeros(8, bool), PLENTY._replace(host_memory=8 * per_result))

@@ -866,6 +866,14 @@ def test_processes_plan_one_chunking_and_share_a_refusal(tmp_path, aer_reference
     # A float32 value as its own digits (it printed -0.10000000149011612).
     ('experiment = "dqn"\n[fixed]\nepsilon_end = -0.1\n',
      r"^fixed\.epsilon_end = -0\.1: epsilon_end must be >= 0\.0 \(allowed range \[0\.0, 1\.0\]\), got -0\.1\.$"),
+    # tomllib reads integers of any size (TOML's are 64-bit): 10**400 failed as an OverflowError traceback.
+    ('experiment = "linesearch"\n[grid]\ndiscount = [0.0, 1' + "0" * 400 + ']\n',
+     r"^grid\.discount\[1\] = 100000\.\.\. \(401 digits\) is beyond TOML's 64-bit integers"),
+    ('experiment = "linesearch"\n[run]\nmemory_budget = -1' + "0" * 400 + '\n', r"^run\.memory_budget must be a positive number of bytes"),
+    # Within 64 bits, beyond int32: they failed inside JAX with a traceback.
+    ('experiment = "linesearch"\n[record]\nstride = 9223372036854775807\n',
+     r"^record\.stride must be a positive integer within int32, got 9223372036854775807\.$"),
+    ('experiment = "dqn"\n[setup]\nhidden_sizes = [4611686018427387904]\n', r"hidden_sizes must be <= 2147483647"),
 ])
 def test_bad_config_files_name_the_key(tmp_path, text, message):
     path = _write(tmp_path, text)

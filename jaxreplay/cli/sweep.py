@@ -24,15 +24,11 @@ def add_parser(commands) -> None:
 
 def run(args: argparse.Namespace) -> int:
     """``jaxreplay sweep``: the TOML file read into a sweep and run options, the sweep run, its statistics shown."""
-    import tomllib
-
     from jaxreplay import _files
+    from jaxreplay.engine import declaration
     from jaxreplay.engine import sweep as sweep_lib
 
-    try:
-        config = tomllib.loads(_files.read_text(args.config, "CONFIG"))
-    except tomllib.TOMLDecodeError as e:
-        raise ValueError(f"CONFIG {args.config} is not valid TOML: {e}") from None
+    config = declaration.parse_toml(_files.read_text(args.config, "CONFIG"), f"CONFIG {args.config}")
     options = sweep_lib.run_options(config)
     if args.chunk_size is not None:
         positive("chunk-size", args.chunk_size)
@@ -42,7 +38,7 @@ def run(args: argparse.Namespace) -> int:
             raise ValueError(f"--memory-fraction must be in (0, 1], got {args.memory_fraction}.")
         options["memory_fraction"] = args.memory_fraction
     if args.memory_budget_mib is not None:
-        if not 0.0 < args.memory_budget_mib < float("inf"):
+        if not 0.0 < args.memory_budget_mib * 2**20 < float("inf"):  # (in bytes: 1e308 MiB overflowed there)
             raise ValueError(f"--memory-budget-mib must be a positive number of MiB, got {args.memory_budget_mib}.")
         options["memory_budget"] = max(int(args.memory_budget_mib * 2**20), 1)
     sweep = sweep_lib.Sweep.from_dict(config)

@@ -138,11 +138,7 @@ class Sweep:
     @classmethod
     def from_toml(cls, path: str | os.PathLike) -> "Sweep":
         """Read a sweep from a TOML file (see ``examples/`` and :func:`run_options`)."""
-        try:
-            config = tomllib.loads(_files.read_text(path, "the sweep config"))
-        except tomllib.TOMLDecodeError as e:
-            raise ValueError(f"the sweep config {path} is not valid TOML: {e}") from None
-        return cls.from_dict(config)
+        return cls.from_dict(parse_toml(_files.read_text(path, "the sweep config"), f"the sweep config {path}"))
 
     # -- derived quantities -------------------------------------------------------
 
@@ -437,6 +433,33 @@ def _toml_value(value) -> str:
     if isinstance(value, Mapping):
         return "{" + ", ".join(f"{_toml_key(k)} = {_toml_value(v)}" for k, v in value.items()) + "}"
     raise ValueError(f"cannot write {value!r} ({type(value).__name__}) as TOML.")
+
+
+def parse_toml(text: str, name: str) -> dict:
+    """``text`` read as TOML; a ``ValueError`` naming ``name`` (``"CONFIG path"``) where it is not TOML, or
+    naming the key where it holds an integer beyond TOML's 64 bits (tomllib reads any size: 10**400 then
+    failed as an OverflowError deep in a check)."""
+    try:
+        config = tomllib.loads(text)
+    except tomllib.TOMLDecodeError as e:
+        raise ValueError(f"{name} is not valid TOML: {e}") from None
+
+    def check(value, where: str) -> None:
+        if isinstance(value, dict):
+            for key, item in value.items():
+                check(item, f"{where}.{key}" if where else key)
+        elif isinstance(value, list):
+            for i, item in enumerate(value):
+                check(item, f"{where}[{i}]")
+        elif isinstance(value, int) and not -(2**63) <= value < 2**63:
+            digits = str(abs(value))
+            raise ValueError(
+                f"{where} = {'-' * (value < 0)}{digits[:6]}... ({len(digits)} digits) is beyond TOML's 64-bit "
+                f"integers, and beyond anything jaxreplay can run ({name})."
+            )
+
+    check(config, "")
+    return config
 
 
 def _is_int_field(defaults, name) -> bool:

@@ -55,14 +55,13 @@ def check_run_options(
         return isinstance(v, (int, float, np.integer, np.floating)) and not isinstance(v, bool)
 
     if chunk_size is not None and (
-        isinstance(chunk_size, bool) or not isinstance(chunk_size, (int, np.integer)) or chunk_size < 1
+        isinstance(chunk_size, bool) or not isinstance(chunk_size, (int, np.integer)) or not 1 <= chunk_size < 2**31
     ):
-        raise ValueError(f"{prefix}chunk_size must be a positive integer, got {chunk_size!r}.")
+        raise ValueError(f"{prefix}chunk_size must be a positive integer, got {chunk_size!r} (at most 2147483647).")
     if memory_fraction is not None and (not number(memory_fraction) or not 0.0 < memory_fraction <= 1.0):
         raise ValueError(f"{prefix}memory_fraction must be a number in (0, 1], got {memory_fraction!r}.")
-    if memory_budget is not None and (
-        not number(memory_budget) or not math.isfinite(memory_budget) or memory_budget < 1
-    ):
+    # (compared, not converted: float(10**400) overflows; 2**63 bytes is beyond any machine)
+    if memory_budget is not None and (not number(memory_budget) or not 1 <= memory_budget <= 2**63):
         raise ValueError(f"{prefix}memory_budget must be a positive number of bytes, got {memory_budget!r}.")
     if group_by_setup is not None and not isinstance(group_by_setup, (bool, np.bool_)):
         raise ValueError(f"{prefix}group_by_setup must be true or false, got {group_by_setup!r}.")
@@ -85,13 +84,15 @@ def _itemsize(dtype) -> int:
 
 class Footprint(NamedTuple):
     """Shapes of one run: ``state``, ``record`` (one segment), ``summary``, ``hparams``, and ``temporary``, the
-    bytes of a step's :data:`TEMPORARY_ARRAYS` largest arrays (made in a segment's loops, not state-shaped)."""
+    bytes of a step's :data:`TEMPORARY_ARRAYS` largest arrays (made in a segment's loops, not state-shaped);
+    ``storage``, the bytes of the state's arrays of ``setup.max_capacity`` rows (a replay memory's)."""
 
     state: Any
     record: Any
     summary: Any
     hparams: Any
     temporary: int
+    storage: int = 0
 
 
 def footprint(sweep: Sweep, setup: Any = None) -> Footprint:
@@ -105,7 +106,9 @@ def footprint(sweep: Sweep, setup: Any = None) -> Footprint:
     summary = jax.eval_shape(lambda s, h: exp.summarize(s, h, setup), state2, hparams)
     state_like = {(tuple(x.shape), str(x.dtype)) for x in jax.tree.leaves(state)}
     largest = sorted(_loop_temporaries(jaxpr.jaxpr, state_like), reverse=True)[:TEMPORARY_ARRAYS]
-    return Footprint(state, record, summary, hparams, sum(largest))
+    rows = getattr(setup, "max_capacity", None)
+    storage = sum(_tree_bytes(x) for x in jax.tree.leaves(state) if rows is not None and x.ndim and x.shape[0] == rows)
+    return Footprint(state, record, summary, hparams, sum(largest), storage)
 
 
 def _loop_temporaries(jaxpr, state_like: set, in_loop: bool = False) -> list[int]:
@@ -623,6 +626,10 @@ def _too_large_a_run(problem: str, fp: Footprint | None) -> ResourceError:
         cause = f"A step's temporaries dominate (about {mib(fp.temporary)})"
         advice = f"{cause}: lower the minibatch size (setup.max_batch_size, setup.batch_size),"
         return ResourceError(problem, advice, ("setup.max_batch_size", "setup.batch_size"), cause, budget=True)
+    if fp is not None and fp.storage < 0.5 * _tree_bytes(fp.state):  # (the networks, their optimizer, ...)
+        cause = f"the state besides its replay storage dominates: the storage is about {mib(fp.storage)}"
+        advice = f"Lower the setup's sizes that make the rest of a run's state, such as a network's widths ({cause}),"
+        return ResourceError(problem, advice, (), cause, budget=True)
     cause = "replay storage dominates"
     advice = f"Lower setup.max_capacity ({cause}), shorten a segment,"
     return ResourceError(problem, advice, ("setup.max_capacity",), cause, budget=True)

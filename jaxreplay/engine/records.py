@@ -69,8 +69,12 @@ class Record:
                 raise ValueError(f"record.keep must be a list of record names, got {self.keep!r}.")
             if len(set(keep)) != len(keep):
                 raise ValueError(f"record.keep names a record twice: {list(keep)}.")
-        if isinstance(self.stride, bool) or not isinstance(self.stride, (int, np.integer)) or self.stride < 1:
-            raise ValueError(f"record.stride must be a positive integer, got {self.stride!r}.")
+        if (
+            isinstance(self.stride, bool)
+            or not isinstance(self.stride, (int, np.integer))
+            or not 1 <= self.stride <= 2**31 - 1  # (it slices arrays: beyond int32 it failed inside JAX)
+        ):
+            raise ValueError(f"record.stride must be a positive integer within int32, got {self.stride!r}.")
         if isinstance(reduce, str):
             reduce = (reduce,)
         if not isinstance(reduce, Sequence) or not all(isinstance(r, str) for r in reduce):

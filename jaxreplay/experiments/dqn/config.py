@@ -186,7 +186,7 @@ class Setup:
             _validation.check_static_int(name, getattr(self, name), low=1, high=2**31 - 1)  # int32 counters
         _validation.check_static_int("eval_episodes", self.eval_episodes, low=0)
         for width in self.hidden_sizes:
-            _validation.check_static_int("hidden_sizes", width, low=1)
+            _validation.check_static_int("hidden_sizes", width, low=1, high=2**31 - 1)  # (a shape: int32)
         if self.max_num_old is not None:
             _validation.check_static_int("max_num_old", self.max_num_old, low=1, high=self.max_capacity)
         if self.subsample_size is not None:
