@@ -9,6 +9,7 @@ in its docstring; :func:`clip_traced_int` is the shared clip for integers).
 
 from __future__ import annotations
 
+import math
 from collections.abc import Iterable
 from typing import NamedTuple
 
@@ -146,6 +147,14 @@ FLOAT32_MAX = float(np.finfo(np.float32).max)  # 3.4028235e38
 FLOAT32_TINY = float(np.finfo(np.float32).tiny)  # 1.1754944e-38, the smallest normal float32
 
 
+def as_float(value: float | np.number) -> float:
+    """``float(value)``, or ±inf for an integer beyond float64 (``float(10**400)`` raises OverflowError)."""
+    try:
+        return float(value)
+    except OverflowError:
+        return math.inf if value > 0 else -math.inf
+
+
 def float32_problem(value: float | np.number) -> str | None:
     """Why the finite number ``value`` does not survive the cast to float32, or None if it does.
 
@@ -157,7 +166,7 @@ def float32_problem(value: float | np.number) -> str | None:
     0.100000001 in float32) is not a problem: each value still runs as itself,
     to about 7 significant digits.
     """
-    magnitude = abs(float(value))
+    magnitude = abs(as_float(value))
     if magnitude > FLOAT32_MAX:
         return f"does not fit a float32 (at most {FLOAT32_MAX:.4g} in magnitude): it would run as inf"
     if 0.0 < magnitude < FLOAT32_TINY:
@@ -185,7 +194,8 @@ def check_static_int(name: str, value: object, low: int | None = None, high: int
     :class:`FieldError` naming ``name``)."""
     if isinstance(value, jax.core.Tracer) or isinstance(value, bool) or not isinstance(value, (int, np.integer)):
         raise FieldError(name, f"must be a Python int (it sets an array shape and is static), got {value!r}.")
-    _check_range(name, np.asarray(value), low, high)
+    # (a shape or an index: within int32 whatever the caller's bound; 10**400 failed inside JAX)
+    _check_range(name, np.asarray(value), low, INT32_MAX if high is None else min(high, INT32_MAX))
     return int(value)
 
 

@@ -1302,3 +1302,17 @@ def test_a_truncated_results_file_is_named_and_a_rerun_writes_it_again(tmp_path)
     (out / "results.nc").unlink()
     with pytest.raises(FileNotFoundError, match=r"holds no results\.nc yet: its sweep has not finished"):
         sw.load(out)
+
+
+@pytest.mark.parametrize("kwargs, message", [
+    ({"fixed": {"step_size": 10**400}}, r"^fixed\.step_size = 1000.* does not fit a float32"),
+    ({"fixed": {"memory_size": 10**400}}, r"^fixed\.memory_size = 1000.* does not fit an int32"),
+    ({"setup": {"speed": 10**400}}, r"^setup\.speed = 1000.* does not fit a float32"),
+    ({"setup": {"initial_weights": [10**400, 1]}}, r"initial_weights must be two numbers"),
+    ({"setup": {"subsample_size": 10**400}}, r"subsample_size must be <= 2147483647"),
+])
+def test_integers_beyond_float64_given_to_the_library_are_named_not_an_overflow_error(kwargs, message):
+    """Python ints have no size limit: float(10**400) raised OverflowError in the checks (a traceback naming
+    nothing), and a subsample size of 10**400 was accepted."""
+    with pytest.raises(ValueError, match=message):
+        sw.Sweep("linesearch", **kwargs)

@@ -473,13 +473,14 @@ def _check_hparam(exp, where: str, name: str, value):
         raise ValueError(f"{where}: unknown hyperparameter of {exp.name!r}; known: {', '.join(fields)}.")
     if isinstance(value, bool) or not isinstance(value, (int, float, np.integer, np.floating)):
         raise FieldError(where, f"must be a number, got {value!r} ({type(value).__name__}).")
+    whole = isinstance(value, (int, np.integer))  # (a Python int may be beyond float64: not converted)
     if _is_int_field(exp.hyperparameters_type(), name):
-        if not math.isfinite(float(value)) or float(value) != int(value):
+        if not whole and (not math.isfinite(value) or value != int(value)):
             raise FieldError(where, f"must be an integer, got {value!r}.")
         if not -_INT32_MAX - 1 <= int(value) <= _INT32_MAX:  # traced as int32
             raise FieldError(where, f"does not fit an int32 (at most {_INT32_MAX}).", int(value))
         return int(value)
-    if not math.isfinite(float(value)):
+    if not whole and not math.isfinite(value):
         raise FieldError(where, f"must be finite, got {value!r}.")
     problem = _validation.float32_problem(value)  # traced as float32: inf, or 0 under another label
     if problem:
@@ -530,6 +531,9 @@ def _check_setup_value(exp, name: str, value):
         if isinstance(item, str) or not isinstance(item, (bool, int, float, np.integer, np.floating)):
             raise ValueError(f"setup.{name}.{key} must be a number, got {item!r} ({type(item).__name__}).")
     if isinstance(default, float):
+        problem = _validation.float32_problem(value)  # (an integer beyond float64 too: NumPy keeps it an object)
+        if problem:
+            raise FieldError(f"setup.{name}", f"{problem}.", value)
         _validation.check_float32(f"setup.{name}", value)  # a float32 constant in the compiled program
         return float(value)
     return value

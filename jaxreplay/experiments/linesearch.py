@@ -121,9 +121,9 @@ class Setup:
         for name in ("initial_position", "reward_slope", "reward_intercept"):
             _validation.check_float(name, getattr(self, name))
         _validation.check_float("speed", self.speed, low=0.0)
-        try:  # (two real numbers: a nested list, a table or a string is none)
+        try:  # (two real numbers: a nested list, a table or a string is none; 10**400 is beyond float64)
             weights = np.asarray(self.initial_weights, np.float64)
-        except (TypeError, ValueError):
+        except (TypeError, ValueError, OverflowError):
             weights = None
         if weights is None or weights.shape != (2,) or _validation._holds_bool(self.initial_weights):
             raise _validation.FieldError(
