@@ -872,7 +872,7 @@ def test_processes_plan_one_chunking_and_share_a_refusal(tmp_path, aer_reference
     ('experiment = "linesearch"\n[run]\nmemory_budget = -1' + "0" * 400 + '\n', r"^run\.memory_budget must be a positive number of bytes"),
     # Within 64 bits, beyond int32: they failed inside JAX with a traceback.
     ('experiment = "linesearch"\n[record]\nstride = 9223372036854775807\n',
-     r"^record\.stride must be a positive integer within int32, got 9223372036854775807\.$"),
+     r"^record\.stride must be a positive integer, got 9223372036854775807 \(at most 2147483647\)\.$"),
     ('experiment = "dqn"\n[setup]\nhidden_sizes = [4611686018427387904]\n', r"hidden_sizes must be <= 2147483647"),
 ])
 def test_bad_config_files_name_the_key(tmp_path, text, message):

@@ -74,7 +74,7 @@ class Record:
             or not isinstance(self.stride, (int, np.integer))
             or not 1 <= self.stride <= 2**31 - 1  # (it slices arrays: beyond int32 it failed inside JAX)
         ):
-            raise ValueError(f"record.stride must be a positive integer within int32, got {self.stride!r}.")
+            raise ValueError(f"record.stride must be a positive integer, got {self.stride!r} (at most 2147483647).")
         if isinstance(reduce, str):
             reduce = (reduce,)
         if not isinstance(reduce, Sequence) or not all(isinstance(r, str) for r in reduce):
