@@ -17,3 +17,9 @@ def test_one_chunk_size_or_each_group_s():
     assert "in 2 chunk(s) of 40 on" in _stats(chunks=2, chunk_size=80, group_chunk_sizes=(40, 40)).describe()
     line = _stats(group_chunk_sizes=(8, 2, 8)).describe()
     assert "in 6 chunk(s) of 2 / 8 (by setup group) on 1 device(s)" in line
+
+
+def test_the_line_counts_soft_diverged_runs_where_there_are_some():
+    assert "; 1 diverged; ~1.0 MiB per run" in _stats(diverged=1).describe()  # none: the line as before
+    line = _stats(diverged=1, soft_diverged=3).describe()
+    assert "; 1 diverged; 3 soft-diverged (Q-values beyond every return); ~1.0 MiB per run" in line

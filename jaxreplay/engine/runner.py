@@ -102,7 +102,8 @@ class SweepStats:
     ``chunk_size`` is the sweep's chunk; where the engine grouped runs by setup, ``group_chunk_sizes``
     holds each group's (smaller where a group has fewer runs), and the summary line names them.
     ``runs_computed`` and ``chunks`` count the call's, on all its processes (``jax.distributed``);
-    ``runs_per_second`` is ``runs_computed`` over this process's ``run_seconds``.
+    ``runs_per_second`` is ``runs_computed`` over this process's ``run_seconds``. ``diverged`` and
+    ``soft_diverged`` count the runs so flagged in the results (an experiment without the flag: 0).
     """
 
     runs: int
@@ -121,6 +122,7 @@ class SweepStats:
     memory_budget: int
     result_bytes_per_run: int = 0
     group_chunk_sizes: tuple[int, ...] = ()
+    soft_diverged: int = 0
 
     def _chunk_sizes(self) -> str:
         sizes = sorted(set(self.group_chunk_sizes))
@@ -137,7 +139,8 @@ class SweepStats:
             f"chunk(s) of {self._chunk_sizes()} on {self.devices} device(s) × {self.processes} process(es); "
             f"{self.compilations} compilation(s) in {self.compile_seconds:.1f} s; run {self.run_seconds:.1f} s "
             f"({self.runs_per_second:.1f} runs/s); {self.diverged} diverged; "
-            f"~{plan_lib.mib(self.bytes_per_run)} per run, budget {plan_lib.mib(self.memory_budget)}"
+            + (f"{self.soft_diverged} soft-diverged (Q-values beyond every return); " if self.soft_diverged else "")
+            + f"~{plan_lib.mib(self.bytes_per_run)} per run, budget {plan_lib.mib(self.memory_budget)}"
         )
 
 
@@ -404,6 +407,7 @@ def _stats(plan: plan_lib.Plan, execution: execute_lib.Execution, dataset, devic
         run_seconds=execution.run_seconds,
         runs_per_second=computed / execution.run_seconds if execution.run_seconds > 0 and computed else 0.0,
         diverged=int(np.sum(dataset["diverged"].values)) if "diverged" in dataset else 0,
+        soft_diverged=int(np.sum(dataset["soft_diverged"].values)) if "soft_diverged" in dataset else 0,
         bytes_per_run=plan.bytes_per_run,
         memory_budget=plan.memory_budget,
         result_bytes_per_run=plan.result_bytes_per_run,
