@@ -95,15 +95,21 @@ def update(
         The new ``(U, D)`` (both 0 after acting) and ``act``: +1 when ``U``
         reached ``h`` (grow), -1 when ``D`` did (shrink), 0 otherwise. Only
         one side can cross at a vote (a vote raises one side and lowers the
-        other).
+        other). With a traced setting :func:`valid` refuses, ``act`` is 0 and
+        the statistic NaN (a threshold of 0 answered every vote with a grow).
+
+    Raises:
+        ValueError: a concrete setting :func:`check` refuses (naming it), before anything is traced.
     """
+    check(threshold, allowance)
     stat = jnp.asarray(statistic, jnp.float32)
     x = jnp.where(shrink_vote, -1.0, 1.0).astype(jnp.float32)
     delta = jnp.asarray(allowance, jnp.float32)
     up = jnp.maximum(stat[..., 0] + x - delta, 0.0)
     down = jnp.maximum(stat[..., 1] - x - delta, 0.0)
     h = jnp.asarray(threshold, jnp.float32)
-    act = jnp.where(up >= h, 1, jnp.where(down >= h, -1, 0)).astype(jnp.int32)
+    ok = valid(threshold, allowance)
+    act = jnp.where(ok & (up >= h), 1, jnp.where(ok & (down >= h), -1, 0)).astype(jnp.int32)
     acted = act != 0
     new = jnp.stack([jnp.where(acted, 0.0, up), jnp.where(acted, 0.0, down)], axis=-1)
-    return new.astype(jnp.float32), act
+    return jnp.where(ok[..., None], new, jnp.nan).astype(jnp.float32), act

@@ -205,6 +205,23 @@ def test_controller_follows_the_reference_on_scripted_votes(runs, n0, h, delta):
     assert int(state.diagnostics.num_invalid[0]) == 0
 
 
+@pytest.mark.parametrize("threshold, allowance, name", [(0.0, 0.0, "evidence_threshold"), (2.0, 1.0, "evidence_allowance")])
+def test_evidence_update_refuses_concrete_and_voids_traced_bad_settings(threshold, allowance, name):
+    """update ran settings check refuses: a threshold of 0 answered six shrink votes with six grows (+1), an
+    allowance of 1 never acted. A concrete one is refused, naming it; a traced one acts never and says so with
+    a NaN statistic."""
+    with pytest.raises(ValueError, match=f"^{name}"):
+        evidence.update(evidence.init(), True, threshold, allowance)
+    step = jax.jit(evidence.update)
+    stat, acts = evidence.init(), []
+    for _ in range(6):
+        stat, act = step(stat, True, jnp.float32(threshold), jnp.float32(allowance))
+        acts.append(int(act))
+    assert acts == [0] * 6 and np.isnan(np.asarray(stat)).all()
+    stat, act = step(evidence.init(), True, jnp.float32(1.0), jnp.float32(0.0))  # valid: one shrink vote acts
+    assert int(act) == -1 and np.asarray(stat).tolist() == [0.0, 0.0]
+
+
 def test_evidence_update_is_the_two_sided_cusum():
     """jaxreplay.evidence.update scanned over 200 random votes: every (U, D) and act equal the plain CUSUM."""
     votes = np.random.default_rng(5).random(200) < 0.4  # shrink votes
