@@ -107,22 +107,20 @@ With ``subsample_size=s`` a sum over ``m`` live transitions is estimated as
   when the errors do not trend, the next check is more likely to shrink (the
   tests measure a grow share of 0.45 instead of 0.5).
 
-Diagnostics. Every check that has a reference records the estimated change
-``|δ_old|' - |δ_old|`` and its standard error (0 for exact sums; from the
-paired differences, or both sums' errors combined for independent draws), so
-a run reports how large the changes it must detect were against the noise of
-the estimate (:class:`Diagnostics`: ``sum_abs_change``, ``sum_noise``, ``num_noisy``).
+Diagnostics. Every check that has a reference records the estimated change ``|δ_old|' - |δ_old|`` and its
+standard error (0 for exact sums; from the paired differences, or both sums' errors combined for independent
+draws), so a run reports how large the changes it must detect were against the noise of the estimate
+(:class:`Diagnostics`: ``sum_abs_change``, ``sum_noise``, ``num_noisy``).
 
-Non-finite TD errors. A check whose sums are NaN or infinite keeps the
-capacity, drops the reference (the next check starts afresh, like the first),
-casts no vote and counts in ``num_invalid`` (a NaN comparison would enlarge).
+Non-finite TD errors. A check whose sums are NaN or infinite keeps the capacity, drops the reference (the
+next check starts afresh, like the first), casts no vote and counts in ``num_invalid`` (a NaN comparison would
+enlarge).
 
-Invalid traced tolerances. Concrete bad ``tolerance`` and
-``relative_tolerance`` values are refused (``ValueError``); traced ones cannot
-be. A traced ``ε`` that is NaN, infinite or negative, ``ρ`` NaN or outside
-``[0, 1]``, or an evidence setting out of range, would bias every decision
-without a trace. Instead it sets the sticky flag ``invalid_parameters`` and
-its checks are treated like non-finite ones.
+Invalid traced settings. Concrete bad ``tolerance`` and ``relative_tolerance`` values are refused
+(``ValueError``); traced ones cannot be. A traced ``ε`` that is NaN, infinite or negative, ``ρ`` NaN or
+outside ``[0, 1]``, an evidence setting out of range, an ``n_old`` not an integer in ``[1, max_num_old]`` or a
+``k`` below 1 would bias every decision without a trace (``n_old`` = 10 and 1000 ran as 4 under their own
+labels). Instead it sets the sticky flag ``invalid_parameters`` and its checks are treated like non-finite ones.
 
 The random-walk control (``random_walk=True``). A fair coin instead of the comparison, same boundaries,
 interval and bookkeeping: aER's trajectory if the TD errors carried no information.
@@ -236,9 +234,9 @@ class Diagnostics(NamedTuple):
         num_invalid: ``int32[]``; checks that could not decide: their sums
             were not finite (NaN or inf TD errors) or the (traced) tolerances
             were invalid. The capacity was kept and the reference dropped.
-        invalid_parameters: ``bool[]``; set (and kept) by a traced invalid
-            ``tolerance``, ``relative_tolerance`` or evidence setting (module docstring): a flag
-            to read after a jitted run, like ``buffer.capacity_clipped``.
+        invalid_parameters: ``bool[]``; set (and kept) by a traced invalid ``tolerance``, ``relative_tolerance``,
+            evidence setting, ``num_old`` or ``interval`` (module docstring): a flag to read after a jitted run,
+            like ``buffer.capacity_clipped``.
         sum_abs_change: ``float32[]``; Σ over compared checks of the estimated
             ``| |δ_old|' - |δ_old| |``.
         sum_noise: ``float32[]``; Σ over compared checks of the standard error
@@ -623,17 +621,20 @@ def _check_call(config: Config, key, state: object, buffer_state: object, td_err
         )
 
 
-def _as_arrays(config: Config) -> Config:
-    """The traceable settings as arrays: ``k >= 1``, ``n_old`` clipped to ``[1, max_num_old]``, flags bool."""
+def _as_arrays(config: Config) -> tuple[Config, jax.Array]:
+    """The traceable settings as arrays (``k >= 1``, ``n_old`` clipped to ``[1, max_num_old]``, flags bool), and
+    whether a traced ``k`` or ``n_old`` was clipped (an invalid setting: 10 and 1000 ran as 4, unflagged)."""
+    interval, k_clipped = _validation.clip_traced_int(config.interval, 1, _validation.INT32_MAX, fallback=1)
+    num_old, n_clipped = _validation.clip_traced_int(config.num_old, 1, config.max_num_old, fallback=1)
     return config._replace(
-        interval=jnp.maximum(jnp.asarray(config.interval, jnp.int32), 1),
-        num_old=jnp.clip(jnp.asarray(config.num_old, jnp.int32), 1, config.max_num_old),
+        interval=interval,
+        num_old=num_old,
         paired=jnp.asarray(config.paired, jnp.bool_),
         equal_counts=jnp.asarray(config.equal_counts, jnp.bool_),
         random_walk=jnp.asarray(config.random_walk, jnp.bool_),
         evidence_threshold=jnp.asarray(config.evidence_threshold, jnp.float32),
         evidence_allowance=jnp.asarray(config.evidence_allowance, jnp.float32),
-    )
+    ), k_clipped | n_clipped
 
 
 def _update(
@@ -648,11 +649,11 @@ def _update(
     _check_call(config, key, state, buffer_state, td_error_fn, step)
     if key is None:
         key = jax.random.key(0)  # unused: exact sums, no coin
-    arrays = _as_arrays(config)
+    arrays, counts_clipped = _as_arrays(config)
     length = config.max_num_old if config.subsample_size is None else config.subsample_size
     evaluate = functools.partial(_td_sums.abs_td_errors, buffer_state, td_error_fn, length)
     valid_evidence = evidence_lib.valid(config.evidence_threshold, config.evidence_allowance)
-    valid_parameters = _valid_tolerances(config.tolerance, config.relative_tolerance) & valid_evidence
+    valid_parameters = _valid_tolerances(config.tolerance, config.relative_tolerance) & valid_evidence & ~counts_clipped
     fire = (jnp.asarray(step, jnp.int32) % arrays.interval == 0) & buffer_lib.is_full(buffer_state)
 
     def check(state: AdaptiveState) -> tuple[AdaptiveState, jax.Array]:
@@ -748,10 +749,9 @@ def controller(
             ``max_capacity``, ``step < 1``, a missing key where randomness
             is needed, a ``state`` that is not an :class:`AdaptiveState` of
             length ``s``, a non-callable ``td_error_fn``, or (at trace time) a
-            ``td_error_fn`` output of the wrong shape. Traced values are not
-            checked: ``num_old`` is clipped to ``[1, max_num_old]``, an
-            ``interval`` below 1 acts as 1, and invalid tolerances are flagged
-            (``Diagnostics.invalid_parameters``, module docstring).
+            ``td_error_fn`` output of the wrong shape. Traced values cannot raise: a ``num_old`` outside
+            ``[1, max_num_old]``, an ``interval`` below 1 and invalid tolerances are flagged
+            (``Diagnostics.invalid_parameters``, module docstring) and their checks keep the capacity.
     """
     settings = (interval, num_old, max_num_old, subsample_size, tolerance, relative_tolerance, shrink_reading)
     config = _check_config(Config(*settings, paired, equal_counts, random_walk))  # in Config's field order

@@ -651,6 +651,24 @@ def test_invalid_parameters_flag_is_sticky_and_set_without_a_check():
     assert bool(ctrl.diagnostics.invalid_parameters), "the flag is sticky"
 
 
+@pytest.mark.parametrize("num_old, interval, invalid", [(2, 4, False), (MAX_NUM_OLD + 1, 4, True), (10**6, 4, True),
+                                                      (0, 4, True), (2, 0, True), (2.5, 4, True)])
+def test_traced_num_old_and_interval_outside_their_range_are_flagged(num_old, interval, invalid):
+    """A traced n_old above max_num_old ran clipped (10 and 1000 as 4, under their own labels) and k = 0 as 1,
+    unflagged; now they set invalid_parameters and their checks keep the capacity."""
+    memory = buffer.add_batch(buffer.init(EXAMPLE, MAX_CAPACITY, capacity=8), {"index": jnp.arange(8)})  # full
+
+    def step(num_old, interval):
+        aer = adaptive.controller(interval=interval, num_old=num_old, max_num_old=MAX_NUM_OLD)
+        return aer.update(None, adaptive.init(), memory, lambda tr: tr["index"].astype(jnp.float32), 4)
+
+    ctrl, capacity = jax.jit(step)(jnp.float32(num_old), jnp.float32(interval))
+    assert bool(ctrl.diagnostics.invalid_parameters) == invalid
+    assert int(ctrl.diagnostics.num_invalid) == int(invalid)  # the check at step 4 fired and could not decide
+    if invalid:
+        assert int(capacity) == 8
+
+
 def test_noise_diagnostics_measure_the_estimators_spread():
     # Paired draws see the k-step change of the same transitions: a small spread. Independent
     # draws also see the spread of |δ| across transitions (spread 10 vs steps of 0.1).
