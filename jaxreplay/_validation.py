@@ -58,13 +58,17 @@ class FieldError(ValueError):
 
 
 def concrete_value(value: object) -> np.ndarray | None:
-    """Return ``value`` as a NumPy scalar/array if it is concrete, else ``None``."""
+    """Return ``value`` as a NumPy scalar/array if it is concrete, else ``None``; a bfloat16 (or another
+    ml_dtypes float, whose NumPy kind is ``"V"``, not ``"f"``) as the float32 array of the same values."""
     if isinstance(value, jax.core.Tracer):
         return None
     try:
-        return np.asarray(value)
+        arr = np.asarray(value)
     except Exception:  # e.g. a tracer hidden in a container: nothing to check
         return None
+    if arr.dtype.kind == "V" and jnp.issubdtype(arr.dtype, jnp.floating):
+        return arr.astype(np.float32)  # (exact: every bfloat16 is a float32)
+    return arr
 
 
 def check_choice(name: str, value: object, allowed: Iterable[object]) -> None:

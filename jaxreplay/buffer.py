@@ -179,6 +179,11 @@ def _check_transitions(state: BufferState, transitions: Transition, batch_axis: 
         raise ValueError(f"transitions have different batch sizes across leaves: {sorted(batch_sizes)}.")
 
 
+def _kind(dtype) -> str:
+    """NumPy's kind of ``dtype``, with ``"f"`` for bfloat16 too (ml_dtypes' floats have NumPy kind ``"V"``)."""
+    return "f" if jnp.issubdtype(dtype, jnp.floating) else np.dtype(dtype).kind
+
+
 def _check_storable(name: str, given: object, dtype: np.dtype) -> None:
     """Raise ValueError unless ``given`` is stored as itself in a leaf of ``dtype``.
 
@@ -189,7 +194,7 @@ def _check_storable(name: str, given: object, dtype: np.dtype) -> None:
     300 stored in ``int8`` is 44): the caller casts them, deciding what a value out of range becomes.
     """
     given_dtype = jnp.result_type(given)
-    kind, into = np.dtype(given_dtype).kind, np.dtype(dtype).kind
+    kind, into = _kind(given_dtype), _kind(dtype)
     if not (kind == into or (kind in "iu" and into in "iuf") or kind == "b" or (kind == "f" and into == "f")):
         raise ValueError(
             f"transition leaf {name} has dtype {given_dtype}, which cannot be stored as {dtype} "
@@ -200,7 +205,7 @@ def _check_storable(name: str, given: object, dtype: np.dtype) -> None:
         lossless = np.can_cast(given_dtype, dtype, casting="safe")
     elif into == "f":  # (an integer or a float: only an overflow to inf changes more than the rounding)
         finite = values[np.isfinite(values)]
-        lossless = finite.size == 0 or float(np.max(np.abs(finite))) <= float(np.finfo(dtype).max)
+        lossless = finite.size == 0 or float(np.max(np.abs(finite))) <= float(jnp.finfo(dtype).max)
     elif values.dtype.kind in "iu":  # into an integer type
         info = np.iinfo(dtype)
         lossless = values.size == 0 or (int(values.min()) >= info.min and int(values.max()) <= info.max)

@@ -366,3 +366,24 @@ def test_a_transition_is_stored_as_itself_or_refused():
     assert jax.jit(lambda x: buffer.add(state, {**fine, "a": x.astype(jnp.int8)}).storage["a"][0])(jnp.int32(3)) == 3
     with pytest.raises(ValueError, match=r"values outside what int8 holds"):
         buffer.add_batch(state, {k: jnp.stack([v, v]) for k, v in {**fine, "a": jnp.int32(300)}.items()})
+
+
+def test_bfloat16_is_a_float_kind_for_storage_and_checks():
+    """NumPy gives ml_dtypes' bfloat16 the kind "V": float32 0.5 into a bfloat16 leaf, bfloat16 into a float32
+    one, and a bfloat16 exponent or TD error were refused as "changing its kind" or "not a real number"
+    (found by a probe). It now goes where float16 goes."""
+    from jaxreplay import memory, prioritized
+
+    half = buffer.init({"obs": jnp.zeros(3, jnp.bfloat16)}, 4)
+    stored = buffer.add(half, {"obs": jnp.full(3, 0.5, jnp.float32)}).storage["obs"]
+    assert stored.dtype == jnp.bfloat16 and stored[0].tolist() == [0.5] * 3
+    with pytest.raises(ValueError, match=r"has dtype float32 and values outside what bfloat16 holds"):
+        buffer.add(half, {"obs": jnp.full(3, 3.4e38, jnp.float32)})  # rounds to inf in bfloat16
+    wide = buffer.init({"obs": jnp.zeros(3, jnp.float32)}, 4)
+    assert jax.jit(buffer.add)(wide, {"obs": jnp.full(3, 0.5, jnp.bfloat16)}).storage["obs"][0].tolist() == [0.5] * 3
+    replay = memory.make("prioritized", importance_exponent=jnp.bfloat16(0.5))
+    state = replay.add(replay.init({"x": jnp.float32(0)}, 4, 4), {"x": jnp.float32(1)})
+    state = replay.update(state, jnp.array([0]), jnp.array([2.0], jnp.bfloat16))
+    np.testing.assert_allclose(prioritized.priorities(state)[0], 2.0 + 1e-6, rtol=1e-6)  # the defaults: α = 1, ε = 1e-6
+    with pytest.raises(ValueError, match="importance_exponent must be >= 0"):
+        memory.make("prioritized", importance_exponent=jnp.bfloat16(-0.5))
