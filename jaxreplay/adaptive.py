@@ -228,9 +228,9 @@ class Diagnostics(NamedTuple):
             those at ``max_capacity``, where the capacity stays).
         num_shrinks: ``int32[]``; checks that shrank the memory by ``k``.
         num_compared: ``int32[]``; valid checks that had a reference.
-        num_noisy: ``int32[]``; of those, checks where the change
-            ``|δ_old|' - |δ_old|`` was within two standard errors of 0 (the
-            decision was a coin toss of the estimator's noise).
+        num_noisy: ``int32[]``; of those, checks where the change ``|δ_old|' - |δ_old|`` was within two
+            standard errors of 0: the estimator's noise decided, or, with exact sums (error 0), the two sums
+            were equal (as at the floor after a shrink from ``2k``, whose next reference window is empty).
         num_invalid: ``int32[]``; checks that could not decide: their sums
             were not finite (NaN or inf TD errors) or the (traced) tolerances
             were invalid. The capacity was kept and the reference dropped.
