@@ -66,9 +66,15 @@ def concrete_value(value: object) -> np.ndarray | None:
         arr = np.asarray(value)
     except Exception:  # e.g. a tracer hidden in a container: nothing to check
         return None
-    if arr.dtype.kind == "V" and jnp.issubdtype(arr.dtype, jnp.floating):
+    if arr.dtype.kind != dtype_kind(arr.dtype):  # a bfloat16: kind "V" to NumPy
         return arr.astype(np.float32)  # (exact: every bfloat16 is a float32)
     return arr
+
+
+def dtype_kind(dtype) -> str:
+    """NumPy's kind of ``dtype`` (``"f"``, ``"i"``, ...), with ``"f"`` for bfloat16 and the other ml_dtypes
+    floats too, whose NumPy kind is ``"V"``."""
+    return "f" if jnp.issubdtype(dtype, jnp.floating) else np.dtype(dtype).kind
 
 
 def check_choice(name: str, value: object, allowed: Iterable[object]) -> None:
@@ -88,9 +94,13 @@ def check_int(
     arr = concrete_value(value)
     if arr is None:
         return
-    # The kind first (a string or None has no remainder), NaN and inf before the remainder (no warning).
-    whole = arr.dtype.kind in "iu" or (
-        arr.dtype.kind == "f" and np.all(np.isfinite(arr)) and np.all(np.mod(arr, 1) == 0)
+    # The kind first (a string or None has no remainder), NaN and inf before the remainder (no warning); a
+    # Python int beyond int64 is an object to NumPy, and whole.
+    python_ints = arr.dtype.kind == "O" and all(type(v) is int for v in arr.reshape(-1))
+    whole = (
+        arr.dtype.kind in "iu"
+        or python_ints
+        or (arr.dtype.kind == "f" and np.all(np.isfinite(arr)) and np.all(np.mod(arr, 1) == 0))
     )
     if not whole or _holds_bool(value):
         raise FieldError(name, f"must be an integer, got {value!r}.")
@@ -242,25 +252,18 @@ class Bounds(NamedTuple):
 
 
 def check_bounds(name: str, value: object, bounds: Bounds) -> None:
-    """:func:`check_int`, or :func:`check_float` and :func:`check_float32`, of ``value`` against ``bounds``
-    (concrete values only); a float is also checked as the float32 it runs as, so that a value this passes
-    is never one :func:`outside_bounds` flags."""
-    if bounds.integer:
-        given = concrete_value(value)
-        try:  # (float64 holds every int32 and compares a Python int of any size; a string is check_int's)
-            wide = None if given is None else given.astype(np.float64)
-        except (TypeError, ValueError):
-            wide = None
-        if wide is not None and np.any(np.isfinite(wide) & ((wide < INT32_MIN) | (wide > INT32_MAX))):
-            # a NumPy int64 of 2**32 + 100 would run as 100 (the cast to int32 wraps), a Python int fail in NumPy
-            shown = _show(given) if given is not None and given.dtype.kind in "iuf" else repr(value)
-            raise FieldError(name, f"must fit an int32 ([{INT32_MIN}, {INT32_MAX}]: it runs as one), got {shown}.")
-        check_int(name, value, low=bounds.low, high=bounds.high)  # type: ignore[arg-type]
+    """:func:`check_int` within int32, or :func:`check_float` and :func:`check_float32` with the range read on
+    the float32 that runs, of ``value`` against ``bounds`` (concrete values only): this refuses exactly what
+    :func:`outside_bounds` flags (``tests/test_traced_bounds.py``)."""
+    if bounds.integer:  # within int32 too, the type it runs as (a NumPy int64 2**32 + 100 would wrap to 100)
+        low = INT32_MIN if bounds.low is None else max(bounds.low, INT32_MIN)
+        high = INT32_MAX if bounds.high is None else min(bounds.high, INT32_MAX)
+        check_int(name, value, low=low, high=high)  # type: ignore[arg-type]
         return
-    check_float(name, value, low=bounds.low, high=bounds.high, high_inclusive=bounds.high_inclusive)
+    check_float(name, value)
     check_float32(name, value)  # 1e-40 would run as 0 under its label (a replay ratio: no updates)
-    # The range once more on the float32 that runs, as outside_bounds sees it: 0.99999999 passes
-    # [0, 1) but runs as 1.0 (a discount of 1: an infinite fixed point).
+    # The range on the float32 that runs, as outside_bounds reads it: 0.99999999 is in [0, 1) but runs as
+    # 1.0 (a discount of 1: an infinite fixed point), and 1.00000001 runs as 1.0, inside [0, 1].
     given = concrete_value(value)
     if given is None:
         return
@@ -268,6 +271,8 @@ def check_bounds(name: str, value: object, bounds: Bounds) -> None:
     try:
         _check_range(name, ran, bounds.low, bounds.high, bounds.high_inclusive)
     except FieldError as error:
+        if np.array_equal(ran, given):
+            raise
         raise FieldError(name, f"(runs as {_show(ran)}, a float32): {error.problem}", value) from None
 
 
@@ -286,8 +291,9 @@ def outside_bounds(value: object, bounds: Bounds) -> jax.Array:
     bad = jnp.zeros(arr.shape, jnp.bool_)
     if jnp.issubdtype(arr.dtype, jnp.floating):  # integers are finite and whole
         bad = ~jnp.isfinite(arr)
-        if bounds.integer:  # (a float beyond int32 would run as another integer once cast)
-            bad = bad | (jnp.floor(arr) != arr) | (arr < float(INT32_MIN)) | (arr >= -float(INT32_MIN))
+        if bounds.integer:  # (a float beyond int32 would run as another integer once cast; 2**31 is exact in
+            # float32, INT32_MAX is not)
+            bad = bad | (jnp.floor(arr) != arr) | (arr < -(2.0**31)) | (arr >= 2.0**31)
         if arr.dtype == jnp.float32:  # check_float32's other half: a subnormal runs as 0 (XLA flushes it), so
             # compare bits, not values: exponent field 0 with a nonzero fraction
             bits = jax.lax.bitcast_convert_type(arr, jnp.uint32)

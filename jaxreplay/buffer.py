@@ -179,11 +179,6 @@ def _check_transitions(state: BufferState, transitions: Transition, batch_axis: 
         raise ValueError(f"transitions have different batch sizes across leaves: {sorted(batch_sizes)}.")
 
 
-def _kind(dtype) -> str:
-    """NumPy's kind of ``dtype``, with ``"f"`` for bfloat16 too (ml_dtypes' floats have NumPy kind ``"V"``)."""
-    return "f" if jnp.issubdtype(dtype, jnp.floating) else np.dtype(dtype).kind
-
-
 def _check_storable(name: str, given: object, dtype: np.dtype) -> None:
     """Raise ValueError unless ``given`` is stored as itself in a leaf of ``dtype``.
 
@@ -194,7 +189,7 @@ def _check_storable(name: str, given: object, dtype: np.dtype) -> None:
     300 stored in ``int8`` is 44): the caller casts them, deciding what a value out of range becomes.
     """
     given_dtype = jnp.result_type(given)
-    kind, into = _kind(given_dtype), _kind(dtype)
+    kind, into = _validation.dtype_kind(given_dtype), _validation.dtype_kind(dtype)
     if not (kind == into or (kind in "iu" and into in "iuf") or kind == "b" or (kind == "f" and into == "f")):
         raise ValueError(
             f"transition leaf {name} has dtype {given_dtype}, which cannot be stored as {dtype} "

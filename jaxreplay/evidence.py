@@ -62,10 +62,18 @@ def init() -> jax.Array:
     return jnp.zeros((2,), jnp.float32)
 
 
+THRESHOLD_BOUNDS = _validation.Bounds(False, 1.0)
+"""``h``: finite, ``>= 1`` (read by :func:`check`, :func:`valid` and DQN's ``adaptive_evidence_threshold``)."""
+
+ALLOWANCE_BOUNDS = _validation.Bounds(False, 0.0, 1.0, high_inclusive=False)
+"""``δ``: finite, in ``[0, 1)`` (read by :func:`check`, :func:`valid` and DQN's ``adaptive_evidence_allowance``)."""
+
+
 def valid(threshold: ArrayLike, allowance: ArrayLike) -> jax.Array:
-    """``bool[]``: ``h`` finite and ``>= 1``, ``δ`` finite in ``[0, 1)`` (a traced setting cannot raise)."""
-    h, delta = jnp.asarray(threshold, jnp.float32), jnp.asarray(allowance, jnp.float32)
-    return jnp.isfinite(h) & (h >= 1) & jnp.isfinite(delta) & (delta >= 0) & (delta < 1)
+    """``bool[]``: ``h`` and ``δ`` within their bounds (a traced setting cannot raise; :func:`check` refuses
+    exactly the concrete values this calls invalid)."""
+    outside = _validation.outside_bounds
+    return ~outside(threshold, THRESHOLD_BOUNDS) & ~outside(allowance, ALLOWANCE_BOUNDS)
 
 
 def check(threshold: ArrayLike, allowance: ArrayLike) -> None:
@@ -75,9 +83,8 @@ def check(threshold: ArrayLike, allowance: ArrayLike) -> None:
     An allowance of 1 or more would never let a grow vote raise ``U``: the
     rule could never act.
     """
-    _validation.check_float("evidence_threshold", threshold, low=1.0)
-    # (as the float32 it runs as: 0.99999999 passes [0, 1) but runs as 1.0, a rule that never acts)
-    _validation.check_bounds("evidence_allowance", allowance, _validation.Bounds(False, 0.0, 1.0, high_inclusive=False))
+    _validation.check_bounds("evidence_threshold", threshold, THRESHOLD_BOUNDS)
+    _validation.check_bounds("evidence_allowance", allowance, ALLOWANCE_BOUNDS)  # (0.99999999 runs as 1.0)
 
 
 def update(

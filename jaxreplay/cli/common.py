@@ -86,5 +86,7 @@ def positive(name: str, value: int) -> None:
     """Refuse a count or size option ``--name`` below 1 or beyond int32 (ValueError naming it)."""
     if value < 1:
         raise ValueError(f"--{name} must be >= 1, got {value}.")
-    if value > 2**31 - 1:  # counts, sizes and indices are int32 on the device
-        raise ValueError(f"--{name} must be <= {2**31 - 1} (an int32), got {value}.")
+    from jaxreplay._validation import INT32_MAX
+
+    if value > INT32_MAX:  # counts, sizes and indices are int32 on the device
+        raise ValueError(f"--{name} must be <= {INT32_MAX} (an int32), got {value}.")

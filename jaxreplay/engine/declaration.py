@@ -38,7 +38,7 @@ __all__ = ["Sweep", "run_options"]
 _CHECK_BLOCK = 1 << 20  # configurations checked at once when a Sweep is made (about 100 MB of arrays)
 _TOP_LEVEL_KEYS = ("experiment", "seeds", "seed", "setup", "fixed", "grid", "points", "record", "run")
 _RUN_OPTIONS = ("chunk_size", "memory_fraction", "memory_budget", "group_by_setup")
-_INT32_MAX = 2**31 - 1
+_INT32_MAX = _validation.INT32_MAX
 
 
 @dataclasses.dataclass(frozen=True)
@@ -531,10 +531,9 @@ def _check_setup_value(exp, name: str, value):
         if isinstance(item, str) or not isinstance(item, (bool, int, float, np.integer, np.floating)):
             raise ValueError(f"setup.{name}.{key} must be a number, got {item!r} ({type(item).__name__}).")
     if isinstance(default, float):
-        problem = _validation.float32_problem(value)  # (an integer beyond float64 too: NumPy keeps it an object)
+        problem = _validation.float32_problem(value)  # a float32 constant in the compiled program (10**400 too)
         if problem:
             raise FieldError(f"setup.{name}", f"{problem}.", value)
-        _validation.check_float32(f"setup.{name}", value)  # a float32 constant in the compiled program
         return float(value)
     return value
 

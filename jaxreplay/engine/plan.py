@@ -20,6 +20,7 @@ from typing import TYPE_CHECKING, Any, NamedTuple
 import jax
 import numpy as np
 
+from jaxreplay._validation import INT32_MAX
 from jaxreplay.engine import records as records_lib
 from jaxreplay.engine.batch import Batch, check_batch, compiler_options_text, xla_version
 
@@ -54,10 +55,9 @@ def check_run_options(
     def number(v):
         return isinstance(v, (int, float, np.integer, np.floating)) and not isinstance(v, bool)
 
-    if chunk_size is not None and (
-        isinstance(chunk_size, bool) or not isinstance(chunk_size, (int, np.integer)) or not 1 <= chunk_size < 2**31
-    ):
-        raise ValueError(f"{prefix}chunk_size must be a positive integer, got {chunk_size!r} (at most 2147483647).")
+    whole = isinstance(chunk_size, (int, np.integer)) and not isinstance(chunk_size, bool)
+    if chunk_size is not None and (not whole or not 1 <= chunk_size <= INT32_MAX):
+        raise ValueError(f"{prefix}chunk_size must be a positive integer, got {chunk_size!r} (at most {INT32_MAX}).")
     if memory_fraction is not None and (not number(memory_fraction) or not 0.0 < memory_fraction <= 1.0):
         raise ValueError(f"{prefix}memory_fraction must be a number in (0, 1], got {memory_fraction!r}.")
     # (compared, not converted: float(10**400) overflows; 2**63 bytes is beyond any machine)

@@ -35,6 +35,8 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
+from jaxreplay import _validation
+
 __all__ = ["Record", "STAT_DIM", "select", "reduce_seeds", "quantile_of", "segment_kept"]
 
 STAT_DIM = "stat"
@@ -72,9 +74,11 @@ class Record:
         if (
             isinstance(self.stride, bool)
             or not isinstance(self.stride, (int, np.integer))
-            or not 1 <= self.stride <= 2**31 - 1  # (it slices arrays: beyond int32 it failed inside JAX)
+            or not 1 <= self.stride <= _validation.INT32_MAX  # (it slices arrays: beyond int32 it failed in JAX)
         ):
-            raise ValueError(f"record.stride must be a positive integer, got {self.stride!r} (at most 2147483647).")
+            raise ValueError(
+                f"record.stride must be a positive integer, got {self.stride!r} (at most {_validation.INT32_MAX})."
+            )
         if isinstance(reduce, str):
             reduce = (reduce,)
         if not isinstance(reduce, Sequence) or not all(isinstance(r, str) for r in reduce):

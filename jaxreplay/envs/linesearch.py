@@ -82,7 +82,7 @@ def make_params(**overrides: ArrayLike) -> LineSearchParams:
         value = getattr(params, name)
         _validation.check_float(name, value, low=0.0 if name == "speed" else None)
         _validation.check_float32(name, value)  # (1e39 would run as inf, 1e-45 as 0)
-    _validation.check_int("horizon", params.horizon, low=1, high=2**31 - 1)  # an int32 on the device
+    _validation.check_int("horizon", params.horizon, low=1, high=_validation.INT32_MAX)  # an int32 on the device
     return params
 
 

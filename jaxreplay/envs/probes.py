@@ -319,5 +319,5 @@ def make(env_id: str, **overrides: ArrayLike) -> tuple[_Probe, ProbeParams]:
             _validation.check_float32(name, getattr(params, name))  # (1e39 paid inf every step)
     for name in ("max_steps_in_episode", "length"):
         if hasattr(params, name):  # (2**31 failed at the first step; a list, with a TypeError naming nothing)
-            _validation.check_int(name, getattr(params, name), low=1, high=2**31 - 1, scalar=True)
+            _validation.check_int(name, getattr(params, name), low=1, high=_validation.INT32_MAX, scalar=True)
     return env, params

@@ -105,8 +105,8 @@ class Setup:
     shrink_reading: str = "new"
 
     def __post_init__(self):
-        _validation.check_static_int("steps", self.steps, low=1, high=2**31 - 1)  # step counters are int32
-        _validation.check_static_int("max_capacity", self.max_capacity, low=1, high=2**31 - 1)
+        _validation.check_static_int("steps", self.steps, low=1)  # (step counters are int32: its bound)
+        _validation.check_static_int("max_capacity", self.max_capacity, low=1)
         _validation.check_static_int("max_batch_size", self.max_batch_size, low=1)
         _validation.check_static_int("max_num_old", self.max_num_old, low=1)
         if self.subsample_size is not None:
@@ -129,11 +129,11 @@ class Setup:
             raise _validation.FieldError(
                 "initial_weights", f"must be two numbers (θ1, θ2), got {self.initial_weights!r}."
             )
-        _validation.check_float("initial_weights", np.asarray(self.initial_weights, np.float64))
+        _validation.check_float("initial_weights", weights)
         # float32 constants of the compiled program: refused where they would run as inf or 0
         for name in ("initial_position", "speed", "reward_slope", "reward_intercept"):
             _validation.check_float32(name, getattr(self, name))
-        _validation.check_float32("initial_weights", np.asarray(self.initial_weights, np.float64))
+        _validation.check_float32("initial_weights", weights)
         # a tuple of plain numbers, as given: a list or an array would make the Setup unhashable (no jit
         # static argument), and the values kept as given keep a sweep's fingerprint
         object.__setattr__(

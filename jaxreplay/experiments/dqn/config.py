@@ -18,7 +18,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from jaxreplay import _validation, adaptive
+from jaxreplay import _validation, adaptive, evidence
 from jaxreplay import memory as memory_lib
 from jaxreplay._typing import ArrayLike
 from jaxreplay.agents import dqn as agent
@@ -183,10 +183,10 @@ class Setup:
             "max_n_step",
             "max_updates_per_unit",
         ):
-            _validation.check_static_int(name, getattr(self, name), low=1, high=2**31 - 1)  # int32 counters
+            _validation.check_static_int(name, getattr(self, name), low=1)  # (int32 counters: its bound)
         _validation.check_static_int("eval_episodes", self.eval_episodes, low=0)
         for width in self.hidden_sizes:
-            _validation.check_static_int("hidden_sizes", width, low=1, high=2**31 - 1)  # (a shape: int32)
+            _validation.check_static_int("hidden_sizes", width, low=1)
         if self.max_num_old is not None:
             _validation.check_static_int("max_num_old", self.max_num_old, low=1, high=self.max_capacity)
         if self.subsample_size is not None:
@@ -469,8 +469,8 @@ def _bounds(setup: Setup) -> dict[str, _validation.Bounds]:
         "adaptive_tolerance": b(False, 0.0),
         "adaptive_relative_tolerance": b(False, 0.0, 1.0),
         "adaptive_rule": b(True, 0, len(ADAPTIVE_RULES) - 1),
-        "adaptive_evidence_threshold": b(False, 1.0),
-        "adaptive_evidence_allowance": b(False, 0.0, 1.0, high_inclusive=False),
+        "adaptive_evidence_threshold": evidence.THRESHOLD_BOUNDS,
+        "adaptive_evidence_allowance": evidence.ALLOWANCE_BOUNDS,
         "adaptive_td_target": flag,
         "adaptive_paired": flag,
         "adaptive_equal_counts": flag,
