@@ -21,6 +21,13 @@ def test_beats_static_average_counts_and_interval():
     # Clopper-Pearson for 2 of 4: [6.76%, 93.24%]; a diverged run counts as a loss.
     assert out["low"] == pytest.approx(6.76, abs=0.01) and out["high"] == pytest.approx(93.24, abs=0.01)
     assert rdqn.share_text(out) == "50% [7%, 93%] (2/4 seeds)"
+    # Beside a paper's share a bound that whole percents would print as it keeps the decimals that
+    # place it (MountainCar's 72/100: 62.13% against the paper's 62% read "72% [62%, 81%]", verdict "no").
+    stat = dict(percent=72.0, low=62.1337, high=80.62, wins=72, n=100)
+    assert rdqn.share_text(stat, 62.0) == "72% [62.1%, 81%] (72/100 seeds)"
+    assert rdqn.share_text(dict(stat, low=61.996), 62.0) == "72% [61.996%, 81%] (72/100 seeds)"
+    assert rdqn.share_text(dict(stat, low=62.0), 62.0) == "72% [62%, 81%] (72/100 seeds)"
+    assert rdqn.share_text(stat, 71.0) == rdqn.share_text(stat) == "72% [62%, 81%] (72/100 seeds)"
     # A run without a score that did not diverge (no episode finished) is left out, not a loss (it was).
     out = rdqn.beats_static_average(scores, static, np.zeros(4, bool))
     assert (out["wins"], out["n"], out["unscored"]) == (2, 3, 1) and "unscored" not in rdqn.beats_static_average(scores[:3], static)

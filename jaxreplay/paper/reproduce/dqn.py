@@ -147,14 +147,27 @@ def beats_static_average(
     return dict(base, percent=100.0 * wins / n, low=100.0 * ci.low, high=100.0 * ci.high)
 
 
-def share_text(stat: dict) -> str:
-    """``"56% [46%, 66%] (56/100 seeds)"``, or why there is no share."""
+def _percent_beside(value: float, paper: float | None) -> str:
+    """``value`` in whole percent, or with the decimals that tell it apart from ``paper`` when whole
+    percents would print the two alike (a bound of 62.13% beside the paper's 62%: "62.1%")."""
+    for decimals in range(4):
+        if paper is None or value == paper or round(value, decimals) != round(paper, decimals):
+            return f"{value:.{decimals}f}%"
+    return f"{value:.4f}%"
+
+
+def share_text(stat: dict, paper: float | None = None) -> str:
+    """``"56% [46%, 66%] (56/100 seeds)"``, or why there is no share.
+
+    With ``paper`` (the paper's share, in percent) an interval bound that whole percents would
+    print equal to it, without being equal, keeps the decimals that show on which side it lies:
+    ``"72% [62.1%, 81%]"`` beside a paper's 62%, so the verdict "outside" can be read off the row.
+    """
     if "reason" in stat:
         return f"no share: {stat['reason']}"
     unscored = f"; {stat['unscored']} unscored left out" if stat.get("unscored") else ""
-    return (
-        f"{stat['percent']:.0f}% [{stat['low']:.0f}%, {stat['high']:.0f}%] ({stat['wins']}/{stat['n']} seeds{unscored})"
-    )
+    low, high = _percent_beside(stat["low"], paper), _percent_beside(stat["high"], paper)
+    return f"{stat['percent']:.0f}% [{low}, {high}] ({stat['wins']}/{stat['n']} seeds{unscored})"
 
 
 def _sweep_dir(out: pathlib.Path, label: str, sweep) -> pathlib.Path:
@@ -378,7 +391,7 @@ def _report(env_id, seeds, quick, setup, common, percent, iqm, datasets, runtime
     ]
     for N0, p in percent.items():
         paper = PAPER_PERCENT[env_id].get(N0)
-        lines.append(f"| {N0} | {paper:.0f}% | {share_text(p)} |")
+        lines.append(f"| {N0} | {paper:.0f}% | {share_text(p, paper)} |")
     lines += [
         "",
         "Score of a run: mean over segments of its training-episode return (area under the learning "

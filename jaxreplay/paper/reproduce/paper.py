@@ -96,7 +96,7 @@ def dqn_claims(env_id: str, percent: dict, *, tuned: bool = False) -> list[dict]
                 id=f"dqn_{env_id}_aer_from_{int(N0)}",
                 claim=f"{env_id}: aER from N0 = {int(N0)} beats the averaged static memory{config} (share of seeds)",
                 paper=f"{paper:.0f}%",
-                ours=share_text(stat),
+                ours=share_text(stat, paper),
                 agrees=agrees,
                 source="experiment",
             )
