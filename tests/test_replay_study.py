@@ -92,6 +92,12 @@ def test_cells_are_the_iqm_of_the_runs_in_runs_csv(tiny):
         assert entry["oldest_policy_age"] == c * r
         assert all(float(x["oldest_policy_age"]) == c * r for x in chosen)  # the engine's, for a full memory
         assert all(int(x["final_memory_size"]) == c for x in chosen)
+    # Each run's soft-divergence flag, and the scored ones counted by stage.
+    counted: dict[str, int] = {}
+    for x in rows:
+        assert x["soft_diverged"] in ("True", "False")
+        counted[x["stage"]] = counted.get(x["stage"], 0) + (x["soft_diverged"] == "True" and x["diverged"] == "False")
+    assert result["soft_diverged"] == counted
     # The IQM of six seeds: the mean of the middle four.
     v = np.sort([float(x["auc"]) for x in rows if x["setting"] == stages.cell(2, 1.0, 1)])
     assert result["cells"][4]["auc_iqm"] == pytest.approx(np.mean(v[1:5]), rel=1e-12)
@@ -431,3 +437,21 @@ def test_diverged_runs_are_counted_in_the_report_and_the_readme_row():
     assert said in text and f"{report.brief_score(cell, 'auc')}" in text and "(1 diverged)" in text
     assert f"{report.brief(result['capacity_effect'][0])} (5 of 6 seeds)" in text
     assert report.label(result) == "quick (CPU), 6 × 4000, 1 runs diverged"
+
+
+def test_soft_diverged_runs_are_said_in_the_summary_and_the_report():
+    """Runs whose Q-values went beyond every return (weights finite, scored) were not counted in a study's
+    report; the committed study (from before the flag) has no count and reads as before."""
+    import pathlib
+
+    from jaxreplay.paper.reproduce.replay_study import report
+
+    committed = pathlib.Path(__file__).resolve().parents[1] / "docs" / "replay_study" / "CartPole-v1"
+    result = json.loads((committed / "study.json").read_text())
+    assert "soft_diverged" not in result and "soft-diverged" not in report.report(result)
+    result["soft_diverged"] = {"grid-ratio-0.25": 0, "grid-ratio-1": 2}
+    result["verdict"] = verdict.verdict(result)
+    soft = "2 runs soft-diverged (by stage: grid-ratio-1 2): their Q-values went beyond every discounted return"
+    assert soft in result["verdict"]["summary"] and soft in report.report(result)
+    result["soft_diverged"] = {"grid-ratio-0.25": 0, "grid-ratio-1": 0}
+    assert verdict.verdict(result)["summary"] == json.loads((committed / "study.json").read_text())["verdict"]["summary"]

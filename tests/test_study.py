@@ -413,6 +413,48 @@ def test_a_mostly_diverged_size_is_never_the_optimum_and_divergence_is_counted()
         study_lib.relabel(result))
 
 
+def test_soft_divergence_is_recorded_per_run_counted_by_stage_and_said(tiny_study, tmp_path):
+    """The studies' reports counted no soft-diverged run (Q-values beyond every return, weights finite): runs.csv
+    now holds the flag per run, study.json counts the scored ones by stage, and the verdict says so; a
+    runs.csv from before the flag (the committed studies) reads as before."""
+    import shutil
+
+    out, result, rows = tiny_study
+    assert all(r["soft_diverged"] in ("True", "False") for r in rows)
+    by_stage: dict[str, int] = {}
+    for r in rows:
+        by_stage[r["stage"]] = by_stage.get(r["stage"], 0) + (r["soft_diverged"] == "True" and r["diverged"] == "False")
+    assert result["soft_diverged"] == by_stage
+    shutil.copytree(out, tmp_path / "s", ignore=shutil.ignore_patterns("sweeps"))
+    # Three response runs flagged, and one adaptive run that also diverged (no score: not counted as soft).
+    flagged = _rows(rows, "response")[:3]
+    lost = _rows(rows, "adaptive")[0]
+    for r in rows:
+        r["soft_diverged"] = str(any(r is f for f in flagged) or r is lost)
+    lost.update(auc="nan", final_return="nan", diverged="True")
+    with (tmp_path / "s" / "runs.csv").open("w", newline="") as f:
+        writer = csv.DictWriter(f, fieldnames=list(rows[0]))
+        writer.writeheader()
+        writer.writerows(rows)
+    refreshed = study_lib.refresh(tmp_path / "s")
+    assert refreshed["soft_diverged"] == {stage: 3 * (stage == "response") for stage in by_stage}
+    said = ("3 runs soft-diverged (by stage: response 3): their Q-values went beyond every discounted return of the "
+            "rewards they saw (van Hasselt et al. 2018); they kept finite weights and are scored like the rest.")
+    assert refreshed["verdict"]["summary"].endswith(said)
+    assert said in (tmp_path / "s" / "report.md").read_text()
+    # A damaged flag names the file; the column absent, nothing is said of soft divergence.
+    (tmp_path / "s" / "runs.csv").write_text((tmp_path / "s" / "runs.csv").read_text().replace(",True", ",Yes", 1))
+    with pytest.raises(ValueError, match="is not a runs.csv that `jaxreplay study dqn` wrote"):
+        study_lib.refresh(tmp_path / "s")
+    for r in rows:
+        del r["soft_diverged"]
+    with (tmp_path / "s" / "runs.csv").open("w", newline="") as f:
+        writer = csv.DictWriter(f, fieldnames=list(rows[0]))
+        writer.writeheader()
+        writer.writerows(rows)
+    assert "soft_diverged" not in study_lib.refresh(tmp_path / "s")
+
+
 def test_refresh_recomputes_the_committed_study_from_its_runs_csv(tmp_path):
     """``study refresh`` recomputes every statistic of study.json from runs.csv (the committed studies' own
     numbers are what it gives, to the digit: they were refreshed by it), keeps what runs.csv lacks, and a

@@ -110,10 +110,10 @@ def _reproduce(args: argparse.Namespace) -> int:
             steps=args.steps,
         )
         for N0, p in summary["percent"].items():
-            paper = reproduce_dqn.PAPER_PERCENT[args.env][N0]
+            published = reproduce_dqn.PAPER_PERCENT[args.env][N0]
             print(
                 f"aER from {N0}: share of seeds beating the averaged static memory "
-                f"{reproduce_dqn.share_text(p, paper)} (paper {paper:.0f}%)"
+                f"{reproduce_dqn.share_text(p, published)} (paper {published:.0f}%)"
             )
         print(
             f"wrote {len(summary['figures'])} figures, {summary['csv']} and {summary['report']} "

@@ -18,7 +18,7 @@ import numpy as np
 from jaxreplay.paper.reproduce.replay_study import stages
 from jaxreplay.paper.reproduce.replay_study.settings import CAPACITY_FACTOR, ReplayDesign, age
 from jaxreplay.paper.reproduce.replay_study.stages import ADAPTIVE_RATIO, STAGE_RULES, AdaptiveRule, cell_runs
-from jaxreplay.paper.reproduce.study.runs import Interval, Runs, ci, diverged, paired, select
+from jaxreplay.paper.reproduce.study.runs import Interval, Runs, ci, diverged, paired, select, soft_diverged
 
 
 class Cell(NamedTuple):
@@ -89,6 +89,8 @@ class Analysis(NamedTuple):
         adaptive: each rule of :data:`~jaxreplay.paper.reproduce.replay_study.stages.STAGE_RULES` from each start.
         walks: the random walk from each start.
         diverged: runs without a score, by stage label (each left out of every number above).
+        soft_diverged: runs with a score whose Q-values went beyond every return (kept in every number), by
+            stage label; ``None`` where the runs do not record the flag.
     """
 
     cells: tuple[Cell, ...]
@@ -102,6 +104,7 @@ class Analysis(NamedTuple):
     adaptive: tuple[AdaptiveScore, ...]
     walks: tuple[Walk, ...]
     diverged: dict[str, int]
+    soft_diverged: dict[str, int] | None = None
 
 
 Key = tuple[int, float, int]
@@ -212,4 +215,5 @@ def analyse(design: ReplayDesign, runs: Mapping[str, Runs]) -> Analysis:
         adaptive=tuple(_adaptive(design, runs, rule, s) for rule in STAGE_RULES for s in ends),
         walks=tuple(_walk(runs, s) for s in ends),
         diverged={label: diverged(r.auc) for label, r in runs.items()},
+        soft_diverged=soft_diverged(runs),
     )

@@ -4,7 +4,16 @@ section) and the README's table of several games (:func:`summary_table`)."""
 from __future__ import annotations
 
 from jaxreplay.paper.reproduce.replay_study.verdict import decide, diverged
-from jaxreplay.paper.reproduce.study.text import diverged_by_stage, find, fmt, interval, runtime, score, table
+from jaxreplay.paper.reproduce.study.text import (
+    diverged_by_stage,
+    find,
+    fmt,
+    interval,
+    runtime,
+    score,
+    soft_diverged_sentence,
+    table,
+)
 
 FEDUS = "Fedus et al. 2020 (*Revisiting Fundamentals of Experience Replay*, ICML, arXiv:2007.06700)"
 """The paper the study is compared with, as the report cites it."""
@@ -49,6 +58,7 @@ def _header(result: dict) -> list[str]:
         "",
         *_few_seeds(result["seeds"]),
         *([lost, ""] if (lost := diverged(result)) else []),
+        *([soft, ""] if (soft := soft_diverged_sentence(result)) else []),
     ]
 
 

@@ -4,7 +4,14 @@ Computed from ``study.json``'s numbers, so an earlier study can be read again by
 
 from __future__ import annotations
 
-from jaxreplay.paper.reproduce.study.text import cannot_tell, diverged_by_stage, fmt, interval, why_no_interval
+from jaxreplay.paper.reproduce.study.text import (
+    cannot_tell,
+    diverged_by_stage,
+    fmt,
+    interval,
+    soft_diverged_sentence,
+    why_no_interval,
+)
 
 
 def decide(effect: dict) -> str | None:
@@ -109,8 +116,8 @@ def verdict(result: dict) -> dict:
         + "; ".join(f"at n = {f['n_step']}: {f['answer']}" for f in track)
         + "."
     )
-    lost = diverged(result)
-    summary += f" {lost}" if lost else ""
+    for said in (diverged(result), soft_diverged_sentence(result)):
+        summary += f" {said}" if said else ""
     return {
         "capacity_helps": helps,
         "interaction": larger,

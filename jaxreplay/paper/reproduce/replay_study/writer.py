@@ -84,6 +84,8 @@ def study_json(design: ReplayDesign, analysis: Analysis, steps: int | None) -> d
         },
         "diverged": a.diverged,
     }
+    if a.soft_diverged is not None:
+        result["soft_diverged"] = a.soft_diverged
     result["verdict"] = verdict(result)
     dqn_experiment = experiments.get("dqn")
     result["settings"] = {
@@ -115,7 +117,7 @@ def write_csvs(out: pathlib.Path, design: ReplayDesign, runs: Mapping[str, Runs]
         per_run, curves = csv.writer(f_runs), csv.writer(f_curves)
         per_run.writerow(
             ["env", "stage", "setting", *POINT_KEYS, "oldest_policy_age", "seed", "auc", "final_return"]
-            + ["mean_memory_size", "final_memory_size", "gradient_steps", "diverged"]
+            + ["mean_memory_size", "final_memory_size", "gradient_steps", "diverged", "soft_diverged"]
         )
         curves.writerow(["env", "stage", "setting", "step", "train_return_mean", "memory_size_mean"])
         for stage, r in runs.items():
@@ -127,6 +129,7 @@ def write_csvs(out: pathlib.Path, design: ReplayDesign, runs: Mapping[str, Runs]
                         [design.env_id, stage, setting.label, *keys, f"{float(ds.oldest_policy_age.values[c, s]):.6g}"]
                         + [s, f"{r.auc[c, s]:.17g}", f"{r.final[c, s]:.17g}", f"{r.mean_size[c, s]:.6g}"]
                         + [int(r.final_size[c, s]), int(ds.gradient_steps.values[c, s]), bool(ds.diverged.values[c, s])]
+                        + [bool(ds.soft_diverged.values[c, s])]
                     )
                 ret = seed_mean(ds.train_return.values[c])
                 cap = ds.capacity.values[c].astype(float).mean(0)

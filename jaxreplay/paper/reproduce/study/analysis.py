@@ -28,6 +28,7 @@ from jaxreplay.paper.reproduce.study.runs import (
     optimum,
     paired_iqm,
     select,
+    soft_diverged,
 )
 from jaxreplay.paper.reproduce.study.settings import StudyDesign
 from jaxreplay.paper.reproduce.study.stages import aer, fixed, walk
@@ -126,6 +127,7 @@ class Analysis(NamedTuple):
     paper_share: tuple[PaperShare, ...]
     other_reading: OtherReading | None
     diverged: dict[str, int]  # runs without a score, by stage
+    soft_diverged: dict[str, int] | None = None  # scored runs flagged soft-diverged, by stage (None: not recorded)
 
 
 def _diagnostics(runs: SettingRuns) -> dict:
@@ -248,4 +250,5 @@ def analyse(design: StudyDesign, runs: Mapping[str, Runs]) -> Analysis:
         if design.other_reading is None
         else _other_reading(design, begin, runs[stages.reading(design.other_reading)]),
         diverged={label: diverged(r.auc) for label, r in runs.items()},
+        soft_diverged=soft_diverged(runs),
     )

@@ -11,6 +11,7 @@ static size) and :func:`differ_test` (whether settings differ at all, by relabel
 from __future__ import annotations
 
 import dataclasses
+from collections.abc import Mapping
 from typing import Any, NamedTuple
 
 import numpy as np
@@ -270,6 +271,19 @@ are) would have been left out anyway; beyond it the score stands on the survivor
 def diverged(values: np.ndarray) -> int:
     """The runs of ``values`` (one setting's scores, ``[seeds]``) without a finite score (diverged)."""
     return int(np.sum(~np.isfinite(np.asarray(values, np.float64))))
+
+
+def soft_diverged(runs: Mapping[str, Runs]) -> dict[str, int] | None:
+    """By stage label, the runs with a score that soft-diverged (their Q-values went beyond every
+    discounted return of the rewards they saw: the DQN summary's ``soft_diverged``, van Hasselt et al.
+    2018); they keep their scores. ``None`` where a stage's runs do not record the flag (runs.csv
+    written before it)."""
+    if not all("soft_diverged" in r.ds for r in runs.values()):
+        return None
+    return {
+        label: int(np.sum(np.asarray(r.ds.soft_diverged.values, bool) & np.isfinite(r.auc)))
+        for label, r in runs.items()
+    }
 
 
 def optimum(response: Runs) -> tuple[int, int]:

@@ -173,7 +173,8 @@ def from_csv(design: StudyDesign, path) -> dict[str, Runs]:
     them (what :func:`run` returned when the study ran), each stage's settings declared again from the
     stages before it, so that the analysis can be recomputed without its sweeps.
 
-    The datasets hold what runs.csv has: ``diverged`` and aER's check counts; the sums of the TD-error
+    The datasets hold what runs.csv has: ``diverged``, ``soft_diverged`` (where the file has the column) and
+    aER's check counts; the sums of the TD-error
     changes at the checks (``adaptive_compared``, ``adaptive_noisy``, ``adaptive_change_sum``,
     ``adaptive_noise_sum``) are not in it and are NaN.
 
@@ -189,6 +190,11 @@ def from_csv(design: StudyDesign, path) -> dict[str, Runs]:
             f"{path} is not a runs.csv that `jaxreplay study dqn` wrote ({type(e).__name__}: {e}): rerun the "
             "study's command to write it again."
         ) from None
+
+
+def _flag(text: str) -> bool:
+    """A runs.csv flag as the writer wrote it (``True``/``False``; anything else is a damaged file)."""
+    return {"True": True, "False": False}[text]
 
 
 def _from_rows(design: StudyDesign, path) -> dict[str, Runs]:
@@ -224,11 +230,14 @@ def _from_rows(design: StudyDesign, path) -> dict[str, Runs]:
         def column(name: str, kind=float) -> np.ndarray:
             return np.array([[kind(r[name]) for r in found] for found in table])
 
-        diverged = column("diverged", lambda v: v == "True")
+        diverged = column("diverged", _flag)
         data = {entry: (("config", "seed"), column(name)) for name, entry in CSV_COUNTS.items()}
         for entry in ("adaptive_compared", "adaptive_noisy", "adaptive_change_sum", "adaptive_noise_sum"):
             data[entry] = (("config", "seed"), np.full(diverged.shape, np.nan))
-        ds = xr.Dataset(data | {"diverged": (("config", "seed"), diverged)})
+        data["diverged"] = (("config", "seed"), diverged)
+        if rows and "soft_diverged" in rows[0]:  # (a runs.csv written before the flag has no column)
+            data["soft_diverged"] = (("config", "seed"), column("soft_diverged", _flag))
+        ds = xr.Dataset(data)
         done[stage.label] = Runs(
             stage=stage.label,
             settings=settings,

@@ -68,6 +68,21 @@ def diverged_by_stage(result: dict) -> tuple[int, str]:
     return sum(counts.values()), ", ".join(f"{label} {count}" for label, count in counts.items() if count)
 
 
+def soft_diverged_sentence(result: dict) -> str:
+    """The sentence counting ``study.json``'s runs that soft-diverged (``soft_diverged``, by stage): scored
+    runs whose Q-values went beyond every discounted return of their rewards. "" where none did, or where
+    the study's runs predate the flag."""
+    counts = result.get("soft_diverged") or {}
+    total = sum(counts.values())
+    if not total:
+        return ""
+    stages = ", ".join(f"{label} {count}" for label, count in counts.items() if count)
+    return (
+        f"{total} runs soft-diverged (by stage: {stages}): their Q-values went beyond every discounted return of "
+        "the rewards they saw (van Hasselt et al. 2018); they kept finite weights and are scored like the rest."
+    )
+
+
 def runtime(result: dict) -> str:
     """``study.json``'s wall time in words: this call's, and where the study was resumed, how many of its runs
     earlier calls computed (whose time is not in it)."""

@@ -7,7 +7,15 @@ from __future__ import annotations
 import json
 import math
 
-from jaxreplay.paper.reproduce.study.text import cannot_tell, diverged_by_stage, find, fmt, interval, why_no_interval
+from jaxreplay.paper.reproduce.study.text import (
+    cannot_tell,
+    diverged_by_stage,
+    find,
+    fmt,
+    interval,
+    soft_diverged_sentence,
+    why_no_interval,
+)
 
 
 def toward(start: float, mean_size: float, optimum: float) -> str:
@@ -113,6 +121,7 @@ def verdict(result: dict) -> dict:
         f"{sum(b is True for b in beats_controls)} of {len(beats_controls)}"
         + (f", {cannot_tell(undecided[0])} from {len(undecided)}." if undecided else ".")
         + _diverged(result)
+        + (f" {soft}" if (soft := soft_diverged_sentence(result)) else "")
     )
     out: dict = {
         "memory_size_matters": matters,

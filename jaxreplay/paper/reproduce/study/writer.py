@@ -135,6 +135,8 @@ def study_json(design: StudyDesign, analysis: Analysis, steps: int | None) -> di
         "other_reading": _other_reading(analysis.other_reading),
         "diverged": analysis.diverged,
     }
+    if analysis.soft_diverged is not None:  # (runs.csv written before the flag: not known, not said)
+        result["soft_diverged"] = analysis.soft_diverged
     result["verdict"] = verdict(result)
     # (Without the DQN fields newer than the committed studies while they hold their defaults: the same file.)
     dqn_experiment = experiments.get("dqn")
@@ -165,7 +167,7 @@ def write_csvs(out: pathlib.Path, design: StudyDesign, runs: Mapping[str, Runs])
         per_run, curves = csv.writer(f_runs), csv.writer(f_curves)
         per_run.writerow(
             ["env", "stage", *POINT_KEYS, "seed", "auc", "final_return", "mean_memory_size", "final_memory_size"]
-            + [*CSV_COUNTS, "diverged"]
+            + [*CSV_COUNTS, "diverged", "soft_diverged"]
         )
         curves.writerow(
             ["env", "stage", "memory_size", "adaptive_rule", "config", "step", "train_return_mean", "memory_size_mean"]
@@ -180,7 +182,7 @@ def write_csvs(out: pathlib.Path, design: StudyDesign, runs: Mapping[str, Runs])
                         [design.env_id, stage, *keys, s, f"{r.auc[c, s]:.17g}", f"{r.final[c, s]:.17g}"]
                         + [f"{r.mean_size[c, s]:.17g}", int(r.final_size[c, s])]
                         + [int(ds[n].values[c, s]) for n in CSV_COUNTS.values()]
-                        + [bool(ds.diverged.values[c, s])]
+                        + [bool(ds.diverged.values[c, s]), bool(ds.soft_diverged.values[c, s])]
                     )
                 ret = seed_mean(ds.train_return.values[c])
                 cap = ds.capacity.values[c].astype(float).mean(0)
