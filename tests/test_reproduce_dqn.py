@@ -100,6 +100,13 @@ def test_reproduction_writes_figures_table_and_statistic(cartpole):
         assert summary["iqm"][setting]["estimate"] == pytest.approx(stats.trim_mean(x[np.isfinite(x)], 0.25), rel=1e-5)
     report = summary["report"].read_text()
     assert "| 100 | 71% |" in report and "IQM" in report
+    # The report's divergence counts are the table's (soft-diverged: scored runs, Q-values beyond every return).
+    hard = {a: sum(r["diverged"] == "True" for r in rows if r["adaptive"] == a) for a in ("False", "True")}
+    soft = {a: sum(r["soft_diverged"] == "True" and r["diverged"] == "False" for r in rows if r["adaptive"] == a)
+            for a in ("False", "True")}
+    assert (f"Diverged runs: {hard['False']} fixed, {hard['True']} adaptive. Soft-diverged runs (Q-values beyond "
+            "every discounted return of their rewards, weights finite; scored like the rest): "
+            f"{soft['False']} fixed, {soft['True']} adaptive.") in report
     assert rdqn.iqm_table(summary["iqm"]) in report
     # Both sweeps were persisted through the engine and reload as labeled datasets.
     sweeps = sorted((out / "sweeps").iterdir())

@@ -21,7 +21,7 @@ Outputs in ``out_dir``:
 * ``memory_size.png``: aER's memory size over time, mean and 10–90% band
   (Fig. 4d–f);
 * ``runs.csv``: one row per run (setting, seed, score, final return, final
-  memory size, diverged);
+  memory size, diverged, soft_diverged);
 * ``report.md``: per setting the IQM of the score with a bootstrap CI, and the
   paper's headline statistic: the percentage of aER seeds whose score beats the
   average score of all static runs, with a Clopper–Pearson 95% interval.
@@ -348,6 +348,7 @@ def _write_csv(out, env_id, datasets, scores, sizes) -> pathlib.Path:
                 "final_eval_return",
                 "final_memory_size",
                 "diverged",
+                "soft_diverged",
             ]
         )
         for label, ds in datasets.items():
@@ -367,6 +368,7 @@ def _write_csv(out, env_id, datasets, scores, sizes) -> pathlib.Path:
                             f"{final_eval:.6g}",
                             int(ds.final_capacity.values[i, s]),
                             bool(ds.diverged.values[i, s]),
+                            bool(ds.soft_diverged.values[i, s]),
                         ]
                     )
     return path
@@ -402,10 +404,13 @@ def _report(env_id, seeds, quick, setup, common, percent, iqm, datasets, runtime
         iqm_table(iqm),
     ]
     div = {k: int(ds.diverged.values.sum()) for k, ds in datasets.items()}
+    soft = {k: int((ds.soft_diverged.values & ~ds.diverged.values).sum()) for k, ds in datasets.items()}
     ad = datasets["adaptive"]
     lines += [
         "",
-        f"Diverged runs: {div['fixed']} fixed, {div['adaptive']} adaptive.",
+        f"Diverged runs: {div['fixed']} fixed, {div['adaptive']} adaptive. Soft-diverged runs (Q-values beyond "
+        f"every discounted return of their rewards, weights finite; scored like the rest): {soft['fixed']} fixed, "
+        f"{soft['adaptive']} adaptive.",
         "aER final memory size (mean over seeds): "
         + ", ".join(
             f"{_label('adaptive', N0, ad.memory_size[i])}: {ad.final_capacity.values[i].mean():.0f}"
