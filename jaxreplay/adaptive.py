@@ -1,26 +1,22 @@
 """Adaptive memory size (aER, Algorithm 2 of Liu & Zou 2018) as a pure controller.
 
-The controller decides the logical capacity ``N`` of a replay memory from the
-change in the absolute TD errors of its *oldest* transitions. It knows nothing
-of agents: it receives ``td_error_fn(transitions) -> float[L]`` (the agent
-closes over its current parameters) and reads the memory with the helpers of
-:mod:`jaxreplay.buffer`. It does **not** resize the memory; it returns the new
-capacity and the caller applies it. Its settings are bound once, the way
-``optax.adam(learning_rate)`` builds a ``GradientTransformation``; traced
-settings are fine (build it inside the traced function)::
+The controller decides the logical capacity ``N`` of a replay memory from the change in the absolute TD errors
+of its *oldest* transitions. It knows nothing of agents: it receives ``td_error_fn(transitions) -> float[L]``
+(the agent closes over its current parameters) and reads the memory with the helpers of :mod:`jaxreplay.buffer`.
+It does **not** resize the memory; it returns the new capacity and the caller applies it. Its settings are bound
+once, the way ``optax.adam(learning_rate)`` builds a ``GradientTransformation``; traced settings are fine (build
+it inside the traced function)::
 
     aer = adaptive.controller(interval=k, num_old=n_old, max_num_old=...)
     ctrl = aer.init()  # then, every step:
     ctrl, capacity = aer.update(key, ctrl, memory, td_error_fn, step)
     memory = buffer.resize(memory, capacity)
 
-A check is four small pure steps: estimate ``|δ_old|'`` (and its change
-against the reference), decide (shrink, enlarge or keep), choose the next
-reference, and record the diagnostics; all read the memory as it is *before*
-a shrink (offsets below are from its oldest live transition). The state is its
-:class:`Reference`, its :class:`Diagnostics` and the votes' evidence
-(:func:`evidence_controller`). (:func:`update`, the earlier one-call form,
-warns and stays for one release.)
+A check is four small pure steps: estimate ``|δ_old|'`` (and its change against the reference), decide (shrink,
+enlarge or keep), choose the next reference, and record the diagnostics; all read the memory as it is *before* a
+shrink (offsets below are from its oldest live transition). The state is its :class:`Reference`, its
+:class:`Diagnostics` and the votes' evidence (:func:`evidence_controller`). (:func:`update`, the earlier
+one-call form, warns and stays for one release.)
 
 Algorithm. ``step`` is the 1-based step count ``t``; write ``N`` for the
 memory's capacity, ``k`` for ``interval``, ``n_old`` for ``num_old`` and
@@ -43,13 +39,11 @@ When ``t mod k == 0`` and the memory is full (``size == N``) the check fires:
 
 When the check does not fire, the state and capacity are returned unchanged.
 
-Boundaries. The paper forces an enlargement when ``N = k``, which keeps
-``N >= k`` only when ``N`` is a multiple of ``k``. Here the forcing condition
-is ``N - k < k`` (a shrink would leave fewer than ``k`` transitions): the same
-rule for multiples of ``k`` (every setting in the paper), and one that keeps
-``N`` in ``[k, max_capacity]`` from the first check on for any initial
-capacity (an initial ``N < k`` is enlarged at the first check). A shrink
-therefore always drops exactly ``k`` transitions.
+Boundaries. The paper forces an enlargement when ``N = k``, which keeps ``N >= k`` only when ``N`` is a multiple
+of ``k``. Here the forcing condition is ``N - k < k`` (a shrink would leave fewer than ``k`` transitions): the
+same rule for multiples of ``k`` (every setting in the paper), and one that keeps ``N`` in ``[k, max_capacity]``
+from the first check on for any initial capacity (an initial ``N < k`` is enlarged at the first check). A shrink
+therefore always drops exactly ``k`` transitions. The rule's enlargements are counted apart (``num_forced``).
 
 The ε criterion and the band between the two conditions. The paper proposes
 ``|δ_old|' < |δ_old| - ε`` as the condition to *shrink*, to counter the
@@ -227,6 +221,8 @@ class Diagnostics(NamedTuple):
         num_grows: ``int32[]``; checks that took the enlarge branch (including
             those at ``max_capacity``, where the capacity stays).
         num_shrinks: ``int32[]``; checks that shrank the memory by ``k``.
+        num_forced: ``int32[]``; valid checks the boundary rule decided (``N - k < k``: an enlargement whatever the
+            sums); ``num_grows - num_forced`` of the ``num_checks - num_invalid - num_forced`` free ones grew.
         num_compared: ``int32[]``; valid checks that had a reference.
         num_noisy: ``int32[]``; of those, checks where the change ``|δ_old|' - |δ_old|`` was within two
             standard errors of 0: the estimator's noise decided, or, with exact sums (error 0), the two sums
@@ -247,6 +243,7 @@ class Diagnostics(NamedTuple):
     num_checks: jax.Array
     num_grows: jax.Array
     num_shrinks: jax.Array
+    num_forced: jax.Array
     num_compared: jax.Array
     num_noisy: jax.Array
     num_invalid: jax.Array
@@ -309,6 +306,7 @@ def init(subsample_size: int | None = None) -> AdaptiveState:
         num_checks=zero_i,
         num_grows=zero_i,
         num_shrinks=zero_i,
+        num_forced=zero_i,
         num_compared=zero_i,
         num_noisy=zero_i,
         num_invalid=zero_i,
@@ -421,6 +419,7 @@ class _Decision(NamedTuple):
     ok: jax.Array  # bool[]: the check could decide (finite sums, valid tolerances)
     shrink: jax.Array  # bool[]
     grow: jax.Array  # bool[]: every valid check that acts and does not shrink
+    forced: jax.Array  # bool[]: a valid check at the floor (N - k < k), which grows whatever the sums
     capacity: jax.Array  # int32[]: the new N
     evidence: jax.Array  # float32[2]: the votes' statistic after this check (jaxreplay.evidence)
 
@@ -476,7 +475,7 @@ def _decide(
     grow = ok & (floor | (act > 0))
     grown = jnp.minimum(capacity + k, buffer_state.max_capacity)
     new_capacity = jnp.where(shrink, capacity - k, jnp.where(grow, grown, capacity))
-    return _Decision(ok, shrink, grow, new_capacity.astype(jnp.int32), evidence)
+    return _Decision(ok, shrink, grow, ok & floor, new_capacity.astype(jnp.int32), evidence)
 
 
 def _next_reference(
@@ -541,6 +540,7 @@ def _record(
         num_checks=diagnostics.num_checks + 1,
         num_grows=diagnostics.num_grows + decision.grow.astype(jnp.int32),
         num_shrinks=diagnostics.num_shrinks + decision.shrink.astype(jnp.int32),
+        num_forced=diagnostics.num_forced + decision.forced.astype(jnp.int32),
         num_compared=diagnostics.num_compared + compared.astype(jnp.int32),
         num_noisy=diagnostics.num_noisy + (compared & noisy).astype(jnp.int32),
         num_invalid=diagnostics.num_invalid + 1 - decision.ok.astype(jnp.int32),

@@ -34,7 +34,7 @@ EXAMPLE = {"index": jnp.int32(0)}
 
 
 def reference_aer(table, initial_capacity, k, n_old, max_capacity, tolerance, reading, steps=STEPS,
-                  equal_counts=True):
+                  equal_counts=True, counts=None):
     """Run Algorithm 2; return (capacity after each step, |δ_old| after each step).
 
     ``equal_counts=False`` is the literal pseudo-code: every check sums the
@@ -50,8 +50,12 @@ def reference_aer(table, initial_capacity, k, n_old, max_capacity, tolerance, re
     leave fewer than ``k`` (the paper's ``N = k`` for multiples of ``k``);
     enlarging at ``max_capacity`` keeps ``N``. ``tolerance=None`` is the
     printed rule (shrink iff ``|δ_old|' <= |δ_old|``), a number the ε rule
-    (shrink iff ``|δ_old|' < |δ_old| - ε``).
+    (shrink iff ``|δ_old|' < |δ_old| - ε``). ``counts``, a dict, gets each
+    check's kind counted: ``"checks"``, ``"grows"``, ``"forced"`` (at the
+    floor, where the boundary rule enlarges whatever the sums).
     """
+    counts = {} if counts is None else counts
+    counts.update(checks=0, grows=0, forced=0)
     memory = collections.deque()
     capacity = initial_capacity
     delta_old = 0
@@ -74,6 +78,9 @@ def reference_aer(table, initial_capacity, k, n_old, max_capacity, tolerance, re
                 shrink = not delta_new > delta_old
             else:
                 shrink = delta_new < delta_old - tolerance
+            counts["checks"] += 1
+            counts["grows"] += not shrink or n - k < k
+            counts["forced"] += n - k < k
             if not equal_counts:
                 if not shrink or n - k < k:
                     capacity = min(n + k, max_capacity)
@@ -161,14 +168,18 @@ def run_jax(table, initial_capacity, k, n_old, tolerance, reading, equal_counts=
 
 
 def check_against_reference(table, initial_capacity, k, n_old, tolerance, reading, equal_counts=True):
+    counts = {}
     ref_caps, ref_deltas = reference_aer(
-        table.tolist(), initial_capacity, k, n_old, MAX_CAPACITY, tolerance, reading, equal_counts=equal_counts
+        table.tolist(), initial_capacity, k, n_old, MAX_CAPACITY, tolerance, reading, equal_counts=equal_counts,
+        counts=counts
     )
     caps, deltas, ctrl = run_jax(table, initial_capacity, k, n_old, tolerance, reading, equal_counts)
     np.testing.assert_array_equal(caps, ref_caps)
     np.testing.assert_array_equal(deltas, np.asarray(ref_deltas, np.float32))
     assert int(ctrl.diagnostics.num_grows) + int(ctrl.diagnostics.num_shrinks) == int(ctrl.diagnostics.num_checks)
     assert int(ctrl.diagnostics.num_invalid) == 0
+    d = ctrl.diagnostics
+    assert (int(d.num_checks), int(d.num_grows), int(d.num_forced)) == (counts["checks"], counts["grows"], counts["forced"])
     return ref_caps, ref_deltas, ctrl
 
 
@@ -241,6 +252,9 @@ def test_shrinks_to_interval_then_forced_to_grow(reading):
     first = caps.index(4)
     assert 8 in caps[first:]  # ... and N = k forces an enlargement
     assert int(ctrl.diagnostics.num_shrinks) >= 9
+    # Every forced check is a step from the floor 4 to 8, and only those are (8 - 4 is not below k = 4).
+    floor_exits = sum(a == 4 and b == 8 for a, b in zip(caps, caps[1:]))
+    assert int(ctrl.diagnostics.num_forced) == floor_exits >= 3
 
 
 def test_ties_shrink_without_tolerance_and_grow_with_zero_tolerance():
@@ -730,7 +744,7 @@ def test_controller_init_is_sized_for_its_subsample_and_groups_the_state():
     assert state.evidence.tolist() == [0.0, 0.0]  # the evidence rule's CUSUM (U, D)
     assert state.reference.positions.shape == (5,) and state.reference.values.shape == (5,)
     assert adaptive.controller(interval=2, num_old=2, max_num_old=4).init().reference.values.shape == (0,)
-    assert len(adaptive.Diagnostics._fields) == 10 and int(state.diagnostics.num_checks) == 0
+    assert len(adaptive.Diagnostics._fields) == 11 and int(state.diagnostics.num_checks) == 0
 
 
 def test_deprecated_update_warns_and_matches_the_controller_bit_for_bit():

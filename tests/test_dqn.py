@@ -463,6 +463,7 @@ def test_every_check_is_counted_once_and_sizes_move_by_k(option_runs):
     np.testing.assert_array_equal(summary["adaptive_grows"][aer] + summary["adaptive_shrinks"][aer]
                                   + summary["adaptive_invalid"][aer], checks)
     assert np.all((summary["final_capacity"][aer] - 100) % 20 == 0)
+    assert np.all(summary["adaptive_forced"][aer] <= summary["adaptive_grows"][aer])
     assert np.all(summary["adaptive_compared"][aer] == checks - 1)
 
 
@@ -825,6 +826,10 @@ def test_adaptive_diagnostics_pool_the_runs():
     assert d["noisy_fraction"] == 7 / 14 and d["change_mean"] == 3.5 / 14 and d["noise_mean"] == 0.7 / 14
     none = dqn.adaptive_diagnostics({k: np.zeros(3) for k in summary})
     assert none["grow_fraction"] is None and none["checks_mean"] == 0
+    # The floor's forced enlargements (3, all grows) apart: 3 of the 12 valid free checks grew, not 6 of 16.
+    assert "free_grow_fraction" not in d  # (results from before the count: not known, not said)
+    d = dqn.adaptive_diagnostics(summary | {"adaptive_forced": np.array([3, 0]), "adaptive_invalid": np.array([1, 0])})
+    assert d["forced_fraction"] == 3 / 16 and d["free_grow_fraction"] == 3 / 12 and d["grow_fraction"] == 6 / 16
 
 
 def test_mean_capacity_of_a_large_memory_is_exact(one_step):
@@ -841,7 +846,8 @@ RECORD_DTYPES = {"train_return": "float32", "train_episodes": "int32", "td_loss"
                  "capacity_mean": "float32", "epsilon": "float32", "env_steps": "int32"}
 SUMMARY_DTYPES = {"diverged": "bool", "soft_diverged": "bool", "q_abs_max": "float32", "recent_return": "float32", "episodes": "int32", "gradient_steps": "int32",
                   "final_capacity": "int32", "adaptive_checks": "int32", "adaptive_grows": "int32",
-                  "adaptive_shrinks": "int32", "adaptive_invalid": "int32", "adaptive_straddle_checks": "int32",
+                  "adaptive_shrinks": "int32", "adaptive_invalid": "int32", "adaptive_forced": "int32",
+                  "adaptive_straddle_checks": "int32",
                   "adaptive_straddle_grows": "int32", "adaptive_compared": "int32", "adaptive_noisy": "int32",
                   "adaptive_change_sum": "float32", "adaptive_noise_sum": "float32", "capacity_clipped": "bool",
                   "adaptive_invalid_parameters": "bool", "n_step_clipped": "bool", "replay_ratio_clipped": "bool",

@@ -87,7 +87,11 @@ def test_response_scores_are_the_iqm_of_the_runs(tiny_study):
 
 
 def test_adaptive_entries_and_controls_follow_from_the_runs(tiny_study):
-    _, result, rows = tiny_study
+    out, result, rows = tiny_study
+    checks_table = (out / "report.md").read_text().split("## aER's checks")[1]
+    for entry in result["adaptive"]:  # each start's row ends with its forced share and its free checks' grow share
+        d = entry["diagnostics"]
+        assert f"| {text.fmt(d['forced_fraction'], '.2f')} | {text.fmt(d['free_grow_fraction'], '.2f')} |" in checks_table
     for entry, control in zip(result["adaptive"], result["controls"]):
         n0 = entry["initial_size"]
         aer = _rows(rows, "adaptive", memory_size=n0, adaptive_rule=1, adaptive_td_target=0, adaptive_paired=1,
@@ -98,8 +102,14 @@ def test_adaptive_entries_and_controls_follow_from_the_runs(tiny_study):
         assert entry["final_size_mean"] == pytest.approx(np.mean([float(r["final_memory_size"]) for r in aer]))
         checks = sum(int(r["checks"]) for r in aer)
         assert entry["grow_fraction"] == pytest.approx(sum(int(r["grows"]) for r in aer) / checks)
+        forced = sum(int(r["forced"]) for r in aer)
+        assert entry["diagnostics"]["forced_fraction"] == pytest.approx(forced / checks)
+        free = checks - forced
+        assert entry["diagnostics"]["free_grow_fraction"] == (
+            None if free == 0 else pytest.approx((sum(int(r["grows"]) for r in aer) - forced) / free))
         for r in aer + walk:
-            assert int(r["grows"]) + int(r["shrinks"]) == int(r["checks"])  # no invalid check
+            assert int(r["grows"]) + int(r["shrinks"]) == int(r["checks"]) and int(r["invalid"]) == 0
+            assert int(r["forced"]) <= int(r["grows"])
             assert (int(r["final_memory_size"]) - n0) % 20 == 0
         # The paired comparison is the seed-mean of per-seed differences (same seed index).
         diff = [float(a["auc"]) - float(w["auc"]) for a, w in zip(aer, walk)]
@@ -127,6 +137,10 @@ def test_dqn_cli_prints_aer_diagnostics_per_seed(capsys):
     # A check every 20 steps once learning has begun (learning_starts 1000; the memory is full from step 100).
     assert a["checks"] == [(1200 - 1000) // 20] * 2
     assert [g + s for g, s in zip(a["grows"], a["shrinks"])] == a["checks"]
+    # The floor's forced enlargements apart: the grow share of the free checks, from the per-seed counts.
+    free = sum(a["checks"]) - sum(a["invalid"]) - sum(a["forced"])
+    assert a["free_grow_fraction"] == pytest.approx((sum(a["grows"]) - sum(a["forced"])) / free)
+    assert a["forced_fraction"] == pytest.approx(sum(a["forced"]) / sum(a["checks"]))
     assert all((n - 100) % 20 == 0 for n in a["final_memory_size"])
     assert 0 <= a["grow_fraction"] <= 1
     # Gradient steps are reported: one a step from learning_starts on. A run that takes none says so (its

@@ -302,7 +302,8 @@ def _print_text(args: argparse.Namespace, result: _Result) -> None:
         print(
             f"  aER checks {sum(a['checks'])}: grow fraction {show(a['grow_fraction'], '.2f')} "
             f"({show(a['straddle_grow_fraction'], '.2f')} at checks straddling a target copy, "
-            f"{show(a['other_grow_fraction'], '.2f')} at the others); estimate's standard error "
+            f"{show(a['other_grow_fraction'], '.2f')} at the others; {sum(a['forced'])} forced by the floor, "
+            f"{show(a['free_grow_fraction'], '.2f')} of the free ones); estimate's standard error "
             f"{show(a['noise_mean'], '.3g')} vs mean |change| {show(a['change_mean'], '.3g')}"
         )
     if report["diverged"]:
@@ -337,6 +338,8 @@ _ADAPTIVE_NULL_REASONS = {
     "noisy_fraction": "no aER check had a reference to compare with",
     "change_mean": "no aER check had a reference to compare with",
     "noise_mean": "no aER check had a reference to compare with",
+    "forced_fraction": "no aER check ran",
+    "free_grow_fraction": "every valid aER check was forced by the floor (or none ran)",
 }
 
 
@@ -357,6 +360,7 @@ def _adaptive_report(ds) -> dict:
         "grows": seeds("adaptive_grows"),
         "shrinks": seeds("adaptive_shrinks"),
         "invalid": seeds("adaptive_invalid"),
+        "forced": seeds("adaptive_forced"),
         "final_memory_size": seeds("final_capacity"),
         "straddle_checks": seeds("adaptive_straddle_checks"),
         "straddle_grows": seeds("adaptive_straddle_grows"),

@@ -92,6 +92,8 @@ class Summary(NamedTuple):
             checks and their outcomes (0 without aER).
         adaptive_invalid: ``int32``; checks that could not decide (non-finite
             sums or invalid traced tolerances).
+        adaptive_forced: ``int32``; valid checks at the floor (``N - k < k``),
+            which enlarge whatever the sums (``adaptive.Diagnostics.num_forced``).
         adaptive_straddle_checks, adaptive_straddle_grows: ``int32``; checks,
             and enlargements among them, with a target copy since the previous check.
         adaptive_compared, adaptive_noisy: ``int32``; checks with a reference,
@@ -134,6 +136,7 @@ class Summary(NamedTuple):
     adaptive_grows: jax.Array
     adaptive_shrinks: jax.Array
     adaptive_invalid: jax.Array
+    adaptive_forced: jax.Array
     adaptive_straddle_checks: jax.Array
     adaptive_straddle_grows: jax.Array
     adaptive_compared: jax.Array
@@ -170,6 +173,7 @@ def summarize(state: State, hparams: Hyperparameters, setup: Setup) -> dict:
         adaptive_grows=aer.num_grows,
         adaptive_shrinks=aer.num_shrinks,
         adaptive_invalid=aer.num_invalid,
+        adaptive_forced=aer.num_forced,
         adaptive_straddle_checks=state.straddle_checks,
         adaptive_straddle_grows=state.straddle_grows,
         adaptive_compared=aer.num_compared,
@@ -224,7 +228,12 @@ def adaptive_diagnostics(summary: _Entries) -> dict:
         (``straddle_grow_fraction``, ``other_grow_fraction``),
         ``noisy_fraction`` (compared checks whose change was within two
         standard errors of 0), ``change_mean`` and ``noise_mean`` (per compared
-        check); ``None`` where nothing was counted.
+        check), ``forced_fraction`` (checks the floor rule decided: an
+        enlargement whatever the sums) and ``free_grow_fraction`` (the grow
+        share of the valid checks it did not decide: what the TD errors, or the
+        coin of the random walk, chose; these two only where ``summary`` holds
+        ``adaptive_forced`` and ``adaptive_invalid``, which results written
+        before them lack); ``None`` where nothing was counted.
     """
     total = {name: float(np.sum(np.asarray(summary[name], np.float64))) for name in _ADAPTIVE_SUMMARY}
     runs = int(np.size(np.asarray(summary["adaptive_checks"])))
@@ -235,7 +244,7 @@ def adaptive_diagnostics(summary: _Entries) -> dict:
     checks, grows = total["adaptive_checks"], total["adaptive_grows"]
     straddle, straddle_grows = total["adaptive_straddle_checks"], total["adaptive_straddle_grows"]
     compared = total["adaptive_compared"]
-    return {
+    shares = {
         "checks_mean": share(checks, runs),
         "grow_fraction": share(grows, checks),
         "straddle_grow_fraction": share(straddle_grows, straddle),
@@ -243,6 +252,16 @@ def adaptive_diagnostics(summary: _Entries) -> dict:
         "noisy_fraction": share(total["adaptive_noisy"], compared),
         "change_mean": share(total["adaptive_change_sum"], compared),
         "noise_mean": share(total["adaptive_noise_sum"], compared),
+    }
+    try:
+        forced, invalid = (
+            float(np.sum(np.asarray(summary[n], np.float64))) for n in ("adaptive_forced", "adaptive_invalid")
+        )
+    except KeyError:
+        return shares
+    return shares | {
+        "forced_fraction": share(forced, checks),
+        "free_grow_fraction": share(grows - forced, checks - invalid - forced),
     }
 
 

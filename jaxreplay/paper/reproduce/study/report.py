@@ -108,7 +108,10 @@ def _adaptive(result: dict) -> list[str]:
 def _checks(result: dict) -> list[str]:
     header = ["start", "checks per run", "grow share at checks straddling a target copy", "at the others"]
     header += ["checks within 2 SE of no change", "mean change", "mean SE"]
-    return ["", "## aER's checks: what drives the decisions", ""] + table(
+    # (a study whose runs predate the floor count has no such columns)
+    forced = all("free_grow_fraction" in a["diagnostics"] for a in result["adaptive"])
+    header += ["checks forced by the floor", "grow share of the free checks"] * forced
+    lines = ["", "## aER's checks: what drives the decisions", ""] + table(
         header,
         [
             [
@@ -120,10 +123,19 @@ def _checks(result: dict) -> list[str]:
                 fmt(d["change_mean"]),
                 fmt(d["noise_mean"]),
             ]
+            + [fmt(d.get("forced_fraction"), ".2f"), fmt(d.get("free_grow_fraction"), ".2f")] * forced
             for a in result["adaptive"]
             for d in [a["diagnostics"]]
         ],
     )
+    if forced:
+        lines += [
+            "",
+            "A check at the floor (N − k < k) enlarges whatever the sums: after a shrink to it the next check "
+            "compares an empty reference window (0 with 0). The grow share of the free checks leaves these out: "
+            "what the TD errors decided.",
+        ]
+    return lines
 
 
 def _sensitivity(result: dict) -> list[str]:

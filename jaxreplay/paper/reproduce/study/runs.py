@@ -26,6 +26,10 @@ CSV_COUNTS = {
 """runs.csv's columns of aER's check counts, each with the summary entry it holds (written by the study's
 writer, read back by :func:`~jaxreplay.paper.reproduce.study.stages.from_csv`)."""
 
+CSV_ADDED_COUNTS = {"invalid": "adaptive_invalid", "forced": "adaptive_forced"}
+"""Counts written after the committed studies ran: written like :data:`CSV_COUNTS`, read only where the file
+has them (without them the diagnostics that need them are left out)."""
+
 # A statistic over seeds with its 95% interval, as :func:`~jaxreplay.engine.results.seed_interval`
 # returns it: ``{"estimate", "low", "high"}``, a ``None`` with its ``"<key>_null_reason"``;
 # :func:`paired` adds ``"significant"``.

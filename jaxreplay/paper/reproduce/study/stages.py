@@ -17,7 +17,7 @@ from typing import TYPE_CHECKING, NamedTuple
 
 import numpy as np
 
-from jaxreplay.paper.reproduce.study.runs import CSV_COUNTS, Runs, Setting, optimum, run_stage, select
+from jaxreplay.paper.reproduce.study.runs import CSV_ADDED_COUNTS, CSV_COUNTS, Runs, Setting, optimum, run_stage, select
 from jaxreplay.paper.reproduce.study.settings import StudyDesign, point, variant
 
 if TYPE_CHECKING:
@@ -173,10 +173,10 @@ def from_csv(design: StudyDesign, path) -> dict[str, Runs]:
     them (what :func:`run` returned when the study ran), each stage's settings declared again from the
     stages before it, so that the analysis can be recomputed without its sweeps.
 
-    The datasets hold what runs.csv has: ``diverged``, ``soft_diverged`` (where the file has the column) and
-    aER's check counts; the sums of the TD-error
-    changes at the checks (``adaptive_compared``, ``adaptive_noisy``, ``adaptive_change_sum``,
-    ``adaptive_noise_sum``) are not in it and are NaN.
+    The datasets hold what runs.csv has: ``diverged``, aER's check counts, and where the file has them
+    ``soft_diverged`` and the counts of :data:`~jaxreplay.paper.reproduce.study.runs.CSV_ADDED_COUNTS`; the
+    sums of the TD-error changes at the checks (``adaptive_compared``, ``adaptive_noisy``,
+    ``adaptive_change_sum``, ``adaptive_noise_sum``) are not in it and are NaN.
 
     Raises:
         ValueError: a declared setting has no rows, or not one per seed (names the stage, label and file).
@@ -232,6 +232,9 @@ def _from_rows(design: StudyDesign, path) -> dict[str, Runs]:
 
         diverged = column("diverged", _flag)
         data = {entry: (("config", "seed"), column(name)) for name, entry in CSV_COUNTS.items()}
+        for name, entry in CSV_ADDED_COUNTS.items():
+            if rows and name in rows[0]:
+                data[entry] = (("config", "seed"), column(name))
         for entry in ("adaptive_compared", "adaptive_noisy", "adaptive_change_sum", "adaptive_noise_sum"):
             data[entry] = (("config", "seed"), np.full(diverged.shape, np.nan))
         data["diverged"] = (("config", "seed"), diverged)

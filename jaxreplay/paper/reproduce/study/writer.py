@@ -25,7 +25,7 @@ from jaxreplay.paper.reproduce.study.analysis import (
     Variant,
 )
 from jaxreplay.paper.reproduce.study.report import label, report, summary_table
-from jaxreplay.paper.reproduce.study.runs import CSV_COUNTS, Interval, Runs, seed_mean
+from jaxreplay.paper.reproduce.study.runs import CSV_ADDED_COUNTS, CSV_COUNTS, Interval, Runs, seed_mean
 from jaxreplay.paper.reproduce.study.settings import ENVS, POINT_KEYS, StudyDesign
 from jaxreplay.paper.reproduce.study.verdict import relabel, toward, verdict
 
@@ -167,7 +167,7 @@ def write_csvs(out: pathlib.Path, design: StudyDesign, runs: Mapping[str, Runs])
         per_run, curves = csv.writer(f_runs), csv.writer(f_curves)
         per_run.writerow(
             ["env", "stage", *POINT_KEYS, "seed", "auc", "final_return", "mean_memory_size", "final_memory_size"]
-            + [*CSV_COUNTS, "diverged", "soft_diverged"]
+            + [*CSV_COUNTS, *CSV_ADDED_COUNTS, "diverged", "soft_diverged"]
         )
         curves.writerow(
             ["env", "stage", "memory_size", "adaptive_rule", "config", "step", "train_return_mean", "memory_size_mean"]
@@ -181,7 +181,7 @@ def write_csvs(out: pathlib.Path, design: StudyDesign, runs: Mapping[str, Runs])
                         # (every digit: study refresh recomputes study.json from these)
                         [design.env_id, stage, *keys, s, f"{r.auc[c, s]:.17g}", f"{r.final[c, s]:.17g}"]
                         + [f"{r.mean_size[c, s]:.17g}", int(r.final_size[c, s])]
-                        + [int(ds[n].values[c, s]) for n in CSV_COUNTS.values()]
+                        + [int(ds[n].values[c, s]) for n in (*CSV_COUNTS.values(), *CSV_ADDED_COUNTS.values())]
                         + [bool(ds.diverged.values[c, s]), bool(ds.soft_diverged.values[c, s])]
                     )
                 ret = seed_mean(ds.train_return.values[c])
