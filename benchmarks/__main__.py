@@ -37,11 +37,39 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
-def main(argv: list[str] | None = None) -> int:
-    args = build_parser().parse_args(argv)
-    names = args.only or list(BENCHMARKS)
+def _readme_block() -> str:
+    """The README block of this process's JAX backend: one per backend, so a CPU run keeps the GPU numbers."""
+    import jax
 
-    from benchmarks import _timing  # imports jax: after argument errors are reported
+    backend = jax.default_backend()
+    return "benchmarks" if backend == "cpu" else f"benchmarks-{backend}"
+
+
+def _check_outputs(parser: argparse.ArgumentParser, args: argparse.Namespace) -> None:
+    """Refuse an ``--out`` or ``--readme`` that could not be written, in one line, before any benchmark runs
+    (they were found after minutes of benchmarking, as tracebacks)."""
+    import pathlib
+
+    from jaxreplay.paper.reproduce.paper import read_readme
+
+    if args.out:
+        out = pathlib.Path(args.out)
+        if out.is_dir() or not out.parent.is_dir():
+            parser.error(f"--out {args.out}: " + ("is a folder" if out.is_dir() else f"no folder {out.parent}"))
+    if args.readme:
+        try:
+            read_readme(args.readme, _readme_block())
+        except ValueError as e:
+            parser.error(f"--readme: {e}")
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    names = args.only or list(BENCHMARKS)
+    _check_outputs(parser, args)
+
+    from benchmarks import _timing  # imports jax
 
     def progress(message: str) -> None:
         print(message, file=sys.stderr, flush=True)
@@ -87,12 +115,7 @@ def main(argv: list[str] | None = None) -> int:
                                    f"{where}:", summary, *readme_extra])
             with open(args.readme, encoding="utf-8") as f:
                 text = f.read()
-            import jax
-
-            # One block per backend: a CPU run does not overwrite the GPU numbers.
-            backend = jax.default_backend()
-            name = "benchmarks" if backend == "cpu" else f"benchmarks-{backend}"
-            atomic_write_text(args.readme, replace_block(text, name, block))  # never a truncated README
+            atomic_write_text(args.readme, replace_block(text, _readme_block(), block))  # never a truncated README
             progress(f"updated {args.readme}{partial}")
 
     for done, name in enumerate(names, start=1):
@@ -108,8 +131,13 @@ def main(argv: list[str] | None = None) -> int:
             body = f"**Failed**: {message}"
         elapsed = time.perf_counter() - t0
         sections.append(f"## {module.TITLE}\n\n{body}\n\n_`{name}` took {elapsed:.0f} s._")
-        headlines += [[f"`{name}`", *row] for row in getattr(module, "HEADLINES", [])]
-        readme_extra += getattr(module, "README", [])
+        if name in failed:
+            # A module may have set its ratios before it failed (dqn's _report before _scaling): their numbers
+            # went with the failed section, so the summary (and the README block) says it failed instead.
+            headlines.append([f"`{name}`", "failed: " + message.replace("|", "/"), "–", "–"])
+        else:
+            headlines += [[f"`{name}`", *row] for row in getattr(module, "HEADLINES", [])]
+            readme_extra += getattr(module, "README", [])
         if done < len(names):
             write(done)
     write(len(names))

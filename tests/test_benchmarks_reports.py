@@ -156,3 +156,69 @@ def test_a_baseline_run_alone_is_the_engines_program_and_engine_time_is_the_whol
     fake = types.SimpleNamespace(stats=types.SimpleNamespace(compile_seconds=0.25))
     seconds = _timing.engine_call_seconds(lambda sweep, out, progress: calls.append(sweep) or fake, "S")
     assert calls == ["S"] and -0.25 <= seconds < 0.0  # the call's wall time (about 0) less its compilation
+
+
+def _stand_ins(monkeypatch):
+    """Two instant stand-in benchmarks: ``ok`` (one ratio) and ``fails``, which sets its ratio and then raises, the
+    order of benchmarks/dqn.py (its ratios in _report, then _scaling's sweeps)."""
+    import types
+
+    import benchmarks
+
+    ran = []
+    ok = types.SimpleNamespace(TITLE="stand-in ok", HEADLINES=[], README=["roofline of ok"])
+    fails = types.SimpleNamespace(TITLE="stand-in fails", HEADLINES=[], README=["roofline of fails"])
+
+    def run_ok(mode, progress):
+        ran.append("ok")
+        ok.HEADLINES[:] = [["ok's quantity", "3.0×", "≥ 2×"]]
+        return "ok's numbers"
+
+    def run_fails(mode, progress):
+        ran.append("fails")
+        fails.HEADLINES[:] = [["DQN, 100-seed sweep vs seeds in sequence", "37.0×", "≥ 10×"]]
+        raise RuntimeError("scaling sweep | ran out of memory")
+
+    ok.run, fails.run = run_ok, run_fails
+    modules = {"benchmarks._stand_in_ok": ok, "benchmarks._stand_in_fails": fails}
+    monkeypatch.setitem(benchmarks.BENCHMARKS, "ok", "benchmarks._stand_in_ok")
+    monkeypatch.setitem(benchmarks.BENCHMARKS, "fails", "benchmarks._stand_in_fails")
+    import importlib
+
+    real = importlib.import_module
+    monkeypatch.setattr(importlib, "import_module", lambda name, *a: modules[name] if name in modules else real(name, *a))
+    return ran
+
+
+def test_a_failed_benchmark_publishes_no_ratio_and_outputs_are_checked_before_any_runs(monkeypatch, tmp_path, capsys):
+    """A benchmark that set its ratio and then failed kept the ratio in the summary and the --readme block, whose
+    numbers had gone with the failed section; and a bad --readme or --out was found after the benchmarks had
+    run, as a traceback (found by a probe)."""
+    import pytest
+
+    from benchmarks import __main__ as cli
+
+    ran = _stand_ins(monkeypatch)
+    readme = tmp_path / "README.md"
+    readme.write_text("# b\n<!-- benchmarks:begin -->\n<!-- benchmarks:end -->\n")
+    assert cli.main(["--only", "fails", "--only", "ok", "--readme", str(readme), "--out", str(tmp_path / "r.md")]) == 1
+    block = readme.read_text()
+    assert "37.0×" not in block and "roofline of fails" not in block
+    assert "| `fails` | failed: RuntimeError: scaling sweep / ran out of memory | – | – |" in block
+    assert "| `ok` | ok's quantity | 3.0× | ≥ 2× |" in block and "roofline of ok" in block
+    assert "37.0×" not in (tmp_path / "r.md").read_text()
+    capsys.readouterr()
+    ran.clear()
+    bad = [
+        (["--readme", str(tmp_path / "missing.md")], "--readme: the README"),
+        (["--readme", str(tmp_path / "r.md")], "--readme: the README"),  # no block
+        (["--out", str(tmp_path / "no_dir" / "r.md")], f"--out {tmp_path / 'no_dir' / 'r.md'}: no folder"),
+        (["--out", str(tmp_path)], f"--out {tmp_path}: is a folder"),
+    ]
+    for argv, message in bad:
+        with pytest.raises(SystemExit) as e:
+            cli.main(["--only", "ok", *argv])
+        err = capsys.readouterr().err
+        last = err.splitlines()[-1]  # argparse's usage, then one line naming the option
+        assert e.value.code == 2 and last.startswith(f"python -m benchmarks: error: {message}"), err
+    assert ran == []  # refused before any benchmark ran
