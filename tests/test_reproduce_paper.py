@@ -174,6 +174,15 @@ def test_command_line_refuses_bad_input(tmp_path, capsys):
     assert not (tmp_path / "linesearch").exists()
 
 
+def _fake_linesearch(out, calls, kw) -> dict:
+    """What the LineSearch reproduction writes and returns, made up: a figure, the CSV and the report."""
+    for name in ("fig.png", "metric_grid.csv", "report.md"):
+        (out / name).write_text(f"{name} of run {len(calls)}")
+    calls.append(kw)
+    return {"figures": {"fig.png": str(out / "fig.png")}, "csv": str(out / "metric_grid.csv"),
+            "report": str(out / "report.md"), "claims": []}
+
+
 @pytest.mark.parametrize("damage", ['{"settings": {"mode": "fast"', "[1, 2]", '{"settings": {}}'])
 def test_a_damaged_linesearch_record_is_named_and_its_part_recomputed(tmp_path, monkeypatch, damage):
     """``DIR/linesearch/summary.json`` truncated, not an object, or without its figures: one warning naming
@@ -181,7 +190,7 @@ def test_a_damaged_linesearch_record_is_named_and_its_part_recomputed(tmp_path, 
     from jaxreplay.paper.reproduce import linesearch as rl_module
 
     calls = []
-    monkeypatch.setattr(rl_module, "reproduce", lambda out, **kw: calls.append(kw) or {"figures": {}, "claims": []})
+    monkeypatch.setattr(rl_module, "reproduce", lambda out, **kw: _fake_linesearch(out, calls, kw))
     (tmp_path / "summary.json").write_text(damage)
     with pytest.warns(UserWarning, match=r"summary\.json .*Its LineSearch part is computed again"):
         summary = paper._linesearch_part(tmp_path, "fast", None, 0, False)
@@ -190,23 +199,27 @@ def test_a_damaged_linesearch_record_is_named_and_its_part_recomputed(tmp_path, 
     assert len(calls) == 1
 
 
-def test_a_linesearch_part_rewritten_by_reproduce_linesearch_is_not_reused(tmp_path, monkeypatch):
+@pytest.mark.parametrize("damage", ["report rewritten", "csv truncated", "csv deleted", "figure emptied"])
+def test_a_linesearch_part_whose_files_changed_is_not_reused(tmp_path, monkeypatch, damage):
     """`reproduce linesearch --out DIR/linesearch` rewrote the part's figures and report but left the part's
-    record: the next `reproduce all` reused the earlier run's claims beside them (found by a probe). The record
-    now holds its report's digest (and the LineSearch reproduction removes the record before it writes)."""
+    record: the next `reproduce all` reused the earlier run's claims beside them; and a truncated or deleted
+    metric_grid.csv or an emptied figure was reported as done and left so (found by probes). The record now
+    holds the digest of every file the part wrote (and the LineSearch reproduction removes the record first)."""
     from jaxreplay.paper.reproduce import linesearch as rl_module
 
-    def fake(out, **kw):
-        (out / "report.md").write_text(f"report {len(calls)}")
-        calls.append(kw)
-        return {"figures": {}, "claims": []}
-
     calls = []
-    monkeypatch.setattr(rl_module, "reproduce", fake)
+    monkeypatch.setattr(rl_module, "reproduce", lambda out, **kw: _fake_linesearch(out, calls, kw))
     assert paper._linesearch_part(tmp_path, "fast", None, 0, False)["resumed"] is False
     assert paper._linesearch_part(tmp_path, "fast", None, 0, False)["resumed"] is True
-    (tmp_path / "report.md").write_text("a later run's report")  # what `reproduce linesearch` left
+    {
+        "report rewritten": lambda: (tmp_path / "report.md").write_text("a later run's report"),
+        "csv truncated": lambda: (tmp_path / "metric_grid.csv").write_text("metric_grid.csv of"),
+        "csv deleted": lambda: (tmp_path / "metric_grid.csv").unlink(),
+        "figure emptied": lambda: (tmp_path / "fig.png").write_bytes(b""),
+    }[damage]()
     assert paper._linesearch_part(tmp_path, "fast", None, 0, False)["resumed"] is False and len(calls) == 2
+    assert (tmp_path / "metric_grid.csv").read_text() == "metric_grid.csv of run 1"
+    assert paper._linesearch_part(tmp_path, "fast", None, 0, False)["resumed"] is True and len(calls) == 2
 
 
 def test_a_rerun_of_reproduce_all_removes_the_earlier_table_before_computing(tmp_path, monkeypatch):

@@ -265,20 +265,22 @@ def _linesearch_part(out: pathlib.Path, mode: str, seeds, seed: int, progress: b
         except ValueError as e:  # a damaged record only costs the part's recomputation: say so, and recompute
             warnings.warn(f"{e} Its LineSearch part is computed again.", stacklevel=2)
             previous = {}
-        figures = previous.get("figures")
+        recorded = previous.get("outputs_sha256")
         if (
             previous.get("settings") == settings
-            and isinstance(figures, dict)
-            and all(pathlib.Path(p).exists() for p in figures.values())
-            # the report it recorded is the one in the folder (a `reproduce linesearch` there since rewrote it)
-            and previous.get("report_sha256") == _digest(out / "report.md")
+            # every file it wrote is in the folder as it wrote it: not truncated, deleted, or rewritten by a
+            # `reproduce linesearch` there since (a record from before the digests: computed again)
+            and isinstance(recorded, dict)
+            and None not in recorded.values()
+            and recorded == {name: _digest(out / name) for name in recorded}
         ):
             previous["resumed"] = True
             return previous
     record.unlink(missing_ok=True)  # (a run killed below must not leave the earlier run's record beside its files)
     summary = results.jsonable(linesearch.reproduce(out, mode=mode, seeds=seeds, seed=seed, progress=progress))
     summary["settings"] = settings
-    summary["report_sha256"] = _digest(out / "report.md")
+    written = [*summary["figures"], pathlib.Path(summary["csv"]).name, pathlib.Path(summary["report"]).name]
+    summary["outputs_sha256"] = {name: _digest(out / name) for name in written}
     atomic_write_text(record, json.dumps(summary, indent=1, allow_nan=True))
     summary["resumed"] = False
     return summary
