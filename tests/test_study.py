@@ -519,10 +519,13 @@ def test_study_readme_refuses_a_study_whose_stored_verdict_is_not_todays(tmp_pat
     assert "| Acrobot-v1 | full, 3 × 200000 | cannot tell (too few seeds): " in readme.read_text()
 
 
-@pytest.mark.parametrize("damage", ["truncated", "foreign", "not a number", "not utf-8"])
+@pytest.mark.parametrize(
+    "damage", ["truncated", "foreign", "not a number", "not utf-8", "another game", "a stray row", "a flag misspelt"]
+)
 def test_refresh_names_a_damaged_runs_csv(tmp_path, capsys, damage):
     """`study refresh` on a truncated, foreign or undecodable runs.csv ended in a traceback or a line naming no
-    file (found by a probe): one line naming the file, and study.json untouched."""
+    file; another game's rows were read by stage and point alone, a row of no setting was dropped, and a flag not
+    spelt `True` read as False (found by probes): one line naming the file, and study.json untouched."""
     import pathlib
     import shutil
 
@@ -530,11 +533,18 @@ def test_refresh_names_a_damaged_runs_csv(tmp_path, capsys, damage):
     shutil.copytree(committed, tmp_path / "s")
     runs = tmp_path / "s" / "runs.csv"
     data = runs.read_bytes()
+    last = data.splitlines(keepends=True)[-1]
     runs.write_bytes({"truncated": data[:700], "foreign": b"a,b\n1,2\n",
-                      "not a number": data.replace(b",10.1146", b",abc", 1), "not utf-8": data[:300] + b"\xe9"}[damage])
+                      "not a number": data.replace(b",10.1146", b",abc", 1), "not utf-8": data[:300] + b"\xe9",
+                      "another game": data.replace(b"CartPole-v1,", b"Acrobot-v1,"),
+                      "a stray row": data + last.replace(b",reading-sgd,", b",bogus,"),
+                      "a flag misspelt": data.replace(b"False", b"false", 1)}[damage])
     assert cli.main(["study", "refresh", str(tmp_path / "s")]) == 2
     err = capsys.readouterr().err
     assert err.startswith(f"jaxreplay study: error: {runs}") and err.count("\n") == 1, err
+    said = {"another game": "rows of Acrobot-v1 in a study of CartPole-v1", "a stray row": "1 rows belong to no setting",
+            "a flag misspelt": "is not a runs.csv that `jaxreplay study dqn` wrote (KeyError: 'false')"}
+    assert said.get(damage, "") in err, err
     assert (tmp_path / "s" / "study.json").read_bytes() == (committed / "study.json").read_bytes()
 
 

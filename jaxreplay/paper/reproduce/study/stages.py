@@ -211,15 +211,22 @@ def _from_rows(design: StudyDesign, path) -> dict[str, Runs]:
     def key(stage: str, values) -> tuple:
         return (stage, *(float(values[k]) for k in POINT_KEYS))
 
+    games = sorted({row["env"] for row in rows} - {design.env_id})
+    if games:  # (rows were matched by stage and point alone: another game's file refreshed this one)
+        raise ValueError(
+            f"{path}: rows of {', '.join(games)} in a study of {design.env_id}: not this study's runs.csv."
+        )
     by_point: dict[tuple, list[dict]] = {}
     for row in rows:
         by_point.setdefault(key(row["stage"], row), []).append(row)
+    used: set[int] = set()
     done: dict[str, Runs] = {}
     for stage in declare(design):
         settings = stage.settings(design, done)
         table = []
         for setting in settings:
             found = sorted(by_point.get(key(stage.label, setting.point), ()), key=lambda r: int(r["seed"]))
+            used.update(id(r) for r in found)
             if [int(r["seed"]) for r in found] != list(range(stage.seeds)):
                 raise ValueError(
                     f"{path}: stage {stage.label!r}, setting {setting.label!r} ({setting.point}) has "
@@ -249,5 +256,11 @@ def _from_rows(design: StudyDesign, path) -> dict[str, Runs]:
             final=column("final_return"),
             mean_size=column("mean_memory_size"),
             final_size=column("final_memory_size"),
+        )
+    stray = [r for r in rows if id(r) not in used]
+    if stray:  # (they were dropped without a word)
+        raise ValueError(
+            f"{path}: {len(stray)} rows belong to no setting of this study (the first: stage {stray[0]['stage']!r}, "
+            f"seed {stray[0]['seed']}): not this study's runs.csv."
         )
     return done
