@@ -151,6 +151,8 @@ def test_the_adaptive_stage_runs_every_rule_of_the_table_with_its_controls(tiny)
             float(r["adaptive_relative_tolerance"]) == rule.relative and int(r["n_step"]) == a["n_step"] for r in mine
         )
         assert entry["mean_size"] == pytest.approx(np.mean([float(r["mean_memory_size"]) for r in mine]), rel=1e-5)
+        free = entry["free_grow_fraction"]  # (the floor's forced enlargements apart)
+        assert free is None or (0 <= free <= 1 and (free <= entry["grow_fraction"] or entry["grow_fraction"] < 1))
         walk = _auc(rows, stages.ADAPTIVE, stages.walk(entry["initial_size"]))
         assert entry["vs_random_walk"]["estimate"] == _interval(_auc(rows, stages.ADAPTIVE, setting) - walk)["estimate"]
         at_mean = [r for r in rows if r["setting"] == stages.fixed_at_mean(rule, entry["initial_size"])]
@@ -455,3 +457,22 @@ def test_soft_diverged_runs_are_said_in_the_summary_and_the_report():
     assert soft in result["verdict"]["summary"] and soft in report.report(result)
     result["soft_diverged"] = {"grid-ratio-0.25": 0, "grid-ratio-1": 0}
     assert verdict.verdict(result)["summary"] == json.loads((committed / "study.json").read_text())["verdict"]["summary"]
+
+
+def test_the_free_checks_grow_share_is_reported_where_the_study_counted_the_floor():
+    """An adaptive rule's grow share mixes the floor's forced enlargements with its free decisions: a study that
+    counted them reports both (table and line); the committed study, from before the count, reads as before."""
+    import pathlib
+
+    from jaxreplay.paper.reproduce.replay_study import report
+
+    committed = pathlib.Path(__file__).resolve().parents[1] / "docs" / "replay_study" / "CartPole-v1"
+    result = json.loads((committed / "study.json").read_text())
+    assert "of the free checks" not in report.report(result)
+    for i, rule in enumerate(result["adaptive"]["rules"]):
+        rule["free_grow_fraction"] = 0.25 + i / 100
+    first = result["adaptive"]["rules"][0]
+    assert ", 0.25 of the free checks); score" in verdict.adaptive_line(first)
+    text = report.report(result)
+    assert "| grow share | of the free checks | score IQM [95% CI] |" in text
+    assert f"| {first['final_size_mean']:.0f} | {first['grow_fraction']:.2f} | 0.25 | " in text

@@ -62,6 +62,8 @@ class AdaptiveScore(NamedTuple):
     vs_random_walk: Interval  # the random ±k walk from the same start
     fixed_at_mean_size: int
     vs_fixed_at_mean: Interval  # a fixed memory at its time-averaged size
+    # the grow share of the checks the floor did not force (None: no such check; dqn.adaptive_diagnostics)
+    free_grow_fraction: float | None = None
 
 
 class Walk(NamedTuple):
@@ -167,12 +169,13 @@ def _adaptive(design: ReplayDesign, runs: Mapping[str, Runs], rule: AdaptiveRule
     ends = [select(stage, stages.fixed(s)) for s in stages.starts(design)]
     best = max(ends, key=lambda e: -np.inf if ci(e.auc)["estimate"] is None else ci(e.auc)["estimate"])
     at_mean = select(runs[stages.FIXED_AT_MEAN], stages.fixed_at_mean(rule, start))
+    shares = dqn.adaptive_diagnostics(a.ds)
     return AdaptiveScore(
         rule=rule.name,
         initial_size=int(start),
         mean_size=float(np.nanmean(a.mean_size)),
         final_size_mean=float(np.nanmean(a.final_size)),
-        grow_fraction=dqn.adaptive_diagnostics(a.ds)["grow_fraction"],
+        grow_fraction=shares["grow_fraction"],
         score=ci(a.auc),
         final=ci(a.final),
         vs_start_static=paired(a.auc, select(stage, stages.fixed(start)).auc),
@@ -180,6 +183,7 @@ def _adaptive(design: ReplayDesign, runs: Mapping[str, Runs], rule: AdaptiveRule
         vs_random_walk=paired(a.auc, select(stage, stages.walk(start)).auc),
         fixed_at_mean_size=int(at_mean.setting.point["memory_size"]),
         vs_fixed_at_mean=paired(a.auc, at_mean.auc),
+        free_grow_fraction=shares["free_grow_fraction"],
     )
 
 

@@ -125,6 +125,7 @@ def _contrasts(result: dict) -> list[str]:
 
 def _adaptive(result: dict) -> list[str]:
     a = result["adaptive"]
+    free = all("free_grow_fraction" in r for r in a["rules"])  # (a study from before the floor count: none)
     static = ", ".join(f"fixed {s['memory_size']}: {brief_score(s)}" for s in a["static"])
     rows = [
         [
@@ -133,6 +134,7 @@ def _adaptive(result: dict) -> list[str]:
             f"{r['mean_size']:.0f}",
             f"{r['final_size_mean']:.0f}",
             fmt(r["grow_fraction"], ".2f"),
+            *[fmt(r.get("free_grow_fraction"), ".2f")] * free,
             brief_score(r),
             brief(r["vs_start_static"]),
             brief(r["vs_best_static"]),
@@ -141,7 +143,8 @@ def _adaptive(result: dict) -> list[str]:
         ]
         for r in a["rules"]
     ]
-    header = ["rule", "start", "mean size", "final size", "grow share", "score IQM [95% CI]", "vs its start"]
+    header = ["rule", "start", "mean size", "final size", "grow share", *["of the free checks"] * free]
+    header += ["score IQM [95% CI]", "vs its start"]
     header += ["vs better static end", "vs random walk", "vs fixed at its mean size"]
     walks = "; ".join(
         f"from {w['initial_size']}: mean size {w['mean_size']:.0f}, score {brief_score(w)}" for w in a["walks"]

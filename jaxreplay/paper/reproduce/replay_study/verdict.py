@@ -76,7 +76,9 @@ def adaptive_line(a: dict) -> str:
     """One adaptive rule from one start, in a line: where its memory went and its paired comparisons."""
     return (
         f"{a['rule']} from {a['initial_size']}: mean size {a['mean_size']:.0f} (ends at {a['final_size_mean']:.0f}, "
-        f"grow share {fmt(a['grow_fraction'], '.2f')}); score {fmt(a['score_iqm'])}; vs its start "
+        f"grow share {fmt(a['grow_fraction'], '.2f')}"
+        + ("" if "free_grow_fraction" not in a else f", {fmt(a['free_grow_fraction'], '.2f')} of the free checks")
+        + f"); score {fmt(a['score_iqm'])}; vs its start "
         f"{interval(a['vs_start_static'])}; vs the better static end {interval(a['vs_best_static'])}; vs random walk "
         f"{interval(a['vs_random_walk'])}; vs fixed at its mean size {a['fixed_at_mean_size']}: "
         f"{interval(a['vs_fixed_at_mean'])}"
