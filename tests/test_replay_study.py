@@ -151,8 +151,9 @@ def test_the_adaptive_stage_runs_every_rule_of_the_table_with_its_controls(tiny)
             float(r["adaptive_relative_tolerance"]) == rule.relative and int(r["n_step"]) == a["n_step"] for r in mine
         )
         assert entry["mean_size"] == pytest.approx(np.mean([float(r["mean_memory_size"]) for r in mine]), rel=1e-5)
-        free = entry["free_grow_fraction"]  # (the floor's forced enlargements apart)
-        assert free is None or (0 <= free <= 1 and (free <= entry["grow_fraction"] or entry["grow_fraction"] < 1))
+        # Leaving out the floor's forced enlargements (all grows) can only lower the share (no check was invalid).
+        free = entry["free_grow_fraction"]
+        assert free is None or 0 <= free <= entry["grow_fraction"] + 1e-12
         walk = _auc(rows, stages.ADAPTIVE, stages.walk(entry["initial_size"]))
         assert entry["vs_random_walk"]["estimate"] == _interval(_auc(rows, stages.ADAPTIVE, setting) - walk)["estimate"]
         at_mean = [r for r in rows if r["setting"] == stages.fixed_at_mean(rule, entry["initial_size"])]
