@@ -128,7 +128,7 @@ def test_linesearch_adaptive_num_old_is_checked_not_replaced(capsys, value):
 @pytest.mark.parametrize("args, message", [
     (["--env", "Pendulum-v1"], "--env Pendulum-v1: DQN needs a discrete action space"),
     (["--env", "MountainCarContinuous-v0", "--steps", "100"], "continuous actions (Box of shape (1,))"),
-    (["--env", "LineSearch", "--steps", "500"], "--env LineSearch: its episode never terminates and lasts horizon = "
+    (["--env", "LineSearch", "--steps", "500"], "--env LineSearch: its episode never terminates and lasts max_steps_in_episode = "
                                                 "1000 steps, so no episode ends in the last segment (steps 451-500)"),
     (["--env", "NoSuchGame-v0"], "--env NoSuchGame-v0: not a known environment; choose one of: LineSearch"),
 ])

@@ -11,7 +11,7 @@ from jaxreplay import envs
 
 
 def test_linesearch_moves_and_rewards_as_the_paper_says():
-    env, params = envs.make("LineSearch", horizon=4)
+    env, params = envs.make("LineSearch", max_steps_in_episode=4)
     obs, state = env.reset(jax.random.key(0), params)
     assert obs.tolist() == [-5.0]
     positions, rewards, truncations = [], [], []
@@ -40,7 +40,7 @@ def test_linesearch_vmaps_over_params():
 
 @pytest.mark.parametrize(
     "kwargs, argument",
-    [({"speed": float("nan")}, "speed"), ({"speed": -1.0}, "speed"), ({"horizon": 0}, "horizon")],
+    [({"speed": float("nan")}, "speed"), ({"speed": -1.0}, "speed"), ({"max_steps_in_episode": 0}, "max_steps_in_episode")],
 )
 def test_bad_params(kwargs, argument):
     with pytest.raises(ValueError, match=argument):
@@ -61,7 +61,7 @@ def test_gymnax_ids_pass_through():
 @pytest.mark.parametrize("overrides, message", [
     (dict(initial_position=1e39), "initial_position = 1e+39 does not fit a float32"),  # it ran as inf
     (dict(speed=1e-45), "speed = 1e-45 does not fit a float32"),  # it ran as 0: the agent never moved
-    (dict(horizon=2**31), "horizon must be <= 2147483647"),  # it failed in JAX naming params.horizon
+    (dict(max_steps_in_episode=2**31), "max_steps_in_episode must be <= 2147483647"),  # it failed in JAX
 ])
 def test_linesearch_params_that_would_run_as_other_values_are_refused(overrides, message):
     from jaxreplay.envs import linesearch as env_lib
@@ -153,3 +153,39 @@ def test_an_environment_whose_data_cannot_be_downloaded_is_one_line_naming_env_i
     with pytest.raises(ValueError, match=r"^env_id 'MNISTBandit-bsuite': gymnax could not build it: EOFError: .*"
                                          r"gymnax keeps it in /tmp/mnist: delete that folder"):
         envs.make("MNISTBandit-bsuite")
+
+
+def test_linesearch_episode_length_is_gymnaxs_field_and_dqn_evaluates_whole_episodes():
+    """LineSearch kept its length in ``horizon`` beside gymnax's inherited ``max_steps_in_episode`` of 1, which
+    DQN's greedy evaluation reads: its eval_return was the first step's reward (0.001 where the greedy episode
+    returns 395), and env_params={"max_steps_in_episode": 5} was accepted and changed no episode (found by a
+    probe). The length is now that field; ``horizon`` is its old name, warned."""
+    from jaxreplay.agents import dqn as agent
+    from jaxreplay.experiments import dqn
+    from jaxreplay.experiments.dqn import game
+
+    assert envs.LineSearchParams().max_steps_in_episode == 1000 and "horizon" not in envs.LineSearchParams.__dataclass_fields__
+    with pytest.warns(DeprecationWarning, match="horizon is deprecated .*use max_steps_in_episode"):
+        assert envs.make("LineSearch", horizon=7)[1].max_steps_in_episode == 7
+    with pytest.raises(ValueError, match="max_steps_in_episode is given twice"), pytest.warns(DeprecationWarning):
+        envs.make("LineSearch", horizon=7, max_steps_in_episode=8)
+    with pytest.warns(DeprecationWarning, match="horizon is deprecated"):
+        old = dqn.Setup(env_id="LineSearch", env_params={"horizon": 30}, total_steps=60, steps_per_segment=60)
+    setup = dqn.Setup(env_id="LineSearch", env_params={"max_steps_in_episode": 30}, total_steps=60,
+                      steps_per_segment=60, hidden_sizes=(8,), max_capacity=100, batch_size=8, eval_episodes=1)
+    assert old.env_params == setup.env_params
+    records, summary, state = dqn.run_batch(jax.random.split(jax.random.key(0), 2),
+                                            dqn.Hyperparameters(memory_size=40, learning_starts=20), setup, True)
+    assert summary["episodes"].tolist() == [2, 2]  # two 30-step episodes in 60 steps
+    env, params = game.environment(setup)
+    net = game.network(setup)
+    for run in range(2):
+        weights = jax.tree.map(lambda x: x[run], state.params)
+        obs, env_state = env.reset(jax.random.key(0), params)
+        total, steps, done = 0.0, 0, False
+        while not done:  # the greedy episode, played until the environment ends it (LineSearch is deterministic)
+            obs, env_state, reward, terminated, truncated, _ = env.step(
+                jax.random.key(0), env_state, agent.greedy_action(net, weights, obs), params)
+            total, steps, done = total + float(reward), steps + 1, bool(terminated | truncated)
+        assert steps == 30
+        np.testing.assert_allclose(records["eval_return"][run, -1], total, rtol=1e-5)

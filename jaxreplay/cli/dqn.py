@@ -208,7 +208,7 @@ def _with_n_step_and_ratio(args: argparse.Namespace, setup, hparams):
 def _check_episodes(setup) -> None:
     """Refuse, before compiling, a run whose return cannot be reported (ValueError naming --env and why).
 
-    LineSearch never terminates: its only episode end is at ``horizon``, so a
+    LineSearch never terminates: its only episode end is at ``max_steps_in_episode``, so a
     run whose last segment contains none would report a NaN return. (A game
     DQN cannot play, with continuous actions or a single one, is refused by
     ``dqn.Setup`` itself.)
@@ -218,11 +218,11 @@ def _check_episodes(setup) -> None:
     if setup.env_id != "LineSearch":
         return
     _, params = dqn.environment(setup)  # (its env_params applied as the experiment does)
-    horizon, total = int(params.horizon), setup.total_steps
+    horizon, total = int(params.max_steps_in_episode), setup.total_steps
     last_start = total - setup.steps_per_segment
     if total // horizon * horizon <= last_start:
         raise ValueError(
-            f"--env LineSearch: its episode never terminates and lasts horizon = {horizon} steps, so no "
+            f"--env LineSearch: its episode never terminates and lasts max_steps_in_episode = {horizon} steps, so no "
             f"episode ends in the last segment (steps {last_start + 1}-{total}) and the return would be NaN; "
             f"use --steps {max(horizon, total // horizon * horizon)} (a multiple of {horizon}), or "
             "`jaxreplay linesearch` for the paper's LineSearch experiment."

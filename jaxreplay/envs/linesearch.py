@@ -6,10 +6,14 @@ by ``+v``; the reward of a move is linear in the position it lands on::
     x' = x + a,        r = β1 · (x + a) + β2,        a ∈ {-v, +v}.
 
 There is no natural terminal state; an episode is truncated after
-``horizon`` steps (the paper runs one episode of T = 1000 steps).
+``max_steps_in_episode`` steps (the paper runs one episode of T = 1000 steps),
+gymnax's field for every game's time limit, which the DQN experiment's greedy
+evaluation also reads.
 """
 
 from __future__ import annotations
+
+import warnings
 
 import jax
 import jax.numpy as jnp
@@ -55,7 +59,10 @@ class LineSearchParams(environment.EnvParams):
         speed: v > 0, the length of a move (paper: 0.01).
         reward_slope: β1 in r = β1·x' + β2 (paper: 0.1).
         reward_intercept: β2 (paper: 0.5).
-        horizon: episode length in steps (paper: T = 1000).
+        max_steps_in_episode: episode length in steps (paper: T = 1000); gymnax's
+            field, which the DQN evaluation reads as every game's (it was an unused
+            inherited 1 beside a ``horizon`` field: LineSearch's greedy evaluation
+            played one step).
 
     Every field is a pytree leaf: traced inside a jitted or vmapped step (the
     experiments vmap the reward weights over a sweep).
@@ -65,7 +72,26 @@ class LineSearchParams(environment.EnvParams):
     speed: ArrayLike = 0.01
     reward_slope: ArrayLike = 0.1
     reward_intercept: ArrayLike = 0.5
-    horizon: ArrayLike = 1000
+    max_steps_in_episode: ArrayLike = 1000
+
+
+RENAMED_PARAMS = {"horizon": "max_steps_in_episode"}
+"""Old parameter names, accepted for one release with a ``DeprecationWarning`` naming the new one."""
+
+
+def renamed_param(name: str) -> str:
+    """The current name of parameter ``name`` (warning where ``name`` is an old spelling)."""
+    if name not in RENAMED_PARAMS:
+        return name
+    from jaxreplay._deprecated import REMOVED_AFTER
+
+    new = RENAMED_PARAMS[name]
+    warnings.warn(
+        f"LineSearch's parameter {name} is deprecated (removed after {REMOVED_AFTER}): use {new}.",
+        DeprecationWarning,
+        stacklevel=3,
+    )
+    return new
 
 
 @struct.dataclass
@@ -77,12 +103,16 @@ class LineSearchState(environment.EnvState):
 
 def make_params(**overrides: ArrayLike) -> LineSearchParams:
     """:class:`LineSearchParams` with checked overrides (ValueError naming a bad one)."""
-    params = LineSearchParams(**overrides)
+    renamed = {renamed_param(name): value for name, value in overrides.items()}
+    if len(renamed) < len(overrides):
+        raise _validation.FieldError("max_steps_in_episode", "is given twice (once as horizon, its old name).")
+    params = LineSearchParams(**renamed)
     for name in ("initial_position", "speed", "reward_slope", "reward_intercept"):
         value = getattr(params, name)
         _validation.check_float(name, value, low=0.0 if name == "speed" else None)
         _validation.check_float32(name, value)  # (1e39 would run as inf, 1e-45 as 0)
-    _validation.check_int("horizon", params.horizon, low=1, high=_validation.INT32_MAX)  # an int32 on the device
+    length = params.max_steps_in_episode
+    _validation.check_int("max_steps_in_episode", length, low=1, high=_validation.INT32_MAX)  # an int32 on the device
     return params
 
 
@@ -138,8 +168,8 @@ class LineSearch(environment.Environment[LineSearchState, LineSearchParams]):
         return jnp.zeros((), bool)
 
     def is_truncated(self, state: LineSearchState, params: LineSearchParams) -> jax.Array:
-        """True once ``time >= horizon``."""
-        return state.time >= params.horizon
+        """True once ``time >= max_steps_in_episode``."""
+        return state.time >= params.max_steps_in_episode
 
     @property
     def name(self) -> str:

@@ -264,7 +264,7 @@ def _env_params(hparams: Hyperparameters, setup: Setup) -> env_lib.LineSearchPar
         speed=setup.speed,
         reward_slope=reward_weights[0],
         reward_intercept=reward_weights[1],
-        horizon=setup.steps,
+        max_steps_in_episode=setup.steps,
     )
 
 

@@ -99,6 +99,8 @@ def check_env_params(env_id: str, env_params: tuple) -> tuple:
         if len(pair) != 2 or not isinstance(pair[0], str):
             raise ValueError(f"setup.env_params must be (name, value) pairs with a str name, got {pair!r}.")
         name, value = pair
+        if env_id == "LineSearch":
+            name = envs_lib.linesearch.renamed_param(name)  # (an old name: warned, and checked as its new one)
         where = f"setup.env_params.{name}"
         if name not in fields:
             raise ValueError(f"{where}: not a parameter of {env_id}; it has {', '.join(fields)}.")
