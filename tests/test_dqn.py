@@ -242,6 +242,24 @@ def test_a_run_whose_q_values_outgrow_every_return_is_flagged_soft_diverged():
     assert np.asarray(records["td_loss"])[1].min() > 1e6
 
 
+def test_an_untrained_run_or_one_without_rewards_is_not_soft_diverged():
+    """The flag compared every |Q| acted on, the untrained network's included, with r_max / (1 - γ): a run that
+    took no gradient step, or saw only zero rewards (a bound of 0), was flagged soft-diverged for the values it
+    started with or Adam's first steps (found by a probe: Freeway untrained, 2 of 2 seeds). Only values acted on
+    after learning began count, and without a nonzero reward there is no bound to exceed."""
+    keys = jax.random.split(jax.random.key(0), 2)
+    setup = dqn.Setup(total_steps=200, steps_per_segment=100, hidden_sizes=(16,), max_capacity=300, batch_size=16)
+    untrained = dqn.Hyperparameters(memory_size=200, learning_starts=1000)  # beyond the run: no gradient step
+    _, summary = dqn.run_batch(keys, untrained, setup)
+    assert summary["gradient_steps"].tolist() == [0, 0] and summary["q_abs_max"].tolist() == [0.0, 0.0]
+    assert summary["soft_diverged"].tolist() == [False] * 2
+    # Zero rewards, two steps to termination: learned values of 0.5-0.8, against a bound of 0.
+    zero = dqn.Setup(env_id="Probe-TwoStep", env_params={"first_reward": 0.0, "reward": 0.0}, total_steps=400,
+                     steps_per_segment=400, hidden_sizes=(16,), max_capacity=100, batch_size=16)
+    _, summary = dqn.run_batch(keys, dqn.Hyperparameters(memory_size=100, learning_starts=50, step_size=1e-2), zero)
+    assert np.all(np.asarray(summary["q_abs_max"]) > 0.1) and summary["soft_diverged"].tolist() == [False, False]
+
+
 def test_protocol_segment_loop_matches_run_batch(one_step):
     """The sweep engine's use of the protocol (host loop over jitted segments)
     gives what run_batch's in-jit scan gives: results do not depend on segmentation."""

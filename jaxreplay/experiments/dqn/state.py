@@ -62,7 +62,7 @@ class State(NamedTuple):
             ``max_updates_per_unit`` slots (a traced ratio whose float32
             rounding needs one more slot; ``check`` refuses a concrete one).
         q_abs_max: ``float32[]``; the largest ``|Q(s, a)|`` of the observations
-            the agent acted on so far.
+            the agent acted on so far once it had made a gradient step.
         reward_abs_max: ``float32[]``; the largest ``|r|`` of a step so far.
         key: the run's PRNG key (constant; draws use ``fold_in``).
     """

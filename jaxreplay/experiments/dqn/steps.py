@@ -249,6 +249,8 @@ def _env_step(ctx: _Context, carry: _Carry) -> _Carry:
     episode_return = s.episode_return + reward
     slot = s.episodes % setup.recent_episodes
     recent = s.recent_returns.at[slot].set(jnp.where(done, episode_return, s.recent_returns[slot]))
+    q_abs = jnp.max(jnp.abs(q))  # (a NaN stays in the maximum: the run has diverged)
+    trained = s.gradient_steps > 0  # the untrained network's values are its initial scale, not learned ones
     s = s._replace(
         memory=memory,
         env_state=_strip_weak_types(env_state),
@@ -257,7 +259,7 @@ def _env_step(ctx: _Context, carry: _Carry) -> _Carry:
         recent_returns=recent,
         episodes=s.episodes + done.astype(jnp.int32),
         step=s.step + 1,
-        q_abs_max=jnp.maximum(s.q_abs_max, jnp.max(jnp.abs(q))),  # (a NaN stays: the run has diverged)
+        q_abs_max=jnp.where(trained, jnp.maximum(s.q_abs_max, q_abs), s.q_abs_max),
         reward_abs_max=jnp.maximum(s.reward_abs_max, jnp.abs(reward)),
     )
     # The segment's mean capacity is summed as deviations from its first capacity: small

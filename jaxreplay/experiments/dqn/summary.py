@@ -72,16 +72,21 @@ class Summary(NamedTuple):
 
     Attributes:
         diverged: ``bool``; a parameter (online or target) is non-finite.
-        soft_diverged: ``bool``; the run's Q-values went beyond every return
-            its rewards allow: ``q_abs_max > r_max / (1 - γ)``, ``r_max`` the
-            largest ``|r|`` it saw (the "soft divergence" of van Hasselt et
+        soft_diverged: ``bool``; the run's learned Q-values went beyond every
+            return its rewards allow: ``q_abs_max > r_max / (1 - γ)``, ``r_max``
+            the largest ``|r|`` it saw (the "soft divergence" of van Hasselt et
             al. 2018, *Deep Reinforcement Learning and the Deadly Triad*,
             arXiv:1812.02648). Its weights stay finite (Adam's steps are
             bounded by the step size: at 100 on CartPole the TD loss reached
             1e9 and only this flag says so); unlike ``diverged`` it may be
-            transient, and a run so flagged keeps its scores.
+            transient, and a run so flagged keeps its scores. Never set for a
+            run that saw no nonzero reward: no return bound is known then (the
+            untrained network's values, or Adam's first steps on zero targets,
+            were flagged against a bound of 0; values that grow without limit
+            end as ``diverged``).
         q_abs_max: ``float32``; the largest ``|Q(s, a)|`` of the observations
-            the agent acted on.
+            the agent acted on once it had made a gradient step (0 if none: the
+            untrained network's values are its initialisation, not learned).
         recent_return: ``float32``; mean of the last ``recent_episodes``
             training-episode returns (NaN if none).
         episodes: ``int32``; training episodes completed.
@@ -163,7 +168,7 @@ def summarize(state: State, hparams: Hyperparameters, setup: Setup) -> dict:
     summary = Summary(
         diverged=~(agent.is_finite(state.params) & agent.is_finite(state.target_params)),
         # (γ < 1 for a valid run; an invalid one is flagged invalid_hyperparameters)
-        soft_diverged=state.q_abs_max > state.reward_abs_max / (1.0 - hp.discount),
+        soft_diverged=(state.reward_abs_max > 0) & (state.q_abs_max > state.reward_abs_max / (1.0 - hp.discount)),
         q_abs_max=state.q_abs_max,
         recent_return=recent_mean.astype(jnp.float32),
         episodes=state.episodes,
