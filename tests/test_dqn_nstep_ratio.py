@@ -92,6 +92,20 @@ def test_gradient_updates_follow_the_replay_ratio(mixed):
     np.testing.assert_array_equal(summary["oldest_policy_age"], [200.0, 200.0, 50.0, 800.0])
 
 
+def test_learning_starts_is_read_at_a_units_end():
+    """A unit of train_frequency steps makes all its due updates if it ends at t >= learning_starts: the field's
+    docstring said those due before it were masked (40 updates, not 39, for learning_starts 10; found by a probe)."""
+    import dataclasses
+
+    setup = dataclasses.replace(BOUNDED, total_steps=48, steps_per_segment=48, train_frequency=4)
+    starts = np.array([0, 10, 12, 13], np.int32)
+    hparams = HPARAMS._replace(memory_size=40, learning_starts=starts, target_period=8)
+    _, summary = dqn.run_batch(KEYS, hparams, setup)
+    # Units end at 4, 8, ..., 48 and make 4 updates each once they end at or after learning_starts.
+    assert summary["gradient_steps"].tolist() == [4 * sum(end >= s for end in range(4, 49, 4)) for s in starts]
+    assert summary["gradient_steps"].tolist() == [48, 40, 40, 36]
+
+
 def test_a_mixed_chunk_gives_each_run_its_result_alone(mixed, alone):
     (records, summary, state), _ = mixed
     alone, compiles = alone

@@ -332,8 +332,12 @@ class Hyperparameters(NamedTuple):
             integer the count may be one short (2.1 after 100 steps: 209).
             :func:`check` refuses a ratio whose rounding would make some
             unit due more updates than ``max_updates_per_unit`` slots
-            (:func:`update_slots_needed`). ``learning_starts`` masks the
-            updates due before it.
+            (:func:`update_slots_needed`). ``learning_starts`` is read at a
+            unit's end: a unit that ends at ``t >= learning_starts`` makes
+            all its due updates, so up to ``train_frequency - 1`` of them
+            were due before ``learning_starts`` (``train_frequency`` 4,
+            ratio 1, ``learning_starts`` 10: the unit ending at step 12 makes
+            4, 40 in 48 steps); the units that end before it make none.
     """
 
     memory_size: ArrayLike = 10_000
