@@ -457,6 +457,11 @@ def test_a_ratio_whose_float32_rounding_needs_another_slot_is_refused_and_the_cl
         dqn.check(hp, setup)
     dqn.check(hp, dataclasses.replace(setup, max_updates_per_unit=14))
     dqn.check(hp._replace(replay_ratio=1.25), setup)  # its units are due 12 or 13: enough
+    # Beyond 2**24 steps float32 counts steps by 2: even ratio 1 makes some unit due 2, and the message says why.
+    long = dqn.Setup(total_steps=2**25, steps_per_segment=2**15)
+    with pytest.raises(ValueError, match=r"replay_ratio = 1 makes 2 updates due in some unit of 1 steps \(t × ratio "
+                                         r"rounded in float32 \(the run's 33,554,432 steps go beyond 2\*\*24"):
+        dqn.check(dqn.Hyperparameters(), long)
     args = argparse.Namespace(n_step=None, replay_ratio=1.3)
     sized, _ = cli_dqn._with_n_step_and_ratio(args, dataclasses.replace(setup, max_updates_per_unit=1), hp)
     assert sized.max_updates_per_unit == 14

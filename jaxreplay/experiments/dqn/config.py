@@ -438,11 +438,18 @@ def check(hparams: Hyperparameters, setup: Setup) -> None:
     for r in np.unique(np.asarray(ratio, np.float32)) if ratio is not None else ():
         due = _most_updates_due(float(r), setup)
         if due > setup.max_updates_per_unit:  # float32 rounding: one unit due ceil(ρF) + 1 updates
+            # (beyond 2**24 steps float32 counts t itself in steps of 2 or more: even ratio 1 makes some unit due 2)
+            beyond = (
+                f" (the run's {setup.total_steps:,} steps go beyond 2**24 = 16,777,216, past which float32 cannot "
+                "count each step)"
+                if setup.total_steps > 2**24
+                else ""
+            )
             raise _validation.FieldError(
                 "replay_ratio",
                 f"= {float(r):g} makes {due} updates due in some unit of {setup.train_frequency} steps (t × ratio "
-                f"rounded in float32), more than Setup.max_updates_per_unit ({setup.max_updates_per_unit}) slots: "
-                f"raise max_updates_per_unit to {due}, or the run would silently skip updates.",
+                f"rounded in float32{beyond}), more than Setup.max_updates_per_unit ({setup.max_updates_per_unit}) "
+                f"slots: raise max_updates_per_unit to {due}, or the run would silently skip updates.",
             )
 
 
