@@ -33,6 +33,10 @@ from jaxreplay import _validation
 from jaxreplay import buffer as buffer_lib
 from jaxreplay._typing import ArrayLike
 
+MAX_PRIORITY_EXPONENT = 1e30
+"""The largest pER exponent β: ``β · log max(|δ|, floor)`` stays finite in float32 (``|log|`` of a float32 is at
+most 104). A larger one (4e36 overflowed) drew a slot of probability 0 with weight 0, or NaN weights."""
+
 
 class Sample(NamedTuple):
     """A minibatch of slots.
@@ -164,12 +168,16 @@ def exact_priorities(
     Returns:
         ``float32[max_capacity]`` probabilities per slot, zero outside the live
         window, summing to 1 (when ``size >= 1``). Computed in log space, so any
-        β is safe from overflow and underflow. A traced β or floor that is NaN,
-        infinite or negative (jitted code cannot raise) gives all-NaN
+        β up to :data:`MAX_PRIORITY_EXPONENT` is safe from overflow and
+        underflow. A traced β or floor that is NaN, infinite, negative or (β)
+        above that bound (jitted code cannot raise) gives all-NaN
         probabilities, and so NaN draws' probabilities and weights in
-        :func:`exact_prioritized`: never a silent fallback. Cost: O(max_capacity).
+        :func:`exact_prioritized`: never a silent fallback. The total is summed
+        in age order and read at the newest live transition, so nothing
+        depends on ``max_capacity`` (a sum over every slot rounded otherwise at
+        another length). Cost: O(max_capacity).
     """
-    _validation.check_float("priority_exponent", priority_exponent, low=0.0, scalar=True)
+    _validation.check_float("priority_exponent", priority_exponent, low=0.0, high=MAX_PRIORITY_EXPONENT, scalar=True)
     _validation.check_float("error_floor", error_floor, low=0.0, scalar=True)
     td_errors = jnp.asarray(td_errors)
     if td_errors.shape != (state.max_capacity,):
@@ -187,10 +195,29 @@ def exact_priorities(
     # Every live priority 0 (a floor of 0 and no TD error): uniform over the live window, as the
     # stored-priority sampler does, rather than probabilities that sum to 0.
     shifted = jnp.where(valid, jnp.where(top == -jnp.inf, 1.0, shifted), 0.0)
-    probabilities = shifted / jnp.maximum(jnp.sum(shifted), jnp.finfo(shifted.dtype).tiny)
+    total = _live_total(state, shifted)
+    probabilities = shifted / jnp.maximum(total, jnp.finfo(shifted.dtype).tiny)
     exponent, floor = jnp.asarray(priority_exponent), jnp.asarray(error_floor)
-    valid = (exponent >= 0) & jnp.isfinite(exponent) & (floor >= 0) & jnp.isfinite(floor)
+    valid = (exponent >= 0) & (exponent <= MAX_PRIORITY_EXPONENT) & (floor >= 0) & jnp.isfinite(floor)
     return jnp.where(valid, probabilities, jnp.nan).astype(jnp.float32)
+
+
+def _age_cumsum(state: buffer_lib.BufferState, per_slot: jax.Array) -> jax.Array:
+    """The cumulative sum of ``per_slot`` in age order (oldest first): the live window is its prefix."""
+    offsets = jnp.arange(state.max_capacity, dtype=jnp.int32)
+    return jnp.cumsum(per_slot[buffer_lib.slot_of(state, offsets)])
+
+
+def _at_newest(state: buffer_lib.BufferState, cumulative: jax.Array) -> jax.Array:
+    """The sum of the live window: ``cumulative`` (:func:`_age_cumsum`) at the newest live transition. Its last
+    entry is not: the scan adds the trailing zeros in an order that depends on the length, and rounds otherwise."""
+    return cumulative[jnp.maximum(state.size - 1, 0)]
+
+
+def _live_total(state: buffer_lib.BufferState, per_slot: jax.Array) -> jax.Array:
+    """Σ of ``per_slot`` over the live window, summed as :func:`exact_prioritized` cumulates it (in age order),
+    so that it does not depend on ``max_capacity``."""
+    return _at_newest(state, _age_cumsum(state, per_slot))
 
 
 def exact_prioritized(
@@ -236,10 +263,8 @@ def exact_prioritized(
     _validation.check_float("importance_exponent", importance_exponent, low=0.0, scalar=True)
     probabilities = exact_priorities(state, td_errors, priority_exponent, error_floor)
     # Cumulate in age order so that the live window is one contiguous prefix.
-    offsets = jnp.arange(state.max_capacity, dtype=jnp.int32)
-    in_order = probabilities[buffer_lib.slot_of(state, offsets)]
-    cdf = jnp.cumsum(in_order)
-    u = jax.random.uniform(key, (batch_size,)) * cdf[-1]
+    cdf = _age_cumsum(state, probabilities)
+    u = jax.random.uniform(key, (batch_size,)) * _at_newest(state, cdf)
     chosen = jnp.searchsorted(cdf, u, side="right").astype(jnp.int32)
     chosen = jnp.clip(chosen, 0, jnp.maximum(state.size - 1, 0))
     indices = buffer_lib.slot_of(state, chosen)

@@ -146,7 +146,7 @@ def test_importance_weights_follow_the_formula():
 
 
 @pytest.mark.parametrize("beta, importance, floor", [
-    (np.nan, 0.5, 1e-6), (-1.0, 0.5, 1e-6), (np.inf, 0.5, 1e-6),  # priority exponent
+    (np.nan, 0.5, 1e-6), (-1.0, 0.5, 1e-6), (np.inf, 0.5, 1e-6), (1e37, 0.5, 1e-6),  # priority exponent
     (2.0, np.nan, 1e-6), (2.0, -0.5, 1e-6),  # importance exponent
     (2.0, 0.5, np.nan), (2.0, 0.5, -1.0),  # error floor
 ])
@@ -209,6 +209,7 @@ def test_empty_memory_gives_zero_probabilities_and_weights_in_every_sampler():
     [
         (lambda s: samplers.exact_prioritized(jax.random.key(0), s, TD_ERRORS, 4, -1.0), "priority_exponent"),
         (lambda s: samplers.exact_prioritized(jax.random.key(0), s, TD_ERRORS, 4, float("nan")), "priority_exponent"),
+        (lambda s: samplers.exact_prioritized(jax.random.key(0), s, TD_ERRORS, 4, 1e37), "priority_exponent"),
         (lambda s: samplers.exact_prioritized(jax.random.key(0), s, TD_ERRORS, 4, 1.0, -0.5), "importance_exponent"),
         (lambda s: samplers.exact_prioritized(jax.random.key(0), s, TD_ERRORS[:3], 4, 1.0), "td_errors"),
         (lambda s: samplers.exact_prioritized(jax.random.key(0), s, TD_ERRORS, 0, 1.0), "batch_size"),
@@ -276,3 +277,40 @@ def test_uniform_cer_and_exact_draws_do_not_depend_on_max_capacity_stored_priori
         assert stats.chisquare(counts[6:]).pvalue > P_VALUE, counts
     assert drawn[8] == drawn[16] == drawn[300]
     assert all(set(sum(d, [])) <= {6, 7, 8, 9} for d in drawn.values())
+
+
+def test_exact_pers_draws_probabilities_and_weights_do_not_depend_on_max_capacity():
+    """The probabilities were normalised by a sum over every slot, which XLA rounds otherwise at another length (the
+    padding's zeros change the order), and the draws scaled by the cumulative sum's last entry, likewise: 4 of 1.4M
+    draws and up to 26% of the weights differed between max_capacity = size and 1024, and LineSearch pER runs
+    diverged at 100 vs 300 slots (found by a probe; small integer errors sum exactly, so the test above missed it).
+    Both totals are now the age-ordered cumulative sum at the newest live transition."""
+    rng = np.random.default_rng(1)
+    draw = jax.jit(samplers.exact_prioritized, static_argnums=3)
+    for trial in range(6):
+        size = int(rng.integers(50, 300))
+        errors = (rng.standard_cauchy(size) * 10).astype(np.float32)
+        seen = []
+        for max_capacity in (size, size + 1, 1024):
+            state = buffer.add_batch(buffer.init(jnp.int32(0), max_capacity, size), jnp.arange(size, dtype=jnp.int32))
+            td = np.zeros(max_capacity, np.float32)
+            td[:size] = errors
+            sample = draw(jax.random.key(trial), state, jnp.asarray(td), 1 << 14, 1.0, 1.0, 1e-6)
+            p = samplers.exact_priorities(state, jnp.asarray(td), 1.0)[:size]
+            seen.append([np.asarray(x) for x in (sample.indices, sample.probabilities, sample.weights, p)])
+        for other in seen[1:]:
+            for a, b in zip(seen[0], other):
+                np.testing.assert_array_equal(a, b)
+
+
+def test_an_exponent_whose_log_priorities_overflow_is_refused_or_flagged():
+    """β = 1e37 (a finite float32) overflowed β · log|δ| to inf: every draw took a slot of probability 0 with
+    weight 0 (a weighted loss silently 0), or gave NaN weights, by the newest error (found by a probe). β is now
+    at most samplers.MAX_PRIORITY_EXPONENT: refused concrete (test_bad_input), NaN traced; at the bound, finite."""
+    state = STATES["shrunk"]
+    errors = TD_ERRORS.at[buffer.newest_index(state)].set(1e30)
+    at_bound = _exact(jax.random.key(3), state, errors, 64, samplers.MAX_PRIORITY_EXPONENT, 1.0, 1e-6)
+    assert (np.asarray(at_bound.probabilities) == 1.0).all() and (np.asarray(at_bound.weights) == 1.0).all()
+    assert (np.asarray(at_bound.indices) == int(buffer.newest_index(state))).all()
+    beyond = _exact(jax.random.key(3), state, errors, 64, 1e37, 1.0, 1e-6)
+    assert np.isnan(np.asarray(beyond.probabilities)).all() and np.isnan(np.asarray(beyond.weights)).all()

@@ -149,7 +149,7 @@ class Hyperparameters(NamedTuple):
         batch_size: m, sequential updates per step, in [1, max_batch_size].
         step_size: α >= 0.
         discount: γ in [0, 1).
-        priority_exponent: β >= 0 of pER (ignored by the other samplers).
+        priority_exponent: β in [0, 1e30] of pER (ignored by the other samplers; samplers.MAX_PRIORITY_EXPONENT).
         adaptive_interval: aER's k >= 1, at most ``max_capacity`` with aER (ignored unless ``sampler="adaptive"``).
         adaptive_num_old: aER's n_old in [1, max_num_old].
         adaptive_tolerance: aER's ε >= 0; 0 is Algorithm 2 as printed except on exact ties.
@@ -195,7 +195,7 @@ def _bounds(setup: Setup) -> dict[str, _validation.Bounds]:
         "batch_size": b(True, 1, setup.max_batch_size),
         "step_size": b(False, 0.0),
         "discount": b(False, 0.0, 1.0, high_inclusive=False),
-        "priority_exponent": b(False, 0.0),
+        "priority_exponent": b(False, 0.0, samplers.MAX_PRIORITY_EXPONENT),
         # aER's controller refuses k > max_capacity; the other samplers ignore k (a default of 20 beside 10 slots)
         "adaptive_interval": b(True, 1, setup.max_capacity if setup.sampler == "adaptive" else None),
         "adaptive_num_old": b(True, 1, setup.max_num_old),
