@@ -593,6 +593,34 @@ def test_study_readme_reads_a_folder_and_its_games_and_refuses_a_marker_in_the_n
     assert readme.read_text() == before
 
 
+@pytest.mark.parametrize("command", ["readme", "replay-readme"])
+@pytest.mark.parametrize("trace", [".jaxreplay-owner", "sweeps", "sweep.lock"])
+def test_study_readme_refuses_a_game_whose_study_is_running_or_was_interrupted(tmp_path, capsys, command, trace):
+    """A game folder whose rerun had cleared its outputs (running, or Ctrl-C'd then) has no study.json: its rows
+    vanished from the README block with exit 0 (found by a probe). It is refused, naming the folder."""
+    import pathlib
+    import shutil
+
+    source = "study" if command == "readme" else "replay_study"
+    committed = pathlib.Path(__file__).resolve().parents[1] / "docs" / source
+    for game in ("CartPole-v1", "Acrobot-v1", "MountainCar-v0"):
+        shutil.copytree(committed / game, tmp_path / "all" / game, ignore=shutil.ignore_patterns("sweeps"))
+    readme = tmp_path / "README.md"
+    block = "study" if command == "readme" else "replay-study"
+    readme.write_text(f"<!-- {block}:begin -->\nold\n<!-- {block}:end -->\n")
+    assert cli.main(["study", command, str(tmp_path / "all"), "--readme", str(readme)]) == 0
+    capsys.readouterr()
+    before = readme.read_text()
+    game = tmp_path / "all" / "CartPole-v1"
+    for name in ("study.json", "report.md", "runs.csv", "curves.csv"):  # what a rerun clears before it writes
+        (game / name).unlink(missing_ok=True)
+    (game / trace).mkdir() if trace == "sweeps" else (game / trace).write_text("study dqn\n")
+    assert cli.main(["study", command, str(tmp_path / "all"), "--readme", str(readme)]) == 2
+    err = capsys.readouterr().err
+    assert f"{game} holds a study without its study.json: one is running there, or was interrupted" in err, err
+    assert err.count("\n") == 1 and readme.read_text() == before
+
+
 def test_a_stage_whose_settings_share_a_configuration_runs_it_once_for_both(tmp_path):
     """Two rules whose runs averaged the same memory size give one fixed-at-mean point twice: the engine refused
     the repeated point, after every other stage had run, and every rerun failed the same way (found by a probe

@@ -182,18 +182,13 @@ def update_readme(readme, study_dirs, note: str = "") -> pathlib.Path:
             stored verdict is not today's, or ``readme`` without the block.
     """
     from jaxreplay.paper.reproduce.paper import read_readme, replace_block
-    from jaxreplay.paper.reproduce.study.writer import refuse_duplicates
+    from jaxreplay.paper.reproduce.study.writer import refuse_duplicates, study_files
 
     results = []
     sources = []  # (folder given, its study.json) per result
     for d in study_dirs:
         d = pathlib.Path(d)
-        # (the folder's own study and its games' subfolders: a folder may hold both, none left out)
-        files = ([d / "study.json"] if (d / "study.json").exists() else []) + sorted(d.glob("*/study.json"))
-        if not files:
-            raise ValueError(
-                f"{d}: no study.json in it or in its subfolders; run jaxreplay study replay --out {d} first."
-            )
+        files = study_files(d, "study replay")
         results += [read_study(f) for f in files]
         sources += [(d, f) for f in files]
     refuse_duplicates(sources, results, label)

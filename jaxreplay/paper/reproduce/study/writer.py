@@ -313,6 +313,37 @@ def refuse_duplicates(sources: list, results: list[dict], label=label) -> None:
         by_file[real], by_plan[design] = folder, path
 
 
+def study_files(folder, command: str) -> list[pathlib.Path]:
+    """The ``study.json`` files a README gathers from ``folder``: its own and its subfolders' (a folder may hold
+    both, none left out).
+
+    Raises:
+        ValueError: there is none; or ``folder`` or a subfolder holds a study's traces (its owner marker, its
+            sweeps or its lock) but no ``study.json``: a study running there, or one a kill interrupted after it
+            cleared its earlier outputs. Its game would silently be missing from the table (found by a probe).
+    """
+    from jaxreplay._files import OWNER_FILE
+
+    folder = pathlib.Path(folder)
+    files, unfinished = [], []
+    for d in [folder, *sorted(p for p in folder.iterdir() if p.is_dir())] if folder.is_dir() else []:
+        if (d / "study.json").exists():
+            files.append(d / "study.json")
+        elif any((d / name).exists() for name in (OWNER_FILE, "sweeps", "sweep.lock")):
+            unfinished.append(d)
+    if unfinished:
+        raise ValueError(
+            f"{unfinished[0]} holds a study without its study.json: one is running there, or was interrupted; let it "
+            f"finish or rerun its `jaxreplay {command}` command (finished runs are kept), or move the folder away, "
+            "and write the README then."
+        )
+    if not files:
+        raise ValueError(
+            f"{folder}: no study.json in it or in its subfolders; run jaxreplay {command} --out {folder} first."
+        )
+    return files
+
+
 def update_readme(readme, study_dirs, note: str = "") -> pathlib.Path:
     """Write :func:`summary_table` of ``study_dirs/*/study.json`` (or ``DIR/study.json``) into the
     ``<!-- study:begin -->`` … ``<!-- study:end -->`` block of ``readme``, each row labelled with its
@@ -323,10 +354,7 @@ def update_readme(readme, study_dirs, note: str = "") -> pathlib.Path:
     sources = []  # (folder given, its study.json) per result
     for d in study_dirs:
         d = pathlib.Path(d)
-        # (the folder's own study and its games' subfolders: a folder may hold both, none left out)
-        files = ([d / "study.json"] if (d / "study.json").exists() else []) + sorted(d.glob("*/study.json"))
-        if not files:
-            raise ValueError(f"{d}: no study.json in it or in its subfolders; run jaxreplay study dqn --out {d} first.")
+        files = study_files(d, "study dqn")
         results += [read_study(f) for f in files]
         sources += [(d, f) for f in files]
     refuse_duplicates(sources, results)
