@@ -514,3 +514,23 @@ def test_every_command_with_a_scale_takes_both_quick_and_full_with_one_meaning_e
         assert parser.parse_args([*argv, "--full"]).quick is False, name
         with pytest.raises(SystemExit):
             parser.parse_args([*argv, "--quick", "--full"])
+
+
+def test_a_ctrl_c_while_the_parser_is_built_is_one_line(monkeypatch, capsys):
+    """Building the parser imports JAX (about a second): a Ctrl-C then was a 30-55-line traceback, once a false
+    `ImportError: Encountered an error while initializing the extension` (found by a probe). It is answered
+    after the parser is built: one line, exit 130, Python's handler put back."""
+    import os
+    import signal
+
+    real = cli.build_parser
+
+    def interrupted_while_building():
+        os.kill(os.getpid(), signal.SIGINT)  # delivered at once, in the middle of the build
+        return real()
+
+    monkeypatch.setattr(cli, "build_parser", interrupted_while_building)
+    before = signal.getsignal(signal.SIGINT)
+    assert before is signal.default_int_handler
+    assert cli.main(["info"]) == 128 + signal.SIGINT
+    assert capsys.readouterr().err == "\njaxreplay: interrupted\n" and signal.getsignal(signal.SIGINT) is before

@@ -95,14 +95,26 @@ def _cancel_deferred() -> bool:
 
 def main(argv: list[str] | None = None) -> int:
     """Run the command line on ``argv`` (default ``sys.argv[1:]``); returns the exit status (2: bad input)."""
-    parser = build_parser()
-    args = parser.parse_args(argv)
-    if not hasattr(args, "handler"):
-        parser.print_help()
-        return 2
     # Only where Python's own handler is in place (not under another program's), and put back on return.
     ours = threading.current_thread() is threading.main_thread()
     ours = ours and signal.getsignal(signal.SIGINT) is signal.default_int_handler
+    # Building the parser imports JAX (about a second): a Ctrl-C then raised inside its extension's
+    # initialisation, a 30-line traceback ending in a false ImportError. It is noted and answered after.
+    early: list[int] = []
+    if ours:
+        signal.signal(signal.SIGINT, lambda signum, frame: early.append(signum))
+    try:
+        parser = build_parser()
+        args = parser.parse_args(argv)
+    finally:
+        if ours:
+            signal.signal(signal.SIGINT, signal.default_int_handler)
+    if early:
+        print("\njaxreplay: interrupted", file=sys.stderr)
+        return 128 + signal.SIGINT
+    if not hasattr(args, "handler"):
+        parser.print_help()
+        return 2
     if ours:
         signal.signal(signal.SIGINT, _interrupt)
     formatted = warnings.formatwarning
