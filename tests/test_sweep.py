@@ -652,6 +652,30 @@ def test_a_second_writer_is_refused_naming_the_first_which_finishes_undisturbed(
     _same(sw.load(out), sw.run(sw.Sweep.from_toml(config), None, progress=False).dataset)
 
 
+def test_a_new_folder_is_locked_before_planning_and_removed_if_the_plan_refuses(tmp_path, monkeypatch):
+    """A new folder was planned (compiling the chunk program to measure it) before its lock was taken: a second
+    writer started meanwhile compiled the whole program and was refused only then (found by a probe). The lock is
+    now taken first, the folder created for it; a plan that refuses the sweep leaves no folder behind."""
+    from jaxreplay.engine import plan as plan_lib
+
+    sweep = sw.Sweep.from_toml(_write(tmp_path, TINY_TOML))
+    out = tmp_path / "new" / "out"
+    held = []
+    real = plan_lib.make_plan
+
+    def planning(*args, **kwargs):
+        held.append((out / "sweep.lock").exists())
+        return real(*args, **kwargs)
+
+    monkeypatch.setattr(plan_lib, "make_plan", planning)
+    with pytest.raises(MemoryError):
+        sw.run(sweep, out, memory_budget=1, progress=False)  # refused by the plan: no run fits the budget
+    assert held and all(held) and not out.exists()
+    held.clear()
+    sw.run(sweep, out, chunk_size=4, progress=False)
+    assert held and all(held) and not (out / "sweep.lock").exists() and (out / "results.nc").exists()
+
+
 def _dead_pid() -> int:
     child = subprocess.Popen([sys.executable, "-c", "pass"])
     child.wait()

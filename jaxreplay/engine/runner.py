@@ -415,23 +415,30 @@ def _stats(plan: plan_lib.Plan, execution: execute_lib.Execution, dataset, devic
 
 
 def _plan_everywhere(planner: _Planner, locks: list) -> plan_lib.Plan:
-    """The plan, the same on every process: process 0 reads the folder, plans and prepares it (every refusal
-    before it is touched; its lock goes into ``locks``), then the others plan from the folder it prepared (in
+    """The plan, the same on every process: process 0 locks the folder (created for it if new; its lock goes
+    into ``locks``), reads it, plans and prepares it (every refusal before anything is written in it; a new
+    folder a refusal removed again), then the others plan from the folder it prepared (in
     memory: every process plans), each step agreed (:func:`_agree`) so that a refusal reaches every process."""
     store, out, process, writable = planner.store, planner.out, planner.process, planner.writable
 
     def first() -> plan_lib.Plan | None:
         if store is None or process != 0:
             return None
-        if writable and out is not None and out.is_dir():  # before reading: a live writer's chunks would change it
+        # Locked before reading (a live writer's chunks would change what is read) and before planning, which
+        # may compile: a second writer on a new folder was refused only after compiling the whole program. A
+        # new folder is created for its lock, and removed again if the plan refuses the sweep.
+        created = writable and out is not None and not out.is_dir()
+        if writable and out is not None:
             locks.append(store.lock())
-        scan = store.scan()
-        plan = planner.plan(scan)
+        try:
+            scan = store.scan()
+            plan = planner.plan(scan)
+        except BaseException:
+            if created and out is not None:
+                locks.pop().release()
+                _remove_if_empty(out)
+            raise
         if writable:
-            if not locks:  # a new folder, created now: scanned and planned again under the lock,
-                locks.append(store.lock())  # as another writer may have written into it since
-                scan = store.scan()
-                plan = planner.plan(scan)
             store.prepare(scan)
         return plan
 
@@ -444,6 +451,14 @@ def _plan_everywhere(planner: _Planner, locks: list) -> plan_lib.Plan:
     plan = _agree(then) or planned  # (nobody writes a chunk before every process has planned)
     assert plan is not None
     return plan
+
+
+def _remove_if_empty(folder: pathlib.Path) -> None:
+    """Remove ``folder`` if nothing is in it (a new sweep's folder, created for its lock, whose plan refused)."""
+    try:
+        folder.rmdir()
+    except OSError:  # not empty, or gone: left as it is
+        pass
 
 
 def _smallest(budget: int) -> int:
