@@ -250,13 +250,28 @@ def claim_folder(folder: str | os.PathLike, owner: str, found: str | None = None
     """
     folder = pathlib.Path(folder)
     marker = folder / OWNER_FILE
-    recorded = marker.read_text().strip() if marker.is_file() else found
-    if recorded is not None and recorded != owner:
-        raise ValueError(
-            f"{folder} holds the output of `jaxreplay {recorded}`; `jaxreplay {owner}` would overwrite its files: "
-            "give it another --out."
-        )
+
+    def refuse_other(recorded: str | None) -> None:
+        if recorded is not None and recorded != owner:
+            raise ValueError(
+                f"{folder} holds the output of `jaxreplay {recorded}`; `jaxreplay {owner}` would overwrite its "
+                "files: give it another --out."
+            )
+
+    refuse_other(marker.read_text().strip() if marker.is_file() else found)
     folder.mkdir(parents=True, exist_ok=True)
-    if not marker.is_file():
-        atomic_write_text(marker, owner + "\n")
+    # Created exclusively, whole (written under a temporary name, then linked: a link fails if the name
+    # exists): of two commands claiming a new folder at once exactly one records itself, and the other reads
+    # it. (Read, then written, the marker could name the refused one: 4 times in 5 at the same instant.)
+    staged = folder / f".{OWNER_FILE}.{os.getpid()}.tmp"
+    staged.write_text(owner + "\n")
+    try:
+        os.link(staged, marker)
+    except FileExistsError:
+        refuse_other(marker.read_text().strip())
+    except OSError:  # a file system without hard links: written as before, not exclusively
+        if not marker.is_file():
+            atomic_write_text(marker, owner + "\n")
+    finally:
+        staged.unlink(missing_ok=True)
     return folder

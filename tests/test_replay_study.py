@@ -477,3 +477,26 @@ def test_the_free_checks_grow_share_is_reported_where_the_study_counted_the_floo
     text = report.report(result)
     assert "| grow share | of the free checks | score IQM [95% CI] |" in text
     assert f"| {first['final_size_mean']:.0f} | {first['grow_fraction']:.2f} | 0.25 | " in text
+
+
+def test_of_two_commands_claiming_a_new_folder_at_once_one_records_itself(tmp_path, monkeypatch):
+    """The owner marker was read, then written: of two claimers at the same instant the refused one's name could
+    end in the marker (4 times in 5, found by a probe), refusing the real owner's resume. It is now created
+    exclusively: the second reads the first's and is refused; the marker keeps the first."""
+    import pathlib
+
+    from jaxreplay._files import OWNER_FILE, claim_folder
+
+    folder = tmp_path / "new"
+    real = pathlib.Path.mkdir
+
+    def the_other_claims_meanwhile(self, *args, **kwargs):  # both read "no marker"; the other records first
+        real(self, *args, **kwargs)
+        if self == folder:
+            (folder / OWNER_FILE).write_text("study replay\n")
+
+    monkeypatch.setattr(pathlib.Path, "mkdir", the_other_claims_meanwhile)
+    with pytest.raises(ValueError, match="holds the output of `jaxreplay study replay`; `jaxreplay study dqn`"):
+        claim_folder(folder, "study dqn")
+    assert (folder / OWNER_FILE).read_text() == "study replay\n"
+    assert sorted(p.name for p in folder.iterdir()) == [OWNER_FILE]  # no staged file left
