@@ -619,6 +619,9 @@ def test_study_readme_refuses_a_game_whose_study_is_running_or_was_interrupted(t
     err = capsys.readouterr().err
     assert f"{game} holds a study without its study.json: one is running there, or was interrupted" in err, err
     assert err.count("\n") == 1 and readme.read_text() == before
+    if command == "readme":  # `study refresh` there said to run the study first, which its lock then refused
+        assert cli.main(["study", "refresh", str(game)]) == 2
+        assert "holds a study without its study.json: one is running there" in capsys.readouterr().err
 
 
 def test_a_stage_whose_settings_share_a_configuration_runs_it_once_for_both(tmp_path):

@@ -245,6 +245,7 @@ def refresh(study_dir) -> dict:
     out = pathlib.Path(study_dir)
     path = out / "study.json"
     if not path.exists():
+        study_files(out, "study dqn")  # a study running there or interrupted is said so (its advice differs)
         raise ValueError(f"{out}: no study.json; run jaxreplay study dqn --out {out} first.")
     from jaxreplay.engine.store import lock_folder
 
