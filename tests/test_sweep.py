@@ -713,7 +713,10 @@ def test_a_stale_lock_is_taken_over_and_a_lock_is_released_however_the_run_ends(
 def test_without_file_locks_the_pid_in_the_lock_file_decides(tmp_path, monkeypatch):
     monkeypatch.setattr(store, "_flock", lambda fd: None)  # a file system without locks
     lock, host = tmp_path / "sweep.lock", socket.gethostname()
-    for pid, where, refused in [(os.getppid(), host, "wait for it to finish"),
+    # A live pid on this host may since belong to another program (a reboot, a busy node): the advice to delete the
+    # lock file is given here too (it was only for other hosts; found by a probe).
+    for pid, where, refused in [(os.getppid(), host, f"wait for it to finish, or write into another folder (if that "
+                                                     f"process no longer runs, delete {lock})."),
                                 (os.getpid(), "another-host", f"if that process no longer runs, delete {lock}"),
                                 (_dead_pid(), host, None)]:
         lock.write_text(json.dumps({"pid": pid, "host": where, "started": "2026-01-02T03:04:05Z"}))
