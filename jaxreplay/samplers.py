@@ -177,28 +177,43 @@ def exact_priorities(
         depends on ``max_capacity`` (a sum over every slot rounded otherwise at
         another length). Cost: O(max_capacity).
     """
+    shifted, settings_valid = _shifted_priorities(state, td_errors, priority_exponent, error_floor)
+    total = _at_newest(state, _age_cumsum(state, shifted))
+    return _normalised(shifted, total, settings_valid)
+
+
+def _shifted_priorities(
+    state: buffer_lib.BufferState, td_errors: ArrayLike, priority_exponent: ArrayLike, error_floor: ArrayLike
+) -> tuple[jax.Array, jax.Array]:
+    """``(shifted, valid)``: each slot's priority divided by the largest live one (0 outside the live window;
+    every live one 1 where all are 0), and whether the (possibly traced) settings are valid. Refuses concrete
+    bad settings and ``td_errors`` of another shape."""
     _validation.check_float("priority_exponent", priority_exponent, low=0.0, high=MAX_PRIORITY_EXPONENT, scalar=True)
     _validation.check_float("error_floor", error_floor, low=0.0, scalar=True)
     td_errors = jnp.asarray(td_errors)
     if td_errors.shape != (state.max_capacity,):
         raise ValueError(f"td_errors must have shape ({state.max_capacity},) (one per slot), got {td_errors.shape}.")
-    valid = buffer_lib.valid_mask(state)
+    live = buffer_lib.valid_mask(state)
     # |δ| = inf counts as the largest float32 (its log is finite); β = 0 is uniform even where
     # max(|δ|, floor) is 0 (0 · log 0 would be NaN).
     error = jnp.minimum(jnp.maximum(jnp.abs(td_errors), error_floor), _validation.FLOAT32_MAX)
     log_priority = jnp.where(priority_exponent == 0, 0.0, priority_exponent * jnp.log(error))
-    log_priority = jnp.where(valid, log_priority, -jnp.inf)
+    log_priority = jnp.where(live, log_priority, -jnp.inf)
     # Shift by the largest *live* log-priority (non-live slots are −inf and must
     # not enter the max, or a window of tiny priorities would underflow to 0).
     top = jnp.max(log_priority)
     shifted = jnp.exp(log_priority - jnp.where(jnp.isfinite(top), top, 0.0))
     # Every live priority 0 (a floor of 0 and no TD error): uniform over the live window, as the
     # stored-priority sampler does, rather than probabilities that sum to 0.
-    shifted = jnp.where(valid, jnp.where(top == -jnp.inf, 1.0, shifted), 0.0)
-    total = _live_total(state, shifted)
-    probabilities = shifted / jnp.maximum(total, jnp.finfo(shifted.dtype).tiny)
+    shifted = jnp.where(live, jnp.where(top == -jnp.inf, 1.0, shifted), 0.0)
     exponent, floor = jnp.asarray(priority_exponent), jnp.asarray(error_floor)
     valid = (exponent >= 0) & (exponent <= MAX_PRIORITY_EXPONENT) & (floor >= 0) & jnp.isfinite(floor)
+    return shifted, valid
+
+
+def _normalised(shifted: jax.Array, total: jax.Array, valid: jax.Array) -> jax.Array:
+    """``shifted / total`` as float32, all NaN where the settings are not ``valid`` (never a silent fallback)."""
+    probabilities = shifted / jnp.maximum(total, jnp.finfo(shifted.dtype).tiny)
     return jnp.where(valid, probabilities, jnp.nan).astype(jnp.float32)
 
 
@@ -212,12 +227,6 @@ def _at_newest(state: buffer_lib.BufferState, cumulative: jax.Array) -> jax.Arra
     """The sum of the live window: ``cumulative`` (:func:`_age_cumsum`) at the newest live transition. Its last
     entry is not: the scan adds the trailing zeros in an order that depends on the length, and rounds otherwise."""
     return cumulative[jnp.maximum(state.size - 1, 0)]
-
-
-def _live_total(state: buffer_lib.BufferState, per_slot: jax.Array) -> jax.Array:
-    """Σ of ``per_slot`` over the live window, summed as :func:`exact_prioritized` cumulates it (in age order),
-    so that it does not depend on ``max_capacity``."""
-    return _at_newest(state, _age_cumsum(state, per_slot))
 
 
 def exact_prioritized(
@@ -261,14 +270,16 @@ def exact_prioritized(
     """
     batch_size = _validation.check_static_int("batch_size", batch_size, low=1)
     _validation.check_float("importance_exponent", importance_exponent, low=0.0, scalar=True)
-    probabilities = exact_priorities(state, td_errors, priority_exponent, error_floor)
-    # Cumulate in age order so that the live window is one contiguous prefix.
-    cdf = _age_cumsum(state, probabilities)
-    u = jax.random.uniform(key, (batch_size,)) * _at_newest(state, cdf)
+    shifted, settings_valid = _shifted_priorities(state, td_errors, priority_exponent, error_floor)
+    # One cumulative sum in age order (the live window is its prefix): the draws search it, and its value at
+    # the newest transition is the total that normalises the drawn probabilities, as exact_priorities does.
+    cdf = _age_cumsum(state, shifted)
+    total = _at_newest(state, cdf)
+    u = jax.random.uniform(key, (batch_size,)) * total
     chosen = jnp.searchsorted(cdf, u, side="right").astype(jnp.int32)
     chosen = jnp.clip(chosen, 0, jnp.maximum(state.size - 1, 0))
     indices = buffer_lib.slot_of(state, chosen)
-    drawn = probabilities[indices]
+    drawn = _normalised(shifted[indices], total, settings_valid)
     return Sample(indices, drawn, importance_weights(drawn, state.size, importance_exponent))
 
 
