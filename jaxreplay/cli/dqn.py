@@ -218,13 +218,13 @@ def _check_episodes(setup) -> None:
     if setup.env_id != "LineSearch":
         return
     _, params = dqn.environment(setup)  # (its env_params applied as the experiment does)
-    horizon, total = int(params.max_steps_in_episode), setup.total_steps
+    length, total = int(params.max_steps_in_episode), setup.total_steps
     last_start = total - setup.steps_per_segment
-    if total // horizon * horizon <= last_start:
+    if total // length * length <= last_start:
         raise ValueError(
-            f"--env LineSearch: its episode never terminates and lasts max_steps_in_episode = {horizon} steps, so no "
+            f"--env LineSearch: its episode never terminates and lasts max_steps_in_episode = {length} steps, so no "
             f"episode ends in the last segment (steps {last_start + 1}-{total}) and the return would be NaN; "
-            f"use --steps {max(horizon, total // horizon * horizon)} (a multiple of {horizon}), or "
+            f"use --steps {max(length, total // length * length)} (a multiple of {length}), or "
             "`jaxreplay linesearch` for the paper's LineSearch experiment."
         )
 

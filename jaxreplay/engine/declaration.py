@@ -38,7 +38,6 @@ __all__ = ["Sweep", "run_options"]
 _CHECK_BLOCK = 1 << 20  # configurations checked at once when a Sweep is made (about 100 MB of arrays)
 _TOP_LEVEL_KEYS = ("experiment", "seeds", "seed", "setup", "fixed", "grid", "points", "record", "run")
 _RUN_OPTIONS = ("chunk_size", "memory_fraction", "memory_budget", "group_by_setup")
-_INT32_MAX = _validation.INT32_MAX
 
 
 @dataclasses.dataclass(frozen=True)
@@ -282,7 +281,7 @@ def _normalised(given: Sweep) -> dict[str, Any]:
         exp = experiments.get(given.experiment)
     except ValueError as e:
         raise ValueError(f"experiment: {e}") from None
-    for name, low, high in (("seeds", 1, _INT32_MAX), ("seed", 0, 2**32 - 1)):  # seed: a uint32 key
+    for name, low, high in (("seeds", 1, _validation.INT32_MAX), ("seed", 0, 2**32 - 1)):  # seed: a uint32 key
         value = getattr(given, name)
         if isinstance(value, bool) or not isinstance(value, (int, np.integer)) or not low <= value <= high:
             raise _validation.FieldError(name, f"must be an integer in [{low}, {high}], got {value!r}.")
@@ -477,8 +476,8 @@ def _check_hparam(exp, where: str, name: str, value):
     if _is_int_field(exp.hyperparameters_type(), name):
         if not whole and (not math.isfinite(value) or value != int(value)):
             raise FieldError(where, f"must be an integer, got {value!r}.")
-        if not -_INT32_MAX - 1 <= int(value) <= _INT32_MAX:  # traced as int32
-            raise FieldError(where, f"does not fit an int32 (at most {_INT32_MAX}).", int(value))
+        if not -_validation.INT32_MAX - 1 <= int(value) <= _validation.INT32_MAX:  # traced as int32
+            raise FieldError(where, f"does not fit an int32 (at most {_validation.INT32_MAX}).", int(value))
         return int(value)
     if not whole and not math.isfinite(value):
         raise FieldError(where, f"must be finite, got {value!r}.")
@@ -510,9 +509,9 @@ def _check_setup_value(exp, name: str, value):
             f"setup.{name} must be of type {type(default).__name__} (like its default {default!r}), "
             f"got {value!r} ({type(value).__name__})."
         )
-    if isinstance(default, int) and not isinstance(default, bool) and abs(int(value)) > _INT32_MAX:
+    if isinstance(default, int) and not isinstance(default, bool) and abs(int(value)) > _validation.INT32_MAX:
         raise ValueError(
-            f"setup.{name} = {int(value)} does not fit an int32 (at most {_INT32_MAX}): it sets an "
+            f"setup.{name} = {int(value)} does not fit an int32 (at most {_validation.INT32_MAX}): it sets an "
             "array shape or an index."
         )
     # A table of named parameters (e.g. DQN's env_params): traced numbers, so each value must be one.

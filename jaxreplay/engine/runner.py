@@ -419,7 +419,7 @@ def _plan_everywhere(planner: _Planner, locks: list) -> plan_lib.Plan:
     into ``locks``), reads it, plans and prepares it (every refusal before anything is written in it; a new
     folder a refusal removed again), then the others plan from the folder it prepared (in
     memory: every process plans), each step agreed (:func:`_agree`) so that a refusal reaches every process."""
-    store, out, process, writable = planner.store, planner.out, planner.process, planner.writable
+    store, process, writable = planner.store, planner.process, planner.writable
 
     def first() -> plan_lib.Plan | None:
         if store is None or process != 0:
@@ -427,16 +427,16 @@ def _plan_everywhere(planner: _Planner, locks: list) -> plan_lib.Plan:
         # Locked before reading (a live writer's chunks would change what is read) and before planning, which
         # may compile: a second writer on a new folder was refused only after compiling the whole program. A
         # new folder is created for its lock, and removed again if the plan refuses the sweep.
-        created = writable and out is not None and not out.is_dir()
-        if writable and out is not None:
+        created = writable and not store.out.is_dir()
+        if writable:
             locks.append(store.lock())
         try:
             scan = store.scan()
             plan = planner.plan(scan)
         except BaseException:
-            if created and out is not None:
+            if created:
                 locks.pop().release()
-                _remove_if_empty(out)
+                _remove_if_empty(store.out)
             raise
         if writable:
             store.prepare(scan)

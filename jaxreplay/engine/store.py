@@ -145,11 +145,10 @@ def lock_folder(folder: pathlib.Path) -> FolderLock:
             if locked is False or (locked is None and holder.pid is not None and _alive_or_unknown(holder)):
                 # Without file locks the pid alone decides, and a pid may since belong to another program
                 # (here too: after a reboot, or on a busy node): the file may be stale wherever its holder ran.
-                unverified = locked is None
                 raise ValueError(
                     f"{folder} is being written by another sweep ({holder.describe()}; lock file {path}): wait "
                     "for it to finish, or write into another folder"
-                    + (f" (if that process no longer runs, delete {path})." if unverified else ".")
+                    + (f" (if that process no longer runs, delete {path})." if locked is None else ".")
                 )
             if not _is_path_of(fd, path):  # its holder released it (deleting it) while we opened it: again
                 os.close(fd)

@@ -57,10 +57,6 @@ def _environment(env_id: str, env_params: tuple):
     return env, params
 
 
-_FLOAT32_MAX = float(np.finfo(np.float32).max)
-_INT32_MAX = int(np.iinfo(np.int32).max)
-
-
 def check_env_params(env_id: str, env_params: tuple) -> tuple:
     """``env_params`` checked against ``env_id``'s default parameters, each value as its default's type.
 
@@ -139,8 +135,8 @@ def _check_env_param(where: str, value: object, default: object) -> bool | int |
             raise ValueError(f"{where} must be true or false (like its default {default}), got {value!r}.")
         return bool(value)
     if isinstance(default, int):
-        low = 1 if default >= 1 else -_INT32_MAX - 1
-        if real is None or not finite or not real.is_integer() or not low <= real <= _INT32_MAX:
+        low = 1 if default >= 1 else -_validation.INT32_MAX - 1
+        if real is None or not finite or not real.is_integer() or not low <= real <= _validation.INT32_MAX:
             rule = "an integer >= 1" if low == 1 else "an integer"
             raise ValueError(
                 f"{where} must be {rule} within int32 (like its default {default}: a length, a count or an "
@@ -148,7 +144,7 @@ def _check_env_param(where: str, value: object, default: object) -> bool | int |
             )
         return int(real)
     if isinstance(default, float):
-        if real is None or not finite or abs(real) > _FLOAT32_MAX:
+        if real is None or not finite or abs(real) > _validation.FLOAT32_MAX:
             raise ValueError(
                 f"{where} must be a finite number within float32 (like its default {default}), got {value!r}."
             )

@@ -79,8 +79,9 @@ class Summary(NamedTuple):
             arXiv:1812.02648). Its weights stay finite (Adam's steps are
             bounded by the step size: at 100 on CartPole the TD loss reached
             1e9 and only this flag says so); unlike ``diverged`` it may be
-            transient, and a run so flagged keeps its scores. Never set for a
-            run that saw no nonzero reward: no return bound is known then (the
+            transient, and a run so flagged keeps its scores. Never set with
+            ``diverged`` (the two flags count apart), nor for a run that saw
+            no nonzero reward: no return bound is known then (the
             untrained network's values, or Adam's first steps on zero targets,
             were flagged against a bound of 0; values that grow without limit
             end as ``diverged``).
@@ -165,10 +166,13 @@ def summarize(state: State, hparams: Hyperparameters, setup: Setup) -> dict:
     aer = state.controller.diagnostics
     hp = as_arrays(hparams)
     ratio, ratio_clipped = effective_replay_ratio(hp.replay_ratio, setup)
+    diverged = ~(agent.is_finite(state.params) & agent.is_finite(state.target_params))
     summary = Summary(
-        diverged=~(agent.is_finite(state.params) & agent.is_finite(state.target_params)),
+        diverged=diverged,
         # (γ < 1 for a valid run; an invalid one is flagged invalid_hyperparameters)
-        soft_diverged=(state.reward_abs_max > 0) & (state.q_abs_max > state.reward_abs_max / (1.0 - hp.discount)),
+        soft_diverged=~diverged
+        & (state.reward_abs_max > 0)
+        & (state.q_abs_max > state.reward_abs_max / (1.0 - hp.discount)),
         q_abs_max=state.q_abs_max,
         recent_return=recent_mean.astype(jnp.float32),
         episodes=state.episodes,

@@ -404,7 +404,7 @@ def _report(env_id, seeds, quick, setup, common, percent, iqm, datasets, runtime
         iqm_table(iqm),
     ]
     div = {k: int(ds.diverged.values.sum()) for k, ds in datasets.items()}
-    soft = {k: int((ds.soft_diverged.values & ~ds.diverged.values).sum()) for k, ds in datasets.items()}
+    soft = {k: int(ds.soft_diverged.values.sum()) for k, ds in datasets.items()}
     ad = datasets["adaptive"]
     lines += [
         "",

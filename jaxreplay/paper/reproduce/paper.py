@@ -253,6 +253,11 @@ def _digest(path: pathlib.Path) -> str | None:
     return hashlib.sha256(path.read_bytes()).hexdigest() if path.is_file() else None
 
 
+def _digests(folder: pathlib.Path, names) -> dict[str, str | None]:
+    """:func:`_digest` of each file ``names`` in ``folder``, by name."""
+    return {name: _digest(folder / name) for name in names}
+
+
 def _linesearch_part(out: pathlib.Path, mode: str, seeds, seed: int, progress: bool) -> dict:
     from jaxreplay.engine import results
     from jaxreplay.paper.reproduce import linesearch
@@ -272,7 +277,7 @@ def _linesearch_part(out: pathlib.Path, mode: str, seeds, seed: int, progress: b
             # `reproduce linesearch` there since (a record from before the digests: computed again)
             and isinstance(recorded, dict)
             and None not in recorded.values()
-            and recorded == {name: _digest(out / name) for name in recorded}
+            and recorded == _digests(out, recorded)
         ):
             previous["resumed"] = True
             return previous
@@ -280,7 +285,7 @@ def _linesearch_part(out: pathlib.Path, mode: str, seeds, seed: int, progress: b
     summary = results.jsonable(linesearch.reproduce(out, mode=mode, seeds=seeds, seed=seed, progress=progress))
     summary["settings"] = settings
     written = [*summary["figures"], pathlib.Path(summary["csv"]).name, pathlib.Path(summary["report"]).name]
-    summary["outputs_sha256"] = {name: _digest(out / name) for name in written}
+    summary["outputs_sha256"] = _digests(out, written)
     atomic_write_text(record, json.dumps(summary, indent=1, allow_nan=True))
     summary["resumed"] = False
     return summary

@@ -239,14 +239,14 @@ def _from_rows(design: StudyDesign, path) -> dict[str, Runs]:
 
         diverged = column("diverged", _flag)
         data = {entry: (("config", "seed"), column(name)) for name, entry in CSV_COUNTS.items()}
-        for name, entry in CSV_ADDED_COUNTS.items():
-            if rows and name in rows[0]:
-                data[entry] = (("config", "seed"), column(name))
         for entry in ("adaptive_compared", "adaptive_noisy", "adaptive_change_sum", "adaptive_noise_sum"):
             data[entry] = (("config", "seed"), np.full(diverged.shape, np.nan))
         data["diverged"] = (("config", "seed"), diverged)
-        if rows and "soft_diverged" in rows[0]:  # (a runs.csv written before the flag has no column)
-            data["soft_diverged"] = (("config", "seed"), column("soft_diverged", _flag))
+        # Columns written after the committed studies ran: read where the file has them.
+        added = {name: (entry, float) for name, entry in CSV_ADDED_COUNTS.items()}
+        for name, (entry, kind) in (added | {"soft_diverged": ("soft_diverged", _flag)}).items():
+            if rows and name in rows[0]:
+                data[entry] = (("config", "seed"), column(name, kind))
         ds = xr.Dataset(data)
         done[stage.label] = Runs(
             stage=stage.label,

@@ -245,7 +245,7 @@ def refresh(study_dir) -> dict:
     out = pathlib.Path(study_dir)
     path = out / "study.json"
     if not path.exists():
-        study_files(out, "study dqn")  # a study running there or interrupted is said so (its advice differs)
+        refuse_unfinished(out, "study dqn")  # a study running there or interrupted is said so (its advice differs)
         raise ValueError(f"{out}: no study.json; run jaxreplay study dqn --out {out} first.")
     from jaxreplay.engine.store import lock_folder
 
@@ -314,30 +314,32 @@ def refuse_duplicates(sources: list, results: list[dict], label=label) -> None:
         by_file[real], by_plan[design] = folder, path
 
 
+def refuse_unfinished(folder: pathlib.Path, command: str) -> None:
+    """Refuse ``folder`` if it holds a study's traces (its owner marker, its sweeps or its lock) but no
+    ``study.json``: a study running there, or one a kill interrupted after it cleared its earlier outputs."""
+    from jaxreplay._files import OWNER_FILE
+
+    traces = any((folder / name).exists() for name in (OWNER_FILE, "sweeps", "sweep.lock"))
+    if traces and not (folder / "study.json").exists():
+        raise ValueError(
+            f"{folder} holds a study without its study.json: one is running there, or was interrupted; let it "
+            f"finish or rerun its `jaxreplay {command}` command (finished runs are kept), or move the folder away."
+        )
+
+
 def study_files(folder, command: str) -> list[pathlib.Path]:
     """The ``study.json`` files a README gathers from ``folder``: its own and its subfolders' (a folder may hold
     both, none left out).
 
     Raises:
-        ValueError: there is none; or ``folder`` or a subfolder holds a study's traces (its owner marker, its
-            sweeps or its lock) but no ``study.json``: a study running there, or one a kill interrupted after it
-            cleared its earlier outputs. Its game would silently be missing from the table (found by a probe).
+        ValueError: there is none; or ``folder`` or a subfolder is unfinished (:func:`refuse_unfinished`): its
+            game would silently be missing from the table (found by a probe).
     """
-    from jaxreplay._files import OWNER_FILE
-
     folder = pathlib.Path(folder)
-    files, unfinished = [], []
-    for d in [folder, *sorted(p for p in folder.iterdir() if p.is_dir())] if folder.is_dir() else []:
-        if (d / "study.json").exists():
-            files.append(d / "study.json")
-        elif any((d / name).exists() for name in (OWNER_FILE, "sweeps", "sweep.lock")):
-            unfinished.append(d)
-    if unfinished:
-        raise ValueError(
-            f"{unfinished[0]} holds a study without its study.json: one is running there, or was interrupted; let it "
-            f"finish or rerun its `jaxreplay {command}` command (finished runs are kept), or move the folder away, "
-            "and write the README then."
-        )
+    folders = [folder, *sorted(p for p in folder.iterdir() if p.is_dir())] if folder.is_dir() else []
+    for d in folders:
+        refuse_unfinished(d, command)
+    files = [d / "study.json" for d in folders if (d / "study.json").exists()]
     if not files:
         raise ValueError(
             f"{folder}: no study.json in it or in its subfolders; run jaxreplay {command} --out {folder} first."
