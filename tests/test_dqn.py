@@ -492,6 +492,13 @@ def test_random_walk_control_grows_about_half_the_time(option_runs):
     grows, checks = summary["adaptive_grows"][rows["random"]].sum(), summary["adaptive_checks"][rows["random"]].sum()
     ci = stats.binomtest(int(grows), int(checks)).proportion_ci(0.999)
     assert ci.low <= 0.5 <= ci.high, (grows, checks)
+    # The floor (N = 20 from 100 in steps of 20) forced some of those grows; the coin decided the others.
+    forced = int(summary["adaptive_forced"][rows["random"]].sum())
+    assert 0 < forced < grows and int(summary["adaptive_invalid"][rows["random"]].sum()) == 0
+    free = stats.binomtest(int(grows) - forced, int(checks) - forced).proportion_ci(0.999)
+    assert free.low <= 0.5 <= free.high, (grows, checks, forced)
+    d = dqn.adaptive_diagnostics({k: v[rows["random"]] for k, v in summary.items()})
+    assert d["free_grow_fraction"] == (grows - forced) / (checks - forced) < d["grow_fraction"]
 
 
 def test_online_and_target_td_errors_differ_only_when_the_networks_differ(option_runs):
