@@ -38,6 +38,25 @@ def test_console_entry_point_runs():
     assert out.strip() == f"jaxreplay {jaxreplay.__version__}"
 
 
+def test_the_parser_imports_no_jax():
+    # `jaxreplay --help` and argparse's errors come before any JAX import (which takes a second); the parser
+    # reads the games of the paper and of the replay study from their settings modules.
+    code = ("import sys\nfrom jaxreplay import cli\ncli.build_parser()\n"
+            "print(sorted(m for m in ('jax', 'numpy', 'matplotlib') if m in sys.modules))")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
+    assert out.strip() == "[]"
+
+
+def test_the_replay_study_package_loads_its_parts_on_use():
+    from jaxreplay.paper.reproduce import replay_study
+    from jaxreplay.paper.reproduce.replay_study import analysis, stages, writer
+
+    assert replay_study.PARTS.analysis is analysis and replay_study.STAGE_RULES is stages.STAGE_RULES
+    assert replay_study.read_study is writer.read_study
+    with pytest.raises(AttributeError, match="no attribute 'nothing'"):
+        replay_study.nothing
+
+
 def test_no_command_prints_help_and_fails(capsys):
     assert cli.main([]) == 2
     assert "info" in capsys.readouterr().out

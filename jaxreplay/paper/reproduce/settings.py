@@ -19,8 +19,6 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, NamedTuple
 
-from jaxreplay import _validation
-
 if TYPE_CHECKING:
     from jaxreplay.experiments.dqn import Hyperparameters, Setup
 
@@ -144,6 +142,8 @@ def paper_setting(
         ValueError: unknown ``env_id``, ``tuned`` for another game or with
             ``quick``, or a ``memory_size`` outside ``[1, max_capacity]``.
     """
+    from jaxreplay import _validation  # (here: the CLI's parser reads this module and must not import JAX)
+
     _validation.check_choice("env_id", env_id, ENVS)
     _validation.check_static_int("memory_size", memory_size, low=1)
     _validation.check_choice("optimizer_reading", optimizer_reading, OPTIMIZER_READINGS)
@@ -304,6 +304,8 @@ def minatar_setting(
         ValueError: naming the argument: an unknown game, or a
             ``total_steps`` / ``memory_size`` / ``segments`` that does not fit.
     """
+    from jaxreplay import _validation  # (here: the CLI's parser reads this module and must not import JAX)
+
     _validation.check_choice("env_id", env_id, MINATAR_GAMES)
     for name, value in (("memory_size", memory_size), ("total_steps", total_steps), ("segments", segments)):
         _validation.check_static_int(name, value, low=1)

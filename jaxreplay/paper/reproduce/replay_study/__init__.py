@@ -48,11 +48,33 @@ and :mod:`~jaxreplay.paper.reproduce.replay_study.figures`.
 
 from __future__ import annotations
 
-from jaxreplay.paper.reproduce.replay_study import analysis, figures, stages, writer
+import importlib
+from typing import TYPE_CHECKING
+
 from jaxreplay.paper.reproduce.replay_study.settings import GAMES, Game, ReplayDesign, design
-from jaxreplay.paper.reproduce.replay_study.stages import STAGE_RULES, AdaptiveRule
-from jaxreplay.paper.reproduce.replay_study.writer import read_study, update_readme
-from jaxreplay.paper.reproduce.study.writer import StudyParts, run_study
+
+if TYPE_CHECKING:
+    from jaxreplay.paper.reproduce.replay_study.stages import STAGE_RULES, AdaptiveRule
+    from jaxreplay.paper.reproduce.replay_study.writer import read_study, update_readme
+
+# The rest loads on first use (PEP 562): the CLI's parser reads GAMES from this package, and the stages,
+# analysis and writers import JAX and Matplotlib (`jaxreplay --help` would wait a second for them).
+_LAZY = {
+    "STAGE_RULES": "stages",
+    "AdaptiveRule": "stages",
+    "read_study": "writer",
+    "update_readme": "writer",
+    "PARTS": None,
+}
+
+
+def __getattr__(name: str):
+    if name not in _LAZY:
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    if name == "PARTS":
+        return _parts()
+    return getattr(importlib.import_module(f"{__name__}.{_LAZY[name]}"), name)
+
 
 __all__ = [
     "STAGE_RULES",
@@ -92,12 +114,19 @@ def study(
         ValueError: ``env_id`` not one of :data:`GAMES`, ``seeds`` below 1, or ``steps`` not a
             positive multiple of 20 (before anything is compiled).
     """
+    from jaxreplay.paper.reproduce.study.writer import run_study
+
     chosen = design(env_id, quick=quick, seeds=seeds, steps=steps)
-    return run_study(out_dir, "study replay", OUTPUTS, chosen, PARTS, steps, progress, chunk_size)
+    return run_study(out_dir, "study replay", OUTPUTS, chosen, _parts(), steps, progress, chunk_size)
 
 
-PARTS = StudyParts(stages, analysis, figures, writer)
-"""The modules the study runs through (:func:`~jaxreplay.paper.reproduce.study.writer.run_study`)."""
+def _parts():
+    """``PARTS``: the modules the study runs through (:func:`~jaxreplay.paper.reproduce.study.writer.run_study`)."""
+    from jaxreplay.paper.reproduce.replay_study import analysis, figures, stages, writer
+    from jaxreplay.paper.reproduce.study.writer import StudyParts
+
+    return StudyParts(stages, analysis, figures, writer)
+
 
 OUTPUTS = ("heatmap.png", "capacity.png", "learning_curves.png", "runs.csv", "curves.csv", "study.json", "report.md")
 """The files a replay study writes in its folder (study.json and report.md last)."""

@@ -7,8 +7,6 @@ import dataclasses
 import math
 from typing import TYPE_CHECKING, NamedTuple
 
-from jaxreplay import _validation
-
 if TYPE_CHECKING:  # the experiment is imported where it runs (the study's modules import only NumPy)
     from jaxreplay.experiments.dqn import Setup
 
@@ -167,6 +165,7 @@ def design(env_id: str, *, quick: bool = False, seeds: int | None = None, steps:
         ValueError: ``env_id`` not one of :data:`GAMES`, ``seeds`` below 1, or ``steps`` not a positive
             multiple of 20.
     """
+    from jaxreplay import _validation  # (here: the CLI's parser reads GAMES and must not import JAX)
     from jaxreplay.experiments import dqn
 
     _validation.check_choice("env", env_id, tuple(GAMES))
