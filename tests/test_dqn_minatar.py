@@ -110,6 +110,24 @@ def test_pack_names_a_wrong_shape():
         packing.pack(jnp.zeros((10, 10, 3)), (10, 10, 4))
 
 
+def test_unpack_and_the_networks_refuse_observations_not_packed_for_the_game():
+    # The environment's own float grid was read as bytes (a [10, 10, 3] block of Q-values for one observation),
+    # and another game's packed row was padded with zeros or cut: both are refused, naming what was expected.
+    for bad in (jnp.zeros((10, 10, 4)), jnp.full((49,), 255, jnp.uint8), jnp.ones((125,), jnp.uint8), jnp.uint8(1)):
+        with pytest.raises(ValueError, match=r"must be bytes ending in 50 of them \(uint8\[\.\.\., 50\]\), got "):
+            packing.unpack(bad, (10, 10, 4))
+    assert packing.unpack(jnp.full((2, 50), 255, jnp.int32), (10, 10, 4)).sum() == 800  # integer bytes are read
+    setup = small_setup()
+    params = dqn.init(jax.random.key(0), SMALL_HP, setup).params
+    obs, _ = envs.make("Breakout-MinAtar")[0].reset(jax.random.key(1), envs.make("Breakout-MinAtar")[1])
+    assert dqn.q_values(params, dqn.stored_observation(setup, obs), setup).shape == (3,)
+    with pytest.raises(ValueError, match=r"^obs: packed observations of shape \(10, 10, 4\) .*got float32\[10, 10, 4\]"):
+        dqn.q_values(params, obs, setup)
+    freeway = small_setup("Freeway-MinAtar")
+    with pytest.raises(ValueError, match=r"ending in 88 of them .*got uint8\[50\]"):
+        dqn.q_values(dqn.init(jax.random.key(0), SMALL_HP, freeway).params, dqn.stored_observation(setup, obs), freeway)
+
+
 def test_memory_and_state_keep_packed_observations_that_unpack_to_the_game_s():
     setup = small_setup()
     state = dqn.init(jax.random.key(0), SMALL_HP, setup)

@@ -43,8 +43,22 @@ def pack(obs: ArrayLike, obs_shape: tuple[int, ...]) -> jax.Array:
 
 
 def unpack(packed: ArrayLike, obs_shape: tuple[int, ...]) -> jax.Array:
-    """The observations of :func:`pack`'s bits: ``float32[..., *obs_shape]`` of 0.0 and 1.0."""
-    packed = jnp.asarray(packed, jnp.uint8)
+    """The observations of :func:`pack`'s bits: ``float32[..., *obs_shape]`` of 0.0 and 1.0.
+
+    Raises:
+        ValueError: ``packed`` is not bytes (an integer dtype) or does not end in
+            ``packed_size(obs_shape)`` of them: an observation as the environment gives it, or one packed
+            for another shape (another game), would otherwise be read as bits without a word.
+    """
+    packed = jnp.asarray(packed)
+    size = packed_size(obs_shape)
+    if not jnp.issubdtype(packed.dtype, jnp.integer) or packed.ndim == 0 or packed.shape[-1] != size:
+        raise ValueError(
+            f"packed observations of shape {tuple(obs_shape)} must be bytes ending in {size} of them "
+            f"(uint8[..., {size}]), got {packed.dtype}{list(packed.shape)}: pack an observation as the "
+            "environment gives it with jaxreplay.agents.packing.pack(obs, obs_shape) first."
+        )
+    packed = packed.astype(jnp.uint8)
     cells = jnp.unpackbits(packed, axis=-1, count=math.prod(obs_shape))
     return cells.reshape(*packed.shape[:-1], *obs_shape).astype(jnp.float32)
 

@@ -284,5 +284,15 @@ def evaluate(key: jax.Array, params: agent.Params, setup: Setup) -> jax.Array:
 
 def q_values(params: agent.Params, obs: ArrayLike, setup: Setup) -> jax.Array:
     """``Q(obs, ·)`` of the network of ``setup``: ``float32[..., num_actions]``, ``obs`` as
-    :func:`stored_observation` keeps it (bit-packed for MinAtar games)."""
-    return agent.q_values(network(setup), params, obs)
+    :func:`stored_observation` keeps it (bit-packed for MinAtar games).
+
+    Raises:
+        ValueError: a MinAtar ``obs`` that is not packed for this game (the environment's own float grid:
+            apply :func:`stored_observation` first).
+    """
+    try:
+        return agent.q_values(network(setup), params, obs)
+    except ValueError as e:
+        if "packed observations" not in str(e):
+            raise
+        raise ValueError(f"obs: {e} (stored_observation(setup, obs) packs one for this setup.)") from None
