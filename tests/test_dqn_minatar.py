@@ -254,6 +254,18 @@ def test_minatar_setting_is_young_and_tian_s_baseline():
         settings.minatar_setting("Breakout-MinAtar", total_steps=12_345)
     with pytest.raises(ValueError, match=r"memory_size must be <= total_steps \(40000\)"):
         settings.minatar_setting("Breakout-MinAtar", 50_000, total_steps=40_000)
+    # Without a memory size a shorter run keeps its whole run (the default 100,000 was refused as memory_size).
+    whole, whole_hp = settings.minatar_setting("Breakout-MinAtar", total_steps=50_000)
+    assert (whole.max_capacity, whole_hp.memory_size, whole_hp.adaptive_num_old) == (50_000, 50_000, 25_000)
+    # MinAtar's Freeway terminates at its 2,500th step, gymnax's truncates there: the preset follows MinAtar and
+    # does not bootstrap at Freeway's end; the other games' 1,000-step limit (gymnax's alone) bootstraps.
+    assert [settings.minatar_setting(g)[0].truncation_bootstrap for g in settings.MINATAR_GAMES] == [
+        True,
+        True,
+        False,
+        True,
+        True,
+    ]
 
 
 def random_policy_return(env_id: str, episodes: int, key: jax.Array) -> float:

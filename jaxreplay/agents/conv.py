@@ -11,7 +11,8 @@ sizes are attributes, their defaults the paper's. Its parameter count is::
     (k·k·C·F + F) + ((H-k+1)(W-k+1)·F·U + U) + (U·A + A)
 
 with ``k`` the kernel size, ``F`` the filters, ``U`` the hidden units, ``A``
-the actions: 132,179 for Breakout (``C = 4``, ``A = 3``).
+the actions: 132,179 for Breakout (``C = 4``, ``A = 3``, gymnax's minimal
+action set; the baseline's network had ``A = 6`` in every game: 132,566).
 
 The convolution is computed as a matrix product over image patches
 (:class:`PatchConv`), not with ``lax.conv``: a sweep vmaps the network over

@@ -261,7 +261,7 @@ MINATAR_TOTAL_STEPS = 5_000_000
 
 def minatar_setting(
     env_id: str,
-    memory_size: int = 100_000,
+    memory_size: int | None = None,
     *,
     total_steps: int = MINATAR_TOTAL_STEPS,
     segments: int = 50,
@@ -284,9 +284,31 @@ def minatar_setting(
     (ours); aER (``adaptive``) with k = 20 and n_old = memory_size / 2,
     estimated from 1,000 old transitions, as the paper's larger games.
 
+    The games are gymnax's MinAtar, which differ from MinAtar's own (the
+    baseline's) in ways the preset keeps, so its returns are not theirs to
+    the digit:
+
+    * no sticky actions: MinAtar repeats the previous action with
+      probability 0.1 (its default, which the baseline ran), gymnax never;
+    * minimal action sets (Asterix 5, Breakout 3, Freeway 3, Seaquest 6,
+      SpaceInvaders 4 actions), where the baseline's network has 6 outputs in
+      every game;
+    * a time limit of 1,000 steps in Asterix, Breakout, Seaquest and
+      SpaceInvaders, which MinAtar does not have: episodes are cut there (their
+      returns with them) and the targets bootstrap through the cut;
+    * Freeway ends after 2,500 steps in both, as a termination in MinAtar and
+      a time-limit truncation in gymnax: the preset follows MinAtar and does
+      not bootstrap there (``Setup.truncation_bootstrap=False`` for Freeway,
+      whose episodes end no other way).
+
+    One difference is the preset's own: the baseline acts at random for its
+    first 5,000 frames and then anneals ε over the next 100,000; the preset
+    anneals from step 0 (ε is 0.955 at step 5,000 and 0.1 from step 100,000).
+
     Args:
         env_id: one of :data:`MINATAR_GAMES`.
-        memory_size: the fixed memory size, or aER's initial size (the
+        memory_size: the fixed memory size, or aER's initial size; None:
+            their 100,000, or ``total_steps`` if the run is shorter (the
             memory allocates ``max(memory_size, 100_000)`` slots, at most
             ``total_steps``; with packed observations a Breakout slot takes
             100 + 16 bytes, so 100,000 slots are ~11 MiB a run).
@@ -307,6 +329,9 @@ def minatar_setting(
     from jaxreplay import _validation  # (here: the CLI's parser reads this module and must not import JAX)
 
     _validation.check_choice("env_id", env_id, MINATAR_GAMES)
+    if memory_size is None:
+        _validation.check_static_int("total_steps", total_steps, low=1)
+        memory_size = min(100_000, total_steps)
     for name, value in (("memory_size", memory_size), ("total_steps", total_steps), ("segments", segments)):
         _validation.check_static_int(name, value, low=1)
     if total_steps % (20 * segments):
@@ -336,6 +361,7 @@ def minatar_setting(
         train_frequency=1,
         eval_episodes=10,
         network="minatar_conv",
+        truncation_bootstrap=env_id != "Freeway-MinAtar",  # MinAtar's Freeway terminates at its time limit
     )
     hparams = _dqn().Hyperparameters(
         memory_size=memory_size,
