@@ -42,7 +42,6 @@
 # sweeps resume) and reads that instead.
 
 # %%
-import json
 import pathlib
 
 import matplotlib.pyplot as plt
@@ -62,7 +61,8 @@ if PAPER_SCALE:
         study_lib.study(OUT / env, env, seeds=100, chunk_size=800)
 else:
     OUT = ROOT / "docs" / "study"
-RESULTS = {env: json.loads((OUT / env / "study.json").read_text()) for env in GAMES}
+# Read through the checked reader: a file of the other study, or one in another game's folder, is refused.
+RESULTS = {env: study_lib.read_study(OUT / env / "study.json", env=env) for env in GAMES}
 for env, r in RESULTS.items():
     print(f"{env}: {r['seeds']} seeds, {r['total_steps']} steps per run")
     print("   ", r["verdict"]["summary"])

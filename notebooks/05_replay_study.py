@@ -66,7 +66,7 @@ else:
     OUT = ROOT / "docs" / "replay_study"
 # Every study found, in the order of GAMES (whichever games have one).
 RESULTS = {
-    env: replay_study.read_study(OUT / env / "study.json")
+    env: replay_study.read_study(OUT / env / "study.json", env=env)  # (of that game: refused if copied elsewhere)
     for env in replay_study.GAMES
     if (OUT / env / "study.json").exists()
 }

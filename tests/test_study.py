@@ -192,6 +192,21 @@ def test_committed_gpu_study_is_in_the_readme():
     assert study_lib.summary_table(results) in (root / "docs" / "study.md").read_text()
 
 
+def test_the_readers_refuse_a_study_of_another_game_than_asked_for():
+    """A study copied into another game's folder was shown under that game's name (notebooks 04 and 05 name a
+    study by its folder): with ``env`` both readers check the game the file holds."""
+    import pathlib
+
+    from jaxreplay.paper.reproduce import replay_study
+
+    root = pathlib.Path(__file__).resolve().parents[1] / "docs"
+    for read, path in ((study_lib.read_study, root / "study" / "CartPole-v1" / "study.json"),
+                       (replay_study.read_study, root / "replay_study" / "CartPole-v1" / "study.json")):
+        assert read(path, env="CartPole-v1")["env"] == read(path)["env"] == "CartPole-v1"
+        with pytest.raises(ValueError, match=rf"^the study result {path} is a study of CartPole-v1, not of Acrobot-v1\.$"):
+            read(path, env="Acrobot-v1")
+
+
 def test_relabel_recomputes_the_labels_from_the_stored_numbers(tiny_study, tmp_path):
     out, result, _ = tiny_study
     assert study_lib.relabel(result)["verdict"] == json.loads(json.dumps(result["verdict"]))

@@ -154,12 +154,16 @@ _STUDY_KEYS = (
 )
 
 
-def read_study(path) -> dict:
-    """The ``study.json`` at ``path``, checked to be one :func:`~jaxreplay.paper.reproduce.replay_study.study` wrote.
+def read_study(path, *, env: str | None = None) -> dict:
+    """The ``study.json`` at ``path``, checked to be one :func:`~jaxreplay.paper.reproduce.replay_study.study` wrote
+    (of the game ``env``, where given).
 
     Raises:
-        ValueError: one line naming the file, when it is unreadable or of another shape.
+        ValueError: one line naming the file, when it is unreadable, of another shape, or of another game
+            than ``env``.
     """
+    from jaxreplay.paper.reproduce.study.writer import check_game
+
     dqn_study = (("response", "best_static", "controls"), "it is a `jaxreplay study dqn` result (use `study readme`).")
     result = read_json(path, "the replay study result", _STUDY_KEYS, elsewhere=dqn_study)
     try:
@@ -169,6 +173,7 @@ def read_study(path) -> dict:
         raise ValueError(
             f"the study result {path} is not one `jaxreplay study replay` wrote ({type(e).__name__}: {e})."
         ) from None
+    check_game(path, result, env)
     return result
 
 

@@ -205,13 +205,14 @@ _STUDY_KEYS = (
 )
 
 
-def read_study(path, relabelled: bool = False) -> dict:
+def read_study(path, relabelled: bool = False, *, env: str | None = None) -> dict:
     """The ``study.json`` at ``path`` as stored (with ``relabelled``, as
     :func:`~jaxreplay.paper.reproduce.study.verdict.relabel` rewrites it), checked to be one
-    :func:`~jaxreplay.paper.reproduce.study.study` wrote.
+    :func:`~jaxreplay.paper.reproduce.study.study` wrote (of the game ``env``, where given).
 
     Raises:
-        ValueError: one line naming the file, when it is unreadable or of another shape.
+        ValueError: one line naming the file, when it is unreadable, of another shape, or of another game
+            than ``env``.
     """
     replay_study = (
         ("capacities", "n_steps", "cells"),
@@ -225,7 +226,15 @@ def read_study(path, relabelled: bool = False) -> dict:
         raise ValueError(
             f"the study result {path} is not one `jaxreplay study dqn` wrote ({type(e).__name__}: {e})."
         ) from None
+    check_game(path, result, env)
     return fresh if relabelled else result
+
+
+def check_game(path, result: dict, env: str | None) -> None:
+    """Refuse a study result (read from ``path``) of another game than ``env`` (None: any game): a study
+    copied into another game's folder would be shown under that game's name."""
+    if env is not None and result["env"] != env:
+        raise ValueError(f"the study result {path} is a study of {result['env']}, not of {env}.")
 
 
 def refresh(study_dir) -> dict:
