@@ -670,6 +670,30 @@ def test_figure_helpers_show_a_missing_difference_and_a_clipped_colour_scale():
     assert fig.axes[1].get_ylabel() == "$M$"
 
 
+def test_figure_helpers_refuse_experiment_curves_they_would_not_draw():
+    """An experiment curve under a label the theory lacks ("m=1" beside "m = 1") was left out of the figure
+    without a word; a learning curve without its times failed with "tuple index out of range" (probe minatar)."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    from jaxreplay.paper import plots
+
+    N, t = np.array([10, 100, 1000]), np.arange(100.0)
+    with pytest.raises(ValueError, match=r"^metric_vs_memory\('t'\): experiment_metrics has labels the theory does "
+                                         r"not: \['m=1'\] \(the theory's: \['m = 1'\]\)"):
+        plots.metric_vs_memory(N, {"m = 1": np.ones(3)}, N, {"m=1": np.ones(3)}, title="t")
+    with pytest.raises(ValueError, match=r"^compare_learning_curves\('t'\): experiment has labels .*\['pER'\]"):
+        plots.compare_learning_curves(t, {"ER": np.zeros((100, 2))}, t, {"pER": np.ones((100, 2))}, title="t")
+    with pytest.raises(ValueError, match=r"^learning_curves\('t'\): t_experiment is needed with dtheta_experiment"):
+        plots.learning_curves(t, np.zeros((100, 2)), None, np.zeros((100, 2)), title="t")
+    with pytest.raises(ValueError, match=r"^metric_vs_memory\('t'\): experiment_memory_sizes is needed"):
+        plots.metric_vs_memory(N, {"m = 1": np.ones(3)}, None, {"m = 1": np.ones(3)}, title="t")
+    fig = plots.metric_vs_memory(N, {"m = 1": np.ones(3), "m = 5": np.ones(3)}, N, {"m = 5": 2 * np.ones(3)}, title="t")
+    assert [line.get_label() for line in fig.axes[0].lines] == ["m = 1 (theory)", "m = 5 (theory)", "m = 5 (experiment)"]
+    fig = plots.compare_learning_curves(t, {"ER": np.zeros((100, 2))}, t, {"ER": np.ones((100, 2))}, title="t")
+    assert len(fig.axes[0].lines) == 4 + 1  # two theory lines, two marker lines, the zero line
+
+
 def test_figure_helpers_leave_an_infinite_value_blank_and_say_a_never_reached_target():
     """metric_contour with an inf M (a diverged solve) raised "lower_level and upper_level cannot be NaN",
     difference_contour's levels went NaN, and steps_vs_memory with a K no size reaches raised "All-NaN slice

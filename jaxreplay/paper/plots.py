@@ -83,6 +83,20 @@ def save(fig: Figure, path: str | pathlib.Path) -> pathlib.Path:
     return path
 
 
+def _check_experiment(where: str, experiment: Mapping | None, theory: Mapping, times, names: tuple[str, str]) -> None:
+    """Refuse experiment curves that would not be drawn: under a label the theory does not have (each is
+    drawn on its theory curve), or without their times. ``where``: the figure (``"function('title')"``);
+    ``names``: the experiment's two arguments, as the caller calls them."""
+    unknown = [label for label in experiment or {} if label not in theory]
+    if unknown:
+        raise ValueError(
+            f"{where}: {names[0]} has labels the theory does not: {unknown} (the theory's: {list(theory)}); an "
+            "experiment curve is drawn beside the theory curve of its label."
+        )
+    if any(v is not None for v in (experiment or {}).values()) and times is None:
+        raise ValueError(f"{where}: {names[1]} is needed with {names[0]} (the experiment's times).")
+
+
 def _markers(t, y, every):
     t, y = np.asarray(t), np.asarray(y)
     idx = np.arange(every - 1, t.shape[0], every) if every > 1 else np.arange(t.shape[0])
@@ -106,7 +120,17 @@ def learning_curves(
         dtheta_theory: float[S, 2] (Δθ1, Δθ2) from the ODE (lines).
         t_experiment, dtheta_experiment: float[T], float[T, 2] seed-averaged
             experiment (markers every ``marker_every`` steps), or None.
+
+    Raises:
+        ValueError: ``dtheta_experiment`` without ``t_experiment``.
     """
+    _check_experiment(
+        f"learning_curves({title!r})",
+        {"": dtheta_experiment},
+        {"": None},
+        t_experiment,
+        ("dtheta_experiment", "t_experiment"),
+    )
     fig, ax = _figure()
     dth = np.asarray(dtheta_theory)
     ax.plot(t_theory, dth[:, 0], color=C1, lw=1.8, label=r"$\Delta\theta_1$ theory")
@@ -150,7 +174,14 @@ def compare_learning_curves(
 
     ``theory`` maps a label to float[S, 2] (lines, one line style per label);
     ``experiment`` maps the same labels to float[T, 2] (markers).
+
+    Raises:
+        ValueError: an ``experiment`` label that ``theory`` does not have, or ``experiment`` without
+            ``t_experiment``.
     """
+    _check_experiment(
+        f"compare_learning_curves({title!r})", experiment, theory, t_experiment, ("experiment", "t_experiment")
+    )
     fig, ax = _figure()
     experiment = experiment or {}
     for i, (label, dth) in enumerate(theory.items()):
@@ -195,7 +226,18 @@ def metric_vs_memory(
     (float[n] N, float[n] M) on that curve's own N values (e.g. the grid with
     the cusps of M(N) inserted, :meth:`jaxreplay.paper.theory.MemoryCusps.curve`);
     ``experiment_metrics[label]`` float[len(experiment_memory_sizes)] (markers).
+
+    Raises:
+        ValueError: an ``experiment_metrics`` label that ``metrics`` does not have, or ``experiment_metrics``
+            without ``experiment_memory_sizes``.
     """
+    _check_experiment(
+        f"metric_vs_memory({title!r})",
+        experiment_metrics,
+        metrics,
+        experiment_memory_sizes,
+        ("experiment_metrics", "experiment_memory_sizes"),
+    )
     fig, ax = _figure()
     experiment_metrics = experiment_metrics or {}
     for i, (label, M) in enumerate(metrics.items()):
