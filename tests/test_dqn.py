@@ -242,6 +242,31 @@ def test_a_run_whose_q_values_outgrow_every_return_is_flagged_soft_diverged():
     assert np.asarray(records["td_loss"])[1].min() > 1e6
 
 
+def test_sticky_actions_change_the_executed_action_and_the_memory_keeps_the_chosen_one():
+    """LineSearch moves by +-1 per executed action (speed 1), so each stored transition shows the action the
+    environment executed (next_obs - obs) beside the one the agent chose (action). With ε = 1 the chosen action
+    is a fair coin, so with p = 0.5 a quarter of the transitions differ (the last action stuck where it was the
+    other); without sticky actions none does, and the game is the unwrapped LineSearch (runs as before)."""
+    hp = dqn.Hyperparameters(memory_size=2000, learning_starts=10**6, epsilon_start=1.0, epsilon_end=1.0)
+
+    def mismatches(p):
+        setup = dqn.Setup(env_id="LineSearch", env_params={"speed": 1.0}, total_steps=2000, steps_per_segment=2000,
+                          max_capacity=2000, hidden_sizes=(4,), sticky_action_prob=p)
+        state, _ = jax.jit(dqn.advance, static_argnums=2)(dqn.init(jax.random.key(0), hp, setup), hp, setup)
+        storage = jax.tree.map(np.asarray, state.memory.storage)
+        executed = (storage["next_obs"][:, 0] > storage["obs"][:, 0]).astype(int)
+        return setup, int(np.sum(executed != storage["action"]))
+
+    plain, none = mismatches(0.0)
+    assert none == 0 and isinstance(dqn.environment(plain)[0], envs.LineSearch)
+    sticky, some = mismatches(0.5)
+    assert isinstance(dqn.environment(sticky)[0], envs.StickyActions)
+    assert abs(some - 500) < 3.3 * np.sqrt(2000 * 0.25 * 0.75), some  # binomial(2000, 1/4), 3.3 sigma
+    for bad in (1.0, -0.5, True, "0.1"):
+        with pytest.raises(ValueError, match=r"^sticky_action_prob must be a number in \[0, 1\), got "):
+            dataclasses.replace(plain, sticky_action_prob=bad)
+
+
 def test_an_untrained_run_or_one_without_rewards_is_not_soft_diverged():
     """The flag compared every |Q| acted on, the untrained network's included, with r_max / (1 - γ): a run that
     took no gradient step, or saw only zero rewards (a bound of 0), was flagged soft-diverged for the values it

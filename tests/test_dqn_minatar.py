@@ -240,6 +240,7 @@ def test_minatar_setting_is_young_and_tian_s_baseline():
         100_000,
     )
     assert (hp.learning_starts, hp.target_period, setup.train_frequency) == (5_000, 1_000, 1)
+    assert setup.sticky_action_prob == 0.1  # MinAtar's sticky actions, which gymnax's games do not have
     dqn.check(hp, setup)
     short, short_hp = settings.minatar_setting("Freeway-MinAtar", 20_000, total_steps=40_000, segments=4)
     assert (short.max_capacity, short.steps_per_segment, short_hp.epsilon_decay_steps, short_hp.learning_starts) == (

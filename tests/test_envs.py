@@ -189,3 +189,53 @@ def test_linesearch_episode_length_is_gymnaxs_field_and_dqn_evaluates_whole_epis
             total, steps, done = total + float(reward), steps + 1, bool(terminated | truncated)
         assert steps == 30
         np.testing.assert_allclose(records["eval_return"][run, -1], total, rtol=1e-5)
+
+
+def _linesearch_moves(env, params, chosen, key):
+    """The moves (+1 / -1 as LineSearch's action 1 / 0) that ``env`` executes for the ``chosen`` actions, read
+    from the positions it observes (speed 1, no time limit reached): never from the wrapper's own state."""
+
+    def step(state, xs):
+        step_key, action = xs
+        obs, state, *_ = env.step_env(step_key, state, action, params)
+        return state, obs[0]
+
+    _, state = env.reset(jax.random.key(0), params)
+    _, positions = jax.lax.scan(step, state, (jax.random.split(key, len(chosen)), chosen))
+    return np.diff(np.concatenate([[0.0], np.asarray(positions)])).astype(int)
+
+
+def test_sticky_actions_repeat_the_previous_executed_action_with_their_probability():
+    base, params = envs.make("LineSearch", speed=1.0, initial_position=0.0, max_steps_in_episode=10**6)
+    steps, p = 20_000, 0.3
+    chosen = jax.random.bernoulli(jax.random.key(1), 0.5, (steps,)).astype(jnp.int32)
+    executed = (_linesearch_moves(envs.StickyActions(base, p), params, chosen, jax.random.key(2)) + 1) // 2
+    chosen = np.asarray(chosen)
+    previous = np.concatenate([[0], executed[:-1]])  # an episode starts with action 0 as the last one
+    assert np.all((executed == chosen) | (executed == previous))  # the chosen action or the last one, nothing else
+    # Where the two differ, the last one is executed with probability p: a binomial count within 3.3 sigma.
+    differ = chosen != previous
+    n, k = int(differ.sum()), int((executed != chosen)[differ].sum())
+    assert n > 9_000 and abs(k - n * p) < 3.3 * np.sqrt(n * p * (1 - p)), (n, k)
+    # Probability 0 executes every chosen action.
+    moves = _linesearch_moves(envs.StickyActions(base, 0.0), params, jnp.asarray(chosen), jax.random.key(2))
+    np.testing.assert_array_equal((moves + 1) // 2, chosen)
+
+
+def test_sticky_actions_wrap_the_game_and_start_each_episode_at_action_0():
+    base, params = envs.make("Breakout-MinAtar")
+    env = envs.StickyActions(base, 0.1)
+    assert env.action_space(params).n == base.action_space(params).n == env.num_actions == 3
+    assert env.observation_space(params).shape == (10, 10, 4) and "sticky actions, p = 0.1" in env.name
+    obs, state = env.reset(jax.random.key(0), params)
+    np.testing.assert_array_equal(obs, base.reset(jax.random.key(0), params)[0])
+    assert int(state.last_action) == 0
+    # An auto-reset (gymnax's step at the time limit) starts the new episode at action 0 again.
+    short = params.replace(max_steps_in_episode=2)
+    for i in range(2):
+        obs, state, _, terminated, truncated, _ = env.step(jax.random.key(i), state, 2, short)
+        assert int(state.last_action) == (2 if i == 0 else 0), i
+    assert bool(truncated) and not bool(terminated)
+    for bad in (1.0, -0.1, float("nan"), True, "0.1"):
+        with pytest.raises(ValueError, match=r"probability must be a number in \[0, 1\)"):
+            envs.StickyActions(base, bad)

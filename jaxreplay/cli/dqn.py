@@ -19,6 +19,7 @@ OPTIONS = {
     "n_step": "--n-step",
     "max_n_step": "--n-step",
     "replay_ratio": "--replay-ratio",
+    "sticky_action_prob": "--sticky-actions",
     "steps": "--steps",
 }
 OPTIONS.update({f"fixed.{field}": option for field, option in OPTIONS.items() if field not in ("env_id", "steps")})
@@ -80,6 +81,14 @@ def add_parser(commands) -> None:
         default=None,
         help="gradient updates per environment step, fractional ones accumulating (default: the setting's; 1, "
         "--tuned 0.1)",
+    )
+    dq.add_argument(
+        "--sticky-actions",
+        type=float,
+        default=None,
+        metavar="P",
+        help="repeat the previous action with probability P instead of the chosen one (MinAtar's default 0.1; "
+        "default: the game as gymnax makes it, 0)",
     )
     dq.add_argument("--json", action="store_true", help="print one JSON object (strict JSON: " + NULLS + ")")
     dq.add_argument("--quiet", action="store_true", help="no progress bar")
@@ -170,6 +179,9 @@ def _read_setting(args: argparse.Namespace) -> tuple[dqn.Setup, dqn.Hyperparamet
             max_capacity=max(min(setup.max_capacity, args.steps), hparams.memory_size),
         )
     setup, hparams = _with_n_step_and_ratio(args, setup, hparams)  # after --steps: the ratio's slots count units
+    if args.sticky_actions is not None:
+        with named_as_options(OPTIONS):
+            setup = dataclasses.replace(setup, sticky_action_prob=args.sticky_actions)
     _check_episodes(setup)
     return setup, hparams
 
@@ -286,7 +298,7 @@ def _print_text(args: argparse.Namespace, result: _Result) -> None:
     print(
         f"DQN {args.env}, {'aER from' if args.adaptive else 'fixed memory'} {args.memory_size}, sampler "
         f"{args.sampler}, {report['n_step']}-step returns, replay ratio {report['replay_ratio']:g}, {args.seeds} "
-        f"seeds, {report['steps']} steps"
+        f"seeds, {report['steps']} steps" + (f", sticky actions {args.sticky_actions:g}" if args.sticky_actions else "")
     )
     print(f"  final {report['final_return_kind']} per seed: " + ", ".join(f"{x:.1f}" for x in final))
     interval = (

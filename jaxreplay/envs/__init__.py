@@ -1,4 +1,5 @@
-"""Environments. LineSearch is ours; any gymnax id is made with :func:`make`."""
+"""Environments. LineSearch is ours; any gymnax id is made with :func:`make`; :class:`StickyActions`
+wraps any of them with sticky actions (:mod:`jaxreplay.envs.sticky`)."""
 
 from __future__ import annotations
 
@@ -14,8 +15,9 @@ from gymnax.environments import environment
 from jaxreplay._typing import ArrayLike
 from jaxreplay._validation import FieldError
 from jaxreplay.envs.linesearch import LineSearch, LineSearchParams, LineSearchState, make_params
+from jaxreplay.envs.sticky import StickyActions
 
-__all__ = ["LineSearch", "LineSearchParams", "LineSearchState", "make", "make_params"]
+__all__ = ["LineSearch", "LineSearchParams", "LineSearchState", "StickyActions", "make", "make_params"]
 
 
 def make(env_id: str, **env_kwargs: ArrayLike) -> tuple[environment.Environment, environment.EnvParams]:

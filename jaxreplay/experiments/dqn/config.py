@@ -132,6 +132,11 @@ class Setup:
             the target network then follows the online one at a fixed number
             of updates whatever the replay ratio (Fedus et al. 2020 scale the
             period with the ratio).
+        sticky_action_prob: the probability that a step executes the
+            environment's previous action instead of the chosen one (sticky
+            actions, :class:`~jaxreplay.envs.StickyActions`; MinAtar's own games
+            use 0.1, gymnax's have none), in ``[0, 1)``; 0 (default): the game
+            as gymnax makes it. The memory keeps the chosen action.
     """
 
     env_id: str = "CartPole-v1"
@@ -160,6 +165,7 @@ class Setup:
     max_n_step: int = 1
     max_updates_per_unit: int = 1
     target_period_in_updates: bool = False
+    sticky_action_prob: float = 0.0
 
     def __post_init__(self):
         if isinstance(self.env_params, dict):
@@ -204,6 +210,10 @@ class Setup:
             if not isinstance(getattr(self, name), bool):
                 raise ValueError(f"{name} must be a bool, got {getattr(self, name)!r}.")
         _check_n_step_and_target(self)
+        p = self.sticky_action_prob
+        if isinstance(p, bool) or not isinstance(p, (int, float, np.integer, np.floating)) or not 0 <= p < 1:
+            raise _validation.FieldError("sticky_action_prob", f"must be a number in [0, 1), got {p!r}.")
+        object.__setattr__(self, "sticky_action_prob", float(p))
         if self.total_steps % self.steps_per_segment:
             raise ValueError(
                 f"total_steps ({self.total_steps}) must be a multiple of steps_per_segment ({self.steps_per_segment})."

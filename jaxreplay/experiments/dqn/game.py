@@ -44,16 +44,21 @@ if TYPE_CHECKING:  # annotations only: config imports this module (a Setup check
 
 
 @functools.lru_cache(maxsize=None)
-def _environment(env_id: str, env_params: tuple):
+def _environment(env_id: str, env_params: tuple, sticky_action_prob: float = 0.0):
     """``(env, params)``; cached so that gymnax's jitted ``step`` sees one hashable ``env``.
 
-    ``env_params`` are applied as given: :func:`check_env_params` checks them first.
+    ``env_params`` are applied as given: :func:`check_env_params` checks them first. With
+    ``sticky_action_prob > 0`` the environment is wrapped in :class:`~jaxreplay.envs.StickyActions`
+    (at 0 it is not wrapped, so runs compute what they did before the option existed).
     """
     if env_id.startswith("Probe-") or env_id == "LineSearch":
-        return envs_lib.make(env_id, **dict(env_params))
-    env, params = envs_lib.make(env_id)
-    if env_params:
-        params = params.replace(**dict(env_params))
+        env, params = envs_lib.make(env_id, **dict(env_params))
+    else:
+        env, params = envs_lib.make(env_id)
+        if env_params:
+            params = params.replace(**dict(env_params))
+    if sticky_action_prob > 0:
+        env = envs_lib.StickyActions(env, sticky_action_prob)
     return env, params
 
 
@@ -160,7 +165,7 @@ def _check_env_param(where: str, value: object, default: object) -> bool | int |
 
 def environment(setup: Setup):
     """``(env, env_params)`` of ``setup`` (a gymnax environment and its parameters)."""
-    return _environment(setup.env_id, setup.env_params)
+    return _environment(setup.env_id, setup.env_params, setup.sticky_action_prob)
 
 
 NETWORKS = ("auto", "mlp", "minatar_conv")

@@ -46,6 +46,7 @@ EXPERIMENT = Experiment(
         "max_updates_per_unit": 1,
         "target_period_in_updates": False,
         "network": "auto",
+        "sticky_action_prob": 0.0,
         "n_step": 1,
         "replay_ratio": 1.0,
         "adaptive_evidence_threshold": 4.0,

@@ -285,11 +285,12 @@ def minatar_setting(
     estimated from 1,000 old transitions, as the paper's larger games.
 
     The games are gymnax's MinAtar, which differ from MinAtar's own (the
-    baseline's) in ways the preset keeps, so its returns are not theirs to
-    the digit:
+    baseline's). The preset restores MinAtar's sticky actions, which gymnax
+    does not have: with probability 0.1 a step repeats the previous action
+    (MinAtar's default, which the baseline ran; ``Setup.sticky_action_prob``,
+    :class:`~jaxreplay.envs.StickyActions`). It keeps the other differences,
+    so its returns are not the baseline's to the digit:
 
-    * no sticky actions: MinAtar repeats the previous action with
-      probability 0.1 (its default, which the baseline ran), gymnax never;
     * minimal action sets (Asterix 5, Breakout 3, Freeway 3, Seaquest 6,
       SpaceInvaders 4 actions), where the baseline's network has 6 outputs in
       every game;
@@ -362,6 +363,7 @@ def minatar_setting(
         eval_episodes=10,
         network="minatar_conv",
         truncation_bootstrap=env_id != "Freeway-MinAtar",  # MinAtar's Freeway terminates at its time limit
+        sticky_action_prob=0.1,  # MinAtar's default (gymnax's games have none)
     )
     hparams = _dqn().Hyperparameters(
         memory_size=memory_size,
