@@ -299,12 +299,13 @@ def test_random_policy_breakout_return_is_below_one():
 
 @pytest.mark.slow
 def test_minatar_setting_learns_breakout_in_24k_steps():
-    # 2 seeds × 24,000 steps of minatar_setting (ε ramp 2,400, learning from step 240): ~6 min on the loaded
-    # 2-core CPU (130-170 run-steps/s). Measured: greedy returns (10 episodes) at 6k/12k/18k/24k steps
-    # 2.6/4.6/6.0/7.2 and 1.8/2.4/6.0/8.6, against 0.315 for uniformly random actions (the test above).
+    # 2 seeds × 24,000 steps of minatar_setting (ε ramp 2,400, learning from step 240, sticky actions 0.1):
+    # 104 s on the 2-core CPU. Measured: greedy returns (10 episodes) at 6k/12k/18k/24k steps 1.2/1.9/2.7/3.5 and
+    # 1.8/3.1/3.3/3.6 (without sticky actions 2.6/4.6/6.0/7.2 and 1.8/2.4/6.0/8.6), against 0.315 for uniformly
+    # random actions (the test above).
     setup, hp = settings.minatar_setting("Breakout-MinAtar", 24_000, total_steps=24_000, segments=4)
     run = jax.jit(jax.vmap(lambda k: dqn.run(k, hp, setup)))
     records, _ = run(jax.random.split(jax.random.key(0), 2))
     final = np.asarray(records["eval_return"][:, -1])
-    assert final.mean() >= 3.0, final  # over 9 × the random policy's return
+    assert final.mean() >= 2.5, final  # about 8 × the random policy's return
     assert np.all(final > np.asarray(records["eval_return"][:, 0]))  # every seed improved on its first evaluation
