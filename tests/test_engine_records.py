@@ -10,6 +10,8 @@ import sys
 import textwrap
 import tomllib
 
+import warnings
+
 import jax
 import numpy as np
 import pytest
@@ -191,6 +193,12 @@ from compile_events import COMPILE_EVENTS as _LOWERINGS  # noqa: E402
     ('reduce = ["q０.５"]', r"record\.reduce: unknown reduction 'q０\.５'"),  # (not ASCII digits)
     ('reduce = ["q0.1_0"]', r"record\.reduce: unknown reduction 'q0\.1_0'"),
     ('keep = []\nreduce = ["mean"]', r"record\.reduce reduces the kept records, but record\.keep is empty"),
+    # Summaries are kept per run, never reduced: this ran, reducing nothing beside an unused stat coordinate.
+    ('keep = ["final_metric"]\nreduce = ["mean"]', r"record\.reduce reduces the kept records, but record\.keep "
+                                                    r"names summaries only \(\['final_metric'\]"),
+    ('reduce = ["nanq1.5"]', r"record\.reduce: unknown reduction 'nanq1\.5'"),
+    ('reduce = ["nan"]', r"record\.reduce: unknown reduction 'nan'"),
+    ('reduce = ["nanq0.5", "nanq0.50"]', r"record\.reduce names a reduction twice"),
     ('every = 3', r"record\.every: unknown key; known: keep, stride, reduce"),
 ])
 def test_bad_record_specs_name_the_key_before_compiling(tmp_path, record, message):
@@ -357,3 +365,51 @@ def test_device_quantiles_are_numpys_linear_quantiles_where_the_position_is_whol
     want = np.quantile(values.astype(np.float64), p, axis=1)
     np.testing.assert_allclose(np.asarray(got[:2], np.float64), want[:2], rtol=2e-7)
     assert np.isnan(got[2])
+
+
+def test_nan_skipping_reductions_are_numpys_over_the_seeds_with_a_value():
+    """DQN's records are NaN where nothing was measured (no episode ended in the segment, no gradient step yet):
+    with one such seed "mean" and every "q<p>" were NaN (probe: 19 of 20 CartPole segments, none diverged).
+    "nanmean" and "nanq<p>" are np.nanmean and np.nanquantile, "count" the seeds with a value."""
+    rng = np.random.default_rng(0)
+    seeds = 7
+    values = (rng.standard_normal((40, seeds, 3)) ** 3).astype(np.float32)
+    values[rng.random(values.shape) < 0.3] = np.nan  # unmeasured seeds, up to all 7 of a configuration
+    values[0, :, 0] = np.nan
+    values[1, :, 1] = np.nan
+    values[1, 3, 1] = 2.5  # one seed with a value
+    values[2, :, 2] = [1e28, 0.5, np.nan, 0.5, np.nan, 1e28, 0.5]  # a fraction of 0: the order statistic alone
+    names = ("nanmean", "count", "nanq0", "nanq0.25", "nanq0.5", "nanq0.6", "nanq1", "mean", "q0.5")
+    got = records_lib.reduce_seeds(records_lib.Record(reduce=names), {"x": jax.numpy.asarray(values.reshape(-1, 3))},
+                                   seeds)["x"]
+    got = np.asarray(got, np.float64)  # [configurations, stat, 3]
+    with np.errstate(all="ignore"), warnings.catch_warnings():
+        warnings.simplefilter("ignore", RuntimeWarning)  # (all-NaN slices)
+        x = values.astype(np.float64)
+        np.testing.assert_allclose(got[:, 0], np.nanmean(x, axis=1), rtol=2e-6)
+        np.testing.assert_array_equal(got[:, 1], np.sum(~np.isnan(x), axis=1))
+        for i, p in enumerate((0, 0.25, 0.5, 0.6, 1), start=2):
+            np.testing.assert_allclose(got[:, i], np.nanquantile(x, p, axis=1), rtol=2e-6, atol=1e-8, err_msg=str(p))
+    assert np.isnan(got[0, :, 0]).tolist() == [True, False, True, True, True, True, True, True, True]  # no value
+    assert got[1, [0, 2, 4, 6], 1].tolist() == [2.5, 2.5, 2.5, 2.5] and got[1, 1, 1] == 1
+    assert got[2, 4, 2] == 0.5 and np.isnan(got[2, 7, 2])  # (the mean propagates the NaN, as before)
+    assert np.isnan(got[:, 7]).mean() > 0.9  # what "mean" gave: NaN almost everywhere
+
+
+def test_a_dqn_sweep_reduces_its_unmeasured_segments_with_nanmean(tmp_path):
+    from jaxreplay.experiments import dqn
+
+    setup = dqn.Setup(env_id="CartPole-v1", total_steps=400, steps_per_segment=20, hidden_sizes=(8,),
+                      max_capacity=400, eval_episodes=0)
+    fixed = {"learning_starts": 50, "memory_size": 200}
+    full = sw.run(sw.Sweep("dqn", seeds=3, setup=setup, fixed=fixed), None, progress=False).dataset
+    record = sw.Record(keep=["train_return"], reduce=["mean", "nanmean", "count"])
+    ds = sw.run(sw.Sweep("dqn", seeds=3, setup=setup, fixed=fixed, record=record), None, progress=False).dataset
+    returns = full.train_return.values  # [seed, segment]: NaN where a seed finished no episode in the segment
+    measured = ~np.isnan(returns)
+    assert 0 < measured.mean() < 1 and not full.diverged.values.any()
+    assert np.isnan(ds.train_return.sel(stat="mean").values).sum() == (~measured.all(axis=0)).sum()
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", RuntimeWarning)
+        np.testing.assert_allclose(ds.train_return.sel(stat="nanmean").values, np.nanmean(returns, axis=0), rtol=1e-6)
+    np.testing.assert_array_equal(ds.train_return.sel(stat="count").values, measured.sum(axis=0))

@@ -5,7 +5,9 @@ their first axis (steps for LineSearch, segments for DQN: point ``i`` is kept
 when ``i % stride == 0``, exactly ``record[::stride]``), and optional
 reductions over the seeds of each configuration (``reduce``: ``"mean"``,
 ``"q<p>"`` for the ``p``-quantile, ``0 <= p <= 1``, NumPy's default linear
-interpolation). Summaries (final metrics, ``diverged``) are always kept, per run.
+interpolation; ``"nanmean"`` and ``"nanq<p>"``, the same over the seeds with
+a value, as ``np.nanmean`` and ``np.nanquantile``; ``"count"``, how many seeds
+have one). Summaries (final metrics, ``diverged``) are always kept, per run.
 
 Everything happens inside the compiled chunk program: the records are
 selected and sliced per run (:func:`select`), and reduced per configuration
@@ -14,8 +16,14 @@ whole configurations (all seeds of a configuration in one chunk), so a
 reduction is exact and does not depend on the chunk size. Only what is kept
 is copied to the host, saved and assembled. A reduced record has the dims
 ``(*configuration axes, "stat", *its own dims)``, with ``stat`` labeled by
-the reductions' names; NaN (a diverged run) propagates as in ``np.mean`` /
-``np.quantile``.
+the reductions' names; NaN propagates in ``"mean"`` and ``"q<p>"`` as in
+``np.mean`` / ``np.quantile``. A NaN is a diverged run's in LineSearch, but
+in DQN's records it is mostly a value not measured (``train_return`` of a
+segment in which no episode ended, ``td_loss`` before the first gradient
+step): reduce those with ``"nanmean"`` / ``"nanq<p>"`` and ``"count"``, or
+one unmeasured seed makes the configuration's mean NaN. Reductions are
+computed in float32 (an int32 record beyond 2**24, such as DQN's
+``env_steps`` past 16.7 million steps, is rounded).
 
 For an experiment of several segments (DQN), the program slices each
 segment's ``L`` points with the stride, and the host copies only the
@@ -54,8 +62,11 @@ class Record:
             always kept).
         stride: keep every ``stride``-th point of each record's first axis (>= 1).
         reduce: reductions over the seeds of each configuration, computed on
-            the device: ``"mean"`` or ``"q<p>"`` (e.g. ``"q0.1"``); a single
-            name or a sequence; ``()``: none (every run's record is kept).
+            the device: ``"mean"`` or ``"q<p>"`` (e.g. ``"q0.1"``), NaN where a
+            seed is NaN; ``"nanmean"`` or ``"nanq<p>"``, over the seeds that are
+            not NaN (NaN where none is); ``"count"``, the seeds that are not
+            NaN; a single name or a sequence; ``()``: none (every run's record
+            is kept).
     """
 
     keep: tuple[str, ...] | None = None
@@ -84,16 +95,16 @@ class Record:
         if not isinstance(reduce, Sequence) or not all(isinstance(r, str) for r in reduce):
             raise ValueError(f'record.reduce must be a list of reductions ("mean", "q0.1", ...), got {reduce!r}.')
         for name in reduce:
-            if name != "mean" and quantile_of(name) is None:
+            if _reduction(name) is None:
                 raise ValueError(
                     f'record.reduce: unknown reduction {name!r}; known: "mean" and "q<p>" with '
-                    '0 <= p <= 1 (e.g. "q0.1", "q0.5").'
+                    '0 <= p <= 1 (e.g. "q0.1", "q0.5"), "nanmean" and "nanq<p>" (skipping NaN), "count".'
                 )
         if reduce and keep is not None and not keep:
             raise ValueError(
                 "record.reduce reduces the kept records, but record.keep is empty: keep some, or drop reduce."
             )
-        same = [("mean" if name == "mean" else quantile_of(name)) for name in reduce]  # ("q0.5" is "q0.50")
+        same = [_reduction(name) for name in reduce]  # ("q0.5" is "q0.50")
         if len(set(same)) != len(same):
             raise ValueError(f"record.reduce names a reduction twice: {list(reduce)}.")
         for name, value in (
@@ -134,20 +145,31 @@ class Record:
         return tuple(records) if self.keep is None else tuple(r for r in records if r in self.keep)
 
     def check_names(self, records: Sequence[str], summaries: Sequence[str], experiment: str) -> None:
-        """ValueError naming ``record.keep`` for a name that is neither a record nor a summary of the experiment."""
+        """ValueError naming ``record.keep`` for a name that is neither a record nor a summary of the experiment,
+        and naming ``record.reduce`` when ``keep`` names summaries only (there is nothing to reduce)."""
         for name in self.keep or ():
             if name not in records and name not in summaries:
                 raise ValueError(
                     f"record.keep: unknown record {name!r} of {experiment!r}; records: "
                     f"{', '.join(records)}; summaries (always kept): {', '.join(summaries)}."
                 )
+        if self.reduce and self.keep is not None and not self.kept(records):
+            raise ValueError(
+                f"record.reduce reduces the kept records, but record.keep names summaries only ({list(self.keep)}: "
+                f"kept per run, never reduced): keep a record of {experiment!r} ({', '.join(records)}), or drop "
+                "reduce."
+            )
 
 
-def _quantile(name: str) -> float:
-    """``p`` of a reduction already checked to be ``"q<p>"``."""
-    p = quantile_of(name)
-    assert p is not None, name
-    return p
+def _reduction(name: str) -> tuple[str, float | None] | None:
+    """``(kind, p)`` of a reduction's name (kind ``"mean"``, ``"nanmean"``, ``"count"``, ``"q"`` or ``"nanq"``;
+    ``p`` for the quantiles, else None), None for a name that is not one. Two names of one pair are one
+    reduction (``"q0.5"`` and ``"q0.50"``)."""
+    if name in ("mean", "nanmean", "count"):
+        return name, None
+    kind, rest = ("nanq", name[3:]) if name.startswith("nan") else ("q", name)
+    p = quantile_of(rest)
+    return None if p is None else (kind, p)
 
 
 def quantile_of(name: str) -> float | None:
@@ -177,12 +199,41 @@ def reduce_seeds(spec: Record, record: dict[str, jax.Array], seeds: int) -> dict
     def one(x: jax.Array) -> jax.Array:
         x = x.reshape((x.shape[0] // seeds, seeds) + x.shape[1:])
         x = x.astype(jnp.result_type(x.dtype, jnp.float32))
-        stats = [
-            jnp.mean(x, axis=1) if name == "mean" else _linear_quantile(x, _quantile(name)) for name in spec.reduce
-        ]
-        return jnp.stack(stats, axis=1)
+        return jnp.stack([_reduce(x, name) for name in spec.reduce], axis=1)
 
     return {k: one(v) for k, v in record.items()}
+
+
+def _reduce(x: jax.Array, name: str) -> jax.Array:
+    """The reduction ``name`` (checked) of ``x`` [configurations, seeds, ...] over its seed axis."""
+    kind, p = _reduction(name) or ("", None)
+    counted = jnp.sum(~jnp.isnan(x), axis=1)
+    if kind == "mean":
+        return jnp.mean(x, axis=1)
+    if kind == "nanmean":  # (NaN where no seed has a value, as np.nanmean)
+        return jnp.sum(jnp.where(jnp.isnan(x), 0, x), axis=1) / counted.astype(x.dtype)
+    if kind == "count":
+        return counted.astype(x.dtype)
+    assert p is not None, name
+    if kind == "q":
+        return _linear_quantile(x, p)
+    return _nan_linear_quantile(x, p, counted)
+
+
+def _nan_linear_quantile(x: jax.Array, p: float, counted: jax.Array) -> jax.Array:
+    """NumPy's linear ``p``-quantile (``np.nanquantile``) over the seeds of ``x`` [configurations, seeds, ...]
+    that are not NaN (``counted`` of them: NaN where none). As :func:`_linear_quantile`, with the position and
+    its fraction computed in float64 for every count a configuration can have, then picked by its count."""
+    n = x.shape[1]
+    positions = [p * (k - 1) for k in range(1, n + 1)]
+    low = jnp.asarray([math.floor(q) for q in positions], jnp.int32)[jnp.maximum(counted, 1) - 1]
+    frac = jnp.asarray([q - math.floor(q) for q in positions], x.dtype)[jnp.maximum(counted, 1) - 1]
+    rest = jnp.asarray([1.0 - (q - math.floor(q)) for q in positions], x.dtype)[jnp.maximum(counted, 1) - 1]
+    ordered = jnp.sort(x, axis=1)  # (NaN sorts last: the first `counted` are the values)
+    a = jnp.take_along_axis(ordered, low[:, None], axis=1)[:, 0]
+    b = jnp.take_along_axis(ordered, jnp.minimum(low + 1, jnp.maximum(counted, 1) - 1)[:, None], axis=1)[:, 0]
+    value = jnp.where(frac == 0, a, jnp.where(frac < 0.5, a + (b - a) * frac, b - (b - a) * rest))
+    return jnp.where(counted == 0, jnp.nan, value)
 
 
 def _linear_quantile(x: jax.Array, p: float) -> jax.Array:
