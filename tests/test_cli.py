@@ -258,6 +258,17 @@ def test_dqn_json_is_strict_and_says_why_a_value_is_missing(capsys):
     assert cli.main(args) == 0
     out = capsys.readouterr().out
     assert f"  IQM {report['iqm']:.1f} (too few seeds (n = 1) for an interval)" in out and "nan" not in out
+    assert "sticky_action_prob" not in report  # (the bytes it was without sticky actions)
+
+
+def test_dqn_sticky_actions_are_in_the_report_and_change_the_runs(capsys):
+    args = ["dqn", "--steps", "400", "--seeds", "2", "--quiet", "--json"]
+    assert cli.main(args) == 0
+    plain = _strict_json(capsys.readouterr().out)
+    assert cli.main([*args, "--sticky-actions", "0.5"]) == 0
+    sticky = _strict_json(capsys.readouterr().out)
+    assert sticky.pop("sticky_action_prob") == 0.5
+    assert sticky.keys() == plain.keys() and sticky["final_returns"] != plain["final_returns"]
 
 
 @pytest.mark.parametrize("args, message", [

@@ -286,6 +286,8 @@ def _result(args: argparse.Namespace, setup, hparams, ds) -> _Result:
         "oldest_policy_age": ds.oldest_policy_age.values.reshape(-1).astype(float).tolist(),
     }
     report = {k: v for k, v in report.items() if not (k.endswith("_null_reason") and v is None)}
+    if setup.sticky_action_prob:  # (only then: without it the report is the bytes it was)
+        report["sticky_action_prob"] = setup.sticky_action_prob
     if args.adaptive:
         report["adaptive"] = _adaptive_report(ds)
     return _Result(report, final, diverged)
