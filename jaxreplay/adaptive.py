@@ -125,9 +125,9 @@ changes only when the votes' two-sided CUSUM (:mod:`jaxreplay.evidence`)
 reaches ``h``. A check that keeps ``N`` takes the next reference ``k`` newer
 (as at ``max_capacity``); at the floor a check enlarges and restarts the CUSUM.
 
-Cost of a check. ``td_error_fn`` is called on ``L = subsample_size`` (else
-``max_num_old``) transitions, once when enlarging, twice when shrinking, plus
-``O(L)``; entries past ``num_old`` or the newest are masked after the call, so
+Cost of a check. ``td_error_fn`` is called on ``L = subsample_size`` (else ``max_num_old``) transitions, once,
+and again for a next reference not starting at the oldest (a shrink; an enlargement at ``max_capacity`` or after a
+shrink; a kept size), plus ``O(L)``; entries past ``num_old`` or the newest are masked after the call, so
 it must not fail on whatever unused slots hold. Steps where the check does
 not fire cost ``O(1)`` (the evaluation is inside ``lax.cond``).
 

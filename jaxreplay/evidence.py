@@ -35,9 +35,10 @@ treated as noise, and a real lean is followed more slowly (``h = 4, δ =
 by 0.5 k).
 
 ``h = 1, δ = 0`` acts on every vote: Algorithm 2, bit for bit. ``δ = 0`` and
-``h > 1`` only slows the walk (the statistic is then a reflected walk that
-reaches ``h`` after ``≈ h²`` coin votes), which is why the allowance is the
-part that tells signal from noise. The state is ``float32[2]`` (``U, D``);
+``h > 1`` only slows the walk (``U`` and ``D`` are then reflected walks, and
+one reaches ``h`` after ``h (h + 1) / 2`` coin votes on average: 3, 10, 36
+for ``h = 2, 4, 8``, simulated), which is why the allowance is the part that
+tells signal from noise. The state is ``float32[2]`` (``U, D``);
 with dyadic settings (``δ = 0.25``, ``h = 4``) every step is exact.
 
 Usage (what :func:`jaxreplay.adaptive.evidence_controller` does with its
