@@ -59,7 +59,11 @@ def _setup(steps: int):
 
 def engine_run(setup, hparams, seeds: int) -> dict:
     """``seeds`` runs of ``(setup, hparams)`` as one sweep through the engine: run and compile seconds,
-    env steps, gradient updates and the chunk size (shared with the MinAtar benchmark)."""
+    env steps, gradient updates and the chunk size (shared with the MinAtar benchmark).
+
+    The sweep's one call is timed, compile excluded but its first execution's cost included (no warm-up: a
+    second call would double the largest sweeps' time on a GPU), while :func:`sequential_runs` warms up
+    first; a lone seed runs in the engine's chunk of 2. Both understate the sweep, most at few seeds."""
     from jaxreplay.engine import sweep as sw
 
     t0 = time.perf_counter()

@@ -120,7 +120,10 @@ def _report(mode_name: str, backend: str, steps: int, rows: list[dict], sequenti
         f"{ENV}, `minatar_setting` (conv network, minibatch 32, one update per env step, uniform replay), "
         f"{steps:,} steps per seed, evaluation off; backend `{backend}`, mode `{mode_name}`. Rates are aggregate "
         "over seeds, compile excluded; *in sequence* is the time the same seeds take one after another at the "
-        "one-seed rate measured below.",
+        "one-seed rate measured below. A vmapped row is the engine's first call after compiling (its "
+        "first-execution cost included: 0.5-0.8 s on a 2-core CPU) and computes its chunk (a lone seed runs "
+        "in a chunk of 2), the runs in sequence are timed after a warm-up call: both understate the vmapped "
+        "side, most at few seeds.",
         _timing.markdown_table(
             ["seeds", "chunk", "env steps/s", "run time", "in sequence", "÷ in sequence", "compile"], table
         ),
