@@ -286,8 +286,11 @@ def test_dqn_sticky_actions_are_in_the_report_and_change_the_runs(capsys):
     # jaxreplay dqn says the option typed, not the library's field (it said memory_size, fixed.replay_ratio, steps).
     (["dqn", "--memory-size", "0"], "jaxreplay dqn: error: --memory-size must be >= 1, got 0."),
     (["dqn", "--replay-ratio", "1e-50"], "jaxreplay dqn: error: --replay-ratio 1e-50 does not fit a float32"),
-    (["dqn", "--sticky-actions", "1"], "jaxreplay dqn: error: --sticky-actions must be a number in [0, 1), got 1.0."),
-    (["dqn", "--sticky-actions", "nan"], "jaxreplay dqn: error: --sticky-actions must be a number in [0, 1), got nan."),
+    (["dqn", "--sticky-actions", "1"],
+     "jaxreplay dqn: error: --sticky-actions must be a number in [0, 1) (below 1 in float32), got 1.0."),
+    (["dqn", "--sticky-actions", "nan"], "--sticky-actions must be a number in [0, 1) (below 1 in float32), got nan."),
+    # 1.0 in float32, the value a step compares with: the chosen action was never executed (probe).
+    (["dqn", "--sticky-actions", "0.99999999"], "--sticky-actions must be a number in [0, 1) (below 1 in float32)"),
     (["dqn", "--steps", "0"], "jaxreplay dqn: error: --steps must be >= 1, got 0."),
     (["dqn", "--adaptive", "--steps", "30"], "jaxreplay dqn: error: --steps must be a positive multiple of 20"),
     (["linesearch", "--seed", "-1"], "jaxreplay linesearch: error: --seed must be an integer in [0, 4294967295]"),

@@ -262,9 +262,10 @@ def test_sticky_actions_change_the_executed_action_and_the_memory_keeps_the_chos
     sticky, some = mismatches(0.5)
     assert isinstance(dqn.environment(sticky)[0], envs.StickyActions)
     assert abs(some - 500) < 3.3 * np.sqrt(2000 * 0.25 * 0.75), some  # binomial(2000, 1/4), 3.3 sigma
-    for bad in (1.0, -0.5, True, "0.1"):
-        with pytest.raises(ValueError, match=r"^sticky_action_prob must be a number in \[0, 1\), got "):
+    for bad in (1.0, -0.5, True, "0.1", 0.99999999):
+        with pytest.raises(ValueError, match=r"^sticky_action_prob must be a number in \[0, 1\) \(below 1 in float32\)"):
             dataclasses.replace(plain, sticky_action_prob=bad)
+    assert dataclasses.replace(plain, sticky_action_prob=np.float32(0.5)).sticky_action_prob == 0.5
 
 
 def test_an_untrained_run_or_one_without_rewards_is_not_soft_diverged():

@@ -236,6 +236,7 @@ def test_sticky_actions_wrap_the_game_and_start_each_episode_at_action_0():
         obs, state, _, terminated, truncated, _ = env.step(jax.random.key(i), state, 2, short)
         assert int(state.last_action) == (2 if i == 0 else 0), i
     assert bool(truncated) and not bool(terminated)
-    for bad in (1.0, -0.1, float("nan"), True, "0.1"):
-        with pytest.raises(ValueError, match=r"probability must be a number in \[0, 1\)"):
+    for bad in (1.0, -0.1, float("nan"), True, np.bool_(True), "0.1", 0.99999999):  # (the last: 1.0 in float32)
+        with pytest.raises(ValueError, match=r"probability must be a number in \[0, 1\) \(below 1 in float32\)"):
             envs.StickyActions(base, bad)
+    assert envs.StickyActions(base, np.float32(0.25)).probability == 0.25  # NumPy scalars are numbers too

@@ -6,8 +6,10 @@ when ``i % stride == 0``, exactly ``record[::stride]``), and optional
 reductions over the seeds of each configuration (``reduce``: ``"mean"``,
 ``"q<p>"`` for the ``p``-quantile, ``0 <= p <= 1``, NumPy's default linear
 interpolation; ``"nanmean"`` and ``"nanq<p>"``, the same over the seeds with
-a value, as ``np.nanmean`` and ``np.nanquantile``; ``"count"``, how many seeds
-have one). Summaries (final metrics, ``diverged``) are always kept, per run.
+a value, as ``np.nanmean`` and ``np.nanquantile`` (a quantile whose position
+is whole takes its order statistic where an infinite neighbour makes NumPy's
+NaN, as ``"q<p>"`` does); ``"count"``, how many seeds have one). Summaries
+(final metrics, ``diverged``) are always kept, per run.
 
 Everything happens inside the compiled chunk program: the records are
 selected and sliced per run (:func:`select`), and reduced per configuration

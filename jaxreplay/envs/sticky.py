@@ -20,10 +20,25 @@ from typing import Any
 
 import jax
 import jax.numpy as jnp
+import numpy as np
 from flax import struct
 from gymnax.environments import environment
 
-__all__ = ["StickyActions", "StickyState"]
+__all__ = ["StickyActions", "StickyState", "checked_probability"]
+
+
+def checked_probability(name: str, value: object) -> float:
+    """``value`` as a Python float, checked to be a sticky-action probability: a real number (Python or NumPy,
+    not a bool) in ``[0, 1)`` whose float32 value, the one a step compares with, is below 1 as well.
+
+    Raises:
+        ValueError: naming ``name``, for anything else (``0.99999999`` is 1.0 in float32: every step would repeat
+            the last action, and the chosen one would never be executed).
+    """
+    real = isinstance(value, (int, float, np.integer, np.floating)) and not isinstance(value, (bool, np.bool_))
+    if not real or not 0 <= float(value) < 1 or np.float32(value) >= 1:  # type: ignore[arg-type]
+        raise ValueError(f"{name} must be a number in [0, 1) (below 1 in float32), got {value!r}.")
+    return float(value)  # type: ignore[arg-type]
 
 
 @struct.dataclass
@@ -51,10 +66,8 @@ class StickyActions(environment.Environment):
     """
 
     def __init__(self, env: environment.Environment, probability: float):
-        if isinstance(probability, bool) or not isinstance(probability, (int, float)) or not 0 <= probability < 1:
-            raise ValueError(f"probability must be a number in [0, 1), got {probability!r}.")
         self._env = env
-        self.probability = float(probability)
+        self.probability = checked_probability("probability", probability)
 
     @property
     def default_params(self) -> Any:

@@ -22,6 +22,7 @@ from jaxreplay import _validation, adaptive, evidence
 from jaxreplay import memory as memory_lib
 from jaxreplay._typing import ArrayLike
 from jaxreplay.agents import dqn as agent
+from jaxreplay.envs import sticky
 from jaxreplay.experiments.dqn.game import check_env_params, check_network, environment
 
 SAMPLERS = memory_lib.KINDS
@@ -210,10 +211,11 @@ class Setup:
             if not isinstance(getattr(self, name), bool):
                 raise ValueError(f"{name} must be a bool, got {getattr(self, name)!r}.")
         _check_n_step_and_target(self)
-        p = self.sticky_action_prob
-        if isinstance(p, bool) or not isinstance(p, (int, float, np.integer, np.floating)) or not 0 <= p < 1:
-            raise _validation.FieldError("sticky_action_prob", f"must be a number in [0, 1), got {p!r}.")
-        object.__setattr__(self, "sticky_action_prob", float(p))
+        try:
+            p = sticky.checked_probability("sticky_action_prob", self.sticky_action_prob)
+        except ValueError as e:  # (said of the field, as the command line and a sweep name it)
+            raise _validation.FieldError("sticky_action_prob", str(e).removeprefix("sticky_action_prob ")) from None
+        object.__setattr__(self, "sticky_action_prob", p)
         if self.total_steps % self.steps_per_segment:
             raise ValueError(
                 f"total_steps ({self.total_steps}) must be a multiple of steps_per_segment ({self.steps_per_segment})."
