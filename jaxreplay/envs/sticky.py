@@ -11,8 +11,8 @@ them (the DQN experiment does so for ``Setup.sticky_action_prob > 0``).
 What the agent stores and learns from is the action it chose, as MinAtar's
 DQN does: the repetition is part of the environment's dynamics. A new
 episode starts with action 0 as the last one (gymnax's MinAtar games list
-their no-op first), as in MinAtar's 2019 release; its later releases keep the
-last action across episodes, which differs in at most one step an episode.
+their no-op first); a MinAtar environment that keeps its last action across
+a reset differs from this in at most one step an episode.
 """
 
 from __future__ import annotations
