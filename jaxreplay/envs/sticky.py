@@ -25,6 +25,8 @@ import numpy as np
 from flax import struct
 from gymnax.environments import environment
 
+from jaxreplay._validation import FieldError
+
 __all__ = ["StickyActions", "StickyState", "checked_probability"]
 
 
@@ -33,12 +35,12 @@ def checked_probability(name: str, value: object) -> float:
     not a bool) in ``[0, 1)`` whose float32 value, the one a step compares with, is below 1 as well.
 
     Raises:
-        ValueError: naming ``name``, for anything else (``0.99999999`` is 1.0 in float32: every step would repeat
-            the last action, and the chosen one would never be executed).
+        FieldError: (a ValueError) naming ``name``, for anything else (``0.99999999`` is 1.0 in float32: every
+            step would repeat the last action, and the chosen one would never be executed).
     """
     real = isinstance(value, (int, float, np.integer, np.floating)) and not isinstance(value, (bool, np.bool_))
     if not real or not 0 <= float(value) < 1 or np.float32(value) >= 1:  # type: ignore[arg-type]
-        raise ValueError(f"{name} must be a number in [0, 1) (below 1 in float32), got {value!r}.")
+        raise FieldError(name, f"must be a number in [0, 1) (below 1 in float32), got {value!r}.")
     return float(value)  # type: ignore[arg-type]
 
 

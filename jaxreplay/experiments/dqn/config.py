@@ -211,11 +211,9 @@ class Setup:
             if not isinstance(getattr(self, name), bool):
                 raise ValueError(f"{name} must be a bool, got {getattr(self, name)!r}.")
         _check_n_step_and_target(self)
-        try:
-            p = sticky.checked_probability("sticky_action_prob", self.sticky_action_prob)
-        except ValueError as e:  # (said of the field, as the command line and a sweep name it)
-            raise _validation.FieldError("sticky_action_prob", str(e).removeprefix("sticky_action_prob ")) from None
-        object.__setattr__(self, "sticky_action_prob", p)
+        object.__setattr__(
+            self, "sticky_action_prob", sticky.checked_probability("sticky_action_prob", self.sticky_action_prob)
+        )
         if self.total_steps % self.steps_per_segment:
             raise ValueError(
                 f"total_steps ({self.total_steps}) must be a multiple of steps_per_segment ({self.steps_per_segment})."
