@@ -42,23 +42,35 @@ def pack(obs: ArrayLike, obs_shape: tuple[int, ...]) -> jax.Array:
     return jnp.packbits(cells, axis=-1)
 
 
-def unpack(packed: ArrayLike, obs_shape: tuple[int, ...]) -> jax.Array:
-    """The observations of :func:`pack`'s bits: ``float32[..., *obs_shape]`` of 0.0 and 1.0.
+_PACK_HINT = "pack an observation as the environment gives it with jaxreplay.agents.packing.pack(obs, obs_shape) first"
+
+
+def check_packed(packed: ArrayLike, obs_shape: tuple[int, ...], name: str = "packed", hint: str = _PACK_HINT) -> None:
+    """Refuses ``packed`` unless it is bytes (an integer dtype) ending in ``packed_size(obs_shape)`` of them.
+
+    An observation as the environment gives it, or one packed for another shape (another game), would otherwise
+    be read as bits without a word.
 
     Raises:
-        ValueError: ``packed`` is not bytes (an integer dtype) or does not end in
-            ``packed_size(obs_shape)`` of them: an observation as the environment gives it, or one packed
-            for another shape (another game), would otherwise be read as bits without a word.
+        ValueError: naming ``name`` and the bytes expected, ending in ``hint`` (how to pack one).
     """
     packed = jnp.asarray(packed)
     size = packed_size(obs_shape)
     if not jnp.issubdtype(packed.dtype, jnp.integer) or packed.ndim == 0 or packed.shape[-1] != size:
         raise ValueError(
-            f"packed observations of shape {tuple(obs_shape)} must be bytes ending in {size} of them "
-            f"(uint8[..., {size}]), got {packed.dtype}{list(packed.shape)}: pack an observation as the "
-            "environment gives it with jaxreplay.agents.packing.pack(obs, obs_shape) first."
+            f"{name}: packed observations of shape {tuple(obs_shape)} must be bytes ending in {size} of them "
+            f"(uint8[..., {size}]), got {packed.dtype}{list(packed.shape)}: {hint}."
         )
-    packed = packed.astype(jnp.uint8)
+
+
+def unpack(packed: ArrayLike, obs_shape: tuple[int, ...]) -> jax.Array:
+    """The observations of :func:`pack`'s bits: ``float32[..., *obs_shape]`` of 0.0 and 1.0.
+
+    Raises:
+        ValueError: ``packed`` is not bytes ending in ``packed_size(obs_shape)`` of them (:func:`check_packed`).
+    """
+    check_packed(packed, obs_shape)
+    packed = jnp.asarray(packed).astype(jnp.uint8)
     cells = jnp.unpackbits(packed, axis=-1, count=math.prod(obs_shape))
     return cells.reshape(*packed.shape[:-1], *obs_shape).astype(jnp.float32)
 

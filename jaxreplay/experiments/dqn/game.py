@@ -292,12 +292,9 @@ def q_values(params: agent.Params, obs: ArrayLike, setup: Setup) -> jax.Array:
     :func:`stored_observation` keeps it (bit-packed for MinAtar games).
 
     Raises:
-        ValueError: a MinAtar ``obs`` that is not packed for this game (the environment's own float grid:
-            apply :func:`stored_observation` first).
+        ValueError: a MinAtar ``obs`` that is not packed for this game, such as the environment's own float
+            grid (:func:`stored_observation` packs one).
     """
-    try:
-        return agent.q_values(network(setup), params, obs)
-    except ValueError as e:
-        if "packed observations" not in str(e):
-            raise
-        raise ValueError(f"obs: {e} (stored_observation(setup, obs) packs one for this setup.)") from None
+    if is_minatar(setup.env_id):
+        packing.check_packed(obs, _obs_shape(setup), "obs", "stored_observation(setup, obs) packs one for this setup")
+    return agent.q_values(network(setup), params, obs)
