@@ -268,6 +268,37 @@ def test_sticky_actions_change_the_executed_action_and_the_memory_keeps_the_chos
     assert dataclasses.replace(plain, sticky_action_prob=np.float32(0.5)).sticky_action_prob == 0.5
 
 
+def test_epsilon_ramp_start_acts_at_random_until_the_ramp_then_follows_it():
+    """MinAtar's baseline acts at random until its replay start and only then anneals ε. With ε from 1 to 0 over
+    one step, an untrained (frozen) network and the ramp starting at step 1,000: the actions of steps 0-1,000 are
+    coin tosses (half of them the greedy one), every later action is the greedy one; at the default start 0 every
+    action from step 1 on is. The records' ε follows the same schedule."""
+    setup = dqn.Setup(env_id="LineSearch", total_steps=2000, steps_per_segment=500, max_capacity=2000,
+                      hidden_sizes=(4,))
+    advance = jax.jit(dqn.advance, static_argnums=2)
+
+    def greedy_agreement(ramp_start, decay=1):
+        hp = dqn.Hyperparameters(memory_size=2000, learning_starts=10**6, epsilon_start=1.0, epsilon_end=0.0,
+                                 epsilon_decay_steps=decay, epsilon_ramp_start=ramp_start)
+        state, epsilons = dqn.init(jax.random.key(0), hp, setup), []
+        for _ in range(4):
+            state, record = advance(state, hp, setup)
+            epsilons.append(float(np.asarray(record["epsilon"])[-1]))
+        storage = jax.tree.map(np.asarray, state.memory.storage)  # (no wrap: slot i holds step i)
+        greedy = np.argmax(np.asarray(dqn.q_values(state.params, storage["obs"], setup)), axis=-1)
+        return greedy == storage["action"], epsilons
+
+    late, epsilons = greedy_agreement(1000)
+    assert late[1001:].all() and epsilons == [1.0, 1.0, 0.0, 0.0]
+    assert abs(late[:1001].sum() - 500.5) < 3.3 * np.sqrt(1001 * 0.25), late[:1001].sum()  # binomial(1001, 1/2)
+    at_once, _ = greedy_agreement(0)
+    assert at_once[1:].all()
+    _, ramp = greedy_agreement(500, decay=1000)  # ε after 500, 1000, 1500, 2000 steps: 1, 1/2, 0, 0
+    assert ramp == [1.0, 0.5, 0.0, 0.0]
+    with pytest.raises(ValueError, match=r"epsilon_ramp_start must be >= 0"):
+        dqn.check(dqn.Hyperparameters(memory_size=2000, epsilon_ramp_start=-1), setup)
+
+
 def test_an_untrained_run_or_one_without_rewards_is_not_soft_diverged():
     """The flag compared every |Q| acted on, the untrained network's included, with r_max / (1 - γ): a run that
     took no gradient step, or saw only zero rewards (a bound of 0), was flagged soft-diverged for the values it

@@ -9,7 +9,8 @@ different initial sizes, share one compiled program.
 
 One environment step ``t = 1, 2, ...`` (``t`` counts steps done)::
 
-    ε_t   = linear schedule(t - 1)                       (epsilon_start -> epsilon_end)
+    ε_t   = linear schedule(t - 1 - epsilon_ramp_start)  (epsilon_start -> epsilon_end;
+                                                          epsilon_start until the ramp starts)
     a     = ε_t-greedy in Q(obs)
     obs', r, terminated, truncated = env.step(a)         (gymnax auto-resets)
     store (obs, a, r, final_obs, terminated)             (final_obs: before the reset;

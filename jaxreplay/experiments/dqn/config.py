@@ -295,6 +295,11 @@ class Hyperparameters(NamedTuple):
         epsilon_start, epsilon_end: ε-greedy exploration at step 0 and after
             the ramp, in [0, 1].
         epsilon_decay_steps: length of the linear ε ramp in environment steps (>= 0).
+        epsilon_ramp_start: environment steps before the ε ramp begins (>= 0;
+            default 0): ε is ``epsilon_start`` for the first
+            ``epsilon_ramp_start`` steps (1.0: acting at random, as MinAtar's
+            baseline does before its replay start), then ramps over
+            ``epsilon_decay_steps``.
         learning_starts: no gradient step before this many environment steps (>= 0).
         target_period: hard target copy every this many environment steps (>= 1).
         target_tau: Polyak coefficient τ in [0, 1] (``target_update="polyak"``).
@@ -375,12 +380,14 @@ class Hyperparameters(NamedTuple):
     replay_ratio: ArrayLike = 1.0
     adaptive_evidence_threshold: ArrayLike = 4.0
     adaptive_evidence_allowance: ArrayLike = 0.25
+    epsilon_ramp_start: ArrayLike = 0
 
 
 _INT_FIELDS = frozenset(
     {
         "memory_size",
         "epsilon_decay_steps",
+        "epsilon_ramp_start",
         "learning_starts",
         "target_period",
         "adaptive_interval",
@@ -479,6 +486,7 @@ def _bounds(setup: Setup) -> dict[str, _validation.Bounds]:
         "epsilon_start": b(False, 0.0, 1.0),
         "epsilon_end": b(False, 0.0, 1.0),
         "epsilon_decay_steps": b(True, 0),
+        "epsilon_ramp_start": b(True, 0),
         "learning_starts": b(True, 0),
         "target_period": b(True, 1),
         "target_tau": b(False, 0.0, 1.0),

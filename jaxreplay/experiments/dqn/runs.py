@@ -51,6 +51,7 @@ EXPERIMENT = Experiment(
         "replay_ratio": 1.0,
         "adaptive_evidence_threshold": 4.0,
         "adaptive_evidence_allowance": 0.25,
+        "epsilon_ramp_start": 0,
     },
     # Runs grouped by the update slots their ratio needs: a chunk of ratio-0.25 runs does not run 4 masked
     # slots per step because another configuration's ratio is 4.

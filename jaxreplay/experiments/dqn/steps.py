@@ -224,12 +224,19 @@ def _select(flag: ArrayLike, new: PyTree, old: PyTree) -> PyTree:
     return jax.tree.map(lambda n, o: jnp.where(flag, n, o), new, old)
 
 
+def _epsilon(step: jax.Array, hp: Hyperparameters) -> jax.Array:
+    """ε after ``step`` environment steps: ``epsilon_start`` until ``epsilon_ramp_start``, then the ramp."""
+    # (In integers: at the default start 0 the ramp reads ``step`` itself, so runs are what they were.)
+    ramp_step = jnp.maximum(step - jnp.asarray(hp.epsilon_ramp_start, step.dtype), 0)
+    return agent.epsilon_schedule(ramp_step, hp.epsilon_start, hp.epsilon_end, hp.epsilon_decay_steps)
+
+
 def _env_step(ctx: _Context, carry: _Carry) -> _Carry:
     """One ε-greedy environment step: the transition stored, the episode bookkeeping and sums updated."""
     s, acc = carry
     hp, setup = ctx.hp, ctx.setup
     action_key, env_key, _, _ = _step_keys(s)
-    epsilon = agent.epsilon_schedule(s.step, hp.epsilon_start, hp.epsilon_end, hp.epsilon_decay_steps)
+    epsilon = _epsilon(s.step, hp)
     q = agent.q_values(ctx.net, s.params, s.obs)
     action = agent.epsilon_greedy(action_key, q, epsilon)
     obs, env_state, reward, terminated, truncated, info = ctx.env.step(env_key, s.env_state, action, ctx.env_params)
@@ -467,7 +474,7 @@ def _record(ctx: _Context, state: State, acc: _Accumulators) -> Record:
         # code but to 1 ulp in vectorised code, so a chunk of 1 run differed.
         capacity_mean=ctx.start_capacity.astype(jnp.float32)
         + acc.capacity_sum * jnp.float32(1.0 / setup.steps_per_segment),
-        epsilon=agent.epsilon_schedule(state.step, hp.epsilon_start, hp.epsilon_end, hp.epsilon_decay_steps),
+        epsilon=_epsilon(state.step, hp),
         env_steps=state.step,
         eval_return=eval_return,
     )

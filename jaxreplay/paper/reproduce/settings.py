@@ -274,8 +274,9 @@ def minatar_setting(
     of 16 filters, a 128-unit ReLU layer; ``network="minatar_conv"``), a
     replay memory of 100,000 transitions, minibatches of 32, a gradient step
     every environment step from step 5,000 on (its replay start size), the
-    Huber loss, a target network copied every 1,000 steps, ε from 1 to 0.1
-    over the first 100,000 steps, γ = 0.99, step size 2.5e-4 and 5 million
+    Huber loss, a target network copied every 1,000 steps, random actions
+    for the first 5,000 steps and then ε from 1 to 0.1 over the next 100,000
+    (``epsilon_ramp_start``), γ = 0.99, step size 2.5e-4 and 5 million
     frames. Not theirs: Adam instead of their centered RMSProp (this
     library's optimizers are Adam and SGD; Obando-Ceron & Castro 2021,
     *Revisiting Rainbow*, also train MinAtar agents with Adam), with Adam's
@@ -302,10 +303,6 @@ def minatar_setting(
       not bootstrap there (``Setup.truncation_bootstrap=False`` for Freeway,
       whose episodes end no other way).
 
-    One difference is the preset's own: the baseline acts at random for its
-    first 5,000 frames and then anneals ε over the next 100,000; the preset
-    anneals from step 0 (ε is 0.955 at step 5,000 and 0.1 from step 100,000).
-
     Args:
         env_id: one of :data:`MINATAR_GAMES`.
         memory_size: the fixed memory size, or aER's initial size; None:
@@ -316,7 +313,7 @@ def minatar_setting(
         total_steps: environment steps per run (a multiple of ``20 ×
             segments``); shorter runs keep every other number, the ε ramp
             and the learning start included, unless they do not fit: then
-            the ramp is the first 10% of the run and learning starts at 1%.
+            learning and the ε ramp (over 10% of the run) start at 1%.
         segments: record points along the run.
         adaptive: aER on top of uniform replay.
 
@@ -372,6 +369,7 @@ def minatar_setting(
         epsilon_start=1.0,
         epsilon_end=0.1,
         epsilon_decay_steps=ramp,
+        epsilon_ramp_start=start,  # Young & Tian: random actions until the replay start, then the ramp
         learning_starts=start,
         target_period=1_000,
         adaptive_interval=20,

@@ -153,7 +153,7 @@ def design(env_id: str, *, quick: bool = False, seeds: int | None = None, steps:
     The preset's numbers are kept except: a gradient update every :data:`UNIT` steps at ratio 0.25 (and 4
     or 16 per unit at ratios 1 and 4); the target network copied every ``target_period × replay_ratio``
     of the preset *gradient updates* whatever the ratio (Fedus et al. 2020 scale the period with the
-    ratio); ``learning_starts`` and the ε ramp scaled with the run length.
+    ratio); ``learning_starts`` and the ε ramp (its start and length) scaled with the run length.
 
     Args:
         env_id: one of :data:`GAMES`.
@@ -182,6 +182,8 @@ def design(env_id: str, *, quick: bool = False, seeds: int | None = None, steps:
     common = {k: v for k, v in hp.items() if k not in POINT_KEYS}
     common["learning_starts"] = max(1, int(round(hp["learning_starts"] * scale)))
     common["epsilon_decay_steps"] = max(1, int(round(hp["epsilon_decay_steps"] * scale)))
+    if hp["epsilon_ramp_start"]:  # (MinAtar's: at the replay start; elsewhere 0, and then left out)
+        common["epsilon_ramp_start"] = max(1, int(round(hp["epsilon_ramp_start"] * scale)))
     common["target_period"] = max(1, int(round(hp["target_period"] * hp["replay_ratio"])))  # in updates
     base = dataclasses.replace(
         preset, train_frequency=UNIT, max_n_step=max(N_STEPS), target_period_in_updates=True, adaptive=False
