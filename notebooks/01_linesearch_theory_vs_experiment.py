@@ -80,6 +80,7 @@ SEED = 0  # base seed; run s uses key fold_in(key(SEED), s), the sweep engine's 
 # %%
 import math
 import time
+import warnings
 
 import matplotlib.pyplot as plt
 import numpy as np
@@ -159,11 +160,19 @@ def ode(configs, sampler="uniform", *, params=theory.TheoryParams(), frozen=None
     return dth, metric, changed
 
 
+def diverged_seeds(d):
+    """How many seeds of [..., seeds, T, 2] diverged (``simulate`` made their curves NaN), per setting [...]."""
+    return np.isnan(d).any(axis=(-2, -1)).sum(-1)
+
+
 def seed_mean(d):
-    """Seed-averaged curve [..., T, 2] and its standard error, from [..., seeds, T, 2]."""
-    s = d.shape[-3]
-    se = np.nanstd(d, axis=-3, ddof=1) / math.sqrt(s) if s > 1 else np.zeros_like(d[..., 0, :, :])
-    return np.nanmean(d, axis=-3), se
+    """Seed-averaged curve [..., T, 2] and its standard error, from [..., seeds, T, 2] (diverged seeds, NaN,
+    left out)."""
+    n = np.sum(~np.isnan(d), axis=-3)  # the seeds that did not diverge
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", RuntimeWarning)  # (a setting whose every seed diverged: NaN, said below)
+        se = np.where(n > 1, np.nanstd(d, axis=-3, ddof=1) / np.sqrt(np.maximum(n, 1)), np.where(n == 1, 0.0, np.nan))
+        return np.nanmean(d, axis=-3), se
 
 
 def metric_of(curve):
@@ -216,17 +225,21 @@ user_seeds = SEEDS if SAMPLER == "uniform" else PER_SEEDS
 user_th, user_M_th, user_changed = (a[0] for a in ode(user_cfg, SAMPLER))
 user_th_land = ode(user_cfg, SAMPLER, params=LANDING)[0][0]
 user_runs = simulate(SAMPLER, user_cfg, user_seeds)[0]
+user_diverged = int(diverged_seeds(user_runs))
+user_kept = f"{user_seeds - user_diverged} seeds" + (f"; {user_diverged} diverged, left out" if user_diverged else "")
 user_mean, user_se = seed_mean(user_runs)
 user_M_ex = float(metric_of(user_mean))
-user_err, user_err_land = float(max_residual(user_mean, user_th)), float(max_residual(user_mean, user_th_land))
+all_diverged = user_diverged == user_seeds  # (then there is no simulated curve to compare)
+user_err, user_err_land = (math.nan, math.nan) if all_diverged else (
+    float(max_residual(user_mean, user_th)), float(max_residual(user_mean, user_th_land)))
 
 fig, (ax, axr) = plt.subplots(1, 2, figsize=(12, 4.3))
 label = (f"{'ER' if SAMPLER == 'uniform' else f'pER (β = {PRIORITY_EXPONENT:g})'}, N = {MEMORY_SIZE}, "
          f"m = {BATCH_SIZE}, α = {STEP_SIZE:g}, γ = {DISCOUNT:g}")
 ax.plot(T_GRID, user_th[:, 0], color=C1, lw=1.8, label=r"$\Delta\theta_1$ ODE")
 ax.plot(T_GRID, user_th[:, 1], color=C2, lw=1.8, label=r"$\Delta\theta_2$ ODE")
-markers(ax, T_EXP, user_mean[:, 0], marker="o", color=C1, label=rf"$\Delta\theta_1$ simulation ({user_seeds} seeds)")
-markers(ax, T_EXP, user_mean[:, 1], marker="s", color=C2, label=rf"$\Delta\theta_2$ simulation ({user_seeds} seeds)")
+markers(ax, T_EXP, user_mean[:, 0], marker="o", color=C1, label=rf"$\Delta\theta_1$ simulation ({user_kept})")
+markers(ax, T_EXP, user_mean[:, 1], marker="s", color=C2, label=rf"$\Delta\theta_2$ simulation ({user_kept})")
 ax.axhline(0, color="0.6", lw=0.8)
 ax.set(xlabel="learning step t", ylabel=r"$\Delta\theta = \theta - \theta^*$", title=label)
 ax.legend()
@@ -237,16 +250,22 @@ for j, c in enumerate((C1, C2)):
     axr.plot(T_EXP, user_mean[:, j] - user_th_land[1:, j], color=c, lw=1.1,
              label=rf"$\Delta\theta_{j + 1}$: simulation − ODE (landing positions, $x_0 + v$)")
 axr.axhline(0, color="0.6", lw=0.8)
-lim = 4 * max(user_err, 1e-4)
+lim = 4 * max(user_err, 1e-4) if np.isfinite(user_err) else 1.0  # (NaN: every seed diverged, no residual)
 axr.set(xlabel="learning step t", ylabel="residual", ylim=(-lim, lim),
         title="simulation − ODE; bands: ±2 standard errors of the seed mean")
 axr.legend()
 fig.tight_layout()
 plt.show()
-print(f"{label}: M_ODE = {user_M_th:.4g}, M_sim = {user_M_ex:.4g} (seed-averaged curve), "
-      f"mean of per-seed M = {np.nanmean(metric_of(user_runs)):.4g}")
-print(f"max |simulation − ODE| over t ≥ 10: {user_err:.2g} (paper's ODE), {user_err_land:.2g} (landing positions); "
-      f"largest standard error of the seed mean: {np.nanmax(user_se):.2g}")
+if user_diverged:
+    print(f"{user_diverged} of {user_seeds} runs diverged (flagged by the simulation): the simulated curve averages "
+          f"the other {user_seeds - user_diverged}" + (" (none: there is no simulated curve)." if all_diverged else "."))
+if all_diverged:
+    print(f"{label}: M_ODE = {user_M_th:.4g}")
+else:
+    print(f"{label}: M_ODE = {user_M_th:.4g}, M_sim = {user_M_ex:.4g} (seed-averaged curve), "
+          f"mean of per-seed M = {np.nanmean(metric_of(user_runs)):.4g}")
+    print(f"max |simulation − ODE| over t ≥ 10: {user_err:.2g} (paper's ODE), {user_err_land:.2g} (landing "
+          f"positions); largest standard error of the seed mean: {np.nanmax(user_se):.2g}")
 if user_changed:
     print("note: θ1 changed sign in the ODE; the model assumes one direction of motion "
           "and stops describing the game there")

@@ -91,6 +91,7 @@ ER_SPOTS_F = ((100, 10), (250, 10), (1000, 10), (100, 40), (1000, 40))
 # %%
 import io
 import time
+import warnings
 
 import jax
 import jax.numpy as jnp
@@ -193,9 +194,9 @@ for name, optN in (("ER", optN_er), (f"ER, γ = {DISCOUNT_F:g}", optN_er_f), ("p
 def run_points(sampler, points, seeds, max_capacity, max_batch_size, **fixed):
     """Run explicit (memory_size, batch_size[, discount]) points × seeds in memory; one compile.
 
-    Returns the seed-resolved curves dtheta [C, S, T, 2] (float64), capacities [C, S, T]
-    (aER only, None otherwise: records on demand, a fixed memory's capacity stays on the
-    device) and the diverged flags [C, S].
+    Returns the seed-resolved curves dtheta [C, S, T, 2] (float64; NaN for a diverged run, so
+    that no mean takes it for a number), capacities [C, S, T] (aER only, None otherwise:
+    records on demand, a fixed memory's capacity stays on the device) and the diverged flags [C, S].
     """
     keys = ("memory_size", "batch_size", "discount")
     setup = ls.Setup(steps=T, max_capacity=int(max_capacity), max_batch_size=int(max_batch_size),
@@ -209,14 +210,20 @@ def run_points(sampler, points, seeds, max_capacity, max_batch_size, **fixed):
     ds = result.dataset
     print(f"{sampler:>11}: {sw.num_runs} runs in {time.perf_counter() - t0:.1f} s "
           f"(compile {result.stats.compile_seconds:.1f} s)")
-    return ds.dtheta.values.astype(np.float64), ds.capacity.values if adaptive else None, ds.diverged.values
+    diverged = ds.diverged.values
+    dtheta = np.where(diverged[..., None, None], np.nan, ds.dtheta.values.astype(np.float64))
+    return dtheta, ds.capacity.values if adaptive else None, diverged
 
 
 def spot_metric(dtheta):
-    """M of the seed-averaged curve and its standard error (sum of the components' SEs), per config."""
+    """M of the seed-averaged curve and its standard error (sum of the components' SEs), per config, over the
+    seeds that did not diverge (NaN); the SE is NaN below two such seeds."""
     M = np.array([seed_average_metric(d) for d in dtheta])
     final = dtheta[:, :, -1, :]
-    se = (final.std(axis=1, ddof=1) / np.sqrt(final.shape[1])).sum(-1)
+    n = np.sum(~np.isnan(final), axis=1)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", RuntimeWarning)  # (fewer than two seeds: NaN)
+        se = (np.nanstd(final, axis=1, ddof=1) / np.sqrt(n)).sum(-1)
     return M, se
 
 

@@ -307,7 +307,7 @@ def test_dqn_sticky_actions_are_in_the_report_and_change_the_runs(capsys):
     (["dqn", "--tuned", "--env", "Acrobot-v1"], "jaxreplay dqn: error: --tuned is only available for CartPole-v1, "
                                                 "not --env Acrobot-v1."),
     (["reproduce", "dqn", "--env", "CartPole-v1", "--steps", "0", "--out", "OUT"],
-     "jaxreplay reproduce: error: --steps must be a positive multiple of 1"),
+     "jaxreplay reproduce: error: --steps must be a positive integer, got 0."),
     (["study", "dqn", "--env", "CartPole-v1", "--steps", "30", "--out", "OUT"],
      "jaxreplay study: error: --steps must be a positive multiple of 20"),
 ])

@@ -49,6 +49,7 @@ curve = np.array([[[1.0, -2.0], [0.5, -0.25]]])  # [1 setting, T = 2, 2 weights]
 assert metric_of(curve).tolist() == [0.75]
 mean, se = seed_mean(np.stack([curve[0], 3 * curve[0]]))  # two seeds
 assert mean.tolist() == [[2.0, -4.0], [1.0, -0.5]] and se[0].tolist() == [1.0, 2.0]
+assert diverged_seeds(np.stack([curve[0], np.full_like(curve[0], np.nan), 3 * curve[0]])) == 1
 """),
     "02_memory_size_and_prioritization_maps.py": (3, """
 assert (ER_SEEDS, PER_SEEDS, AER_SEEDS) == (32, 8, 32)

@@ -457,6 +457,18 @@ def test_true_intervals_and_seed_average():
     d[0, -1] = (0.1, -0.4)
     d[1, -1] = (0.3, 0.2)
     assert rl.seed_average_metric(d) == pytest.approx(0.2 + 0.1)
+    # A diverged seed (NaN) is left out of M, and metric_grid.csv's ``seeds`` says how many were averaged (it
+    # said the configured count, as if every seed were in the mean).
+    from jaxreplay.paper.reproduce.linesearch.stages import batched
+
+    registry = batched.Registry()
+    registry.add(100, 5, 1e-3)
+    registry.add(100, 10, 1e-3)
+    final = np.array([[[0.1, -0.4], [np.nan, np.nan], [0.3, 0.2]], [[0.1, 0.1], [0.2, 0.2], [0.3, 0.3]]])
+    ex = batched.Experiments(registry, final, np.isnan(final[..., 0]), batched.Registry(), np.zeros((0, 3, 1, 2)),
+                             None, 3, ())
+    assert ex.metric_at(0) == pytest.approx(0.3) and ex.seeds_averaged_at(0) == 2
+    assert ex.metric_at(1) == pytest.approx(0.4) and ex.seeds_averaged_at(1) == 3
 
 
 def test_prioritized_exponent_1d_is_faster():
@@ -662,6 +674,16 @@ def test_figure_helpers_show_a_missing_difference_and_a_clipped_colour_scale():
     ax = fig.axes[0]
     classes = np.asarray(ax.collections[0].get_array()).reshape(2, 2)  # [m, N]
     assert classes[0, 1] == -2 and classes[1, 1] == 0  # NaN: its own class (grey), not the white "equal" one
+    assert "no value (NaN)" in [t.get_text() for t in ax.get_legend().get_texts()]
+    # A spot check whose every seed diverged (NaN) was a white diamond, "equal", too: now grey, and the legend
+    # says "no value (NaN)" even where every theory cell has one.
+    from matplotlib.colors import to_hex
+
+    spots = np.array([(100, 5, np.nan), (100, 1, 0.0), (10, 1, 0.01), (10, 5, -0.01)])
+    fig = plots.comparison_map([10, 100], [1, 5], np.zeros((2, 2)), 0.0015, title="t", experiment_points=spots)
+    ax = fig.axes[0]
+    (diamonds,) = [c for c in ax.collections if len(c.get_offsets()) == len(spots)]
+    assert [to_hex(c) for c in diamonds.get_facecolors()] == ["#999999", "#ffffff", "#d62728", "#1f77b4"]
     assert "no value (NaN)" in [t.get_text() for t in ax.get_legend().get_texts()]
     M = np.array([[1e-9, 1e-2], [1e-3, 1e-1]])
     fig = plots.metric_contour([10, 100], [1, 5], M, title="t")

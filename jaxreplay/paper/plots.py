@@ -372,7 +372,7 @@ def comparison_map(
     the difference is NaN (a failed solve: not "no difference").
 
     ``experiment_points``: optional iterable of (N, m, difference) spot checks
-    drawn as markers coloured by the same rule.
+    drawn as markers coloured by the same rule (grey where NaN: every seed diverged).
     """
     fig, ax = _figure((6.2, 4.6))
     D = np.asarray(difference, dtype=float)
@@ -385,14 +385,16 @@ def comparison_map(
         ax.fill_between([], [], color="tab:blue", label="ER better"),
         ax.fill_between([], [], color="white", ec="0.5", label=rf"$|\Delta M| < {threshold:g}$"),
     ]
-    if np.isnan(D).any():
+    pts = np.asarray(list(() if experiment_points is None else experiment_points), dtype=float).reshape(-1, 3)
+    if np.isnan(D).any() or np.isnan(pts[:, 2]).any():
         handles.append(ax.fill_between([], [], color="0.6", label="no value (NaN)"))
-    if experiment_points is not None:
-        pts = np.asarray(list(experiment_points), dtype=float).reshape(-1, 3)
-        if pts.size:
-            colors = np.where(pts[:, 2] > threshold, "tab:red", np.where(pts[:, 2] < -threshold, "tab:blue", "white"))
-            ax.scatter(pts[:, 0], pts[:, 1], c=list(colors), edgecolors="k", s=40, marker="D", zorder=3)
-            handles.append(ax.scatter([], [], c="white", edgecolors="k", marker="D", label="experiment spot check"))
+    if pts.size:
+        d = pts[:, 2]
+        colors = np.where(
+            np.isnan(d), "0.6", np.where(d > threshold, "tab:red", np.where(d < -threshold, "tab:blue", "white"))
+        )
+        ax.scatter(pts[:, 0], pts[:, 1], c=list(colors), edgecolors="k", s=40, marker="D", zorder=3)
+        handles.append(ax.scatter([], [], c="white", edgecolors="k", marker="D", label="experiment spot check"))
     ax.legend(handles=handles, fontsize=8, loc="upper right")
     ax.set_xlabel("memory size N")
     ax.set_ylabel("minibatch size m")

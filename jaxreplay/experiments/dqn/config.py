@@ -583,11 +583,12 @@ def with_total_steps(setup: Setup, steps: int) -> Setup:
     """
     cycle = setup.cycle_length
     if isinstance(steps, bool) or not isinstance(steps, (int, np.integer)) or steps < cycle or steps % cycle:
-        raise _validation.FieldError(
-            "steps",
-            f"must be a positive multiple of {cycle} (the train frequency, or the aER check "
-            f"interval with aER), got {steps!r}.",
+        what = (
+            "a positive integer"
+            if cycle == 1
+            else f"a positive multiple of {cycle} (the train frequency, or the aER check interval with aER)"
         )
+        raise _validation.FieldError("steps", f"must be {what}, got {steps!r}.")
     segments = min(num_segments(setup), steps // cycle)
     while steps % segments or (steps // segments) % cycle:
         segments -= 1

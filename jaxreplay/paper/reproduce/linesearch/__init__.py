@@ -8,7 +8,7 @@ It writes into ``out_dir``:
 * ``metric_grid.csv``: tidy table of the final metric
   M = |Δθ1(T)| + |Δθ2(T)| with the columns :data:`CSV_COLUMNS` (theory rows:
   every ODE solve, including the contour grids; experiment rows: M of the
-  seed-averaged curve, ``seeds`` = number of seeds);
+  seed-averaged curve, ``seeds`` = the seeds it averages: those that did not diverge);
 * ``report.md``: each quantitative claim of the paper next to our number.
 
 Modes (``mode=`` or ``full=True``):

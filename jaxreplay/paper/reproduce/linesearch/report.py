@@ -23,7 +23,7 @@ from jaxreplay.paper.reproduce.linesearch.stages import Stages
 
 def metric_rows(s: Stages) -> list[tuple]:
     """The rows of ``metric_grid.csv`` (:data:`CSV_COLUMNS`): every ODE solve, then every experiment
-    configuration (M of the seed-averaged curve)."""
+    configuration (M of the seed-averaged curve, ``seeds`` the seeds it averages: those that did not diverge)."""
     rows = []
     for solves, sampler in ((s.er, "uniform"), (s.per, "prioritized")):
         for i, (N, m, a, g) in enumerate(solves.registry.keys):
@@ -31,7 +31,7 @@ def metric_rows(s: Stages) -> list[tuple]:
     rows.append(("adaptive", 0.0, AER_N0, AER_M, ALPHA_GRID, "theory", s.aer.metric, 0))
     for ex, sampler in ((s.ex_er, "uniform"), (s.ex_per, "prioritized"), (s.ex_aer, "adaptive")):
         for i, (N, m, a, g) in enumerate(ex.registry.keys):
-            rows.append((sampler, g, N, m, a, "experiment", ex.metric_at(i), ex.seeds))
+            rows.append((sampler, g, N, m, a, "experiment", ex.metric_at(i), ex.seeds_averaged_at(i)))
     return rows
 
 

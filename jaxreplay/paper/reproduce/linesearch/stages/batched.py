@@ -154,8 +154,13 @@ class Experiments(NamedTuple):
         return self.metric_at(self.registry[(N, m, alpha, gamma)])
 
     def metric_at(self, i: int) -> float:
-        """M of the seed-averaged curve of the configuration in row ``i`` of ``registry``."""
+        """M of the seed-averaged curve of the configuration in row ``i`` of ``registry`` (over the seeds that
+        did not diverge: :meth:`seeds_averaged_at`; NaN where none)."""
         return seed_average_metric(self.final[i][:, None, :])
+
+    def seeds_averaged_at(self, i: int) -> int:
+        """How many seeds :meth:`metric_at` averages for row ``i``: those that did not diverge."""
+        return self.seeds - int(np.count_nonzero(self.diverged[i]))
 
     @property
     def result_bytes(self) -> int:
