@@ -92,6 +92,10 @@ def test_cells_are_the_iqm_of_the_runs_in_runs_csv(tiny):
         assert entry["oldest_policy_age"] == c * r
         assert all(float(x["oldest_policy_age"]) == c * r for x in chosen)  # the engine's, for a full memory
         assert all(int(x["final_memory_size"]) == c for x in chosen)
+        # Runs without a score: the diverged ones, and apart from them those where no training episode ended.
+        assert entry["diverged"] == sum(x["diverged"] == "True" for x in chosen)
+        unscored = sum(x["auc"] == "nan" and x["diverged"] == "False" for x in chosen)
+        assert entry.get("unscored", 0) == unscored and ("unscored" in entry) == (unscored > 0)
     # Each run's soft-divergence flag, and the scored ones counted by stage.
     counted: dict[str, int] = {}
     for x in rows:
@@ -440,6 +444,38 @@ def test_diverged_runs_are_counted_in_the_report_and_the_readme_row():
     assert said in text and f"{report.brief_score(cell, 'auc')}" in text and "(1 diverged)" in text
     assert f"{report.brief(result['capacity_effect'][0])} (5 of 6 seeds)" in text
     assert report.label(result) == "quick (CPU), 6 × 4000, 1 runs diverged"
+
+
+def test_runs_without_a_finished_episode_are_not_called_diverged():
+    """A run in which no training episode ended (a --steps cut shorter than an episode: in CartPole the runs whose
+    pole never fell) has no score, and was counted and reported as diverged (found by a probe: "17 runs
+    diverged", none flagged in runs.csv). Now such runs are counted apart, by stage and per cell, and said so."""
+    import pathlib
+
+    import xarray as xr
+
+    from jaxreplay.paper.reproduce.replay_study import analysis, report
+
+    ds = xr.Dataset({"diverged": (("config", "seed"), np.array([[False, True, False, False]]))})
+    setting = stages.Setting(stages.cell(2, 1.0, 1), {"memory_size": 2})
+    auc = np.array([[1.0, np.nan, np.nan, 3.0]])
+    found = runs_lib.select(runs_lib.Runs("grid-ratio-1", (setting,), ds, auc, auc, auc, auc), setting.label)
+    assert (runs_lib.diverged(found), runs_lib.unscored(found)) == (1, 1)
+    cell = analysis._cell({"grid-ratio-1": runs_lib.Runs("grid-ratio-1", (setting,), ds, auc, auc, auc, auc)},
+                          2, 1.0, 1)
+    assert (cell.diverged, cell.unscored) == (1, 1)
+    committed = pathlib.Path(__file__).resolve().parents[1] / "docs" / "replay_study" / "CartPole-v1"
+    result = json.loads((committed / "study.json").read_text())
+    assert "unscored" not in result and all("unscored" not in c for c in result["cells"])
+    result["cells"][0]["unscored"] = 2
+    result["unscored"] = {"grid-ratio-0.25": 2, "grid-ratio-1": 0}
+    result["verdict"] = verdict.verdict(result)
+    said = ("2 runs have no score although they did not diverge (by stage: grid-ratio-0.25 2): no training episode "
+            "ended within their 4000 steps.")
+    assert said in result["verdict"]["summary"] and "diverged and have no score" not in result["verdict"]["summary"]
+    text = report.report(result)
+    assert said in text and "(2 without a finished episode)" in text
+    assert report.label(result) == "quick (CPU), 6 × 4000, 2 runs without a finished episode"
 
 
 def test_soft_diverged_runs_are_said_in_the_summary_and_the_report():

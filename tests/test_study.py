@@ -324,13 +324,15 @@ def test_study_readme_refuses_a_study_given_twice_and_labels_quick_and_full(tmp_
     assert labels == ["full, 100 × 40000"] * 3 + ["quick, 3 × 40000"] * 3
 
 
-def _fake_runs(stage, settings, auc, mean_size=None):
-    """A stage's Runs from given per-run scores ``[setting, seed]`` (no sweep)."""
+def _fake_runs(stage, settings, auc, mean_size=None, diverged=None):
+    """A stage's Runs from given per-run scores ``[setting, seed]`` (no sweep); ``diverged`` (default: every run
+    without a score) the engine's flags."""
     import xarray as xr
 
     auc = np.asarray(auc, np.float64)
     sizes = np.asarray(mean_size if mean_size is not None else np.ones_like(auc), np.float64)
-    ds = xr.Dataset({"auc": (("config", "seed"), auc)})
+    flags = ~np.isfinite(auc) if diverged is None else np.asarray(diverged, bool)
+    ds = xr.Dataset({"auc": (("config", "seed"), auc), "diverged": (("config", "seed"), flags)})
     return runs.Runs(stage, tuple(settings), ds, auc, auc, sizes, sizes)
 
 
@@ -428,8 +430,15 @@ def test_a_mostly_diverged_size_is_never_the_optimum_and_divergence_is_counted()
     settings = [stages.Setting(f"fixed {n}", {"memory_size": n}) for n in (100, 1000, 10000)]
     survivors = np.where(np.arange(20) < 18, np.nan, 50.0)  # 18 of 20 diverged; the 2 left score best
     scores = [survivors, np.full(20, 20.0), np.full(20, np.nan)]
-    assert runs.optimum(_fake_runs("response", settings, scores)) == (1000, 1000)
-    assert [runs.diverged(s) for s in scores] == [18, 0, 20]
+    fake = _fake_runs("response", settings, scores)
+    assert runs.optimum(fake) == (1000, 1000)
+    assert [runs.diverged(runs.select(fake, s.label)) for s in settings] == [18, 0, 20]
+    # Runs without a score that did not diverge (no training episode ended) are counted apart, and rank the same.
+    flags = [np.arange(20) < 10, np.zeros(20, bool), np.ones(20, bool)]
+    fake = _fake_runs("response", settings, scores, diverged=flags)
+    assert runs.optimum(fake) == (1000, 1000)
+    selected = [runs.select(fake, s.label) for s in settings]
+    assert [(runs.diverged(s), runs.unscored(s)) for s in selected] == [(10, 8), (0, 0), (20, 0)]
     five = np.where(np.arange(20) < 5, np.nan, 50.0)  # a quarter diverged: the IQM would have trimmed them anyway
     assert runs.optimum(_fake_runs("response", settings, [five, np.full(20, 20.0), np.full(20, 10.0)])) == (100, 10000)
     result = _committed()

@@ -18,13 +18,22 @@ import numpy as np
 from jaxreplay.paper.reproduce.replay_study import stages
 from jaxreplay.paper.reproduce.replay_study.settings import CAPACITY_FACTOR, ReplayDesign, age
 from jaxreplay.paper.reproduce.replay_study.stages import ADAPTIVE_RATIO, STAGE_RULES, AdaptiveRule, cell_runs
-from jaxreplay.paper.reproduce.study.runs import Interval, Runs, ci, diverged, paired, select, soft_diverged
+from jaxreplay.paper.reproduce.study.runs import (
+    Interval,
+    Runs,
+    ci,
+    diverged,
+    paired,
+    select,
+    soft_diverged,
+    unscored,
+)
 
 
 class Cell(NamedTuple):
     """One cell of the grid: its coordinates, its oldest-policy age (capacity × ratio, gradient updates),
-    its two scores (IQM over seeds, 95% interval) and its runs without a score (diverged: the scores stand
-    on the other seeds)."""
+    its two scores (IQM over seeds, 95% interval) and its runs without a score, which the scores leave out
+    (they stand on the other seeds): ``diverged`` ones and ``unscored`` ones (no training episode ended)."""
 
     memory_size: int
     replay_ratio: float
@@ -33,6 +42,7 @@ class Cell(NamedTuple):
     auc: Interval
     final: Interval
     diverged: int
+    unscored: int = 0
 
 
 class Contrast(NamedTuple):
@@ -90,7 +100,9 @@ class Analysis(NamedTuple):
         static: the adaptive stage's fixed memories, ``(size, score)`` (the smallest and the largest).
         adaptive: each rule of :data:`~jaxreplay.paper.reproduce.replay_study.stages.STAGE_RULES` from each start.
         walks: the random walk from each start.
-        diverged: runs without a score, by stage label (each left out of every number above).
+        diverged: runs that diverged, by stage label (no score: each left out of every number above).
+        unscored: runs without a score that did not diverge (no training episode ended), by stage label;
+            left out as the diverged ones are.
         soft_diverged: runs with a score whose Q-values went beyond every return (kept in every number), by
             stage label; ``None`` where the runs do not record the flag.
     """
@@ -107,6 +119,7 @@ class Analysis(NamedTuple):
     walks: tuple[Walk, ...]
     diverged: dict[str, int]
     soft_diverged: dict[str, int] | None = None
+    unscored: dict[str, int] = {}
 
 
 Key = tuple[int, float, int]
@@ -129,7 +142,7 @@ def _seeds_left(per_seed: np.ndarray) -> int:
 
 def _cell(runs: Mapping[str, Runs], c: int, r: float, n: int) -> Cell:
     found = cell_runs(runs, c, r, n)
-    return Cell(c, float(r), n, age(c, r), ci(found.auc), ci(found.final), diverged(found.auc))
+    return Cell(c, float(r), n, age(c, r), ci(found.auc), ci(found.final), diverged(found), unscored(found))
 
 
 def _pairs(design: ReplayDesign, n: int, same: Callable[[Key, Key], bool]) -> list[tuple[Key, Key]]:
@@ -218,6 +231,7 @@ def analyse(design: ReplayDesign, runs: Mapping[str, Runs]) -> Analysis:
         static=tuple((int(s), ci(select(runs[stages.ADAPTIVE], stages.fixed(s)).auc)) for s in ends),
         adaptive=tuple(_adaptive(design, runs, rule, s) for rule in STAGE_RULES for s in ends),
         walks=tuple(_walk(runs, s) for s in ends),
-        diverged={label: diverged(r.auc) for label, r in runs.items()},
+        diverged={label: diverged(r) for label, r in runs.items()},
         soft_diverged=soft_diverged(runs),
+        unscored={label: unscored(r) for label, r in runs.items()},
     )

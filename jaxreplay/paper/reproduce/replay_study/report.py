@@ -13,6 +13,7 @@ from jaxreplay.paper.reproduce.study.text import (
     score,
     soft_diverged_sentence,
     table,
+    unscored_sentence,
 )
 
 FEDUS = "Fedus et al. 2020 (*Revisiting Fundamentals of Experience Replay*, ICML, arXiv:2007.06700)"
@@ -30,11 +31,13 @@ def brief(d: dict, seeds: int | None = None) -> str:
 
 
 def brief_score(entry: dict, prefix: str = "score") -> str:
-    """:func:`brief` of an entry's ``{prefix}_iqm`` / ``_ci_low`` / ``_ci_high``, and its diverged runs if any
-    (``entry["diverged"]``: the score stands on the other seeds)."""
+    """:func:`brief` of an entry's ``{prefix}_iqm`` / ``_ci_low`` / ``_ci_high``, and its runs without a score
+    if any (``entry["diverged"]``, ``entry["unscored"]``: the score stands on the other seeds)."""
     text = fmt(entry[f"{prefix}_iqm"]) if entry[f"{prefix}_ci_low"] is None else score(entry, prefix)
     if entry.get("diverged"):
         text += f" ({entry['diverged']} diverged)"
+    if entry.get("unscored"):
+        text += f" ({entry['unscored']} without a finished episode)"
     return text
 
 
@@ -58,6 +61,7 @@ def _header(result: dict) -> list[str]:
         "",
         *_few_seeds(result["seeds"]),
         *([lost, ""] if (lost := diverged(result)) else []),
+        *([unscored, ""] if (unscored := unscored_sentence(result)) else []),
         *([soft, ""] if (soft := soft_diverged_sentence(result)) else []),
     ]
 
@@ -233,7 +237,12 @@ def label(result: dict) -> str:
     if result.get("steps_override"):
         text += " (cut short)"
     lost, _ = diverged_by_stage(result)
-    return f"{text}, {result['seeds']} × {result['total_steps']}" + (f", {lost} runs diverged" if lost else "")
+    unscored = sum((result.get("unscored") or {}).values())
+    return (
+        f"{text}, {result['seeds']} × {result['total_steps']}"
+        + (f", {lost} runs diverged" if lost else "")
+        + (f", {unscored} runs without a finished episode" if unscored else "")
+    )
 
 
 def summary_table(results: list[dict]) -> str:

@@ -10,6 +10,7 @@ from jaxreplay.paper.reproduce.study.text import (
     fmt,
     interval,
     soft_diverged_sentence,
+    unscored_sentence,
     why_no_interval,
 )
 
@@ -86,8 +87,8 @@ def adaptive_line(a: dict) -> str:
 
 
 def diverged(result: dict) -> str:
-    """The sentence counting runs without a score ("" where none diverged, or where a study.json predates
-    the count): which stages, and that every number stands on the seeds left."""
+    """The sentence counting diverged runs ("" where none diverged, or where a study.json predates the
+    count): which stages, and that every number stands on the seeds left."""
     total, stages = diverged_by_stage(result)
     if not total:
         return ""
@@ -118,7 +119,7 @@ def verdict(result: dict) -> dict:
         + "; ".join(f"at n = {f['n_step']}: {f['answer']}" for f in track)
         + "."
     )
-    for said in (diverged(result), soft_diverged_sentence(result)):
+    for said in (diverged(result), unscored_sentence(result), soft_diverged_sentence(result)):
         summary += f" {said}" if said else ""
     return {
         "capacity_helps": helps,

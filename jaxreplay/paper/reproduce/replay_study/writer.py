@@ -66,7 +66,8 @@ def study_json(design: ReplayDesign, analysis: Analysis, steps: int | None) -> d
         "ratios": list(design.ratios),
         "n_steps": list(design.n_steps),
         "cells": [
-            {k: v for k, v in c._asdict().items() if k not in ("auc", "final")}
+            # (``unscored`` only where some are: the studies written before it had none)
+            {k: v for k, v in c._asdict().items() if k not in ("auc", "final") and (k != "unscored" or v)}
             | iqm(c.auc, "auc")
             | iqm(c.final, "final")
             for c in a.cells
@@ -86,6 +87,8 @@ def study_json(design: ReplayDesign, analysis: Analysis, steps: int | None) -> d
     }
     if a.soft_diverged is not None:
         result["soft_diverged"] = a.soft_diverged
+    if any(a.unscored.values()):
+        result["unscored"] = a.unscored
     result["verdict"] = verdict(result)
     dqn_experiment = experiments.get("dqn")
     result["settings"] = {

@@ -29,6 +29,7 @@ from jaxreplay.paper.reproduce.study.runs import (
     paired_iqm,
     select,
     soft_diverged,
+    unscored,
 )
 from jaxreplay.paper.reproduce.study.settings import StudyDesign
 from jaxreplay.paper.reproduce.study.stages import aer, fixed, walk
@@ -40,7 +41,8 @@ class StaticScore(NamedTuple):
     memory_size: int
     score: Interval
     final: Interval | None  # None: the other reading reports scores only
-    diverged: int = 0  # runs without a score (left out of it)
+    diverged: int = 0  # runs that diverged (no score: left out of it)
+    unscored: int = 0  # runs without a score that did not diverge (no training episode ended; left out too)
 
 
 class AdaptiveScore(NamedTuple):
@@ -126,8 +128,9 @@ class Analysis(NamedTuple):
     sensitivity: tuple[Variant, ...]
     paper_share: tuple[PaperShare, ...]
     other_reading: OtherReading | None
-    diverged: dict[str, int]  # runs without a score, by stage
+    diverged: dict[str, int]  # runs that diverged (no score), by stage
     soft_diverged: dict[str, int] | None = None  # scored runs flagged soft-diverged, by stage (None: not recorded)
+    unscored: dict[str, int] = {}  # runs without a score that did not diverge (no episode ended), by stage
 
 
 def _diagnostics(runs: SettingRuns) -> dict:
@@ -184,6 +187,12 @@ def _variant(name: str, start: int, seeds: int, sensitivity: Runs) -> Variant:
     )
 
 
+def _static(runs: SettingRuns, *, final: bool) -> StaticScore:
+    """The :class:`StaticScore` of one static size's runs (its final return too where ``final``)."""
+    size = int(runs.setting.point["memory_size"])
+    return StaticScore(size, ci(runs.auc), ci(runs.final) if final else None, diverged(runs), unscored(runs))
+
+
 def _other_reading(design: StudyDesign, starts: list[int], runs: Runs) -> OtherReading:
     def adaptive(start: int) -> ReadingAdaptive:
         a = select(runs, aer(start))
@@ -192,10 +201,7 @@ def _other_reading(design: StudyDesign, starts: list[int], runs: Runs) -> OtherR
 
     return OtherReading(
         reading=str(design.other_reading),
-        response=tuple(
-            StaticScore(int(n), ci(select(runs, fixed(n)).auc), None, diverged(select(runs, fixed(n)).auc))
-            for n in design.sizes
-        ),
+        response=tuple(_static(select(runs, fixed(n)), final=False) for n in design.sizes),
         adaptive=tuple(adaptive(n) for n in starts),
     )
 
@@ -216,15 +222,7 @@ def analyse(design: StudyDesign, runs: Mapping[str, Runs]) -> Analysis:
     sensitivity = runs[stages.SENSITIVITY]
     return Analysis(
         starts=tuple(int(n) for n in begin),
-        response=tuple(
-            StaticScore(
-                int(n),
-                ci(select(response, fixed(n)).auc),
-                ci(select(response, fixed(n)).final),
-                diverged(select(response, fixed(n)).auc),
-            )
-            for n in design.sizes
-        ),
+        response=tuple(_static(select(response, fixed(n)), final=True) for n in design.sizes),
         best_static=int(best),
         worst_static=int(worst),
         memory_size_effect=paired_iqm(select(response, fixed(best)).auc, select(response, fixed(worst)).auc),
@@ -239,9 +237,11 @@ def analyse(design: StudyDesign, runs: Mapping[str, Runs]) -> Analysis:
             PaperShare(
                 int(n),
                 [int(s) for s in design.sizes],
-                # (a study's run without a score is a diverged one: `diverged` below counts them so)
+                # (a diverged aER run counts as a loss; one unscored, no episode ended, is left out and counted)
                 beats_static_average(
-                    auc := select(runs[stages.ADAPTIVE], aer(n)).auc, static_all, adaptive_diverged=~np.isfinite(auc)
+                    (a := select(runs[stages.ADAPTIVE], aer(n))).auc,
+                    static_all,
+                    adaptive_diverged=np.asarray(a.ds.diverged.values, bool),
                 ),
             )
             for n in begin
@@ -249,6 +249,7 @@ def analyse(design: StudyDesign, runs: Mapping[str, Runs]) -> Analysis:
         other_reading=None
         if design.other_reading is None
         else _other_reading(design, begin, runs[stages.reading(design.other_reading)]),
-        diverged={label: diverged(r.auc) for label, r in runs.items()},
+        diverged={label: diverged(r) for label, r in runs.items()},
         soft_diverged=soft_diverged(runs),
+        unscored={label: unscored(r) for label, r in runs.items()},
     )

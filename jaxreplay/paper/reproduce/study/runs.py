@@ -50,7 +50,7 @@ class SettingRuns(NamedTuple):
     Attributes:
         setting: the setting.
         ds: its runs in the stage's sweep dataset (the ``config`` dimension selected).
-        auc: score, the mean training return over segments (NaN: diverged).
+        auc: score, the mean training return over segments (NaN: diverged, or no training episode ended).
         final: the greedy evaluation return at the end (the last training return without
             evaluation; NaN: diverged).
         mean_size: time-averaged memory size.
@@ -272,9 +272,22 @@ out a quarter of the runs at each end, so up to a quarter of diverged runs (the 
 are) would have been left out anyway; beyond it the score stands on the survivors alone."""
 
 
-def diverged(values: np.ndarray) -> int:
-    """The runs of ``values`` (one setting's scores, ``[seeds]``) without a finite score (diverged)."""
+def _without_score(values: np.ndarray) -> int:
+    """The runs of ``values`` (one setting's scores, ``[seeds]``) without a finite score: diverged or unscored."""
     return int(np.sum(~np.isfinite(np.asarray(values, np.float64))))
+
+
+def diverged(runs: SettingRuns | Runs) -> int:
+    """The runs of ``runs`` that diverged (the engine's flag: their weights became non-finite); they have no
+    score."""
+    return int(np.count_nonzero(np.asarray(runs.ds.diverged.values, bool)))
+
+
+def unscored(runs: SettingRuns | Runs) -> int:
+    """The runs of ``runs`` without a score that did not diverge: no training episode ended within the run (it
+    is shorter than an episode can last, as a ``--steps`` cut can be). They are left out of every number, as a
+    diverged run is, but they need not have failed: in CartPole they are the runs whose pole never fell."""
+    return int(np.count_nonzero(~np.isfinite(runs.auc) & ~np.asarray(runs.ds.diverged.values, bool)))
 
 
 def soft_diverged(runs: Mapping[str, Runs]) -> dict[str, int] | None:
@@ -301,7 +314,7 @@ def optimum(response: Runs) -> tuple[int, int]:
     runs = [select(response, s.label).auc for s in response.settings]
     scores = [ci(r)["estimate"] for r in runs]
     iqms = np.array([-np.inf if x is None else x for x in scores])
-    ranked = np.array([diverged(r) <= MAX_DIVERGED_SHARE * r.size for r in runs])
+    ranked = np.array([_without_score(r) <= MAX_DIVERGED_SHARE * r.size for r in runs])
     best = int(np.argmax(np.where(ranked, iqms, -np.inf) if ranked.any() else iqms))
     worst = int(np.argmin(np.where(np.isfinite(iqms), iqms, np.inf)))
     return sizes[best], sizes[worst]

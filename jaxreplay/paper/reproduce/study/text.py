@@ -62,10 +62,26 @@ def table(header: list[str], rows: list[list]) -> list[str]:
 
 
 def diverged_by_stage(result: dict) -> tuple[int, str]:
-    """``study.json``'s runs without a score (``diverged``, by stage): their total and ``"stage 2, other 1"``
+    """``study.json``'s diverged runs (``diverged``, by stage): their total and ``"stage 2, other 1"``
     (``(0, "")`` where none diverged, or where a study.json predates the count)."""
     counts = result.get("diverged") or {}
     return sum(counts.values()), ", ".join(f"{label} {count}" for label, count in counts.items() if count)
+
+
+def unscored_sentence(result: dict) -> str:
+    """The sentence counting ``study.json``'s runs without a score that did not diverge (``unscored``, by stage):
+    no training episode ended within them. "" where there are none (``unscored`` is written only then)."""
+    counts = result.get("unscored") or {}
+    total = sum(counts.values())
+    if not total:
+        return ""
+    stages = ", ".join(f"{label} {count}" for label, count in counts.items() if count)
+    return (
+        f"{total} runs have no score although they did not diverge (by stage: {stages}): no training episode "
+        f"ended within their {result['total_steps']} steps. They are left out like diverged runs, so the numbers "
+        "they are missing from stand on the other seeds and may be biased (in CartPole these are the runs whose "
+        "pole never fell): run longer than an episode can last."
+    )
 
 
 def soft_diverged_sentence(result: dict) -> str:

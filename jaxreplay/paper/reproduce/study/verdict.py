@@ -14,6 +14,7 @@ from jaxreplay.paper.reproduce.study.text import (
     fmt,
     interval,
     soft_diverged_sentence,
+    unscored_sentence,
     why_no_interval,
 )
 
@@ -121,6 +122,7 @@ def verdict(result: dict) -> dict:
         f"{sum(b is True for b in beats_controls)} of {len(beats_controls)}"
         + (f", {cannot_tell(undecided[0])} from {len(undecided)}." if undecided else ".")
         + _diverged(result)
+        + (f" {unscored}" if (unscored := unscored_sentence(result)) else "")
         + (f" {soft}" if (soft := soft_diverged_sentence(result)) else "")
     )
     out: dict = {

@@ -45,7 +45,10 @@ def _renamed(ci: Interval, estimate="score_iqm", low: str | None = "score_ci_low
 def _response(rows: tuple[StaticScore, ...]) -> list[dict]:
     def entry(r: StaticScore) -> dict:
         final = {} if r.final is None else _renamed(r.final, "final_iqm", "final_ci_low", "final_ci_high")
-        return {"memory_size": r.memory_size, **_renamed(r.score), **final, "diverged": r.diverged}
+        # (``unscored`` only where some are: the studies written before it had none)
+        return {"memory_size": r.memory_size, **_renamed(r.score), **final, "diverged": r.diverged} | (
+            {"unscored": r.unscored} if r.unscored else {}
+        )
 
     return [entry(r) for r in rows]
 
@@ -137,6 +140,8 @@ def study_json(design: StudyDesign, analysis: Analysis, steps: int | None) -> di
     }
     if analysis.soft_diverged is not None:  # (runs.csv written before the flag: not known, not said)
         result["soft_diverged"] = analysis.soft_diverged
+    if any(analysis.unscored.values()):
+        result["unscored"] = analysis.unscored
     result["verdict"] = verdict(result)
     # (Without the DQN fields newer than the committed studies while they hold their defaults: the same file.)
     dqn_experiment = experiments.get("dqn")
