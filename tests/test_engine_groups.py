@@ -165,6 +165,17 @@ def test_grouped_and_mixed_give_every_run_the_same_bits(runs):
     assert json.loads((out / "sweep.json").read_text())["batch"]["grouping"] == "grouped"
 
 
+def test_the_progress_bar_counts_runs_to_one_decimal(runs, capsys):
+    """The bar counts run-segments and shows runs: tqdm printed the scaled count as it was, so 76 segments of 5
+    showed "15.200000000000001/16.0" (found by a probe). Now one decimal, and the total as a whole number."""
+    import re
+
+    sw.run(RUN_SWEEP, None, chunk_size=4, progress=True, group_by_setup=False)  # (its programs are kept: no compile)
+    shown = re.findall(r"\| ([0-9.]+)/([0-9.]+) \[", capsys.readouterr().err)
+    assert shown and shown[-1] == ("12.0", "12")
+    assert all(re.fullmatch(r"\d+\.\d", n) and re.fullmatch(r"\d+", total) for n, total in shown), shown
+
+
 def test_a_grouped_sweep_resumed_after_a_kill_gives_the_uninterrupted_results(runs, tmp_path):
     import shutil
 

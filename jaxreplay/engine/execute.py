@@ -288,7 +288,8 @@ def execute(
     if progress and plan.chunks:
         from tqdm.auto import tqdm
 
-        # Counted in run-segments (integers: no float drift) and shown in runs.
+        # Counted in run-segments (integers: no float drift) and shown in runs, to one decimal (tqdm shows
+        # the scaled count as it is: 76 segments of 5 were "15.200000000000001").
         bar = tqdm(
             total=plan.runs_to_compute * num_segments,
             unit="run",
@@ -296,6 +297,7 @@ def execute(
             desc=f"sweep {sweep.experiment}",
             file=sys.stderr,
             dynamic_ncols=True,
+            bar_format="{l_bar}{bar}| {n:.1f}/{total:.0f} [{elapsed}<{remaining}, {rate_fmt}{postfix}]",
         )
     t_start = time.perf_counter()
     base_seed = jax.device_put(np.uint32(sweep.seed), by_group[0].replicated)  # (one mesh: the same devices)
