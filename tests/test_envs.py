@@ -50,6 +50,39 @@ def test_bad_params(kwargs, argument):
 def test_unknown_env_id_lists_known_ones():
     with pytest.raises(ValueError, match="env_id 'CartPole-v0'.*CartPole-v1"):
         envs.make("CartPole-v0")
+    with pytest.raises(ValueError, match=r"^env_id must be an environment id such as 'CartPole-v1', got None\.$"):
+        envs.make(None)  # (an AttributeError on str.startswith, naming nothing)
+
+
+def test_linesearch_refuses_an_unknown_parameter_and_a_speed_of_0_naming_them():
+    """An unknown LineSearch parameter was the dataclass's TypeError, listing none of them, and speed 0 (both
+    actions the same) passed, against the docstring's v > 0 (found by a probe)."""
+    with pytest.raises(ValueError, match=r"^\['bogus'\] are not parameters of LineSearch; it has \['initial_position', "):
+        envs.make("LineSearch", bogus=1.0)
+    with pytest.raises(ValueError, match=r"^speed must be > 0 \(a move of 0 makes both actions the same\), got 0\.0"):
+        envs.make("LineSearch", speed=0.0)
+    assert float(envs.make("LineSearch", speed=1e-3)[1].speed) == 1e-3
+
+
+@pytest.mark.parametrize("env_id", ["Probe-OneStep", "Probe-TwoStep", "Probe-Truncation", "Probe-Chain"])
+def test_the_probes_terminal_helpers_agree_with_the_flag_step_returns(env_id):
+    """gymnax's ``is_terminated`` (and ``discount``, which reads it) said "not terminal" in every probe's state,
+    also where ``step`` had just returned terminated=True: a learner using gymnax's helpers would bootstrap
+    through the very terminations the probes test (found by a probe). Along a rollout (step_env, before the
+    auto-reset) the helper now gives the flag step returned, at every step, truncated episodes included."""
+    env, params = envs.make(env_id, max_steps_in_episode=5)
+    for seed in range(4):  # (the truncation probe draws its flag at reset)
+        _, state = env.reset(jax.random.key(seed), params)
+        flags, helpers, discounts = [], [], []
+        for t in range(5):
+            _, state, _, terminated, _ = env.step_env(jax.random.key(t), state, t % 2, params)
+            flags.append(bool(terminated))
+            helpers.append(bool(env.is_terminated(state, params)))
+            discounts.append(float(env.discount(state, params)))
+            if terminated:
+                break
+        assert flags == helpers and discounts == [0.0 if f else 1.0 for f in flags], (seed, flags, helpers)
+        assert flags[-1] or env_id == "Probe-Truncation"  # (every probe but a -1 flag terminates within 5 steps)
 
 
 def test_gymnax_ids_pass_through():

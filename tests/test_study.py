@@ -272,6 +272,23 @@ def test_two_seeds_give_no_interval_and_the_verdict_cannot_tell():
         f"[{six['low']:.3g}, {six['high']:.3g}]"]
 
 
+def test_a_study_without_a_spread_of_sizes_says_why_and_sends_to_refresh_only_without_a_test():
+    """A study of one size (a --steps 20 cut: the grid collapses to [20]) or with no seed scored at every size
+    has a test without a spread; the verdict sent the user to `study refresh`, which wrote the same sentence
+    again (found by a probe). The refresh is advised only where no test was recorded (an older study.json)."""
+    one = runs.differ_test(np.array([[1.0, 2.0, 3.0]]))
+    unscored = runs.differ_test(np.array([[1.0, np.nan], [np.nan, 2.0]]))
+    assert one["observed"] is None and unscored["observed"] is None
+    reason = "fewer than 2 settings or no finite seed"
+    assert one["observed_null_reason"] == unscored["observed_null_reason"] == reason
+    result = _committed()
+    for test, why in ((one, reason), (None, "no test of every size recorded: run jaxreplay study refresh")):
+        result["memory_size_test"] = test
+        said = verdict.verdict(result)
+        assert said["memory_size_matters"] is None and said["memory_size_matters_null_reason"] == why
+        assert said["summary"].startswith(f"Memory size matters: cannot tell ({why}): best ")
+
+
 def _committed(env="CartPole-v1") -> dict:
     import pathlib
 

@@ -28,9 +28,11 @@ def make(env_id: str, **env_kwargs: ArrayLike) -> tuple[environment.Environment,
     environment's constructor.
 
     Raises:
-        ValueError: ``env_id`` is unknown (the message lists the known ids), or gymnax could not build it
-            because it could not download the data it needs (bsuite's MNIST bandit, offline).
+        ValueError: ``env_id`` is not a string or is unknown (the message lists the known ids), or gymnax could
+            not build it because it could not download the data it needs (bsuite's MNIST bandit, offline).
     """
+    if not isinstance(env_id, str):
+        raise FieldError("env_id", f"must be an environment id such as 'CartPole-v1', got {env_id!r}.")
     if env_id == "LineSearch":
         return LineSearch(), make_params(**env_kwargs)
     if env_id.startswith("Probe-"):

@@ -122,7 +122,9 @@ class _Probe(environment.Environment):
         return spaces.Box(-1.0, 1.0, (1,), jnp.float32)
 
     def is_terminated(self, state: ProbeState, params: ProbeParams) -> jax.Array:
-        return jnp.zeros((), bool)
+        """``bool[]``: whether the episode ended in ``state`` (each probe's ``step_env`` reports this very
+        value, so gymnax's ``discount(state)`` agrees with the flag ``step`` returned)."""
+        raise NotImplementedError
 
     def _state(self, time: ArrayLike, flag: ArrayLike = 0.0) -> ProbeState:
         return ProbeState(time=jnp.asarray(time, jnp.int32), flag=jnp.asarray(flag, jnp.float32))
@@ -158,7 +160,10 @@ class OneStepProbe(_Probe):
     def step_env(self, key, state, action, params):
         reward = params.reward + params.action_bonus * jnp.asarray(action, jnp.float32)
         state = self._state(state.time + 1)
-        return self.get_obs(state), state, jnp.asarray(reward, jnp.float32), jnp.ones((), bool), {}
+        return self.get_obs(state), state, jnp.asarray(reward, jnp.float32), self.is_terminated(state, params), {}
+
+    def is_terminated(self, state: ProbeState, params: OneStepParams) -> jax.Array:
+        return state.time >= 1
 
     def true_q(self, obs: jax.Array, params: OneStepParams, discount: ArrayLike) -> jax.Array:
         """``float32[..., 2]`` for observations ``float32[..., 1]`` (only ``[0]`` occurs)."""
@@ -192,7 +197,10 @@ class TwoStepProbe(_Probe):
         last = state.time >= 1
         reward = jnp.where(last, params.reward, params.first_reward).astype(jnp.float32)
         state = self._state(state.time + 1)
-        return self.get_obs(state), state, reward, last, {}
+        return self.get_obs(state), state, reward, self.is_terminated(state, params), {}
+
+    def is_terminated(self, state: ProbeState, params: TwoStepParams) -> jax.Array:
+        return state.time >= 2
 
     def true_q(self, obs: jax.Array, params: TwoStepParams, discount: ArrayLike) -> jax.Array:
         """``float32[..., 2]``: ``reward`` at ``[1]``, ``first_reward + γ·reward`` at ``[0]``, 0 at ``[2]`` (the
@@ -223,8 +231,16 @@ class TruncationProbe(_Probe):
 
     def step_env(self, key, state, action, params):
         state = self._state(state.time + 1, state.flag)
-        terminated = state.flag > 0
-        return self.get_obs(state), state, jnp.asarray(params.reward, jnp.float32), terminated, {}
+        return (
+            self.get_obs(state),
+            state,
+            jnp.asarray(params.reward, jnp.float32),
+            self.is_terminated(state, params),
+            {},
+        )
+
+    def is_terminated(self, state: ProbeState, params: TruncationParams) -> jax.Array:
+        return (state.flag > 0) & (state.time >= 1)
 
     def true_q(self, obs: jax.Array, params: TruncationParams, discount: ArrayLike) -> jax.Array:
         """``float32[..., 2]``: ``reward`` at ``[+1]``, ``reward / (1 - γ)`` at ``[-1]``."""
@@ -259,7 +275,10 @@ class ChainProbe(_Probe):
         last = state.time >= params.length - 1
         reward = jnp.where(last, params.final_reward, params.reward).astype(jnp.float32)
         state = self._state(state.time + 1)
-        return self.get_obs(state), state, reward, last, {}
+        return self.get_obs(state), state, reward, self.is_terminated(state, params), {}
+
+    def is_terminated(self, state: ProbeState, params: ChainParams) -> jax.Array:
+        return state.time >= params.length
 
     def true_q(self, obs: jax.Array, params: ChainParams, discount: ArrayLike) -> jax.Array:
         """``float32[..., 2]`` for positions ``float32[..., 1]`` in ``[0, length]`` (module docstring); 0 at

@@ -80,7 +80,7 @@ def check_env_params(env_id: str, env_params: tuple) -> tuple:
       overridden: ``Setup`` must stay hashable.
 
     The environment may check ranges of its own after this (e.g. LineSearch's
-    ``speed >= 0``).
+    ``speed > 0``).
 
     Args:
         env_id: an id of :func:`jaxreplay.envs.make`.

@@ -41,10 +41,14 @@ def _matters(best: int, worst: int, effect: dict, test: dict | None) -> tuple[bo
     IQMs spread more than relabelling the sizes within seeds gives), not by the best − worst
     ``effect`` alone, whose two ends are chosen by the same data; the effect is the size of the
     difference. A study.json written before the test was recorded cannot tell (``study refresh``
-    recomputes it from runs.csv)."""
+    recomputes it from runs.csv); one whose test has no spread cannot tell for the test's reason (fewer than
+    two sizes, or no seed with a score at every size)."""
     contrast = f"best {best} vs worst {worst}: {interval(effect)} (IQM difference, paired over seeds)"
-    if test is None or test.get("observed") is None:
+    if test is None:
         why = "no test of every size recorded: run jaxreplay study refresh"
+        return None, f"{cannot_tell(why)}: {contrast}", why
+    if test.get("observed") is None:
+        why = test.get("observed_null_reason", "no spread of the sizes' IQMs recorded")
         return None, f"{cannot_tell(why)}: {contrast}", why
     if best == worst or test["observed"] == 0:
         return False, f"no: every static size has the same IQM ({contrast})", ""
