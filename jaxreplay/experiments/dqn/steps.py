@@ -270,7 +270,7 @@ def _env_step(ctx: _Context, carry: _Carry) -> _Carry:
         reward_abs_max=jnp.maximum(s.reward_abs_max, jnp.abs(reward)),
     )
     # The segment's mean capacity is summed as deviations from its first capacity: multiples of k,
-    # exact in float32 while the sum stays below 2^24·k (~11,600 steps of steady growth at k = 20; at
+    # exact in float32 while the sum stays below 2^26 at k = 20 (~11,600 steps of steady growth; at
     # MinAtar's 1e5-step segments off by at most 0.2 slots in 5e4). A float32 sum of capacities of 3e5
     # drifted by ~1e-4 of itself.
     capacity_step = (ctx.replay.buffer(memory).capacity - ctx.start_capacity).astype(jnp.float32)
