@@ -15,11 +15,29 @@ The table of every rename is in ``docs/design.md`` ("Renamed").
 
 from __future__ import annotations
 
+import sys
+import types
 import warnings
 from collections.abc import Mapping
 
 REMOVED_AFTER = "0.1"
 """The release after which the old spellings are removed."""
+
+
+def warn(message: str) -> None:
+    """A ``DeprecationWarning`` of ``message`` attributed to the first caller outside jaxreplay.
+
+    Python shows a ``DeprecationWarning`` by default only where it is attributed to ``__main__``; a fixed
+    ``stacklevel`` attributed one raised a few calls deep (an old parameter name passed to ``envs.make``, or
+    to ``dqn.Setup`` through its generated ``__init__``) to jaxreplay's own code, so a user's script never
+    saw it. The frames of jaxreplay's modules (by their module name, which a dataclass's generated
+    ``__init__`` shares) are skipped instead.
+    """
+    frame: types.FrameType | None = sys._getframe(1)
+    level = 2  # (warn's caller, as warnings.warn counts from here)
+    while frame is not None and frame.f_globals.get("__name__", "").partition(".")[0] == "jaxreplay":
+        frame, level = frame.f_back, level + 1
+    warnings.warn(message, DeprecationWarning, stacklevel=level)
 
 
 def renamed(
@@ -41,9 +59,5 @@ def renamed(
     if name not in renames:
         raise AttributeError(f"module {module!r} has no attribute {name!r}")
     new = renames[name]
-    warnings.warn(
-        f"{module}.{name} is deprecated (removed after {REMOVED_AFTER}): use {new_module or module}.{new}.",
-        DeprecationWarning,
-        stacklevel=3,  # the caller of the module's __getattr__
-    )
+    warn(f"{module}.{name} is deprecated (removed after {REMOVED_AFTER}): use {new_module or module}.{new}.")
     return namespace[new]

@@ -141,14 +141,13 @@ arguments are validated in plain Python before tracing.
 from __future__ import annotations
 
 import functools
-import warnings
 from typing import Callable, NamedTuple
 
 import jax
 import jax.numpy as jnp
 import numpy as np
 
-from jaxreplay import _cond, _td_sums, _validation
+from jaxreplay import _cond, _deprecated, _td_sums, _validation
 from jaxreplay import buffer as buffer_lib
 from jaxreplay import evidence as evidence_lib
 from jaxreplay._typing import ArrayLike
@@ -790,11 +789,9 @@ def update(
     The same ``(new_state, new_capacity int32[])``, bit for bit. ``settings`` are
     :func:`controller`'s keywords; one it does not take raises ``ValueError``.
     """
-    warnings.warn(
+    _deprecated.warn(
         "adaptive.update(key, state, memory, td_error_fn, step, **settings) is deprecated: build the controller "
-        "once with adaptive.controller(**settings) and call its update(key, state, memory, td_error_fn, step).",
-        DeprecationWarning,
-        stacklevel=2,
+        "once with adaptive.controller(**settings) and call its update(key, state, memory, td_error_fn, step)."
     )
     bound = controller(**_known(settings, "adaptive.update"))  # each value's type is checked by _check_config
     return bound.update(key, state, buffer_state, td_error_fn, step)

@@ -273,3 +273,27 @@ def test_sticky_actions_wrap_the_game_and_start_each_episode_at_action_0():
         with pytest.raises(ValueError, match=r"probability must be a number in \[0, 1\) \(below 1 in float32\)"):
             envs.StickyActions(base, bad)
     assert envs.StickyActions(base, np.float32(0.25)).probability == 0.25  # NumPy scalars are numbers too
+
+
+def test_deprecation_warnings_reach_a_users_script_under_default_filters(tmp_path):
+    """Python shows a DeprecationWarning by default only where it is attributed to __main__; the old parameter
+    name horizon warned with a fixed stacklevel that pointed into jaxreplay (make_params, dqn.Setup's check), so
+    a plain script never saw it (found by a probe). Each warning now names the script's own line."""
+    import os
+    import subprocess
+    import sys
+
+    script = tmp_path / "user.py"
+    script.write_text(
+        "from jaxreplay import adaptive, envs\n"
+        "from jaxreplay.experiments import dqn\n"
+        "envs.make_params(horizon=50)\n"
+        "envs.make('LineSearch', horizon=50)\n"
+        "dqn.Setup(env_id='LineSearch', env_params={'horizon': 50})\n"
+        "dqn.DQNState\n"
+    )
+    env = {k: v for k, v in os.environ.items() if k != "PYTHONWARNINGS"}
+    err = subprocess.run([sys.executable, str(script)], capture_output=True, text=True, env=env, check=True).stderr
+    lines = [line for line in err.splitlines() if "DeprecationWarning" in line]
+    assert [line.split(": DeprecationWarning")[0] for line in lines] == [f"{script}:{n}" for n in (3, 4, 5, 6)], err
+

@@ -13,8 +13,6 @@ evaluation also reads.
 
 from __future__ import annotations
 
-import warnings
-
 import jax
 import jax.numpy as jnp
 from flax import struct
@@ -83,13 +81,11 @@ def renamed_param(name: str) -> str:
     """The current name of parameter ``name`` (warning where ``name`` is an old spelling)."""
     if name not in RENAMED_PARAMS:
         return name
-    from jaxreplay._deprecated import REMOVED_AFTER
+    from jaxreplay import _deprecated
 
     new = RENAMED_PARAMS[name]
-    warnings.warn(
-        f"LineSearch's parameter {name} is deprecated (removed after {REMOVED_AFTER}): use {new}.",
-        DeprecationWarning,
-        stacklevel=3,
+    _deprecated.warn(
+        f"LineSearch's parameter {name} is deprecated (removed after {_deprecated.REMOVED_AFTER}): use {new}."
     )
     return new
 
