@@ -478,6 +478,27 @@ def test_runs_without_a_finished_episode_are_not_called_diverged():
     assert report.label(result) == "quick (CPU), 6 × 4000, 2 runs without a finished episode"
 
 
+def test_the_figures_draw_a_study_in_which_no_cell_has_a_score(tmp_path):
+    """A study cut shorter than an episode (MountainCar at 100 steps: no episode ends) has no score in any cell:
+    its capacity figure's log axis failed in matplotlib after every run, and neither study.json nor report.md
+    was written (found by a probe). The figures now draw such a study, saying it has no score."""
+    import pathlib
+
+    import matplotlib
+
+    matplotlib.use("Agg")
+    from jaxreplay.paper.reproduce.replay_study import figures
+
+    committed = pathlib.Path(__file__).resolve().parents[1] / "docs" / "replay_study" / "CartPole-v1"
+    result = json.loads((committed / "study.json").read_text())
+    for cell in result["cells"]:
+        cell.update(auc_iqm=None, auc_ci_low=None, auc_ci_high=None)
+    plan = replay_study.design("CartPole-v1", quick=True)
+    assert figures.capacity_figure(tmp_path, plan, result, {}) == "capacity.png"
+    assert figures.heatmap_figure(tmp_path, plan, result, {}) == "heatmap.png"
+    assert (tmp_path / "capacity.png").stat().st_size > 0 and (tmp_path / "heatmap.png").stat().st_size > 0
+
+
 def test_soft_diverged_runs_are_said_in_the_summary_and_the_report():
     """Runs whose Q-values went beyond every return (weights finite, scored) were not counted in a study's
     report; the committed study (from before the flag) has no count and reads as before."""

@@ -98,8 +98,9 @@ def fixed_vs_adaptive(env_id: str, quick: bool, tuned: bool = False, steps: int 
 def run_scores(ds) -> np.ndarray:
     """Score of every run of a DQN sweep dataset: ``nanmean`` over segments of ``train_return`` ([config, seed])."""
     curve = ds.train_return.values.astype(np.float64)
-    with np.errstate(all="ignore"):
-        score = np.nanmean(np.where(np.isfinite(curve), curve, np.nan), axis=-1)
+    curve = np.where(np.isfinite(curve), curve, np.nan)
+    count = np.sum(np.isfinite(curve), axis=-1)  # (0: no segment had a finished episode, NaN without a warning)
+    score = np.where(count > 0, np.nansum(curve, axis=-1) / np.maximum(count, 1), np.nan)
     return np.where(ds.diverged.values, np.nan, score)
 
 

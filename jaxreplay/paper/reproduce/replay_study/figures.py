@@ -35,7 +35,9 @@ def heatmap_figure(out: pathlib.Path, design: ReplayDesign, result: dict, runs: 
         )
         for n in design.n_steps
     }
-    low, high = np.nanmin(list(grids.values())), np.nanmax(list(grids.values()))
+    values = np.array(list(grids.values()))
+    finite = values[np.isfinite(values)]  # (none where no cell has a score: an empty colour scale)
+    low, high = (finite.min(), finite.max()) if finite.size else (0.0, 1.0)
     fig, axes = plt.subplots(1, len(grids), figsize=(5 * len(grids), 4), squeeze=False)
     # The game and the quantity once, above the panels (each panel's own title was as wide as its panel).
     fig.suptitle(f"{_game(design)}: score IQM (mean training return)")
@@ -58,12 +60,27 @@ def capacity_figure(out: pathlib.Path, design: ReplayDesign, result: dict, runs:
 
     fig, ax = plots._figure(figsize=(6, 4))
     caps = np.array(design.capacities, float)
+    scored = False
     for n in design.n_steps:
         cells = [find(result["cells"], memory_size=c, replay_ratio=ADAPTIVE_RATIO, n_step=n) for c in design.capacities]
-        (line,) = ax.plot(caps, [_value(e, "auc_iqm") for e in cells], "o-", label=f"n = {n}")
+        iqms = [_value(e, "auc_iqm") for e in cells]
+        scored = scored or bool(np.isfinite(iqms).any())
+        (line,) = ax.plot(caps, iqms, "o-", label=f"n = {n}")
         lows, highs = [_value(e, "auc_ci_low") for e in cells], [_value(e, "auc_ci_high") for e in cells]
         ax.fill_between(caps, lows, highs, color=line.get_color(), alpha=0.15)
+    # The capacities set the x range: with no cell scored (no training episode ended) the lines hold no point,
+    # and a log axis over matplotlib's default (0, 1) failed the whole study after its runs.
     ax.set_xscale("log")
+    ax.set_xlim(caps.min() / 1.5, caps.max() * 1.5)
+    if not scored:
+        ax.text(
+            0.5,
+            0.5,
+            "no cell has a score (no run finished a training episode)",
+            transform=ax.transAxes,
+            ha="center",
+            va="center",
+        )
     ax.set_xlabel("capacity (transitions)")
     ax.set_ylabel("score: mean training return (IQM)")
     ax.set_title(f"{_game(design)}: score against capacity at replay ratio {ADAPTIVE_RATIO:g}")

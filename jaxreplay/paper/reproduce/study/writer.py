@@ -423,8 +423,8 @@ def run_study(out_dir, owner: str, outputs: tuple[str, ...], chosen, parts: Stud
         runs = parts.stages.run(chosen, out, progress=progress, chunk_size=chunk)
         result = parts.writer.study_json(chosen, parts.analysis.analyse(chosen, runs), steps)
         clear()
+        parts.writer.write_csvs(out, chosen, runs)  # (first: the runs are kept whatever a figure does)
         names = parts.figures.draw(out, chosen, result, runs)
-        parts.writer.write_csvs(out, chosen, runs)
         result["runtime_s"] = time.perf_counter() - t0
         result["runs"] = sum(int(r.auc.size) for r in runs.values())
         result["runs_resumed"] = sum(r.runs_resumed for r in runs.values())
