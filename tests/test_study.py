@@ -709,9 +709,14 @@ def test_a_rerun_clears_the_earlier_outputs_when_it_writes_and_one_writer_holds_
         raise KeyboardInterrupt
 
     monkeypatch.setattr(figures, "draw", killed)
+    before = (out / "runs.csv").stat().st_mtime_ns
     with pytest.raises(KeyboardInterrupt):
         study_lib.study(out, "CartPole-v1", steps=STEPS, seeds=SEEDS, progress=False)
-    assert not any((out / name).exists() for name in study_lib.OUTPUTS) and not stale.exists()
+    # Killed while drawing: the earlier outputs are gone, the CSV files (written first) are this call's, and
+    # there is no study.json or report.md.
+    written = {name for name in study_lib.OUTPUTS if (out / name).exists()}
+    assert written == {"runs.csv", "curves.csv"} and not stale.exists()
+    assert (out / "runs.csv").stat().st_mtime_ns > before
     monkeypatch.undo()
     result = study_lib.study(out, "CartPole-v1", steps=STEPS, seeds=SEEDS, progress=False)
     assert all((out / name).exists() for name in study_lib.OUTPUTS)
