@@ -657,6 +657,14 @@ def test_td_errors_terminal_masking_and_double_dqn_by_hand():
     np.testing.assert_allclose(polyak["params"]["Dense_0"]["kernel"], [[2.5, 1.25]])
     copied = agent.hard_target_update(params, target, jnp.bool_(True))
     np.testing.assert_allclose(copied["params"]["Dense_0"]["kernel"], [[1.0, 2.0]])
+    # An action outside [0, 2): -1 trained the last action's Q-value, 2 gave a NaN loss whose gradient step
+    # dropped the sample (found by a probe). A concrete one is refused, in the loss and the gradient step too.
+    for bad in (-1, 2):
+        wrong = dict(batch, action=jnp.array([0, bad]))
+        with pytest.raises(ValueError, match=rf'^batch\["action"\] must be in \[0, 2\) \(.*\), got \[{bad}\]\.$'):
+            agent.td_errors(net, params, target, wrong, 0.5)
+        with pytest.raises(ValueError, match=r"must be in \[0, 2\)"):
+            agent.loss_fn(params, net, target, wrong, jnp.ones(2), agent.LossOptions(0.5))
 
 
 def test_probe_environments_follow_the_gymnax_api():

@@ -49,7 +49,7 @@ import jax
 import jax.numpy as jnp
 import optax
 
-from jaxreplay import _ordered
+from jaxreplay import _ordered, _validation
 from jaxreplay._typing import ArrayLike, PyTree
 from jaxreplay.agents import packing
 from jaxreplay.agents.conv import ConvQNetwork
@@ -238,8 +238,17 @@ def td_errors(
     Returns:
         ``float32[B]``; the target part carries no gradient. Cost: two
         (three with ``double``) forward passes on ``B`` observations.
+
+    Raises:
+        ValueError: a concrete ``batch["action"]`` outside ``[0, num_actions)`` (-1 trained the last action's
+            Q-value, one beyond the last gave a NaN loss whose step dropped the sample without a word).
+            Traced actions cannot be checked: the experiments only store actions they took.
     """
     q = q_values(network, params, batch["obs"])
+    actions = _validation.concrete_value(batch["action"])
+    if actions is not None and actions.size and ((actions < 0) | (actions >= q.shape[-1])).any():
+        bad = actions[(actions < 0) | (actions >= q.shape[-1])].reshape(-1)[:3].tolist()
+        raise ValueError(f'batch["action"] must be in [0, {q.shape[-1]}) (the network\'s actions), got {bad}.')
     q_taken = jnp.take_along_axis(q, batch["action"][:, None].astype(jnp.int32), axis=-1)[:, 0]
     return _target(network, params, target_params, batch, discount, double) - q_taken
 
