@@ -466,6 +466,11 @@ def test_a_mostly_diverged_size_is_never_the_optimum_and_divergence_is_counted()
                             "size with more than a quarter of its runs diverged is never the optimum.")
     assert "| memory size | score IQM [95% CI] | final greedy return IQM [95% CI] | diverged runs |" in report.report(
         study_lib.relabel(result))
+    # Runs without a finished episode are said apart from the diverged ones, in the verdict and the report.
+    result["unscored"] = {"response": 0, "adaptive": 3}
+    said = ("3 runs have no score although they did not diverge (by stage: adaptive 3): no training episode ended "
+            f"within their {result['total_steps']} steps.")
+    assert said in study_lib.relabel(result)["verdict"]["summary"] and said in report.report(study_lib.relabel(result))
 
 
 def test_soft_divergence_is_recorded_per_run_counted_by_stage_and_said(tiny_study, tmp_path):

@@ -61,21 +61,19 @@ def table(header: list[str], rows: list[list]) -> list[str]:
     return lines + ["| " + " | ".join(str(cell) for cell in row) + " |" for row in rows]
 
 
-def diverged_by_stage(result: dict) -> tuple[int, str]:
-    """``study.json``'s diverged runs (``diverged``, by stage): their total and ``"stage 2, other 1"``
-    (``(0, "")`` where none diverged, or where a study.json predates the count)."""
-    counts = result.get("diverged") or {}
+def diverged_by_stage(result: dict, key: str = "diverged") -> tuple[int, str]:
+    """``study.json``'s diverged runs (``diverged``, by stage; or the counts under ``key``): their total and
+    ``"stage 2, other 1"`` (``(0, "")`` where there are none, or where a study.json predates the count)."""
+    counts = result.get(key) or {}
     return sum(counts.values()), ", ".join(f"{label} {count}" for label, count in counts.items() if count)
 
 
 def unscored_sentence(result: dict) -> str:
     """The sentence counting ``study.json``'s runs without a score that did not diverge (``unscored``, by stage):
     no training episode ended within them. "" where there are none (``unscored`` is written only then)."""
-    counts = result.get("unscored") or {}
-    total = sum(counts.values())
+    total, stages = diverged_by_stage(result, "unscored")
     if not total:
         return ""
-    stages = ", ".join(f"{label} {count}" for label, count in counts.items() if count)
     return (
         f"{total} runs have no score although they did not diverge (by stage: {stages}): no training episode "
         f"ended within their {result['total_steps']} steps. They are left out like diverged runs, so the numbers "
@@ -88,11 +86,9 @@ def soft_diverged_sentence(result: dict) -> str:
     """The sentence counting ``study.json``'s runs that soft-diverged (``soft_diverged``, by stage): scored
     runs whose Q-values went beyond every discounted return of their rewards. "" where none did, or where
     the study's runs predate the flag."""
-    counts = result.get("soft_diverged") or {}
-    total = sum(counts.values())
+    total, stages = diverged_by_stage(result, "soft_diverged")
     if not total:
         return ""
-    stages = ", ".join(f"{label} {count}" for label, count in counts.items() if count)
     return (
         f"{total} runs soft-diverged (by stage: {stages}): their Q-values went beyond every discounted return of "
         "the rewards they saw (van Hasselt et al. 2018); they kept finite weights and are scored like the rest."
