@@ -140,9 +140,11 @@ def check_float(
     high_inclusive: bool = True,
     *,
     scalar: bool = False,
+    low_inclusive: bool = True,
 ) -> None:
     """Raise :class:`FieldError` naming ``name`` unless every concrete entry is a finite number in the range
-    (and, with ``scalar``, ``value`` is one number: :func:`check_scalar`)."""
+    (``low_inclusive=False``: above ``low``, not at it) and, with ``scalar``, ``value`` is one number
+    (:func:`check_scalar`)."""
     if scalar:
         check_scalar(name, value)
     arr = concrete_value(value)
@@ -152,7 +154,7 @@ def check_float(
         raise FieldError(name, f"must be a real number, got {value!r}.")
     if not np.all(np.isfinite(arr)):
         raise FieldError(name, f"must be finite, got {value!r}.")
-    _check_range(name, arr, low, high, high_inclusive)
+    _check_range(name, arr, low, high, high_inclusive, low_inclusive)
 
 
 # Every traced integer runs as an int32, every traced float as a float32 (JAX's default; x64 is never enabled).
@@ -305,23 +307,33 @@ def outside_bounds(value: object, bounds: Bounds) -> jax.Array:
     return jnp.any(bad)
 
 
+def check_known(owner: str, given: Iterable[str], known: Iterable[str]) -> None:
+    """Raise ``ValueError`` listing the names of ``given`` not in ``known`` (``owner``'s parameters), and the
+    known ones, if there are any."""
+    known = sorted(known)
+    if unknown := sorted(set(given) - set(known)):
+        raise ValueError(f"{unknown} are not parameters of {owner}; it has {known}.")
+
+
 def _check_range(
-    name: str, arr: np.ndarray, low: float | None, high: float | None, high_inclusive: bool = True
+    name: str,
+    arr: np.ndarray,
+    low: float | None,
+    high: float | None,
+    high_inclusive: bool = True,
+    low_inclusive: bool = True,
 ) -> None:
-    if low is not None and np.any(arr < low):
-        raise FieldError(name, f"must be >= {low}{_allowed(low, high, high_inclusive)}, got {_show(arr)}.")
-    if high is not None:
-        bad = np.any(arr > high) if high_inclusive else np.any(arr >= high)
-        if bad:
-            op = "<=" if high_inclusive else "<"
-            raise FieldError(name, f"must be {op} {high}{_allowed(low, high, high_inclusive)}, got {_show(arr)}.")
+    allowed = _allowed(low, high, high_inclusive, low_inclusive)
+    if low is not None and (np.any(arr < low) if low_inclusive else np.any(arr <= low)):
+        raise FieldError(name, f"must be {'>=' if low_inclusive else '>'} {low}{allowed}, got {_show(arr)}.")
+    if high is not None and (np.any(arr > high) if high_inclusive else np.any(arr >= high)):
+        raise FieldError(name, f"must be {'<=' if high_inclusive else '<'} {high}{allowed}, got {_show(arr)}.")
 
 
-def _allowed(low: float | None, high: float | None, high_inclusive: bool) -> str:
+def _allowed(low: float | None, high: float | None, high_inclusive: bool, low_inclusive: bool = True) -> str:
     if low is None or high is None:
         return ""
-    close = "]" if high_inclusive else ")"
-    return f" (allowed range [{low}, {high}{close})"
+    return f" (allowed range {'[' if low_inclusive else '('}{low}, {high}{']' if high_inclusive else ')'})"
 
 
 def _show(arr: np.ndarray) -> str:

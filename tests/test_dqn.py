@@ -787,7 +787,7 @@ def test_run_batch_names_keys_and_fields_of_another_length_and_run_names_an_arra
         # every step and evaluating 0 steps.
         ("BernoulliBandit-misc", {"max_steps_in_episode": 0.5}, "max_steps_in_episode must be an integer >= 1"),
         ("BernoulliBandit-misc", {"max_steps_in_episode": 2.5}, "max_steps_in_episode must be an integer >= 1"),
-        ("LineSearch", {"speed": -1.0}, "speed must be >= 0.0"),  # the environment's own range
+        ("LineSearch", {"speed": -1.0}, "speed must be > 0.0"),  # the environment's own range
     ],
 )
 def test_env_params_are_checked_against_the_environments_defaults(env_id, env_params, message):

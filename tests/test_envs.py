@@ -59,7 +59,7 @@ def test_linesearch_refuses_an_unknown_parameter_and_a_speed_of_0_naming_them():
     actions the same) passed, against the docstring's v > 0 (found by a probe)."""
     with pytest.raises(ValueError, match=r"^\['bogus'\] are not parameters of LineSearch; it has \['initial_position', "):
         envs.make("LineSearch", bogus=1.0)
-    with pytest.raises(ValueError, match=r"^speed must be > 0 \(a move of 0 makes both actions the same\), got 0\.0"):
+    with pytest.raises(ValueError, match=r"^speed must be > 0\.0, got 0\.0\.$"):
         envs.make("LineSearch", speed=0.0)
     assert float(envs.make("LineSearch", speed=1e-3)[1].speed) == 1e-3
 

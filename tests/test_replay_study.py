@@ -478,7 +478,7 @@ def test_runs_without_a_finished_episode_are_not_called_diverged():
     assert report.label(result) == "quick (CPU), 6 × 4000, 2 runs without a finished episode"
 
 
-def test_the_figures_draw_a_study_in_which_no_cell_has_a_score(tmp_path):
+def test_the_figures_draw_a_study_in_which_no_cell_has_a_score(tmp_path, monkeypatch):
     """A study cut shorter than an episode (MountainCar at 100 steps: no episode ends) has no score in any cell:
     its capacity figure's log axis failed in matplotlib after every run, and neither study.json nor report.md
     was written (found by a probe). The figures now draw such a study, saying it has no score."""
@@ -493,10 +493,25 @@ def test_the_figures_draw_a_study_in_which_no_cell_has_a_score(tmp_path):
     result = json.loads((committed / "study.json").read_text())
     for cell in result["cells"]:
         cell.update(auc_iqm=None, auc_ci_low=None, auc_ci_high=None)
+    from jaxreplay.paper import plots
+
+    drawn = []
+    saved = plots.save
+    def save(fig, path):  # (what the first panel shows, read before save closes the figure)
+        drawn.append((fig.axes[0].get_xlim(), [t.get_text() for t in fig.axes[0].texts]))
+        return saved(fig, path)
+
+    monkeypatch.setattr(plots, "save", save)
     plan = replay_study.design("CartPole-v1", quick=True)
     assert figures.capacity_figure(tmp_path, plan, result, {}) == "capacity.png"
     assert figures.heatmap_figure(tmp_path, plan, result, {}) == "heatmap.png"
     assert (tmp_path / "capacity.png").stat().st_size > 0 and (tmp_path / "heatmap.png").stat().st_size > 0
+    # The capacity axis spans the grid, and the figure says why it holds no line; the heatmap's cells say n/a.
+    (capacity_xlim, capacity_texts), (_, heatmap_texts) = drawn
+    low, high = min(plan.capacities), max(plan.capacities)
+    assert capacity_xlim == pytest.approx((low / 1.5, high * 1.5))
+    assert capacity_texts == ["no cell has a score (no run finished a training episode)"]
+    assert set(heatmap_texts) == {"n/a"} and len(heatmap_texts) == len(plan.capacities) * len(plan.ratios)
 
 
 def test_soft_diverged_runs_are_said_in_the_summary_and_the_report():

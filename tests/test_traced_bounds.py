@@ -167,3 +167,13 @@ def test_a_traced_ratio_that_needs_one_more_slot_is_flagged_with_the_update_it_s
         summary, state = run(hp._replace(replay_ratio=jnp.float32(ratio)))
         assert (int(summary["gradient_steps"]), int(state.updates_skipped)) == (steps, skipped)
         assert bool(summary["invalid_hyperparameters"]) == bool(skipped) and not bool(summary["replay_ratio_clipped"])
+
+
+def test_check_float_takes_an_open_lower_bound():
+    """The shared range check has an exclusive lower bound (LineSearch's speed v > 0 uses it, rather than a
+    check of its own beside ``check_float``): the bound itself is refused, the range written half-open."""
+    _validation.check_float("v", np.array([1e-30, 2.0]), low=0.0, low_inclusive=False)
+    for value, said in ((0.0, "got 0.0"), (np.array([0.5, -1.0]), "got an array with min -1.0 and max 0.5")):
+        with pytest.raises(ValueError, match=rf"^v must be > 0\.0 \(allowed range \(0\.0, 1\.0\]\), {said}\.$"):
+            _validation.check_float("v", value, low=0.0, high=1.0, low_inclusive=False)
+    _validation.check_float("v", 0.0, low=0.0)  # (inclusive by default: 0 allowed)

@@ -246,8 +246,8 @@ def td_errors(
     """
     q = q_values(network, params, batch["obs"])
     actions = _validation.concrete_value(batch["action"])
-    if actions is not None and actions.size and ((actions < 0) | (actions >= q.shape[-1])).any():
-        bad = actions[(actions < 0) | (actions >= q.shape[-1])].reshape(-1)[:3].tolist()
+    if actions is not None and (outside := (actions < 0) | (actions >= q.shape[-1])).any():
+        bad = actions[outside].reshape(-1)[:3].tolist()
         raise ValueError(f'batch["action"] must be in [0, {q.shape[-1]}) (the network\'s actions), got {bad}.')
     q_taken = jnp.take_along_axis(q, batch["action"][:, None].astype(jnp.int32), axis=-1)[:, 0]
     return _target(network, params, target_params, batch, discount, double) - q_taken

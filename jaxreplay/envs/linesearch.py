@@ -103,17 +103,14 @@ def make_params(**overrides: ArrayLike) -> LineSearchParams:
     renamed = {renamed_param(name): value for name, value in overrides.items()}
     if len(renamed) < len(overrides):
         raise _validation.FieldError("max_steps_in_episode", "is given twice (once as horizon, its old name).")
-    known = sorted(LineSearchParams.__dataclass_fields__)
-    if unknown := sorted(set(renamed) - set(known)):  # (the dataclass's TypeError listed none of them)
-        raise ValueError(f"{unknown} are not parameters of LineSearch; it has {known}.")
+    # (The dataclass's TypeError listed none of the known names.)
+    _validation.check_known("LineSearch", renamed, LineSearchParams.__dataclass_fields__)
     params = LineSearchParams(**renamed)
     for name in ("initial_position", "speed", "reward_slope", "reward_intercept"):
         value = getattr(params, name)
-        _validation.check_float(name, value, low=0.0 if name == "speed" else None)
+        # (v = 0 would make both actions leave x where it is.)
+        _validation.check_float(name, value, low=0.0 if name == "speed" else None, low_inclusive=name != "speed")
         _validation.check_float32(name, value)  # (1e39 would run as inf, 1e-45 as 0)
-    speed = _validation.concrete_value(params.speed)
-    if speed is not None and (speed == 0).any():  # (v = 0: both actions leave x where it is)
-        raise _validation.FieldError("speed", f"must be > 0 (a move of 0 makes both actions the same), got {speed}.")
     length = params.max_steps_in_episode
     _validation.check_int("max_steps_in_episode", length, low=1, high=_validation.INT32_MAX)  # an int32 on the device
     return params

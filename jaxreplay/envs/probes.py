@@ -326,11 +326,7 @@ def make(env_id: str, **overrides: ArrayLike) -> tuple[_Probe, ProbeParams]:
         raise ValueError(f"env_id {env_id!r} is not a probe; choose one of {PROBE_IDS}.")
     env = _CLASSES[env_id]()
     defaults = env.default_params
-    unknown = set(overrides) - set(defaults.__dataclass_fields__)
-    if unknown:
-        raise ValueError(
-            f"{sorted(unknown)} are not parameters of {env_id}; it has {sorted(defaults.__dataclass_fields__)}."
-        )
+    _validation.check_known(env_id, overrides, defaults.__dataclass_fields__)
     params = defaults.replace(**overrides)
     for name in ("reward", "action_bonus", "first_reward", "final_reward"):
         if hasattr(params, name):

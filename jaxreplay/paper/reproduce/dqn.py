@@ -95,13 +95,19 @@ def fixed_vs_adaptive(env_id: str, quick: bool, tuned: bool = False, steps: int 
     return fixed_setup, adaptive_setup, common, fixed_points, adaptive_points
 
 
+def finite_mean(x: np.ndarray, axis: int) -> np.ndarray:
+    """The mean of the finite entries of ``x`` along ``axis`` (float64), NaN where there is none, without
+    NumPy's empty-slice warning: a segment or a run in which no training episode ended has no return."""
+    x = np.asarray(x, np.float64)
+    finite = np.isfinite(x)
+    count = np.sum(finite, axis=axis)
+    return np.where(count > 0, np.sum(np.where(finite, x, 0.0), axis=axis) / np.maximum(count, 1), np.nan)
+
+
 def run_scores(ds) -> np.ndarray:
-    """Score of every run of a DQN sweep dataset: ``nanmean`` over segments of ``train_return`` ([config, seed])."""
-    curve = ds.train_return.values.astype(np.float64)
-    curve = np.where(np.isfinite(curve), curve, np.nan)
-    count = np.sum(np.isfinite(curve), axis=-1)  # (0: no segment had a finished episode, NaN without a warning)
-    score = np.where(count > 0, np.nansum(curve, axis=-1) / np.maximum(count, 1), np.nan)
-    return np.where(ds.diverged.values, np.nan, score)
+    """Score of every run of a DQN sweep dataset: the mean over segments of the finite ``train_return``
+    (:func:`finite_mean`; NaN where no episode ended, or where the run diverged), ``[config, seed]``."""
+    return np.where(ds.diverged.values, np.nan, finite_mean(ds.train_return.values, axis=-1))
 
 
 def beats_static_average(

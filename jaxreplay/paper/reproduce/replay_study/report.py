@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from jaxreplay.paper.reproduce.replay_study.verdict import decide, diverged
 from jaxreplay.paper.reproduce.study.text import (
-    diverged_by_stage,
+    by_stage,
     find,
     fmt,
     interval,
@@ -236,8 +236,7 @@ def label(result: dict) -> str:
     text = "quick (CPU)" if result["quick"] else "full"
     if result.get("steps_override"):
         text += " (cut short)"
-    lost, _ = diverged_by_stage(result)
-    unscored = sum((result.get("unscored") or {}).values())
+    (lost, _), (unscored, _) = by_stage(result, "diverged"), by_stage(result, "unscored")
     return (
         f"{text}, {result['seeds']} × {result['total_steps']}"
         + (f", {lost} runs diverged" if lost else "")

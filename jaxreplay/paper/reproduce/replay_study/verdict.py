@@ -5,8 +5,8 @@ Computed from ``study.json``'s numbers, so an earlier study can be read again by
 from __future__ import annotations
 
 from jaxreplay.paper.reproduce.study.text import (
+    by_stage,
     cannot_tell,
-    diverged_by_stage,
     fmt,
     interval,
     soft_diverged_sentence,
@@ -89,7 +89,7 @@ def adaptive_line(a: dict) -> str:
 def diverged(result: dict) -> str:
     """The sentence counting diverged runs ("" where none diverged, or where a study.json predates the
     count): which stages, and that every number stands on the seeds left."""
-    total, stages = diverged_by_stage(result)
+    total, stages = by_stage(result, "diverged")
     if not total:
         return ""
     return (

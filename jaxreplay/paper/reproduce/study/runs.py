@@ -147,10 +147,11 @@ def select(runs: Runs, label: str) -> SettingRuns:
 
 
 def seed_mean(curves: np.ndarray) -> np.ndarray:
-    """Mean over seeds (axis 0) ignoring NaN (segments without a finished episode); NaN where all are."""
-    curves = np.asarray(curves, np.float64)
-    count = np.sum(np.isfinite(curves), 0)
-    return np.where(count > 0, np.nansum(curves, 0) / np.maximum(count, 1), np.nan)
+    """Mean over seeds (axis 0) of the finite values (NaN: segments without a finished episode); NaN where
+    none is (:func:`~jaxreplay.paper.reproduce.dqn.finite_mean`)."""
+    from jaxreplay.paper.reproduce.dqn import finite_mean
+
+    return finite_mean(curves, axis=0)
 
 
 def ci(values: np.ndarray, statistic: str = "iqm", seed: int = 0) -> Interval:

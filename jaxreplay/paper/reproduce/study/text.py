@@ -61,9 +61,10 @@ def table(header: list[str], rows: list[list]) -> list[str]:
     return lines + ["| " + " | ".join(str(cell) for cell in row) + " |" for row in rows]
 
 
-def diverged_by_stage(result: dict, key: str = "diverged") -> tuple[int, str]:
-    """``study.json``'s diverged runs (``diverged``, by stage; or the counts under ``key``): their total and
-    ``"stage 2, other 1"`` (``(0, "")`` where there are none, or where a study.json predates the count)."""
+def by_stage(result: dict, key: str) -> tuple[int, str]:
+    """``study.json``'s run counts by stage under ``key`` (``"diverged"``, ``"unscored"``, ``"soft_diverged"``):
+    their total and ``"stage 2, other 1"`` (``(0, "")`` where there are none, or where a study.json predates
+    the count)."""
     counts = result.get(key) or {}
     return sum(counts.values()), ", ".join(f"{label} {count}" for label, count in counts.items() if count)
 
@@ -71,7 +72,7 @@ def diverged_by_stage(result: dict, key: str = "diverged") -> tuple[int, str]:
 def unscored_sentence(result: dict) -> str:
     """The sentence counting ``study.json``'s runs without a score that did not diverge (``unscored``, by stage):
     no training episode ended within them. "" where there are none (``unscored`` is written only then)."""
-    total, stages = diverged_by_stage(result, "unscored")
+    total, stages = by_stage(result, "unscored")
     if not total:
         return ""
     return (
@@ -86,7 +87,7 @@ def soft_diverged_sentence(result: dict) -> str:
     """The sentence counting ``study.json``'s runs that soft-diverged (``soft_diverged``, by stage): scored
     runs whose Q-values went beyond every discounted return of their rewards. "" where none did, or where
     the study's runs predate the flag."""
-    total, stages = diverged_by_stage(result, "soft_diverged")
+    total, stages = by_stage(result, "soft_diverged")
     if not total:
         return ""
     return (

@@ -8,8 +8,8 @@ import json
 import math
 
 from jaxreplay.paper.reproduce.study.text import (
+    by_stage,
     cannot_tell,
-    diverged_by_stage,
     find,
     fmt,
     interval,
@@ -64,7 +64,7 @@ def _matters(best: int, worst: int, effect: dict, test: dict | None) -> tuple[bo
 
 def _diverged(result: dict) -> str:
     """The sentence counting diverged runs ("" where none diverged, or where a study.json predates the count)."""
-    total, stages = diverged_by_stage(result)
+    total, stages = by_stage(result, "diverged")
     if not total:
         return ""
     sizes = ", ".join(f"{r['memory_size']}: {r['diverged']}" for r in result["response"] if r.get("diverged"))
