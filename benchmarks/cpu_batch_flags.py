@@ -1,9 +1,10 @@
 """XLA:CPU batch-independence flags: their speed cost, and whether they make results batch-independent.
 
-docs/design.md §5 records two XLA:CPU causes of a run's result depending on
-how many runs share its program, and two flags that removed them on the CPU
-they were found on: ``--xla_cpu_max_isa=AVX2`` and
-``--xla_cpu_experimental_ynn_fusion_type=`` (:data:`FLAGS`). XLA reads
+docs/design.md §5 records the XLA:CPU causes of a run's result depending on
+how many runs share its program, and two flags that removed them on the CPUs
+measured: ``--xla_cpu_max_isa=SSE4_2`` (no fused multiply-adds) and
+``--xla_cpu_experimental_ynn_fusion_type=`` (:data:`FLAGS`, the engine's
+``BATCH_INDEPENDENCE_FLAGS``). XLA reads
 ``XLA_FLAGS`` once per process, so each variant runs in its own child process
 (``python -m benchmarks.cpu_batch_flags --child MODE``), and the variants
 alternate (default, flags, default, flags, ...) so that both see the same load
@@ -28,10 +29,11 @@ from collections.abc import Callable
 import jax
 
 from benchmarks import _timing
+from jaxreplay.engine.batch import BATCH_INDEPENDENCE_FLAGS
 
 TITLE = "XLA:CPU batch-independence flags (speed cost)"
 
-FLAGS = "--xla_cpu_max_isa=AVX2 --xla_cpu_experimental_ynn_fusion_type="
+FLAGS = " ".join(BATCH_INDEPENDENCE_FLAGS)
 VARIANTS = {"XLA's default": "", "batch-independence flags": FLAGS}
 MODES = {
     "quick": dict(dqn_seeds=(1, 10, 100), dqn_steps=250, linesearch_runs=1_000, repeats=3, rounds=2),

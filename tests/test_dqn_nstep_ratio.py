@@ -166,13 +166,13 @@ def test_the_logged_td_loss_across_n_step_bounds_differs_only_by_fused_multiply_
     """docs/design.md's one exception to the n = 1 bit-identity across max_n_step: with importance weights other
     than 1, the logged td_loss at max_n_step 2 or 4 could differ from max_n_step 1 in its last bit. The cause is
     XLA:CPU contracting a multiply and the add that consumes it into one fused multiply-add inside a fused kernel;
-    the bounds fuse the loss's value differently. With FMA instructions off (``--xla_cpu_max_isa=AVX``) the three
+    the bounds fuse the loss's value differently. With FMA instructions off (``--xla_cpu_max_isa=SSE4_2``) the three
     programs log the same bits (without the flag they differ in one record on the machines measured)."""
     import os
     import subprocess
     import sys
 
-    env = {**os.environ, "XLA_FLAGS": "--xla_cpu_max_isa=AVX", "JAX_PLATFORMS": "cpu"}
+    env = {**os.environ, "XLA_FLAGS": "--xla_cpu_max_isa=SSE4_2", "JAX_PLATFORMS": "cpu"}
     out = subprocess.run([sys.executable, "-c", _FMA_SCRIPT], capture_output=True, text=True, env=env, check=True)
     lines = [line.split(" ", 1)[1] for line in out.stdout.splitlines()]
     assert len(lines) == 3 and lines[0] == lines[1] == lines[2], out.stdout
@@ -340,7 +340,7 @@ def test_cli_n_step_and_replay_ratio_set_the_run_and_its_static_bounds(capsys):
         (["--n-step", "0"], "--n-step must be >= 1, got 0."),
         # n above the memory's largest size changes nothing but the compile, which it made last minutes (n = 1000:
         # over 5 min and 3.8 GB for a 100-step run; found by a probe).
-        (["--n-step", "1000", "--steps", "100"], "--n-step must be <= 100 (the memory's largest size"),
+        (["--n-step", "1000", "--steps", "100"], "--n-step must be <= 100, got 1000: no window holds more than"),
         (["--replay-ratio", "nan"], "--replay-ratio must be a number in (0, 2**20]"),
         (["--replay-ratio", "-1"], "--replay-ratio must be a number in (0, 2**20]"),
     ):

@@ -216,13 +216,15 @@ def test_a_cpu_plan_records_xlas_thread_pool_and_refuses_to_finish_a_folder_begu
 
 
 def test_the_recorded_xla_flags_leave_out_the_device_count_and_name_the_batch_independence_flags():
-    flags = "--xla_force_host_platform_device_count=4 --xla_cpu_experimental_ynn_fusion_type= --xla_cpu_max_isa=AVX2"
+    flags = "--xla_force_host_platform_device_count=4 --xla_cpu_experimental_ynn_fusion_type= --xla_cpu_max_isa=SSE4_2"
     assert batch_lib.xla_flags_in_environment({"XLA_FLAGS": flags}) == (
-        "--xla_cpu_experimental_ynn_fusion_type= --xla_cpu_max_isa=AVX2")
+        "--xla_cpu_experimental_ynn_fusion_type= --xla_cpu_max_isa=SSE4_2")
     assert batch_lib.xla_flags_in_environment({}) == ""
     batch = plan_lib.Batch("cpu", "cpu", 4, 3, batch_lib.xla_flags_in_environment({"XLA_FLAGS": flags}))
     assert batch.chunk_size == 12 and batch.batch_independence_flags
     assert plan_lib.Batch.from_dict(json.loads(json.dumps(batch.to_dict()))) == batch
-    assert not batch._replace(xla_flags="--xla_cpu_max_isa=AVX2").batch_independence_flags
+    assert not batch._replace(xla_flags="--xla_cpu_max_isa=SSE4_2").batch_independence_flags
+    # (AVX2 keeps the fused multiply-adds that made batches differ: not the flags)
+    assert not batch._replace(xla_flags=flags.replace("=SSE4_2", "=AVX2")).batch_independence_flags
     with pytest.raises(ValueError, match="not a recorded batch"):
         plan_lib.Batch.from_dict(dict(batch.to_dict(), devices="4"))

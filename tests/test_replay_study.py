@@ -297,19 +297,19 @@ def test_a_new_adaptive_rule_is_one_row_of_the_table(monkeypatch):
     monkeypatch.setattr(stages, "adaptive_n_step", lambda design, done: 3)
     labels = [s.label for s in stages._adaptive(plan, {})]
     assert labels[:8] == [
-        "aER from 2",
-        "aER from 128",
-        "aER, relative ε = 5% from 2",
-        "aER, relative ε = 5% from 128",
-        "aER with accumulated evidence from 2",
-        "aER with accumulated evidence from 128",
-        "the walk as a rule from 2",
-        "the walk as a rule from 128",
+        "aER from 3",
+        "aER from 192",
+        "aER, relative ε = 5% from 3",
+        "aER, relative ε = 5% from 192",
+        "aER with accumulated evidence from 3",
+        "aER with accumulated evidence from 192",
+        "the walk as a rule from 3",
+        "the walk as a rule from 192",
     ]
     points = [s.point for s in stages._adaptive(plan, {})]
     assert [p["adaptive_rule"] for p in points[:8]] == [1, 1, 1, 1, 3, 3, 2, 2]
     assert [p["adaptive_relative_tolerance"] for p in points[:8]] == [0, 0, 0.05, 0.05, 0, 0, 0, 0]
-    assert labels[8:] == ["random walk from 2", "random walk from 128", "fixed 2", "fixed 128"]
+    assert labels[8:] == ["random walk from 3", "random walk from 192", "fixed 3", "fixed 192"]
 
 
 @pytest.mark.parametrize(

@@ -194,14 +194,7 @@ def _with_n_step_and_ratio(args: argparse.Namespace, setup, hparams):
     from jaxreplay.experiments import dqn
 
     if args.n_step is not None:
-        positive("n-step", args.n_step)
-        # A fixed memory's largest size is its own (Setup bounds max_n_step by max_capacity and MAX_N_STEP only:
-        # aER's memory may grow to max_capacity). No window holds more transitions.
-        if not args.adaptive and args.n_step > args.memory_size:
-            raise ValueError(
-                f"--n-step must be <= {args.memory_size} (the memory's largest size: no window holds more "
-                f"transitions, so a larger n runs as {args.memory_size}), got {args.n_step}."
-            )
+        positive("n-step", args.n_step)  # (above a fixed memory's size: refused by dqn.check, said of --n-step)
         with named_as_options(OPTIONS):  # (Setup's own bounds, said of --n-step)
             setup = dataclasses.replace(setup, max_n_step=args.n_step)
         hparams = hparams._replace(n_step=args.n_step)

@@ -28,9 +28,11 @@ __all__ = [
     "xla_version",
 ]
 
-BATCH_INDEPENDENCE_FLAGS = ("--xla_cpu_max_isa=AVX2", "--xla_cpu_experimental_ynn_fusion_type=")
-"""The two XLA:CPU flags that removed the batch dependence docs/design.md §5 describes on the
-machine it was found on (they do not remove it everywhere: benchmarks/README.md measures it)."""
+BATCH_INDEPENDENCE_FLAGS = ("--xla_cpu_max_isa=SSE4_2", "--xla_cpu_experimental_ynn_fusion_type=")
+"""The two XLA:CPU flags that removed the batch dependence docs/design.md §5 describes on the x86 CPU
+measured: no fused multiply-add instructions (whose contraction of ``a·b + c`` depends on how XLA fuses a
+program; ``AVX``, also without them, crashed XLA with SIGFPE on a 10-run DQN program) and no YNNPACK fusions
+(benchmarks/README.md measures them; not a guarantee on other CPUs)."""
 
 # The forced host device count is recorded as Batch.devices, not as a flag.
 _DEVICE_COUNT_FLAG = "--xla_force_host_platform_device_count"

@@ -103,7 +103,9 @@ class SweepStats:
     holds each group's (smaller where a group has fewer runs), and the summary line names them.
     ``runs_computed`` and ``chunks`` count the call's, on all its processes (``jax.distributed``);
     ``runs_per_second`` is ``runs_computed`` over this process's ``run_seconds``. ``diverged`` and
-    ``soft_diverged`` count the runs so flagged in the results (an experiment without the flag: 0).
+    ``soft_diverged`` count the runs so flagged in the results (an experiment without the flag: 0);
+    ``untrained`` the runs whose summary counts no ``gradient_steps`` (DQN: learning starts at or after
+    the run's end, or a replay ratio too small for one update; their returns are the untrained network's).
     """
 
     runs: int
@@ -123,6 +125,7 @@ class SweepStats:
     result_bytes_per_run: int = 0
     group_chunk_sizes: tuple[int, ...] = ()
     soft_diverged: int = 0
+    untrained: int = 0
 
     def _chunk_sizes(self) -> str:
         sizes = sorted(set(self.group_chunk_sizes))
@@ -140,6 +143,12 @@ class SweepStats:
             f"{self.compilations} compilation(s) in {self.compile_seconds:.1f} s; run {self.run_seconds:.1f} s "
             f"({self.runs_per_second:.1f} runs/s); {self.diverged} diverged; "
             + (f"{self.soft_diverged} soft-diverged (Q-values beyond every return); " if self.soft_diverged else "")
+            + (
+                f"{self.untrained} made no gradient step (learning starts at or after the run's end, or too small a "
+                "replay ratio: their returns are the untrained network's); "
+                if self.untrained
+                else ""
+            )
             + f"~{plan_lib.mib(self.bytes_per_run)} per run, budget {plan_lib.mib(self.memory_budget)}"
         )
 
@@ -408,6 +417,7 @@ def _stats(plan: plan_lib.Plan, execution: execute_lib.Execution, dataset, devic
         runs_per_second=computed / execution.run_seconds if execution.run_seconds > 0 and computed else 0.0,
         diverged=int(np.sum(dataset["diverged"].values)) if "diverged" in dataset else 0,
         soft_diverged=int(np.sum(dataset["soft_diverged"].values)) if "soft_diverged" in dataset else 0,
+        untrained=int(np.sum(dataset["gradient_steps"].values == 0)) if "gradient_steps" in dataset else 0,
         bytes_per_run=plan.bytes_per_run,
         memory_budget=plan.memory_budget,
         result_bytes_per_run=plan.result_bytes_per_run,

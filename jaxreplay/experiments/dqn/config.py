@@ -223,6 +223,11 @@ class Setup:
                 f"adaptive_check_every ({self.adaptive_check_every}) must be a multiple of "
                 f"train_frequency ({self.train_frequency})."
             )
+        if self.adaptive and self.adaptive_check_every > self.max_capacity:  # no interval k could pass check
+            raise ValueError(
+                f"adaptive_check_every ({self.adaptive_check_every}) must be <= max_capacity ({self.max_capacity}) "
+                "with adaptive=True: aER's interval k is a multiple of it and at most max_capacity."
+            )
         if self.steps_per_segment % self.cycle_length:
             raise ValueError(
                 f"steps_per_segment ({self.steps_per_segment}) must be a multiple of the cycle length "
@@ -306,9 +311,11 @@ class Hyperparameters(NamedTuple):
         priority_exponent: α >= 0 of stored-priority replay.
         importance_exponent: β >= 0 of its importance weights (0: none, 1: full).
         priority_floor: ε >= 0 added to |δ| before the exponent.
-        adaptive_interval: aER's k >= 1, a multiple of ``Setup.adaptive_check_every``.
+        adaptive_interval: aER's k >= 1, a multiple of ``Setup.adaptive_check_every``
+            and at most ``max_capacity`` (both with aER only: without it the
+            field is unused, and only k >= 1 is checked).
         adaptive_num_old: aER's n_old (old transitions checked), in [1, max_num_old]
-            (paper: half the initial memory).
+            (paper: half the initial memory; the upper bound with aER only).
         adaptive_tolerance: aER's ε >= 0 (shrink iff |δ_old|' < (1 - ρ)|δ_old| - ε;
             0 is Algorithm 2 except on exact ties, where it enlarges).
         adaptive_relative_tolerance: aER's ρ in [0, 1]: the ε variant as a
@@ -434,6 +441,7 @@ def check(hparams: Hyperparameters, setup: Setup) -> None:
         )
     # The upper bounds are static Setup fields: say which one to raise.
     _check_at_most("n_step", h.n_step, setup.max_n_step, f"Setup.max_n_step ({setup.max_n_step})", "raise max_n_step")
+    _check_n_step_within_fixed_memory(h, setup)
     ratio = _validation.concrete_value(h.replay_ratio)
     if ratio is not None and np.any(ratio <= 0):  # no updates at all: not a DQN run (set learning_starts instead)
         bad = float(np.asarray(ratio).reshape(-1)[np.asarray(ratio).reshape(-1) <= 0][0])
@@ -493,8 +501,9 @@ def _bounds(setup: Setup) -> dict[str, _validation.Bounds]:
         "priority_exponent": b(False, 0.0),
         "importance_exponent": b(False, 0.0),
         "priority_floor": b(False, 0.0),
-        "adaptive_interval": b(True, 1, setup.max_capacity),
-        "adaptive_num_old": b(True, 1, setup.num_old_bound),
+        # aER's sizes are bounded by the memory only where aER runs (a fixed-memory setup never reads them).
+        "adaptive_interval": b(True, 1, setup.max_capacity if setup.adaptive else None),
+        "adaptive_num_old": b(True, 1, setup.num_old_bound if setup.adaptive else None),
         "adaptive_tolerance": b(False, 0.0),
         "adaptive_relative_tolerance": b(False, 0.0, 1.0),
         "adaptive_rule": b(True, 0, len(ADAPTIVE_RULES) - 1),
@@ -519,10 +528,39 @@ def invalid_hyperparameters(hparams: Hyperparameters, setup: Setup) -> jax.Array
     """
     flags = [_validation.outside_bounds(getattr(hparams, name), b) for name, b in _bounds(setup).items()]
     flags.append(jnp.any(jnp.asarray(hparams.replay_ratio) <= 0))
+    flags.append(jnp.any(_n_step_beyond_fixed_memory(jnp, hparams, setup)))
     if setup.adaptive:
         interval = jnp.asarray(hparams.adaptive_interval)
         flags.append(jnp.any(jnp.mod(interval, setup.adaptive_check_every) != 0))
     return jnp.any(jnp.stack(flags))
+
+
+def _n_step_beyond_fixed_memory(xp, hparams: Hyperparameters, setup: Setup):
+    """``bool[...]`` (NumPy or ``jnp`` as ``xp``): runs whose memory keeps its size (no aER, or aER's
+    ``adaptive_rule`` 0) and whose ``n_step`` exceeds it. No window of such a memory holds more than
+    ``memory_size`` transitions, so the run would compute the ``memory_size``-step return under n's label."""
+    beyond = xp.asarray(hparams.n_step) > xp.asarray(hparams.memory_size)
+    if setup.adaptive:  # aER's memory may grow to max_capacity: only its fixed rule keeps the size
+        beyond = beyond & (xp.asarray(hparams.adaptive_rule) == RULE_FIXED)
+    return beyond
+
+
+def _check_n_step_within_fixed_memory(hparams: Hyperparameters, setup: Setup) -> None:
+    """FieldError naming ``n_step`` for a concrete run whose n exceeds its fixed memory size."""
+    parts = [_validation.concrete_value(getattr(hparams, f)) for f in ("n_step", "memory_size", "adaptive_rule")]
+    concrete = [p for p in parts if p is not None]
+    if len(concrete) < len(parts):
+        return
+    n, size, rule = np.broadcast_arrays(*concrete)
+    beyond = _n_step_beyond_fixed_memory(np, Hyperparameters(n_step=n, memory_size=size, adaptive_rule=rule), setup)
+    if np.any(beyond):
+        i = np.flatnonzero(beyond)[0]
+        n_i, size_i = n.reshape(-1)[i].item(), size.reshape(-1)[i].item()
+        raise _validation.FieldError(
+            "n_step",
+            f"must be <= {size_i} (memory_size, of a memory that keeps its size: no aER, or adaptive_rule 0), "
+            f"got {n_i}: no window holds more transitions, so a larger n runs as {size_i}.",
+        )
 
 
 def _check_at_most(name: str, value: ArrayLike, high: float, bound: str, advice: str) -> None:

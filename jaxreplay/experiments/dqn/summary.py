@@ -72,10 +72,11 @@ class Summary(NamedTuple):
 
     Attributes:
         diverged: ``bool``; a parameter (online or target) is non-finite.
-        soft_diverged: ``bool``; the run's learned Q-values went beyond every
-            return its rewards allow: ``q_abs_max > r_max / (1 - γ)``, ``r_max``
-            the largest ``|r|`` it saw (the "soft divergence" of van Hasselt et
-            al. 2018, *Deep Reinforcement Learning and the Deadly Triad*,
+        soft_diverged: ``bool``; the run's Q-values (those it acted on once it
+            had made a gradient step) went beyond every return its rewards
+            allow: ``q_abs_max > r_max / (1 - γ)``, ``r_max`` the largest
+            ``|r|`` it saw (the "soft divergence" of van Hasselt et al. 2018,
+            *Deep Reinforcement Learning and the Deadly Triad*,
             arXiv:1812.02648). Its weights stay finite (Adam's steps are
             bounded by the step size: at 100 on CartPole the TD loss reached
             1e9 and only this flag says so); unlike ``diverged`` it may be
@@ -84,7 +85,11 @@ class Summary(NamedTuple):
             no nonzero reward: no return bound is known then (the
             untrained network's values, or Adam's first steps on zero targets,
             were flagged against a bound of 0; values that grow without limit
-            end as ``diverged``).
+            end as ``diverged``). The bound is the rewards' alone, not the
+            initial network's scale: at a small γ an untrained network's own
+            values can exceed it (CartPole's default network reaches |Q| ≈ 2.8,
+            above 1/(1 − γ) for γ below about 0.64), and such a run is flagged
+            even with step size 0; read the flag at small γ beside ``q_abs_max``.
         q_abs_max: ``float32``; the largest ``|Q(s, a)|`` of the observations
             the agent acted on once it had made a gradient step (0 if none: the
             untrained network's values are its initialisation, not learned).

@@ -126,12 +126,13 @@ def age(memory_size: float, ratio: float) -> float:
 def capacities(total: int) -> tuple[int, ...]:
     """:data:`CAPACITIES` memory sizes a factor :data:`CAPACITY_FACTOR` apart, the largest about half of ``total``.
 
-    The smallest is rounded to two significant digits (one below 10) and is at least 1, so in runs of a few
-    hundred steps the largest is more than half the run (200 steps: 2, 8, 32, 128), and below 64 steps more
-    than the whole run (smoke runs only: such a memory never forgets)."""
+    The smallest is rounded to two significant digits (one below 10) and is at least the largest n of
+    :data:`N_STEPS` (a fixed memory's size bounds n: no window holds more), so in runs of a few hundred steps
+    the largest is almost the whole run (200 steps: 3, 12, 48, 192), and below 192 steps more than the
+    whole run (smoke runs only: such a memory never forgets)."""
     low = total / (2 * CAPACITY_FACTOR ** (CAPACITIES - 1))
     digits = max(int(math.floor(math.log10(max(low, 1.0)))) - 1, 0)
-    base = max(1, int(round(low / 10**digits) * 10**digits))
+    base = max(max(N_STEPS), int(round(low / 10**digits) * 10**digits))
     return tuple(base * CAPACITY_FACTOR**i for i in range(CAPACITIES))
 
 

@@ -165,7 +165,8 @@ def _fixed_at_mean(design: ReplayDesign, done: Done) -> tuple[Setting, ...]:
 
     def mean_size(rule: AdaptiveRule, start: int) -> int:
         size = np.nanmean(select(done[ADAPTIVE], adaptive(rule, start)).mean_size)
-        return int(min(max(round(size), 1), design.adaptive_setup.max_capacity))
+        # At least n: a fixed memory's size bounds n (dqn.check refuses more; no window holds more transitions).
+        return int(min(max(round(size), n), design.adaptive_setup.max_capacity))
 
     return tuple(
         Setting(fixed_at_mean(rule, s), point(mean_size(rule, s), ADAPTIVE_RATIO, n, RULE_FIXED))

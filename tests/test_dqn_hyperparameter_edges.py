@@ -1,0 +1,95 @@
+"""DQN hyperparameters that are legal one by one but interact (found by a probe of their edges).
+
+A fixed memory bounds n; aER's sizes are bounded only where aER runs; a sweep says how many of its runs made no
+gradient step.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+
+import jax
+import numpy as np
+import pytest
+
+from jaxreplay import cli
+from jaxreplay.cli import dqn as dqn_command
+from jaxreplay.engine import sweep as sweep_lib
+from jaxreplay.engine.runner import SweepStats
+from jaxreplay.experiments import dqn
+from jaxreplay.experiments.dqn import config
+
+CHAIN = dqn.Setup(env_id="Probe-Chain", total_steps=100, steps_per_segment=50, hidden_sizes=(8,), max_capacity=32,
+                  batch_size=4, max_n_step=8)
+
+
+def test_an_n_beyond_a_fixed_memory_is_refused_naming_n_step_and_flagged_when_traced():
+    """memory 4 with n = 8 computed the 4-step return under n = 8's label (bit-identical to n = 4), and memory 1
+    with n = 4 the 1-step one; only the dqn command refused it."""
+    hp = dqn.Hyperparameters(memory_size=np.array([4, 32, 4]), n_step=np.array([4, 8, 8]))
+    message = r"^n_step must be <= 4 \(memory_size, of a memory that keeps its size: no aER, or adaptive_rule 0\), "
+    with pytest.raises(ValueError, match=message + "got 8: no window holds more transitions"):
+        dqn.check(hp, CHAIN)
+    dqn.check(hp._replace(n_step=np.array([4, 8, 4])), CHAIN)  # n = memory size: allowed
+    flag = jax.jit(config.invalid_hyperparameters, static_argnums=1)
+    assert bool(flag(hp, CHAIN)) and not bool(flag(hp._replace(n_step=np.array([4, 8, 4])), CHAIN))
+    # aER's memory may grow to max_capacity: n above its start is allowed, except under its fixed rule.
+    adaptive = dataclasses.replace(CHAIN, adaptive=True, adaptive_check_every=2)
+    aer = hp._replace(adaptive_interval=2, adaptive_num_old=2, adaptive_rule=np.array([1, 1, 1]))
+    dqn.check(aer, adaptive)
+    assert not bool(flag(aer, adaptive))
+    fixed_rule = aer._replace(adaptive_rule=np.array([1, 1, dqn.RULE_FIXED]))
+    with pytest.raises(ValueError, match=r"^n_step must be <= 4 \(memory_size"):
+        dqn.check(fixed_rule, adaptive)
+    assert bool(flag(fixed_rule, adaptive))
+
+
+def test_a_toml_grid_with_an_n_beyond_a_fixed_memory_is_refused_naming_its_key(tmp_path):
+    path = tmp_path / "grid.toml"
+    path.write_text('experiment = "dqn"\n[setup]\nmax_capacity = 64\nmax_n_step = 8\n'
+                    "[grid]\nmemory_size = [1, 4, 64]\nn_step = [1, 4, 8]\n")
+    with pytest.raises(ValueError, match=r"^grid\.n_step = 4: n_step must be <= 1 \(memory_size"):
+        sweep_lib.Sweep.from_toml(path)
+
+
+def test_the_dqn_command_says_the_bound_of_n_of_its_memory(capsys):
+    assert cli.main(["dqn", "--quiet", "--steps", "100", "--memory-size", "20", "--n-step", "30"]) == 2
+    assert "--n-step must be <= 20 (memory_size, of a memory that keeps its size" in capsys.readouterr().err
+
+
+def test_a_fixed_memory_is_not_refused_for_aers_unused_sizes():
+    """Without aER, adaptive_interval (default 20) and adaptive_num_old (default 50) were bounded by the
+    capacity all the same: a Probe-Chain memory of 10 was refused by the dqn command, which has no option to
+    change them, and jitted runs were flagged invalid."""
+    small = dataclasses.replace(CHAIN, max_capacity=10, max_n_step=1)
+    hp = dqn.Hyperparameters(memory_size=10)
+    dqn.check(hp, small)
+    assert not bool(jax.jit(config.invalid_hyperparameters, static_argnums=1)(hp, small))
+    setup, hparams = dqn_command._read_setting(
+        cli.build_parser().parse_args(["dqn", "--env", "Probe-Chain", "--memory-size", "10", "--steps", "100"]))
+    assert (setup.max_capacity, hparams.memory_size, hparams.adaptive_interval) == (10, 10, 20)
+    dqn.check(hparams, setup)
+    for bad, message in ((hp._replace(adaptive_interval=0), "adaptive_interval must be >= 1"),
+                         (hp._replace(adaptive_num_old=0.5), "adaptive_num_old must be an integer")):
+        with pytest.raises(ValueError, match=message):  # the lower bounds still hold
+            dqn.check(bad, small)
+    # With aER they hold, and a check grid coarser than the memory (no interval could pass) is refused.
+    with pytest.raises(ValueError, match="adaptive_interval must be <= 10"):
+        dqn.check(hp, dataclasses.replace(small, adaptive=True, adaptive_check_every=2))
+    with pytest.raises(ValueError, match=r"^adaptive_check_every \(20\) must be <= max_capacity \(10\) with "
+                                         r"adaptive=True"):
+        dataclasses.replace(small, adaptive=True)
+
+
+def test_a_sweep_counts_its_runs_that_made_no_gradient_step(tmp_path):
+    """learning_starts after the run's end: every run's gradient_steps is 0, which the sweep's line says."""
+    sweep = sweep_lib.Sweep("dqn", seeds=2, setup=dataclasses.replace(CHAIN, max_n_step=1),
+                            fixed={"learning_starts": 500}, grid={"memory_size": [16, 32]})
+    stats = sweep_lib.run(sweep, None, progress=False).stats
+    assert stats.untrained == 4 and stats.runs == 4
+    assert "; 4 made no gradient step (learning starts at or after the run's end, or too small a replay ratio: " \
+           "their returns are the untrained network's); " in stats.describe()
+    base = dict(runs=4, runs_computed=4, runs_resumed=0, chunks=1, chunk_size=4, devices=1, processes=1,
+                compilations=1, compile_seconds=1.0, run_seconds=1.0, runs_per_second=4.0, diverged=0,
+                bytes_per_run=2**20, memory_budget=2**30)
+    assert "no gradient step" not in SweepStats(**base).describe()
