@@ -236,7 +236,8 @@ def test_a_run_whose_q_values_outgrow_every_return_is_flagged_soft_diverged():
     records, summary = dqn.run_batch(jax.random.split(jax.random.key(0), 2), hparams._replace(step_size=step_sizes), setup)
     q_max = np.asarray(summary["q_abs_max"])
     assert q_max[0] < 10 and q_max[1] > 1e4, q_max
-    np.testing.assert_array_equal(summary["soft_diverged"], q_max > 1 / (1 - np.float32(hparams.discount)))
+    bound = 1 / (1 - np.float32(hparams.discount)) + np.asarray(summary["q_abs_initial"])
+    np.testing.assert_array_equal(summary["soft_diverged"], q_max > bound)
     np.testing.assert_array_equal(summary["soft_diverged"], [False, True])
     np.testing.assert_array_equal(summary["diverged"], [False, False])
     assert np.asarray(records["td_loss"])[1].min() > 1e6
@@ -315,6 +316,27 @@ def test_an_untrained_run_or_one_without_rewards_is_not_soft_diverged():
                      steps_per_segment=400, hidden_sizes=(16,), max_capacity=100, batch_size=16)
     _, summary = dqn.run_batch(keys, dqn.Hyperparameters(memory_size=100, learning_starts=50, step_size=1e-2), zero)
     assert np.all(np.asarray(summary["q_abs_max"]) > 0.1) and summary["soft_diverged"].tolist() == [False, False]
+
+
+def test_soft_divergence_allows_for_the_untrained_networks_scale():
+    """At γ = 0 the rewards' bound is 1, below the default network's initial |Q| on CartPole (up to ~2.8): runs
+    whose weights never moved (step size 0) were flagged soft-diverged (found by a probe). q_abs_initial, the
+    untrained network (rebuilt from the run's key) on the memory's observations, is added to the bound. Here the
+    memory holds every state the run acted on, so with frozen weights q_abs_max can be no larger than it."""
+    setup = dqn.Setup(total_steps=200, steps_per_segment=200, max_capacity=200, batch_size=8)
+    hp = dqn.Hyperparameters(memory_size=200, learning_starts=10, step_size=np.float32([0.0, 0.0]),
+                             discount=np.float32([0.0, 0.5]))
+    keys = jax.random.split(jax.random.key(0), 2)
+    _, summary, final = dqn.run_batch(keys, hp, setup, return_state=True)
+    q_max, q_init = np.asarray(summary["q_abs_max"]), np.asarray(summary["q_abs_initial"])
+    assert summary["gradient_steps"].tolist() == [191, 191]
+    assert np.all(q_max > 1.0) and np.all(q_init >= q_max), (q_max, q_init)  # beyond 1 / (1 - 0) and 1 / (1 - 0.5)
+    assert summary["soft_diverged"].tolist() == [False, False]
+    # q_abs_initial is the untrained network's largest |Q| on the live memory (200 states, all of them here).
+    for i, key in enumerate(keys):
+        params0 = dqn.init(key, dqn.Hyperparameters(memory_size=200), setup).params
+        obs = np.asarray(final.memory.storage["obs"])[i]
+        assert q_init[i] == np.max(np.abs(np.asarray(dqn.q_values(params0, obs, setup))))
 
 
 def test_protocol_segment_loop_matches_run_batch(one_step):
@@ -934,7 +956,8 @@ def test_mean_capacity_of_a_large_memory_is_exact(one_step):
 
 RECORD_DTYPES = {"train_return": "float32", "train_episodes": "int32", "td_loss": "float32", "capacity": "int32",
                  "capacity_mean": "float32", "epsilon": "float32", "env_steps": "int32"}
-SUMMARY_DTYPES = {"diverged": "bool", "soft_diverged": "bool", "q_abs_max": "float32", "recent_return": "float32", "episodes": "int32", "gradient_steps": "int32",
+SUMMARY_DTYPES = {"diverged": "bool", "soft_diverged": "bool", "q_abs_max": "float32", "q_abs_initial": "float32",
+                  "recent_return": "float32", "episodes": "int32", "gradient_steps": "int32",
                   "final_capacity": "int32", "adaptive_checks": "int32", "adaptive_grows": "int32",
                   "adaptive_shrinks": "int32", "adaptive_invalid": "int32", "adaptive_forced": "int32",
                   "adaptive_straddle_checks": "int32",

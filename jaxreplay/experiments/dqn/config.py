@@ -218,16 +218,8 @@ class Setup:
             raise ValueError(
                 f"total_steps ({self.total_steps}) must be a multiple of steps_per_segment ({self.steps_per_segment})."
             )
-        if self.adaptive and self.adaptive_check_every % self.train_frequency:
-            raise ValueError(
-                f"adaptive_check_every ({self.adaptive_check_every}) must be a multiple of "
-                f"train_frequency ({self.train_frequency})."
-            )
-        if self.adaptive and self.adaptive_check_every > self.max_capacity:  # no interval k could pass check
-            raise ValueError(
-                f"adaptive_check_every ({self.adaptive_check_every}) must be <= max_capacity ({self.max_capacity}) "
-                "with adaptive=True: aER's interval k is a multiple of it and at most max_capacity."
-            )
+        if self.adaptive:
+            _check_adaptive_grid(self)
         if self.steps_per_segment % self.cycle_length:
             raise ValueError(
                 f"steps_per_segment ({self.steps_per_segment}) must be a multiple of the cycle length "
@@ -267,6 +259,21 @@ class Setup:
         """The largest ``replay_ratio``: ``max_updates_per_unit / train_frequency``, rounded to float32
         (the dtype it is compared with when traced)."""
         return float(np.float32(self.max_updates_per_unit / self.train_frequency))
+
+
+def _check_adaptive_grid(setup: Setup) -> None:
+    """ValueError for an aER check grid (``adaptive_check_every``) off the update units or coarser than the
+    memory (aER's interval k is a multiple of it and at most ``max_capacity``: no k could pass :func:`check`)."""
+    if setup.adaptive_check_every % setup.train_frequency:
+        raise ValueError(
+            f"adaptive_check_every ({setup.adaptive_check_every}) must be a multiple of "
+            f"train_frequency ({setup.train_frequency})."
+        )
+    if setup.adaptive_check_every > setup.max_capacity:
+        raise ValueError(
+            f"adaptive_check_every ({setup.adaptive_check_every}) must be <= max_capacity ({setup.max_capacity}) "
+            "with adaptive=True: aER's interval k is a multiple of it and at most max_capacity."
+        )
 
 
 def _check_n_step_and_target(setup: Setup) -> None:

@@ -89,6 +89,13 @@ class State(NamedTuple):
     key: jax.Array
 
 
+def initial_params(key: jax.Array, setup: Setup) -> agent.Params:
+    """The run's untrained Q-network parameters (a function of its ``key``: :func:`init` starts from them, and
+    the summary measures their scale)."""
+    obs_kept = example_transition(setup)["obs"]  # the network reads observations as they are kept (packed: MinAtar)
+    return agent.init_params(jax.random.fold_in(key, _STREAM_PARAMS), network(setup), obs_kept.shape, obs_kept.dtype)
+
+
 def init(key: jax.Array, hparams: Hyperparameters, setup: Setup) -> State:
     """One run's initial state: random Q-network (target = online), empty memory
     of capacity ``memory_size``, reset environment.
@@ -103,10 +110,8 @@ def init(key: jax.Array, hparams: Hyperparameters, setup: Setup) -> State:
     """
     hp = as_arrays(hparams)
     env, env_params = environment(setup)
-    net = network(setup)
     example = example_transition(setup)
-    obs_kept = example["obs"]  # the network reads observations as they are kept (packed for MinAtar)
-    params = agent.init_params(jax.random.fold_in(key, _STREAM_PARAMS), net, obs_kept.shape, obs_kept.dtype)
+    params = initial_params(key, setup)
     opt_state = agent.make_optimizer(setup.optimizer).init(params)
     if setup.max_n_step > 1:  # the flag n-step windows stop at (bootstrapping); not stored otherwise
         example = {**example, "truncated": jnp.float32(0)}

@@ -16,6 +16,7 @@ import jax.numpy as jnp
 import numpy as np
 
 from jaxreplay import _validation
+from jaxreplay import buffer as buffer_lib
 from jaxreplay import memory as memory_lib
 from jaxreplay.agents import dqn as agent
 from jaxreplay.experiments.dqn.config import (
@@ -26,7 +27,12 @@ from jaxreplay.experiments.dqn.config import (
     invalid_hyperparameters,
     num_segments,
 )
-from jaxreplay.experiments.dqn.state import State
+from jaxreplay.experiments.dqn.game import network
+from jaxreplay.experiments.dqn.state import State, initial_params
+
+INITIAL_SCALE_ROWS = 256
+"""Stored observations (spread over the memory's live window) the untrained network is evaluated on at the
+end of a run for ``Summary.q_abs_initial``: its scale on the states the run visited, at a fixed small cost."""
 
 
 class Record(NamedTuple):
@@ -74,7 +80,7 @@ class Summary(NamedTuple):
         diverged: ``bool``; a parameter (online or target) is non-finite.
         soft_diverged: ``bool``; the run's Q-values (those it acted on once it
             had made a gradient step) went beyond every return its rewards
-            allow: ``q_abs_max > r_max / (1 - γ)``, ``r_max`` the largest
+            allow: ``q_abs_max > r_max / (1 - γ) + q_abs_initial``, ``r_max`` the largest
             ``|r|`` it saw (the "soft divergence" of van Hasselt et al. 2018,
             *Deep Reinforcement Learning and the Deadly Triad*,
             arXiv:1812.02648). Its weights stay finite (Adam's steps are
@@ -85,14 +91,18 @@ class Summary(NamedTuple):
             no nonzero reward: no return bound is known then (the
             untrained network's values, or Adam's first steps on zero targets,
             were flagged against a bound of 0; values that grow without limit
-            end as ``diverged``). The bound is the rewards' alone, not the
-            initial network's scale: at a small γ an untrained network's own
-            values can exceed it (CartPole's default network reaches |Q| ≈ 2.8,
-            above 1/(1 − γ) for γ below about 0.64), and such a run is flagged
-            even with step size 0; read the flag at small γ beside ``q_abs_max``.
+            end as ``diverged``). The untrained network's scale is added: at
+            a small γ its own values can exceed the rewards' bound (CartPole's
+            default network reaches |Q| ≈ 2.8, above 1/(1 − γ) for γ below
+            about 0.64), and such runs were flagged even at step size 0.
         q_abs_max: ``float32``; the largest ``|Q(s, a)|`` of the observations
             the agent acted on once it had made a gradient step (0 if none: the
             untrained network's values are its initialisation, not learned).
+        q_abs_initial: ``float32``; the largest ``|Q(s, a)|`` of the run's
+            *untrained* network (rebuilt from its key) on up to
+            :data:`INITIAL_SCALE_ROWS` observations spread over the memory's
+            live window at the end (0 for an empty memory): the scale its
+            values started at on the states it visited.
         recent_return: ``float32``; mean of the last ``recent_episodes``
             training-episode returns (NaN if none).
         episodes: ``int32``; training episodes completed.
@@ -139,6 +149,7 @@ class Summary(NamedTuple):
     diverged: jax.Array
     soft_diverged: jax.Array
     q_abs_max: jax.Array
+    q_abs_initial: jax.Array
     recent_return: jax.Array
     episodes: jax.Array
     gradient_steps: jax.Array
@@ -172,13 +183,15 @@ def summarize(state: State, hparams: Hyperparameters, setup: Setup) -> dict:
     hp = as_arrays(hparams)
     ratio, ratio_clipped = effective_replay_ratio(hp.replay_ratio, setup)
     diverged = ~(agent.is_finite(state.params) & agent.is_finite(state.target_params))
+    q_abs_initial = _initial_scale(state, setup)
     summary = Summary(
         diverged=diverged,
         # (γ < 1 for a valid run; an invalid one is flagged invalid_hyperparameters)
         soft_diverged=~diverged
         & (state.reward_abs_max > 0)
-        & (state.q_abs_max > state.reward_abs_max / (1.0 - hp.discount)),
+        & (state.q_abs_max > state.reward_abs_max / (1.0 - hp.discount) + q_abs_initial),
         q_abs_max=state.q_abs_max,
+        q_abs_initial=q_abs_initial,
         recent_return=recent_mean.astype(jnp.float32),
         episodes=state.episodes,
         gradient_steps=state.gradient_steps,
@@ -203,6 +216,17 @@ def summarize(state: State, hparams: Hyperparameters, setup: Setup) -> dict:
         invalid_hyperparameters=invalid_hyperparameters(hparams, setup) | (state.updates_skipped > 0),
     )
     return summary._asdict()
+
+
+def _initial_scale(state: State, setup: Setup) -> jax.Array:
+    """``float32[]``: :attr:`Summary.q_abs_initial` of the run in ``state``."""
+    memory = memory_lib.buffer_of(state.memory)
+    rows = min(INITIAL_SCALE_ROWS, setup.max_capacity)
+    # Offsets 0 … size − 1 in age order, evenly spread (all of them when the memory holds fewer).
+    offsets = (jnp.arange(rows, dtype=jnp.float32) * (memory.size.astype(jnp.float32) / rows)).astype(jnp.int32)
+    slots = buffer_lib.slot_of(memory, jnp.minimum(offsets, jnp.maximum(memory.size - 1, 0)))
+    q = agent.q_values(network(setup), initial_params(state.key, setup), memory.storage["obs"][slots])
+    return jnp.where(memory.size > 0, jnp.max(jnp.abs(q)), 0.0).astype(jnp.float32)
 
 
 def _clipped(value, high: int) -> jax.Array:
