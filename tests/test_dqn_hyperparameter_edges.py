@@ -1,7 +1,8 @@
-"""DQN hyperparameters that are legal one by one but interact (found by a probe of their edges).
+"""DQN hyperparameters that are legal one by one but interact, and what a run reports at those edges (found by
+probes of the bounds and of the reported numbers).
 
 A fixed memory bounds n; aER's sizes are bounded only where aER runs; a sweep says how many of its runs made no
-gradient step.
+gradient step, and `jaxreplay dqn` why; a diverged seed has no score.
 """
 
 from __future__ import annotations
@@ -93,3 +94,37 @@ def test_a_sweep_counts_its_runs_that_made_no_gradient_step(tmp_path):
                 compilations=1, compile_seconds=1.0, run_seconds=1.0, runs_per_second=4.0, diverged=0,
                 bytes_per_run=2**20, memory_budget=2**30)
     assert "no gradient step" not in SweepStats(**base).describe()
+
+
+def test_a_diverged_seed_has_no_final_return_in_the_dqn_report():
+    """A network of NaNs still acts (argmax picks action 0), so a diverged CartPole run recorded a finite
+    eval_return, a constant policy's; `jaxreplay dqn` put it into final_returns and the IQM with no null reason
+    (found by a probe). final_returns (shared with the studies) blanks it and the report says why."""
+    from jaxreplay.paper.reproduce.dqn import final_returns
+
+    setup = dqn.Setup(total_steps=300, steps_per_segment=100, max_capacity=300, batch_size=16, hidden_sizes=(16,),
+                      optimizer="sgd", eval_episodes=2)
+    sweep = sweep_lib.Sweep("dqn", seeds=2, setup=setup, fixed={"memory_size": 300, "learning_starts": 20,
+                                                                "epsilon_decay_steps": 100},
+                            grid={"step_size": [1e-3, 1e4]})
+    ds = sweep_lib.run(sweep, None, progress=False).dataset
+    assert ds.diverged.values.tolist() == [[False, False], [True, True]]
+    assert np.all(np.isfinite(ds.eval_return.values[..., -1]))  # what a NaN network's greedy episodes score
+    kind, final = final_returns(ds)
+    assert kind == "eval_return" and np.isnan(final[1]).all()
+    np.testing.assert_array_equal(final[0], ds.eval_return.values[0, :, -1])
+    args = cli.build_parser().parse_args(["dqn", "--seeds", "2"])
+    report = dqn_command._result(args, setup, dqn.Hyperparameters(), ds.isel(step_size=1)).report
+    assert report["final_returns"] == [None, None] and report["iqm"] is None
+    assert report["final_returns_null_reason"] == ("seed 0: diverged (non-finite parameters); "
+                                                   "seed 1: diverged (non-finite parameters)")
+
+
+def test_the_no_update_warning_names_the_replay_ratio_when_it_is_the_cause(capsys):
+    """It blamed learning_starts and --steps even where the run is longer than learning_starts (1,000 here) and
+    the ratio makes no update due in it (found by a probe)."""
+    assert cli.main(["dqn", "--env", "Probe-Chain", "--memory-size", "20", "--steps", "2000", "--seeds", "1",
+                     "--replay-ratio", "0.0001", "--quiet"]) == 0
+    err = capsys.readouterr().err
+    assert ("no gradient step was taken: the replay ratio 0.0001 makes its first update due after 10,000 steps "
+            "and the run has 2000 (raise --replay-ratio or use more --steps)") in err

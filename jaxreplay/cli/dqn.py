@@ -116,9 +116,18 @@ def run(args: argparse.Namespace) -> int:
     ds = run_sweep(sweep, None, advice=ADVICE, progress=not args.quiet and not args.json).dataset
     result = _result(args, setup, hparams, ds)
     if not any(result.report["gradient_steps"]):  # the returns of an untrained network, said as such
+        if hparams.learning_starts >= setup.total_steps:
+            cause = f"learning starts after {hparams.learning_starts} steps and the run has {setup.total_steps}"
+            advice = "use more --steps"
+        else:  # updates due by step t: floor(t × ratio), so the first at t = 1 / ratio
+            cause = (
+                f"the replay ratio {float(hparams.replay_ratio):g} makes its first update due after "
+                f"{1 / float(hparams.replay_ratio):,.0f} steps and the run has {setup.total_steps}"
+            )
+            advice = "raise --replay-ratio or use more --steps"
         print(
-            f"jaxreplay dqn: warning: no gradient step was taken: learning starts after {hparams.learning_starts} "
-            f"steps and the run has {setup.total_steps} (use more --steps); these returns are the untrained network's.",
+            f"jaxreplay dqn: warning: no gradient step was taken: {cause} ({advice}); these returns are the "
+            "untrained network's.",
             file=sys.stderr,
         )
     if args.json:
@@ -249,10 +258,10 @@ def _result(args: argparse.Namespace, setup, hparams, ds) -> _Result:
     import numpy as np
 
     from jaxreplay.engine import results
+    from jaxreplay.paper.reproduce.dqn import final_returns
 
-    final_kind = "eval_return" if "eval_return" in ds else "train_return"
-    final = ds[final_kind].isel(segment=-1).values.astype(np.float64)
-    diverged = ds.diverged.values.reshape(-1)
+    final_kind, final = final_returns(ds)  # (NaN where a seed diverged: no score, its null reason says so)
+    final, diverged = final.reshape(-1), ds.diverged.values.reshape(-1)
     ci = results.seed_interval(final, "iqm")
     report = {
         "env": args.env,

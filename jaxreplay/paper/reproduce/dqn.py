@@ -110,6 +110,15 @@ def run_scores(ds) -> np.ndarray:
     return np.where(ds.diverged.values, np.nan, finite_mean(ds.train_return.values, axis=-1))
 
 
+def final_returns(ds) -> tuple[str, np.ndarray]:
+    """Every run's final return in a DQN sweep dataset, and which return it is: the last segment's
+    ``eval_return`` where the runs were evaluated, else its ``train_return`` (float64, the runs' axes), NaN
+    where the run diverged: a network of NaNs still acts (``argmax`` picks the first action), so its
+    "return" is a constant policy's (CartPole about 9, Acrobot -500), not the run's."""
+    kind = "eval_return" if "eval_return" in ds else "train_return"
+    return kind, np.where(ds.diverged.values, np.nan, ds[kind].values[..., -1].astype(np.float64))
+
+
 def beats_static_average(
     adaptive_scores: np.ndarray, static_scores: np.ndarray, adaptive_diverged: np.ndarray | None = None
 ) -> dict:

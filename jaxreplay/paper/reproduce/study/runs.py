@@ -82,15 +82,14 @@ class Runs:
     @classmethod
     def of(cls, stage: str, settings: tuple[Setting, ...], ds) -> Runs:
         """The numbers of stage ``stage``'s sweep dataset ``ds``, whose configs are ``settings`` in order."""
-        from jaxreplay.paper.reproduce.dqn import run_scores
+        from jaxreplay.paper.reproduce.dqn import final_returns, run_scores
 
-        final = ds.eval_return.values[..., -1] if "eval_return" in ds else ds.train_return.values[..., -1]
         return cls(
             stage=stage,
             settings=tuple(settings),
             ds=ds,
             auc=run_scores(ds),
-            final=np.where(ds.diverged.values, np.nan, final.astype(np.float64)),
+            final=final_returns(ds)[1],
             mean_size=ds.capacity_mean.values.astype(np.float64).mean(-1),
             final_size=ds.final_capacity.values.astype(np.float64),
         )
