@@ -99,6 +99,8 @@ def run(args: argparse.Namespace) -> int:
     """``jaxreplay dqn``: the options read into the experiment's setting, its seeds run as a sweep, the result shown."""
     import json
 
+    import numpy as np
+
     from jaxreplay.engine import results
     from jaxreplay.engine import sweep as sweep_lib
     from jaxreplay.experiments import dqn as dqn_lib
@@ -116,13 +118,14 @@ def run(args: argparse.Namespace) -> int:
     ds = run_sweep(sweep, None, advice=ADVICE, progress=not args.quiet and not args.json).dataset
     result = _result(args, setup, hparams, ds)
     if not any(result.report["gradient_steps"]):  # the returns of an untrained network, said as such
-        if hparams.learning_starts >= setup.total_steps:
-            cause = f"learning starts after {hparams.learning_starts} steps and the run has {setup.total_steps}"
+        starts, ratio = int(np.asarray(hparams.learning_starts)), float(result.report["replay_ratio"])
+        if starts >= setup.total_steps:
+            cause = f"learning starts after {starts} steps and the run has {setup.total_steps}"
             advice = "use more --steps"
         else:  # updates due by step t: floor(t × ratio), so the first at t = 1 / ratio
             cause = (
-                f"the replay ratio {float(hparams.replay_ratio):g} makes its first update due after "
-                f"{1 / float(hparams.replay_ratio):,.0f} steps and the run has {setup.total_steps}"
+                f"the replay ratio {ratio:g} makes its first update due after {1 / ratio:,.0f} steps and the run "
+                f"has {setup.total_steps}"
             )
             advice = "raise --replay-ratio or use more --steps"
         print(
