@@ -838,6 +838,57 @@ def test_processes_plan_one_chunking_and_share_a_refusal(tmp_path, aer_reference
     assert refused[1].startswith(f"refused: process 0 refused the sweep (ValueError: {said}")
 
 
+def test_processes_that_disagree_or_fail_are_stopped_together_in_one_line(tmp_path):
+    """Found by a probe of jax.distributed sweeps: processes given other chunk sizes each computed every other
+    chunk of their own list (runs computed by nobody or twice, a folder no rerun could resume); a sweep kept in
+    memory computed everything and then failed on every process; a process given another folder, or stopped by
+    Ctrl-C while computing, left the others waiting at the end barrier until JAX aborted them (~5 minutes).
+    Now each is one line on every process, at once (the interrupted process's chunks kept for a resume)."""
+    config = _write(tmp_path, AER_TOML)
+    script = textwrap.dedent("""
+        import sys, jax
+        jax.distributed.initialize(coordinator_address="127.0.0.1:" + sys.argv[2], num_processes=2,
+                                   process_id=int(sys.argv[1]))
+        from jaxreplay.engine import store, sweep as sw
+        p, s, out = jax.process_index(), sw.Sweep.from_toml(sys.argv[4]), sys.argv[3]
+        said = []
+        def attempt(*args, **kwargs):
+            try:
+                sw.run(s, *args, progress=False, **kwargs)
+                said.append("ran")
+            except BaseException as e:
+                said.append(f"{type(e).__name__}: {e}")
+        attempt(None, chunk_size=4)
+        attempt(out + "/a", chunk_size=4 * (1 + p))
+        attempt(out + ("/b" if p == 0 else "/c"), chunk_size=4)
+        if p == 1:  # a Ctrl-C while its second chunk is saved
+            save, count = store.ChunkStore.save, []
+            def interrupted(self, result):
+                count.append(1)
+                if len(count) == 2:
+                    raise KeyboardInterrupt
+                return save(self, result)
+            store.ChunkStore.save = interrupted
+        attempt(out + "/d", chunk_size=4)
+        print("refused: " + " | ".join(said))
+        """)
+    lines = _two_processes(script, str(tmp_path / "mp"), str(config))
+    said = [line.removeprefix("refused: ").split(" | ") for line in lines]
+    memory = ("ValueError: a sweep of several jax.distributed processes needs an output folder (out_dir) that every "
+              "process sees")
+    assert said[0][0].startswith(memory) and said[1][0].startswith(memory)
+    chunking = ("process 1 chunks the sweep otherwise than process 0: chunk_size 8 (process 0: 4), chunks 5 "
+                "(process 0: 9), group_chunk_sizes [8] (process 0: [4])")
+    assert said[1][1].startswith("ValueError: " + chunking)
+    assert said[0][1].startswith("ValueError: process 1 refused the sweep (ValueError: " + chunking)
+    assert not list((tmp_path / "mp" / "a").glob("chunks/*.npz"))  # refused before any chunk
+    folder = f"ValueError: {tmp_path / 'mp' / 'c'} is not the folder process 0 prepared (its lock, held by pid"
+    assert said[1][2].startswith(folder) and said[0][2].startswith("ValueError: process 1 refused the sweep (" + folder)
+    assert said[1][3] == "KeyboardInterrupt: "
+    assert said[0][3] == "ValueError: process 1 failed computing its chunks (KeyboardInterrupt)"
+    assert len(list((tmp_path / "mp" / "d").glob("chunks/*.npz"))) == 6  # process 0's 5 and process 1's first
+
+
 # ----------------------------------------------------------------------------
 # Config errors
 # ----------------------------------------------------------------------------

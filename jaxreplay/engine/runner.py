@@ -33,7 +33,10 @@ devices with a one-axis :class:`jax.sharding.Mesh` (``"runs"``) and
 :func:`jax.distributed.initialize`, process p runs chunks p, p + P, p + 2P, … of
 the missing runs (all processes plan the same list: from the smallest memory
 budget of any, and from the folder process 0 prepared, before anyone writes a
-chunk; a refusal on one process is raised on all), and after a final barrier
+chunk; a refusal on one process is raised on all, and so are a chunking that
+differs between processes, a process given another folder than process 0's,
+a sweep kept in memory, and a failure or Ctrl-C while computing chunks, which
+the others raise once they have finished theirs), and after a final barrier
 every process assembles the results
 from the shared output directory; process 0 writes ``results.nc``. Launch one
 process per host with the same command, e.g. under SLURM::
@@ -72,6 +75,7 @@ _extras.require("jaxreplay.engine.runner", "sweep")
 
 
 import dataclasses
+import hashlib
 import json
 import os
 import pathlib
@@ -238,6 +242,8 @@ def _run(sweep, out_dir, chunk_size, memory_budget, memory_fraction, progress, d
     devices = list(devices or jax.local_devices())
     process, processes = jax.process_index(), jax.process_count()
     out = pathlib.Path(out_dir) if out_dir is not None else None
+    if processes > 1:  # (agreed: a process given a folder must not wait for one that refused)
+        _agree(lambda: _check_shared_folder(out))
 
     # One writer per folder: the lock is held from before the folder is read (if it exists) or
     # prepared (if not) to the end, and released however the call ends.
@@ -266,11 +272,19 @@ def _run(sweep, out_dir, chunk_size, memory_budget, memory_fraction, progress, d
         )
 
         plan = _plan_everywhere(planner, locks)
+        if processes > 1:
+            _agree(lambda: _check_same_chunking(plan))
         # Execute: finished chunks go to the store, or (in memory) straight into the assembled arrays.
         programs = [execute_lib.programs_for(sweep, devices, group.setup) for group in plan.groups]
         assembler = assemble_lib.Assembler(sweep)
-        execution = execute_lib.execute(
-            sweep, plan, programs, store.save if store is not None else assembler.add, progress=progress
+        # Agreed, Ctrl-C included: a process whose chunks failed waits for the others to finish theirs, then
+        # every process raises (the others waited at the end barrier until JAX aborted them, ~5 minutes).
+        execution = _agree(
+            lambda: execute_lib.execute(
+                sweep, plan, programs, store.save if store is not None else assembler.add, progress=progress
+            ),
+            catch=BaseException,
+            failed="failed computing its chunks",
         )
         _barrier("jaxreplay-sweep-end")
         if measured:  # programs compiled while planning (to measure them) are this call's compilations too
@@ -455,12 +469,79 @@ def _plan_everywhere(planner: _Planner, locks: list) -> plan_lib.Plan:
     def then() -> plan_lib.Plan | None:
         if store is None:
             return planner.plan(None)
+        if planner.processes > 1:  # (every process: a collective) the folder process 0 locked is everyone's
+            holder = _from_process_zero(_lock_holder(locks) if process == 0 else {})
+            if process != 0:
+                _check_folder_of_process_zero(store.out, holder)
         return planner.plan(store.scan()) if process != 0 else None
 
     planned = _agree(first)  # (process 0 has set damaged chunks aside and written sweep.json before the others scan)
     plan = _agree(then) or planned  # (nobody writes a chunk before every process has planned)
     assert plan is not None
     return plan
+
+
+def _check_shared_folder(out: pathlib.Path | None) -> None:
+    """ValueError for a sweep kept in memory under ``jax.distributed``: each process holds only the chunks it
+    computed, so none could assemble the results."""
+    if out is None:
+        raise ValueError(
+            "a sweep of several jax.distributed processes needs an output folder (out_dir) that every process "
+            "sees: each keeps only the chunks it computed, so in memory no process could assemble the results."
+        )
+
+
+def _lock_holder(locks: list) -> dict:
+    """What process 0's lock file says (pid, host, start), or ``{}`` where it took no lock (a read-only folder)."""
+    if not locks:
+        return {}
+    try:
+        return json.loads(locks[0].path.read_text())
+    except (OSError, ValueError):
+        return {}
+
+
+def _check_folder_of_process_zero(out: pathlib.Path, holder: dict) -> None:
+    """ValueError where ``out`` does not hold the lock process 0 took on its folder (``holder``): this process
+    was given another folder (or one the others cannot see), where its chunks would be lost to the sweep."""
+    if not holder:
+        return
+    try:
+        found = json.loads((out / store_lib.LOCK_NAME).read_text())
+    except (OSError, ValueError):
+        found = None
+    if found != holder:
+        raise ValueError(
+            f"{out} is not the folder process 0 prepared (its lock, held by pid {holder.get('pid')} on "
+            f"{holder.get('host')}, is not in it): give every process the same output folder, on a file system "
+            "every process sees."
+        )
+
+
+def _chunking(plan: plan_lib.Plan) -> dict:
+    """What must be the same on every process for their chunks to make one sweep: the chunks of all of them,
+    their size and groups, and the program (:class:`~jaxreplay.engine.batch.Batch`, as a short digest)."""
+    batch = json.dumps(plan.batch.to_dict() if plan.batch is not None else None, sort_keys=True)
+    return {
+        "chunk_size": plan.chunk_size,
+        "chunks": plan.all_chunks,
+        "group_chunk_sizes": [g.chunk_size for g in plan.groups],
+        "batch": hashlib.sha256(batch.encode()).hexdigest()[:16],
+    }
+
+
+def _check_same_chunking(plan: plan_lib.Plan) -> None:
+    """ValueError on a process whose plan chunks the sweep otherwise than process 0's (another ``chunk_size``,
+    ``group_by_setup``, device count or ``XLA_FLAGS``): each process computes every ``processes``-th chunk of
+    its own list, so runs would be computed by nobody or twice (one collective; every process calls it)."""
+    mine = _chunking(plan)
+    first = _from_process_zero(mine)
+    if first != mine:
+        differs = ", ".join(f"{k} {mine[k]} (process 0: {first.get(k)})" for k in mine if mine[k] != first.get(k))
+        raise ValueError(
+            f"process {plan.process} chunks the sweep otherwise than process 0: {differs}; give every process the "
+            "same chunk_size, group_by_setup, device count and XLA_FLAGS."
+        )
 
 
 def _remove_if_empty(folder: pathlib.Path) -> None:
@@ -490,12 +571,12 @@ def _from_process_zero(value: dict) -> dict:
     return json.loads(bytes(first.astype(np.uint8)).decode())
 
 
-def _agree(step):
+def _agree(step, catch: type[BaseException] = Exception, failed: str = "refused the sweep"):
     """``step()`` on this process, then agree: where any process's step raised (a refusal: a ValueError or
-    a ResourceError), every process raises (its own error, or a ValueError naming the process that refused
-    and its one line), so that no process waits for the others at a barrier until a timeout. The gather
-    of the errors is itself the barrier: no process goes on before every one has finished its step. A
-    single process just calls ``step``."""
+    a ResourceError; with ``catch=BaseException`` a Ctrl-C too), every process raises (its own error, or a
+    ValueError naming the process that ``failed`` and its one line), so that no process waits for the others
+    at a barrier until a timeout. The gather of the errors is itself the barrier: no process goes on before
+    every one has finished its step. A single process just calls ``step``."""
     if jax.process_count() == 1:
         return step()
     from jax.experimental import multihost_utils
@@ -503,9 +584,10 @@ def _agree(step):
     result, error = None, None
     try:
         result = step()
-    except Exception as e:  # (any failure: the others must not wait for this process at a barrier)
+    except catch as e:  # (any failure: the others must not wait for this process at a barrier)
         error = e
-    text = np.frombuffer(("" if error is None else f"{type(error).__name__}: {error}").encode(), np.uint8)
+    mine = "" if error is None else f"{type(error).__name__}: {error}" if str(error) else type(error).__name__
+    text = np.frombuffer(mine.encode(), np.uint8)
     lengths = np.asarray(multihost_utils.process_allgather(np.asarray(text.size, np.int32))).reshape(-1)
     if not lengths.any():
         return result
@@ -517,7 +599,7 @@ def _agree(step):
         raise error
     p = int(np.flatnonzero(lengths)[0])
     said = bytes(texts[p, : lengths[p]]).decode(errors="replace")
-    raise ValueError(f"process {p} refused the sweep ({said})")
+    raise ValueError(f"process {p} {failed} ({said})")
 
 
 def _barrier(name: str) -> None:
