@@ -371,13 +371,13 @@ if not PAPER_SCALE:  # the committed CartPole quick study: 6 seeds of 4,000 step
 
 # The tiny study wrote what the command promises, and its study.json is recomputed from its runs.csv.
 assert {"report.md", "study.json", "runs.csv", "curves.csv"} <= {p.name for p in tiny_dir.iterdir()}
-assert tiny["quick"] and tiny["seeds"] == 2 and tiny["total_steps"] == 200 and tiny["capacities"] == [2, 8, 32, 128]
+assert tiny["quick"] and tiny["seeds"] == 2 and tiny["total_steps"] == 200 and tiny["capacities"] == [3, 12, 48, 192]
 assert sum(x["stage"].startswith("grid") for x in tiny_rows) == 2 * len(tiny["cells"]) == 48
-cell = next(c for c in tiny["cells"] if (c["memory_size"], c["replay_ratio"], c["n_step"]) == (32, 1.0, 3))
-v = auc(tiny_rows, 32, 1.0, 3)
+cell = next(c for c in tiny["cells"] if (c["memory_size"], c["replay_ratio"], c["n_step"]) == (48, 1.0, 3))
+v = auc(tiny_rows, 48, 1.0, 3)
 assert len(v) == 2 and np.isclose(cell["auc_iqm"], np.mean(v), rtol=1e-12, atol=0)  # 2 seeds: nothing trimmed
 cap1 = next(c for c in tiny["capacity_effect"] if c["n_step"] == 1)
-d = auc(tiny_rows, 128, 1.0, 1) - auc(tiny_rows, 2, 1.0, 1)
+d = auc(tiny_rows, 192, 1.0, 1) - auc(tiny_rows, 3, 1.0, 1)
 assert np.isclose(cap1["estimate"], np.mean(d), rtol=1e-12, atol=0)
 assert cap1["low"] is None and cap1["low_null_reason"].startswith("too few seeds")
 print("all checks passed")
