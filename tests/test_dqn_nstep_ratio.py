@@ -9,6 +9,7 @@ static bounds at 1, and a chain probe with known Q-values check it.
 from __future__ import annotations
 
 import dataclasses
+import platform
 
 import jax
 import jax.numpy as jnp
@@ -161,7 +162,7 @@ for bound in (1, 2, 4):
 
 
 @pytest.mark.slow
-@pytest.mark.skipif(__import__("platform").machine() not in ("x86_64", "AMD64"), reason="an x86 XLA:CPU flag")
+@pytest.mark.skipif(platform.machine() not in ("x86_64", "AMD64"), reason="an x86 XLA:CPU flag")
 def test_the_logged_td_loss_across_n_step_bounds_differs_only_by_fused_multiply_adds():
     """docs/design.md's one exception to the n = 1 bit-identity across max_n_step: with importance weights other
     than 1, the logged td_loss at max_n_step 2 or 4 could differ from max_n_step 1 in its last bit. The cause is

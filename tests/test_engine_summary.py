@@ -23,3 +23,10 @@ def test_the_line_counts_soft_diverged_runs_where_there_are_some():
     assert "; 1 diverged; ~1.0 MiB per run" in _stats(diverged=1).describe()  # none: the line as before
     line = _stats(diverged=1, soft_diverged=3).describe()
     assert "; 1 diverged; 3 soft-diverged (Q-values beyond every return); ~1.0 MiB per run" in line
+
+
+def test_the_line_counts_runs_that_made_no_gradient_step_where_there_are_some():
+    assert "no gradient step" not in _stats().describe()
+    line = _stats(untrained=4).describe()
+    assert ("; 0 diverged; 4 made no gradient step (learning starts at or after the run's end, or too small a "
+            "replay ratio: their returns are the untrained network's); ~1.0 MiB per run") in line

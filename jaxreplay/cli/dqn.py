@@ -118,7 +118,7 @@ def run(args: argparse.Namespace) -> int:
     ds = run_sweep(sweep, None, advice=ADVICE, progress=not args.quiet and not args.json).dataset
     result = _result(args, setup, hparams, ds)
     if not any(result.report["gradient_steps"]):  # the returns of an untrained network, said as such
-        starts, ratio = int(np.asarray(hparams.learning_starts)), float(result.report["replay_ratio"])
+        starts, ratio = int(np.asarray(hparams.learning_starts)), float(np.asarray(hparams.replay_ratio))
         if starts >= setup.total_steps:
             cause = f"learning starts after {starts} steps and the run has {setup.total_steps}"
             advice = "use more --steps"

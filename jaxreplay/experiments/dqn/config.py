@@ -535,20 +535,22 @@ def invalid_hyperparameters(hparams: Hyperparameters, setup: Setup) -> jax.Array
     """
     flags = [_validation.outside_bounds(getattr(hparams, name), b) for name, b in _bounds(setup).items()]
     flags.append(jnp.any(jnp.asarray(hparams.replay_ratio) <= 0))
-    flags.append(jnp.any(_n_step_beyond_fixed_memory(jnp, hparams, setup)))
+    flags.append(
+        jnp.any(_n_step_beyond_fixed_memory(jnp, hparams.n_step, hparams.memory_size, hparams.adaptive_rule, setup))
+    )
     if setup.adaptive:
         interval = jnp.asarray(hparams.adaptive_interval)
         flags.append(jnp.any(jnp.mod(interval, setup.adaptive_check_every) != 0))
     return jnp.any(jnp.stack(flags))
 
 
-def _n_step_beyond_fixed_memory(xp, hparams: Hyperparameters, setup: Setup):
+def _n_step_beyond_fixed_memory(xp, n_step, memory_size, adaptive_rule, setup: Setup):
     """``bool[...]`` (NumPy or ``jnp`` as ``xp``): runs whose memory keeps its size (no aER, or aER's
     ``adaptive_rule`` 0) and whose ``n_step`` exceeds it. No window of such a memory holds more than
     ``memory_size`` transitions, so the run would compute the ``memory_size``-step return under n's label."""
-    beyond = xp.asarray(hparams.n_step) > xp.asarray(hparams.memory_size)
+    beyond = xp.asarray(n_step) > xp.asarray(memory_size)
     if setup.adaptive:  # aER's memory may grow to max_capacity: only its fixed rule keeps the size
-        beyond = beyond & (xp.asarray(hparams.adaptive_rule) == RULE_FIXED)
+        beyond = beyond & (xp.asarray(adaptive_rule) == RULE_FIXED)
     return beyond
 
 
@@ -559,7 +561,7 @@ def _check_n_step_within_fixed_memory(hparams: Hyperparameters, setup: Setup) ->
     if len(concrete) < len(parts):
         return
     n, size, rule = np.broadcast_arrays(*concrete)
-    beyond = _n_step_beyond_fixed_memory(np, Hyperparameters(n_step=n, memory_size=size, adaptive_rule=rule), setup)
+    beyond = _n_step_beyond_fixed_memory(np, n, size, rule, setup)
     if np.any(beyond):
         i = np.flatnonzero(beyond)[0]
         n_i, size_i = n.reshape(-1)[i].item(), size.reshape(-1)[i].item()
