@@ -118,6 +118,17 @@ def unrolled_applies(platform: str) -> bool:
     )
 
 
+def settings() -> str:
+    """JAX's PRNG settings that a key depends on, as text: ``"threefry2x32, partitionable"``.
+
+    A program that makes keys draws other numbers under other settings, so what
+    keeps compiled programs or finished runs names them (the engine's program
+    cache, :class:`jaxreplay.engine.batch.Batch`)."""
+    impl = jax.config.jax_default_prng_impl  # type: ignore[attr-defined]
+    partitionable = bool(jax.config.jax_threefry_partitionable)  # type: ignore[attr-defined]
+    return f"{impl}, {'partitionable' if partitionable else 'not partitionable'}"
+
+
 def key(seed: ArrayLike, platform: str) -> jax.Array:
     """``jax.random.key(seed)``, with :data:`THREEFRY_UNROLLED` where :func:`unrolled_applies` (same bits)."""
     if unrolled_applies(platform):

@@ -35,7 +35,7 @@ def draw_positions(key, window, length: int, subsample_size: int | None, enumera
     if subsample_size is None:
         return index, index < window, jnp.float32(1.0), jnp.bool_(False)
     drawn = ~(jnp.asarray(enumerate_small, jnp.bool_) & (window <= subsample_size))
-    u = jax.random.uniform(key, (subsample_size,))
+    u = jax.random.uniform(key, (subsample_size,), jnp.float32)
     random_positions = jnp.clip((u * window).astype(jnp.int32), 0, jnp.maximum(window - 1, 0))
     positions = jnp.where(drawn, random_positions, index)
     valid = jnp.where(drawn, jnp.broadcast_to(window > 0, (subsample_size,)), index < window)

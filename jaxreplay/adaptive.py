@@ -461,7 +461,7 @@ def _decide(
         eps = jnp.asarray(0.0 if config.tolerance is None else config.tolerance, jnp.float32)
         rho = jnp.asarray(0.0 if config.relative_tolerance is None else config.relative_tolerance, jnp.float32)
         decreased = estimate.total < (1.0 - rho) * delta_old - eps
-    coin = jax.random.uniform(key) < 0.5
+    coin = jax.random.uniform(key, (), jnp.float32) < 0.5
     wants_shrink = jnp.where(config.random_walk, coin, decreased)
     ok = jnp.isfinite(estimate.total) & jnp.isfinite(delta_old) & valid_parameters
     k, capacity = config.interval, buffer_state.capacity

@@ -442,7 +442,7 @@ def successors(state: BufferState, indices: ArrayLike, length: int) -> tuple[jax
     length = _validation.check_static_int("length", length, low=1)
     _validation.check_int("indices", indices, low=0, high=state.max_capacity - 1)
     indices = jnp.asarray(indices, jnp.int32)
-    steps = jnp.arange(length, dtype=jnp.int32)
+    steps = jnp.arange(length, dtype=jnp.int32).reshape((1,) * indices.ndim + (length,))  # (ranks made equal)
     age_offsets = (indices - oldest_index(state)) % state.max_capacity  # 0 = oldest live
     slots = (indices[..., None] + steps) % state.max_capacity
     return slots, age_offsets[..., None] + steps < state.size

@@ -724,8 +724,8 @@ def sample(
     # All priorities 0 (or empty memory): uniform over the live window,
     # from the first row of uniforms (as samplers.uniform).
     size = state.buffer.size
-    offsets = jnp.minimum((uniforms[0] * size).astype(jnp.int32), size - 1)
-    uniform_probability = jnp.where(size > 0, 1.0 / jnp.maximum(size, 1), 0.0)
+    offsets = jnp.minimum((uniforms[0] * size.astype(_FLOAT)).astype(jnp.int32), size - 1)
+    uniform_probability = jnp.where(size > 0, 1.0 / jnp.maximum(size, 1).astype(_FLOAT), 0.0)
     indices = jnp.where(positive, nodes - num_leaves, buffer_lib.slot_of(state.buffer, offsets))
     drawn = jnp.where(positive, drawn, uniform_probability).astype(_FLOAT)
     weights = samplers.importance_weights(drawn, size, importance_exponent)

@@ -146,8 +146,8 @@ def accumulate(
     _check_horizon(n, length)
     _validation.check_float("discount", discount, low=0.0, high=1.0)
     horizon, n_clipped = _validation.clip_traced_int(n, 1, length, fallback=1)
-    terminal = jnp.asarray(terminated) != 0
-    ends = terminal | (jnp.asarray(truncated) != 0)
+    terminal = jnp.asarray(terminated).astype(bool)  # (nonzero: a float or int flag as well as a bool)
+    ends = terminal | jnp.asarray(truncated).astype(bool)
     valid = jnp.asarray(valid, bool)
     gamma = jnp.asarray(discount, jnp.float32)
     good_gamma = (gamma >= 0) & (gamma <= 1)

@@ -66,7 +66,7 @@ def uniform_draws(key: jax.Array, batch_size: int) -> jax.Array:
     minibatch: see :data:`jaxreplay.experiments.linesearch.DRAW_BLOCK`.)
     """
     batch_size = _validation.check_static_int("batch_size", batch_size, low=1)
-    return jax.random.uniform(key, (batch_size,))
+    return jax.random.uniform(key, (batch_size,), jnp.float32)  # (float32 under a global x64 mode too)
 
 
 def uniform_from_draws(state: buffer_lib.BufferState, draws: ArrayLike) -> Sample:
@@ -88,9 +88,9 @@ def uniform_from_draws(state: buffer_lib.BufferState, draws: ArrayLike) -> Sampl
     # values, so each offset's probability is off by at most size / 2**23
     # relative (1e-4 at size 1000; use stored-priority or randint beyond ~10**6).
     # (Clipped below too: a traced draw outside [0, 1) must not reach a forgotten slot behind the window.)
-    offsets = jnp.clip((draws * state.size).astype(jnp.int32), 0, state.size - 1)
+    offsets = jnp.clip((draws * state.size.astype(jnp.float32)).astype(jnp.int32), 0, state.size - 1)
     batch_size = draws.shape[0]
-    probability = jnp.where(state.size > 0, 1.0 / jnp.maximum(state.size, 1), 0.0)
+    probability = jnp.where(state.size > 0, 1.0 / jnp.maximum(state.size, 1).astype(jnp.float32), 0.0)
     return Sample(
         indices=buffer_lib.slot_of(state, offsets),
         probabilities=jnp.full((batch_size,), probability, jnp.float32),
@@ -280,7 +280,7 @@ def exact_prioritized(
     # the newest transition is the total that normalises the drawn probabilities, as exact_priorities does.
     cdf = _age_cumsum(state, shifted)
     total = _at_newest(state, cdf)
-    u = jax.random.uniform(key, (batch_size,)) * total
+    u = jax.random.uniform(key, (batch_size,), jnp.float32) * total
     chosen = jnp.searchsorted(cdf, u, side="right").astype(jnp.int32)
     chosen = jnp.clip(chosen, 0, jnp.maximum(state.size - 1, 0))
     indices = buffer_lib.slot_of(state, chosen)
@@ -303,7 +303,7 @@ def importance_weights(probabilities: ArrayLike, size: ArrayLike, exponent: Arra
     weights (> 1) or on weights of 0.
     """
     exponent = jnp.asarray(exponent, jnp.float32)
-    scaled = jnp.maximum(size, 1) * probabilities
+    scaled = jnp.maximum(size, 1).astype(jnp.float32) * probabilities
     log_w = -exponent * jnp.log(jnp.where(scaled > 0, scaled, 1.0))
     weights = jnp.exp(log_w - jnp.max(jnp.where(scaled > 0, log_w, -jnp.inf)))
     weights = jnp.where(scaled > 0, weights, 0.0)

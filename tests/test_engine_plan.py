@@ -151,10 +151,13 @@ def test_a_resume_at_another_batch_is_refused_by_the_plan_naming_what_differs(tm
     out = tmp_path / "out"
     done = np.arange(8) < 4  # 4 runs missing
     options = plan_lib.compiler_options_text(SWEEP.exp.compiler_options["cpu"])
-    recorded = plan_lib.Batch("cpu", "cpu", 1, 2, "", compiler_options=options, xla_version=plan_lib.xla_version())
+    recorded = plan_lib.Batch("cpu", "cpu", 1, 2, "", compiler_options=options, xla_version=plan_lib.xla_version(),
+                              prng="threefry2x32, partitionable")
     # Without a chunk size the recorded one is asked for; with it, or on a finished sweep, anything goes.
     assert plan_lib.make_plan(SWEEP, done, PLENTY, out=out, recorded=recorded).chunk_size == 2
     assert plan_lib.make_plan(SWEEP, done, PLENTY, chunk_size=2, out=out, recorded=recorded).batch == recorded
+    # A folder recorded before the PRNG settings were resumes under any (nothing to compare).
+    assert plan_lib.make_plan(SWEEP, done, PLENTY, out=out, recorded=recorded._replace(prng="")).batch == recorded
     assert plan_lib.make_plan(SWEEP, np.ones(8, bool), PLENTY._replace(platform="gpu"), chunk_size=8,
                               recorded=recorded).chunks == ()
     cases = [

@@ -146,7 +146,8 @@ def test_the_tree_shows_the_layers():
     packages = {name for name in top if (PACKAGE / name).is_dir() and any((PACKAGE / name).rglob("*.py"))}
     assert packages == set(folders), f"unexpected folders {packages ^ set(folders)}"
     modules = {name[:-3] for name in top if name.endswith(".py")}
-    private = {"_validation", "_extras", "_typing", "_files", "_td_sums", "_deprecated", "_cond", "_prng", "_ordered"}
+    private = {"_validation", "_extras", "_typing", "_files", "_td_sums", "_deprecated", "_cond", "_prng", "_ordered",
+               "_scope"}
     assert modules == {"__init__", "__main__"} | private | {m.split(".")[1] for m in CORE}
     for name, index in folders.items():
         for path in (PACKAGE / name).rglob("*.py"):

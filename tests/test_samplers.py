@@ -261,16 +261,18 @@ def test_uniform_cer_and_exact_draws_do_not_depend_on_max_capacity_stored_priori
     from jaxreplay import prioritized
 
     key, drawn = jax.random.key(5), {}
+    full = jax.jit(lambda max_capacity: buffer.add_batch(buffer.init(jnp.int32(0), max_capacity, 4),
+                                                         jnp.arange(10, dtype=jnp.int32)), static_argnums=0)
+    tree_of = jax.jit(lambda max_capacity: prioritized.add_batch(prioritized.init(jnp.int32(0), max_capacity, 4),
+                                                                 jnp.arange(10, dtype=jnp.int32)), static_argnums=0)
     for max_capacity in (8, 16, 300):
-        state = buffer.add_batch(buffer.init(jnp.int32(0), max_capacity, 4), jnp.arange(10, dtype=jnp.int32))
-        errors = buffer.get(state, jnp.arange(max_capacity)).astype(jnp.float32)  # a transition's error: its value
+        state = full(max_capacity)
+        errors = state.storage.astype(jnp.float32)  # a transition's error: its value (every slot's)
         drawn[max_capacity] = [
             buffer.get(state, sample.indices).tolist()
             for sample in (_uniform(key, state, 64), _combined(key, state, 64), _exact(key, state, errors, 64, 1.0))
         ]
-        tree = prioritized.add_batch(
-            prioritized.init(jnp.int32(0), max_capacity, 4), jnp.arange(10, dtype=jnp.int32)
-        )  # every priority 1: P = 1/4 for each of the 4 live transitions
+        tree = tree_of(max_capacity)  # every priority 1: P = 1/4 for each of the 4 live transitions
         indices = jax.jit(prioritized.sample, static_argnums=2)(key, tree, 40_000, 0.0).indices
         counts = np.bincount(np.asarray(buffer.get(tree.buffer, indices)), minlength=10)
         np.testing.assert_array_equal(counts[:6], 0)
@@ -286,18 +288,22 @@ def test_exact_pers_draws_probabilities_and_weights_do_not_depend_on_max_capacit
     diverged at 100 vs 300 slots (found by a probe; small integer errors sum exactly, so the test above missed it).
     Both totals are now the age-ordered cumulative sum at the newest live transition."""
     rng = np.random.default_rng(1)
-    draw = jax.jit(samplers.exact_prioritized, static_argnums=3)
-    for trial in range(6):
-        size = int(rng.integers(50, 300))
+    # Three sizes, two error draws each: one program per (size, max_capacity), each compiled once (eager buffer
+    # calls compiled their every operation at every new shape: 400 compiles).
+    full = jax.jit(lambda size, max_capacity: buffer.add_batch(buffer.init(jnp.int32(0), max_capacity, size),
+                                                               jnp.arange(size, dtype=jnp.int32)), static_argnums=(0, 1))
+    draw = jax.jit(lambda key, state, td: (samplers.exact_prioritized(key, state, td, 1 << 14, 1.0, 1.0, 1e-6),
+                                           samplers.exact_priorities(state, td, 1.0)))
+    for trial, size in enumerate(np.repeat(rng.integers(50, 300, size=3), 2)):
+        size = int(size)
         errors = (rng.standard_cauchy(size) * 10).astype(np.float32)
         seen = []
         for max_capacity in (size, size + 1, 1024):
-            state = buffer.add_batch(buffer.init(jnp.int32(0), max_capacity, size), jnp.arange(size, dtype=jnp.int32))
+            state = full(size, max_capacity)
             td = np.zeros(max_capacity, np.float32)
             td[:size] = errors
-            sample = draw(jax.random.key(trial), state, jnp.asarray(td), 1 << 14, 1.0, 1.0, 1e-6)
-            p = samplers.exact_priorities(state, jnp.asarray(td), 1.0)[:size]
-            seen.append([np.asarray(x) for x in (sample.indices, sample.probabilities, sample.weights, p)])
+            sample, p = draw(jax.random.key(trial), state, jnp.asarray(td))
+            seen.append([np.asarray(x) for x in (sample.indices, sample.probabilities, sample.weights, p[:size])])
         for other in seen[1:]:
             for a, b in zip(seen[0], other):
                 np.testing.assert_array_equal(a, b)

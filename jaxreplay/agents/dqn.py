@@ -213,7 +213,7 @@ def epsilon_greedy(key: jax.Array, q_values: jax.Array, epsilon: ArrayLike) -> j
     explore_key, action_key = jax.random.split(key)
     greedy = jnp.argmax(q_values, axis=-1).astype(jnp.int32)
     random_action = jax.random.randint(action_key, (), 0, q_values.shape[-1], jnp.int32)
-    return jnp.where(jax.random.uniform(explore_key) < epsilon, random_action, greedy)
+    return jnp.where(jax.random.uniform(explore_key, (), jnp.float32) < epsilon, random_action, greedy)
 
 
 def td_errors(

@@ -104,6 +104,9 @@ class Batch(NamedTuple):
         cpu_threads: on a CPU, XLA:CPU's thread pool (:func:`cpu_thread_pool_size`), which a large matrix
             product's rounding depends on; 0 on other platforms and in records written before it was
             recorded, which then resume with any pool (nothing to compare).
+        prng: JAX's PRNG settings the run keys were made under (:func:`jaxreplay._prng.settings`: another
+            implementation draws other numbers); ``""`` in records written before it was recorded, which then
+            resume under any (nothing to compare).
     """
 
     platform: str
@@ -116,6 +119,7 @@ class Batch(NamedTuple):
     xla_version: str = ""
     program: str = ""
     cpu_threads: int = 0
+    prng: str = ""
 
     @property
     def chunk_size(self) -> int:
@@ -130,7 +134,7 @@ class Batch(NamedTuple):
     def to_dict(self) -> dict:
         """As stored in ``sweep.json`` and in a chunk (JSON; the derived flag spelled out for readers)."""
         stored = dict(self._asdict(), batch_independence_flags=self.batch_independence_flags)
-        for optional in ("grouping", "compiler_options", "xla_version", "program", "cpu_threads"):
+        for optional in ("grouping", "compiler_options", "xla_version", "program", "cpu_threads", "prng"):
             if not stored[optional]:
                 del stored[optional]
         return stored
@@ -147,10 +151,11 @@ class Batch(NamedTuple):
                 xla_version=stored.get("xla_version", ""),
                 program=stored.get("program", ""),
                 cpu_threads=stored.get("cpu_threads", 0),
+                prng=stored.get("prng", ""),
             )
         except (KeyError, TypeError, AttributeError) as e:
             raise ValueError(f"not a recorded batch ({type(e).__name__}: {e})") from None
-        kinds = (str, str, int, int, str, str, str, str, str, int)
+        kinds = (str, str, int, int, str, str, str, str, str, int, str)
         if not all(isinstance(v, k) and not isinstance(v, bool) for v, k in zip(batch, kinds)):
             raise ValueError(f"not a recorded batch: {stored!r}")
         return batch
@@ -183,7 +188,9 @@ def check_batch(recorded: Batch | None, batch: Batch, chunk_size: int | None, mi
     if recorded is not None:
         # A field recorded before it existed has nothing to compare; the programs are compared once they are
         # built (check_program).
-        unknown = {name: getattr(batch, name) for name in ("xla_version", "cpu_threads") if not getattr(recorded, name)}
+        unknown = {
+            name: getattr(batch, name) for name in ("xla_version", "cpu_threads", "prng") if not getattr(recorded, name)
+        }
         recorded = recorded._replace(**unknown, program=batch.program)
     if recorded is None or not missing or recorded == batch:
         return
@@ -203,6 +210,14 @@ def check_batch(recorded: Batch | None, batch: Batch, chunk_size: int | None, mi
         raise ValueError(
             f"{where} with {recorded.xla_version}; this process has {batch.xla_version}. Finish the sweep with "
             f"the versions that started it (pip install the jax and jaxlib named), or use a new output folder, {keep}."
+        )
+    if recorded.prng != batch.prng:
+        impl, partitionable = recorded.prng.split(", ")
+        raise ValueError(
+            f"{where} with JAX's PRNG {recorded.prng}; this process has {batch.prng}, which draws other numbers. "
+            f'Set jax.config.update("jax_default_prng_impl", "{impl}") and jax.config.update('
+            f'"jax_threefry_partitionable", {partitionable == "partitionable"}) before the sweep, or use a new '
+            f"output folder, {keep}."
         )
     if recorded.compiler_options != batch.compiler_options:
         raise ValueError(

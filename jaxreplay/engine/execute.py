@@ -207,13 +207,14 @@ _PROGRAM_CACHE: OrderedDict = OrderedDict()
 def programs_for(sweep: Sweep, devices: Sequence[jax.Device], setup: object = None) -> Programs:
     """The :class:`Programs` of ``sweep`` with ``setup`` (default: the sweep's) on ``devices``, kept for
     the process (the last :data:`PROGRAM_CACHE_SIZE`)."""
-    # What a program depends on: the experiment, its static setup and the devices.
+    # What a program depends on: the experiment, its static setup, the devices and JAX's PRNG settings.
     # Hyperparameters, seeds and grids are arguments, so they share the programs.
     # What is kept of the records is compiled in too (and the seed count, to reduce over seeds).
     setup = sweep.make_setup() if setup is None else setup
     fields = {f.name: getattr(setup, f.name) for f in dataclasses.fields(setup)}  # type: ignore[arg-type]
     key = (
         sweep.experiment,
+        _prng.settings(),  # (the run keys are made inside the programs: another PRNG, other draws)
         json.dumps(fields, sort_keys=True, default=repr),
         tuple((d.platform, d.id) for d in devices),
         sweep.record,
@@ -328,25 +329,27 @@ def execute(
             result["config_index"] = runs[:: sweep.seeds].astype(np.int64) // sweep.seeds
         sink(result)
 
-    for chunk_id, runs in enumerate(plan.chunks):
-        group = plan.chunk_groups[chunk_id] if plan.chunk_groups else 0
-        chunk_programs = by_group[group]
-        chunk = plan.groups[group].chunk_size if plan.groups else plan.chunk_size
-        seed_index, hparams = chunk_programs.chunk_inputs(sweep, padded_runs(runs, chunk, align))
-        for segment in range(num_segments):
-            if segment == 0:
-                state, record, summary = chunk_programs.run_first(base_seed, seed_index, hparams)
-            else:
-                state, record, summary = chunk_programs.run_rest(state, hparams)
-            if pending is not None:
-                drain(pending)
-            kept = plan.segment_points and records_lib.segment_kept(spec, segment, plan.segment_points)
-            pending = (chunk_id, runs, record if kept else None, summary if segment == num_segments - 1 else None)
-    if pending is not None:
-        drain(pending)
+    try:  # (the bar is closed however the loop ends: an interrupted sweep's bar would stay drawn)
+        for chunk_id, runs in enumerate(plan.chunks):
+            group = plan.chunk_groups[chunk_id] if plan.chunk_groups else 0
+            chunk_programs = by_group[group]
+            chunk = plan.groups[group].chunk_size if plan.groups else plan.chunk_size
+            seed_index, hparams = chunk_programs.chunk_inputs(sweep, padded_runs(runs, chunk, align))
+            for segment in range(num_segments):
+                if segment == 0:
+                    state, record, summary = chunk_programs.run_first(base_seed, seed_index, hparams)
+                else:
+                    state, record, summary = chunk_programs.run_rest(state, hparams)
+                if pending is not None:
+                    drain(pending)
+                kept = plan.segment_points and records_lib.segment_kept(spec, segment, plan.segment_points)
+                pending = (chunk_id, runs, record if kept else None, summary if segment == num_segments - 1 else None)
+        if pending is not None:
+            drain(pending)
+    finally:
+        if bar is not None:
+            bar.close()
     compile_seconds = sum(p.compile_seconds for p in by_group) - compile_seconds_before
     run_seconds = time.perf_counter() - t_start - compile_seconds
-    if bar is not None:
-        bar.close()
     compilations = sum(p.compilations for p in by_group) - compilations_before
     return Execution(compilations, compile_seconds, max(run_seconds, 0.0))

@@ -20,6 +20,7 @@ from typing import TYPE_CHECKING, Any, NamedTuple
 import jax
 import numpy as np
 
+from jaxreplay import _prng
 from jaxreplay._validation import INT32_MAX
 from jaxreplay.engine import records as records_lib
 from jaxreplay.engine.batch import Batch, check_batch, compiler_options_text, xla_version
@@ -472,6 +473,7 @@ def make_plan(
         compiler_options_text(sweep.exp.compiler_options_on(resources.platform)),
         xla_version(),
         cpu_threads=resources.cpu_threads if resources.on_cpu else 0,
+        prng=_prng.settings(),
     )
     host = _check_host_memory(
         runs, per_result, chunk, chunk * per_run if resources.on_cpu else 0, resources.host_memory

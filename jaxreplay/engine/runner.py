@@ -74,6 +74,7 @@ from jaxreplay import _extras  # noqa: E402
 _extras.require("jaxreplay.engine.runner", "sweep")
 
 
+import contextlib
 import dataclasses
 import hashlib
 import json
@@ -87,6 +88,7 @@ from typing import Any, NamedTuple
 import jax
 import numpy as np
 
+from jaxreplay import _scope
 from jaxreplay.engine import assemble as assemble_lib
 from jaxreplay.engine import batch as batch_lib
 from jaxreplay.engine import execute as execute_lib
@@ -231,10 +233,32 @@ def run(
         memory_budget=memory_budget,
         group_by_setup=group_by_setup,
     )
-    # Every experiment computes in float32: under a global x64 mode (JAX_ENABLE_X64) its programs would
-    # not even trace (a scan's float32 carry against float64 outputs), so the sweep runs in a float32 scope.
-    with jax.enable_x64(False):
+    # Every experiment computes in float32 with standard promotion (a global x64 mode would draw other numbers
+    # or not trace at all: jaxreplay._scope), compiled ahead of time, and flags a diverged run: the sweep runs
+    # in that scope, whatever the process's JAX settings, and says which of them it did not follow.
+    with _scope.experiment_settings(), _compiled_and_never_fatal():
         return _run(sweep, out_dir, chunk_size, memory_budget, memory_fraction, progress, devices, group_by_setup)
+
+
+@contextlib.contextmanager
+def _compiled_and_never_fatal():
+    """``jax_debug_nans`` and ``jax.disable_jit()`` off within the block, with a warning where either was on.
+
+    The engine compiles its programs ahead of time, which ``disable_jit`` refuses; and a NaN in one run is
+    that run's divergence, flagged in its results (``diverged``), which ``jax_debug_nans`` would turn into an
+    error that loses the whole sweep (and only where the program was compiled under it, so depending on
+    what ran before in the process)."""
+    ignored = [name for name in ("jax_debug_nans", "jax_disable_jit") if getattr(jax.config, name)]
+    if ignored:
+        warnings.warn(
+            f"{' and '.join(ignored)} on: a sweep compiles its programs ahead of time and flags a run that "
+            "diverges in its results (diverged), so it runs without them; to step through one run, call the "
+            "experiment's run_batch on it.",
+            SweepWarning,
+            stacklevel=4,
+        )
+    with jax.debug_nans(False), jax.disable_jit(False):
+        yield
 
 
 def _run(sweep, out_dir, chunk_size, memory_budget, memory_fraction, progress, devices, group_by_setup) -> SweepResult:

@@ -225,7 +225,7 @@ class TruncationProbe(_Probe):
         return state.flag
 
     def reset_env(self, key, params):
-        flag = jnp.where(jax.random.bernoulli(key), 1.0, -1.0)
+        flag = jnp.where(jax.random.bernoulli(key, jnp.float32(0.5)), 1.0, -1.0)
         state = self._state(0, flag)
         return self.get_obs(state), state
 

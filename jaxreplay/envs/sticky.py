@@ -79,7 +79,9 @@ class StickyActions(environment.Environment):
     def step_env(self, key: jax.Array, state: StickyState, action: Any, params: Any):
         """One step of ``env`` on the chosen ``action``, or on ``state.last_action`` with probability ``p``."""
         stick_key, step_key = jax.random.split(key)
-        executed = jnp.where(jax.random.uniform(stick_key) < self.probability, state.last_action, action)
+        executed = jnp.where(
+            jax.random.uniform(stick_key, (), jnp.float32) < self.probability, state.last_action, action
+        )
         executed = jnp.asarray(executed, jnp.int32)
         obs, env_state, reward, terminated, info = self._env.step_env(step_key, state.env_state, executed, params)
         return obs, StickyState(env_state, executed), reward, terminated, info

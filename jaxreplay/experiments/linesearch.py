@@ -49,6 +49,7 @@ import jax.numpy as jnp
 import numpy as np
 
 from jaxreplay import _deprecated, _validation, adaptive, buffer, samplers
+from jaxreplay._scope import in_experiment_settings
 from jaxreplay._typing import ArrayLike
 from jaxreplay.agents import linear
 from jaxreplay.envs import linesearch as env_lib
@@ -522,6 +523,7 @@ def replayed_sizes(capacity: ArrayLike, initial: ArrayLike) -> np.ndarray:
     return out
 
 
+@in_experiment_settings  # (float32 and standard promotion, whatever the caller's JAX settings)
 def run_batch(keys: jax.Array, hparams: Hyperparameters, setup: Setup) -> Result:
     """:func:`run` for ``R`` runs at once: vmapped over a leading run axis of ``keys`` and ``hparams``.
 

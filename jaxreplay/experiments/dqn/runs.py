@@ -14,6 +14,7 @@ import functools
 import jax
 import jax.numpy as jnp
 
+from jaxreplay._scope import in_experiment_settings
 from jaxreplay.experiments import COMPILER_OPTIONS, Experiment, check_scalars, run_count
 from jaxreplay.experiments.dqn.config import (
     Hyperparameters,
@@ -116,6 +117,7 @@ def _run_batch(keys, hparams, setup, return_state):
     return _run_batch_on(jax.default_backend())(keys, hparams, setup, return_state)
 
 
+@in_experiment_settings  # (float32 and standard promotion, whatever the caller's JAX settings)
 def run_batch(keys: jax.Array, hparams: Hyperparameters, setup: Setup, return_state: bool = False):
     """:func:`run` for ``R`` runs at once: ``jit(vmap(run))``, compiled once per ``setup``, ``R``
     and ``return_state`` (any hyperparameter values, memory sizes included, reuse it), with the
