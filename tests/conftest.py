@@ -7,7 +7,7 @@ lets later test processes (and later CI runs on the same machine) reuse them.
 import os
 import pathlib
 
-# Two worker processes run the suite (pyproject's addopts): on a GPU machine neither may take 75% of its memory.
+# Three worker processes run the suite (pyproject's addopts): on a GPU machine none may take 75% of its memory.
 os.environ.setdefault("XLA_PYTHON_CLIENT_PREALLOCATE", "false")
 
 import jax  # noqa: E402
@@ -25,11 +25,39 @@ def paper_tiny(tmp_path_factory):
     """One tiny ``jaxreplay reproduce all`` (LineSearch ``tiny`` mode, CartPole 2 seeds × 500 steps).
 
     Shared by the LineSearch, DQN and whole-paper reproduction tests, so the
-    suite pays for each reproduction once (~1 min cold on 2 cores).
+    suite pays for the reproduction once (~1.5 min cold on 2 cores): under
+    pytest-xdist the first worker to ask computes it (the others wait on a lock:
+    their files would be computing it too) and every worker gets its own copy
+    of the folder (the tests rerun into it), with the summary's paths moved there.
     """
+    import fcntl
+    import pickle
+    import shutil
+
     from jaxreplay.paper.reproduce import paper
 
+    worker = os.environ.get("PYTEST_XDIST_WORKER")
+    shared = tmp_path_factory.getbasetemp().parent if worker else tmp_path_factory.getbasetemp()
+    source, pickled = shared / "paper_tiny_source", shared / "paper_tiny_summary.pickle"
+    with open(shared / "paper_tiny.lock", "w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)  # (released when the file closes)
+        if not pickled.exists():
+            summary = paper.reproduce(source, quick=True, seeds=2, progress=False, envs=("CartPole-v1",),
+                                      linesearch_mode="tiny", dqn_steps=500)
+            pickled.write_bytes(pickle.dumps(summary))
     out = tmp_path_factory.mktemp("paper_tiny")
-    summary = paper.reproduce(out, quick=True, seeds=2, progress=False, envs=("CartPole-v1",),
-                              linesearch_mode="tiny", dqn_steps=500)
-    return out, summary
+    shutil.copytree(source, out, dirs_exist_ok=True)
+    return out, _moved(pickle.loads(pickled.read_bytes()), str(source), str(out))
+
+
+def _moved(value, source: str, out: str):
+    """``value`` (a summary: dicts, lists, tuples, paths, strings) with every path under ``source`` under ``out``."""
+    if isinstance(value, dict):
+        return {k: _moved(v, source, out) for k, v in value.items()}
+    if isinstance(value, (list, tuple)):
+        return type(value)(_moved(v, source, out) for v in value)
+    if isinstance(value, pathlib.Path) and (value == pathlib.Path(source) or pathlib.Path(source) in value.parents):
+        return pathlib.Path(out) / value.relative_to(source)
+    if isinstance(value, str) and value.startswith(source + os.sep):
+        return out + value[len(source):]
+    return value

@@ -50,6 +50,11 @@ def test_rerun_resumes_every_part(paper_tiny):
     again = paper.reproduce(out, quick=True, seeds=2, progress=False, envs=("CartPole-v1",),
                             linesearch_mode="tiny", dqn_steps=500)
     assert again["linesearch"]["resumed"] is True
+    # The folder is a copy of the one the fixture computed (tests/conftest.py): the resumed part's paths are the
+    # copy's (they were the original's, and the report's links failed: found by sharing the fixture).
+    ls = again["linesearch"]
+    assert {ls["out_dir"], ls["csv"], ls["report"], *ls["figures"].values()} <= {
+        str(out / "linesearch"), *(str(p) for p in (out / "linesearch").iterdir())}
     assert again["claims"] == first["claims"]
     computed = [json.loads((p / "summary.json").read_text())["runs_computed"]
                 for p in (out / "dqn" / "CartPole-v1" / "sweeps").iterdir()]

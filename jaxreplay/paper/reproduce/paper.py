@@ -280,7 +280,16 @@ def _linesearch_part(out: pathlib.Path, mode: str, seeds, seed: int, progress: b
             and recorded == _digests(out, recorded)
         ):
             previous["resumed"] = True
-            return previous
+            # Its paths where the folder is now (a folder moved or copied since kept the old ones: the report's
+            # links were then made relative to the wrong folder, and the rerun failed).
+            return dict(
+                previous,
+                out_dir=str(out),
+                figures={name: str(out / name) for name in previous["figures"]},
+                **{
+                    key: str(out / pathlib.PurePath(previous[key]).name) for key in ("csv", "report") if key in previous
+                },
+            )
     record.unlink(missing_ok=True)  # (a run killed below must not leave the earlier run's record beside its files)
     summary = results.jsonable(linesearch.reproduce(out, mode=mode, seeds=seeds, seed=seed, progress=progress))
     summary["settings"] = settings
