@@ -220,12 +220,29 @@ def read_json(
     return value
 
 
+NAME_MAX = 255
+"""Bytes in one name of a path, at most (Linux's and macOS's file systems)."""
+
+
 def check_output_folder(out: str | os.PathLike, name: str = "--out") -> pathlib.Path:
     """``out`` as a path, or ``ValueError`` (one line) if no output folder can be made there: empty (it would
-    be the current folder), an existing file, or below a file. ``name`` is how the caller calls it."""
+    be the current folder), an existing file, below a file, through a symbolic link to nothing (or a loop of
+    links), or with a name over :data:`NAME_MAX` bytes. ``name`` is how the caller calls it."""
     if not str(out):
         raise ValueError(f"{name} is empty: name an output folder (e.g. {name} results).")
     path = pathlib.Path(out)
+    for link in (path, *path.parents):
+        if os.path.lexists(link) and not os.path.exists(link):  # (a link to nothing, or a loop of links)
+            raise ValueError(
+                f"the output folder {path} cannot be created: {link} is a symbolic link to nothing (or a loop of "
+                f"links). Create its target, or choose another {name}."
+            )
+    long = [part for part in path.parts if len(os.fsencode(part)) > NAME_MAX]
+    if long:
+        raise ValueError(
+            f"the output folder {path} cannot be created: a name in it is longer than {NAME_MAX} bytes "
+            f"({long[0][:24]}...), the file systems' limit. Choose another {name}."
+        )
     if path.exists() and not path.is_dir():
         raise ValueError(f"the output folder {path} is a file, not a folder: choose another {name}.")
     parent = path

@@ -295,17 +295,26 @@ def test_every_out_that_is_empty_a_file_or_below_a_file_is_refused_in_one_line(c
     config = tmp_path / "sweep.toml"
     config.write_text('experiment = "linesearch"\n[setup]\nmax_capacity = 20\n[fixed]\nmemory_size = 5\n')
     argv = [str(config) if a == "CONFIG" else a for a in command]
+    # A link to nothing, a loop of links and a name over 255 bytes gave raw OS errors ("[Errno 17] File exists" for
+    # a folder that does not exist, with advice about permissions; Errno 40; Errno 36) (found by a probe).
+    os.symlink(tmp_path / "nothing", tmp_path / "gone")
+    os.symlink(tmp_path / "loop", tmp_path / "loop")
+    nothing = "a symbolic link to nothing (or a loop of links). Create its target, or choose another --out."
     for out, message in [
         ("", "--out is empty: name an output folder (e.g. --out results)."),
         ("sweep.toml", "the output folder sweep.toml is a file, not a folder: choose another --out."),
         ("sweep.toml/sub",
          "the output folder sweep.toml/sub cannot be created: sweep.toml is a file. Choose another --out."),
+        ("gone", f"the output folder gone cannot be created: gone is {nothing}"),
+        ("loop/sub", f"the output folder loop/sub cannot be created: loop is {nothing}"),
+        ("x" * 256, f"the output folder {'x' * 256} cannot be created: a name in it is longer than 255 bytes "
+                    f"({'x' * 24}...), the file systems' limit. Choose another --out."),
     ]:
         before = COMPILE_EVENTS.lowerings
         assert cli.main([*argv, "--out", out]) == 2
         err = capsys.readouterr().err
         assert err == f"jaxreplay {command[0]}: error: {message}\n"
-        assert os.listdir(tmp_path) == ["sweep.toml"] and COMPILE_EVENTS.lowerings == before
+        assert sorted(os.listdir(tmp_path)) == ["gone", "loop", "sweep.toml"] and COMPILE_EVENTS.lowerings == before
     if command[-2:] == ["all", "--quiet"]:  # each game's folder too, before the first game runs
         (tmp_path / "out").mkdir()
         (tmp_path / "out" / "MountainCar-v0").write_text("")

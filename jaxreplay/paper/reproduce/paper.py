@@ -36,6 +36,7 @@ from __future__ import annotations
 
 import datetime
 import json
+import os
 import pathlib
 import re
 import time
@@ -295,7 +296,15 @@ def _linesearch_part(out: pathlib.Path, mode: str, seeds, seed: int, progress: b
     summary["settings"] = settings
     written = [*summary["figures"], pathlib.Path(summary["csv"]).name, pathlib.Path(summary["report"]).name]
     summary["outputs_sha256"] = _digests(out, written)
-    atomic_write_text(record, json.dumps(summary, indent=1, allow_nan=True))
+    # The record names its files within the folder (a folder moved or copied keeps its record true); the
+    # summary returned has the paths, as a resumed one does.
+    names = dict(
+        out_dir=".",
+        figures={name: name for name in summary["figures"]},
+        csv=pathlib.PurePath(summary["csv"]).name,
+        report=pathlib.PurePath(summary["report"]).name,
+    )
+    atomic_write_text(record, json.dumps({**summary, **names}, indent=1, allow_nan=True))
     summary["resumed"] = False
     return summary
 
@@ -418,7 +427,8 @@ def _report(out: pathlib.Path, claims, ls: dict, dqn: dict, context: dict) -> st
     from jaxreplay.paper.reproduce import linesearch as reproduce_linesearch
 
     def rel(path) -> str:
-        return pathlib.Path(path).resolve().relative_to(out.resolve()).as_posix()
+        # Lexical (no symbolic link followed): a part folder that links elsewhere is still the part's folder.
+        return pathlib.Path(os.path.relpath(os.path.abspath(path), os.path.abspath(out))).as_posix()
 
     lines = [
         "# Liu & Zou (2018), *The Effects of Memory Replay in Reinforcement Learning*: reproduced",
