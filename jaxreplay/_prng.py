@@ -111,11 +111,7 @@ THREEFRY_UNROLLED = jex_random.define_prng_impl(
 
 def unrolled_applies(platform: str) -> bool:
     """Whether :func:`key` gives :data:`THREEFRY_UNROLLED` keys on ``platform`` (see the module docstring)."""
-    return (
-        platform == "cpu"
-        and jax.config.jax_default_prng_impl == "threefry2x32"  # type: ignore[attr-defined]
-        and bool(jax.config.jax_threefry_partitionable)  # type: ignore[attr-defined]
-    )
+    return platform == "cpu" and settings() == "threefry2x32, partitionable"
 
 
 def settings() -> str:

@@ -281,16 +281,9 @@ def _linesearch_part(out: pathlib.Path, mode: str, seeds, seed: int, progress: b
             and recorded == _digests(out, recorded)
         ):
             previous["resumed"] = True
-            # Its paths where the folder is now (a folder moved or copied since kept the old ones: the report's
-            # links were then made relative to the wrong folder, and the rerun failed).
-            return dict(
-                previous,
-                out_dir=str(out),
-                figures={name: str(out / name) for name in previous["figures"]},
-                **{
-                    key: str(out / pathlib.PurePath(previous[key]).name) for key in ("csv", "report") if key in previous
-                },
-            )
+            # Its paths where the folder is now (a record written before it named its files within the folder
+            # kept the old ones: the report's links were then made relative to the wrong folder).
+            return {**previous, **_files_in(previous, out)}
     record.unlink(missing_ok=True)  # (a run killed below must not leave the earlier run's record beside its files)
     summary = results.jsonable(linesearch.reproduce(out, mode=mode, seeds=seeds, seed=seed, progress=progress))
     summary["settings"] = settings
@@ -298,15 +291,20 @@ def _linesearch_part(out: pathlib.Path, mode: str, seeds, seed: int, progress: b
     summary["outputs_sha256"] = _digests(out, written)
     # The record names its files within the folder (a folder moved or copied keeps its record true); the
     # summary returned has the paths, as a resumed one does.
-    names = dict(
-        out_dir=".",
-        figures={name: name for name in summary["figures"]},
-        csv=pathlib.PurePath(summary["csv"]).name,
-        report=pathlib.PurePath(summary["report"]).name,
-    )
-    atomic_write_text(record, json.dumps({**summary, **names}, indent=1, allow_nan=True))
+    within = _files_in(summary, pathlib.PurePath("."))
+    atomic_write_text(record, json.dumps({**summary, **within}, indent=1, allow_nan=True))
     summary["resumed"] = False
     return summary
+
+
+def _files_in(summary: dict, folder: pathlib.PurePath) -> dict:
+    """The LineSearch part's ``out_dir``, ``figures``, ``csv`` and ``report`` as paths in ``folder`` (``.``:
+    names within the part's folder), from its ``summary`` (paths anywhere, or names)."""
+    return dict(
+        out_dir=str(folder),
+        figures={name: str(folder / name) for name in summary["figures"]},
+        **{key: str(folder / pathlib.PurePath(summary[key]).name) for key in ("csv", "report") if key in summary},
+    )
 
 
 def reproduce(
