@@ -7,9 +7,9 @@ mode (``jax_enable_x64``, e.g. for the float64 theory), strict dtype promotion
 with JAX's standard promotion: under x64 their random draws and constants
 would become float64 and a run would draw other numbers (or not trace at all),
 and under the strict checks they would not trace. The entry points that
-compute runs (the engine's ``run``, the experiments' ``run_batch``) therefore
-trace inside :func:`experiment_settings`; the user's settings are back after
-the call.
+compute runs (the engine's ``run``, the experiments' ``run`` and
+``run_batch``) therefore trace inside :func:`experiment_settings`; the user's
+settings are back after the call.
 """
 
 from __future__ import annotations
@@ -20,8 +20,12 @@ from collections.abc import Callable, Iterator
 from typing import TypeVar
 
 import jax
+import jax.numpy as jnp
+import numpy as np
 
 F = TypeVar("F", bound=Callable)
+
+_NARROWER = {np.dtype(np.float64): np.float32, np.dtype(np.int64): np.int32, np.dtype(np.uint64): np.uint32}
 
 
 @contextlib.contextmanager
@@ -36,7 +40,25 @@ def in_experiment_settings(function: F) -> F:
 
     @functools.wraps(function)
     def wrapped(*args, **kwargs):
+        # Arrays the caller made, or traced, in 64 bits: narrowed here, outside the scope.
+        if getattr(jax.config, "jax_enable_x64"):
+            args, kwargs = jax.tree.map(_to_32_bits, (args, kwargs))
         with experiment_settings():
             return function(*args, **kwargs)
 
     return wrapped  # type: ignore[return-value]
+
+
+def _to_32_bits(leaf):
+    """A 64-bit array (or tracer) as the 32-bit one the experiments compute with; anything else unchanged.
+
+    Narrowed before the scope opens, so that JAX does not warn inside it that it truncates (a caller's
+    ``jax.jit(run)`` under x64 traces Python numbers as 64-bit). An integer is clipped into the 32-bit range
+    first: one too large for it stays too large (flagged where it is checked), it does not wrap to a small one."""
+    if not isinstance(leaf, jax.Array) or leaf.dtype not in _NARROWER:
+        return leaf
+    narrow = _NARROWER[leaf.dtype]
+    if jnp.issubdtype(narrow, jnp.integer):
+        info = jnp.iinfo(narrow)
+        leaf = jnp.clip(leaf, info.min, info.max)
+    return leaf.astype(narrow)

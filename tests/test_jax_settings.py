@@ -92,6 +92,32 @@ def test_run_batch_computes_in_the_experiments_settings_whatever_the_callers():
     assert not jax.config.jax_enable_x64  # (the caller's settings are back)
 
 
+def test_a_lone_run_jitted_or_not_computes_in_the_experiments_settings_without_a_warning():
+    """Under x64 a lone ``dqn.run`` computed other runs (float64 ε-greedy draws) and LineSearch pER's did not
+    trace: only ``run_batch`` was scoped. Jitted by the caller under x64 (Python numbers traced as 64-bit) JAX
+    warned it truncated them inside the scope: they are narrowed before it."""
+    from jaxreplay.experiments import dqn
+
+    dqn_setup = dqn.Setup(env_id="CartPole-v1", total_steps=60, max_capacity=32, batch_size=4, hidden_sizes=(4,),
+                          sampler="prioritized", steps_per_segment=60)
+    dqn_hp = dqn.Hyperparameters(learning_starts=10, memory_size=20, step_size=1e-3)
+    ls_hp = ls.Hyperparameters(memory_size=10, batch_size=4, step_size=0.05)
+    key = jax.random.key(3)
+
+    def calls(with_dqn: bool):  # (DQN under x64 only: where it computed other runs; a compilation each)
+        return [ls.run(key, ls_hp, LS_SETUP), jax.jit(ls.run, static_argnums=2)(key, ls_hp, LS_SETUP)] + (
+            [jax.jit(dqn.run, static_argnums=(2, 3))(key, dqn_hp, dqn_setup)] if with_dqn else [])
+
+    default = [_digest(result) for result in calls(True)]
+    assert default[0] == default[1]
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        for name, setting in SETTINGS.items():
+            with setting():
+                assert [_digest(result) for result in calls(name == "x64")] == default[:3 if name == "x64" else 2]
+    assert not jax.config.jax_enable_x64
+
+
 DIVERGING = sw.Sweep("linesearch", seeds=2, seed=0, setup=dict(steps=60, max_capacity=40, max_batch_size=4),
                      fixed=dict(batch_size=4), grid=dict(memory_size=[10, 40], step_size=[0.01, 30.0]))
 

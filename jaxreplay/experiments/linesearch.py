@@ -421,6 +421,7 @@ def summarize(state: State, hparams: Hyperparameters, setup: Setup) -> dict:
     }
 
 
+@in_experiment_settings  # (float32 and standard promotion, whatever the caller's JAX settings)
 def run(key: jax.Array, hparams: Hyperparameters, setup: Setup) -> Result:
     """Simulate one LineSearch run of ``setup.steps`` steps (:func:`init`, :func:`advance`, :func:`summarize`).
 

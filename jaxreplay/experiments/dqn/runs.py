@@ -64,6 +64,7 @@ EXPERIMENT = Experiment(
 """DQN as a sweep-engine experiment, registered as ``"dqn"``."""
 
 
+@in_experiment_settings  # (float32 and standard promotion, whatever the caller's JAX settings)
 def run(key: jax.Array, hparams: Hyperparameters, setup: Setup, return_state: bool = False):
     """One whole run: ``init``, ``advance`` × ``num_segments`` (a ``lax.scan``), ``summarize``.
 
