@@ -35,6 +35,18 @@ def experiment_settings() -> Iterator[None]:
         yield
 
 
+def lowering_settings() -> str:
+    """The caller's JAX settings that change the programs a run is compiled into, as text:
+    ``"matmul precision default, shardy partitioner"``.
+
+    They are the caller's choice, not scoped (``jax_default_matmul_precision="highest"`` keeps a GPU's float32
+    products out of TF32, which rounds otherwise), so what keeps compiled programs or finished runs names them
+    (the engine's program cache, :class:`jaxreplay.engine.batch.Batch`)."""
+    precision = getattr(jax.config, "jax_default_matmul_precision") or "default"
+    shardy = getattr(jax.config, "jax_use_shardy_partitioner")
+    return f"matmul precision {precision}, {'shardy' if shardy else 'GSPMD'} partitioner"
+
+
 def in_experiment_settings(function: F) -> F:
     """``function`` called (so traced) within :func:`experiment_settings`."""
 

@@ -1,8 +1,13 @@
-"""The sweep engine's parts on their own: the pure plan and the chunk store (no compilation here)."""
+"""The sweep engine's parts on their own: the pure plan and the chunk store (no compilation here, but for one
+matrix product in a subprocess that counts XLA:CPU's threads)."""
 
 from __future__ import annotations
 
 import json
+import os
+import shutil
+import subprocess
+import sys
 
 import numpy as np
 import pytest
@@ -152,12 +157,15 @@ def test_a_resume_at_another_batch_is_refused_by_the_plan_naming_what_differs(tm
     done = np.arange(8) < 4  # 4 runs missing
     options = plan_lib.compiler_options_text(SWEEP.exp.compiler_options["cpu"])
     recorded = plan_lib.Batch("cpu", "cpu", 1, 2, "", compiler_options=options, xla_version=plan_lib.xla_version(),
-                              prng="threefry2x32, partitionable")
+                              prng="threefry2x32, partitionable",
+                              jax_settings="matmul precision default, shardy partitioner")
     # Without a chunk size the recorded one is asked for; with it, or on a finished sweep, anything goes.
     assert plan_lib.make_plan(SWEEP, done, PLENTY, out=out, recorded=recorded).chunk_size == 2
     assert plan_lib.make_plan(SWEEP, done, PLENTY, chunk_size=2, out=out, recorded=recorded).batch == recorded
     # A folder recorded before the PRNG settings were resumes under any (nothing to compare).
     assert plan_lib.make_plan(SWEEP, done, PLENTY, out=out, recorded=recorded._replace(prng="")).batch == recorded
+    assert plan_lib.make_plan(SWEEP, done, PLENTY, out=out, recorded=recorded._replace(jax_settings="")
+                              ).batch == recorded
     assert plan_lib.make_plan(SWEEP, np.ones(8, bool), PLENTY._replace(platform="gpu"), chunk_size=8,
                               recorded=recorded).chunks == ()
     cases = [
@@ -175,6 +183,34 @@ def test_a_resume_at_another_batch_is_refused_by_the_plan_naming_what_differs(tm
         where = rf"^{out} holds runs computed at 2 run\(s\) per device on 1 × cpu \(cpu\), XLA_FLAGS '', compiler options"
         with pytest.raises(ValueError, match=rf"{where}.*{message}"):
             plan_lib.make_plan(SWEEP, done, PLENTY._replace(**machine), out=out, recorded=recorded, **options)
+    assert not out.exists()
+
+
+def test_a_resume_under_another_matmul_precision_or_partitioner_is_refused_naming_them(tmp_path):
+    """JAX_DEFAULT_MATMUL_PRECISION=highest or JAX_USE_SHARDY_PARTITIONER=0 lower other programs: a resume under
+    either was refused as if the code had changed ("finish the sweep with the code that started it": the code
+    running), found by a probe. The folder records them and names them."""
+    import jax
+
+    out, done = tmp_path / "out", np.arange(8) < 4
+    recorded = plan_lib.make_plan(SWEEP, done, PLENTY, chunk_size=2, out=out).batch
+    assert recorded.jax_settings == "matmul precision default, shardy partitioner"
+    assert recorded.to_dict()["jax_settings"] == recorded.jax_settings
+    assert plan_lib.Batch.from_dict(recorded.to_dict()) == recorded
+    with jax.default_matmul_precision("highest"), pytest.raises(
+            ValueError, match=r"with JAX's matmul precision default, shardy partitioner; this process has matmul "
+                              r"precision highest, shardy partitioner, which lowers other programs\. Set them back"):
+        plan_lib.make_plan(SWEEP, done, PLENTY, out=out, recorded=recorded)
+    with jax.default_matmul_precision("highest"):  # (a folder recorded before the settings: nothing to compare)
+        assert plan_lib.make_plan(SWEEP, done, PLENTY, out=out, recorded=recorded._replace(jax_settings="")
+                                  ).chunk_size == 2
+    shardy = jax.config.jax_use_shardy_partitioner
+    jax.config.update("jax_use_shardy_partitioner", not shardy)
+    try:
+        with pytest.raises(ValueError, match=r"this process has matmul precision default, GSPMD partitioner"):
+            plan_lib.make_plan(SWEEP, done, PLENTY, out=out, recorded=recorded)
+    finally:
+        jax.config.update("jax_use_shardy_partitioner", shardy)
     assert not out.exists()
 
 
@@ -200,7 +236,6 @@ def test_a_cpu_plan_records_xlas_thread_pool_and_refuses_to_finish_a_folder_begu
     assert batch_lib.cpu_thread_pool_size(1, {"NPROC": "4"}) == 4
     assert batch_lib.cpu_thread_pool_size(8, {"NPROC": "4"}) == 8  # at least the devices
     assert batch_lib.cpu_thread_pool_size(1, {"PJRT_NPROC": "3", "NPROC": "4"}) == 3
-    assert batch_lib.cpu_thread_pool_size(1, {"PJRT_NPROC": "0", "NPROC": "4"}) == 4  # (0: not set)
     assert batch_lib.cpu_thread_pool_size(1, {"NPROC": "many"}) == batch_lib.cpu_thread_pool_size(1, {}) >= 1
     out, done = tmp_path / "out", np.arange(8) < 4
     here = PLENTY._replace(cpu_threads=2)
@@ -211,11 +246,56 @@ def test_a_cpu_plan_records_xlas_thread_pool_and_refuses_to_finish_a_folder_begu
     older = plan_lib.Batch.from_dict({k: v for k, v in batch.to_dict().items() if k != "cpu_threads"})
     assert plan_lib.make_plan(SWEEP, done, here._replace(cpu_threads=4), out=out, recorded=older).chunk_size == 2
     with pytest.raises(ValueError, match=r"with XLA:CPU's thread pool of 2 threads; this process has 4 \(XLA:CPU "
-                                         r"splits large matrix products over them.*Set NPROC=2 before starting Python"):
+                                         r"splits large matrix products over them.*Set PJRT_NPROC=2 before starting Python"):
         plan_lib.make_plan(SWEEP, done, here._replace(cpu_threads=4), out=out, recorded=batch)
     gpu = PLENTY._replace(platform="gpu", device_kind="NVIDIA H200", cpu_threads=2)
     assert plan_lib.make_plan(SWEEP, done, gpu, chunk_size=2, out=out).batch.cpu_threads == 0
     assert not out.exists()
+
+
+def test_the_recorded_thread_pool_is_the_one_xla_starts_under_an_affinity_mask_and_any_nproc():
+    """The pool was recorded as PJRT_NPROC, else NPROC (digits only, 0 skipped), else the host's CPU count; XLA
+    takes the first that reads as an integer (a sign allowed, below 0 as 0) and else the CPUs the process may
+    run on. Under ``taskset -c 0`` a 512-wide DQN folder was finished with a pool of 1 where it was begun with 2,
+    both recorded as 2, and its td_loss differed (found by a probe). Here XLA's own pool threads are counted."""
+    assert batch_lib.cpu_thread_pool_size(1, {"PJRT_NPROC": "0", "NPROC": "4"}) == 1  # (0 is read: XLA's floor)
+    assert batch_lib.cpu_thread_pool_size(1, {"PJRT_NPROC": "-1"}) == 1
+    assert batch_lib.cpu_thread_pool_size(1, {"PJRT_NPROC": " +4 "}) == 4
+    assert batch_lib.cpu_thread_pool_size(1, {"PJRT_NPROC": "4x", "NPROC": "3"}) == 3
+    assert batch_lib.cpu_thread_pool_size(1, {"PJRT_NPROC": "99999999999"}) == len(os.sched_getaffinity(0))
+    script = ("import collections, os, jax, jax.numpy as jnp\n"
+              "x = jnp.ones((256, 256)); (x @ x).block_until_ready()\n"
+              "from jaxreplay.engine.batch import cpu_thread_pool_size\n"
+              "names = [open(f'/proc/self/task/{t}/comm').read().strip() for t in os.listdir('/proc/self/task')]\n"
+              "print(sum(n.startswith('tf_XLAEigen') for n in names), cpu_thread_pool_size(jax.device_count()))")
+    cases = [({}, None), ({"PJRT_NPROC": "+3"}, None), ({"PJRT_NPROC": "0", "NPROC": "4"}, None)]
+    if shutil.which("taskset") and len(os.sched_getaffinity(0)) > 1:
+        cases.append(({}, ["taskset", "-c", "0"]))
+    env = {k: v for k, v in os.environ.items() if k not in ("PJRT_NPROC", "NPROC", "XLA_FLAGS")}
+    counted = {}
+    for extra, prefix in cases:
+        counted[str(extra), bool(prefix)] = subprocess.run(
+            [*(prefix or []), sys.executable, "-c", script], env={**env, **extra, "JAX_PLATFORMS": "cpu"},
+            capture_output=True, text=True, timeout=120, check=True).stdout.split()
+    for case, (threads, recorded) in counted.items():
+        assert threads == recorded, case  # XLA's pool threads, and what a Batch records
+    assert counted[str({"PJRT_NPROC": "+3"}), False] == ["3", "3"]
+    assert counted.get(("{}", True), ["1", "1"]) == ["1", "1"]  # (under taskset -c 0, where there is one)
+
+
+def test_a_flag_given_twice_is_recorded_with_the_value_xla_applies_its_last():
+    """``XLA_FLAGS`` was recorded sorted: ``--xla_cpu_max_isa=SSE4_2 --xla_cpu_max_isa=AVX2`` (fused multiply-adds)
+    and the other order (none) recorded one Batch, so a folder begun without them was finished with them, and
+    both recorded batch_independence_flags (found by a probe). XLA applies a flag's last value: only it is kept."""
+    fma_last = "--xla_cpu_experimental_ynn_fusion_type= --xla_cpu_max_isa=SSE4_2 --xla_cpu_max_isa=AVX2"
+    no_fma_last = "--xla_cpu_experimental_ynn_fusion_type= --xla_cpu_max_isa=AVX2 --xla_cpu_max_isa=SSE4_2"
+    fma = batch_lib.xla_flags_in_environment({"XLA_FLAGS": fma_last})
+    no_fma = batch_lib.xla_flags_in_environment({"XLA_FLAGS": no_fma_last})
+    assert fma == "--xla_cpu_experimental_ynn_fusion_type= --xla_cpu_max_isa=AVX2"
+    assert no_fma == "--xla_cpu_experimental_ynn_fusion_type= --xla_cpu_max_isa=SSE4_2"
+    assert not plan_lib.Batch("cpu", "cpu", 1, 2, fma).batch_independence_flags
+    assert plan_lib.Batch("cpu", "cpu", 1, 2, no_fma).batch_independence_flags
+    assert batch_lib.xla_flags_in_environment({"XLA_FLAGS": "--a=1 --xla_force_host_platform_device_count=2 --a"}) == "--a"
 
 
 def test_the_recorded_xla_flags_leave_out_the_device_count_and_name_the_batch_independence_flags():

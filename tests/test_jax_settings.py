@@ -193,6 +193,15 @@ def test_programs_and_finished_runs_are_kept_per_prng_setting(tmp_path):
     np.testing.assert_array_equal(resumed.dataset.final_metric.values, default.final_metric.values)
 
 
+def test_programs_are_kept_per_matmul_precision_and_partitioner():
+    """The program cache's key held the PRNG settings but not the other settings lowered into a program: a sweep
+    after ``jax.default_matmul_precision("highest")`` reused the programs lowered at the default precision."""
+    sw.run(SMALL, None, progress=False)
+    assert sw.run(SMALL, None, progress=False).stats.compilations == 0
+    with jax.default_matmul_precision("highest"):
+        assert sw.run(SMALL, None, progress=False).stats.compilations > 0
+
+
 def test_an_interrupted_sweep_closes_its_progress_bar(monkeypatch):
     """An interrupted sweep left its bar open: the next sweep's bar was drawn a line below, and the stale one
     again at exit (found by a probe)."""

@@ -1160,6 +1160,7 @@ def test_a_resume_computes_its_missing_runs_at_the_recorded_batch_or_refuses(tmp
                             xla_flags=recorded["xla_flags"], batch_independence_flags=False,
                             xla_version=plan_lib.xla_version(), program=recorded["program"],
                             prng="threefry2x32, partitionable",
+                            jax_settings="matmul precision default, shardy partitioner",
                             **({"compiler_options": options} if options else {}),
                             **({"cpu_threads": batch_lib.cpu_thread_pool_size(1)} if device.platform == "cpu" else {}))
     assert re.fullmatch(r"[0-9a-f]{16}", recorded["program"])

@@ -119,17 +119,32 @@ def main(argv: list[str] | None = None) -> int:
         signal.signal(signal.SIGINT, _interrupt)
     formatted = warnings.formatwarning
     warnings.formatwarning = functools.partial(_format_warning, formatted)
+    strict = _escape_what_the_streams_cannot_encode()
     try:
         status = _run(args)
     finally:
         interrupted = _cancel_deferred()  # (before Python's handler is back: a re-send would land anywhere)
         warnings.formatwarning = formatted
+        for stream in strict:
+            stream.reconfigure(errors="strict")
         if ours:
             signal.signal(signal.SIGINT, signal.default_int_handler)
     if interrupted:  # a Ctrl-C deferred out of a gc callback as the command ended: it was interrupted all the same
         print(f"\njaxreplay {args.command}: interrupted", file=sys.stderr)
         return 128 + signal.SIGINT
     return status
+
+
+def _escape_what_the_streams_cannot_encode() -> list:
+    """stdout and stderr write a character their encoding lacks as an escape (``\\xd7`` for ``×``), where they
+    raised: under an ASCII locale (``LC_ALL=POSIX``, ``PYTHONIOENCODING=ascii``) a finished sweep's summary line
+    failed the command, exit 2, its results written. Returns the streams changed (set back on return)."""
+    changed = []
+    for stream in (sys.stdout, sys.stderr):
+        if stream is not None and getattr(stream, "errors", None) == "strict" and hasattr(stream, "reconfigure"):
+            stream.reconfigure(errors="backslashreplace")
+            changed.append(stream)
+    return changed
 
 
 def _format_warning(formatted, message, category, filename, lineno, line=None) -> str:

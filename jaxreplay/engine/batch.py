@@ -14,6 +14,7 @@ missing runs of a folder in another program.
 from __future__ import annotations
 
 import os
+import re
 from typing import NamedTuple
 
 __all__ = [
@@ -39,28 +40,53 @@ _DEVICE_COUNT_FLAG = "--xla_force_host_platform_device_count"
 
 
 def xla_flags_in_environment(environ=None) -> str:
-    """``XLA_FLAGS`` of ``environ`` (default ``os.environ``), sorted, the forced host device count left out.
+    """``XLA_FLAGS`` of ``environ`` (default ``os.environ``) as XLA applies them: each flag's last value only,
+    sorted, the forced host device count left out.
 
-    XLA reads ``XLA_FLAGS`` once, when JAX starts its backend; this reads the
-    environment now, so it is what was in force if nobody changed it after
-    JAX's first computation (the CLI and the engine never change it).
+    XLA takes the last value of a flag given twice (``--xla_cpu_max_isa=SSE4_2 --xla_cpu_max_isa=AVX2`` compiles
+    with fused multiply-adds; the other order without): an earlier value is dropped, so two orders that compile
+    different code record different flags. XLA reads ``XLA_FLAGS`` once, when JAX starts its backend; this
+    reads the environment now, so it is what was in force if nobody changed it after JAX's first computation
+    (the CLI and the engine never change it).
     """
     flags = str((os.environ if environ is None else environ).get("XLA_FLAGS", "")).split()
-    return " ".join(sorted(f for f in flags if not f.startswith(_DEVICE_COUNT_FLAG)))
+    last = {flag.split("=", 1)[0]: flag for flag in flags}  # (a dict keeps each name's last value)
+    return " ".join(sorted(f for name, f in last.items() if name != _DEVICE_COUNT_FLAG))
 
 
 def cpu_thread_pool_size(cpu_devices: int, environ=None) -> int:
-    """The threads of XLA:CPU's pool in this process: ``PJRT_NPROC``, else ``NPROC``, else the host's CPU count,
-    and at least its ``cpu_devices`` (XLA's CPU client sizes its pool so).
+    """The threads of XLA:CPU's pool in this process, as XLA's CPU client sizes it: the first of ``PJRT_NPROC``
+    and ``NPROC`` that reads as an integer (a sign allowed; below 0 counts as 0), else the CPUs this process may
+    run on (its affinity: ``taskset``, a cpuset, a SLURM allocation; not the host's count), and at least its
+    ``cpu_devices``.
 
     XLA:CPU splits a large matrix product over these threads, and how it splits it changes how the product
     rounds: measured on MinAtar's convolutional network, whose weight gradients (a contraction over the batch
     times 64 patches) differed between pools of 2 and 4 threads in their last bits, and a run then played
-    other episodes. The small products of the MLPs measured did not.
+    other episodes; and on 512-wide MLPs between pools of 1 and 2.
     """
     environ = os.environ if environ is None else environ
-    asked = [int(v) for v in (str(environ.get(n, "")).strip() for n in ("PJRT_NPROC", "NPROC")) if v.isdigit()]
-    return max(next((n for n in asked if n > 0), os.cpu_count() or 1), cpu_devices)
+    for name in ("PJRT_NPROC", "NPROC"):
+        asked = _integer(environ.get(name))
+        if asked is not None:
+            return max(asked, 0, cpu_devices)
+    return max(_usable_cpus(), cpu_devices)
+
+
+def _integer(text) -> int | None:
+    """``text`` as a 32-bit integer the way XLA reads ``NPROC`` (``absl::SimpleAtoi``: surrounding whitespace
+    and a sign allowed, base 10), or None."""
+    text = str(text).strip() if text is not None else ""
+    if not re.fullmatch(r"[+-]?[0-9]+", text):
+        return None
+    value = int(text)
+    return value if -(2**31) <= value < 2**31 else None
+
+
+def _usable_cpus() -> int:
+    """The CPUs this process may run on (its affinity mask; the host's count where the OS has none)."""
+    affinity = getattr(os, "sched_getaffinity", None)
+    return len(affinity(0)) if affinity is not None else os.cpu_count() or 1
 
 
 def compiler_options_text(options) -> str:
@@ -107,6 +133,9 @@ class Batch(NamedTuple):
         prng: JAX's PRNG settings the run keys were made under (:func:`jaxreplay._prng.settings`: another
             implementation draws other numbers); ``""`` in records written before it was recorded, which then
             resume under any (nothing to compare).
+        jax_settings: the JAX settings the programs were lowered under (:func:`jaxreplay._scope.lowering_settings`:
+            matmul precision, partitioner); ``""`` in records written before it was recorded, which then resume
+            under any (nothing to compare).
     """
 
     platform: str
@@ -120,6 +149,7 @@ class Batch(NamedTuple):
     program: str = ""
     cpu_threads: int = 0
     prng: str = ""
+    jax_settings: str = ""
 
     @property
     def chunk_size(self) -> int:
@@ -134,7 +164,15 @@ class Batch(NamedTuple):
     def to_dict(self) -> dict:
         """As stored in ``sweep.json`` and in a chunk (JSON; the derived flag spelled out for readers)."""
         stored = dict(self._asdict(), batch_independence_flags=self.batch_independence_flags)
-        for optional in ("grouping", "compiler_options", "xla_version", "program", "cpu_threads", "prng"):
+        for optional in (
+            "grouping",
+            "compiler_options",
+            "xla_version",
+            "program",
+            "cpu_threads",
+            "prng",
+            "jax_settings",
+        ):
             if not stored[optional]:
                 del stored[optional]
         return stored
@@ -152,10 +190,11 @@ class Batch(NamedTuple):
                 program=stored.get("program", ""),
                 cpu_threads=stored.get("cpu_threads", 0),
                 prng=stored.get("prng", ""),
+                jax_settings=stored.get("jax_settings", ""),
             )
         except (KeyError, TypeError, AttributeError) as e:
             raise ValueError(f"not a recorded batch ({type(e).__name__}: {e})") from None
-        kinds = (str, str, int, int, str, str, str, str, str, int, str)
+        kinds = (str, str, int, int, str, str, str, str, str, int, str, str)
         if not all(isinstance(v, k) and not isinstance(v, bool) for v, k in zip(batch, kinds)):
             raise ValueError(f"not a recorded batch: {stored!r}")
         return batch
@@ -189,7 +228,9 @@ def check_batch(recorded: Batch | None, batch: Batch, chunk_size: int | None, mi
         # A field recorded before it existed has nothing to compare; the programs are compared once they are
         # built (check_program).
         unknown = {
-            name: getattr(batch, name) for name in ("xla_version", "cpu_threads", "prng") if not getattr(recorded, name)
+            name: getattr(batch, name)
+            for name in ("xla_version", "cpu_threads", "prng", "jax_settings")
+            if not getattr(recorded, name)
         }
         recorded = recorded._replace(**unknown, program=batch.program)
     if recorded is None or not missing or recorded == batch:
@@ -211,14 +252,7 @@ def check_batch(recorded: Batch | None, batch: Batch, chunk_size: int | None, mi
             f"{where} with {recorded.xla_version}; this process has {batch.xla_version}. Finish the sweep with "
             f"the versions that started it (pip install the jax and jaxlib named), or use a new output folder, {keep}."
         )
-    if recorded.prng != batch.prng:
-        impl, partitionable = recorded.prng.split(", ")
-        raise ValueError(
-            f"{where} with JAX's PRNG {recorded.prng}; this process has {batch.prng}, which draws other numbers. "
-            f'Set jax.config.update("jax_default_prng_impl", "{impl}") and jax.config.update('
-            f'"jax_threefry_partitionable", {partitionable == "partitionable"}) before the sweep, or use a new '
-            f"output folder, {keep}."
-        )
+    _check_jax_settings(recorded, batch, where, keep)
     if recorded.compiler_options != batch.compiler_options:
         raise ValueError(
             f"{where}; this jaxreplay compiles the experiment with compiler options {batch.compiler_options!r} "
@@ -245,7 +279,7 @@ def check_batch(recorded: Batch | None, batch: Batch, chunk_size: int | None, mi
         raise ValueError(
             f"{where} with XLA:CPU's thread pool of {recorded.cpu_threads} threads; this process has "
             f"{batch.cpu_threads} (XLA:CPU splits large matrix products over them, which changes how they "
-            f"round). Set NPROC={recorded.cpu_threads} before starting Python, or use a new output folder, {keep}."
+            f"round). Set PJRT_NPROC={recorded.cpu_threads} before starting Python, or use a new output folder, {keep}."
         )
     if chunk_size is not None:
         raise ValueError(
@@ -257,6 +291,25 @@ def check_batch(recorded: Batch | None, batch: Batch, chunk_size: int | None, mi
         f"{where} (chunk_size {recorded.chunk_size}), but only {batch.chunk_size} runs fit the memory budget "
         f"now: free device memory or raise memory_budget / memory_fraction, or use a new output folder, {keep}."
     )
+
+
+def _check_jax_settings(recorded: Batch, batch: Batch, where: str, keep: str) -> None:
+    """:func:`check_batch`'s refusal of a resume under other JAX settings (PRNG, lowering), naming both."""
+    if recorded.prng != batch.prng:
+        impl, partitionable = recorded.prng.split(", ")
+        raise ValueError(
+            f"{where} with JAX's PRNG {recorded.prng}; this process has {batch.prng}, which draws other numbers. "
+            f'Set jax.config.update("jax_default_prng_impl", "{impl}") and jax.config.update('
+            f'"jax_threefry_partitionable", {partitionable == "partitionable"}) before the sweep, or use a new '
+            f"output folder, {keep}."
+        )
+    if recorded.jax_settings != batch.jax_settings:
+        raise ValueError(
+            f"{where} with JAX's {recorded.jax_settings}; this process has {batch.jax_settings}, which lowers "
+            'other programs. Set them back before the sweep (jax.config.update("jax_default_matmul_precision", '
+            '...), jax.config.update("jax_use_shardy_partitioner", ...), or the JAX_DEFAULT_MATMUL_PRECISION '
+            f"and JAX_USE_SHARDY_PARTITIONER environment variables), or use a new output folder, {keep}."
+        )
 
 
 def program_fingerprint(texts) -> str:
@@ -288,7 +341,8 @@ def check_program(recorded: Batch | None, program: str, missing: int, out) -> No
     raise ValueError(
         f"{out} holds runs computed by other programs than this jaxreplay builds for its sweep (program "
         f"{recorded.program}; now {program}): the code that builds them changed since (jaxreplay, or an "
-        "experiment's or a dependency's code), and the missing runs could come out otherwise. Finish the "
-        "sweep with the code that started it, or use a new output folder, so that runs computed by "
-        "different programs are never mixed into one sweep."
+        "experiment's or a dependency's code), or a JAX setting that shapes the programs (a jax.config or JAX_* "
+        "environment setting this folder does not record), and the missing runs could come out otherwise. Finish "
+        "the sweep with the code and settings that started it, or use a new output folder, so that runs "
+        "computed by different programs are never mixed into one sweep."
     )

@@ -24,7 +24,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from jaxreplay import _prng
+from jaxreplay import _prng, _scope
 from jaxreplay._typing import ArrayLike
 from jaxreplay.engine import records as records_lib
 
@@ -215,6 +215,7 @@ def programs_for(sweep: Sweep, devices: Sequence[jax.Device], setup: object = No
     key = (
         sweep.experiment,
         _prng.settings(),  # (the run keys are made inside the programs: another PRNG, other draws)
+        _scope.lowering_settings(),  # (matmul precision, partitioner: lowered into the programs)
         json.dumps(fields, sort_keys=True, default=repr),
         tuple((d.platform, d.id) for d in devices),
         sweep.record,
@@ -286,7 +287,7 @@ def execute(
     compilations_before = sum(p.compilations for p in by_group)
     compile_seconds_before = sum(p.compile_seconds for p in by_group)
     bar = None
-    if progress and plan.chunks:
+    if progress and plan.chunks and sys.stderr is not None:  # (None where the process began with stderr closed)
         from tqdm.auto import tqdm
 
         # Counted in run-segments (integers: no float drift) and shown in runs, to one decimal (tqdm shows

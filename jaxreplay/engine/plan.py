@@ -20,7 +20,7 @@ from typing import TYPE_CHECKING, Any, NamedTuple
 import jax
 import numpy as np
 
-from jaxreplay import _prng
+from jaxreplay import _prng, _scope
 from jaxreplay._validation import INT32_MAX
 from jaxreplay.engine import records as records_lib
 from jaxreplay.engine.batch import Batch, check_batch, compiler_options_text, xla_version
@@ -474,6 +474,7 @@ def make_plan(
         xla_version(),
         cpu_threads=resources.cpu_threads if resources.on_cpu else 0,
         prng=_prng.settings(),
+        jax_settings=_scope.lowering_settings(),
     )
     host = _check_host_memory(
         runs, per_result, chunk, chunk * per_run if resources.on_cpu else 0, resources.host_memory

@@ -33,6 +33,7 @@ import contextlib
 import dataclasses
 import functools
 import math
+import sys
 import time
 from collections.abc import Iterator
 
@@ -238,7 +239,12 @@ class StageClock:
     def __init__(self, progress: bool):
         from tqdm.auto import tqdm
 
-        self.bar = tqdm(total=len(STAGE_NAMES), desc="reproduce linesearch", disable=not progress, unit="stage")
+        self.bar = tqdm(
+            total=len(STAGE_NAMES),
+            desc="reproduce linesearch",
+            disable=not progress or sys.stderr is None,
+            unit="stage",
+        )
         self.seconds: dict[str, float] = {}
 
     @contextlib.contextmanager
