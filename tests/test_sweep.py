@@ -1236,21 +1236,28 @@ def test_a_chunk_the_estimate_lets_through_but_xla_counts_over_the_budget_is_mad
     assert fits.stats.chunk_size == 64
 
 
-def test_preparing_a_folder_never_deletes_a_subfolders_files_in_flight(tmp_path):
+def test_preparing_a_folder_deletes_only_a_killed_sweeps_own_temp_files(tmp_path):
     """A killed writer's temp files are deleted where this folder's writers write (the folder and its chunks),
-    not in a subfolder: that may be another sweep, live under its own lock, whose chunk in flight it would be."""
+    not in a subfolder: that may be another sweep, live under its own lock, whose chunk in flight it would be.
+    And only those of the files a sweep writes: every `.tmp-*` was deleted, a user's `.tmp-draft.md` and another
+    command's write in flight in the folder (which then failed, advising to free space) included (found by a
+    probe)."""
     from jaxreplay._files import TEMP_PREFIX
 
     sweep = sw.Sweep.from_toml(_write(tmp_path, TINY_TOML))
     out = tmp_path / "out"
     (out / "chunks").mkdir(parents=True)
     (out / "inner" / "chunks").mkdir(parents=True)
-    killed = [out / f"{TEMP_PREFIX}a-results.nc", out / "chunks" / f"{TEMP_PREFIX}b-runs.npz"]
-    in_flight = out / "inner" / "chunks" / f"{TEMP_PREFIX}c-runs.npz"
-    for path in (*killed, in_flight):
+    killed = [out / f"{TEMP_PREFIX}{'a' * 32}-results.nc", out / f"{TEMP_PREFIX}{'d' * 32}-summary.json",
+              out / "chunks" / f"{TEMP_PREFIX}{'b' * 32}-runs-000000000-0000004-0123abcd.npz"]
+    kept = [out / "inner" / "chunks" / f"{TEMP_PREFIX}{'c' * 32}-runs-000000000-0000004-0123abcd.npz",
+            out / f"{TEMP_PREFIX}draft.md", out / "chunks" / f"{TEMP_PREFIX}mine",
+            out / f"{TEMP_PREFIX}{'e' * 32}-README.md"]  # (a subfolder's, the user's, another command's in flight)
+    for path in (*killed, *kept):
         path.write_bytes(b"partial")
     sw.run(sweep, out, progress=False)
-    assert not any(path.exists() for path in killed) and in_flight.read_bytes() == b"partial"
+    assert not any(path.exists() for path in killed)
+    assert [path.read_bytes() for path in kept] == [b"partial"] * len(kept)
 
 
 def test_runs_computed_by_another_xla_are_never_mixed_into_a_resumed_sweep(tmp_path, monkeypatch):

@@ -33,6 +33,7 @@ import hashlib
 import json
 import os
 import pathlib
+import re
 import socket
 import sys
 import time
@@ -43,12 +44,15 @@ from typing import TYPE_CHECKING, NamedTuple
 
 import numpy as np
 
-from jaxreplay._files import TEMP_PREFIX, atomic_write, check_output_folder
+from jaxreplay._files import TEMP_PREFIX, atomic_write, check_output_folder, clear_temporaries
 
 if TYPE_CHECKING:
     from jaxreplay.engine.declaration import Sweep
 
 __all__ = ["ChunkStore", "FolderLock", "Scan", "SweepWarning", "software_versions", "atomic_write", "lock_folder"]
+
+_OWN_FILES = ("sweep.json", "summary.json", "results.nc")  # what a sweep writes in its folder, beside chunks/
+_OWN_CHUNK_TEMP = re.compile(re.escape(TEMP_PREFIX) + r"[0-9a-f]{32}-runs-[^/]*\.npz")  # a chunk's, being written
 
 LOCK_NAME = "sweep.lock"
 
@@ -398,9 +402,12 @@ class ChunkStore:
         self._create()
         self.chunk_dir.mkdir(exist_ok=True)
         # A killed writer's partial files: only where this folder's writers write (out and its chunks), never in
-        # a subfolder, which may be another sweep's, live under its own lock.
-        for stale in (*out.glob(f"{TEMP_PREFIX}*"), *self.chunk_dir.glob(f"{TEMP_PREFIX}*")):
-            stale.unlink(missing_ok=True)
+        # a subfolder, which may be another sweep's, live under its own lock; and only of the names a sweep
+        # writes (a user's `.tmp-draft.md`, or another command's write in flight in the folder, are theirs).
+        clear_temporaries(out, _OWN_FILES)
+        for stale in self.chunk_dir.glob(f"{TEMP_PREFIX}*"):
+            if _OWN_CHUNK_TEMP.fullmatch(stale.name):
+                stale.unlink(missing_ok=True)
         for path, reason in scan.damaged:
             self._set_aside(path, reason)
             warnings.warn(
