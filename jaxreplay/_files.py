@@ -257,25 +257,54 @@ OWNER_FILE = ".jaxreplay-owner"
 """The file in an output folder naming the command that writes it (:func:`claim_folder`)."""
 
 
-def claim_folder(folder: str | os.PathLike, owner: str, found: str | None = None) -> pathlib.Path:
+def owner_of(folder: str | os.PathLike) -> str | None:
+    """The command whose output ``folder`` holds: the one its :data:`OWNER_FILE` names, else, for a folder
+    written before owners were recorded (the repository's own ``docs/paper_scale``), the one its files show
+    (``study.json``: a study, told apart by a key only the replay study writes; ``claims.json``: ``reproduce
+    all``; ``metric_grid.csv``: ``reproduce linesearch``; ``runs.csv`` beside ``sweeps/``: ``reproduce dqn``;
+    ``sweep.json``: ``sweep``, the engine's folder); None where it holds none of them."""
+    folder = pathlib.Path(folder)
+    marker = folder / OWNER_FILE
+    with contextlib.suppress(OSError, UnicodeDecodeError):
+        if marker.is_file():
+            return marker.read_text().strip() or None
+    if (folder / "study.json").is_file():
+        try:
+            keys = json.loads((folder / "study.json").read_text())
+        except (OSError, ValueError):
+            keys = {}
+        return "study replay" if isinstance(keys, dict) and "ratios" in keys else "study dqn"
+    signatures = (("claims.json", "reproduce all"), ("metric_grid.csv", "reproduce linesearch"))
+    for name, owner in signatures:
+        if (folder / name).is_file():
+            return owner
+    if (folder / "runs.csv").is_file() and (folder / "sweeps").is_dir():
+        return "reproduce dqn"
+    return "sweep" if (folder / "sweep.json").is_file() else None
+
+
+def refuse_other_owner(folder: str | os.PathLike, owner: str) -> None:
+    """ValueError (one line naming both) where :func:`owner_of` ``folder`` is a command other than ``owner``."""
+    found = owner_of(folder)
+    if found is not None and found != owner:
+        raise ValueError(
+            f"{folder} holds the output of `jaxreplay {found}`; `jaxreplay {owner}` would overwrite its "
+            "files: give it another --out."
+        )
+
+
+def claim_folder(folder: str | os.PathLike, owner: str) -> pathlib.Path:
     """Create ``folder`` for the command ``owner`` (``"study replay"``), or refuse one another command writes.
 
-    Two studies write files of the same names (``study.json``, ``report.md``, ``runs.csv``): one run into
-    the other's folder would overwrite them and leave a mixed folder. The first call records ``owner`` in
-    :data:`OWNER_FILE`; a later call of another command is a ``ValueError`` (one line naming both). ``found``
-    is the owner the caller infers for a folder written before owners were recorded (None: none found).
+    Two studies write files of the same names (``study.json``, ``report.md``, ``runs.csv``), and so do the
+    reproductions, and a sweep and ``reproduce all``'s LineSearch part (``summary.json``): one run into the
+    other's folder would overwrite them and leave a mixed folder. The first call records ``owner`` in
+    :data:`OWNER_FILE`; a later call of another command is a ``ValueError`` (one line naming both), as is one
+    into a folder written before owners were recorded whose files show another command (:func:`owner_of`).
     """
     folder = pathlib.Path(folder)
     marker = folder / OWNER_FILE
-
-    def refuse_other(recorded: str | None) -> None:
-        if recorded is not None and recorded != owner:
-            raise ValueError(
-                f"{folder} holds the output of `jaxreplay {recorded}`; `jaxreplay {owner}` would overwrite its "
-                "files: give it another --out."
-            )
-
-    refuse_other(marker.read_text().strip() if marker.is_file() else found)
+    refuse_other_owner(folder, owner)
     folder.mkdir(parents=True, exist_ok=True)
     # Created exclusively, whole (written under a temporary name, then linked: a link fails if the name
     # exists): of two commands claiming a new folder at once exactly one records itself, and the other reads
@@ -285,7 +314,7 @@ def claim_folder(folder: str | os.PathLike, owner: str, found: str | None = None
     try:
         os.link(staged, marker)
     except FileExistsError:
-        refuse_other(marker.read_text().strip())
+        refuse_other_owner(folder, owner)
     except OSError:  # a file system without hard links: written as before, not exclusively
         if not marker.is_file():
             atomic_write_text(marker, owner + "\n")

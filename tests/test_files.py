@@ -379,3 +379,60 @@ def test_a_readme_write_clears_the_temporary_files_of_killed_writes(tmp_path):
     undecodable = os.fsdecode(b"caf\xe9-" + b"x" * 130 + b".md")  # a name the file system gave, not UTF-8
     _files.atomic_write_text(tmp_path / undecodable, "whole", clear_leftovers=True)
     assert (tmp_path / undecodable).read_text() == "whole"
+
+
+def test_a_folder_written_before_owners_were_recorded_is_refused_to_every_other_command(tmp_path, capsys):
+    """Only a study's folder was recognised without its owner marker: `reproduce linesearch` into a copy of
+    docs/paper_scale/dqn/CartPole-v1 replaced its Fig. 4 report.md, and `reproduce all` into a copy of
+    docs/paper_scale/linesearch deleted its report.md at once (found by a probe). The files a command writes
+    tell its folder apart; each is refused to the others before anything is deleted, and resumed by its own."""
+    def legacy(name: str, files: list[str]) -> pathlib.Path:
+        folder = tmp_path / name
+        for file in files:
+            (folder / file).parent.mkdir(parents=True, exist_ok=True)
+            (folder / file).write_text("theirs")
+        return folder
+
+    folders = {
+        "reproduce all": legacy("all", ["claims.json", "report.md", "linesearch/metric_grid.csv"]),
+        "reproduce linesearch": legacy("ls", ["metric_grid.csv", "report.md", "summary.json"]),
+        "reproduce dqn": legacy("fig4", ["runs.csv", "report.md", "sweeps/fixed-0123456789/sweep.json"]),
+        "sweep": legacy("sweep", ["sweep.json", "summary.json", "results.nc"]),
+        "study dqn": legacy("study", ["study.json", "runs.csv", "report.md"]),
+    }
+    assert {owner: _files.owner_of(folder) for owner, folder in folders.items()} == {o: o for o in folders}
+    assert _files.owner_of(legacy("mine", ["notes.txt", "report.md", "runs.csv"])) is None  # (no command's)
+    committed = {REPO / "docs" / "paper_scale": "reproduce all", REPO / "docs" / "paper_scale" / "linesearch":
+                 "reproduce linesearch", REPO / "docs" / "paper_scale" / "dqn" / "CartPole-v1": "reproduce dqn"}
+    assert {folder: _files.owner_of(folder) for folder in committed} == committed
+    before = {p: p.read_bytes() for p in tmp_path.rglob("*") if p.is_file()}
+    for owner, folder in folders.items():
+        for command in (["reproduce", "linesearch"], ["reproduce", "all", "--quick"], ["study", "dqn", "--env", "CartPole-v1", "--quick"],
+                        ["reproduce", "dqn", "--env", "CartPole-v1", "--quick"]):
+            if " ".join(command[:2]) == owner:
+                continue
+            assert cli.main([*command, "--out", str(folder)]) == 2
+            assert capsys.readouterr().err.endswith(
+                f"{folder} holds the output of `jaxreplay {owner}`; `jaxreplay {' '.join(command[:2])}` would "
+                "overwrite its files: give it another --out.\n")
+    assert {p: p.read_bytes() for p in tmp_path.rglob("*") if p.is_file()} == before  # nothing written or deleted
+    _files.claim_folder(folders["reproduce linesearch"], "reproduce linesearch")  # its own command resumes it
+
+
+def test_a_study_or_reproduction_too_big_for_the_machine_is_one_line_and_leaves_no_claimed_folder(tmp_path, capsys):
+    """`reproduce dqn`, `study dqn` and `study replay` with 2×10⁸ seeds ended in a ResourceError traceback (exit
+    1), and left their folder claimed, empty: another command was then refused it, "would overwrite its files"
+    (found by a probe). One line, exit 2, and the claim taken back."""
+    for command in (["reproduce", "dqn"], ["study", "dqn"], ["study", "replay"]):
+        out = tmp_path / command[1]
+        assert cli.main([*command, "--env", "CartPole-v1", "--quick", "--seeds", "200000000", "--out", str(out)]) == 2
+        err = capsys.readouterr().err
+        assert err.startswith(f"jaxreplay {command[0]}: error: ") and "host memory" in err and err.count("\n") == 1
+        assert not out.exists()
+    kept = tmp_path / "kept"
+    (kept / "notes").mkdir(parents=True)
+    (kept / "notes" / "mine.txt").write_text("mine")
+    assert cli.main(["reproduce", "dqn", "--env", "CartPole-v1", "--quick", "--seeds", "200000000",
+                     "--out", str(kept)]) == 2
+    capsys.readouterr()
+    assert sorted(p.relative_to(kept).as_posix() for p in kept.rglob("*")) == ["notes", "notes/mine.txt"]

@@ -247,6 +247,8 @@ def test_a_rerun_of_reproduce_all_removes_the_earlier_table_before_computing(tmp
     monkeypatch.setattr(paper, "_linesearch_part", killed)
     with pytest.raises(KeyboardInterrupt):
         paper.reproduce(out, quick=True, progress=False, envs=("CartPole-v1",))
+    assert not out.exists()  # (interrupted before it wrote anything: its claim taken back)
+    out.mkdir()
     (out / "claims.json").write_text('{"context": {}, "claims": []}')  # an earlier run's table
     (out / "report.md").write_text("earlier")
     with pytest.raises(KeyboardInterrupt):

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import shutil
 import os
 import pathlib
 import re
@@ -1403,3 +1404,38 @@ def test_integers_beyond_float64_given_to_the_library_are_named_not_an_overflow_
     nothing), and a subsample size of 10**400 was accepted."""
     with pytest.raises(ValueError, match=message):
         sw.Sweep("linesearch", **kwargs)
+
+
+def test_a_sweep_refuses_another_commands_folder_and_counts_only_its_own_calls(tmp_path, capsys):
+    """`jaxreplay sweep` into a folder `reproduce linesearch` claimed replaced its record (summary.json), and
+    `reproduce all` took a sweep's summary.json in its linesearch/ for a damaged record of its own, deleted it
+    and wrote its own; a sweep begun where another sweep's summary.json was left counted that sweep's calls as
+    its own (10 runs computed for 6); found by a probe."""
+    from jaxreplay._files import claim_folder
+    from jaxreplay.paper.reproduce import paper
+
+    config = _write(tmp_path, TINY_TOML)
+    claimed = claim_folder(tmp_path / "ls", "reproduce linesearch")
+    (claimed / "summary.json").write_text('{"settings": {}}')
+    assert _cli("sweep", config, "--out", claimed, "--quiet") == 2
+    assert capsys.readouterr().err.endswith(f"{claimed} holds the output of `jaxreplay reproduce linesearch`; "
+                                            "`jaxreplay sweep` would overwrite its files: give it another --out.\n")
+    assert (claimed / "summary.json").read_text() == '{"settings": {}}'
+
+    sweep_folder = tmp_path / "all" / "linesearch"
+    assert _cli("sweep", config, "--out", sweep_folder, "--quiet") == 0
+    (tmp_path / "all" / "report.md").write_text("the earlier table")
+    before = {p: p.read_bytes() for p in (tmp_path / "all").rglob("*") if p.is_file()}
+    with pytest.raises(ValueError, match=r"linesearch holds the output of `jaxreplay sweep`; `jaxreplay reproduce "
+                                         r"linesearch` would overwrite its files"):
+        paper.reproduce(tmp_path / "all", quick=True, envs=("CartPole-v1",), linesearch_mode="tiny")
+    assert {p: p.read_bytes() for p in (tmp_path / "all").rglob("*") if p.is_file()} == before
+
+    # Another sweep's leftover summary.json: its calls are not this sweep's.
+    for name in ("sweep.json", "results.nc"):
+        (sweep_folder / name).unlink()
+    shutil.rmtree(sweep_folder / "chunks")
+    other = _write(tmp_path, TINY_TOML.replace("memory_size = [5, 20]", "memory_size = [5, 10, 20]"), "other.toml")
+    assert _cli("sweep", other, "--out", sweep_folder, "--quiet") == 0
+    calls = json.loads((sweep_folder / "summary.json").read_text())["calls"]
+    assert [c["runs_computed"] for c in calls] == [12]

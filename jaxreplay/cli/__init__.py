@@ -174,6 +174,11 @@ def _run(args) -> int:
     except (ValueError, OSError) as error:
         print(f"jaxreplay {args.command}: error: {error}", file=sys.stderr)
         return 2
+    # A sweep the machine cannot hold (the engine's ResourceError, raised with the numbers before anything runs),
+    # from a command that runs its sweeps itself (reproduce, study): one line, as `jaxreplay sweep` prints it.
+    except MemoryError as error:
+        print(f"jaxreplay {args.command}: error: {error}", file=sys.stderr)
+        return 2
     except ModuleNotFoundError as error:
         if "pip install 'jaxreplay[" not in str(error):  # not an optional dependency of ours
             raise

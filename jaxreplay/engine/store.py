@@ -44,7 +44,13 @@ from typing import TYPE_CHECKING, NamedTuple
 
 import numpy as np
 
-from jaxreplay._files import TEMP_PREFIX, atomic_write, check_output_folder, clear_temporaries
+from jaxreplay._files import (
+    TEMP_PREFIX,
+    atomic_write,
+    check_output_folder,
+    clear_temporaries,
+    refuse_other_owner,
+)
 
 if TYPE_CHECKING:
     from jaxreplay.engine.declaration import Sweep
@@ -310,8 +316,11 @@ class ChunkStore:
     # -- the folder ---------------------------------------------------------------
 
     def check_folder(self) -> None:
-        """ValueError (one line naming the path) if ``out`` is a file or lies under one."""
+        """ValueError (one line naming the path) if ``out`` is a file or lies under one, or holds the output of
+        another command (a study's, a reproduction's: :func:`~jaxreplay._files.owner_of`), whose files of the
+        same names (``summary.json``) a sweep would overwrite."""
         check_output_folder(self.out, "folder")
+        refuse_other_owner(self.out, "sweep")
 
     def lock(self) -> FolderLock:
         """Create the folder if needed and take its lock (:func:`lock_folder`): one writer per folder.
@@ -476,7 +485,7 @@ class ChunkStore:
         :meth:`_calls`), so the compute time of a sweep finished over several calls (or assembled by
         a call that only resumed) is not lost.
         """
-        summary = dict(summary, calls=self._calls(summary))
+        summary = dict(summary, fingerprint=self.fingerprint, calls=self._calls(summary))
         atomic_write(self.out / "summary.json", json.dumps(summary, indent=2).encode())
         atomic_write(self.out / "results.nc", write_dataset)
 
@@ -527,7 +536,11 @@ class ChunkStore:
             previous = json.loads((self.out / "summary.json").read_text())
         except (OSError, ValueError):
             previous = None
-        if isinstance(previous, dict):
+        # Another sweep's summary.json (its chunks and sweep.json deleted, this one begun in their place) counts
+        # none of its calls here: its fingerprint, or, written before it was recorded, no runs of it resumed.
+        if isinstance(previous, dict) and (
+            previous["fingerprint"] == self.fingerprint if "fingerprint" in previous else summary.get("runs_resumed")
+        ):
             if isinstance(previous.get("calls"), list):
                 calls = [c for c in previous["calls"] if isinstance(c, dict)]
             elif previous.get("runs_computed"):  # written before calls were recorded: it was one

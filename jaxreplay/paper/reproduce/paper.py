@@ -43,7 +43,7 @@ import time
 import warnings
 from typing import Iterable, Sequence
 
-from jaxreplay._files import atomic_write_text, clear_outputs, read_json, read_text
+from jaxreplay._files import atomic_write_text, clear_outputs, read_json, read_text, refuse_other_owner
 
 __all__ = ["reproduce", "dqn_claims", "claims_table", "replace_block", "update_readme", "tally", "AGREEMENT"]
 
@@ -259,6 +259,14 @@ def _digests(folder: pathlib.Path, names) -> dict[str, str | None]:
     return {name: _digest(folder / name) for name in names}
 
 
+def _refuse_other_commands_parts(out: pathlib.Path, envs) -> None:
+    """ValueError where a part's folder holds another command's output (a sweep's summary.json was taken for the
+    LineSearch part's record, deleted and replaced): before anything is claimed or deleted."""
+    refuse_other_owner(out / "linesearch", "reproduce linesearch")
+    for env_id in envs:
+        refuse_other_owner(out / "dqn" / env_id, "reproduce dqn")
+
+
 def _linesearch_part(out: pathlib.Path, mode: str, seeds, seed: int, progress: bool) -> dict:
     from jaxreplay.engine import results
     from jaxreplay.paper.reproduce import linesearch
@@ -357,6 +365,7 @@ def reproduce(
     from jaxreplay.paper.reproduce.study.writer import writing
 
     # One writer at a time (another call's files would mix with this one's).
+    _refuse_other_commands_parts(pathlib.Path(out_dir), envs)
     with writing(out_dir, "reproduce all", ()) as (out, _):
         # The earlier run's table goes first: a rerun killed before the end must not leave it beside new parts
         # (`reproduce readme` would publish it).

@@ -389,18 +389,6 @@ def update_readme(readme, study_dirs, note: str = "") -> pathlib.Path:
     return readme
 
 
-def found_owner(out: pathlib.Path) -> str | None:
-    """The command that wrote ``out``'s ``study.json`` (``"study replay"`` or ``"study dqn"``, told apart by a key
-    only the replay study writes), for folders written before they recorded their owner; None if it has none."""
-    try:
-        keys = json.loads((out / "study.json").read_text())
-    except (OSError, ValueError):
-        return None
-    if not isinstance(keys, dict):
-        return None
-    return "study replay" if "ratios" in keys else "study dqn"
-
-
 class StudyParts(NamedTuple):
     """A study package's modules as :func:`run_study` drives them (the DQN study's and the replay study's
     have the same functions: ``stages.run``, ``analysis.analyse``, ``figures.draw``, ``writer.study_json``,
@@ -445,16 +433,45 @@ def writing(out_dir, owner: str, outputs: tuple[str, ...]) -> Iterator[tuple[pat
     from jaxreplay._files import clear_outputs
     from jaxreplay.engine.store import lock_folder
 
+    before = _entries(pathlib.Path(out_dir))
     out = claim_output(out_dir, owner)
-    with lock_folder(out):
-        yield out, lambda: clear_outputs(out, outputs)
+    try:
+        with lock_folder(out):
+            yield out, lambda: clear_outputs(out, outputs)
+    except BaseException:
+        _unclaim_if_nothing_written(out, before)  # (refused for memory, interrupted: the folder as it was)
+        raise
+
+
+def _entries(folder: pathlib.Path) -> set[pathlib.Path] | None:
+    """The paths under ``folder`` and itself (None where it does not exist)."""
+    return {folder, *folder.rglob("*")} if folder.exists() else None
+
+
+def _unclaim_if_nothing_written(out: pathlib.Path, before: set[pathlib.Path] | None) -> None:
+    """Take back a claim that wrote nothing: where the paths added under ``out`` since ``before`` (:func:`_entries`)
+    are its owner marker and folders, they are removed (``out`` too where the call created it). A command refused
+    or interrupted before its first file left the folder claimed, and another command then refused it ("would
+    overwrite its files") though it held none of the command's."""
+    from jaxreplay._files import OWNER_FILE
+
+    with contextlib.suppress(OSError):
+        added = (_entries(out) or set()) - (before or set())
+        if out / OWNER_FILE not in added or any(p != out / OWNER_FILE and not p.is_dir() for p in added):
+            return
+        for path in sorted(added, key=lambda p: len(p.parts), reverse=True):  # (deepest first: folders empty)
+            if path.is_dir():
+                path.rmdir()
+            else:
+                path.unlink()
 
 
 def claim_output(out_dir, owner: str) -> pathlib.Path:
     """``out_dir`` created for the command ``owner`` (``"study dqn"``, ``"reproduce dqn"``, ...), or a one-line
     ValueError where another command writes it (:func:`~jaxreplay._files.claim_folder`; a folder written before
-    owners were recorded is a study's by its study.json, :func:`found_owner`): the studies and the reproductions
-    write files of the same names (report.md, runs.csv, figures), and a study's runs.csv is its refresh's input."""
+    owners were recorded by the files it holds, :func:`~jaxreplay._files.owner_of`): the studies and the
+    reproductions write files of the same names (report.md, runs.csv, figures), and a study's runs.csv is its
+    refresh's input."""
     from jaxreplay._files import claim_folder
 
-    return claim_folder(out_dir, owner, found=found_owner(pathlib.Path(out_dir)))
+    return claim_folder(out_dir, owner)
