@@ -256,6 +256,29 @@ def test_a_rerun_of_reproduce_all_removes_the_earlier_table_before_computing(tmp
     assert not (out / "claims.json").exists() and not (out / "report.md").exists()
 
 
+def test_a_refused_rerun_of_reproduce_all_keeps_the_earlier_table_where_no_part_wrote_anew(tmp_path, monkeypatch):
+    """A rerun refused for memory (`--seeds 200000000`) deleted a finished folder's claims.json and report.md
+    before its DQN part refused (found by a probe). They are put back where every part so far resumed; where a
+    part wrote anew they stay deleted (they would sit beside new parts)."""
+    from jaxreplay.paper.reproduce import dqn as reproduce_dqn
+
+    def refused(*args, **kwargs):
+        raise MemoryError("the sweep's results need about 334.2 GiB of host memory")
+
+    out = tmp_path / "all"
+    out.mkdir()
+    table = {"claims.json": b'{"context": {}, "claims": []}', "report.md": b"earlier"}
+    monkeypatch.setattr(reproduce_dqn, "reproduce", refused)
+    for resumed in (True, False):
+        for name, data in table.items():
+            (out / name).write_bytes(data)
+        monkeypatch.setattr(paper, "_linesearch_part", lambda *args, resumed=resumed: {"resumed": resumed})
+        with pytest.raises(MemoryError, match="host memory"):
+            paper.reproduce(out, quick=True, progress=False, envs=("CartPole-v1",))
+        kept = {name: (out / name).read_bytes() for name in table if (out / name).exists()}
+        assert kept == (table if resumed else {})
+
+
 def test_a_reproduction_into_a_folder_being_written_is_refused_before_it_runs(tmp_path):
     """`reproduce all` and `reproduce linesearch` took no lock of their own (only their DQN parts' sweeps did), so
     two calls with other options into one folder both wrote its report and figures (found by a probe of the

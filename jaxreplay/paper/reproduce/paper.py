@@ -43,7 +43,7 @@ import time
 import warnings
 from typing import Iterable, Sequence
 
-from jaxreplay._files import atomic_write_text, clear_outputs, read_json, read_text, refuse_other_owner
+from jaxreplay._files import atomic_write, atomic_write_text, clear_outputs, read_json, read_text, refuse_other_owner
 
 __all__ = ["reproduce", "dqn_claims", "claims_table", "replace_block", "update_readme", "tally", "AGREEMENT"]
 
@@ -259,6 +259,38 @@ def _digests(folder: pathlib.Path, names) -> dict[str, str | None]:
     return {name: _digest(folder / name) for name in names}
 
 
+def _parts(out: pathlib.Path, envs, mode: str, seeds, options: dict) -> tuple[dict, dict, dict]:
+    """``reproduce``'s parts in ``out``: ``(linesearch summary, {env: DQN summary}, part seconds)``.
+
+    The earlier run's table goes first: a rerun killed before the end must not leave it beside new parts
+    (`reproduce readme` would publish it). It is put back where the call is refused before any part wrote
+    anew (a rerun refused for memory deleted a finished folder's table)."""
+    from jaxreplay.paper.reproduce import dqn as reproduce_dqn
+
+    earlier = {name: (out / name).read_bytes() for name in _TABLE if (out / name).is_file()}
+    clear_outputs(out, _TABLE)
+    part_seconds: dict[str, float] = {}
+    ls: dict = {}
+    dqn: dict[str, dict] = {}
+    try:
+        start = time.perf_counter()
+        ls.update(_linesearch_part(out / "linesearch", mode, None, options["seed"], options["progress"]))
+        part_seconds["linesearch"] = time.perf_counter() - start
+        for env_id in envs:
+            start = time.perf_counter()
+            dqn[env_id] = reproduce_dqn.reproduce(out / "dqn" / env_id, env_id, seeds=seeds, **options)
+            part_seconds[env_id] = time.perf_counter() - start
+    except (ValueError, MemoryError):  # (refused: a part plans before it computes; a kill leaves it deleted)
+        if (not ls or ls.get("resumed")) and all(s["runs_resumed"] == s["runs"] for s in dqn.values()):
+            for name, data in earlier.items():
+                atomic_write(out / name, data)
+        raise
+    return ls, dqn, part_seconds
+
+
+_TABLE = ("claims.json", "report.md")  # what `reproduce all` writes itself, beside its parts' folders
+
+
 def _refuse_other_commands_parts(out: pathlib.Path, envs) -> None:
     """ValueError where a part's folder holds another command's output (a sweep's summary.json was taken for the
     LineSearch part's record, deleted and replaced): before anything is claimed or deleted."""
@@ -350,7 +382,6 @@ def reproduce(
     import jax
 
     from jaxreplay import _validation
-    from jaxreplay.paper.reproduce import dqn as reproduce_dqn
     from jaxreplay.paper.reproduce import settings as paper_settings
 
     envs = tuple(paper_settings.ENVS if envs is None else envs)
@@ -367,24 +398,10 @@ def reproduce(
     # One writer at a time (another call's files would mix with this one's).
     _refuse_other_commands_parts(pathlib.Path(out_dir), envs)
     with writing(out_dir, "reproduce all", ()) as (out, _):
-        # The earlier run's table goes first: a rerun killed before the end must not leave it beside new parts
-        # (`reproduce readme` would publish it).
-        clear_outputs(out, ["claims.json", "report.md"])
-        part_seconds = {}
-
         mode = linesearch_mode or ("default" if quick else "full")
-        start = time.perf_counter()
-        ls = _linesearch_part(out / "linesearch", mode, None, seed, progress)
-        part_seconds["linesearch"] = time.perf_counter() - start
-
-        dqn = {}
-        for env_id in envs:
-            start = time.perf_counter()
-            dqn[env_id] = reproduce_dqn.reproduce(
-                out / "dqn" / env_id, env_id, seeds=seeds, quick=quick, progress=progress, seed=seed, steps=dqn_steps
-            )
-            part_seconds[env_id] = time.perf_counter() - start
-
+        ls, dqn, part_seconds = _parts(
+            out, envs, mode, seeds, dict(quick=quick, progress=progress, seed=seed, steps=dqn_steps)
+        )
         claims = [
             dict(part="linesearch", **{k: c[k] for k in ("id", "claim", "paper", "ours", "agrees", "source")})
             for c in ls["claims"]
