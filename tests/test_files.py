@@ -436,3 +436,18 @@ def test_a_study_or_reproduction_too_big_for_the_machine_is_one_line_and_leaves_
                      "--out", str(kept)]) == 2
     capsys.readouterr()
     assert sorted(p.relative_to(kept).as_posix() for p in kept.rglob("*")) == ["notes", "notes/mine.txt"]
+
+
+def test_loading_a_study_or_reproduction_folder_names_its_sweeps(tmp_path):
+    """`sw.load` of a study's or a reproduction's folder said only "No such file ... results.nc" (found by a
+    probe): it names the sweeps under its sweeps/ to load instead."""
+    from jaxreplay.engine import sweep as sw
+
+    for name in ("fixed-0123456789", "adaptive-abcdef0123"):
+        (tmp_path / "sweeps" / name).mkdir(parents=True)
+        (tmp_path / "sweeps" / name / "results.nc").write_bytes(b"")
+    with pytest.raises(FileNotFoundError, match=rf"^{tmp_path} holds no results.nc of its own: it is a study's or "
+                                                rf"a reproduction's folder, whose sweeps are its subfolders "
+                                                rf"{tmp_path / 'sweeps'}/<name> \(adaptive-abcdef0123, "
+                                                r"fixed-0123456789\): load one of them\.$"):
+        sw.load(tmp_path)

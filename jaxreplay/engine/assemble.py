@@ -244,6 +244,12 @@ def load(path: str | os.PathLike):
                 f"{path} holds no results.nc yet: its sweep has not finished. Rerun the sweep's command to finish it "
                 "(its finished chunks are kept)."
             )
+        sweeps = sorted(p.parent.name for p in path.glob("sweeps/*/results.nc"))
+        if not (path / "results.nc").exists() and sweeps:  # a study's or a reproduction's folder
+            raise FileNotFoundError(
+                f"{path} holds no results.nc of its own: it is a study's or a reproduction's folder, whose sweeps "
+                f"are its subfolders {path / 'sweeps'}/<name> ({', '.join(sweeps)}): load one of them."
+            )
         path = path / "results.nc"
     try:
         with xr.open_dataset(path, engine="scipy") as ds:
