@@ -732,3 +732,38 @@ def test_a_rerun_clears_the_earlier_outputs_when_it_writes_and_one_writer_holds_
     assert f"in the call that finished it, which found {runs:,} of its {runs:,} runs computed by earlier calls" in (
         out / "report.md").read_text()
     assert not (out / "sweep.lock").exists()  # released
+
+
+def test_a_study_resumes_at_the_chunk_size_its_sweeps_recorded_when_none_is_given(tmp_path):
+    """A study begun with --chunk-size 2 and rerun without it was refused, "rerun with chunk_size 2 (--chunk-size
+    2) or none": the command replaced a missing --chunk-size with 4 × seeds (found by a probe). It now resumes at
+    the chunk size its stage sweeps recorded; a new study takes 4 × seeds; a given one is used as given."""
+    import types
+
+    from jaxreplay.engine.batch import Batch
+    from jaxreplay.paper.reproduce.study import writer
+
+    asked = []
+
+    class Stop(Exception):
+        pass
+
+    def stages_run(chosen, out, progress, chunk_size):
+        asked.append(chunk_size)
+        raise Stop
+
+    parts = writer.StudyParts(types.SimpleNamespace(run=stages_run), None, None, None)
+    chosen = types.SimpleNamespace(seeds=5)
+    out = tmp_path / "study"
+    assert writer.recorded_chunk_size(out) is None
+    for given in (None, 3):
+        with pytest.raises(Stop):
+            writer.run_study(out, "study dqn", (), chosen, parts, None, False, given)
+    (out / "sweeps" / "response-0123456789").mkdir(parents=True)
+    batch = Batch("cpu", "cpu", 2, 1, "").to_dict()
+    (out / "sweeps" / "response-0123456789" / "sweep.json").write_text(json.dumps({"batch": batch}))
+    assert writer.recorded_chunk_size(out) == 2
+    for given in (None, 3):
+        with pytest.raises(Stop):
+            writer.run_study(out, "study dqn", (), chosen, parts, None, False, given)
+    assert asked == [20, 3, 2, 3]

@@ -407,7 +407,9 @@ def run_study(out_dir, owner: str, outputs: tuple[str, ...], chosen, parts: Stud
     ``runs_resumed`` say how many runs an earlier call computed."""
     t0 = time.perf_counter()
     with writing(out_dir, owner, outputs) as (out, clear):
-        chunk = 4 * chosen.seeds if chunk_size is None else chunk_size
+        # One chunk size for every stage (design.md §5); resumed at the one the folder's sweeps recorded (the
+        # default replaced a missing --chunk-size, so a study begun at another was refused, "or none" advised).
+        chunk = chunk_size or recorded_chunk_size(out) or 4 * chosen.seeds
         runs = parts.stages.run(chosen, out, progress=progress, chunk_size=chunk)
         result = parts.writer.study_json(chosen, parts.analysis.analyse(chosen, runs), steps)
         clear()
@@ -418,6 +420,19 @@ def run_study(out_dir, owner: str, outputs: tuple[str, ...], chosen, parts: Stud
         result["runs_resumed"] = sum(r.runs_resumed for r in runs.values())
         result["figures"] = sorted(names)
         return parts.writer.write(out, result)
+
+
+def recorded_chunk_size(out: pathlib.Path) -> int | None:
+    """The chunk size the stage sweeps under ``out/sweeps/`` recorded (their ``sweep.json``'s batch), or None
+    where none recorded one."""
+    from jaxreplay.engine.batch import Batch
+
+    for manifest in sorted(out.glob("sweeps/*/sweep.json")):
+        with contextlib.suppress(OSError, ValueError, TypeError, AttributeError):
+            stored = json.loads(manifest.read_text()).get("batch")
+            if stored is not None:
+                return Batch.from_dict(stored).chunk_size
+    return None
 
 
 @contextlib.contextmanager
