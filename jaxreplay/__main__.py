@@ -1,5 +1,3 @@
-import sys
+from jaxreplay.cli import entry
 
-from jaxreplay.cli import main
-
-sys.exit(main())
+entry()
