@@ -200,6 +200,10 @@ def test_programs_are_kept_per_matmul_precision_and_partitioner():
     assert sw.run(SMALL, None, progress=False).stats.compilations == 0
     with jax.default_matmul_precision("highest"):
         assert sw.run(SMALL, None, progress=False).stats.compilations > 0
+    shardy = jax.config.jax_use_shardy_partitioner
+    with _config("jax_use_shardy_partitioner", not shardy):
+        assert sw.run(SMALL, None, progress=False).stats.compilations > 0
+    assert sw.run(SMALL, None, progress=False).stats.compilations == 0  # (the defaults' programs kept)
 
 
 def test_an_interrupted_sweep_closes_its_progress_bar(monkeypatch):

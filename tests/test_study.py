@@ -609,9 +609,9 @@ def test_a_reproduction_refuses_a_study_folder_and_the_reverse(tmp_path, capsys)
             f"{tmp_path / 'study'} holds the output of `jaxreplay study dqn`; `jaxreplay {' '.join(command[:2])}` "
             "would overwrite its files: give it another --out.\n")
     assert {p.name: p.read_bytes() for p in (tmp_path / "study").iterdir()} == before
-    from jaxreplay.paper.reproduce.study.writer import claim_output
+    from jaxreplay._files import claim_folder
 
-    claim_output(tmp_path / "fig4", "reproduce dqn")
+    claim_folder(tmp_path / "fig4", "reproduce dqn")
     assert cli.main(["study", "dqn", "--env", "CartPole-v1", "--quick", "--out", str(tmp_path / "fig4")]) == 2
     assert "holds the output of `jaxreplay reproduce dqn`; `jaxreplay study dqn` would overwrite" in capsys.readouterr().err
 

@@ -171,13 +171,10 @@ def _run(args) -> int:
     except KeyboardInterrupt:  # Ctrl-C: one line, no traceback (a sweep's finished chunks are kept for a resume)
         print(f"\njaxreplay {args.command}: interrupted", file=sys.stderr)
         return 128 + signal.SIGINT
-    # Bad input, or a file that cannot be read or written (a full disk: WriteError names the file, kept whole).
-    except (ValueError, OSError) as error:
-        print(f"jaxreplay {args.command}: error: {error}", file=sys.stderr)
-        return 2
-    # A sweep the machine cannot hold (the engine's ResourceError, raised with the numbers before anything runs),
-    # from a command that runs its sweeps itself (reproduce, study): one line, as `jaxreplay sweep` prints it.
-    except MemoryError as error:
+    # Bad input, a file that cannot be read or written (a full disk: WriteError names the file, kept whole), or a
+    # sweep the machine cannot hold (the engine's ResourceError, a MemoryError raised with the numbers before
+    # anything runs: a study's or a reproduction's sweeps too).
+    except (ValueError, OSError, MemoryError) as error:
         print(f"jaxreplay {args.command}: error: {error}", file=sys.stderr)
         return 2
     except ModuleNotFoundError as error:

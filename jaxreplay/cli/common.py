@@ -19,9 +19,10 @@ NULLS = "a value that cannot be given, such as NaN or an interval of too few see
 
 
 def run_sweep(sweep, out, advice=None, budget=None, **options):
-    """``sweep.run``; its refusals for device memory, host memory or disk (MemoryError, raised with the
-    numbers before anything runs) and a failed write (OSError, e.g. a full disk: it names the file) become a
-    ValueError: one line, exit status 2. Every warning raised while it runs (the engine's, a damaged chunk
+    """``sweep.run``; its refusals for device memory, host memory or disk (ResourceError, raised with the
+    numbers before anything runs) get the command's advice, and a failed write (OSError, e.g. a full disk: it
+    names the file) says which file: a ValueError, one line, exit status 2 (any other MemoryError is one line
+    too: ``cli._run``). Every warning raised while it runs (the engine's, a damaged chunk
     set aside, ..., and any other, e.g. NumPy's) prints once, as one line, after the run ends or fails.
     ``advice`` (a command's ``ADVICE`` table) replaces the engine's advice for a refusal it has an entry for;
     ``budget`` names the memory budget's settings in the engine's own advice as the command does."""
@@ -40,8 +41,6 @@ def run_sweep(sweep, out, advice=None, budget=None, **options):
                 ours = (advice or {}).get(e.lower)
                 said = ours.format(cause=e.cause) if ours else e.advised(budget)
                 raise ValueError(f"{e.problem} {said}") from None
-            except MemoryError as e:
-                raise ValueError(str(e)) from None
             except OSError as e:
                 raise ValueError(f"cannot write {e.filename or out}: {e.strerror or e}.") from None
     finally:

@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import os
 import re
-from typing import NamedTuple
+from typing import Any, NamedTuple
 
 __all__ = [
     "Batch",
@@ -164,15 +164,7 @@ class Batch(NamedTuple):
     def to_dict(self) -> dict:
         """As stored in ``sweep.json`` and in a chunk (JSON; the derived flag spelled out for readers)."""
         stored = dict(self._asdict(), batch_independence_flags=self.batch_independence_flags)
-        for optional in (
-            "grouping",
-            "compiler_options",
-            "xla_version",
-            "program",
-            "cpu_threads",
-            "prng",
-            "jax_settings",
-        ):
+        for optional in self._fields[_REQUIRED:]:  # (left out where empty: as records before they existed)
             if not stored[optional]:
                 del stored[optional]
         return stored
@@ -181,20 +173,14 @@ class Batch(NamedTuple):
     def from_dict(cls, stored: dict) -> "Batch":
         """The :class:`Batch` that :meth:`to_dict` stored. ValueError if a field is missing or mistyped."""
         try:
-            # (grouping, compiler_options: absent from records written before they existed, and where empty)
-            batch = cls(
-                **{name: stored[name] for name in cls._fields[:5]},
-                grouping=stored.get("grouping", ""),
-                compiler_options=stored.get("compiler_options", ""),
-                xla_version=stored.get("xla_version", ""),
-                program=stored.get("program", ""),
-                cpu_threads=stored.get("cpu_threads", 0),
-                prng=stored.get("prng", ""),
-                jax_settings=stored.get("jax_settings", ""),
-            )
+            # (the fields after the first five: absent from records written before they existed, and where empty)
+            values: dict[str, Any] = {name: stored[name] for name in cls._fields[:_REQUIRED]}
+            values.update({name: stored.get(name, cls._field_defaults[name]) for name in cls._fields[_REQUIRED:]})
+            batch = cls(**values)
         except (KeyError, TypeError, AttributeError) as e:
             raise ValueError(f"not a recorded batch ({type(e).__name__}: {e})") from None
-        kinds = (str, str, int, int, str, str, str, str, str, int, str, str)
+        kinds: tuple[type, ...] = (str, str, int, int, str)
+        kinds += tuple(type(cls._field_defaults[name]) for name in cls._fields[_REQUIRED:])
         if not all(isinstance(v, k) and not isinstance(v, bool) for v, k in zip(batch, kinds)):
             raise ValueError(f"not a recorded batch: {stored!r}")
         return batch
@@ -207,6 +193,9 @@ class Batch(NamedTuple):
             + (f", compiler options {self.compiler_options!r}" if self.compiler_options else "")
             + (", grouped by setup" if self.grouping else "")
         )
+
+
+_REQUIRED = 5  # Batch's fields every record has (platform ... xla_flags); those after were added since, defaulted
 
 
 def xla_version() -> str:

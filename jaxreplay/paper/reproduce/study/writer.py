@@ -437,19 +437,22 @@ def recorded_chunk_size(out: pathlib.Path) -> int | None:
 
 @contextlib.contextmanager
 def writing(out_dir, owner: str, outputs: tuple[str, ...]) -> Iterator[tuple[pathlib.Path, Callable[[], None]]]:
-    """``out_dir`` claimed for ``owner`` (:func:`claim_output`) and locked while the command writes it, with
-    its earlier ``outputs`` (and their temporary files) deleted as it starts writing them: a rerun with other
-    options killed part way left the earlier run's study.json and report.md beside the new run's figures, and
-    two such commands at once, whose stage sweeps lock folders of their own, both wrote the folder's files.
+    """``out_dir`` claimed for ``owner`` (:func:`~jaxreplay._files.claim_folder`: another command's folder, known
+    by its owner marker or, written before markers, by its files, is refused: the studies and the reproductions
+    write files of the same names) and locked while the command writes it, with its earlier ``outputs`` (and
+    their temporary files) deleted as it starts writing them: a rerun with other options killed part way left
+    the earlier run's study.json and report.md beside the new run's figures, and two such commands at once,
+    whose stage sweeps lock folders of their own, both wrote the folder's files. A claim that wrote nothing is
+    taken back when the call fails (:func:`_unclaim_if_nothing_written`).
 
     Yields ``(out, clear)``: the folder, and the function to call before writing the first output (after the
     runs: a kill while they run leaves the earlier outputs whole).
     """
-    from jaxreplay._files import clear_outputs
+    from jaxreplay._files import claim_folder, clear_outputs
     from jaxreplay.engine.store import lock_folder
 
     before = _entries(pathlib.Path(out_dir))
-    out = claim_output(out_dir, owner)
+    out = claim_folder(out_dir, owner)
     try:
         with lock_folder(out):
             yield out, lambda: clear_outputs(out, outputs)
@@ -479,14 +482,3 @@ def _unclaim_if_nothing_written(out: pathlib.Path, before: set[pathlib.Path] | N
                 path.rmdir()
             else:
                 path.unlink()
-
-
-def claim_output(out_dir, owner: str) -> pathlib.Path:
-    """``out_dir`` created for the command ``owner`` (``"study dqn"``, ``"reproduce dqn"``, ...), or a one-line
-    ValueError where another command writes it (:func:`~jaxreplay._files.claim_folder`; a folder written before
-    owners were recorded by the files it holds, :func:`~jaxreplay._files.owner_of`): the studies and the
-    reproductions write files of the same names (report.md, runs.csv, figures), and a study's runs.csv is its
-    refresh's input."""
-    from jaxreplay._files import claim_folder
-
-    return claim_folder(out_dir, owner)
