@@ -495,10 +495,12 @@ def test_the_figures_draw_a_study_in_which_no_cell_has_a_score(tmp_path, monkeyp
         cell.update(auc_iqm=None, auc_ci_low=None, auc_ci_high=None)
     from jaxreplay.paper import plots
 
-    drawn = []
+    drawn, looks = [], []
     saved = plots.save
     def save(fig, path):  # (what the first panel shows, read before save closes the figure)
         drawn.append((fig.axes[0].get_xlim(), [t.get_text() for t in fig.axes[0].texts]))
+        images = fig.axes[0].images
+        looks.append(({t.get_color() for t in fig.axes[0].texts}, images[0].cmap.get_bad() if images else None))
         return saved(fig, path)
 
     monkeypatch.setattr(plots, "save", save)
@@ -512,6 +514,9 @@ def test_the_figures_draw_a_study_in_which_no_cell_has_a_score(tmp_path, monkeyp
     assert capacity_xlim == pytest.approx((low / 1.5, high * 1.5))
     assert capacity_texts == ["no cell has a score (no run finished a training episode)"]
     assert set(heatmap_texts) == {"n/a"} and len(heatmap_texts) == len(plan.capacities) * len(plan.ratios)
+    # ... readable: dark on an opaque grey cell (it was white text on a transparent cell over the white axes).
+    colours, bad = looks[1]
+    assert colours == {"k"} and tuple(bad) == pytest.approx((0.85, 0.85, 0.85, 1.0))
 
 
 def test_soft_diverged_runs_are_said_in_the_summary_and_the_report():

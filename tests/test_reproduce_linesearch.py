@@ -692,6 +692,28 @@ def test_figure_helpers_show_a_missing_difference_and_a_clipped_colour_scale():
     assert fig.axes[1].get_ylabel() == "$M$"
 
 
+def test_fig2e_draws_a_spot_check_without_a_value_grey():
+    """Fig. 2e's maker dropped a pER spot check whose every seed diverged (ΔM NaN) before comparison_map, which
+    draws it grey and says so in its legend: the diamond vanished without a word (found by a probe)."""
+    import types
+
+    import matplotlib
+
+    matplotlib.use("Agg")
+    from matplotlib.colors import to_hex
+
+    from jaxreplay.paper.reproduce.linesearch import figures
+
+    spots = [(100, 10, 0.01, 0.01), (250, 10, float("nan"), 0.01), (500, 5, -0.01, 0.0)]
+    stages = types.SimpleNamespace(grid_memory=np.array([50, 100, 250, 500]), grid_batch=np.array([5, 10, 20]),
+                                   delta_metric=np.full((4, 3), 0.01), per_spot_checks=spots)
+    ax = figures.FIGURE_MAKERS["fig2e_er_vs_per_map.png"](stages).axes[0]
+    (diamonds,) = [c for c in ax.collections if len(getattr(c, "get_offsets", lambda: [])()) == len(spots)]
+    np.testing.assert_array_equal(diamonds.get_offsets(), [[100, 10], [250, 10], [500, 5]])
+    assert [to_hex(c) for c in diamonds.get_facecolors()] == ["#d62728", "#999999", "#1f77b4"]
+    assert "no value (NaN)" in [t.get_text() for t in ax.get_legend().get_texts()]
+
+
 def test_figure_helpers_refuse_experiment_curves_they_would_not_draw():
     """An experiment curve under a label the theory lacks ("m=1" beside "m = 1") was left out of the figure
     without a word; a learning curve without its times failed with "tuple index out of range" (probe minatar)."""

@@ -111,6 +111,39 @@ def test_plot_metric_lines_and_contour(metric):
         results.plot_metric(metric, x="memory_size")
 
 
+def test_plot_metric_draws_axes_declared_out_of_order_in_ascending_order():
+    """A sweep keeps its axes in declared order ([1000, 100, 10000]): plot_metric drew that order, a zigzag line
+    and a contour folded over itself (29 of 32 points of a probe's grid in other colour bands), and labelled an
+    interval over seeds where there was none (found by a probe)."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    sizes, batches = [1000, 100, 10000], [5, 40, 10]
+    values = np.array([[[np.log10(n) * b + s for s in range(3)] for b in batches] for n in sizes])
+    declared = xr.DataArray(values, dims=("memory_size", "batch_size", "seed"), name="final_metric",
+                            coords={"memory_size": sizes, "batch_size": batches, "seed": range(3)})
+    ax = results.plot_metric(declared, x="memory_size", hue="batch_size")
+    assert [line.get_label() for line in ax.lines] == ["batch_size = 5", "batch_size = 10", "batch_size = 40"]
+    np.testing.assert_array_equal(ax.lines[0].get_xdata(), [100, 1000, 10000])
+    np.testing.assert_allclose(ax.lines[2].get_ydata(), [80 + 1, 120 + 1, 160 + 1])  # 40·log10(N) + mean seed
+    band = ax.collections[0].get_paths()[0].vertices  # the first line's interval: its x from 100 to 10000
+    assert band[:, 0].min() == 100 and band[:, 0].max() == 10000
+    assert ax.get_ylabel() == "final_metric (mean, 95% CI over seed)"
+    # The contour of the declared sweep is the contour of the sorted one: at every point, the same band.
+    levels = np.linspace(4, 170, 20)
+    bands = []
+    for data in (declared, declared.sortby(["memory_size", "batch_size"])):
+        contour = results.plot_metric(data, x="memory_size", y="batch_size", levels=levels).collections[-1]
+        paths = contour.get_paths()
+        points = [(n, b) for n in (150, 500, 900, 2000, 8000) for b in (6, 8, 20, 30)]
+        bands.append([tuple(i for i, p in enumerate(paths) if p.contains_point(pt)) for pt in points])
+    assert bands[0] == bands[1] and all(bands[0])
+    # Already reduced over seeds: the line alone, and a label that promises no interval.
+    alone = results.plot_metric(declared.mean("seed").sel(batch_size=5), x="memory_size")
+    assert alone.get_ylabel() == "final_metric" and not alone.collections
+    np.testing.assert_array_equal(alone.lines[0].get_xdata(), [100, 1000, 10000])
+
+
 def test_jsonable_makes_plain_and_optionally_strict_json():
     import json
     import pathlib

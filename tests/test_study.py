@@ -767,3 +767,68 @@ def test_a_study_resumes_at_the_chunk_size_its_sweeps_recorded_when_none_is_give
         with pytest.raises(Stop):
             writer.run_study(out, "study dqn", (), chosen, parts, None, False, given)
     assert asked == [20, 3, 2, 3]
+
+
+def test_the_response_figure_says_which_starts_have_no_score_and_promises_no_interval_it_does_not_draw(monkeypatch,
+                                                                                                       tmp_path):
+    """response.png dropped an aER start whose every run was unscored (its legend entry gone, its controls still
+    drawn in its colour), and labelled the static curve "95% CI" in every quick study, whose 3 seeds give no
+    interval (found by a probe). Drawn from a made-up result whose numbers encode their settings."""
+    import types
+
+    import matplotlib
+    import xarray as xr
+
+    matplotlib.use("Agg")
+    from jaxreplay.paper import plots
+    from jaxreplay.paper.reproduce.study import figures
+
+    drawn = {}
+    saved = plots.save
+    def save(fig, path):  # (the top panel's legend and lines, read before save closes the figure)
+        top = fig.axes[0]
+        drawn[path.name] = ([t.get_text() for t in top.get_legend().get_texts()],
+                            {(float(x), np.nan if y is None else float(y)) for line in top.lines
+                             for x, y in zip(*line.get_data())})
+        return saved(fig, path)
+
+    monkeypatch.setattr(plots, "save", save)
+    sizes, starts, segments = (100, 400, 1600), (100, 1600), np.arange(1, 4) * 1000
+    design = types.SimpleNamespace(env_id="Acrobot-v1", quick=True, sizes=sizes)
+
+    def the_runs(stage, labels_values):  # train_return and capacity constant per setting, 3 seeds
+        shape = (len(labels_values), 3, len(segments))
+        ds = xr.Dataset({name: (("config", "seed", "segment"), np.broadcast_to(
+            np.array([v[k] for _, v in labels_values], float)[:, None, None], shape))
+            for k, name in enumerate(("train_return", "capacity"))}, coords={"segment": segments})
+        zero = np.zeros(shape[:2])
+        return runs.Runs(stage, tuple(runs.Setting(label, {}) for label, _ in labels_values), ds, zero, zero, zero,
+                         zero)
+
+    every_run = {stages.RESPONSE: the_runs(stages.RESPONSE, [(stages.fixed(n), (n, n)) for n in sizes]),
+                 stages.ADAPTIVE: the_runs(stages.ADAPTIVE, [(stages.aer(s), (s, s + 7)) for s in starts]
+                                           + [(stages.walk(s), (s, s + 3)) for s in starts])}
+
+    def result(interval: bool, unscored: int | None):
+        ci = (lambda v, d: v + d) if interval else (lambda v, d: None)
+        return dict(
+            response=[dict(memory_size=n, score_iqm=n / 10, score_ci_low=ci(n / 10, -1), score_ci_high=ci(n / 10, 1))
+                      for n in sizes],
+            adaptive=[dict(initial_size=s, mean_size=s + 7.0, score_iqm=None if s == unscored else s / 10 + 0.5,
+                           score_ci_low=None, score_ci_high=None) for s in starts],
+            controls=[dict(initial_size=s, random_walk_mean_size=s + 3.0, random_walk_score_iqm=s / 10 + 0.3,
+                           fixed_at_mean_size=s + 7, fixed_at_mean_score_iqm=None if s == unscored else s / 10 + 0.7)
+                      for s in starts],
+            best_static=400, starts=list(starts))
+
+    figures.response_figure(tmp_path, design, result(interval=True, unscored=1600), every_run)
+    legend, points = drawn["response.png"]
+    assert legend == ["static memory (IQM, 95% CI)", "from 1600: no scored run (aER, fixed at mean)",
+                      "aER from 100 (at its mean size)"]  # (matplotlib lists lines before error bars)
+    # Every point that has a score is drawn where study.json puts it; the unscored ones are not drawn.
+    assert {(107.0, 10.5), (103.0, 10.3), (107.0, 10.7), (1603.0, 160.3)} <= points
+    assert not {p for p in points if p[0] == 1607.0 and np.isfinite(p[1])}
+    figures.response_figure(tmp_path, design, result(interval=False, unscored=None), every_run)
+    legend, _ = drawn["response.png"]
+    assert legend == ["static memory (IQM; too few seeds for a CI)", "aER from 100 (at its mean size)",
+                      "aER from 1600 (at its mean size)"]

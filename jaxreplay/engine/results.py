@@ -280,14 +280,20 @@ def plot_metric(
     * ``x`` and ``y``: a filled contour of the mean over the two axes.
 
     Every other dimension must already be selected away (``data.sel(...)``).
+    The axes are drawn in ascending order of their values, whatever order the
+    sweep declared them in (a line joins its points left to right, and a
+    contour needs monotonic coordinates); ``hue`` values in ascending order too.
     """
     import matplotlib.pyplot as plt
 
     if ax is None:
         _, ax = plt.subplots(figsize=(6, 4))
+    used = {x} | ({hue} if hue else set()) | ({y} if y else set())
+    # A sweep keeps each axis in the order it was declared ([1000, 100, 500]): unsorted, a line zigzagged and a
+    # contour folded over itself, wrong bands without a warning (found by a probe).
+    data = data.sortby([d for d in (x, hue, y) if d is not None and d in data.coords and data[d].ndim == 1])
     stats = mean_ci(data, dim, confidence) if dim in data.dims else None
     mean = stats["mean"] if stats is not None else data
-    used = {x} | ({hue} if hue else set()) | ({y} if y else set())
     extra = [d for d in mean.dims if d not in used]
     if extra:
         raise ValueError(f"select or reduce the dimensions {extra} first (e.g. data.sel({extra[0]}=...)).")
@@ -307,7 +313,10 @@ def plot_metric(
         if stats is not None:
             ax.fill_between(s[x].values, s["low"].values, s["high"].values, color=line.get_color(), alpha=0.2)
     ax.set_xlabel(x)
-    ax.set_ylabel(f"{data.name or ''} (mean, {int(confidence * 100)}% CI over {dim})")
+    # (Without an interval the label promises none.)
+    ax.set_ylabel(
+        f"{data.name or ''} (mean, {int(confidence * 100)}% CI over {dim})" if stats is not None else data.name or ""
+    )
     if hue is not None:
         ax.legend()
     return ax

@@ -194,7 +194,9 @@ def er_vs_per_map(s: Stages):
     """Fig. 2e: the sign of M_ER − M_pER, with the experiment spot checks."""
     from jaxreplay.paper import plots
 
-    points = [(N, m, d) for N, m, d, _ in s.per_spot_checks if np.isfinite(d)]
+    # Every spot check, a NaN one (every seed diverged) too: comparison_map draws it grey and says so in its
+    # legend; filtered out here, it vanished without a word (found by a probe).
+    points = [(N, m, d) for N, m, d, _ in s.per_spot_checks]
     return plots.comparison_map(
         s.grid_memory,
         s.grid_batch,

@@ -18,6 +18,9 @@ def _value(entry: dict, key: str) -> float:
     return np.nan if entry[key] is None else float(entry[key])
 
 
+_NO_SCORE_GREY = "0.85"  # a heatmap cell without a score (no run of it finished a training episode)
+
+
 def heatmap_figure(out: pathlib.Path, design: ReplayDesign, result: dict, runs: Mapping[str, Runs]) -> str:
     """``heatmap.png``: the score's IQM over capacity × replay ratio, one panel per n (cells of equal
     oldest-policy age lie on the falling diagonals: capacity × 4, ratio ÷ 4). Returns the file name."""
@@ -41,10 +44,15 @@ def heatmap_figure(out: pathlib.Path, design: ReplayDesign, result: dict, runs: 
     fig, axes = plt.subplots(1, len(grids), figsize=(5 * len(grids), 4), squeeze=False)
     # The game and the quantity once, above the panels (each panel's own title was as wide as its panel).
     fig.suptitle(f"{_game(design)}: score IQM (mean training return)")
+    # A cell without a score is grey with a dark "n/a": viridis leaves NaN transparent, and its white "n/a" stood
+    # on the white axes, an empty square (found by a probe). Dark text on the light end of the scale, too.
+    cmap = plt.get_cmap("viridis").with_extremes(bad=_NO_SCORE_GREY)
     for ax, (n, grid) in zip(axes[0], grids.items()):
-        ax.imshow(grid, origin="lower", cmap="viridis", vmin=low, vmax=high, aspect="auto")
+        ax.imshow(grid, origin="lower", cmap=cmap, vmin=low, vmax=high, aspect="auto")
         for (i, j), v in np.ndenumerate(grid):
-            ax.text(j, i, "n/a" if np.isnan(v) else f"{v:.3g}", ha="center", va="center", color="w", fontsize=8)
+            light = np.isnan(v) or (high > low and (v - low) / (high - low) > 0.6)
+            text = "n/a" if np.isnan(v) else f"{v:.3g}"
+            ax.text(j, i, text, ha="center", va="center", color="k" if light else "w", fontsize=8)
         ax.set_xticks(range(len(caps)), [str(c) for c in caps])
         ax.set_yticks(range(len(ratios)), [f"{r:g}" for r in ratios])
         ax.set_xlabel("capacity (transitions)")

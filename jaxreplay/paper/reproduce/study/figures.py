@@ -34,7 +34,10 @@ def response_figure(out: pathlib.Path, design: StudyDesign, result: dict, runs: 
 
     fig, (top, bottom) = plt.subplots(2, 1, figsize=(7.5, 7.5), sharex=True, gridspec_kw={"height_ratios": [1, 1.2]})
     sizes, response, adaptive = np.array(design.sizes, float), result["response"], runs[stages.ADAPTIVE]
-    top.plot(sizes, _column(response, "score_iqm"), "o-", color="k", label="static memory (IQM, 95% CI)")
+    # The label promises the interval only where one is drawn (fewer than the seeds an interval needs: none).
+    has_interval = any(r["score_ci_low"] is not None for r in response)
+    static_label = "static memory (IQM, 95% CI)" if has_interval else "static memory (IQM; too few seeds for a CI)"
+    top.plot(sizes, _column(response, "score_iqm"), "o-", color="k", label=static_label)
     top.fill_between(
         sizes, _column(response, "score_ci_low"), _column(response, "score_ci_high"), color="k", alpha=0.12
     )
@@ -43,7 +46,20 @@ def response_figure(out: pathlib.Path, design: StudyDesign, result: dict, runs: 
     for j, a in enumerate(result["adaptive"]):
         color, n0 = colors[j % len(colors)], a["initial_size"]
         c = find(result["controls"], initial_size=n0)
-        if a["score_iqm"] is not None:  # None: every run diverged
+        # A point without a score is said in the legend, not dropped: the start's controls are still drawn in its
+        # colour, and the figure said nothing of its missing square (found by a probe).
+        missing = [
+            what
+            for what, score in (
+                ("aER", a["score_iqm"]),
+                ("random walk", c["random_walk_score_iqm"]),
+                ("fixed at mean", c["fixed_at_mean_score_iqm"]),
+            )
+            if score is None
+        ]
+        if missing:
+            top.plot([], [], "s", color=color, mfc="none", label=f"from {n0}: no scored run ({', '.join(missing)})")
+        if a["score_iqm"] is not None:
             no_interval = a["score_ci_low"] is None  # too few seeds
             top.errorbar(
                 [a["mean_size"]],
