@@ -269,6 +269,11 @@ def _check_optimal_N_vs_K(c, rows):
     assert c["max_optimal"] == memory[np.argmin(rl.steps_to_exponent(1.0, memory))] == 851
     assert c["k_drop"] == 1.25 and memory[np.argmin(rl.steps_to_exponent(1.25, memory))] == 1
     assert c["agrees"] == "yes" and "(rising: True, abrupt: True, stays 1: True)" in c["ours"]
+    # Below the drop every N from N* up reaches K at the same step: the claim says the optimum is that half-line
+    # (it read as one optimal N per K; found by a probe).
+    steps = rl.steps_to_exponent(np.array([0.25, 0.5, 0.75, 1.0])[:, None], memory[None, :])
+    assert all((row == row.min()).sum() == (memory >= n).sum() for row, n in zip(steps, [121, 261, 491, 851]))
+    assert "every larger N up to N_max ties at 4 of the 4 K up to it" in c["ours"]
 
 
 def _check_per_1d_faster(c, rows):
@@ -712,6 +717,31 @@ def test_fig2e_draws_a_spot_check_without_a_value_grey():
     np.testing.assert_array_equal(diamonds.get_offsets(), [[100, 10], [250, 10], [500, 5]])
     assert [to_hex(c) for c in diamonds.get_facecolors()] == ["#d62728", "#999999", "#1f77b4"]
     assert "no value (NaN)" in [t.get_text() for t in ax.get_legend().get_texts()]
+
+
+def test_the_optimal_memory_band_the_boundary_text_and_fig2e_stop_where_the_numbers_do():
+    """Found by a probe: Fig. A2b drew one optimal N per K where every larger N ties (the rising branch is the
+    smallest of a band); the boundary claim printed M* = 0.3 vs M(N_max) = 0.26 for 0.2555 vs 0.2593 (one digit
+    against two); Fig. 2e painted classes half a cell beyond its grid (N from -35 on the tiny grid)."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    from jaxreplay.paper import plots
+    from jaxreplay.paper.reproduce.linesearch import claims
+
+    memory, targets = np.array([1.0, 11.0, 21.0, 31.0]), np.array([0.25, 0.5, 2.0])
+    steps = np.array([[9.0, 5.0, 5.0, 5.0], [40.0, 30.0, 20.0, 20.0], [3.0, 7.0, 8.0, np.nan]])  # [K, N]
+    smallest, largest = rl.optimal_memory(memory, steps.T), rl.optimal_memory(memory, steps.T, largest=True)
+    np.testing.assert_array_equal(smallest, [11, 21, 1])
+    np.testing.assert_array_equal(largest, [31, 31, 1])
+    ax = plots.optimal_memory_vs_target(targets, smallest, largest=largest, title="t").axes[0]
+    band = ax.collections[0].get_paths()[0].vertices
+    assert {tuple(v) for v in band} >= {(0.25, 11.0), (0.25, 31.0), (0.5, 21.0), (0.5, 31.0), (2.0, 1.0)}
+    assert [t.get_text() for t in ax.get_legend().get_texts()] == ["smallest optimal N", "every N in the band ties"]
+    assert claims._apart(0.25545704547617376, 0.25933483904068727) == ("0.255", "0.259")
+    assert claims._apart(0.5, 0.25) == ("0.5", "0.25") and claims._apart(1.0, 1.0) == ("1", "1")
+    ax = plots.comparison_map([10, 500, 1000], [1, 20, 40], np.zeros((3, 3)), 0.0015, title="t").axes[0]
+    assert ax.get_xlim() == (10, 1000) and ax.get_ylim() == (1, 40)
 
 
 def test_figure_helpers_refuse_experiment_curves_they_would_not_draw():

@@ -380,6 +380,10 @@ def comparison_map(
     cmap = ListedColormap(["0.6", "tab:blue", "white", "tab:red"])
     N, m = np.asarray(memory_sizes, float), np.asarray(batch_sizes, float)
     ax.pcolormesh(N, m, cls.T, cmap=cmap, vmin=-2.5, vmax=1.5, shading="nearest")
+    # The cells are centred on the grid's points: the axes stop at its edges (as the contours of the same ΔM do),
+    # not half a cell beyond, where nothing was solved (N <= 0 on a linear axis; found by a probe).
+    ax.set_xlim(N.min(), N.max())
+    ax.set_ylim(m.min(), m.max())
     handles: list[Artist] = [
         ax.fill_between([], [], color="tab:red", label="pER better"),
         ax.fill_between([], [], color="tab:blue", label="ER better"),
@@ -444,14 +448,22 @@ def steps_vs_memory(memory_sizes, steps: Mapping[str, np.ndarray], *, title: str
     ax.set_xlabel("memory size N")
     ax.set_ylabel("steps to reach k = K")
     _title(ax, title)
-    ax.legend(fontsize=8, title="stars: optimal N")
+    ax.legend(fontsize=8, title="stars: smallest optimal N")
     return fig
 
 
-def optimal_memory_vs_target(targets, optimal_memory, *, title: str) -> Figure:
-    """Appendix Fig. 1DOptSize: the memory size minimising the steps to k = K, vs K."""
+def optimal_memory_vs_target(targets, optimal_memory, *, title: str, largest=None) -> Figure:
+    """Appendix Fig. 1DOptSize: the smallest memory size minimising the steps to k = K, vs K; with ``largest``
+    (the largest such N per K), the band of N that tie with it, shaded and said in the legend."""
     fig, ax = _figure()
-    ax.plot(targets, optimal_memory, ".-", color="tab:blue", lw=1.4, ms=3)
+    ax.plot(targets, optimal_memory, ".-", color="tab:blue", lw=1.4, ms=3, label="smallest optimal N")
+    if largest is not None:
+        # Where every larger N ties (the memory holds the whole history), the optimum is a band, not a point:
+        # the curve alone read as one optimal N per K (found by a probe).
+        ax.fill_between(
+            targets, optimal_memory, largest, color="tab:blue", alpha=0.15, lw=0, label="every N in the band ties"
+        )
+        ax.legend(fontsize=8)
     ax.set_xlabel("target exponent K")
     ax.set_ylabel("optimal memory size N")
     _title(ax, title)

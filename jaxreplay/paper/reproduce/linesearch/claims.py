@@ -154,9 +154,20 @@ def _moved_text(s: Stages, cusps: list[MemoryCusps], glob: dict, glob_grid: dict
     if not moved:
         return ""
     return "; the cusps move the optimum off N_max for " + ", ".join(
-        f"m = {int(m)} (N* = {c.best_memory:.1f}, M* = {c.best_metric:.1g} vs M(N_max) = {c.grid_metric[-1]:.2g})"
+        f"m = {int(m)} (N* = {c.best_memory:.1f}, "
+        + "M* = {} vs M(N_max) = {})".format(*_apart(c.best_metric, c.grid_metric[-1]))
         for m, c in moved
     )
+
+
+def _apart(a: float, b: float) -> tuple[str, str]:
+    """``a`` and ``b`` printed with the fewest significant digits (2 to 6) that tell them apart: M* at one digit
+    and M(N_max) at two read 0.3 vs 0.26 for 0.2555 vs 0.2593, the optimum worse than N_max (found by a probe)."""
+    for digits in range(2, 7):
+        shown = f"{a:.{digits}g}", f"{b:.{digits}g}"
+        if shown[0] != shown[1]:
+            return shown
+    return shown
 
 
 def _tolerance_text(s: Stages, cusps: list[MemoryCusps]) -> str:
@@ -352,11 +363,15 @@ def optimal_memory_vs_target(s: Stages) -> dict:
     rising = bool(np.all(np.diff(optN[: imax + 1]) >= 0))
     stays = bool(drop) and bool(np.all(optN[drop[0] :] <= 1.0))
     abrupt = bool(drop) and drop[0] == imax + 1
+    # Below the drop every N from the smallest optimal N up reaches K at the same step (the memory then holds the
+    # whole history): the optimum is that half-line, and N* its smallest member, the one that rises with K.
+    tied = a.optimal_memory_largest[: imax + 1] > optN[: imax + 1]
     return _row(
         "Optimal N rises with K, abruptly falls to 1 and stays 1 (fixed intercept, m = 5, α = 2e-5)",
         "rise, abrupt fall to 1, then 1",
-        f"max N* = {optN[imax]:g} at K = {a.targets[imax]:g}; falls to 1 at K = {_fmt(k_drop)} "
-        f"(rising: {rising}, abrupt: {abrupt}, stays 1: {stays}); "
+        f"max N* = {optN[imax]:g} at K = {a.targets[imax]:g} (N*: the smallest optimal N; every larger N up to "
+        f"N_max ties at {int(tied.sum())} of the {imax + 1} K up to it: the memory holds the whole history); "
+        f"falls to 1 at K = {_fmt(k_drop)} (rising: {rising}, abrupt: {abrupt}, stays 1: {stays}); "
         f"N*(K = ln20) = {optimal_memory(a.memory_sizes, a.steps_to_target[a.target]):g}",
         _agree(rising and abrupt and stays, stays),
         "theory",

@@ -265,8 +265,12 @@ def optimal_memory_vs_target(s: Stages):
     """Appendix Fig. 1DOptSize: the optimal N against K."""
     from jaxreplay.paper import plots
 
+    a = s.appendix
     return plots.optimal_memory_vs_target(
-        s.appendix.targets, s.appendix.optimal_memory, title="Fixed intercept: optimal N vs target K, m = 5, α = 2e-5"
+        a.targets,
+        a.optimal_memory,
+        largest=a.optimal_memory_largest,
+        title="Fixed intercept: optimal N vs target K, m = 5, α = 2e-5",
     )
 
 

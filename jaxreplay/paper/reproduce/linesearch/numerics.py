@@ -103,11 +103,15 @@ def prioritized_exponent_1d(
     return k, k + cumulative_trapezoid(rate, t, initial=0.0)
 
 
-def optimal_memory(memory_sizes: npt.ArrayLike, metric: np.ndarray) -> np.ndarray:
-    """The memory size minimising ``metric`` along axis 0 (``metric``: [nN, ...]); NaNs ignored."""
+def optimal_memory(memory_sizes: npt.ArrayLike, metric: np.ndarray, largest: bool = False) -> np.ndarray:
+    """The smallest memory size minimising ``metric`` along axis 0 (``metric``: [nN, ...], N increasing); NaNs
+    ignored. With ``largest``, the largest one: where the two differ, every N between them that attains the same
+    minimum ties (the fixed-intercept case: every N past the steps to K holds the whole history)."""
     metric = np.asarray(metric, dtype=np.float64)
     filled = np.where(np.isfinite(metric), metric, np.inf)
-    return np.asarray(memory_sizes)[np.argmin(filled, axis=0)]
+    index = np.argmin(filled[::-1], axis=0) if largest else np.argmin(filled, axis=0)
+    sizes = np.asarray(memory_sizes)
+    return sizes[len(sizes) - 1 - index] if largest else sizes[index]
 
 
 def nonmonotone(metric: np.ndarray, tol: float = MONOTONE_TOL, strict: bool = True) -> np.ndarray:

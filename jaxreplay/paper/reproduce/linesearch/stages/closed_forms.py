@@ -31,7 +31,9 @@ class Appendix(NamedTuple):
         memory_sizes: the N of the steps-to-K analysis.
         steps_to_target: K → steps to reach k = K per N, for the plotted K.
         targets: the K of the optimal-N-vs-K curve.
-        optimal_memory: the optimal N per target.
+        optimal_memory: the smallest optimal N per target.
+        optimal_memory_largest: the largest optimal N per target: every N from the smallest to it reaches the
+            target at the same step (below the drop to N = 1, up to N_max: the memory holds the whole history).
         steps_fast: steps to K = ln 20 per N at α = 5e-5.
         slope_steps: steps of the fixed-slope example at α = 2e-5.
         slope_steps_printed: the same at the printed α = 5e-5.
@@ -50,6 +52,7 @@ class Appendix(NamedTuple):
     steps_to_target: dict[float, np.ndarray]
     targets: np.ndarray
     optimal_memory: np.ndarray
+    optimal_memory_largest: np.ndarray
     steps_fast: np.ndarray
     slope_steps: float
     slope_steps_printed: float
@@ -91,6 +94,7 @@ def appendix(design: Design) -> Appendix:
         steps_to_target=steps_K,
         targets=targets,
         optimal_memory=optimal_memory(appN, steps_grid.T),
+        optimal_memory_largest=optimal_memory(appN, steps_grid.T, largest=True),
         steps_fast=steps_to_exponent(K_main, appN, M_1D, 5e-5),
         slope_steps=float(fixed_slope_steps(TARGET_RATIO, M_1D, 2e-5)),
         slope_steps_printed=float(fixed_slope_steps(TARGET_RATIO, M_1D, 5e-5)),
