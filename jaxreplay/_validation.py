@@ -307,6 +307,18 @@ def outside_bounds(value: object, bounds: Bounds) -> jax.Array:
     return jnp.any(bad)
 
 
+def check_increasing(name: str, values: object, strict: bool = True) -> np.ndarray:
+    """``values`` as a NumPy array, refused (``ValueError`` naming ``name``) unless 1-D, non-empty and strictly
+    increasing (non-decreasing where not ``strict``): for code that reads a grid's first and last entries as its
+    smallest and largest, its neighbours as the next values, or draws it as a line or a contour's coordinates."""
+    array = np.asarray(values)
+    steps = np.diff(array) if array.ndim == 1 else np.zeros(1)
+    if array.ndim != 1 or array.size == 0 or np.any(steps <= 0 if strict else steps < 0):
+        order = "strictly increasing" if strict else "non-decreasing"
+        raise ValueError(f"{name} must be a {order} 1-D array (sort it, and what goes with it).")
+    return array
+
+
 def check_known(owner: str, given: Iterable[str], known: Iterable[str]) -> None:
     """Raise ``ValueError`` listing the names of ``given`` not in ``known`` (``owner``'s parameters), and the
     known ones, if there are any."""

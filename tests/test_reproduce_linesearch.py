@@ -744,6 +744,40 @@ def test_the_optimal_memory_band_the_boundary_text_and_fig2e_stop_where_the_numb
     assert ax.get_xlim() == (10, 1000) and ax.get_ylim() == (1, 40)
 
 
+def test_the_numerics_and_the_figures_refuse_a_grid_that_is_not_increasing():
+    """They read a grid's first and last values as its smallest and largest and draw it as given: a permuted N made
+    a decreasing M(N) "non-monotone", the "smallest" optimum larger than the "largest", the m-threshold NaN, a
+    zigzag line, a folded contour and Fig. 2e's cells elsewhere, without a word (found by a probe)."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    from jaxreplay.paper import plots
+
+    permuted, m = [100.0, 10.0, 50.0, 20.0], [1.0, 5.0]
+    metric = np.ones((4, 2))
+    with pytest.raises(ValueError, match=r"^memory_sizes must be a strictly increasing 1-D array"):
+        rl.optimal_memory(permuted, metric)
+    with pytest.raises(ValueError, match=r"^batch_sizes must be a strictly increasing 1-D array"):
+        rl.monotone_threshold([1.0, 5.0, 5.0], np.ones((4, 3)))
+    figures = {
+        "steps_vs_memory('t'): memory_sizes": lambda: plots.steps_vs_memory(permuted, {"K = 1": np.ones(4)}, title="t"),
+        "metric_vs_memory('t'): memory_sizes": lambda: plots.metric_vs_memory(permuted, {"m = 1": np.ones(4)},
+                                                                              title="t"),
+        "metric_contour('t'): memory_sizes": lambda: plots.metric_contour(permuted, m, metric, title="t"),
+        "difference_contour('t'): batch_sizes": lambda: plots.difference_contour(sorted(permuted), m[::-1], metric,
+                                                                                 title="t"),
+        "comparison_map('t'): memory_sizes": lambda: plots.comparison_map(permuted, m, metric, 0.1, title="t"),
+    }
+    for name, draw in figures.items():
+        with pytest.raises(ValueError, match=re.escape(name) + " must be a strictly increasing"):
+            draw()
+    # A curve with its cusps merged may repeat an N (a cusp at a grid point): allowed, as a line it is no zigzag.
+    plots.metric_vs_memory([10.0, 20.0], {"m = 1": (np.array([10.0, 15.0, 15.0, 20.0]), np.ones(4))}, title="t")
+    # Sorted, the answers (the smallest optimal N on the first of a tie, a decreasing M(N) monotone).
+    assert rl.optimal_memory(sorted(permuted), np.array([4.0, 1.0, 1.0, 2.0])) == 20
+    assert rl.monotone_threshold(m, np.array([[3.0, 3.0], [2.0, 2.0], [2.5, 1.0], [1.0, 0.5]]))["threshold"] == 5.0
+
+
 def test_figure_helpers_refuse_experiment_curves_they_would_not_draw():
     """An experiment curve under a label the theory lacks ("m=1" beside "m = 1") was left out of the figure
     without a word; a learning curve without its times failed with "tuple index out of range" (probe minatar)."""

@@ -164,6 +164,35 @@ def test_bad_arguments_are_refused_before_running(tmp_path):
     assert not (tmp_path / "linesearch").exists()
 
 
+def test_games_are_run_once_each_in_the_papers_order_and_readme_blocks_do_not_follow_the_folders_order(
+        tmp_path, monkeypatch):
+    """`--env G --env G` ran G twice: the second pass resumed the first's runs and published them as computed by
+    earlier calls, with its own time; games given in another order wrote the tables in that order under one
+    recorded command; two studies of one game made two README blocks by the order of their folders (found by a
+    probe)."""
+    from jaxreplay.paper.reproduce.study.writer import sort_for_readme
+
+    with pytest.raises(ValueError, match=r"^envs names CartPole-v1 more than once \(--env\): give each game once"):
+        paper.reproduce(tmp_path, envs=("CartPole-v1", "Acrobot-v1", "CartPole-v1"))
+    assert not any(tmp_path.iterdir())
+    ran = []
+
+    def parts(out, envs, *args):  # (stops the call once it has planned its parts)
+        ran.append(envs)
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(paper, "_parts", parts)
+    with pytest.raises(KeyboardInterrupt):
+        paper.reproduce(tmp_path / "out", envs=("MountainCar-v0", "CartPole-v1"))
+    assert ran == [("CartPole-v1", "MountainCar-v0")]
+    rows = [{"env": "Acrobot-v1", "name": "b"}, {"env": "CartPole-v1", "name": "b", "x": 2},
+            {"env": "CartPole-v1", "name": "a"}, {"env": "CartPole-v1", "name": "b", "x": 1}]
+    for given in (rows, rows[::-1]):
+        given = list(given)
+        sort_for_readme(given, ("CartPole-v1", "Acrobot-v1"), label=lambda r: r["name"])
+        assert given == [rows[2], rows[3], rows[1], rows[0]]
+
+
 def test_readme_claims_table_is_the_generated_one():
     """docs/claims.md's table has one row per claim the reproduction makes, in its order, as generated."""
     text = (ROOT / "docs" / "claims.md").read_text()

@@ -101,6 +101,34 @@ def test_best_per_axis_names_nothing_where_no_seed_is_finite_and_means_do_not_ov
     assert float(ci["mean"]) == pytest.approx(2e38, rel=1e-6) and int(ci["count"]) == 4 and np.isfinite(ci["low"])
 
 
+def test_best_breaks_ties_toward_the_smallest_values_whatever_the_declared_order():
+    """Every N at least the run's step count gives bit-identical runs: best named N = 500 for the grid declared
+    [10, 100, 500, 1000] and N = 1000 for [1000, 10, 500, 100] (the first of a tie in declared order); on a
+    sweep of points it named a position in the declared list, not the point (found by a probe)."""
+    values = {10: [0.9, 0.8], 100: [0.7, 0.6], 500: [0.5, 0.4], 1000: [0.5, 0.4]}  # 500 and 1000 tie
+    batch = {1: 0.0, 8: 0.01}
+    for sizes in ([10, 100, 500, 1000], [1000, 10, 500, 100]):
+        for batches in ([1, 8], [8, 1]):
+            data = xr.DataArray([[[v + batch[b] for v in values[n]] for b in batches] for n in sizes],
+                                dims=("memory_size", "batch_size", "seed"),
+                                coords={"memory_size": sizes, "batch_size": batches})
+            found = results.best(data)
+            assert found["overall"] == {"memory_size": 500, "batch_size": 1, "value": pytest.approx(0.45),
+                                        "seeds": 2}
+            per = found["per_axis"]["memory_size"]
+            assert per.sel(batch_size=1).item() == per.sel(batch_size=8).item() == 500
+    # A sweep of points: the best point by its hyperparameters, its tie broken by them, not by its position.
+    for points in ([(10, 1), (500, 4), (1000, 4)], [(1000, 4), (500, 4), (10, 1)]):
+        score = {10: 0.9, 500: 0.5, 1000: 0.5}
+        data = xr.DataArray([[score[n]] * 2 for n, _ in points], dims=("config", "seed"),
+                            coords={"config": [0, 1, 2], "memory_size": ("config", [n for n, _ in points]),
+                                    "batch_size": ("config", [b for _, b in points])})
+        overall = results.best(data)["overall"]
+        assert {k: overall[k] for k in ("memory_size", "batch_size", "value")} == {
+            "memory_size": 500, "batch_size": 4, "value": 0.5}
+        assert overall["config"] == [n for n, _ in points].index(500)
+
+
 def test_plot_metric_lines_and_contour(metric):
     ax = results.plot_metric(metric, x="memory_size", hue="batch_size")
     assert len(ax.lines) == 4

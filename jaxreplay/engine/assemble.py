@@ -18,16 +18,13 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from jaxreplay.engine.records import STAT_DIM
-from jaxreplay.engine.results import SEED_DIM  # defined once, with the statistics that reduce over it
+from jaxreplay.engine.results import CONFIG_DIM, SEED_DIM  # defined once, with the statistics that read them
 from jaxreplay.engine.store import software_versions
 
 if TYPE_CHECKING:
     from jaxreplay.engine.declaration import Sweep
 
 __all__ = ["assemble", "Assembler", "to_dataset", "write_netcdf", "load", "SEED_DIM", "CONFIG_DIM"]
-
-CONFIG_DIM = "config"
-"""The dim that indexes configurations, in results of explicit ``points`` (a grid has one dim per axis)."""
 
 
 def assemble(sweep: Sweep, parts: Iterable[Mapping[str, np.ndarray]]):

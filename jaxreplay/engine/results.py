@@ -55,6 +55,9 @@ SEED_DIM = "seed"
 """The dim of a sweep's results that indexes seeds (:mod:`jaxreplay.engine.assemble` labels it; the
 statistics here reduce over it by default)."""
 
+CONFIG_DIM = "config"
+"""The dim that indexes configurations, in results of explicit ``points`` (a grid has one dim per axis)."""
+
 
 def mean_ci(data, dim: str = SEED_DIM, confidence: float = 0.95):
     """Mean over ``dim`` with a Student-t interval: a Dataset with ``mean``, ``low``, ``high``, ``count``.
@@ -222,7 +225,11 @@ def best(data, axes: Sequence[str] | None = None, minimize: bool = True, dim: st
     a mean of the survivors (one lucky seed of eight beat a setting whose
     eight seeds all did well). Where every setting has a non-finite seed, they
     compete on their survivors; ``overall["seeds"]`` says how many seeds are
-    behind its value.
+    behind its value. A tie goes to the smallest values (the first axis's
+    first), whatever order the sweep declared them in; the settings of a
+    sweep of explicit points (its ``config`` axis) are ordered by their
+    hyperparameters, in name order, and ``overall`` names them beside the
+    ``config`` label.
 
     Args:
         data: an ``xarray.DataArray`` with the grid axes (and ``dim``).
@@ -236,7 +243,9 @@ def best(data, axes: Sequence[str] | None = None, minimize: bool = True, dim: st
         (``idxmin``/``idxmax`` of the seed mean, by the same rule; NaN where
         no value of that axis has a finite seed there). Seed means in float64.
     """
-    data = data.astype(np.float64)  # (a float32 mean of large finite seeds overflowed to inf)
+    # (a float32 mean of large finite seeds overflowed to inf) In ascending order: the first of a tie was the one
+    # declared first, so a permuted grid named another best (found by a probe).
+    data = _ascending(data.astype(np.float64), dim)
     finite = np.isfinite(data)
     mean = data.where(finite).mean(dim) if dim in data.dims else data
     count = finite.sum(dim) if dim in data.dims else finite.astype(int)
@@ -254,6 +263,9 @@ def best(data, axes: Sequence[str] | None = None, minimize: bool = True, dim: st
     flat = int(np.argmin(filled.values) if minimize else np.argmax(filled.values))
     position = np.unravel_index(flat, filled.shape)
     overall = {d: mean[d].values[i].item() for d, i in zip(mean.dims, position)}
+    if CONFIG_DIM in mean.dims:  # a points sweep: the best point's hyperparameters, not only its position
+        at = position[mean.dims.index(CONFIG_DIM)]
+        overall.update({c: mean[c].values[at].item() for c in _along(mean, CONFIG_DIM)})
     overall["value"] = float(mean.values[position])
     overall["seeds"] = int(np.asarray(count.values)[position])
     # Where no value along the axis has a finite seed, nothing is best (idxmin named the first label).
@@ -261,6 +273,25 @@ def best(data, axes: Sequence[str] | None = None, minimize: bool = True, dim: st
         a: (ranked([a]).idxmin(a) if minimize else ranked([a]).idxmax(a)).where((count > 0).any(a)) for a in axes
     }
     return {"overall": overall, "per_axis": per_axis}
+
+
+def _along(data, dimension: str) -> list[str]:
+    """The names of ``data``'s 1-D coordinates along ``dimension`` other than its own, in name order."""
+    return sorted(str(c) for c, v in data.coords.items() if c != dimension and v.dims == (dimension,))
+
+
+def _ascending(data, skip: str):
+    """``data`` with every dimension but ``skip`` in ascending order of its coordinate (a points sweep's ``config``
+    in the order of its hyperparameters, :func:`_along`)."""
+    keys = []
+    for d in data.dims:
+        if d == skip:
+            continue
+        if d == CONFIG_DIM:
+            keys += _along(data, d)
+        elif d in data.indexes:
+            keys.append(d)
+    return data.sortby(keys) if keys else data
 
 
 def plot_metric(

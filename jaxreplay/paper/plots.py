@@ -29,6 +29,7 @@ from matplotlib.colors import ListedColormap, TwoSlopeNorm
 from matplotlib.figure import Figure
 
 from jaxreplay._files import atomic_write
+from jaxreplay._validation import check_increasing
 
 __all__ = [
     "save",
@@ -238,6 +239,11 @@ def metric_vs_memory(
         experiment_memory_sizes,
         ("experiment_metrics", "experiment_memory_sizes"),
     )
+    where = f"metric_vs_memory({title!r})"
+    # Lines join their points in the order given: an unsorted N drew a zigzag (found by a probe).
+    check_increasing(f"{where}: memory_sizes", memory_sizes)
+    if experiment_memory_sizes is not None:
+        check_increasing(f"{where}: experiment_memory_sizes", experiment_memory_sizes)
     fig, ax = _figure()
     experiment_metrics = experiment_metrics or {}
     for i, (label, M) in enumerate(metrics.items()):
@@ -245,6 +251,7 @@ def metric_vs_memory(
         N = memory_sizes
         if isinstance(M, tuple):
             N, M = M
+            check_increasing(f"{where}: metrics[{label!r}]'s N", N, strict=False)  # (a cusp may meet a grid N)
         ax.plot(N, M, color=color, lw=1.8, label=f"{label} (theory)")
         if label in experiment_metrics:
             ax.plot(
@@ -260,6 +267,13 @@ def metric_vs_memory(
     _title(ax, title)
     ax.legend(fontsize=8)
     return fig
+
+
+def _check_grid(where: str, memory_sizes, batch_sizes) -> None:
+    """A contour's or map's coordinates, each strictly increasing: unsorted, contourf folded the surface over
+    itself and pcolormesh drew cells at other places, with only matplotlib's generic warning (found by a probe)."""
+    check_increasing(f"{where}: memory_sizes", memory_sizes)
+    check_increasing(f"{where}: batch_sizes", batch_sizes)
 
 
 def metric_contour(
@@ -284,6 +298,7 @@ def metric_contour(
             (drawn as hollow stars, legend ``shallow_label``).
     """
     M = _finite(metric, f"metric_contour({title!r}): metric")  # an inf M (a diverged solve): blank, as NaN
+    _check_grid(f"metric_contour({title!r})", memory_sizes, batch_sizes)
     fig, ax = _figure((6.2, 4.6))
     if log:
         Z = np.log10(np.maximum(M, 1e-12))
@@ -348,6 +363,7 @@ def _levels(lo: float, hi: float, n: int) -> np.ndarray:
 def difference_contour(memory_sizes, batch_sizes, difference, *, title: str, levels: int = 21) -> Figure:
     """Appendix Fig. 2DComp: M_ER − M_pER over (N, m); positive = pER better."""
     D = _finite(difference, f"difference_contour({title!r}): difference")  # (an inf made the levels NaN)
+    _check_grid(f"difference_contour({title!r})", memory_sizes, batch_sizes)
     lim = float(np.nanmax(np.abs(D))) or 1.0
     fig, ax = _figure((6.2, 4.6))
     cs = ax.contourf(
@@ -374,6 +390,7 @@ def comparison_map(
     ``experiment_points``: optional iterable of (N, m, difference) spot checks
     drawn as markers coloured by the same rule (grey where NaN: every seed diverged).
     """
+    _check_grid(f"comparison_map({title!r})", memory_sizes, batch_sizes)
     fig, ax = _figure((6.2, 4.6))
     D = np.asarray(difference, dtype=float)
     cls = np.where(np.isnan(D), -2, np.where(D > threshold, 1, np.where(D < -threshold, -1, 0)))
@@ -430,7 +447,9 @@ def metric_ratio_curves(t, ratios: Mapping[str, np.ndarray], *, title: str) -> F
 
 
 def steps_vs_memory(memory_sizes, steps: Mapping[str, np.ndarray], *, title: str) -> Figure:
-    """Appendix Fig. 1DStepsVsSize: steps needed to reach k = K vs N, one curve per K (labels)."""
+    """Appendix Fig. 1DStepsVsSize: steps needed to reach k = K vs N, one curve per K (labels); a star at the
+    smallest optimal N of each. ``memory_sizes`` strictly increasing."""
+    check_increasing(f"steps_vs_memory({title!r}): memory_sizes", memory_sizes)
     fig, ax = _figure()
     for i, (label, s) in enumerate(steps.items()):
         s = np.asarray(s, dtype=float)

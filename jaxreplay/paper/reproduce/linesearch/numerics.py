@@ -9,6 +9,7 @@ from typing import Any
 import numpy as np
 import numpy.typing as npt
 
+from jaxreplay import _validation
 from jaxreplay.paper.reproduce.linesearch.settings import ALPHA_1D, M_1D, MONOTONE_TOL, TARGET_RATIO
 
 
@@ -107,10 +108,11 @@ def optimal_memory(memory_sizes: npt.ArrayLike, metric: np.ndarray, largest: boo
     """The smallest memory size minimising ``metric`` along axis 0 (``metric``: [nN, ...], N increasing); NaNs
     ignored. With ``largest``, the largest one: where the two differ, every N between them that attains the same
     minimum ties (the fixed-intercept case: every N past the steps to K holds the whole history)."""
+    # (A permuted grid gave other answers: a decreasing M(N) called non-monotone; found by a probe.)
+    sizes = _validation.check_increasing("memory_sizes", memory_sizes)
     metric = np.asarray(metric, dtype=np.float64)
     filled = np.where(np.isfinite(metric), metric, np.inf)
     index = np.argmin(filled[::-1], axis=0) if largest else np.argmin(filled, axis=0)
-    sizes = np.asarray(memory_sizes)
     return sizes[len(sizes) - 1 - index] if largest else sizes[index]
 
 
@@ -142,7 +144,7 @@ def monotone_threshold(
     none), ``nonmonotone_m`` (list) and ``all_below_nonmonotone`` (every m
     below the threshold is non-monotone). ``strict``: see :func:`nonmonotone`.
     """
-    m = np.asarray(batch_sizes, dtype=np.float64)
+    m = _validation.check_increasing("batch_sizes", batch_sizes).astype(np.float64)
     if isinstance(metric, (list, tuple)):
         nm = np.array([bool(nonmonotone(np.asarray(c, dtype=np.float64), tol, strict)) for c in metric], dtype=bool)
     else:

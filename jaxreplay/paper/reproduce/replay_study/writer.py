@@ -190,7 +190,7 @@ def update_readme(readme, study_dirs, note: str = "") -> pathlib.Path:
             stored verdict is not today's, or ``readme`` without the block.
     """
     from jaxreplay.paper.reproduce.paper import read_readme, replace_block
-    from jaxreplay.paper.reproduce.study.writer import refuse_duplicates, study_files
+    from jaxreplay.paper.reproduce.study.writer import refuse_duplicates, sort_for_readme, study_files
 
     results = []
     sources = []  # (folder given, its study.json) per result
@@ -206,8 +206,7 @@ def update_readme(readme, study_dirs, note: str = "") -> pathlib.Path:
                 f"{path}: its stored verdict is not what today's rules give from its numbers: rerun its "
                 "jaxreplay study replay command (finished sweeps are kept: only the analysis is redone)."
             )
-    order = {env: i for i, env in enumerate(GAMES)}
-    results.sort(key=lambda r: order.get(r["env"], len(order)))
+    sort_for_readme(results, GAMES, label)
     readme = pathlib.Path(readme)
     text = read_readme(readme, BLOCK)
     atomic_write_text(readme, replace_block(text, BLOCK, f"{note}\n\n{summary_table(results)}".strip()), True)

@@ -310,6 +310,14 @@ def _reanalysed(out: pathlib.Path, stored: dict) -> dict:
     return jsonable(result, strict=True)
 
 
+def sort_for_readme(results: list[dict], games, label=label) -> None:
+    """Sort ``results`` in place as a README block lists them: by game (in ``games``' order), then by row label
+    (:func:`~jaxreplay.paper.reproduce.study.report.label`), then by content: two studies of one game followed the
+    order their folders were given in, so one set of studies wrote two blocks (found by a probe)."""
+    order = {env: i for i, env in enumerate(games)}
+    results.sort(key=lambda r: (order.get(r["env"], len(order)), label(r), json.dumps(r, sort_keys=True, default=str)))
+
+
 def refuse_duplicates(sources: list, results: list[dict], label=label) -> None:
     """Refuse a study given twice to :func:`update_readme`: one study.json reached twice (a folder
     given twice, or a folder and its parent), or two of the same game and design (:func:`label`),
@@ -381,8 +389,7 @@ def update_readme(readme, study_dirs, note: str = "") -> pathlib.Path:
                 f"{path}: its stored verdict is not what today's rules give from its numbers: run "
                 f"jaxreplay study refresh {path.parent} first (it recomputes study.json and report.md, no runs)."
             )
-    order = {env: i for i, env in enumerate(ENVS)}
-    results.sort(key=lambda r: order.get(r["env"], len(order)))
+    sort_for_readme(results, ENVS)
     readme = pathlib.Path(readme)
     text = read_readme(readme, "study")
     atomic_write_text(readme, replace_block(text, "study", f"{note}\n\n{summary_table(results)}".strip()), True)
