@@ -296,6 +296,11 @@ def test_epsilon_ramp_start_acts_at_random_until_the_ramp_then_follows_it():
     assert at_once[1:].all()
     _, ramp = greedy_agreement(500, decay=1000)  # ε after 500, 1000, 1500, 2000 steps: 1, 1/2, 0, 0
     assert ramp == [1.0, 0.5, 0.0, 0.0]
+    # No ramp (decay 0: the end at once) still acts at random for the first ramp_start steps: it acted greedily
+    # from step 0, the random phase skipped without a word (found by a probe).
+    sudden, epsilons = greedy_agreement(1000, decay=0)
+    assert sudden[1000:].all() and epsilons == [1.0, 0.0, 0.0, 0.0]
+    assert abs(sudden[:1000].sum() - 500) < 3.3 * np.sqrt(1000 * 0.25), sudden[:1000].sum()
     with pytest.raises(ValueError, match=r"epsilon_ramp_start must be >= 0"):
         dqn.check(dqn.Hyperparameters(memory_size=2000, epsilon_ramp_start=-1), setup)
 

@@ -87,8 +87,8 @@ def test_a_sweep_counts_its_runs_that_made_no_gradient_step(tmp_path):
                             fixed={"learning_starts": 500}, grid={"memory_size": [16, 32]})
     stats = sweep_lib.run(sweep, None, progress=False).stats
     assert stats.untrained == 4 and stats.runs == 4
-    assert "; 4 made no gradient step (learning starts at or after the run's end, or too small a replay ratio: " \
-           "their returns are the untrained network's); " in stats.describe()
+    assert "; 4 made no gradient step (no update due from learning_starts to the run's end: learning starts too " \
+           "late or the replay ratio is too small; their returns are the untrained network's); " in stats.describe()
 
 
 def test_a_diverged_seed_has_no_final_return_in_the_dqn_report():
@@ -121,5 +121,12 @@ def test_the_no_update_warning_names_the_replay_ratio_when_it_is_the_cause(capsy
     assert cli.main(["dqn", "--env", "Probe-Chain", "--memory-size", "20", "--steps", "2000", "--seeds", "1",
                      "--replay-ratio", "0.0001", "--quiet"]) == 0
     err = capsys.readouterr().err
-    assert ("no gradient step was taken: the replay ratio 0.0001 makes its first update due after 10,000 steps "
-            "and the run has 2000 (raise --replay-ratio or use more --steps)") in err
+    assert ("no gradient step was taken: at replay ratio 0.0001 the first update due from learning_starts (1000) on "
+            "comes at step 10,000 and the run has 2000 (raise --replay-ratio or use more --steps)") in err
+    # An update due only before learning_starts is not made: the warning said the ratio made its first update due
+    # after 909 steps in a run of 1100 (the 1 due at step 910 comes before learning_starts; found by a probe).
+    assert cli.main(["dqn", "--env", "Probe-Chain", "--memory-size", "20", "--steps", "1100", "--seeds", "1",
+                     "--replay-ratio", "0.0011", "--quiet"]) == 0
+    assert ("no gradient step was taken: at replay ratio 0.0011 the first update due from learning_starts (1000) on "
+            "comes at step 1,819 and the run has 1100; the 1 due before it are not made (raise --replay-ratio or use "
+            "more --steps)") in capsys.readouterr().err

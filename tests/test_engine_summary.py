@@ -28,5 +28,6 @@ def test_the_line_counts_soft_diverged_runs_where_there_are_some():
 def test_the_line_counts_runs_that_made_no_gradient_step_where_there_are_some():
     assert "no gradient step" not in _stats().describe()
     line = _stats(untrained=4).describe()
-    assert ("; 0 diverged; 4 made no gradient step (learning starts at or after the run's end, or too small a "
-            "replay ratio: their returns are the untrained network's); ~1.0 MiB per run") in line
+    assert ("; 0 diverged; 4 made no gradient step (no update due from learning_starts to the run's end: learning "
+            "starts too late or the replay ratio is too small; their returns are the untrained network's); ~1.0 MiB "
+            "per run") in line

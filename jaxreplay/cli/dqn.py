@@ -119,13 +119,19 @@ def run(args: argparse.Namespace) -> int:
     result = _result(args, setup, hparams, ds)
     if not any(result.report["gradient_steps"]):  # the returns of an untrained network, said as such
         starts, ratio = int(np.asarray(hparams.learning_starts)), float(np.asarray(hparams.replay_ratio))
-        if starts >= setup.total_steps:
+        frequency = setup.train_frequency
+        first_unit = -(-starts // frequency) * frequency  # the first unit end at or after learning_starts
+        if first_unit > setup.total_steps:
             cause = f"learning starts after {starts} steps and the run has {setup.total_steps}"
             advice = "use more --steps"
-        else:  # updates due by step t: floor(t × ratio), so the first at t = 1 / ratio
+        else:  # an update due only before learning_starts is not made (it blamed the ratio with a step in the run)
+            first = dqn_lib.first_update_due(ratio, starts, setup, horizon=starts + 4 * frequency + int(4 / ratio))
+            before = int(np.floor(np.float32(max(first_unit - frequency, 0)) * np.float32(ratio)))
             cause = (
-                f"the replay ratio {ratio:g} makes its first update due after {1 / ratio:,.0f} steps and the run "
-                f"has {setup.total_steps}"
+                f"at replay ratio {ratio:g} the first update due from learning_starts ({starts}) on comes "
+                + (f"at step {first:,}" if first is not None else "later still")
+                + f" and the run has {setup.total_steps}"
+                + (f"; the {before} due before it are not made" if before else "")
             )
             advice = "raise --replay-ratio or use more --steps"
         print(

@@ -150,8 +150,9 @@ class SweepStats:
             f"({self.runs_per_second:.1f} runs/s); {self.diverged} diverged; "
             + (f"{self.soft_diverged} soft-diverged (Q-values beyond every return); " if self.soft_diverged else "")
             + (
-                f"{self.untrained} made no gradient step (learning starts at or after the run's end, or too small a "
-                "replay ratio: their returns are the untrained network's); "
+                f"{self.untrained} made no gradient step (no update due from learning_starts to the run's end: "
+                "learning starts too late or the replay ratio is too small; their returns are the untrained "
+                "network's); "
                 if self.untrained
                 else ""
             )

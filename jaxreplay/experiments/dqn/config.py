@@ -672,6 +672,22 @@ def _most_updates_due(replay_ratio: float, setup: Setup) -> int:
     return due
 
 
+def first_update_due(replay_ratio: float, learning_starts: int, setup: Setup, horizon: int | None = None) -> int | None:
+    """The environment step at whose unit's end a run's first gradient update is made: the first unit end ``t``
+    (a multiple of ``train_frequency``) with ``t >= learning_starts`` at which an update is due
+    (``floor(float32(t) ρ) - floor(float32(t - F) ρ) > 0``, as the program counts); updates due at earlier unit
+    ends are not made. ``None`` where there is none up to ``horizon`` (default: the run's end)."""
+    ratio, frequency = np.float32(replay_ratio), setup.train_frequency
+    horizon = setup.total_steps if horizon is None else min(int(horizon), np.iinfo(np.int32).max)
+    first = max(frequency, -(-int(learning_starts) // frequency) * frequency)
+    for start in range(first, horizon + 1, frequency << 20):  # in blocks, as _most_updates_due
+        t = np.arange(start, min(start + (frequency << 20), horizon + 1), frequency, dtype=np.int64)
+        due = np.floor(t.astype(np.float32) * ratio) - np.floor((t - frequency).astype(np.float32) * ratio)
+        if np.any(due > 0):
+            return int(t[np.argmax(due > 0)])
+    return None
+
+
 def update_slot_groups(hparams: Hyperparameters, setup: Setup) -> tuple[np.ndarray, tuple[Setup, ...]]:
     """Runs grouped by the update slots their replay ratios need (the engine's ``Experiment.setup_groups``).
 

@@ -227,8 +227,14 @@ def _select(flag: ArrayLike, new: PyTree, old: PyTree) -> PyTree:
 def _epsilon(step: jax.Array, hp: Hyperparameters) -> jax.Array:
     """ε after ``step`` environment steps: ``epsilon_start`` until ``epsilon_ramp_start``, then the ramp."""
     # (In integers: at the default start 0 the ramp reads ``step`` itself, so runs are what they were.)
-    ramp_step = jnp.maximum(step - jnp.asarray(hp.epsilon_ramp_start, step.dtype), 0)
-    return agent.epsilon_schedule(ramp_step, hp.epsilon_start, hp.epsilon_end, hp.epsilon_decay_steps)
+    ramp_start = jnp.asarray(hp.epsilon_ramp_start, step.dtype)
+    ramp = agent.epsilon_schedule(
+        jnp.maximum(step - ramp_start, 0), hp.epsilon_start, hp.epsilon_end, hp.epsilon_decay_steps
+    )
+    # Before the ramp, the start itself: with epsilon_decay_steps 0 ("end at once") the schedule gave the end from
+    # step 0, skipping the random phase of epsilon_ramp_start steps (found by a probe). With a ramp the schedule
+    # already gave the start there, bit for bit.
+    return jnp.where(step < ramp_start, jnp.asarray(hp.epsilon_start, jnp.float32), ramp)
 
 
 def _env_step(ctx: _Context, carry: _Carry) -> _Carry:
