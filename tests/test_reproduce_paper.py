@@ -31,6 +31,11 @@ def test_report_has_every_claim_and_every_figure(paper_tiny):
     for claim in summary["claims"]:
         assert paper.claims_table([claim]).splitlines()[-1] in report
     assert rdqn.iqm_table(summary["dqn"]["CartPole-v1"]["iqm"]) in report
+    # 2 seeds: no "95% CI" printed (it covers at most 50%; printed, found by a probe), the reason said instead.
+    iqm = summary["dqn"]["CartPole-v1"]["iqm"]
+    assert iqm and all(v["low"] is None and v["high"] is None for v in iqm.values())
+    assert {v["low_null_reason"] for v in iqm.values()} == {"too few seeds (n = 2) for an interval"}
+    assert all(f"| {name} | {v['estimate']:.2f} | too few seeds |" in report for name, v in iqm.items())
     # Every figure of every part is embedded, and every link resolves to a PNG.
     links = re.findall(r"!\[[^\]]*\]\(([^)]+)\)", report)
     assert len(links) == len(rl.FIGURES) + 2

@@ -49,6 +49,7 @@ __all__ = [
     "best",
     "plot_metric",
     "strict_json",
+    "null_reasons",
 ]
 
 SEED_DIM = "seed"
@@ -205,15 +206,17 @@ def seed_interval(values, statistic: str = "iqm", confidence: float = 0.95, resa
     n = int(np.isfinite(values).sum())
     if n == 0:
         why = "no seed has a finite value"
-        return {key: None for key in ("estimate", "low", "high")} | _reasons(("estimate", "low", "high"), why)
+        return {key: None for key in ("estimate", "low", "high")} | null_reasons(("estimate", "low", "high"), why)
     ci = bootstrap_ci(xr.DataArray(values, dims=(SEED_DIM,)), statistic, SEED_DIM, confidence, resamples, seed)
     if n < min_seeds_for_interval(confidence):
         why = f"too few seeds (n = {n}) for an interval"
-        return {"estimate": float(ci.estimate), "low": None, "high": None} | _reasons(("low", "high"), why)
+        return {"estimate": float(ci.estimate), "low": None, "high": None} | null_reasons(("low", "high"), why)
     return {"estimate": float(ci.estimate), "low": float(ci.low), "high": float(ci.high)}
 
 
-def _reasons(keys: Sequence[str], why: str) -> dict[str, str]:
+def null_reasons(keys: Sequence[str], why: str) -> dict[str, str]:
+    """``{"<key>_null_reason": why}`` for each key: the sibling entries :func:`strict_json`'s convention gives a
+    ``None`` its caller set itself."""
     return {f"{key}_null_reason": why for key in keys}
 
 

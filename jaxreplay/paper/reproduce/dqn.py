@@ -258,16 +258,22 @@ def reproduce(
             for i, N0 in enumerate(sizes["adaptive"])
         }
 
-        # IQM of the score per setting, with a bootstrap CI over seeds.
+        # IQM of the score per setting, with a bootstrap CI over seeds where they are enough for one
+        # (results.min_seeds_for_interval): a "95%" interval of 2 seeds covers at most 50%, and it was printed.
         iqm = {}
         for label, ds in datasets.items():
             ci = results.bootstrap_ci(
                 xr.DataArray(scores[label], dims=("config", "seed")), "iqm", resamples=2000, seed=0
             )
+            finite = np.isfinite(scores[label]).sum(-1)
             for i, N in enumerate(sizes[label]):
+                interval = finite[i] >= results.min_seeds_for_interval()
+                why = f"too few seeds (n = {finite[i]}) for an interval"
                 iqm[_label(label, N)] = dict(
-                    estimate=float(ci.estimate[i]), low=float(ci.low[i]), high=float(ci.high[i])
-                )
+                    estimate=float(ci.estimate[i]),
+                    low=float(ci.low[i]) if interval else None,
+                    high=float(ci.high[i]) if interval else None,
+                ) | ({} if interval else results.null_reasons(("low", "high"), why))
 
         # An earlier run's files go first (report.md is written last): a rerun killed part way leaves its own
         # figures and no report, never its figures beside the earlier run's report and CSV.
@@ -305,7 +311,7 @@ def _figures(out, env_id, datasets, sizes) -> dict:
     from jaxreplay.paper import plots
 
     fig, ax = plots._figure(figsize=(7, 4.5))
-    blank = 0
+    blank, banded = 0, False
     for label, style in (("fixed", "--"), ("adaptive", "-")):
         ds = datasets[label]
         # A segment where a live seed finished no episode is left blank: the mean of the other seeds alone
@@ -314,11 +320,19 @@ def _figures(out, env_id, datasets, sizes) -> dict:
         complete = ~(curve.isnull() & ~ds.diverged).any("seed")  # [config, segment]
         blank += int((~complete).sum())
         band = results.bootstrap_ci(curve.where(complete), "mean", resamples=1000, seed=0)  # [config, segment]
+        # The band only where the seeds are enough for an interval (results.min_seeds_for_interval).
+        enough = curve.where(complete).notnull().sum("seed").values >= results.min_seeds_for_interval()
+        banded = banded or bool(enough.any())
         for i, N in enumerate(sizes[label]):
             (line,) = ax.plot(ds.segment.values, band.estimate[i], style, label=_label(label, N, ds.memory_size[i]))
-            ax.fill_between(ds.segment.values, band.low[i], band.high[i], color=line.get_color(), alpha=0.15)
+            low, high = np.where(enough[i], band.low[i], np.nan), np.where(enough[i], band.high[i], np.nan)
+            ax.fill_between(ds.segment.values, low, high, color=line.get_color(), alpha=0.15)
     ax.set_xlabel("environment steps")
-    ax.set_ylabel("training episode return (mean, 95% bootstrap CI)")
+    ax.set_ylabel(
+        "training episode return (mean, 95% bootstrap CI)"
+        if banded
+        else "training episode return (mean; too few seeds for a CI)"
+    )
     gaps = f" ({blank} segment(s) blank: a seed finished no episode there)" if blank else ""
     ax.set_title(f"{env_id}: fixed vs adaptive memory{gaps}")
     ax.legend()
@@ -343,7 +357,12 @@ def _figures(out, env_id, datasets, sizes) -> dict:
 def iqm_table(iqm: dict) -> str:
     """Markdown table of the per-setting score IQM and its 95% CI (``iqm`` as returned by :func:`reproduce`)."""
     lines = ["| setting | score IQM | 95% CI |", "| --- | --- | --- |"]
-    lines += [f"| {name} | {v['estimate']:.2f} | [{v['low']:.2f}, {v['high']:.2f}] |" for name, v in iqm.items()]
+    lines += [
+        f"| {name} | {v['estimate']:.2f} | "
+        + ("too few seeds" if v["low"] is None else f"[{v['low']:.2f}, {v['high']:.2f}]")
+        + " |"
+        for name, v in iqm.items()
+    ]
     return "\n".join(lines)
 
 
