@@ -307,15 +307,17 @@ def outside_bounds(value: object, bounds: Bounds) -> jax.Array:
     return jnp.any(bad)
 
 
-def check_increasing(name: str, values: object, strict: bool = True) -> np.ndarray:
-    """``values`` as a NumPy array, refused (``ValueError`` naming ``name``) unless 1-D, non-empty and strictly
-    increasing (non-decreasing where not ``strict``): for code that reads a grid's first and last entries as its
-    smallest and largest, its neighbours as the next values, or draws it as a line or a contour's coordinates."""
+def check_increasing(name: str, values: object, strict: bool = True, min_size: int = 1) -> np.ndarray:
+    """``values`` as a NumPy array, refused (``ValueError`` naming ``name``) unless 1-D, of at least ``min_size``
+    values and strictly increasing (non-decreasing where not ``strict``): for code that reads a grid's first and
+    last entries as its smallest and largest, its neighbours as the next values, or draws it as a line or a
+    contour's coordinates."""
     array = np.asarray(values)
     steps = np.diff(array) if array.ndim == 1 else np.zeros(1)
-    if array.ndim != 1 or array.size == 0 or np.any(steps <= 0 if strict else steps < 0):
+    if array.ndim != 1 or array.size < max(min_size, 1) or np.any(steps <= 0 if strict else steps < 0):
         order = "strictly increasing" if strict else "non-decreasing"
-        raise ValueError(f"{name} must be a {order} 1-D array (sort it, and what goes with it).")
+        size = f" of at least {min_size} values" if min_size > 1 else ""
+        raise ValueError(f"{name} must be a {order} 1-D array{size} (sort it, and what goes with it).")
     return array
 
 

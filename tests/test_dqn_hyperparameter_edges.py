@@ -127,6 +127,11 @@ def test_the_no_update_warning_names_the_replay_ratio_when_it_is_the_cause(capsy
     # after 909 steps in a run of 1100 (the 1 due at step 910 comes before learning_starts; found by a probe).
     assert cli.main(["dqn", "--env", "Probe-Chain", "--memory-size", "20", "--steps", "1100", "--seeds", "1",
                      "--replay-ratio", "0.0011", "--quiet"]) == 0
+    # The count the warning reads, as the program counts (float32): D(t) = floor(float32(t) ρ) per unit end.
+    assert dqn.updates_due_by(10_000, 1e-4) == 1 and dqn.updates_due_by(999, 0.0011) == 1
+    assert dqn.first_update_due(0.0011, 1000, dqn.Setup()) == 1819
+    four = dqn.Setup(train_frequency=4)
+    assert dqn.first_update_due(0.25, 10, four) == 12 and dqn.first_update_due(1.0, 0, four) == 4
     assert ("no gradient step was taken: at replay ratio 0.0011 the first update due from learning_starts (1000) on "
             "comes at step 1,819 and the run has 1100; the 1 due before it are not made (raise --replay-ratio or use "
             "more --steps)") in capsys.readouterr().err

@@ -125,12 +125,10 @@ def run(args: argparse.Namespace) -> int:
             cause = f"learning starts after {starts} steps and the run has {setup.total_steps}"
             advice = "use more --steps"
         else:  # an update due only before learning_starts is not made (it blamed the ratio with a step in the run)
-            first = dqn_lib.first_update_due(ratio, starts, setup, horizon=starts + 4 * frequency + int(4 / ratio))
-            before = int(np.floor(np.float32(max(first_unit - frequency, 0)) * np.float32(ratio)))
+            before = int(dqn_lib.updates_due_by(max(first_unit - frequency, 0), ratio))
             cause = (
-                f"at replay ratio {ratio:g} the first update due from learning_starts ({starts}) on comes "
-                + (f"at step {first:,}" if first is not None else "later still")
-                + f" and the run has {setup.total_steps}"
+                f"at replay ratio {ratio:g} the first update due from learning_starts ({starts}) on comes at step "
+                f"{dqn_lib.first_update_due(ratio, starts, setup):,} and the run has {setup.total_steps}"
                 + (f"; the {before} due before it are not made" if before else "")
             )
             advice = "raise --replay-ratio or use more --steps"

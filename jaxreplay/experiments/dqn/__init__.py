@@ -92,6 +92,7 @@ from jaxreplay.experiments.dqn.config import (
     num_segments,
     update_slot_groups,
     update_slots_needed,
+    updates_due_by,
     with_total_steps,
 )
 from jaxreplay.experiments.dqn.game import (
@@ -140,6 +141,7 @@ __all__ = [
     "update_slot_groups",
     "update_slots_needed",
     "first_update_due",
+    "updates_due_by",
     "NETWORKS",
     "check_env_params",
     "check_network",

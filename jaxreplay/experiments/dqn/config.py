@@ -662,30 +662,41 @@ def update_slots_needed(replay_ratio: float, setup: Setup) -> int:
 
 def _most_updates_due(replay_ratio: float, setup: Setup) -> int:
     """The most updates due in one unit of ``setup``'s run at ``replay_ratio`` (at least 1), counted in
-    float32 as the program counts: ``floor(float32(t) ρ) - floor(float32(t - F) ρ)`` for every unit end t."""
-    ratio, frequency = np.float32(replay_ratio), setup.train_frequency
-    due, ends = 1, np.arange(frequency, setup.total_steps + 1, frequency, dtype=np.int64)
-    for start in range(0, ends.size, 1 << 20):  # in blocks: a long run's units need not all be in memory
-        t = ends[start : start + (1 << 20)]
-        per_unit = np.floor(t.astype(np.float32) * ratio) - np.floor((t - frequency).astype(np.float32) * ratio)
+    float32 as the program counts (:func:`_unit_dues`)."""
+    due = 1
+    for _, per_unit in _unit_dues(replay_ratio, setup.train_frequency, setup.train_frequency, setup.total_steps):
         due = max(due, int(per_unit.max()))
     return due
 
 
-def first_update_due(replay_ratio: float, learning_starts: int, setup: Setup, horizon: int | None = None) -> int | None:
+def updates_due_by(step: ArrayLike, replay_ratio: float) -> np.ndarray:
+    """``D(t) = floor(float32(t) · ρ)``: the updates due in the first ``t`` environment steps at ``replay_ratio``,
+    in float32 as the program counts them (the unit ending after ``t`` steps is due ``D(t) − D(t − F)``)."""
+    return np.floor(np.asarray(step).astype(np.float32) * np.float32(replay_ratio))
+
+
+def _unit_dues(replay_ratio: float, frequency: int, first: int, last: int):
+    """``(t, D(t) − D(t − F))`` for the unit ends ``t`` from ``first`` to ``last`` (multiples of ``F``), in
+    blocks of 2**20 units: a long run's units need not all be in memory."""
+    block = frequency << 20
+    for start in range(first, last + 1, block):
+        t = np.arange(start, min(start + block, last + 1), frequency, dtype=np.int64)
+        yield t, updates_due_by(t, replay_ratio) - updates_due_by(t - frequency, replay_ratio)
+
+
+def first_update_due(replay_ratio: float, learning_starts: int, setup: Setup) -> int:
     """The environment step at whose unit's end a run's first gradient update is made: the first unit end ``t``
-    (a multiple of ``train_frequency``) with ``t >= learning_starts`` at which an update is due
-    (``floor(float32(t) ρ) - floor(float32(t - F) ρ) > 0``, as the program counts); updates due at earlier unit
-    ends are not made. ``None`` where there is none up to ``horizon`` (default: the run's end)."""
-    ratio, frequency = np.float32(replay_ratio), setup.train_frequency
-    horizon = setup.total_steps if horizon is None else min(int(horizon), np.iinfo(np.int32).max)
+    (a multiple of ``train_frequency``) with ``t >= learning_starts`` at which an update is due (as the program
+    counts: :func:`updates_due_by`); updates due at earlier unit ends are not made. It may lie beyond the run's
+    end. ``replay_ratio`` > 0."""
+    frequency = setup.train_frequency
     first = max(frequency, -(-int(learning_starts) // frequency) * frequency)
-    for start in range(first, horizon + 1, frequency << 20):  # in blocks, as _most_updates_due
-        t = np.arange(start, min(start + (frequency << 20), horizon + 1), frequency, dtype=np.int64)
-        due = np.floor(t.astype(np.float32) * ratio) - np.floor((t - frequency).astype(np.float32) * ratio)
-        if np.any(due > 0):
-            return int(t[np.argmax(due > 0)])
-    return None
+    # An update falls due within every 1/ρ steps: the search ends (below int32's top, where steps are counted).
+    last = min(first + 2 * frequency + int(np.ceil(2 / replay_ratio)), np.iinfo(np.int32).max)
+    for t, per_unit in _unit_dues(replay_ratio, frequency, first, last):
+        if np.any(per_unit > 0):
+            return int(t[np.argmax(per_unit > 0)])
+    return last
 
 
 def update_slot_groups(hparams: Hyperparameters, setup: Setup) -> tuple[np.ndarray, tuple[Setup, ...]]:

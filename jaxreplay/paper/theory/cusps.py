@@ -306,9 +306,7 @@ def memory_cusps(
         a list of them in the flattened order of K.
     """
     _check_common(params, batch_size, step_size, discount, priority_exponent, horizon, real_weights)
-    grid = np.asarray(memory_sizes, dtype=np.float64)
-    if grid.ndim != 1 or grid.size < 2 or not np.all(np.diff(grid) > 0):
-        raise ValueError("memory_sizes must be a strictly increasing 1-D array of at least 2 values.")
+    grid = _validation.check_increasing("memory_sizes", np.asarray(memory_sizes, dtype=np.float64), min_size=2)
     _validation.check_float("memory_sizes", grid, low=1.0)
     options = _check_cusp_options(options)
     hyper = np.broadcast_arrays(*(np.asarray(x, dtype=np.float64) for x in (batch_size, step_size, discount)))
