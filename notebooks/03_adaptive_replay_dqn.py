@@ -303,7 +303,7 @@ print(f"all sweeps: {time.perf_counter() - t_sweeps:.0f} s")
 # ## Learning curves
 #
 # Training-episode return per segment (the mean return of the episodes that ended in it),
-# seed mean with a 95% percentile-bootstrap band over seeds (`results.bootstrap_ci`);
+# seed mean with a 95% expanded bootstrap band over seeds (`results.bootstrap_ci`);
 # fixed memories dashed, aER solid, one colour per (initial) size. Legends give the paper's
 # size and, in small mode, the size actually used.
 

@@ -31,7 +31,7 @@
 #    random ±k walk and a fixed memory at the rule's time-averaged size.
 #
 # Every answer is a paired contrast of the score (the mean training return over the run) with a 95%
-# bootstrap interval; pairs share their seed index, and so the engine's random numbers.
+# paired Student-t interval; pairs share their seed index, and so the engine's random numbers.
 #
 # **Two modes, one switch.** With `PAPER_SCALE = False` (committed) the notebook reads every study
 # committed under `docs/replay_study/` (today: CartPole-v1, Acrobot-v1 and MountainCar-v0 in the CPU
@@ -40,7 +40,7 @@
 # into `results/05_replay_study/` (a GPU job; the sweeps resume) and reads that instead.
 #
 # **Read the committed numbers as a CPU demonstration, not as evidence for the field.** A
-# percentile-bootstrap interval needs at least 6 seeds to reach 95% coverage: the committed study has
+# 95% interval of a mean or IQM needs at least 6 seeds to reach its coverage: the committed study has
 # exactly 6, so its answers have intervals, but for one easy game and short runs. (Below 6 seeds, as in
 # the tiny run at the end, every answer is, plainly, **"cannot tell (too few seeds)"**.)
 

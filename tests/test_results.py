@@ -49,11 +49,17 @@ def test_bootstrap_ci_is_reproducible_and_brackets_the_estimate(metric):
     np.testing.assert_array_equal(a["low"].values, b["low"].values)
     assert (a["low"] <= a["estimate"]).all() and (a["estimate"] <= a["high"]).all()
     x = metric.sel(memory_size=1000, batch_size=20).values
-    ref = stats.bootstrap((x,), np.mean, n_resamples=500, method="percentile", rng=np.random.default_rng(3))
-    mean = results.bootstrap_ci(metric, "mean", resamples=500, seed=3).sel(memory_size=1000, batch_size=20)
-    assert mean["low"].item() == pytest.approx(ref.confidence_interval.low)
-    assert mean["high"].item() == pytest.approx(ref.confidence_interval.high)
-    assert mean["estimate"].item() == pytest.approx(x.mean())
+    # The default reads SciPy's percentile interval at the expanded level of the cell's 10 seeds; "percentile" is SciPy's.
+    for method, level in (("expanded", results.expanded_confidence(10)), ("percentile", 0.95)):
+        ref = stats.bootstrap((x,), np.mean, n_resamples=500, method="percentile", confidence_level=level,
+                              rng=np.random.default_rng(3))
+        mean = results.bootstrap_ci(metric, "mean", resamples=500, seed=3, method=method).sel(
+            memory_size=1000, batch_size=20)
+        assert mean["low"].item() == pytest.approx(ref.confidence_interval.low)
+        assert mean["high"].item() == pytest.approx(ref.confidence_interval.high)
+        assert mean["estimate"].item() == pytest.approx(x.mean())
+    with pytest.raises(ValueError, match="method must be one of 'expanded', 'percentile', 'basic', 'BCa'"):
+        results.bootstrap_ci(metric, "mean", method="studentized")
     # The "iqm" estimate is the plain IQM of each cell (NaN run dropped).
     np.testing.assert_allclose(a["estimate"].values, results.iqm(metric).values)
     with pytest.raises(ValueError, match="statistic"):
@@ -198,8 +204,55 @@ def test_an_interval_needs_six_seeds_and_says_so_below():
         "estimate": None, "low": None, "high": None,
         "estimate_null_reason": nothing, "low_null_reason": nothing, "high_null_reason": nothing}
     six = results.seed_interval([1.0, 2.0, 3.0, 4.0, 5.0, 6.0], "mean", resamples=500)
-    assert six["estimate"] == 3.5 and 1.0 <= six["low"] < 3.5 < six["high"] <= 6.0 and set(six) == {
-        "estimate", "low", "high"}
+    half = stats.t.ppf(0.975, 5) * np.std([1, 2, 3, 4, 5, 6], ddof=1) / np.sqrt(6)  # the mean's is Student's t
+    assert six == pytest.approx({"estimate": 3.5, "low": 3.5 - half, "high": 3.5 + half}) and half == pytest.approx(1.9633, abs=1e-4)
+    with pytest.raises(ValueError, match="statistic must be 'mean' or 'iqm', got 'median'"):
+        results.seed_interval([1.0, 2.0], "median")
+
+
+def test_expanded_confidence_is_hesterbergs_level():
+    # 1 - 2 Φ(-sqrt(n / (n - 1)) t_{n-1}): the percentile level that widens a bootstrap interval to Student's t.
+    assert [round(results.expanded_confidence(n), 4) for n in (5, 6, 10, 20, 100)] == [0.9981, 0.9951, 0.9829, 0.9682,
+                                                                                      0.9539]
+    assert results.expanded_confidence(6, 0.9) == pytest.approx(1 - 2 * stats.norm.cdf(-np.sqrt(1.2) * stats.t.ppf(0.95, 5)))
+    with pytest.raises(ValueError, match="n must be at least 2"):
+        results.expanded_confidence(1)
+
+
+def _covered(ci, truth) -> float:
+    return float(((ci["low"] <= truth) & (truth <= ci["high"])).mean())
+
+
+def test_intervals_of_six_seeds_cover_95_percent_where_the_percentile_bootstrap_did_not():
+    # 600 fixed-seed samples of 6 seeds (the fewest that can have an interval): Monte Carlo SE about 0.9 points.
+    rng = np.random.default_rng(0)
+    normal = xr.DataArray(rng.normal(size=(600, 6)), dims=("trial", "seed"))
+    expanded, plain = (results.bootstrap_ci(normal, "iqm", resamples=1000, method=m) for m in ("expanded", "percentile"))
+    assert _covered(expanded, 0.0) == pytest.approx(0.9483, abs=1e-4) and _covered(plain, 0.0) == pytest.approx(0.9133, abs=1e-4)
+    assert _covered(results.mean_ci(normal), 0.0) == pytest.approx(0.945, abs=1e-4)
+    assert _covered(results.bootstrap_ci(normal, "mean", resamples=1000, method="percentile"), 0.0) < 0.90
+    # A right-skewed score: the IQM of lognormal(0, 1), in closed form, e^(1/2) (Φ(z - 1) - Φ(-z - 1)) / 0.5 (z: 75% point).
+    z = stats.norm.ppf(0.75)
+    truth = np.exp(0.5) * (stats.norm.cdf(z - 1) - stats.norm.cdf(-z - 1)) / 0.5
+    lognormal = xr.DataArray(rng.lognormal(0.0, 1.0, size=(600, 6)), dims=("trial", "seed"))
+    expanded, plain = (results.bootstrap_ci(lognormal, "iqm", resamples=1000, method=m) for m in ("expanded", "percentile"))
+    assert _covered(expanded, truth) >= 0.94 and _covered(plain, truth) <= 0.90
+
+
+def test_a_null_paired_contrast_is_called_significant_about_5_percent_of_the_time():
+    from jaxreplay.paper.reproduce.study.runs import paired, paired_iqm
+
+    rng = np.random.default_rng(1)
+    seed_effect = 3 * rng.normal(size=(2000, 6))  # common random numbers: both settings share each seed's luck
+    a, b = seed_effect + rng.normal(size=(2000, 6)), seed_effect + rng.normal(size=(2000, 6))
+    calls = np.array([paired(x, y)["significant"] for x, y in zip(a, b)])
+    # The paired t test's decisions, one by one; for normal differences 5% in expectation (Monte Carlo SE 0.5 points).
+    np.testing.assert_array_equal(calls, stats.ttest_1samp(a - b, 0.0, axis=1).pvalue < 0.05)
+    diff = xr.DataArray(a[:400] - b[:400], dims=("trial", "seed"))
+    plain = results.bootstrap_ci(diff, "mean", resamples=1000, method="percentile")  # the rule paired used before
+    assert 0.04 <= calls.mean() <= 0.06 and float(((plain.low > 0) | (plain.high < 0)).mean()) > 0.12
+    iqm_calls = np.array([paired_iqm(x, y, resamples=1000)["significant"] for x, y in zip(a[:200], b[:200])])
+    assert iqm_calls.mean() <= 0.06
 
 
 def test_strict_json_gives_every_null_a_reason():

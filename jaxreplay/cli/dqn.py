@@ -315,7 +315,7 @@ def _print_text(args: argparse.Namespace, result: _Result) -> None:
     interval = (
         report["iqm_ci95_null_reason"]
         if report["iqm_ci95"] is None
-        else f"95% bootstrap CI [{report['iqm_ci95'][0]:.1f}, {report['iqm_ci95'][1]:.1f}]"
+        else f"95% expanded bootstrap CI [{report['iqm_ci95'][0]:.1f}, {report['iqm_ci95'][1]:.1f}]"
     )
     print(f"  IQM {'n/a' if report['iqm'] is None else format(report['iqm'], '.1f')} ({interval})")
     print(f"  memory size: start {args.memory_size}, mean at the end {report['memory_size_mean'][-1]:.0f}")

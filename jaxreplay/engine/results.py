@@ -5,11 +5,12 @@ other label, so ``mean_ci(ds.final_metric)`` is indexed by the grid axes.
 
 * :func:`mean_ci`: mean and a Student-t confidence interval over seeds.
 * :func:`iqm` and :func:`bootstrap_ci`: the interquartile mean (rliable's
-  robust aggregate) and a percentile-bootstrap interval of any statistic
-  (SciPy's ``scipy.stats.bootstrap``).
-* :func:`seed_interval`: :func:`bootstrap_ci` of one setting's seeds, or ``None``
-  bounds with a reason where the seeds are too few for an interval
-  (:func:`min_seeds_for_interval`).
+  robust aggregate) and a bootstrap interval of any statistic (SciPy's
+  ``scipy.stats.bootstrap``), by default the expanded percentile interval
+  (:func:`expanded_confidence`), which keeps its coverage at a few seeds.
+* :func:`seed_interval`: one setting's mean (Student-t interval) or IQM
+  (expanded bootstrap interval), or ``None`` bounds with a reason where the
+  seeds are too few for an interval (:func:`min_seeds_for_interval`).
 * :func:`best`: the best setting along each axis, and overall.
 * :func:`plot_metric`: a metric against one axis (mean ± CI, one line per
   value of a second axis) or a filled contour over two axes.
@@ -44,6 +45,7 @@ __all__ = [
     "mean_ci",
     "iqm",
     "bootstrap_ci",
+    "expanded_confidence",
     "seed_interval",
     "min_seeds_for_interval",
     "best",
@@ -69,7 +71,10 @@ def mean_ci(data, dim: str = SEED_DIM, confidence: float = 0.95):
         confidence: two-sided level in (0, 1).
 
     Non-finite entries are dropped; where fewer than two remain the interval is NaN. Computed in float64 (in
-    the records' float32, four finite seeds of 2e38 had an infinite mean).
+    the records' float32, four finite seeds of 2e38 had an infinite mean). The coverage is the nominal one for
+    normal seeds at any count and close to it for symmetric or two-mode ones from 6 seeds on; a strongly
+    right-skewed metric is covered less (lognormal: 83% of "95%" at 6 seeds, 85% at 20): its :func:`iqm`
+    (:func:`bootstrap_ci`) keeps 95%.
     """
     import xarray as xr
     from scipy import stats
@@ -108,6 +113,37 @@ def iqm(data, dim: str = SEED_DIM):
     return xr.apply_ufunc(_iqm_numpy, data, input_core_dims=[[dim]], kwargs={"axis": -1})
 
 
+_BOOTSTRAP_METHODS = ("expanded", "percentile", "basic", "BCa")
+
+
+def expanded_confidence(n: int, confidence: float = 0.95) -> float:
+    """The percentile level at which the expanded percentile interval reads the bootstrap distribution of
+    ``n`` seeds: ``1 − 2 Φ(−√(n / (n − 1)) · t)``, ``t`` the Student-t quantile ``1 − (1 − confidence) / 2`` with
+    ``n − 1`` degrees of freedom (Hesterberg 2015, *What teachers should know about the bootstrap*, §4).
+
+    A plain percentile interval is too narrow at a few seeds: it reads the bootstrap spread as if the standard
+    error were known (a normal quantile where Student's t belongs) and the resamples' spread is the seeds'
+    spread with divisor n, not n − 1. The expanded interval widens it by both factors. Measured (2000 samples of
+    6 seeds each; ``tests/test_results.py`` asserts it on fewer): the IQM of a normal, lognormal, Student-t₃,
+    uniform or two-mode distribution was covered 95–97% of the time (the plain percentile interval: 89–92%); the
+    mean, 93–96% except under heavy skew (lognormal: 83%, as with Student's t).
+
+    Args:
+        n: seeds (≥ 2).
+        confidence: the nominal two-sided level in (0, 1).
+
+    Returns:
+        The level in (``confidence``, 1): 0.9951 for 6 seeds, 0.9829 for 10, 0.9539 for 100 at 95%.
+    """
+    from scipy import stats
+
+    _check_confidence(confidence)
+    if int(n) < 2:
+        raise ValueError(f"n must be at least 2 (an interval needs two seeds), got {n}.")
+    t = stats.t.ppf(0.5 + confidence / 2, int(n) - 1)
+    return float(1 - 2 * stats.norm.cdf(-math.sqrt(n / (n - 1)) * t))
+
+
 def bootstrap_ci(
     data,
     statistic: Callable[[np.ndarray, int], np.ndarray] | str = "mean",
@@ -115,8 +151,9 @@ def bootstrap_ci(
     confidence: float = 0.95,
     resamples: int = 2000,
     seed: int = 0,
+    method: str = "expanded",
 ):
-    """Point estimate and percentile-bootstrap interval of ``statistic`` over ``dim``.
+    """Point estimate and bootstrap interval of ``statistic`` over ``dim``.
 
     Args:
         data: an ``xarray.DataArray``.
@@ -125,6 +162,11 @@ def bootstrap_ci(
         confidence: two-sided level.
         resamples: bootstrap resamples (``scipy.stats.bootstrap``'s ``n_resamples``).
         seed: NumPy seed of the resampling (the interval is reproducible).
+        method: ``"expanded"`` (the default: the percentile interval read at
+            :func:`expanded_confidence` of each slice's seed count, which keeps
+            its coverage at a few seeds), or one of SciPy's ``"percentile"``,
+            ``"basic"``, ``"BCa"`` (the plain percentile interval of 6 seeds
+            covers 85–92% where it says 95%).
 
     Returns:
         A Dataset with ``estimate``, ``low`` and ``high``. Each slice drops its
@@ -134,6 +176,8 @@ def bootstrap_ci(
     from scipy import stats
 
     _check_confidence(confidence)
+    if method not in _BOOTSTRAP_METHODS:
+        raise ValueError(f"method must be one of {', '.join(map(repr, _BOOTSTRAP_METHODS))}, got {method!r}.")
     named: dict[str, Callable[[np.ndarray, int], np.ndarray]] = {
         "mean": lambda x, axis: np.mean(x, axis=axis),
         "iqm": _iqm_numpy,
@@ -153,12 +197,13 @@ def bootstrap_ci(
                 continue
             est[idx] = fn(v, -1)
             if v.size >= 2 and np.ptp(v) > 0:
+                expanded = method == "expanded"
                 res = stats.bootstrap(
                     (v,),
                     lambda s, axis: fn(s, axis),
-                    confidence_level=confidence,
+                    confidence_level=expanded_confidence(v.size, confidence) if expanded else confidence,
                     n_resamples=resamples,
-                    method="percentile",
+                    method="percentile" if expanded else method,
                     vectorized=True,
                     rng=np.random.default_rng(seed),
                 )
@@ -172,27 +217,34 @@ def bootstrap_ci(
 
 
 def min_seeds_for_interval(confidence: float = 0.95) -> int:
-    """The fewest seeds from which a two-sided ``confidence`` percentile-bootstrap interval of a
-    mean or IQM can reach its nominal coverage: 6 at 95%.
+    """The fewest seeds from which a two-sided ``confidence`` interval of a mean or IQM is given: 6 at 95%.
 
-    Every resample's mean or IQM lies between the smallest and the largest seed, so the interval
-    does too. For a continuous distribution symmetric about its centre θ, all n seeds fall on one
-    side of θ with probability 2 · 2⁻ⁿ, and then the interval misses θ: its coverage is at most
-    1 − 2¹⁻ⁿ, which reaches ``confidence`` only from n = 1 + log2(1 / (1 − confidence)) on (5.3
-    at 95%; a "95%" interval of 2 seeds covers at most 50%, of 3 seeds at most 75%).
+    Every resample's mean or IQM lies between the smallest and the largest seed, so a bootstrap
+    interval does too. For a continuous distribution symmetric about its centre θ, all n seeds fall
+    on one side of θ with probability 2 · 2⁻ⁿ, and then such an interval misses θ: its coverage is
+    at most 1 − 2¹⁻ⁿ, which reaches ``confidence`` only from n = 1 + log2(1 / (1 − confidence)) on
+    (5.3 at 95%; a "95%" interval of 2 seeds covers at most 50%, of 3 seeds at most 75%). The bound
+    is necessary, not sufficient: from 6 seeds on, :func:`seed_interval`'s intervals (Student-t for a
+    mean, expanded bootstrap for an IQM) reach it, as :func:`expanded_confidence` says.
     """
     _check_confidence(confidence)
     return math.ceil(1 + math.log2(1 / (1 - confidence)) - 1e-9)  # (1e-9: 0.5 needs exactly 2)
 
 
 def seed_interval(values, statistic: str = "iqm", confidence: float = 0.95, resamples: int = 2000, seed: int = 0):
-    """One setting's ``statistic`` over seeds and its percentile-bootstrap interval, or why not.
+    """One setting's ``statistic`` over seeds and its ``confidence`` interval, or why not.
+
+    The mean's interval is Student's t (:func:`mean_ci`: the paired t interval where ``values`` are
+    per-seed differences); the IQM's is the expanded percentile bootstrap (:func:`bootstrap_ci`,
+    :func:`expanded_confidence`). Both keep their coverage at 6 seeds where the plain percentile
+    bootstrap of the mean covered 85–87% and called 15% of null paired differences significant.
 
     Args:
         values: per-seed numbers, shape ``[seeds]``; non-finite ones (diverged runs, nothing
             measured) are dropped first.
         statistic: ``"mean"`` or ``"iqm"``.
-        confidence, resamples, seed: as in :func:`bootstrap_ci`.
+        confidence: two-sided level in (0, 1).
+        resamples, seed: the IQM's bootstrap, as in :func:`bootstrap_ci` (the mean's ignores them).
 
     Returns:
         ``{"estimate", "low", "high"}`` as floats. With no finite value all three are ``None``;
@@ -202,16 +254,24 @@ def seed_interval(values, statistic: str = "iqm", confidence: float = 0.95, resa
     """
     import xarray as xr
 
+    if statistic not in ("mean", "iqm"):
+        raise ValueError(f"statistic must be 'mean' or 'iqm', got {statistic!r}.")
     values = np.asarray(values, np.float64).reshape(-1)
     n = int(np.isfinite(values).sum())
     if n == 0:
         why = "no seed has a finite value"
         return {key: None for key in ("estimate", "low", "high")} | null_reasons(("estimate", "low", "high"), why)
-    ci = bootstrap_ci(xr.DataArray(values, dims=(SEED_DIM,)), statistic, SEED_DIM, confidence, resamples, seed)
+    data = xr.DataArray(values, dims=(SEED_DIM,))
+    if statistic == "mean":
+        t = mean_ci(data, SEED_DIM, confidence)
+        estimate, low, high = float(t["mean"]), float(t["low"]), float(t["high"])
+    else:
+        ci = bootstrap_ci(data, statistic, SEED_DIM, confidence, resamples, seed)
+        estimate, low, high = float(ci.estimate), float(ci.low), float(ci.high)
     if n < min_seeds_for_interval(confidence):
         why = f"too few seeds (n = {n}) for an interval"
-        return {"estimate": float(ci.estimate), "low": None, "high": None} | null_reasons(("low", "high"), why)
-    return {"estimate": float(ci.estimate), "low": float(ci.low), "high": float(ci.high)}
+        return {"estimate": estimate, "low": None, "high": None} | null_reasons(("low", "high"), why)
+    return {"estimate": estimate, "low": low, "high": high}
 
 
 def null_reasons(keys: Sequence[str], why: str) -> dict[str, str]:

@@ -17,12 +17,13 @@ shorter) for a 2-core CPU.
 Outputs in ``out_dir``:
 
 * ``learning_curves.png``: training-episode return per segment, mean over
-  seeds with a 95% bootstrap band, per setting (the paper's Fig. 4a–c);
+  seeds with a 95% Student-t band from 6 seeds on, per setting (the paper's Fig. 4a–c);
 * ``memory_size.png``: aER's memory size over time, mean and 10–90% band
   (Fig. 4d–f);
 * ``runs.csv``: one row per run (setting, seed, score, final return, final
   memory size, diverged, soft_diverged);
-* ``report.md``: per setting the IQM of the score with a bootstrap CI, and the
+* ``report.md``: per setting the IQM of the score with a 95% expanded bootstrap
+  interval (:func:`~jaxreplay.engine.results.seed_interval`), and the
   paper's headline statistic: the percentage of aER seeds whose score beats the
   average score of all static runs, with a Clopper–Pearson 95% interval.
 
@@ -222,8 +223,6 @@ def reproduce(
         ``runtime_s`` (this call) and ``runs`` / ``runs_resumed`` (found finished in ``out_dir``,
         computed by an earlier call).
     """
-    import xarray as xr
-
     from jaxreplay import _validation
     from jaxreplay.engine import results
     from jaxreplay.engine import sweep as sweep_lib
@@ -258,22 +257,12 @@ def reproduce(
             for i, N0 in enumerate(sizes["adaptive"])
         }
 
-        # IQM of the score per setting, with a bootstrap CI over seeds where they are enough for one
-        # (results.min_seeds_for_interval): a "95%" interval of 2 seeds covers at most 50%, and it was printed.
-        iqm = {}
-        for label, ds in datasets.items():
-            ci = results.bootstrap_ci(
-                xr.DataArray(scores[label], dims=("config", "seed")), "iqm", resamples=2000, seed=0
-            )
-            finite = np.isfinite(scores[label]).sum(-1)
-            for i, N in enumerate(sizes[label]):
-                interval = finite[i] >= results.min_seeds_for_interval()
-                why = f"too few seeds (n = {finite[i]}) for an interval"
-                iqm[_label(label, N)] = dict(
-                    estimate=float(ci.estimate[i]),
-                    low=float(ci.low[i]) if interval else None,
-                    high=float(ci.high[i]) if interval else None,
-                ) | ({} if interval else results.null_reasons(("low", "high"), why))
+        # IQM of the score per setting with its interval, where the seeds are enough for one (results.seed_interval)
+        iqm = {
+            _label(label, N): results.seed_interval(scores[label][i], "iqm", resamples=2000, seed=0)
+            for label in datasets
+            for i, N in enumerate(sizes[label])
+        }
 
         # An earlier run's files go first (report.md is written last): a rerun killed part way leaves its own
         # figures and no report, never its figures beside the earlier run's report and CSV.
@@ -319,17 +308,17 @@ def _figures(out, env_id, datasets, sizes) -> dict:
         curve = ds.train_return
         complete = ~(curve.isnull() & ~ds.diverged).any("seed")  # [config, segment]
         blank += int((~complete).sum())
-        band = results.bootstrap_ci(curve.where(complete), "mean", resamples=1000, seed=0)  # [config, segment]
+        band = results.mean_ci(curve.where(complete))  # [config, segment]: Student-t, as every mean's interval
         # The band only where the seeds are enough for an interval (results.min_seeds_for_interval).
-        enough = curve.where(complete).notnull().sum("seed").values >= results.min_seeds_for_interval()
+        enough = band["count"].values >= results.min_seeds_for_interval()
         banded = banded or bool(enough.any())
         for i, N in enumerate(sizes[label]):
-            (line,) = ax.plot(ds.segment.values, band.estimate[i], style, label=_label(label, N, ds.memory_size[i]))
+            (line,) = ax.plot(ds.segment.values, band["mean"][i], style, label=_label(label, N, ds.memory_size[i]))
             low, high = np.where(enough[i], band.low[i], np.nan), np.where(enough[i], band.high[i], np.nan)
             ax.fill_between(ds.segment.values, low, high, color=line.get_color(), alpha=0.15)
     ax.set_xlabel("environment steps")
     ax.set_ylabel(
-        "training episode return (mean, 95% bootstrap CI)"
+        "training episode return (mean, 95% t interval)"
         if banded
         else "training episode return (mean; too few seeds for a CI)"
     )
@@ -358,8 +347,8 @@ def iqm_table(iqm: dict) -> str:
     """Markdown table of the per-setting score IQM and its 95% CI (``iqm`` as returned by :func:`reproduce`)."""
     lines = ["| setting | score IQM | 95% CI |", "| --- | --- | --- |"]
     lines += [
-        f"| {name} | {v['estimate']:.2f} | "
-        + ("too few seeds" if v["low"] is None else f"[{v['low']:.2f}, {v['high']:.2f}]")
+        f"| {name} | {'n/a' if v['estimate'] is None else format(v['estimate'], '.2f')} | "
+        + (v.get("low_null_reason", "") if v["low"] is None else f"[{v['low']:.2f}, {v['high']:.2f}]")
         + " |"
         for name, v in iqm.items()
     ]
@@ -434,7 +423,7 @@ def _report(env_id, seeds, quick, setup, common, percent, iqm, datasets, runtime
         "Score of a run: mean over segments of its training-episode return (area under the learning "
         "curve); the static average is over every fixed size and seed.",
         "",
-        "## Score per setting (IQM over seeds, 95% bootstrap CI)",
+        "## Score per setting (IQM over seeds, 95% expanded bootstrap interval)",
         "",
         iqm_table(iqm),
     ]

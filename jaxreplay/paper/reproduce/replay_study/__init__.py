@@ -12,7 +12,7 @@ helpers it imports:
    apart, the largest about half the run) × replay ratio (0.25, 1, 4 gradient updates per environment
    step) × n-step (1, 3). The oldest-policy age, capacity × ratio in gradient updates, is a derived
    coordinate; with both factors 4, cells of equal age and different ratio exist.
-2. **The answers**, each a paired contrast of the score with a 95% bootstrap interval and a line of
+2. **The answers**, each a paired contrast of the score with a 95% Student-t interval and a line of
    words: does capacity help at n = 1 and at n = 3 (largest − smallest capacity at ratio 1)? Is the
    effect larger with n = 3 (the difference of the two per-seed differences)? Does the score follow
    the replay ratio (cells of equal age, ratio × 4) or the oldest-policy age (cells of equal ratio,
@@ -29,7 +29,7 @@ the presets' run lengths and 100 seeds, except where :attr:`Game.reduced` says o
 CPU mode of short runs and 3 seeds, labelled as such in every output.
 
 Scores: ``auc``, the mean training return over segments, and ``final``, the greedy return at the end;
-IQM over seeds with a 95% percentile-bootstrap interval per cell; contrasts paired by seed index (the
+IQM over seeds with a 95% expanded bootstrap interval per cell; contrasts paired by seed index (the
 engine's common random numbers).
 
 Outputs in ``DIR``: ``report.md`` (answers, tables, the adaptive stage, compared with the literature),

@@ -2,9 +2,10 @@
 
 Scores, as in the DQN study (:mod:`jaxreplay.paper.reproduce.study`): ``auc``, the mean training return
 over segments, and ``final``, the greedy return at the end, each summarised per setting by its IQM
-over seeds with a 95% bootstrap interval (:func:`~jaxreplay.paper.reproduce.study.runs.ci`). Every
+over seeds with a 95% expanded bootstrap interval (:func:`~jaxreplay.paper.reproduce.study.runs.ci`). Every
 answer is a paired contrast of ``auc`` (:func:`~jaxreplay.paper.reproduce.study.runs.paired`: the mean
-over seeds of a per-seed difference, the same seed index sharing its random numbers across settings).
+over seeds of a per-seed difference with its Student-t interval, the same seed index sharing its random
+numbers across settings).
 The words said of these numbers are :mod:`~jaxreplay.paper.reproduce.replay_study.verdict`'s.
 """
 

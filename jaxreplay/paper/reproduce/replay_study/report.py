@@ -73,7 +73,7 @@ def _few_seeds(seeds: int) -> list[str]:
     if seeds >= min_seeds_for_interval():
         return []
     return [
-        f"With {seeds} seeds there is no 95% interval (a percentile-bootstrap interval needs at least "
+        f"With {seeds} seeds there is no 95% interval (an interval of a mean or IQM needs at least "
         f'{min_seeds_for_interval()} seeds to reach 95% coverage): every answer is "cannot tell (too few seeds)".',
         "",
     ]
@@ -121,7 +121,7 @@ def _contrasts(result: dict) -> list[str]:
     ]
     note = (
         "Paired contrasts of the score (mean over seeds of the per-seed difference, the same seed index "
-        "sharing its random numbers across cells; 95% bootstrap interval). A contrast over several pairs "
+        "sharing its random numbers across cells; 95% paired Student-t interval). A contrast over several pairs "
         "averages them per seed first."
     )
     return ["## Paired contrasts", "", note, ""] + table(["contrast", "n", "estimate [95% CI]"], rows)

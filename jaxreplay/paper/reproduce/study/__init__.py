@@ -27,10 +27,12 @@ Stages (each a sweep; later ones depend on earlier results):
 Scores. ``auc``: the mean over segments of the mean training-episode return
 (the area under the learning curve, what the paper's figures compare);
 ``final``: the greedy evaluation return at the end. Per setting: the IQM over
-seeds with a 95% percentile-bootstrap interval. Paired comparisons: the mean
-over seeds of the per-seed difference, with a bootstrap interval. Below 6
-finite seeds there is no interval (a percentile interval of a mean or IQM
-cannot reach 95% coverage there:
+seeds with a 95% expanded percentile-bootstrap interval
+(:func:`~jaxreplay.engine.results.expanded_confidence`, which keeps 95% at a
+few seeds where the plain one covered 89–92%). Paired comparisons: the
+difference of two settings' IQMs, seeds resampled in pairs. Below 6 finite
+seeds there is no interval (an interval of a mean or IQM within the seeds'
+range cannot reach 95% coverage there:
 :func:`~jaxreplay.engine.results.min_seeds_for_interval`): its bounds are
 ``null`` with a ``*_null_reason`` ("too few seeds (n = 2) for an interval")
 and the verdict says "cannot tell (too few seeds)" instead of yes or no. The paper's

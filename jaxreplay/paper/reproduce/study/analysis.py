@@ -2,8 +2,8 @@
 
 :func:`analyse` reads every setting by its label (:func:`~jaxreplay.paper.reproduce.study.runs.select`
 with the labels of :mod:`~jaxreplay.paper.reproduce.study.stages`). Scores: ``auc`` (the mean
-training return over segments) summarised per setting by its IQM over seeds with a 95% bootstrap
-interval; comparisons are differences of IQMs paired by seed index (the same random numbers:
+training return over segments) summarised per setting by its IQM over seeds with a 95% expanded
+bootstrap interval; comparisons are differences of IQMs paired by seed index (the same random numbers:
 :func:`~jaxreplay.paper.reproduce.study.runs.paired_iqm`), and whether memory size matters at all is
 a permutation test over every size (:func:`~jaxreplay.paper.reproduce.study.runs.differ_test`).
 Diverged runs have no score: they are counted, never silently dropped. The labels derived from these

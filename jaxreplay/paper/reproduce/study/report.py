@@ -23,7 +23,7 @@ def _few_seeds_note(seeds: int) -> list[str]:
     if seeds >= need:
         return []
     return [
-        f"With {seeds} seeds there is no 95% interval (a percentile-bootstrap interval of a mean or IQM needs at "
+        f"With {seeds} seeds there is no 95% interval (an interval of a mean or IQM needs at "
         f"least {need} seeds to reach 95% coverage), so no difference is called significant and the verdict "
         "cannot tell.",
         "",
@@ -101,7 +101,7 @@ def _adaptive(result: dict) -> list[str]:
         ],
     )
     paired = "Paired differences: IQM of aER's scores minus IQM of the other's, over the same seeds (seeds "
-    paired += "resampled in pairs: 95% percentile-bootstrap interval)."
+    paired += "resampled in pairs: 95% expanded percentile-bootstrap interval)."
     return ["", "## aER from each start, and its controls", "", *aer, "", paired, "", *controls]
 
 
