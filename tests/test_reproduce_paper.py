@@ -35,7 +35,7 @@ def test_report_has_every_claim_and_every_figure(paper_tiny):
     iqm = summary["dqn"]["CartPole-v1"]["iqm"]
     assert iqm and all(v["low"] is None and v["high"] is None for v in iqm.values())
     assert {v["low_null_reason"] for v in iqm.values()} == {"too few seeds (n = 2) for an interval"}
-    assert all(f"| {name} | {v['estimate']:.2f} | too few seeds |" in report for name, v in iqm.items())
+    assert all(f"| {name} | {v['estimate']:.2f} | too few seeds (n = 2) for an interval |" in report for name, v in iqm.items())
     # Every figure of every part is embedded, and every link resolves to a PNG.
     links = re.findall(r"!\[[^\]]*\]\(([^)]+)\)", report)
     assert len(links) == len(rl.FIGURES) + 2
