@@ -293,8 +293,26 @@ def refuse_other_owner(folder: str | os.PathLike, owner: str) -> None:
         )
 
 
-def claim_folder(folder: str | os.PathLike, owner: str) -> pathlib.Path:
-    """Create ``folder`` for the command ``owner`` (``"study replay"``), or refuse one another command writes.
+def refuse_foreign_files(folder: str | os.PathLike, owner: str, names, option: str = "--out") -> None:
+    """ValueError (one line) where ``folder`` holds no command's output (:func:`owner_of` is None) but holds a
+    file named as one ``owner`` writes (``names``): nothing of jaxreplay's wrote it, so it is the user's, and the
+    command would replace it (``--out ~/notes`` replaced the user's report.md). Other files (the user's notes
+    beside the outputs) are left alone and do not refuse the folder."""
+    folder = pathlib.Path(folder)
+    if not folder.is_dir() or owner_of(folder) is not None:
+        return
+    clash = [name for name in names if os.path.lexists(folder / name)]
+    if clash:
+        them = "it" if len(clash) == 1 else "them"
+        raise ValueError(
+            f"{folder} holds {', '.join(clash)}, which no jaxreplay command wrote there (it has no {OWNER_FILE}), "
+            f"and `jaxreplay {owner}` would replace {them}: move {them} or give another {option}."
+        )
+
+
+def claim_folder(folder: str | os.PathLike, owner: str, writes=()) -> pathlib.Path:
+    """Create ``folder`` for the command ``owner`` (``"study replay"``), or refuse one another command writes,
+    or one whose files named as ``owner``'s outputs (``writes``) no command wrote (:func:`refuse_foreign_files`).
 
     Two studies write files of the same names (``study.json``, ``report.md``, ``runs.csv``), and so do the
     reproductions, and a sweep and ``reproduce all``'s LineSearch part (``summary.json``): one run into the
@@ -305,6 +323,7 @@ def claim_folder(folder: str | os.PathLike, owner: str) -> pathlib.Path:
     folder = pathlib.Path(folder)
     marker = folder / OWNER_FILE
     refuse_other_owner(folder, owner)
+    refuse_foreign_files(folder, owner, writes)
     folder.mkdir(parents=True, exist_ok=True)
     # Created exclusively, whole (written under a temporary name, then linked: a link fails if the name
     # exists): of two commands claiming a new folder at once exactly one records itself, and the other reads

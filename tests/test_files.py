@@ -419,6 +419,39 @@ def test_a_folder_written_before_owners_were_recorded_is_refused_to_every_other_
     _files.claim_folder(folders["reproduce linesearch"], "reproduce linesearch")  # its own command resumes it
 
 
+def test_a_folder_no_command_wrote_is_refused_where_a_command_would_replace_the_users_file(tmp_path, capsys):
+    """`--out` into a folder of the user's own (no owner marker, no command's files) was every command's: its
+    report.md, runs.csv or summary.json was replaced by the command's (found by a probe). Such a folder is refused
+    where it holds a file named as one the command writes, before anything runs; the user's other files (notes
+    beside the outputs) do not refuse it."""
+    from jaxreplay.engine import sweep as sweep_lib
+
+    mine = tmp_path / "mine"
+    mine.mkdir()
+    (mine / "report.md").write_text("my draft")
+    (mine / "notes.txt").write_text("my notes")
+    for command in (["reproduce", "linesearch"], ["reproduce", "all", "--quick"], ["study", "dqn", "--env", "CartPole-v1", "--quick"],
+                    ["reproduce", "dqn", "--env", "CartPole-v1", "--quick"], ["study", "replay", "--env", "CartPole-v1", "--quick"]):
+        assert cli.main([*command, "--out", str(mine)]) == 2
+        assert capsys.readouterr().err.endswith(
+            f"{mine} holds report.md, which no jaxreplay command wrote there (it has no .jaxreplay-owner), and "
+            f"`jaxreplay {' '.join(command[:2])}` would replace it: move it or give another --out.\n")
+    (mine / "summary.json").write_text("{}")
+    (mine / "results.nc").write_text("mine")
+    with pytest.raises(ValueError, match=r"holds summary.json, results.nc, which no jaxreplay command wrote there .*"
+                                         r"`jaxreplay sweep` would replace them: move them or give another folder\.$"):
+        sweep_lib.run(sweep_lib.Sweep("linesearch", seeds=1, setup={"steps": 10, "max_capacity": 100, "max_batch_size": 10}), mine, progress=False)
+    assert sorted(p.name for p in mine.iterdir()) == ["notes.txt", "report.md", "results.nc", "summary.json"]
+    assert (mine / "report.md").read_text() == "my draft"
+    # Notes alone do not refuse a folder; a folder the command claimed is its own from then on.
+    notes = tmp_path / "notes"
+    notes.mkdir()
+    (notes / "notes.txt").write_text("my notes")
+    _files.claim_folder(notes, "reproduce dqn", ("report.md",))
+    (notes / "report.md").write_text("the command's")
+    _files.claim_folder(notes, "reproduce dqn", ("report.md",))
+
+
 def test_a_study_or_reproduction_too_big_for_the_machine_is_one_line_and_leaves_no_claimed_folder(tmp_path, capsys):
     """`reproduce dqn`, `study dqn` and `study replay` with 2×10⁸ seeds ended in a ResourceError traceback (exit
     1), and left their folder claimed, empty: another command was then refused it, "would overwrite its files"

@@ -49,6 +49,7 @@ from jaxreplay._files import (
     atomic_write,
     check_output_folder,
     clear_temporaries,
+    refuse_foreign_files,
     refuse_other_owner,
 )
 
@@ -321,6 +322,7 @@ class ChunkStore:
         same names (``summary.json``) a sweep would overwrite."""
         check_output_folder(self.out, "folder")
         refuse_other_owner(self.out, "sweep")
+        refuse_foreign_files(self.out, "sweep", _OWN_FILES, "folder")
 
     def lock(self) -> FolderLock:
         """Create the folder if needed and take its lock (:func:`lock_folder`): one writer per folder.

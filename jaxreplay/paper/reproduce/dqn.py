@@ -42,7 +42,7 @@ import time
 import numpy as np
 
 from jaxreplay import _validation
-from jaxreplay._files import atomic_write_text, clear_outputs, replacing
+from jaxreplay._files import atomic_write_text, replacing
 from jaxreplay.paper.reproduce.settings import ENVS  # the paper's games, defined once with their settings
 
 __all__ = ["ENVS", "PAPER_PERCENT", "fixed_vs_adaptive", "reproduce", "run_scores", "beats_static_average", "iqm_table"]
@@ -55,6 +55,10 @@ PAPER_PERCENT = {
 }
 ADAPTIVE_FROM = {"CartPole-v1": (100,), "MountainCar-v0": (20_000, 150_000), "Acrobot-v1": (25_000, 100_000)}
 DEFAULT_SEEDS = {"quick": 4, "full": 100}
+
+
+OUTPUTS = ("learning_curves.png", "memory_size.png", "runs.csv", "report.md")
+"""The files :func:`reproduce` writes in its folder, beside ``sweeps/`` (deleted as it starts writing them)."""
 
 
 def fixed_vs_adaptive(env_id: str, quick: bool, tuned: bool = False, steps: int | None = None):
@@ -236,7 +240,7 @@ def reproduce(
     from jaxreplay.paper.reproduce.study.writer import writing
 
     # One writer at a time (a rerun with other options, whose sweeps lock folders of their own, would mix files).
-    with writing(out_dir, "reproduce dqn", ()) as (out, _):
+    with writing(out_dir, "reproduce dqn", OUTPUTS) as (out, clear):
         datasets, runs_resumed, runs = {}, 0, 0
         for label, setup, points in (
             ("fixed", fixed_setup, fixed_points),
@@ -266,7 +270,7 @@ def reproduce(
 
         # An earlier run's files go first (report.md is written last): a rerun killed part way leaves its own
         # figures and no report, never its figures beside the earlier run's report and CSV.
-        clear_outputs(out, ["learning_curves.png", "memory_size.png", "runs.csv", "report.md"])
+        clear()
         figures = _figures(out, env_id, datasets, sizes)
         csv_path = _write_csv(out, env_id, datasets, scores, sizes)
         report_path = out / "report.md"

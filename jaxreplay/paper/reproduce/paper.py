@@ -405,7 +405,7 @@ def reproduce(
 
     # One writer at a time (another call's files would mix with this one's).
     _refuse_other_commands_parts(pathlib.Path(out_dir), envs)
-    with writing(out_dir, "reproduce all", ()) as (out, _):
+    with writing(out_dir, "reproduce all", _TABLE) as (out, _):
         mode = linesearch_mode or ("default" if quick else "full")
         ls, dqn, part_seconds = _parts(
             out, envs, mode, seeds, dict(quick=quick, progress=progress, seed=seed, steps=dqn_steps)

@@ -83,7 +83,7 @@ import dataclasses  # noqa: E402
 import pathlib  # noqa: E402
 import time  # noqa: E402
 
-from jaxreplay._files import atomic_write_text, clear_outputs  # noqa: E402
+from jaxreplay._files import atomic_write_text  # noqa: E402
 from jaxreplay.paper.reproduce.linesearch import claims as _claims  # noqa: E402
 from jaxreplay.paper.reproduce.linesearch import report as _report  # noqa: E402
 from jaxreplay.paper.reproduce.linesearch.claims import CLAIM_IDS, CLAIMS  # noqa: E402
@@ -206,7 +206,7 @@ def reproduce(
     from jaxreplay.paper.reproduce.study.writer import writing
 
     # One writer at a time (another call's files would mix with this one's).
-    with writing(out_dir, "reproduce linesearch", ()) as (out, _):
+    with writing(out_dir, "reproduce linesearch", (*FIGURE_MAKERS, "metric_grid.csv", "report.md")) as (out, clear):
         clock = StageClock(progress)
         for need in (5, 10, 40):
             if need not in chosen.grid_batch_sizes or need not in chosen.spot_batch_sizes:
@@ -216,7 +216,7 @@ def reproduce(
         with clock(STAGE_NAMES[-1]):
             # An earlier run's files go first (report.md is written last): a rerun killed while writing leaves
             # some of its own figures and no report, never its figures beside the earlier run's report.
-            clear_outputs(out, [*FIGURE_MAKERS, "metric_grid.csv", "report.md"])
+            clear()
             claims = _claims.evaluate(stages)
             figs = {name: plots.save(make(stages), out / name) for name, make in FIGURE_MAKERS.items()}
             rows = _report.metric_rows(stages)

@@ -450,7 +450,8 @@ def writing(out_dir, owner: str, outputs: tuple[str, ...]) -> Iterator[tuple[pat
     their temporary files) deleted as it starts writing them: a rerun with other options killed part way left
     the earlier run's study.json and report.md beside the new run's figures, and two such commands at once,
     whose stage sweeps lock folders of their own, both wrote the folder's files. A claim that wrote nothing is
-    taken back when the call fails (:func:`_unclaim_if_nothing_written`).
+    taken back when the call fails (:func:`_unclaim_if_nothing_written`). A folder no command wrote that holds a
+    file named as one of ``outputs`` (the user's report.md) is refused: the command would replace it.
 
     Yields ``(out, clear)``: the folder, and the function to call before writing the first output (after the
     runs: a kill while they run leaves the earlier outputs whole).
@@ -459,7 +460,7 @@ def writing(out_dir, owner: str, outputs: tuple[str, ...]) -> Iterator[tuple[pat
     from jaxreplay.engine.store import lock_folder
 
     before = _entries(pathlib.Path(out_dir))
-    out = claim_folder(out_dir, owner)
+    out = claim_folder(out_dir, owner, outputs)
     try:
         with lock_folder(out):
             yield out, lambda: clear_outputs(out, outputs)
