@@ -249,10 +249,10 @@ def _effect(estimate, low, high):
         (_effect(5.0, 1.0, 9.0), "yes", "yes: capacity 400 beats 10 at n = 3 by 5 [1, 9] (paired over seeds)"),
         (
             _effect(1.0, -2.0, 4.0),
-            "no",
-            "no: capacity 400 does not beat 10 at n = 3 (1 [-2, 4], an interval that includes 0)",
+            "not detectably",
+            "not detectably: capacity 400 does not detectably beat 10 at n = 3 (1 [-2, 4], an interval that includes 0)",
         ),
-        (_effect(-5.0, -9.0, -1.0), "no", "(it does worse) (-5 [-9, -1], below 0)"),
+        (_effect(-5.0, -9.0, -1.0), "no", "no: capacity 400 does worse than 10 at n = 3 (-5 [-9, -1], below 0)"),
         (
             _effect(5.0, None, None),
             "cannot tell (too few seeds)",
@@ -285,7 +285,21 @@ def test_ratio_or_age_follows_which_contrast_excludes_zero(ratio, age, answer):
 def test_interaction_is_yes_only_above_zero():
     assert verdict.interaction(_effect(2.0, 0.5, 3.5), 3, 1)["answer"] == "yes"
     assert verdict.interaction(_effect(-2.0, -3.5, -0.5), 3, 1)["answer"] == "no"
+    # An interval that includes 0 found no effect: not a "no" (the interaction of the committed CartPole study).
+    said = verdict.interaction(_effect(61.7, -6.47, 130.0), 3, 1)
+    assert said == {"answer": "not detectably", "line": "not detectably: the capacity effect is not detectably larger "
+                    "with n = 3 than with n = 1 (61.7 [-6.47, 130], an interval that includes 0)"}
     assert verdict.interaction(_effect(2.0, None, None), 3, 1)["answer"] == "cannot tell (too few seeds)"
+
+
+def test_an_effect_not_detected_neither_differs_from_the_literature_nor_confirms_its_no():
+    from jaxreplay.paper.reproduce.replay_study.report import _compare
+
+    result = {"seeds": 6, "quick": True, "total_steps": 4000}
+    assert _compare(result, "not detectably", "no") == (
+        "Consistent with theirs: we detect no effect either (which does not show there is none).")
+    assert _compare(result, "not detectably", "yes").startswith("We do not detect it at 6 seeds (our interval includes 0)")
+    assert _compare(result, "no", "yes").startswith("We differ; likely reasons") and _compare(result, "yes", "yes") == "We agree."
 
 
 def test_a_new_adaptive_rule_is_one_row_of_the_table(monkeypatch):
@@ -521,31 +535,38 @@ def test_the_figures_draw_a_study_in_which_no_cell_has_a_score(tmp_path, monkeyp
 
 def test_soft_diverged_runs_are_said_in_the_summary_and_the_report():
     """Runs whose Q-values went beyond every return (weights finite, scored) were not counted in a study's
-    report; the committed study (from before the flag) has no count and reads as before."""
+    report; a study from before the flag has no count and reads as before."""
     import pathlib
 
     from jaxreplay.paper.reproduce.replay_study import report
 
     committed = pathlib.Path(__file__).resolve().parents[1] / "docs" / "replay_study" / "CartPole-v1"
     result = json.loads((committed / "study.json").read_text())
-    assert "soft_diverged" not in result and "soft-diverged" not in report.report(result)
-    result["soft_diverged"] = {"grid-ratio-0.25": 0, "grid-ratio-1": 2}
+    assert result["soft_diverged"]["grid-ratio-4"] == 47  # the committed study counts them ...
+    assert "62 runs soft-diverged (by stage: grid-ratio-1 5, grid-ratio-4 47, adaptive 6" in report.report(result)
+    old = {k: v for k, v in result.items() if k != "soft_diverged"}  # ... one from before the flag does not
+    old["verdict"] = verdict.verdict(old)
+    assert "soft-diverged" not in report.report(old) and "soft-diverged" not in old["verdict"]["summary"]
+    result = old | {"soft_diverged": {"grid-ratio-0.25": 0, "grid-ratio-1": 2}}
     result["verdict"] = verdict.verdict(result)
     soft = "2 runs soft-diverged (by stage: grid-ratio-1 2): their Q-values went beyond every discounted return"
     assert soft in result["verdict"]["summary"] and soft in report.report(result)
     result["soft_diverged"] = {"grid-ratio-0.25": 0, "grid-ratio-1": 0}
-    assert verdict.verdict(result)["summary"] == json.loads((committed / "study.json").read_text())["verdict"]["summary"]
+    assert verdict.verdict(result)["summary"] == old["verdict"]["summary"]
 
 
 def test_the_free_checks_grow_share_is_reported_where_the_study_counted_the_floor():
     """An adaptive rule's grow share mixes the floor's forced enlargements with its free decisions: a study that
-    counted them reports both (table and line); the committed study, from before the count, reads as before."""
+    counted them reports both (table and line); a study from before the count reads as before."""
     import pathlib
 
     from jaxreplay.paper.reproduce.replay_study import report
 
     committed = pathlib.Path(__file__).resolve().parents[1] / "docs" / "replay_study" / "CartPole-v1"
     result = json.loads((committed / "study.json").read_text())
+    assert "| grow share | of the free checks |" in report.report(result)  # the committed study counts them
+    for rule in result["adaptive"]["rules"]:  # one from before the count
+        del rule["free_grow_fraction"]
     assert "of the free checks" not in report.report(result)
     for i, rule in enumerate(result["adaptive"]["rules"]):
         rule["free_grow_fraction"] = 0.25 + i / 100
@@ -577,3 +598,29 @@ def test_of_two_commands_claiming_a_new_folder_at_once_one_records_itself(tmp_pa
         claim_folder(folder, "study dqn")
     assert (folder / OWNER_FILE).read_text() == "study replay\n"
     assert sorted(p.name for p in folder.iterdir()) == [OWNER_FILE]  # no staged file left
+
+
+def test_refresh_rewrites_a_replay_studys_answers_and_report_from_its_numbers(tmp_path, capsys):
+    """`jaxreplay study refresh` took only a DQN study; a replay study's words could not be read again by today's
+    rules without rerunning it. Now it relabels one from its study.json (the statistics stay the study's)."""
+    import pathlib
+    import shutil
+
+    from jaxreplay.paper.reproduce.replay_study.report import report
+
+    committed = pathlib.Path(__file__).resolve().parents[1] / "docs" / "replay_study" / "CartPole-v1"
+    out = tmp_path / "cart"
+    shutil.copytree(committed, out)
+    stored = json.loads((out / "study.json").read_text())
+    stale = json.loads(json.dumps(stored))
+    stale["verdict"]["interaction"] = {"answer": "no", "line": "no: an answer in earlier words"}
+    (out / "study.json").write_text(json.dumps(stale))
+    (out / "report.md").write_text("an earlier report")
+    assert cli.main(["study", "refresh", str(out)]) == 0
+    assert capsys.readouterr().out == f"{out}: {stored['verdict']['summary']}\n"
+    again = json.loads((out / "study.json").read_text())
+    assert again == stored and again["verdict"] == verdict.verdict(stale)
+    assert (out / "report.md").read_text() == report(stored) == (committed / "report.md").read_text()
+    assert (out / "runs.csv").read_bytes() == (committed / "runs.csv").read_bytes()  # nothing rerun or rewritten
+    with pytest.raises(ValueError, match="no study.json; run jaxreplay study replay"):
+        replay_study.refresh(tmp_path / "nothing")

@@ -174,8 +174,12 @@ def add_study_parser(commands) -> None:
     sr.add_argument("--readme", required=True, metavar="docs/study.md")
     sr.add_argument("--note", default="", help="a line written above the table")
     sr.set_defaults(handler=_study)
-    sf = kinds.add_parser("refresh", help="recompute a finished study's labels and verdict (no runs) by today's rules")
-    sf.add_argument("dirs", nargs="+", help="study output folders (each holding study.json)")
+    sf = kinds.add_parser(
+        "refresh",
+        help="recompute a finished study's labels and verdict (no runs) by today's rules (a DQN study's "
+        "statistics too, from its runs.csv)",
+    )
+    sf.add_argument("dirs", nargs="+", help="study output folders, of either study (each holding study.json)")
     sf.set_defaults(handler=_study)
     _add_replay_parsers(kinds)
 
@@ -241,8 +245,12 @@ def _study(args: argparse.Namespace) -> int:
         print(f"wrote the study block of {path} from {', '.join(args.dirs)}")
         return 0
     if args.kind == "refresh":
-        for d in args.dirs:
-            result = study_lib.refresh(d)
+        from jaxreplay import _files
+        from jaxreplay.paper.reproduce import replay_study
+
+        for d in args.dirs:  # each by the study that wrote it
+            replay = _files.owner_of(d) == "study replay"
+            result = replay_study.refresh(d) if replay else study_lib.refresh(d)
             print(f"{d}: {result['verdict']['summary']}")
         return 0
 

@@ -192,16 +192,22 @@ def _literature(result: dict) -> list[str]:
 
 def _compare(result: dict, ours: str, theirs: str) -> str:
     """Whether our answer ``ours`` agrees with Fedus et al.'s (``theirs``, yes or no), and where it differs,
-    the likely reasons, stated as hypotheses."""
+    the likely reasons, stated as hypotheses. An effect we do not detect neither differs from their "yes" nor
+    confirms their "no"."""
     if ours.startswith("cannot tell"):
         return f"We cannot compare yet: {result['seeds']} seeds give no interval."
     if ours == theirs:
         return "We agree."
+    if ours == "not detectably" and theirs == "no":
+        return "Consistent with theirs: we detect no effect either (which does not show there is none)."
     short = "short CPU runs" if result["quick"] else f"{result['total_steps']} steps per run"
-    return (
-        "We differ; likely reasons (hypotheses, not facts): plain DQN rather than Rainbow, an easier game than "
-        f"Atari's, {short} (a memory of a few thousand transitions already covers much of what the agent sees)."
+    reasons = (
+        "plain DQN rather than Rainbow, an easier game than Atari's, "
+        f"{short} (a memory of a few thousand transitions already covers much of what the agent sees)"
     )
+    if ours == "not detectably":
+        return f"We do not detect it at {result['seeds']} seeds (our interval includes 0); possible reasons: {reasons}."
+    return f"We differ; likely reasons (hypotheses, not facts): {reasons}."
 
 
 def _figures(result: dict) -> list[str]:

@@ -1,5 +1,6 @@
-"""The answers a replay study derives from its paired contrasts, in words (:func:`verdict`): yes / no, or
-"cannot tell (too few seeds)" where a contrast has no interval, never a yes or no from a missing one.
+"""The answers a replay study derives from its paired contrasts, in words (:func:`verdict`): yes / no where the
+interval excludes 0, "not detectably" where it includes 0 (no effect was found, which is not evidence of none),
+or "cannot tell (too few seeds)" where a contrast has no interval, never a yes or no from a missing one.
 Computed from ``study.json``'s numbers, so an earlier study can be read again by today's rules."""
 
 from __future__ import annotations
@@ -16,23 +17,28 @@ from jaxreplay.paper.reproduce.study.text import (
 
 
 def decide(effect: dict) -> str | None:
-    """``"yes"`` (the interval excludes 0, above it), ``"no"`` (it includes 0 or lies below it), or
-    ``None`` (no interval: the caller says why)."""
+    """``"yes"`` (the interval lies above 0), ``"no"`` (below 0: the other way), ``"not detectably"`` (it
+    includes 0: no effect was found, which is not evidence of none; this said "no" before), or ``None`` (no
+    interval: the caller says why)."""
     if effect["low"] is None:
         return None
-    return "yes" if effect["significant"] and effect["estimate"] > 0 else "no"
+    if effect["significant"]:
+        return "yes" if effect["estimate"] > 0 else "no"
+    return "not detectably"
 
 
-def _said(effect: dict, yes: str, no: str) -> tuple[str, str]:
-    """The answer to a yes/no question on ``effect`` and its line: ``yes: <yes> by <interval>``, ``no: ...``."""
+def _said(effect: dict, yes: str, no: str, undetected: str) -> tuple[str, str]:
+    """The answer to a yes/no question on ``effect`` and its line: ``yes: <yes> by <interval>``, ``no: <no>
+    (<interval>, below 0)`` or ``not detectably: <undetected> (<interval>, an interval that includes 0)``."""
     answer = decide(effect)
     if answer is None:
         told = cannot_tell(why_no_interval(effect))
         return told, f"{told}: {interval(effect)}"
     if answer == "yes":
         return "yes", f"yes: {yes} by {interval(effect)} (paired over seeds)"
-    worse = effect["significant"] and effect["estimate"] < 0
-    return "no", f"no: {no} ({interval(effect)}, {'below 0' if worse else 'an interval that includes 0'})"
+    if answer == "no":
+        return "no", f"no: {no} ({interval(effect)}, below 0)"
+    return answer, f"{answer}: {undetected} ({interval(effect)}, an interval that includes 0)"
 
 
 def capacity(entry: dict, top: int, low: int) -> dict:
@@ -40,8 +46,8 @@ def capacity(entry: dict, top: int, low: int) -> dict:
     answer, line = _said(
         entry,
         f"capacity {top} beats {low} at n = {entry['n_step']}",
-        f"capacity {top} does not beat {low} at n = {entry['n_step']}"
-        + (" (it does worse)" if entry["significant"] and entry["estimate"] < 0 else ""),
+        f"capacity {top} does worse than {low} at n = {entry['n_step']}",
+        f"capacity {top} does not detectably beat {low} at n = {entry['n_step']}",
     )
     if decide(entry) is None:  # say which n it is about
         line = f"{answer} at n = {entry['n_step']}: {interval(entry)}"
@@ -53,7 +59,8 @@ def interaction(effect: dict, n_high: int, n_low: int) -> dict:
     answer, line = _said(
         effect,
         f"the capacity effect is larger with n = {n_high} than with n = {n_low}",
-        f"the capacity effect is not larger with n = {n_high} than with n = {n_low}",
+        f"the capacity effect is smaller with n = {n_high} than with n = {n_low}",
+        f"the capacity effect is not detectably larger with n = {n_high} than with n = {n_low}",
     )
     return {"answer": answer, "line": line}
 

@@ -110,6 +110,31 @@ def write(out: pathlib.Path, result: dict) -> dict:
     return result
 
 
+def refresh(study_dir) -> dict:
+    """Rewrite ``study_dir``'s answers (``study.json``'s ``verdict``) and ``report.md`` by today's words, from the
+    numbers its study.json holds. Reruns nothing.
+
+    The statistics stay as the study computed them: its runs.csv lacks what the adaptive stage's grow shares
+    are counted from (aER's checks), so a change in how the statistics are computed needs the study rerun
+    (a rerun of the same command computes them again from its sweeps).
+
+    Raises:
+        ValueError: no study.json (the study running there or interrupted is said so), or one of another shape.
+    """
+    from jaxreplay.engine.store import lock_folder
+    from jaxreplay.paper.reproduce.study.writer import refuse_unfinished
+
+    out = pathlib.Path(study_dir)
+    path = out / "study.json"
+    if not path.exists():
+        refuse_unfinished(out, "study replay")
+        raise ValueError(f"{out}: no study.json; run jaxreplay study replay --out {out} first.")
+    with lock_folder(out):  # not while a study writes the folder
+        result = read_study(path)
+        result["verdict"] = verdict(result)
+        return write(out, result)
+
+
 def write_csvs(out: pathlib.Path, design: ReplayDesign, runs: Mapping[str, Runs]) -> None:
     """``runs.csv`` (one row per run: its setting's label and point, its scores and sizes) and
     ``curves.csv`` (seed means per setting and segment) of every stage."""
