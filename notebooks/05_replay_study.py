@@ -132,8 +132,9 @@ for env, r in RESULTS.items():
 # 95% intervals where the seeds allow one (6 or more seeds).
 #
 # In the committed quick study both curves rise, the n = 3 curve more: the capacity contrast is +53.4
-# [38.8, 68] at n = 1 and +115 [74.4, 162] at n = 3, and the difference (the interaction) +61.7
-# [17.2, 110]. Unlike Fedus et al.'s DQN, a larger memory helps even at n = 1 here (a short run on an
+# [32, 74.8] at n = 1 and +115 [49.7, 180] at n = 3, but the difference (the interaction), +61.7
+# [−6.47, 130], includes 0: 6 seeds do not show the effect larger with n = 3 (the study answers "not
+# detectably"). Unlike Fedus et al.'s DQN, a larger memory helps even at n = 1 here (a short run on an
 # easy game: a hypothesis, not a finding about DQN).
 
 # %%
@@ -341,10 +342,10 @@ if not PAPER_SCALE:  # the committed CartPole quick study: 6 seeds of 4,000 step
     assert np.all(np.diff(ratio1, axis=1) > 0)
     effect = {c["n_step"]: c for c in cart["capacity_effect"]}
     assert 53 < effect[1]["estimate"] < 54 and 115 < effect[3]["estimate"] < 116
-    assert effect[1]["low"] > 0 and effect[3]["low"] > 0 and cart["interaction"]["low"] > 0
+    assert effect[1]["low"] > 0 and effect[3]["low"] > 0 and cart["interaction"]["low"] < 0 < cart["interaction"]["high"]
     assert 61 < cart["interaction"]["estimate"] < 62
     answers = [a["answer"] for a in cart["verdict"]["capacity_helps"]] + [cart["verdict"]["interaction"]["answer"]]
-    assert answers == ["yes", "yes", "yes"]
+    assert answers == ["yes", "yes", "not detectably"]
     # ... and at equal age the higher ratio scores more than a 4× older memory at equal ratio does.
     for by_ratio, by_age in zip(cart["ratio_at_equal_age"], cart["age_at_equal_ratio"]):
         assert by_ratio["estimate"] > by_age["estimate"] > 0 and by_age["low"] > 0
