@@ -359,16 +359,16 @@ if not PAPER_SCALE:  # the committed CartPole quick study: 6 seeds of 4,000 step
     walk = by[("aER", 31)]["vs_random_walk"]
     assert walk["low"] < 0 < walk["high"] and by[("aER, relative ε = 5%", 31)]["mean_size"] > 1000
 
-    # The committed Acrobot quick study (6 seeds of 20,000 steps): Fedus et al.'s direction, capacity pays
-    # off only with n-step returns.
+    # The committed Acrobot quick study (6 seeds of 20,000 steps): Fedus et al.'s direction in the estimates
+    # (+31.5 at n = 1, +83.4 at n = 3), but 6 seeds show no capacity effect at either n, nor the interaction.
     acro = RESULTS["Acrobot-v1"]
     assert acro["quick"] and acro["seeds"] == 6 and acro["total_steps"] == 20_000
     effect = {c["n_step"]: c for c in acro["capacity_effect"]}
-    assert effect[1]["low"] < 0 < effect[1]["high"] and 31 < effect[1]["estimate"] < 32  # no effect at n = 1
-    assert effect[3]["low"] > 20 and 83 < effect[3]["estimate"] < 84  # an effect at n = 3 ...
-    assert acro["interaction"]["low"] < 0 < acro["interaction"]["high"]  # ... but 6 seeds do not show it larger
+    assert effect[1]["low"] < 0 < effect[1]["high"] and 31 < effect[1]["estimate"] < 32
+    assert effect[3]["low"] < 0 < effect[3]["high"] and 83 < effect[3]["estimate"] < 84
+    assert acro["interaction"]["low"] < 0 < acro["interaction"]["high"]
     answers = [a["answer"] for a in acro["verdict"]["capacity_helps"]] + [acro["verdict"]["interaction"]["answer"]]
-    assert answers == ["not detectably", "yes", "not detectably"]
+    assert answers == ["not detectably", "not detectably", "not detectably"]
 
 # The tiny study wrote what the command promises, and its study.json is recomputed from its runs.csv.
 assert {"report.md", "study.json", "runs.csv", "curves.csv"} <= {p.name for p in tiny_dir.iterdir()}
