@@ -322,7 +322,19 @@ class ChunkStore:
         same names (``summary.json``) a sweep would overwrite."""
         check_output_folder(self.out, "folder")
         refuse_other_owner(self.out, "sweep")
-        refuse_foreign_files(self.out, "sweep", _OWN_FILES, "folder")
+        if not self._holds_sweep_leftovers():  # (else its files are a sweep's: resumed, or an earlier one's record)
+            refuse_foreign_files(self.out, "sweep", _OWN_FILES, "folder")
+
+    def _holds_sweep_leftovers(self) -> bool:
+        """Whether ``out`` holds what only a sweep leaves, without its sweep.json: ``chunks/``, or a summary.json
+        with a sweep's fingerprint (a user's file of that name has neither)."""
+        if (self.out / "chunks").is_dir():
+            return True
+        try:
+            summary = json.loads((self.out / "summary.json").read_text())
+        except (OSError, ValueError):
+            return False
+        return isinstance(summary, dict) and "fingerprint" in summary and "calls" in summary
 
     def lock(self) -> FolderLock:
         """Create the folder if needed and take its lock (:func:`lock_folder`): one writer per folder.
