@@ -41,7 +41,7 @@
 #
 # **Read the committed numbers as a CPU demonstration, not as evidence for the field.** A
 # 95% interval of a mean or IQM needs at least 6 seeds to reach its coverage: the committed study has
-# exactly 6, so its answers have intervals, but for one easy game and short runs. (Below 6 seeds, as in
+# exactly 6, so its answers have intervals, but for three classic-control games and short runs. (Below 6 seeds, as in
 # the tiny run at the end, every answer is, plainly, **"cannot tell (too few seeds)"**.)
 
 # %%
@@ -248,7 +248,7 @@ for env, r in RESULTS.items():
 # %% [markdown]
 # ## 6. Running the study: a tiny CPU run of the same command
 #
-# `jaxreplay study replay --env CartPole-v1 --out DIR --quick --seeds 6` made the committed results (220 s
+# `jaxreplay study replay --env CartPole-v1 --out DIR --quick --seeds 6` made the committed results (337 s
 # on two shared cores). Here the runs are cut to 200 steps (`steps` must be a multiple of
 # 20, whole aER checks) and 2 seeds, only to show what the command writes, and that `study.json` is
 # computed from the per-run table `runs.csv` (scores written with 17 significant digits, so the

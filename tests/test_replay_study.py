@@ -602,7 +602,8 @@ def test_of_two_commands_claiming_a_new_folder_at_once_one_records_itself(tmp_pa
 
 def test_refresh_rewrites_a_replay_studys_answers_and_report_from_its_numbers(tmp_path, capsys):
     """`jaxreplay study refresh` took only a DQN study; a replay study's words could not be read again by today's
-    rules without rerunning it. Now it relabels one from its study.json (the statistics stay the study's)."""
+    rules without rerunning it. A study whose runs.csv predates aER's check counts (before 2026-11-30) is
+    relabelled from its study.json (its statistics stay the study's)."""
     import pathlib
     import shutil
 
@@ -611,6 +612,12 @@ def test_refresh_rewrites_a_replay_studys_answers_and_report_from_its_numbers(tm
     committed = pathlib.Path(__file__).resolve().parents[1] / "docs" / "replay_study" / "CartPole-v1"
     out = tmp_path / "cart"
     shutil.copytree(committed, out)
+    with open(out / "runs.csv", newline="") as f:
+        rows = list(csv.reader(f))
+    keep = [i for i, name in enumerate(rows[0]) if name not in runs_lib.CSV_COUNTS | runs_lib.CSV_ADDED_COUNTS]
+    with open(out / "runs.csv", "w", newline="") as f:
+        csv.writer(f).writerows([[row[i] for i in keep] for row in rows])
+    older = (out / "runs.csv").read_bytes()
     stored = json.loads((out / "study.json").read_text())
     stale = json.loads(json.dumps(stored))
     stale["verdict"]["interaction"] = {"answer": "no", "line": "no: an answer in earlier words"}
@@ -621,6 +628,48 @@ def test_refresh_rewrites_a_replay_studys_answers_and_report_from_its_numbers(tm
     again = json.loads((out / "study.json").read_text())
     assert again == stored and again["verdict"] == verdict.verdict(stale)
     assert (out / "report.md").read_text() == report(stored) == (committed / "report.md").read_text()
-    assert (out / "runs.csv").read_bytes() == (committed / "runs.csv").read_bytes()  # nothing rerun or rewritten
+    assert (out / "runs.csv").read_bytes() == older  # nothing rerun or rewritten
     with pytest.raises(ValueError, match="no study.json; run jaxreplay study replay"):
         replay_study.refresh(tmp_path / "nothing")
+
+
+def test_refresh_recomputes_a_replay_study_from_its_runs_csv(tiny, tmp_path, capsys):
+    """A replay study's runs.csv holds aER's check counts and every digit of the scores and sizes, so `study
+    refresh` recomputes every statistic of study.json from it (it only relabelled before: a change in the
+    statistics needed the study rerun, on a GPU for the full one)."""
+    import shutil
+
+    out, result, _ = tiny
+    copy = tmp_path / "copy"
+    shutil.copytree(out, copy, ignore=shutil.ignore_patterns("sweeps"))  # (the runs.csv alone)
+    stored = json.loads((copy / "study.json").read_text())
+    damaged = json.loads(json.dumps(stored))
+    damaged["capacity_effect"][0].update(estimate=1e9, low=1e9, high=1e9, significant=True)
+    damaged["adaptive"]["rules"][0]["grow_fraction"] = 0.123
+    damaged["cells"][0]["auc_iqm"] = -5.0
+    (copy / "study.json").write_text(json.dumps(damaged))
+    assert cli.main(["study", "refresh", str(copy)]) == 0
+    assert json.loads((copy / "study.json").read_text()) == stored  # every number back, bit for bit
+    assert capsys.readouterr().out == f"{copy}: {stored['verdict']['summary']}\n"
+    # Another study's runs.csv (another game's rows) is refused in one line, nothing rewritten.
+    other = tmp_path / "other"
+    shutil.copytree(copy, other)
+    text = (other / "runs.csv").read_text().replace("CartPole-v1,", "Acrobot-v1,")
+    (other / "runs.csv").write_text(text)
+    with pytest.raises(ValueError, match="rows of Acrobot-v1 in a study of CartPole-v1: not this study's runs.csv"):
+        replay_study.refresh(other)
+    assert json.loads((other / "study.json").read_text()) == stored
+
+
+@pytest.mark.parametrize("game", ["CartPole-v1", "Acrobot-v1", "MountainCar-v0"])
+def test_refresh_recomputes_the_committed_studies_from_their_runs_csv(game, tmp_path):
+    """The committed quick studies' runs.csv hold what their study.json is computed from: `study refresh`
+    gives back every number bit for bit (and so would give today's numbers, were the statistics to change)."""
+    import pathlib
+    import shutil
+
+    committed = pathlib.Path(__file__).resolve().parents[1] / "docs" / "replay_study" / game
+    out = tmp_path / game
+    shutil.copytree(committed, out)
+    assert replay_study.refresh(out) == json.loads((committed / "study.json").read_text())
+    assert (out / "report.md").read_text() == (committed / "report.md").read_text()

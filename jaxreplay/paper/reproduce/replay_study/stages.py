@@ -1,5 +1,6 @@
 """The replay study's stages, declared in one place (:func:`declare`), the adaptive rules it tests
-(:data:`STAGE_RULES`, one row each), and the runner (:func:`run`).
+(:data:`STAGE_RULES`, one row each), the runner (:func:`run`) and the reader of a finished study's runs
+(:func:`from_csv`).
 
 A :class:`Stage` is one sweep through the engine (persisted under ``DIR/sweeps/``, so a rerun resumes):
 
@@ -204,3 +205,19 @@ def run(design: ReplayDesign, out: pathlib.Path, *, progress: bool = True, chunk
             chunk_size=chunk_size,
         )
     return done
+
+
+def from_csv(design: ReplayDesign, path) -> dict[str, Runs]:
+    """The runs of every stage of :func:`declare` as a finished study's ``runs.csv`` at ``path`` holds them, each
+    stage's settings declared again from the stages before it (the adaptive stage's n from the grid's scores, the
+    fixed-at-mean sizes from the adaptive runs), so that ``jaxreplay study refresh`` recomputes the analysis
+    without the sweeps (:func:`~jaxreplay.paper.reproduce.study.stages.runs_from_csv`).
+
+    Raises:
+        ValueError: (one line naming the file) a declared setting without one row per seed, rows of no setting
+            or of another game, a column missing (a runs.csv written before it held aER's check counts).
+    """
+    from jaxreplay.paper.reproduce.replay_study.settings import POINT_KEYS
+    from jaxreplay.paper.reproduce.study.stages import runs_from_csv
+
+    return runs_from_csv(design, path, declare(design), POINT_KEYS, "study replay")

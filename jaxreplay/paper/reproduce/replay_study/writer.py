@@ -18,7 +18,7 @@ from jaxreplay.paper.reproduce.replay_study.report import label, report, summary
 from jaxreplay.paper.reproduce.replay_study.settings import GAMES, POINT_KEYS, ReplayDesign
 from jaxreplay.paper.reproduce.replay_study.stages import ADAPTIVE_RATIO
 from jaxreplay.paper.reproduce.replay_study.verdict import verdict
-from jaxreplay.paper.reproduce.study.runs import Interval, Runs, seed_mean
+from jaxreplay.paper.reproduce.study.runs import CSV_ADDED_COUNTS, CSV_COUNTS, Interval, Runs, seed_mean
 
 BLOCK = "replay-study"
 """The README block the study's summary goes into: ``<!-- replay-study:begin -->`` … ``<!-- replay-study:end -->``."""
@@ -111,15 +111,19 @@ def write(out: pathlib.Path, result: dict) -> dict:
 
 
 def refresh(study_dir) -> dict:
-    """Rewrite ``study_dir``'s answers (``study.json``'s ``verdict``) and ``report.md`` by today's words, from the
-    numbers its study.json holds. Reruns nothing.
+    """Rewrite ``study_dir``'s ``study.json`` and ``report.md`` by today's analysis, from its ``runs.csv``. Reruns
+    nothing.
 
-    The statistics stay as the study computed them: its runs.csv lacks what the adaptive stage's grow shares
-    are counted from (aER's checks), so a change in how the statistics are computed needs the study rerun
-    (a rerun of the same command computes them again from its sweeps).
+    Every statistic is recomputed from the runs (:func:`~jaxreplay.paper.reproduce.replay_study.stages.from_csv`,
+    :func:`~jaxreplay.paper.reproduce.replay_study.analysis.analyse`), then the answers; the run time, the run
+    counts and the figures' names are kept (the figures are not redrawn). A runs.csv written before it held aER's
+    check counts (the studies before 2026-11-30) cannot give the adaptive stage's grow shares: there only the
+    answers are recomputed, from the numbers study.json holds (a rerun of the study's command recomputes the
+    rest from its sweeps).
 
     Raises:
-        ValueError: no study.json (the study running there or interrupted is said so), or one of another shape.
+        ValueError: no study.json (the study running there or interrupted is said so); a study.json or runs.csv
+            of another shape; the study's design (its settings) no longer what this jaxreplay declares for it.
     """
     from jaxreplay.engine.store import lock_folder
     from jaxreplay.paper.reproduce.study.writer import refuse_unfinished
@@ -130,9 +134,40 @@ def refresh(study_dir) -> dict:
         refuse_unfinished(out, "study replay")
         raise ValueError(f"{out}: no study.json; run jaxreplay study replay --out {out} first.")
     with lock_folder(out):  # not while a study writes the folder
-        result = read_study(path)
-        result["verdict"] = verdict(result)
-        return write(out, result)
+        stored = read_study(path)
+        if _has_counts(out / "runs.csv"):
+            return write(out, _reanalysed(out, stored))
+        return write(out, stored | {"verdict": verdict(stored)})
+
+
+def _has_counts(path: pathlib.Path) -> bool:
+    """Whether the runs.csv at ``path`` exists and holds aER's check counts (:func:`refresh`)."""
+    try:
+        with open(path, newline="", encoding="utf-8") as f:
+            header = next(csv.reader(f), [])
+    except (OSError, UnicodeDecodeError):
+        return False
+    return set(CSV_COUNTS) | set(CSV_ADDED_COUNTS) <= set(header)
+
+
+def _reanalysed(out: pathlib.Path, stored: dict) -> dict:
+    """``stored`` (a study.json) analysed again from ``out/runs.csv`` (:func:`refresh`)."""
+    from jaxreplay.engine.results import jsonable
+    from jaxreplay.paper.reproduce.replay_study import analysis, stages
+    from jaxreplay.paper.reproduce.replay_study.settings import design
+
+    steps = stored.get("steps_override")
+    chosen = design(stored["env"], quick=stored["quick"], seeds=stored["seeds"], steps=steps)
+    result = study_json(chosen, analysis.analyse(chosen, stages.from_csv(chosen, out / "runs.csv")), steps)
+    if jsonable(result["settings"], strict=True) != stored.get("settings"):
+        raise ValueError(
+            f"{out}: the study was run with other settings than this jaxreplay declares for {stored['env']} "
+            f"({'quick' if stored['quick'] else 'full'}): rerun jaxreplay study replay to analyse it."
+        )
+    for key in ("runtime_s", "runs", "runs_resumed", "figures"):
+        if key in stored:
+            result[key] = stored[key]
+    return result
 
 
 def write_csvs(out: pathlib.Path, design: ReplayDesign, runs: Mapping[str, Runs]) -> None:
@@ -146,6 +181,7 @@ def write_csvs(out: pathlib.Path, design: ReplayDesign, runs: Mapping[str, Runs]
         per_run.writerow(
             ["env", "stage", "setting", *POINT_KEYS, "oldest_policy_age", "seed", "auc", "final_return"]
             + ["mean_memory_size", "final_memory_size", "gradient_steps", "diverged", "soft_diverged"]
+            + [*CSV_COUNTS, *CSV_ADDED_COUNTS]  # aER's check counts: what `study refresh` recomputes its shares from
         )
         curves.writerow(["env", "stage", "setting", "step", "train_return_mean", "memory_size_mean"])
         for stage, r in runs.items():
@@ -155,9 +191,10 @@ def write_csvs(out: pathlib.Path, design: ReplayDesign, runs: Mapping[str, Runs]
                 for s in range(ds.sizes["seed"]):
                     per_run.writerow(
                         [design.env_id, stage, setting.label, *keys, f"{float(ds.oldest_policy_age.values[c, s]):.6g}"]
-                        + [s, f"{r.auc[c, s]:.17g}", f"{r.final[c, s]:.17g}", f"{r.mean_size[c, s]:.6g}"]
+                        + [s, f"{r.auc[c, s]:.17g}", f"{r.final[c, s]:.17g}", f"{r.mean_size[c, s]:.17g}"]
                         + [int(r.final_size[c, s]), int(ds.gradient_steps.values[c, s]), bool(ds.diverged.values[c, s])]
                         + [bool(ds.soft_diverged.values[c, s])]
+                        + [int(ds[n].values[c, s]) for n in (*CSV_COUNTS.values(), *CSV_ADDED_COUNTS.values())]
                     )
                 ret = seed_mean(ds.train_return.values[c])
                 cap = ds.capacity.values[c].astype(float).mean(0)

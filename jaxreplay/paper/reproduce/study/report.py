@@ -223,7 +223,8 @@ def summary_table(results: list[dict]) -> str:
     for r in results:
         effect, matters = r["memory_size_effect"], r["verdict"]["memory_size_matters"]
         why = r["verdict"].get("memory_size_matters_null_reason") or why_no_interval(effect)
-        said = cannot_tell(why) if matters is None else "yes" if matters else "no"
+        # (As the verdict says it: a test that finds no difference is "not detectably", not "no".)
+        said = cannot_tell(why) if matters is None else "yes" if matters else "not detectably"
         p = (r.get("memory_size_test") or {}).get("p_value")
         said += "" if p is None else f" (p = {fmt(p, '.2g')})"
         rows += [

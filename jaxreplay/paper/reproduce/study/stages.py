@@ -181,13 +181,27 @@ def from_csv(design: StudyDesign, path) -> dict[str, Runs]:
     Raises:
         ValueError: a declared setting has no rows, or not one per seed (names the stage, label and file).
     """
+    from jaxreplay.paper.reproduce.study.settings import POINT_KEYS
+
+    return runs_from_csv(design, path, declare(design), POINT_KEYS, "study dqn")
+
+
+def runs_from_csv(design, path, stages, point_keys, command: str) -> dict[str, Runs]:
+    """The runs of ``stages`` (a study's :func:`declare`, in order) as the runs.csv at ``path`` of the study
+    command ``command`` holds them, each stage's settings declared again from the stages before it; a setting is
+    found by its stage and its values of ``point_keys`` (:func:`from_csv`, and the replay study's).
+
+    Raises:
+        ValueError: (one line naming the file) a declared setting has no rows, or not one per seed; rows of
+            another game or of no setting; a column missing or unreadable.
+    """
     try:
-        return _from_rows(design, path)
+        return _from_rows(design, path, stages, point_keys)
     except (KeyError, TypeError, ValueError, UnicodeDecodeError) as e:
         if isinstance(e, ValueError) and str(e).startswith(f"{path}: "):
             raise
         raise ValueError(
-            f"{path} is not a runs.csv that `jaxreplay study dqn` wrote ({type(e).__name__}: {e}): rerun the "
+            f"{path} is not a runs.csv that `jaxreplay {command}` wrote ({type(e).__name__}: {e}): rerun the "
             "study's command to write it again."
         ) from None
 
@@ -197,19 +211,21 @@ def _flag(text: str) -> bool:
     return {"True": True, "False": False}[text]
 
 
-def _from_rows(design: StudyDesign, path) -> dict[str, Runs]:
-    """:func:`from_csv`'s work (its errors said of the file by it)."""
+def _from_rows(design, path, stages, point_keys) -> dict[str, Runs]:
+    """:func:`runs_from_csv`'s work (its errors said of the file by it)."""
     import csv
 
     import xarray as xr
 
-    from jaxreplay.paper.reproduce.study.settings import POINT_KEYS
-
     with open(path, newline="", encoding="utf-8") as f:
         rows = list(csv.DictReader(f))
 
-    def key(stage: str, values) -> tuple:
-        return (stage, *(float(values[k]) for k in POINT_KEYS))
+    # A file with a setting column (the replay study's) is read by label too: two settings may share a point
+    # (two rules whose time-averaged sizes round alike give two fixed-at-mean controls at one size).
+    labelled = bool(rows) and "setting" in rows[0]
+
+    def key(stage: str, values, label: str) -> tuple:
+        return (stage, label if labelled else "", *(float(values[k]) for k in point_keys))
 
     games = sorted({row["env"] for row in rows} - {design.env_id})
     if games:  # (rows were matched by stage and point alone: another game's file refreshed this one)
@@ -218,19 +234,21 @@ def _from_rows(design: StudyDesign, path) -> dict[str, Runs]:
         )
     by_point: dict[tuple, list[dict]] = {}
     for row in rows:
-        by_point.setdefault(key(row["stage"], row), []).append(row)
+        by_point.setdefault(key(row["stage"], row, row.get("setting", "")), []).append(row)
     used: set[int] = set()
     done: dict[str, Runs] = {}
-    for stage in declare(design):
+    for stage in stages:
+        seeds = getattr(stage, "seeds", design.seeds)  # (the replay study's stages all run the design's seeds)
         settings = stage.settings(design, done)
         table = []
         for setting in settings:
-            found = sorted(by_point.get(key(stage.label, setting.point), ()), key=lambda r: int(r["seed"]))
+            found = by_point.get(key(stage.label, setting.point, setting.label), [])
+            found = sorted(found, key=lambda r: int(r["seed"]))
             used.update(id(r) for r in found)
-            if [int(r["seed"]) for r in found] != list(range(stage.seeds)):
+            if [int(r["seed"]) for r in found] != list(range(seeds)):
                 raise ValueError(
                     f"{path}: stage {stage.label!r}, setting {setting.label!r} ({setting.point}) has "
-                    f"{len(found)} rows, not one for each of seeds 0..{stage.seeds - 1}: not this study's runs.csv."
+                    f"{len(found)} rows, not one for each of seeds 0..{seeds - 1}: not this study's runs.csv."
                 )
             table.append(found)
 
