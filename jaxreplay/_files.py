@@ -257,30 +257,57 @@ OWNER_FILE = ".jaxreplay-owner"
 """The file in an output folder naming the command that writes it (:func:`claim_folder`)."""
 
 
+def _json_keys(path: pathlib.Path) -> set[str]:
+    """The top-level keys of the JSON object in ``path`` (none where it is missing, unreadable or not an object)."""
+    try:
+        value = json.loads(path.read_text())
+    except (OSError, ValueError, UnicodeDecodeError):
+        return set()
+    return set(value) if isinstance(value, dict) else set()
+
+
+def _first_line(path: pathlib.Path) -> str:
+    """The first line of the text file ``path`` ("" where it is missing or unreadable)."""
+    try:
+        with open(path, encoding="utf-8") as f:
+            return f.readline().strip()
+    except (OSError, UnicodeDecodeError):
+        return ""
+
+
+def _is_sweeps_folder(folder: pathlib.Path) -> bool:
+    """Whether ``folder`` holds a sweep's folder (one with a sweep.json of a fingerprint and a config)."""
+    return folder.is_dir() and any(
+        {"fingerprint", "config"} <= _json_keys(manifest) for manifest in folder.glob("*/sweep.json")
+    )
+
+
 def owner_of(folder: str | os.PathLike) -> str | None:
     """The command whose output ``folder`` holds: the one its :data:`OWNER_FILE` names, else, for a folder
-    written before owners were recorded (the repository's own ``docs/paper_scale``), the one its files show
-    (``study.json``: a study, told apart by a key only the replay study writes; ``claims.json``: ``reproduce
-    all``; ``metric_grid.csv``: ``reproduce linesearch``; ``runs.csv`` beside ``sweeps/``: ``reproduce dqn``;
-    ``sweep.json``: ``sweep``, the engine's folder); None where it holds none of them."""
+    written before owners were recorded (the repository's own ``docs/paper_scale``), the one its files show by
+    their names and content (``study.json``: a study's result, told apart by a key only the replay study writes;
+    ``claims.json`` with its claims: ``reproduce all``; ``metric_grid.csv`` with its header: ``reproduce
+    linesearch``; ``runs.csv`` beside ``sweeps/`` holding sweeps: ``reproduce dqn``; ``sweep.json`` with a
+    fingerprint and a config: ``sweep``, the engine's folder); None where it holds none of them. (By name alone, a
+    user's study.json or a runs.csv beside a sweeps/ of theirs made the folder a command's, whose files then
+    replaced the user's: found by a probe.)"""
     folder = pathlib.Path(folder)
     marker = folder / OWNER_FILE
     with contextlib.suppress(OSError, UnicodeDecodeError):
         if marker.is_file():
             return marker.read_text().strip() or None
-    if (folder / "study.json").is_file():
-        try:
-            keys = json.loads((folder / "study.json").read_text())
-        except (OSError, ValueError):
-            keys = {}
-        return "study replay" if isinstance(keys, dict) and "ratios" in keys else "study dqn"
-    signatures = (("claims.json", "reproduce all"), ("metric_grid.csv", "reproduce linesearch"))
-    for name, owner in signatures:
-        if (folder / name).is_file():
-            return owner
-    if (folder / "runs.csv").is_file() and (folder / "sweeps").is_dir():
+    study = _json_keys(folder / "study.json")
+    if {"env", "ratios"} <= study:
+        return "study replay"
+    if {"env", "response"} <= study:
+        return "study dqn"
+    if "claims" in _json_keys(folder / "claims.json"):
+        return "reproduce all"
+    if _first_line(folder / "metric_grid.csv").startswith("sampler,discount,memory_size,"):
+        return "reproduce linesearch"
+    if (folder / "runs.csv").is_file() and _is_sweeps_folder(folder / "sweeps"):
         return "reproduce dqn"
-    return "sweep" if (folder / "sweep.json").is_file() else None
+    return "sweep" if {"fingerprint", "config"} <= _json_keys(folder / "sweep.json") else None
 
 
 def refuse_other_owner(folder: str | os.PathLike, owner: str) -> None:
@@ -293,20 +320,24 @@ def refuse_other_owner(folder: str | os.PathLike, owner: str) -> None:
         )
 
 
-def refuse_foreign_files(folder: str | os.PathLike, owner: str, names, option: str = "--out") -> None:
+def refuse_foreign_files(
+    folder: str | os.PathLike, owner: str, names, option: str = "--out", whose: str | None = None
+) -> None:
     """ValueError (one line) where ``folder`` holds no command's output (:func:`owner_of` is None) but holds a
     file named as one ``owner`` writes (``names``): nothing of jaxreplay's wrote it, so it is the user's, and the
     command would replace it (``--out ~/notes`` replaced the user's report.md). Other files (the user's notes
-    beside the outputs) are left alone and do not refuse the folder."""
+    beside the outputs) are left alone and do not refuse the folder. ``whose``: what the files are, where the
+    caller knows better than "no jaxreplay command wrote there"."""
     folder = pathlib.Path(folder)
     if not folder.is_dir() or owner_of(folder) is not None:
         return
     clash = [name for name in names if os.path.lexists(folder / name)]
     if clash:
         them = "it" if len(clash) == 1 else "them"
+        whose = whose or f"which no jaxreplay command wrote there (it has no {OWNER_FILE})"
         raise ValueError(
-            f"{folder} holds {', '.join(clash)}, which no jaxreplay command wrote there (it has no {OWNER_FILE}), "
-            f"and `jaxreplay {owner}` would replace {them}: move {them} or give another {option}."
+            f"{folder} holds {', '.join(clash)}, {whose}, and `jaxreplay {owner}` would replace {them}: move {them} "
+            f"or give another {option}."
         )
 
 

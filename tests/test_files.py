@@ -386,11 +386,15 @@ def test_a_folder_written_before_owners_were_recorded_is_refused_to_every_other_
     docs/paper_scale/dqn/CartPole-v1 replaced its Fig. 4 report.md, and `reproduce all` into a copy of
     docs/paper_scale/linesearch deleted its report.md at once (found by a probe). The files a command writes
     tell its folder apart; each is refused to the others before anything is deleted, and resumed by its own."""
+    # Each file with what the command writes at its head (a name alone is no command's: the user's study.json).
+    heads = {"study.json": '{"env": "CartPole-v1", "response": []}', "claims.json": '{"claims": []}',
+             "metric_grid.csv": "sampler,discount,memory_size,batch_size\n", "sweep.json": '{"fingerprint": "f", "config": {}}'}
+
     def legacy(name: str, files: list[str]) -> pathlib.Path:
         folder = tmp_path / name
         for file in files:
             (folder / file).parent.mkdir(parents=True, exist_ok=True)
-            (folder / file).write_text("theirs")
+            (folder / file).write_text(heads.get(pathlib.Path(file).name, "theirs"))
         return folder
 
     folders = {
@@ -443,6 +447,23 @@ def test_a_folder_no_command_wrote_is_refused_where_a_command_would_replace_the_
         sweep_lib.run(sweep_lib.Sweep("linesearch", seeds=1, setup={"steps": 10, "max_capacity": 100, "max_batch_size": 10}), mine, progress=False)
     assert sorted(p.name for p in mine.iterdir()) == ["notes.txt", "report.md", "results.nc", "summary.json"]
     assert (mine / "report.md").read_text() == "my draft"
+    # A file that only looks like a command's by its name is the user's too: their own study.json (not a study's
+    # result), a runs.csv beside a sweeps/ of theirs; and a sweep's chunks/ must hold chunks (found by a probe).
+    study, fig4 = tmp_path / "study", tmp_path / "fig4"
+    (fig4 / "sweeps").mkdir(parents=True)
+    study.mkdir()
+    (study / "study.json").write_text('{"my": "own study notes"}')
+    (fig4 / "runs.csv").write_text("my,data\n")
+    (fig4 / "sweeps" / "mine.txt").write_text("keep")
+    assert _files.owner_of(study) is None and _files.owner_of(fig4) is None
+    assert cli.main(["study", "dqn", "--env", "CartPole-v1", "--quick", "--out", str(study)]) == 2
+    assert "holds study.json, which no jaxreplay command wrote there" in capsys.readouterr().err
+    assert cli.main(["reproduce", "dqn", "--env", "CartPole-v1", "--quick", "--out", str(fig4)]) == 2
+    assert "holds runs.csv, which no jaxreplay command wrote there" in capsys.readouterr().err
+    (mine / "chunks").mkdir()
+    with pytest.raises(ValueError, match="holds summary.json, results.nc, which no jaxreplay command wrote there"):
+        sweep_lib.run(sweep_lib.Sweep("linesearch", seeds=1, setup={"steps": 10, "max_capacity": 100, "max_batch_size": 10}), mine, progress=False)
+    assert (study / "study.json").read_text() == '{"my": "own study notes"}' and (fig4 / "runs.csv").read_text() == "my,data\n"
     # Notes alone do not refuse a folder; a folder the command claimed is its own from then on.
     notes = tmp_path / "notes"
     notes.mkdir()

@@ -410,8 +410,11 @@ def test_replay_readme_refuses_a_study_given_twice_or_a_stale_verdict(tmp_path, 
     assert cli.main(["study", "replay-readme", str(stale), "--readme", str(readme)]) == 2
     assert capsys.readouterr().err == (
         f"jaxreplay study: error: {stale}/study.json: its stored verdict is not what today's rules give from its "
-        "numbers: rerun its jaxreplay study replay command (finished sweeps are kept: only the analysis is redone).\n")
+        f"numbers: run jaxreplay study refresh {stale} (it recomputes study.json and report.md, without runs).\n")
     assert readme.read_text() == before
+    assert cli.main(["study", "refresh", str(stale)]) == 0  # ... as the message says (no runs.csv: the answers)
+    assert "its answers only" in capsys.readouterr().out
+    assert cli.main(["study", "replay-readme", str(stale), "--readme", str(readme)]) == 0
     assert cli.main(["study", "replay-readme", str(committed), "--readme", str(readme)]) == 0
     assert "| CartPole-v1 | quick (CPU), 6 × 4000 |" in readme.read_text()
 
@@ -624,7 +627,8 @@ def test_refresh_rewrites_a_replay_studys_answers_and_report_from_its_numbers(tm
     (out / "study.json").write_text(json.dumps(stale))
     (out / "report.md").write_text("an earlier report")
     assert cli.main(["study", "refresh", str(out)]) == 0
-    assert capsys.readouterr().out == f"{out}: {stored['verdict']['summary']}\n"
+    assert capsys.readouterr().out == (
+        f"{out} (its answers only: its runs.csv, if any, predates aER's check counts): {stored['verdict']['summary']}\n")
     again = json.loads((out / "study.json").read_text())
     assert again == stored and again["verdict"] == verdict.verdict(stale)
     assert (out / "report.md").read_text() == report(stored) == (committed / "report.md").read_text()
@@ -659,6 +663,25 @@ def test_refresh_recomputes_a_replay_study_from_its_runs_csv(tiny, tmp_path, cap
     with pytest.raises(ValueError, match="rows of Acrobot-v1 in a study of CartPole-v1: not this study's runs.csv"):
         replay_study.refresh(other)
     assert json.loads((other / "study.json").read_text()) == stored
+    # A runs.csv cut short, empty, or without one count column is refused, never passed over for study.json's
+    # numbers (every score set to 1.0 and a column dropped was "refreshed" to the stored numbers: a probe).
+    header, *rows = (copy / "runs.csv").read_text().splitlines()
+    dropped = header.split(",").index("forced")
+    for name, text in (("cut", header[:120]), ("empty", ""), ("no column", "\n".join(
+            ",".join(v for i, v in enumerate(line.split(",")) if i != dropped) for line in [header, *rows]))):
+        (other / "runs.csv").write_text(text)
+        with pytest.raises(ValueError, match="is not a runs.csv that `jaxreplay study replay` wrote"):
+            replay_study.refresh(other)
+        assert cli.main(["study", "refresh", str(other)]) == 2, name
+        assert json.loads((other / "study.json").read_text()) == stored
+    capsys.readouterr()
+    # A file, or the games' parent folder, is said so (it said "no study.json; run jaxreplay study dqn").
+    assert cli.main(["study", "refresh", str(copy / "runs.csv")]) == 2
+    assert capsys.readouterr().err.endswith(f"{copy / 'runs.csv'} is a file: give a study's folder (the one holding "
+                                            "study.json).\n")
+    assert cli.main(["study", "refresh", str(tmp_path)]) == 2
+    assert capsys.readouterr().err.endswith(f"{tmp_path} holds no study.json but studies in its folders copy, other: "
+                                            f"give those (e.g. {copy}).\n")
 
 
 @pytest.mark.parametrize("game", ["CartPole-v1", "Acrobot-v1", "MountainCar-v0"])

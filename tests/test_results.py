@@ -215,8 +215,18 @@ def test_expanded_confidence_is_hesterbergs_level():
     assert [round(results.expanded_confidence(n), 4) for n in (5, 6, 10, 20, 100)] == [0.9981, 0.9951, 0.9829, 0.9682,
                                                                                       0.9539]
     assert results.expanded_confidence(6, 0.9) == pytest.approx(1 - 2 * stats.norm.cdf(-np.sqrt(1.2) * stats.t.ppf(0.95, 5)))
-    with pytest.raises(ValueError, match="n must be at least 2"):
+    with pytest.raises(ValueError, match="n must be an integer of at least 2"):
         results.expanded_confidence(1)
+    with pytest.raises(ValueError, match=r"n must be an integer of at least 2 \(an interval needs two seeds\), got 2.5"):
+        results.expanded_confidence(2.5)  # (it took int(n) for the t quantile and n in the factor)
+    assert results.expanded_confidence(2) == 1.0  # two seeds: their range, documented as (confidence, 1]
+    # Fewer than 100 resamples cannot place the ends (with 1, the interval of 1..6 was [3, 3] around an IQM of 3.5);
+    # one setting's seeds only (a 2-D input was flattened into one interval of two settings).
+    for resamples in (1, 99, 150.5):
+        with pytest.raises(ValueError, match=f"resamples must be an integer of at least 100, got {resamples}"):
+            results.seed_interval([1.0, 2, 3, 4, 5, 6], "iqm", resamples=resamples)
+    with pytest.raises(ValueError, match=r"values must be one setting's seeds, shape \[seeds\]; got shape \(2, 3\)"):
+        results.seed_interval([[1.0, 2, 3], [10, 20, 30]], "mean")
 
 
 def _covered(ci, truth) -> float:

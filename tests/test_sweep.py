@@ -1439,3 +1439,13 @@ def test_a_sweep_refuses_another_commands_folder_and_counts_only_its_own_calls(t
     assert _cli("sweep", other, "--out", sweep_folder, "--quiet") == 0
     calls = json.loads((sweep_folder / "summary.json").read_text())["calls"]
     assert [c["runs_computed"] for c in calls] == [12]
+    # Another sweep's record with its results (chunks and sweep.json gone): its results.nc is not replaced.
+    for name in ("sweep.json",):
+        (sweep_folder / name).unlink()
+    shutil.rmtree(sweep_folder / "chunks")
+    results_before = (sweep_folder / "results.nc").read_bytes()
+    assert _cli("sweep", config, "--out", sweep_folder, "--quiet") == 2
+    assert capsys.readouterr().err.endswith(
+        f"{sweep_folder} holds results.nc, the results of another sweep (its summary.json records another fingerprint), "
+        "and `jaxreplay sweep` would replace it: move it or give another folder.\n")
+    assert (sweep_folder / "results.nc").read_bytes() == results_before

@@ -176,8 +176,7 @@ def add_study_parser(commands) -> None:
     sr.set_defaults(handler=_study)
     sf = kinds.add_parser(
         "refresh",
-        help="recompute a finished study's labels and verdict (no runs) by today's rules (a DQN study's "
-        "statistics too, from its runs.csv)",
+        help="recompute a finished study's statistics and verdict from its runs.csv by today's rules (no runs)",
     )
     sf.add_argument("dirs", nargs="+", help="study output folders, of either study (each holding study.json)")
     sf.set_defaults(handler=_study)
@@ -236,6 +235,22 @@ def _replay_study(args: argparse.Namespace) -> int:
     return 0
 
 
+def _refreshable(folder: str) -> None:
+    """ValueError (one line) where ``folder`` cannot be a study's folder for ``study refresh``: a file, or a folder
+    without study.json that holds studies in its subfolders (the games' parent: give the games)."""
+    import pathlib
+
+    path = pathlib.Path(folder)
+    if path.is_file():
+        raise ValueError(f"{folder} is a file: give a study's folder (the one holding study.json).")
+    games = sorted(p.parent.name for p in path.glob("*/study.json")) if path.is_dir() else []
+    if games and not (path / "study.json").exists():
+        raise ValueError(
+            f"{folder} holds no study.json but studies in its folders {', '.join(games)}: give those "
+            f"(e.g. {path / games[0]})."
+        )
+
+
 @_as_options
 def _study(args: argparse.Namespace) -> int:
     from jaxreplay.paper.reproduce import study as study_lib
@@ -248,10 +263,14 @@ def _study(args: argparse.Namespace) -> int:
         from jaxreplay import _files
         from jaxreplay.paper.reproduce import replay_study
 
+        for d in args.dirs:
+            _refreshable(d)
         for d in args.dirs:  # each by the study that wrote it
             replay = _files.owner_of(d) == "study replay"
             result = replay_study.refresh(d) if replay else study_lib.refresh(d)
-            print(f"{d}: {result['verdict']['summary']}")
+            old = replay and not replay_study.runs_csv_has_counts(d)
+            said = " (its answers only: its runs.csv, if any, predates aER's check counts)" if old else ""
+            print(f"{d}{said}: {result['verdict']['summary']}")
         return 0
 
     for name in ("seeds", "steps", "chunk_size"):  # one line naming the option, before any folder is made

@@ -48,6 +48,7 @@ __all__ = [
     "expanded_confidence",
     "seed_interval",
     "min_seeds_for_interval",
+    "check_resamples",
     "best",
     "plot_metric",
     "strict_json",
@@ -129,17 +130,20 @@ def expanded_confidence(n: int, confidence: float = 0.95) -> float:
     mean (as with Student's t) 93–96% for the symmetric ones, 90% for the two-mode one, 83% for the lognormal.
 
     Args:
-        n: seeds (≥ 2).
+        n: seeds, an integer ≥ 2.
         confidence: the nominal two-sided level in (0, 1).
 
     Returns:
-        The level in (``confidence``, 1): 0.9951 for 6 seeds, 0.9829 for 10, 0.9539 for 100 at 95%.
+        The level in (``confidence``, 1]: 0.9951 for 6 seeds, 0.9829 for 10, 0.9539 for 100 at 95%; 1 (in
+        float64) for 2 seeds, whose interval is then the two seeds' range (it covers at most 50%:
+        :func:`min_seeds_for_interval`).
     """
     from scipy import stats
 
     _check_confidence(confidence)
-    if int(n) < 2:
-        raise ValueError(f"n must be at least 2 (an interval needs two seeds), got {n}.")
+    if isinstance(n, bool) or not float(n).is_integer() or n < 2:
+        raise ValueError(f"n must be an integer of at least 2 (an interval needs two seeds), got {n!r}.")
+    n = int(n)
     t = stats.t.ppf(0.5 + confidence / 2, int(n) - 1)
     return float(1 - 2 * stats.norm.cdf(-math.sqrt(n / (n - 1)) * t))
 
@@ -160,13 +164,15 @@ def bootstrap_ci(
         statistic: ``"mean"``, ``"iqm"`` or a function ``f(x, axis) -> array``.
         dim: the dimension resampled (seeds).
         confidence: two-sided level.
-        resamples: bootstrap resamples (``scipy.stats.bootstrap``'s ``n_resamples``).
+        resamples: bootstrap resamples (``scipy.stats.bootstrap``'s ``n_resamples``), an integer ≥ 100
+            (with 1 or 2 the "interval" missed its own estimate).
         seed: NumPy seed of the resampling (the interval is reproducible).
         method: ``"expanded"`` (the default: the percentile interval read at
             :func:`expanded_confidence` of each slice's seed count, which keeps
             its coverage at a few seeds), or one of SciPy's ``"percentile"``,
             ``"basic"``, ``"BCa"`` (the plain percentile interval of 6 seeds
-            covers 83–92% where it says 95%).
+            covers 83–92% where it says 95%; BCa gives NaN bounds where SciPy
+            cannot compute it, e.g. five equal seeds and one other).
 
     Returns:
         A Dataset with ``estimate``, ``low`` and ``high``. Each slice drops its
@@ -176,6 +182,7 @@ def bootstrap_ci(
     from scipy import stats
 
     _check_confidence(confidence)
+    check_resamples(resamples)
     if method not in _BOOTSTRAP_METHODS:
         raise ValueError(f"method must be one of {', '.join(map(repr, _BOOTSTRAP_METHODS))}, got {method!r}.")
     named: dict[str, Callable[[np.ndarray, int], np.ndarray]] = {
@@ -214,6 +221,13 @@ def bootstrap_ci(
 
     out = xr.apply_ufunc(one, data, input_core_dims=[[dim]], output_core_dims=[["_stat"]])
     return xr.Dataset({"estimate": out.isel(_stat=0), "low": out.isel(_stat=1), "high": out.isel(_stat=2)})
+
+
+def check_resamples(resamples: int) -> None:
+    """ValueError (one line) unless ``resamples`` is an integer of at least 100: fewer bootstrap resamples cannot
+    place an interval's ends (with 1 or 2, the interval of six seeds missed its own estimate)."""
+    if isinstance(resamples, bool) or not float(resamples).is_integer() or resamples < 100:
+        raise ValueError(f"resamples must be an integer of at least 100, got {resamples!r}.")
 
 
 def min_seeds_for_interval(confidence: float = 0.95) -> int:
@@ -256,7 +270,10 @@ def seed_interval(values, statistic: str = "iqm", confidence: float = 0.95, resa
 
     if statistic not in ("mean", "iqm"):
         raise ValueError(f"statistic must be 'mean' or 'iqm', got {statistic!r}.")
-    values = np.asarray(values, np.float64).reshape(-1)
+    values = np.asarray(values, np.float64)
+    if values.ndim > 1:  # (flattened, two settings' seeds made one interval)
+        raise ValueError(f"values must be one setting's seeds, shape [seeds]; got shape {values.shape}.")
+    values = values.reshape(-1)
     n = int(np.isfinite(values).sum())
     if n == 0:
         why = "no seed has a finite value"

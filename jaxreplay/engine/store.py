@@ -322,19 +322,26 @@ class ChunkStore:
         same names (``summary.json``) a sweep would overwrite."""
         check_output_folder(self.out, "folder")
         refuse_other_owner(self.out, "sweep")
-        if not self._holds_sweep_leftovers():  # (else its files are a sweep's: resumed, or an earlier one's record)
+        if self._own_chunks() or self._recorded_fingerprint() == self.fingerprint:
+            return  # this sweep's leftovers without its sweep.json: resumed (chunks of another sweep are refused)
+        if self._recorded_fingerprint() is not None:  # another sweep's record: its results are not replaced
+            whose = "the results of another sweep (its summary.json records another fingerprint)"
+            refuse_foreign_files(self.out, "sweep", ("results.nc",), "folder", whose)
+        else:
             refuse_foreign_files(self.out, "sweep", _OWN_FILES, "folder")
 
-    def _holds_sweep_leftovers(self) -> bool:
-        """Whether ``out`` holds what only a sweep leaves, without its sweep.json: ``chunks/``, or a summary.json
-        with a sweep's fingerprint (a user's file of that name has neither)."""
-        if (self.out / "chunks").is_dir():
-            return True
+    def _own_chunks(self) -> bool:
+        """Whether ``chunks/`` holds a sweep's chunk files (an empty or foreign ``chunks/`` is no sweep's)."""
+        return any(self.chunk_dir.glob("runs-*.npz")) if self.chunk_dir.is_dir() else False
+
+    def _recorded_fingerprint(self) -> str | None:
+        """The fingerprint a sweep's summary.json in ``out`` records (None: no such file, or not a sweep's)."""
         try:
             summary = json.loads((self.out / "summary.json").read_text())
-        except (OSError, ValueError):
-            return False
-        return isinstance(summary, dict) and "fingerprint" in summary and "calls" in summary
+        except (OSError, ValueError, UnicodeDecodeError):
+            return None
+        ok = isinstance(summary, dict) and isinstance(summary.get("fingerprint"), str) and "calls" in summary
+        return summary["fingerprint"] if ok else None
 
     def lock(self) -> FolderLock:
         """Create the folder if needed and take its lock (:func:`lock_folder`): one writer per folder.

@@ -55,7 +55,7 @@ from jaxreplay.paper.reproduce.replay_study.settings import GAMES, Game, ReplayD
 
 if TYPE_CHECKING:
     from jaxreplay.paper.reproduce.replay_study.stages import STAGE_RULES, AdaptiveRule
-    from jaxreplay.paper.reproduce.replay_study.writer import read_study, refresh, update_readme
+    from jaxreplay.paper.reproduce.replay_study.writer import read_study, refresh, runs_csv_has_counts, update_readme
 
 # The rest loads on first use (PEP 562): the CLI's parser reads GAMES from this package, and the stages,
 # analysis and writers import JAX and Matplotlib (`jaxreplay --help` would wait a second for them).
@@ -64,6 +64,7 @@ _LAZY = {
     "AdaptiveRule": "stages",
     "read_study": "writer",
     "refresh": "writer",
+    "runs_csv_has_counts": "writer",
     "update_readme": "writer",
     "PARTS": None,
 }
@@ -86,6 +87,7 @@ __all__ = [
     "design",
     "read_study",
     "refresh",
+    "runs_csv_has_counts",
     "study",
     "update_readme",
 ]

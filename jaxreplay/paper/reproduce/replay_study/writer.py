@@ -135,19 +135,45 @@ def refresh(study_dir) -> dict:
         raise ValueError(f"{out}: no study.json; run jaxreplay study replay --out {out} first.")
     with lock_folder(out):  # not while a study writes the folder
         stored = read_study(path)
-        if _has_counts(out / "runs.csv"):
+        if runs_csv_has_counts(out):
             return write(out, _reanalysed(out, stored))
         return write(out, stored | {"verdict": verdict(stored)})
 
 
-def _has_counts(path: pathlib.Path) -> bool:
-    """Whether the runs.csv at ``path`` exists and holds aER's check counts (:func:`refresh`)."""
+# runs.csv's header before it held aER's check counts (and, earlier still, before soft_diverged).
+_BEFORE_COUNTS = ["env", "stage", "setting", *POINT_KEYS, "oldest_policy_age", "seed", "auc", "final_return"] + [
+    "mean_memory_size",
+    "final_memory_size",
+    "gradient_steps",
+    "diverged",
+    "soft_diverged",
+]
+
+
+def runs_csv_has_counts(study_dir) -> bool:
+    """Whether ``study_dir``'s runs.csv holds aER's check counts, so that :func:`refresh` recomputes the study from
+    it; False where there is no runs.csv, or one written before the counts (its header exactly that of then).
+
+    Raises:
+        ValueError: (one line naming the file) a runs.csv with any other header: empty, cut short, a column
+            missing, another study's. (A fall back to study.json's numbers would have hidden it: found by a probe.)
+    """
+    path = pathlib.Path(study_dir) / "runs.csv"
+    if not path.exists():
+        return False
     try:
         with open(path, newline="", encoding="utf-8") as f:
             header = next(csv.reader(f), [])
-    except (OSError, UnicodeDecodeError):
+    except (OSError, UnicodeDecodeError, csv.Error) as e:
+        raise ValueError(f"{path} cannot be read ({type(e).__name__}: {e}): rerun the study's command.") from None
+    if set(CSV_COUNTS) | set(CSV_ADDED_COUNTS) <= set(header):
+        return True
+    if header in (_BEFORE_COUNTS, _BEFORE_COUNTS[:-1]):
         return False
-    return set(CSV_COUNTS) | set(CSV_ADDED_COUNTS) <= set(header)
+    raise ValueError(
+        f"{path} is not a runs.csv that `jaxreplay study replay` wrote (its header is "
+        f"{','.join(header)[:80] or 'empty'}...): rerun the study's command to write it again."
+    )
 
 
 def _reanalysed(out: pathlib.Path, stored: dict) -> dict:
@@ -265,8 +291,8 @@ def update_readme(readme, study_dirs, note: str = "") -> pathlib.Path:
     for (_, path), result in zip(sources, results):
         if verdict(result) != result["verdict"]:  # the README is never another verdict than report.md's
             raise ValueError(
-                f"{path}: its stored verdict is not what today's rules give from its numbers: rerun its "
-                "jaxreplay study replay command (finished sweeps are kept: only the analysis is redone)."
+                f"{path}: its stored verdict is not what today's rules give from its numbers: run jaxreplay "
+                f"study refresh {path.parent} (it recomputes study.json and report.md, without runs)."
             )
     sort_for_readme(results, GAMES, label)
     readme = pathlib.Path(readme)

@@ -191,8 +191,9 @@ def paired_iqm(a: np.ndarray, b: np.ndarray, resamples: int = 2000, seed: int = 
     no interval (fewer seeds than :func:`~jaxreplay.engine.results.min_seeds_for_interval`)."""
     from scipy import stats
 
-    from jaxreplay.engine.results import _iqm_numpy, expanded_confidence, min_seeds_for_interval
+    from jaxreplay.engine.results import _iqm_numpy, check_resamples, expanded_confidence, min_seeds_for_interval
 
+    check_resamples(resamples)
     a, b = np.asarray(a, np.float64), np.asarray(b, np.float64)
     both = np.isfinite(a) & np.isfinite(b)
     a, b, n = a[both], b[both], int(both.sum())
