@@ -227,6 +227,11 @@ def test_expanded_confidence_is_hesterbergs_level():
             results.seed_interval([1.0, 2, 3, 4, 5, 6], "iqm", resamples=resamples)
     with pytest.raises(ValueError, match=r"values must be one setting's seeds, shape \[seeds\]; got shape \(2, 3\)"):
         results.seed_interval([[1.0, 2, 3], [10, 20, 30]], "mean")
+    # Finite seeds near float64's largest: the mean overflowed to inf with nan bounds and no reason (a probe).
+    huge = results.seed_interval([1e308, 1.5e308, 1.7e308, 1.2e308, 1.1e308, 1.3e308], "mean")
+    why = "not finite in float64 (the values reach 1.7e+308: rescale them)"
+    assert huge == {"estimate": None, "low": None, "high": None, "estimate_null_reason": why, "low_null_reason": why,
+                    "high_null_reason": why}
 
 
 def _covered(ci, truth) -> float:

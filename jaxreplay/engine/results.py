@@ -264,7 +264,8 @@ def seed_interval(values, statistic: str = "iqm", confidence: float = 0.95, resa
         ``{"estimate", "low", "high"}`` as floats. With no finite value all three are ``None``;
         with fewer finite values n than :func:`min_seeds_for_interval` the bounds are ``None``.
         Each ``None`` has a sibling ``"<key>_null_reason"`` (:func:`strict_json`'s convention):
-        ``"too few seeds (n = 2) for an interval"`` or ``"no seed has a finite value"``.
+        ``"too few seeds (n = 2) for an interval"``, ``"no seed has a finite value"``, or, where values near
+        float64's largest overflow, ``"not finite in float64 ..."``.
     """
     import xarray as xr
 
@@ -279,16 +280,27 @@ def seed_interval(values, statistic: str = "iqm", confidence: float = 0.95, resa
         why = "no seed has a finite value"
         return {key: None for key in ("estimate", "low", "high")} | null_reasons(("estimate", "low", "high"), why)
     data = xr.DataArray(values, dims=(SEED_DIM,))
-    if statistic == "mean":
-        t = mean_ci(data, SEED_DIM, confidence)
-        estimate, low, high = float(t["mean"]), float(t["low"]), float(t["high"])
-    else:
-        ci = bootstrap_ci(data, statistic, SEED_DIM, confidence, resamples, seed)
-        estimate, low, high = float(ci.estimate), float(ci.low), float(ci.high)
+    with np.errstate(over="ignore", invalid="ignore"):  # (an overflow is said below, in the result)
+        if statistic == "mean":
+            t = mean_ci(data, SEED_DIM, confidence)
+            estimate, low, high = float(t["mean"]), float(t["low"]), float(t["high"])
+        else:
+            ci = bootstrap_ci(data, statistic, SEED_DIM, confidence, resamples, seed)
+            estimate, low, high = float(ci.estimate), float(ci.low), float(ci.high)
     if n < min_seeds_for_interval(confidence):
         why = f"too few seeds (n = {n}) for an interval"
-        return {"estimate": estimate, "low": None, "high": None} | null_reasons(("low", "high"), why)
-    return {"estimate": estimate, "low": low, "high": high}
+        out = {"estimate": estimate, "low": None, "high": None} | null_reasons(("low", "high"), why)
+    else:
+        out = {"estimate": estimate, "low": low, "high": high}
+    # Finite values near float64's largest overflow in the sums (1e308 × 6 seeds: a mean of inf, bounds nan).
+    overflow = [
+        k
+        for k, v in (("estimate", estimate), ("low", low), ("high", high))
+        if out[k] is not None and not math.isfinite(v)
+    ]
+    largest = float(np.max(np.abs(values[np.isfinite(values)])))
+    why = f"not finite in float64 (the values reach {largest:.3g}: rescale them)"
+    return out | {k: None for k in overflow} | null_reasons(overflow, why)
 
 
 def null_reasons(keys: Sequence[str], why: str) -> dict[str, str]:
