@@ -257,13 +257,19 @@ OWNER_FILE = ".jaxreplay-owner"
 """The file in an output folder naming the command that writes it (:func:`claim_folder`)."""
 
 
-def _json_keys(path: pathlib.Path) -> set[str]:
-    """The top-level keys of the JSON object in ``path`` (none where it is missing, unreadable or not an object)."""
+def json_object(path: str | os.PathLike) -> dict | None:
+    """The JSON object in ``path``; None where it is missing, unreadable or not an object (a guess at whose file
+    it is, never a refusal: :func:`read_json` refuses a damaged file)."""
     try:
-        value = json.loads(path.read_text())
+        value = json.loads(pathlib.Path(path).read_text())
     except (OSError, ValueError, UnicodeDecodeError):
-        return set()
-    return set(value) if isinstance(value, dict) else set()
+        return None
+    return value if isinstance(value, dict) else None
+
+
+def _json_keys(path: pathlib.Path) -> set[str]:
+    """The top-level keys of the JSON object in ``path`` (none where :func:`json_object` finds none)."""
+    return set(json_object(path) or {})
 
 
 def _first_line(path: pathlib.Path) -> str:

@@ -49,6 +49,7 @@ from jaxreplay._files import (
     atomic_write,
     check_output_folder,
     clear_temporaries,
+    json_object,
     refuse_foreign_files,
     refuse_other_owner,
 )
@@ -322,26 +323,13 @@ class ChunkStore:
         same names (``summary.json``) a sweep would overwrite."""
         check_output_folder(self.out, "folder")
         refuse_other_owner(self.out, "sweep")
-        if self._own_chunks() or self._recorded_fingerprint() == self.fingerprint:
-            return  # this sweep's leftovers without its sweep.json: resumed (chunks of another sweep are refused)
-        if self._recorded_fingerprint() is not None:  # another sweep's record: its results are not replaced
-            whose = "the results of another sweep (its summary.json records another fingerprint)"
-            refuse_foreign_files(self.out, "sweep", ("results.nc",), "folder", whose)
-        else:
-            refuse_foreign_files(self.out, "sweep", _OWN_FILES, "folder")
-
-    def _own_chunks(self) -> bool:
-        """Whether ``chunks/`` holds a sweep's chunk files (an empty or foreign ``chunks/`` is no sweep's)."""
-        return any(self.chunk_dir.glob("runs-*.npz")) if self.chunk_dir.is_dir() else False
-
-    def _recorded_fingerprint(self) -> str | None:
-        """The fingerprint a sweep's summary.json in ``out`` records (None: no such file, or not a sweep's)."""
-        try:
-            summary = json.loads((self.out / "summary.json").read_text())
-        except (OSError, ValueError, UnicodeDecodeError):
-            return None
-        ok = isinstance(summary, dict) and isinstance(summary.get("fingerprint"), str) and "calls" in summary
-        return summary["fingerprint"] if ok else None
+        summary = json_object(self.out / "summary.json") or {}  # (a sweep's records its fingerprint and calls)
+        recorded = summary.get("fingerprint") if "calls" in summary else None
+        if self._chunk_paths() or recorded == self.fingerprint:
+            return  # this sweep's leftovers without its sweep.json: resumed (another sweep's chunks are refused)
+        other = recorded is not None  # another sweep's record: its results are not replaced
+        whose = "the results of another sweep (its summary.json records another fingerprint)" if other else None
+        refuse_foreign_files(self.out, "sweep", ("results.nc",) if other else _OWN_FILES, "folder", whose)
 
     def lock(self) -> FolderLock:
         """Create the folder if needed and take its lock (:func:`lock_folder`): one writer per folder.
