@@ -140,7 +140,8 @@ def refresh(study_dir) -> dict:
         return write(out, stored | {"verdict": verdict(stored)})
 
 
-# runs.csv's header before it held aER's check counts (and, earlier still, before soft_diverged).
+# runs.csv's header before it held aER's check counts (and, earlier still, before soft_diverged); :func:`write_csvs`
+# writes it followed by the counts.
 _BEFORE_COUNTS = ["env", "stage", "setting", *POINT_KEYS, "oldest_policy_age", "seed", "auc", "final_return"] + [
     "mean_memory_size",
     "final_memory_size",
@@ -204,11 +205,8 @@ def write_csvs(out: pathlib.Path, design: ReplayDesign, runs: Mapping[str, Runs]
         replacing(out / "curves.csv", text=True, newline="") as f_curves,
     ):
         per_run, curves = csv.writer(f_runs), csv.writer(f_curves)
-        per_run.writerow(
-            ["env", "stage", "setting", *POINT_KEYS, "oldest_policy_age", "seed", "auc", "final_return"]
-            + ["mean_memory_size", "final_memory_size", "gradient_steps", "diverged", "soft_diverged"]
-            + [*CSV_COUNTS, *CSV_ADDED_COUNTS]  # aER's check counts: what `study refresh` recomputes its shares from
-        )
+        # (aER's check counts last: what `study refresh` recomputes the grow shares from)
+        per_run.writerow(_BEFORE_COUNTS + [*CSV_COUNTS, *CSV_ADDED_COUNTS])
         curves.writerow(["env", "stage", "setting", "step", "train_return_mean", "memory_size_mean"])
         for stage, r in runs.items():
             ds = r.ds
