@@ -7,7 +7,7 @@ other label, so ``mean_ci(ds.final_metric)`` is indexed by the grid axes.
 * :func:`iqm` and :func:`bootstrap_ci`: the interquartile mean (rliable's
   robust aggregate) and a bootstrap interval of any statistic (SciPy's
   ``scipy.stats.bootstrap``), by default the expanded percentile interval
-  (:func:`expanded_confidence`), which keeps its coverage at a few seeds.
+  (:func:`expanded_confidence`), which keeps its coverage from 6 seeds on.
 * :func:`seed_interval`: one setting's mean (Student-t interval) or IQM
   (expanded bootstrap interval), or ``None`` bounds with a reason where the
   seeds are too few for an interval (:func:`min_seeds_for_interval`).
@@ -127,7 +127,7 @@ def expanded_confidence(n: int, confidence: float = 0.95) -> float:
     spread with divisor n, not n − 1. The expanded interval widens it by both factors. Measured (2000 samples of
     6 seeds each; ``tests/test_results.py`` asserts it on fewer): the IQM of a normal, lognormal, Student-t₃,
     uniform or two-mode distribution was covered 95–97% of the time (the plain percentile interval: 89–92%); the
-    mean (as with Student's t) 93–96% for the symmetric ones, 90% for the two-mode one, 83% for the lognormal.
+    mean 92–94% for the symmetric ones (Student's t: 93–96%), 90% for the two-mode one, 83% for the lognormal.
 
     Args:
         n: seeds, an integer ≥ 2.
@@ -169,9 +169,10 @@ def bootstrap_ci(
         seed: NumPy seed of the resampling (the interval is reproducible).
         method: ``"expanded"`` (the default: the percentile interval read at
             :func:`expanded_confidence` of each slice's seed count, which keeps
-            its coverage at a few seeds), or one of SciPy's ``"percentile"``,
+            its coverage from 6 seeds on; below, no interval of a mean or IQM
+            can: :func:`min_seeds_for_interval`), or one of SciPy's ``"percentile"``,
             ``"basic"``, ``"BCa"`` (the plain percentile interval of 6 seeds
-            covers 83–92% where it says 95%; BCa gives NaN bounds where SciPy
+            covers 75–92% where it says 95%; BCa gives NaN bounds where SciPy
             cannot compute it, e.g. five equal seeds and one other).
 
     Returns:
