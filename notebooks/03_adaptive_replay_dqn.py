@@ -22,7 +22,7 @@
 # memory while the agent learns. This notebook runs a **reduced version** of that comparison
 # with `jaxreplay` and shows
 #
-# 1. learning curves per game, fixed sizes against aER (seed mean with a 95% bootstrap band);
+# 1. learning curves per game, fixed sizes against aER (seed mean, with a 95% band from 6 seeds on);
 # 2. aER's memory size N(t) per game (seed mean, band, a few single seeds);
 # 3. the paper's headline statistic, the share of aER seeds that beat the averaged static
 #    memory, with a Clopper–Pearson interval next to the paper's number, and a table of
@@ -303,7 +303,8 @@ print(f"all sweeps: {time.perf_counter() - t_sweeps:.0f} s")
 # ## Learning curves
 #
 # Training-episode return per segment (the mean return of the episodes that ended in it),
-# seed mean with a 95% expanded bootstrap band over seeds (`results.bootstrap_ci`);
+# seed mean with a 95% Student-t band over seeds (`results.mean_ci`) where the seeds are enough for one (6 or
+# more, `results.min_seeds_for_interval`: none at small mode's 4, where a "95%" band could not cover 95%);
 # fixed memories dashed, aER solid, one colour per (initial) size. Legends give the paper's
 # size and, in small mode, the size actually used.
 
@@ -324,16 +325,19 @@ fig, axes = plt.subplots(1, 3, figsize=(16, 4.4))
 for ax, env in zip(axes, GAMES):
     for label, style in (("fixed", "--"), ("adaptive", "-")):
         ds = DATA[env, label]
-        band = results.bootstrap_ci(ds.train_return, "mean", resamples=1000, seed=0)  # [config, segment]
+        band = results.mean_ci(ds.train_return)  # [config, segment]
+        enough = band["count"].values >= results.min_seeds_for_interval()
         steps = ds.segment.values
         for i, paper_N in enumerate(PAPER_SIZES[env][label]):
             color = size_color(env, paper_N)
-            ax.plot(steps, band.estimate[i], style, color=color, label=setting_label(env, label, i))
-            ax.fill_between(steps, band.low[i], band.high[i], color=color, alpha=0.12)
+            ax.plot(steps, band["mean"][i], style, color=color, label=setting_label(env, label, i))
+            low, high = (np.where(enough[i], band[k][i], np.nan) for k in ("low", "high"))
+            ax.fill_between(steps, low, high, color=color, alpha=0.12)
     ax.set_title(env)
     ax.set_xlabel("environment steps")
     ax.legend(fontsize=8)
-axes[0].set_ylabel("training-episode return\n(seed mean, 95% bootstrap CI)")
+BANDS = SEEDS >= results.min_seeds_for_interval()
+axes[0].set_ylabel("training-episode return\n" + ("(seed mean, 95% t interval)" if BANDS else "(seed mean; too few seeds for a CI)"))
 fig.suptitle(f"Fixed memory vs aER ({SEEDS} seeds{'' if PAPER_SCALE else ', small mode'})")
 fig.tight_layout()
 plt.show()
@@ -341,8 +345,8 @@ plt.show()
 # %% [markdown]
 # ## aER's memory size N(t)
 #
-# The capacity at each segment end (and N₀ at step 0): seed mean with a 95% bootstrap band
-# of the mean, and three single seeds as thin lines. The dotted line is N₀. The paper
+# The capacity at each segment end (and N₀ at step 0): seed mean with a 95% Student-t band
+# of the mean (6 or more seeds), and three single seeds as thin lines. The dotted line is N₀. The paper
 # reports that aER grows CartPole's memory from 100, grows MountainCar's from 20,000 and
 # shrinks it from 150,000, and shrinks Acrobot's from both starts. Algorithm 2 only acts
 # once the memory is full, so N stays at N₀ until step N₀.
@@ -355,20 +359,22 @@ for ax, env in zip(axes, GAMES):
     for i in range(ds.sizes["config"]):
         N0 = int(ds.memory_size.values[i])
         cap = ds.capacity.isel(config=i).astype(np.float64)  # [seed, segment]
-        band = results.bootstrap_ci(cap, "mean", resamples=1000, seed=0)
+        band = results.mean_ci(cap)
+        enough = band["count"].values >= results.min_seeds_for_interval()
 
         def with_start(x, N0=N0):
             return np.concatenate([[N0], np.asarray(x)])
 
-        line, = ax.plot(steps, with_start(band.estimate), lw=2, color=size_color(env, PAPER_SIZES[env]["adaptive"][i]),
+        line, = ax.plot(steps, with_start(band["mean"]), lw=2, color=size_color(env, PAPER_SIZES[env]["adaptive"][i]),
                         label=setting_label(env, "adaptive", i))
-        ax.fill_between(steps, with_start(band.low), with_start(band.high), color=line.get_color(), alpha=0.2)
+        low, high = (np.where(enough, band[k], np.nan) for k in ("low", "high"))
+        ax.fill_between(steps, with_start(low), with_start(high), color=line.get_color(), alpha=0.2)
         for s in range(min(3, ds.sizes["seed"])):
             ax.plot(steps, with_start(cap.isel(seed=s)), color=line.get_color(), lw=0.6, alpha=0.6)
         ax.axhline(N0, color=line.get_color(), ls=":", lw=1)
     ax.set_title(env)
     ax.set_xlabel("environment steps")
-axes[0].set_ylabel("aER memory size N(t)\n(mean, 95% CI; thin: single seeds)")
+axes[0].set_ylabel("aER memory size N(t)\n" + ("(mean, 95% t interval" if BANDS else "(mean, too few seeds for a CI") + "; thin: single seeds)")
 for ax in axes:
     ax.legend(fontsize=8)
 fig.tight_layout()
@@ -381,7 +387,8 @@ plt.show()
 # of all static runs of that game (`rdqn.beats_static_average`), with its exact
 # (Clopper–Pearson) 95% interval, next to the paper's percentage. With 4 seeds an interval
 # spans most of [0, 100%]: the small mode can show that the pipeline works, not whether the
-# claim holds. The table gives each setting's IQM score with a 95% bootstrap CI over seeds.
+# claim holds. The table gives each setting's IQM score with its 95% interval over seeds where they are
+# enough for one (6 or more: `results.seed_interval`; none in small mode).
 
 # %%
 SCORES = {key: rdqn.run_scores(ds) for key, ds in DATA.items()}  # [config, seed]
@@ -414,12 +421,11 @@ plt.show()
 
 iqm_rows = []
 for (env, label), score in SCORES.items():
-    ci = results.bootstrap_ci(xr.DataArray(score, dims=("config", "seed")), "iqm", resamples=2000, seed=0)
     ds = DATA[env, label]
     for i in range(ds.sizes["config"]):
+        ci = results.seed_interval(score[i], "iqm")  # no bounds below 6 seeds (None, with the reason)
         iqm_rows.append({"game": env, "setting": setting_label(env, label, i),
-                         "IQM score": float(ci.estimate[i]), "95% CI low": float(ci.low[i]),
-                         "95% CI high": float(ci.high[i]),
+                         "IQM score": ci["estimate"], "95% CI low": ci["low"], "95% CI high": ci["high"],
                          "final N (mean)": float(ds.final_capacity.values[i].mean()),
                          "diverged": int(ds.diverged.values[i].sum())})
 IQM = pd.DataFrame(iqm_rows).set_index(["game", "setting"])
@@ -444,8 +450,8 @@ display(IQM.round(1))
 #   if it happens to reach the flag once (1/4 from 5,000 here, 0/4 from 667). aER shrinks
 #   the memory from both starts (667 → about 300, 5,000 → about 2,300), where the paper's
 #   grows from 20,000 and shrinks from 150,000.
-# * **Acrobot** has started to learn (−500 → about −250 to −300 by 16,000 steps); every
-#   setting lies inside the others' bands. aER shrinks the memory from both starts
+# * **Acrobot** has started to learn (−500 → about −250 to −300 by 16,000 steps); the
+#   settings' curves cross one another (4 seeds give no interval to tell them apart). aER shrinks the memory from both starts
 #   (2,000 → about 700, 8,000 → about 6,800), the direction the paper reports for Acrobot;
 #   1/4 and 3/4 of its seeds beat the static average (paper: 100% and 95%).
 # * Shrinking is aER's default tendency, as the paper itself remarks: while the agent
