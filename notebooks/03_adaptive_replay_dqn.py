@@ -450,8 +450,8 @@ display(IQM.round(1))
 #   if it happens to reach the flag once (1/4 from 5,000 here, 0/4 from 667). aER shrinks
 #   the memory from both starts (667 → about 300, 5,000 → about 2,300), where the paper's
 #   grows from 20,000 and shrinks from 150,000.
-# * **Acrobot** has started to learn (−500 → about −250 to −300 by 16,000 steps); the
-#   settings' curves cross one another (4 seeds give no interval to tell them apart). aER shrinks the memory from both starts
+# * **Acrobot** has started to learn (−500 → about −250 to −300 by 16,000 steps); 4 seeds
+#   give no interval to tell its settings apart. aER shrinks the memory from both starts
 #   (2,000 → about 700, 8,000 → about 6,800), the direction the paper reports for Acrobot;
 #   1/4 and 3/4 of its seeds beat the static average (paper: 100% and 95%).
 # * Shrinking is aER's default tendency, as the paper itself remarks: while the agent
