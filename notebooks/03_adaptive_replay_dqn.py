@@ -140,7 +140,6 @@ import jax
 import matplotlib.pyplot as plt
 import numpy as np
 import pandas as pd
-import xarray as xr
 from IPython.display import display
 from scipy import stats
 

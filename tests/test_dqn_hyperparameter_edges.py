@@ -132,6 +132,8 @@ def test_the_no_update_warning_names_the_replay_ratio_when_it_is_the_cause(capsy
     assert dqn.first_update_due(0.0011, 1000, dqn.Setup()) == 1819
     four = dqn.Setup(train_frequency=4)
     assert dqn.first_update_due(0.25, 10, four) == 12 and dqn.first_update_due(1.0, 0, four) == 4
+    # The unit end from which updates are made: at least one unit, rounded up to a unit end.
+    assert [dqn.first_unit_end(s, four) for s in (0, 1, 4, 5, 10)] == [4, 4, 4, 8, 12]
     assert ("no gradient step was taken: at replay ratio 0.0011 the first update due from learning_starts (1000) on "
             "comes at step 1,819 and the run has 1100; the 1 due before it are not made (raise --replay-ratio or use "
             "more --steps)") in capsys.readouterr().err

@@ -469,8 +469,10 @@ def test_a_folder_no_command_wrote_is_refused_where_a_command_would_replace_the_
     notes.mkdir()
     (notes / "notes.txt").write_text("my notes")
     _files.claim_folder(notes, "reproduce dqn", ("report.md",))
+    assert _files.owner_of(notes) == "reproduce dqn"
     (notes / "report.md").write_text("the command's")
-    _files.claim_folder(notes, "reproduce dqn", ("report.md",))
+    assert _files.claim_folder(notes, "reproduce dqn", ("report.md",)) == notes  # its own report.md: resumed
+    assert sorted(p.name for p in notes.iterdir()) == [".jaxreplay-owner", "notes.txt", "report.md"]
 
 
 def test_a_study_or_reproduction_too_big_for_the_machine_is_one_line_and_leaves_no_claimed_folder(tmp_path, capsys):

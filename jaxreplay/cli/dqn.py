@@ -119,13 +119,12 @@ def run(args: argparse.Namespace) -> int:
     result = _result(args, setup, hparams, ds)
     if not any(result.report["gradient_steps"]):  # the returns of an untrained network, said as such
         starts, ratio = int(np.asarray(hparams.learning_starts)), float(np.asarray(hparams.replay_ratio))
-        frequency = setup.train_frequency
-        first_unit = -(-starts // frequency) * frequency  # the first unit end at or after learning_starts
+        first_unit = dqn_lib.first_unit_end(starts, setup)
         if first_unit > setup.total_steps:
             cause = f"learning starts after {starts} steps and the run has {setup.total_steps}"
             advice = "use more --steps"
         else:  # an update due only before learning_starts is not made (it blamed the ratio with a step in the run)
-            before = int(dqn_lib.updates_due_by(max(first_unit - frequency, 0), ratio))
+            before = int(dqn_lib.updates_due_by(first_unit - setup.train_frequency, ratio))
             cause = (
                 f"at replay ratio {ratio:g} the first update due from learning_starts ({starts}) on comes at step "
                 f"{dqn_lib.first_update_due(ratio, starts, setup):,} and the run has {setup.total_steps}"

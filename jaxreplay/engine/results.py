@@ -144,7 +144,7 @@ def expanded_confidence(n: int, confidence: float = 0.95) -> float:
     if isinstance(n, bool) or not float(n).is_integer() or n < 2:
         raise ValueError(f"n must be an integer of at least 2 (an interval needs two seeds), got {n!r}.")
     n = int(n)
-    t = stats.t.ppf(0.5 + confidence / 2, int(n) - 1)
+    t = stats.t.ppf(0.5 + confidence / 2, n - 1)
     return float(1 - 2 * stats.norm.cdf(-math.sqrt(n / (n - 1)) * t))
 
 
@@ -193,6 +193,7 @@ def bootstrap_ci(
     if isinstance(statistic, str) and statistic not in named:
         raise ValueError(f"statistic must be 'mean', 'iqm' or a function, got {statistic!r}.")
     fn = named[statistic] if isinstance(statistic, str) else statistic
+    expanded = method == "expanded"
 
     def one(x: np.ndarray) -> np.ndarray:
         x = np.asarray(x, np.float64)  # apply_ufunc put the seed axis last
@@ -205,7 +206,6 @@ def bootstrap_ci(
                 continue
             est[idx] = fn(v, -1)
             if v.size >= 2 and np.ptp(v) > 0:
-                expanded = method == "expanded"
                 res = stats.bootstrap(
                     (v,),
                     lambda s, axis: fn(s, axis),

@@ -684,13 +684,19 @@ def _unit_dues(replay_ratio: float, frequency: int, first: int, last: int):
         yield t, updates_due_by(t, replay_ratio) - updates_due_by(t - frequency, replay_ratio)
 
 
+def first_unit_end(learning_starts: int, setup: Setup) -> int:
+    """The first unit end (a multiple of ``train_frequency``, at least one unit) at or after ``learning_starts``:
+    where a run may make its first gradient update."""
+    frequency = setup.train_frequency
+    return max(frequency, -(-int(learning_starts) // frequency) * frequency)
+
+
 def first_update_due(replay_ratio: float, learning_starts: int, setup: Setup) -> int:
     """The environment step at whose unit's end a run's first gradient update is made: the first unit end ``t``
     (a multiple of ``train_frequency``) with ``t >= learning_starts`` at which an update is due (as the program
     counts: :func:`updates_due_by`); updates due at earlier unit ends are not made. It may lie beyond the run's
     end. ``replay_ratio`` > 0."""
-    frequency = setup.train_frequency
-    first = max(frequency, -(-int(learning_starts) // frequency) * frequency)
+    frequency, first = setup.train_frequency, first_unit_end(learning_starts, setup)
     # An update falls due within every 1/ρ steps: the search ends (below int32's top, where steps are counted).
     last = min(first + 2 * frequency + int(np.ceil(2 / replay_ratio)), np.iinfo(np.int32).max)
     for t, per_unit in _unit_dues(replay_ratio, frequency, first, last):

@@ -106,10 +106,12 @@ Done = Mapping[str, Runs]
 
 
 class Stage(NamedTuple):
-    """One declared stage (:func:`declare`): its label (sweep folder, rows in the CSV files), its
-    compiled program, and ``settings(design, done)``, its settings from the runs of the stages before it."""
+    """One declared stage (:func:`declare`): its label (sweep folder, rows in the CSV files), its seeds per
+    setting (the design's), its compiled program, and ``settings(design, done)``, its settings from the runs
+    of the stages before it."""
 
     label: str
+    seeds: int
     setup: Setup
     settings: Callable[[ReplayDesign, Done], tuple[Setting, ...]]
 
@@ -178,9 +180,10 @@ def _fixed_at_mean(design: ReplayDesign, done: Done) -> tuple[Setting, ...]:
 
 def declare(design: ReplayDesign) -> tuple[Stage, ...]:
     """The study's stages in the order they run (the module docstring says what each is for)."""
-    return tuple(Stage(grid(r), design.grid_setup(r), _grid(r)) for r in design.ratios) + (
-        Stage(ADAPTIVE, design.adaptive_setup, _adaptive),
-        Stage(FIXED_AT_MEAN, design.adaptive_setup, _fixed_at_mean),
+    seeds = design.seeds
+    return tuple(Stage(grid(r), seeds, design.grid_setup(r), _grid(r)) for r in design.ratios) + (
+        Stage(ADAPTIVE, seeds, design.adaptive_setup, _adaptive),
+        Stage(FIXED_AT_MEAN, seeds, design.adaptive_setup, _fixed_at_mean),
     )
 
 
@@ -198,7 +201,7 @@ def run(design: ReplayDesign, out: pathlib.Path, *, progress: bool = True, chunk
             out,
             stage.label,
             settings,
-            seeds=design.seeds,
+            seeds=stage.seeds,
             common=design.common,
             setup=stage.setup,
             progress=progress,

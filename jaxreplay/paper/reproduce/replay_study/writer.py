@@ -125,19 +125,12 @@ def refresh(study_dir) -> dict:
         ValueError: no study.json (the study running there or interrupted is said so); a study.json or runs.csv
             of another shape; the study's design (its settings) no longer what this jaxreplay declares for it.
     """
-    from jaxreplay.engine.store import lock_folder
-    from jaxreplay.paper.reproduce.study.writer import refuse_unfinished
+    from jaxreplay.paper.reproduce.study.writer import refreshed
 
-    out = pathlib.Path(study_dir)
-    path = out / "study.json"
-    if not path.exists():
-        refuse_unfinished(out, "study replay")
-        raise ValueError(f"{out}: no study.json; run jaxreplay study replay --out {out} first.")
-    with lock_folder(out):  # not while a study writes the folder
-        stored = read_study(path)
-        if runs_csv_has_counts(out):
-            return write(out, _reanalysed(out, stored))
-        return write(out, stored | {"verdict": verdict(stored)})
+    def recompute(out: pathlib.Path, stored: dict) -> dict:
+        return _reanalysed(out, stored) if runs_csv_has_counts(out) else stored | {"verdict": verdict(stored)}
+
+    return refreshed(study_dir, "study replay", read_study, recompute, write)
 
 
 # runs.csv's header before it held aER's check counts (and, earlier still, before soft_diverged); :func:`write_csvs`
@@ -179,22 +172,14 @@ def runs_csv_has_counts(study_dir) -> bool:
 
 def _reanalysed(out: pathlib.Path, stored: dict) -> dict:
     """``stored`` (a study.json) analysed again from ``out/runs.csv`` (:func:`refresh`)."""
-    from jaxreplay.engine.results import jsonable
     from jaxreplay.paper.reproduce.replay_study import analysis, stages
     from jaxreplay.paper.reproduce.replay_study.settings import design
+    from jaxreplay.paper.reproduce.study.writer import as_stored
 
     steps = stored.get("steps_override")
     chosen = design(stored["env"], quick=stored["quick"], seeds=stored["seeds"], steps=steps)
     result = study_json(chosen, analysis.analyse(chosen, stages.from_csv(chosen, out / "runs.csv")), steps)
-    if jsonable(result["settings"], strict=True) != stored.get("settings"):
-        raise ValueError(
-            f"{out}: the study was run with other settings than this jaxreplay declares for {stored['env']} "
-            f"({'quick' if stored['quick'] else 'full'}): rerun jaxreplay study replay to analyse it."
-        )
-    for key in ("runtime_s", "runs", "runs_resumed", "figures"):
-        if key in stored:
-            result[key] = stored[key]
-    return result
+    return as_stored(out, stored, result, "study replay")
 
 
 def write_csvs(out: pathlib.Path, design: ReplayDesign, runs: Mapping[str, Runs]) -> None:

@@ -238,17 +238,16 @@ def _from_rows(design, path, stages, point_keys) -> dict[str, Runs]:
     used: set[int] = set()
     done: dict[str, Runs] = {}
     for stage in stages:
-        seeds = getattr(stage, "seeds", design.seeds)  # (the replay study's stages all run the design's seeds)
         settings = stage.settings(design, done)
         table = []
         for setting in settings:
             found = by_point.get(key(stage.label, setting.point, setting.label), [])
             found = sorted(found, key=lambda r: int(r["seed"]))
             used.update(id(r) for r in found)
-            if [int(r["seed"]) for r in found] != list(range(seeds)):
+            if [int(r["seed"]) for r in found] != list(range(stage.seeds)):
                 raise ValueError(
                     f"{path}: stage {stage.label!r}, setting {setting.label!r} ({setting.point}) has "
-                    f"{len(found)} rows, not one for each of seeds 0..{seeds - 1}: not this study's runs.csv."
+                    f"{len(found)} rows, not one for each of seeds 0..{stage.seeds - 1}: not this study's runs.csv."
                 )
             table.append(found)
 

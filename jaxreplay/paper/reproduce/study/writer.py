@@ -256,22 +256,44 @@ def refresh(study_dir) -> dict:
         ValueError: no study.json; a study.json or runs.csv of another shape; the study's design
             (its settings) is no longer what this jaxreplay declares for it (rerun the study).
     """
+
+    def recompute(out: pathlib.Path, stored: dict) -> dict:
+        return _reanalysed(out, stored) if (out / "runs.csv").exists() else relabel(stored)
+
+    return refreshed(study_dir, "study dqn", read_study, recompute, write)
+
+
+RUN_RECORD = ("runtime_s", "figures", "runs", "runs_resumed")
+"""What a study.json records of the call that ran it rather than of its runs: kept by a refresh."""
+
+
+def refreshed(study_dir, command: str, read: Callable, recompute: Callable, write_result: Callable) -> dict:
+    """Both studies' ``study refresh``: ``study_dir``'s study.json read (``read(path)``), recomputed
+    (``recompute(out, stored)``) and written (``write_result(out, result)``, which returns what it wrote), under
+    the folder's lock (not while a study writes it: its study.json and report.md could then mix). A folder
+    without study.json is refused, a study running there or interrupted said so (its advice differs)."""
+    from jaxreplay.engine.store import lock_folder
+
     out = pathlib.Path(study_dir)
     path = out / "study.json"
     if not path.exists():
-        refuse_unfinished(out, "study dqn")  # a study running there or interrupted is said so (its advice differs)
-        raise ValueError(f"{out}: no study.json; run jaxreplay study dqn --out {out} first.")
-    from jaxreplay.engine.store import lock_folder
+        refuse_unfinished(out, command)
+        raise ValueError(f"{out}: no study.json; run jaxreplay {command} --out {out} first.")
+    with lock_folder(out):
+        return write_result(out, recompute(out, read(path)))
 
-    with lock_folder(out):  # not while a study writes the folder (its study.json and report.md could then mix)
-        stored = read_study(path)
-        if not (out / "runs.csv").exists():
-            result = relabel(stored)
-        else:
-            result = _reanalysed(out, stored)
-        atomic_write_text(path, json.dumps(result, indent=1, allow_nan=False))
-        atomic_write_text(out / "report.md", report(result))
-    return result
+
+def as_stored(out: pathlib.Path, stored: dict, result: dict, command: str) -> dict:
+    """``result`` (``stored`` recomputed from ``out/runs.csv``) with ``stored``'s :data:`RUN_RECORD`; refused where
+    the study ran with other settings than this jaxreplay declares for its design (its runs are not the design's)."""
+    from jaxreplay.engine.results import jsonable
+
+    if "settings" in stored and jsonable(result["settings"], strict=True) != stored["settings"]:
+        raise ValueError(
+            f"{out}: the study was run with other settings than this jaxreplay declares for "
+            f"{stored['env']} ({'quick' if stored['quick'] else 'full'}): rerun jaxreplay {command} to analyse it."
+        )
+    return result | {key: value for key, value in stored.items() if key in RUN_RECORD}  # (in stored's order)
 
 
 # aER's diagnostics that need the TD-error sums at its checks, which runs.csv does not hold.
@@ -294,18 +316,11 @@ def _reanalysed(out: pathlib.Path, stored: dict) -> dict:
     result = study_json(
         chosen, analysis.analyse(chosen, stages.from_csv(chosen, out / "runs.csv")), stored.get("steps_override")
     )
-    if "settings" in stored and jsonable(result["settings"], strict=True) != stored["settings"]:
-        raise ValueError(
-            f"{out}: the study was run with other settings than this jaxreplay declares for "
-            f"{stored['env']} ({'quick' if stored['quick'] else 'full'}): rerun jaxreplay study dqn to analyse it."
-        )
+    result = as_stored(out, stored, result, "study dqn")
     for key in ("adaptive", "sensitivity"):
         for entry, old in zip(result[key], stored[key]):
             for name in _KEPT_DIAGNOSTICS:
                 entry["diagnostics"][name] = old.get("diagnostics", {}).get(name)
-    for key in ("runtime_s", "figures", "runs", "runs_resumed"):
-        if key in stored:
-            result[key] = stored[key]
     result["verdict"] = verdict(result)
     return jsonable(result, strict=True)
 
