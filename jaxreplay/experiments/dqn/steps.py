@@ -508,7 +508,8 @@ def advance(state: State, hparams: Hyperparameters, setup: Setup) -> tuple[State
         ``batch_size`` (masked beyond the due ones; with ``max_n_step > 1``
         plus ``batch_size × max_n_step`` scalar gathers each); per
         ``adaptive_check_every`` steps an aER consultation; per segment
-        ``eval_episodes × max_steps_in_episode`` forward passes.
+        ``eval_episodes`` greedy episodes, each until the batch's last one ends (at most
+        ``max_steps_in_episode`` forward passes; :func:`~jaxreplay.experiments.dqn.game.evaluate`).
     """
     ctx = _context(state, hparams, setup)
     cycles = setup.steps_per_segment // setup.cycle_length
