@@ -2,6 +2,9 @@
 
 JAX compiles are the slow part of this suite: the persistent compilation cache
 lets later test processes (and later CI runs on the same machine) reuse them.
+The cache is set in the environment too, so that the subprocesses tests start
+(the command line, several devices or processes, a killed and resumed sweep)
+reuse each other's programs.
 """
 
 import os
@@ -13,8 +16,11 @@ os.environ.setdefault("XLA_PYTHON_CLIENT_PREALLOCATE", "false")
 import jax  # noqa: E402
 
 _CACHE = os.environ.get("JAX_COMPILATION_CACHE_DIR") or str(pathlib.Path(__file__).resolve().parents[1] / ".jax_cache")
+_MIN_COMPILE_SECS = 0.5
 jax.config.update("jax_compilation_cache_dir", _CACHE)
-jax.config.update("jax_persistent_cache_min_compile_time_secs", 0.5)
+jax.config.update("jax_persistent_cache_min_compile_time_secs", _MIN_COMPILE_SECS)
+os.environ.setdefault("JAX_COMPILATION_CACHE_DIR", _CACHE)
+os.environ.setdefault("JAX_PERSISTENT_CACHE_MIN_COMPILE_TIME_SECS", str(_MIN_COMPILE_SECS))
 
 
 import pytest  # noqa: E402
