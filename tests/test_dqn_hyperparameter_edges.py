@@ -10,6 +10,7 @@ from __future__ import annotations
 import dataclasses
 
 import jax
+import jax.numpy as jnp
 import numpy as np
 import pytest
 
@@ -27,21 +28,53 @@ def test_an_n_beyond_a_fixed_memory_is_refused_naming_n_step_and_flagged_when_tr
     """memory 4 with n = 8 computed the 4-step return under n = 8's label (bit-identical to n = 4), and memory 1
     with n = 4 the 1-step one; only the dqn command refused it."""
     hp = dqn.Hyperparameters(memory_size=np.array([4, 32, 4]), n_step=np.array([4, 8, 8]))
-    message = r"^n_step must be <= 4 \(memory_size, of a memory that keeps its size: no aER, or adaptive_rule 0\), "
+    message = r"^n_step must be <= 4 \(memory_size, the fewest slots its memory has\), "
     with pytest.raises(ValueError, match=message + "got 8: no window holds more transitions"):
         dqn.check(hp, CHAIN)
     dqn.check(hp._replace(n_step=np.array([4, 8, 4])), CHAIN)  # n = memory size: allowed
     flag = jax.jit(config.invalid_hyperparameters, static_argnums=1)
     assert bool(flag(hp, CHAIN)) and not bool(flag(hp._replace(n_step=np.array([4, 8, 4])), CHAIN))
-    # aER's memory may grow to max_capacity: n above its start is allowed, except under its fixed rule.
+    fixed_rule = dqn.Hyperparameters(memory_size=np.array([32, 32, 4]), n_step=np.array([4, 8, 8]), adaptive_interval=8,
+                                     adaptive_num_old=2, adaptive_rule=np.array([1, 1, dqn.RULE_FIXED]))
     adaptive = dataclasses.replace(CHAIN, adaptive=True, adaptive_check_every=2)
-    aer = hp._replace(adaptive_interval=2, adaptive_num_old=2, adaptive_rule=np.array([1, 1, 1]))
-    dqn.check(aer, adaptive)
-    assert not bool(flag(aer, adaptive))
-    fixed_rule = aer._replace(adaptive_rule=np.array([1, 1, dqn.RULE_FIXED]))
-    with pytest.raises(ValueError, match=r"^n_step must be <= 4 \(memory_size"):
+    with pytest.raises(ValueError, match=message):
         dqn.check(fixed_rule, adaptive)
     assert bool(flag(fixed_rule, adaptive))
+
+
+def test_an_n_beyond_the_size_aer_can_shrink_to_is_refused_and_flagged():
+    """aER was exempt (its memory may grow), but it also shrinks: from 60 with k = 20 a random walk ended at 20
+    slots, and n = 32 ran as returns of at most 20 steps, unflagged (found by a probe). A check shrinks by k only
+    from 2k up, so the fewest slots are k + N0 mod k (N0 below 2k), or k + max_capacity mod k once a growth
+    was capped."""
+    adaptive = dataclasses.replace(CHAIN, adaptive=True, adaptive_check_every=2, max_n_step=16)  # max_capacity 32
+    flag = jax.jit(config.invalid_hyperparameters, static_argnums=1)
+    sizes = np.array([8, 32, 12, 15])
+    # k: the fewest slots from each N0 (max_capacity 32). At k = 8, 12 and 15 grow to 32 and shrink to 8.
+    expected = {2: [2, 2, 2, 2], 8: [8, 8, 8, 8], 16: [8, 16, 12, 15]}
+    for k, fewest in expected.items():
+        got = config.smallest_memory(np, sizes, k, np.ones(4, int), adaptive)
+        assert got.tolist() == fewest, k
+        traced = jax.jit(lambda s, k=k: config.smallest_memory(jnp, s, k, jnp.ones(4, int), adaptive))(sizes)
+        assert np.asarray(traced).tolist() == fewest, k
+    assert config.smallest_memory(np, sizes, 2, np.zeros(4, int), adaptive).tolist() == sizes.tolist()  # fixed rule
+    assert config.smallest_memory(np, sizes, 2, np.ones(4, int), CHAIN).tolist() == sizes.tolist()  # no aER
+    # n = 8 fits every memory at k = 8 (N0 = 15 grows to 23, 31, then 32, capped, and shrinks to 8) ...
+    hp = dqn.Hyperparameters(memory_size=np.array([8, 15, 12]), n_step=np.array([8, 8, 8]), adaptive_interval=8,
+                             adaptive_num_old=2, adaptive_rule=1)
+    dqn.check(hp, adaptive)
+    assert not bool(flag(hp, adaptive))
+    # ... n = 9 does not.
+    above = hp._replace(n_step=np.array([8, 9, 8]))
+    with pytest.raises(ValueError, match=r"^n_step must be <= 8 \(the size aER can shrink memory_size 15 to by "
+                                         r"adaptive_interval 8\), got 9: no window holds more transitions"):
+        dqn.check(above, adaptive)
+    assert bool(flag(above, adaptive))
+    # The probe's case: N0 = 60, k = 20, n = 32.
+    probe = dataclasses.replace(CHAIN, total_steps=200, steps_per_segment=100, adaptive=True, adaptive_check_every=20,
+                                max_capacity=200, max_n_step=32)
+    with pytest.raises(ValueError, match=r"^n_step must be <= 20 \(the size aER can shrink memory_size 60 to"):
+        dqn.check(dqn.Hyperparameters(memory_size=60, n_step=32, adaptive_interval=20, adaptive_rule=2), probe)
 
 
 def test_a_toml_grid_with_an_n_beyond_a_fixed_memory_is_refused_naming_its_key(tmp_path):
@@ -54,7 +87,7 @@ def test_a_toml_grid_with_an_n_beyond_a_fixed_memory_is_refused_naming_its_key(t
 
 def test_the_dqn_command_says_the_bound_of_n_of_its_memory(capsys):
     assert cli.main(["dqn", "--quiet", "--steps", "100", "--memory-size", "20", "--n-step", "30"]) == 2
-    assert "--n-step must be <= 20 (memory_size, of a memory that keeps its size" in capsys.readouterr().err
+    assert "--n-step must be <= 20 (memory_size, the fewest slots its memory has)" in capsys.readouterr().err
 
 
 def test_a_fixed_memory_is_not_refused_for_aers_unused_sizes():

@@ -349,7 +349,10 @@ class Hyperparameters(NamedTuple):
         n_step: the horizon n of the TD targets, an integer in ``[1,
             Setup.max_n_step]``: up to n rewards summed, then γ^k times the
             bootstrap value (:mod:`jaxreplay.returns`; n = 1 is the 1-step
-            target). Traced: a sweep over n is one program.
+            target). Traced: a sweep over n is one program. At most the
+            fewest slots the memory ever has (:func:`smallest_memory`: the
+            memory size, or the size aER can shrink it to), which no window
+            exceeds.
         replay_ratio: gradient updates per environment step, in ``(0,
             Setup.max_replay_ratio]`` (a concrete 0 is refused; a traced
             one runs no updates and sets ``invalid_hyperparameters``);
@@ -448,7 +451,7 @@ def check(hparams: Hyperparameters, setup: Setup) -> None:
         )
     # The upper bounds are static Setup fields: say which one to raise.
     _check_at_most("n_step", h.n_step, setup.max_n_step, f"Setup.max_n_step ({setup.max_n_step})", "raise max_n_step")
-    _check_n_step_within_fixed_memory(h, setup)
+    _check_n_step_within_smallest_memory(h, setup)
     ratio = _validation.concrete_value(h.replay_ratio)
     if ratio is not None and np.any(ratio <= 0):  # no updates at all: not a DQN run (set learning_starts instead)
         bad = float(np.asarray(ratio).reshape(-1)[np.asarray(ratio).reshape(-1) <= 0][0])
@@ -536,7 +539,10 @@ def invalid_hyperparameters(hparams: Hyperparameters, setup: Setup) -> jax.Array
     flags = [_validation.outside_bounds(getattr(hparams, name), b) for name, b in _bounds(setup).items()]
     flags.append(jnp.any(jnp.asarray(hparams.replay_ratio) <= 0))
     flags.append(
-        jnp.any(_n_step_beyond_fixed_memory(jnp, hparams.n_step, hparams.memory_size, hparams.adaptive_rule, setup))
+        jnp.any(
+            jnp.asarray(hparams.n_step)
+            > smallest_memory(jnp, hparams.memory_size, hparams.adaptive_interval, hparams.adaptive_rule, setup)
+        )
     )
     if setup.adaptive:
         interval = jnp.asarray(hparams.adaptive_interval)
@@ -544,31 +550,49 @@ def invalid_hyperparameters(hparams: Hyperparameters, setup: Setup) -> jax.Array
     return jnp.any(jnp.stack(flags))
 
 
-def _n_step_beyond_fixed_memory(xp, n_step, memory_size, adaptive_rule, setup: Setup):
-    """``bool[...]`` (NumPy or ``jnp`` as ``xp``): runs whose memory keeps its size (no aER, or aER's
-    ``adaptive_rule`` 0) and whose ``n_step`` exceeds it. No window of such a memory holds more than
-    ``memory_size`` transitions, so the run would compute the ``memory_size``-step return under n's label."""
-    beyond = xp.asarray(n_step) > xp.asarray(memory_size)
-    if setup.adaptive:  # aER's memory may grow to max_capacity: only its fixed rule keeps the size
-        beyond = beyond & (xp.asarray(adaptive_rule) == RULE_FIXED)
-    return beyond
+def smallest_memory(xp, memory_size, adaptive_interval, adaptive_rule, setup: Setup):
+    """The fewest slots a run's memory ever has (NumPy or ``jnp`` as ``xp``, broadcast over runs).
+
+    ``memory_size`` for a memory that keeps its size (no aER, or ``adaptive_rule`` 0). Under another aER
+    rule the size moves by ``k = adaptive_interval`` and shrinks only from ``N >= 2k``
+    (:func:`jaxreplay.adaptive.controller`: below, a check enlarges), so from ``N0 = memory_size`` it can
+    reach ``k + N0 mod k`` (``N0`` itself below ``2k``), and, once a growth was capped at
+    ``max_capacity``, ``k + max_capacity mod k``.
+    """
+    size = xp.asarray(memory_size)
+    if not setup.adaptive:
+        return size
+
+    def lowest(n):  # the smallest size reached by shrinking from n (by k, only from 2k up)
+        return xp.where(n < 2 * k, n, k + n % k)
+
+    k = xp.maximum(xp.asarray(adaptive_interval), 1)
+    reach = xp.where(size < setup.max_capacity, xp.minimum(lowest(size), lowest(setup.max_capacity)), lowest(size))
+    return xp.where(xp.asarray(adaptive_rule) == RULE_FIXED, size, reach)
 
 
-def _check_n_step_within_fixed_memory(hparams: Hyperparameters, setup: Setup) -> None:
-    """FieldError naming ``n_step`` for a concrete run whose n exceeds its fixed memory size."""
-    parts = [_validation.concrete_value(getattr(hparams, f)) for f in ("n_step", "memory_size", "adaptive_rule")]
+def _check_n_step_within_smallest_memory(hparams: Hyperparameters, setup: Setup) -> None:
+    """FieldError naming ``n_step`` for a concrete run whose n exceeds the fewest slots its memory ever has."""
+    names = ("n_step", "memory_size", "adaptive_rule", "adaptive_interval")
+    parts = [_validation.concrete_value(getattr(hparams, f)) for f in names]
     concrete = [p for p in parts if p is not None]
     if len(concrete) < len(parts):
         return
-    n, size, rule = np.broadcast_arrays(*concrete)
-    beyond = _n_step_beyond_fixed_memory(np, n, size, rule, setup)
+    n, size, rule, k = np.broadcast_arrays(*concrete)
+    smallest = smallest_memory(np, size, k, rule, setup)
+    beyond = n > smallest
     if np.any(beyond):
         i = np.flatnonzero(beyond)[0]
-        n_i, size_i = n.reshape(-1)[i].item(), size.reshape(-1)[i].item()
+        n_i, low = n.reshape(-1)[i].item(), smallest.reshape(-1)[i].item()
+        size_i = size.reshape(-1)[i].item()
+        if low == size_i:
+            where = "memory_size, the fewest slots its memory has"
+        else:
+            where = f"the size aER can shrink memory_size {size_i} to by adaptive_interval {k.reshape(-1)[i].item()}"
         raise _validation.FieldError(
             "n_step",
-            f"must be <= {size_i} (memory_size, of a memory that keeps its size: no aER, or adaptive_rule 0), "
-            f"got {n_i}: no window holds more transitions, so a larger n runs as {size_i}.",
+            f"must be <= {low} ({where}), got {n_i}: no window holds more transitions, so a larger n would run "
+            f"as a shorter return under n's label.",
         )
 
 
