@@ -155,13 +155,15 @@ def test_the_no_update_warning_names_the_replay_ratio_when_it_is_the_cause(capsy
                      "--replay-ratio", "0.0001", "--quiet"]) == 0
     err = capsys.readouterr().err
     assert ("no gradient step was taken: at replay ratio 0.0001 the first update due from learning_starts (1000) on "
-            "comes at step 10,000 and the run has 2000 (raise --replay-ratio or use more --steps)") in err
+            "comes at step 10,001 and the run has 2000 (raise --replay-ratio or use more --steps)") in err
     # An update due only before learning_starts is not made: the warning said the ratio made its first update due
     # after 909 steps in a run of 1100 (the 1 due at step 910 comes before learning_starts; found by a probe).
     assert cli.main(["dqn", "--env", "Probe-Chain", "--memory-size", "20", "--steps", "1100", "--seeds", "1",
                      "--replay-ratio", "0.0011", "--quiet"]) == 0
-    # The count the warning reads, as the program counts (float32): D(t) = floor(float32(t) ρ) per unit end.
-    assert dqn.updates_due_by(10_000, 1e-4) == 1 and dqn.updates_due_by(999, 0.0011) == 1
+    # The count the warning reads, as the program counts: D(t) = floor(t ρ) per unit end, exactly, for ρ's float32
+    # value (0.0001 is 9.9999997e-05: 10,000 steps are due 0.99999997 updates, the first update comes at 10,001).
+    assert dqn.updates_due_by(10_000, 1e-4) == 0 and dqn.updates_due_by(10_001, 1e-4) == 1
+    assert dqn.updates_due_by(999, 0.0011) == 1
     assert dqn.first_update_due(0.0011, 1000, dqn.Setup()) == 1819
     four = dqn.Setup(train_frequency=4)
     assert dqn.first_update_due(0.25, 10, four) == 12 and dqn.first_update_due(1.0, 0, four) == 4

@@ -476,35 +476,65 @@ def test_train_frequency_alone_is_refused_with_the_ratio_that_means_one_update_e
     dqn.check(dqn.Hyperparameters(replay_ratio=0.25), dqn.Setup(train_frequency=4))  # accepted
 
 
-def test_a_ratio_whose_float32_rounding_needs_another_slot_is_refused_and_the_cli_sizes_for_it():
-    """1.3 updates per step in units of 10 steps: float32 makes one unit of a 100-step run due 14 updates, so
-    13 slots (ceil(1.3 × 10)) would silently skip one (129 updates instead of 130). ``check`` refuses it,
-    naming the slots needed; the command line's bound counts units as the program does."""
+def test_a_ratio_whose_float32_value_needs_another_slot_is_refused_and_the_cli_sizes_for_it():
+    """The updates due are counted exactly for the ratio's float32 value (``floor(t × ρ)``). 1.3 is 1.29999995:
+    its units of 10 steps are due 12 or 13 (129 updates in 100 steps, one short of 130); the float32 product
+    made one unit due 14, and 13 slots were refused. 0.3 is 0.30000001: in units of 10 steps three updates
+    each, until the excess adds up to one more, at step 83,886,080: 3 slots are refused for such a run,
+    naming the slots it needs, and the command line sizes for it."""
     import argparse
 
     from jaxreplay.cli import dqn as cli_dqn
+    from jaxreplay.experiments.dqn import config
 
     setup = dqn.Setup(total_steps=100, steps_per_segment=100, train_frequency=10, max_updates_per_unit=13)
     hp = dqn.Hyperparameters(memory_size=50, replay_ratio=1.3)
-    with pytest.raises(ValueError, match=r"replay_ratio = 1.3 makes 14 updates due .* raise max_updates_per_unit to 14"):
-        dqn.check(hp, setup)
-    dqn.check(hp, dataclasses.replace(setup, max_updates_per_unit=14))
-    dqn.check(hp._replace(replay_ratio=1.25), setup)  # its units are due 12 or 13: enough
-    # Beyond 2**24 steps float32 counts steps by 2: even ratio 1 makes some unit due 2, and the message says why.
-    long = dqn.Setup(total_steps=2**25, steps_per_segment=2**15)
-    with pytest.raises(ValueError, match=r"replay_ratio = 1 makes 2 updates due in some unit of 1 steps \(t × ratio "
-                                         r"rounded in float32 \(the run's 33,554,432 steps go beyond 2\*\*24"):
-        dqn.check(dqn.Hyperparameters(), long)
-    args = argparse.Namespace(n_step=None, replay_ratio=1.3)
-    sized, _ = cli_dqn._with_n_step_and_ratio(args, dataclasses.replace(setup, max_updates_per_unit=1), hp)
-    assert sized.max_updates_per_unit == 14
-    from jaxreplay.experiments.dqn import config
-
-    assert config._most_updates_due(1.3, setup) == 14 and config._most_updates_due(1.25, setup) == 13
-    # Counted as the program counts: the units' due updates sum to floor(float32(100) × float32(1.3)).
+    dqn.check(hp, setup)
+    assert config._most_updates_due(1.3, setup) == 13 and config._most_updates_due(1.25, setup) == 13
     ends = np.arange(10, 101, 10)
-    due = np.floor(ends.astype(np.float32) * np.float32(1.3)) - np.floor((ends - 10).astype(np.float32) * np.float32(1.3))
-    assert due.max() == 14 and due.sum() == 130
+    due = dqn.updates_due_by(ends, 1.3) - dqn.updates_due_by(ends - 10, 1.3)
+    assert due.tolist() == [12] + [13] * 9 and due.sum() == 129
+    long = dqn.Setup(total_steps=83_886_080, steps_per_segment=10_485_760, train_frequency=10, max_updates_per_unit=3)
+    assert int(dqn.updates_due_by(83_886_080, 0.3) - dqn.updates_due_by(83_886_070, 0.3)) == 4
+    with pytest.raises(ValueError, match=r"replay_ratio = 0.3 makes 4 updates due in some unit of 10 steps \(t × "
+                                         r"ratio counted exactly for its float32 value, 0.30000001192092896\), .* "
+                                         r"raise max_updates_per_unit to 4"):
+        dqn.check(dqn.Hyperparameters(replay_ratio=0.3), long)
+    shorter = dataclasses.replace(long, total_steps=83_886_070, steps_per_segment=1_784_810)  # a unit less: enough
+    dqn.check(dqn.Hyperparameters(replay_ratio=0.3), shorter)
+    # Beyond 2**24 steps the float32 product counted steps by 2 (ratio 1 made some unit due 2 and was refused).
+    dqn.check(dqn.Hyperparameters(), dqn.Setup(total_steps=2**25, steps_per_segment=2**15))
+    args = argparse.Namespace(n_step=None, replay_ratio=0.3)
+    sized, _ = cli_dqn._with_n_step_and_ratio(args, dataclasses.replace(long, max_updates_per_unit=1),
+                                              hp._replace(replay_ratio=0.3))
+    assert sized.max_updates_per_unit == 4
+
+
+def test_the_updates_due_are_floor_t_times_the_ratio_exactly_on_the_device_and_the_host():
+    """``steps.floor_product`` (the program's count) and ``dqn.updates_due_by`` (the host's) against Python's
+    exact fractions: ratios that float32 rounds up or down, tiny and large ones, steps to 2**31 - 1. The
+    float32 product was one over at 3.93 × 33,443 (131,430.99 rounded up: a probe's run made 131,431 updates),
+    and it agrees where it was exact (dyadic ratios, below 2**24 steps and updates), so those runs keep their bits."""
+    from fractions import Fraction
+
+    from jaxreplay.experiments.dqn.steps import floor_product
+
+    rng = np.random.default_rng(0)
+    ratios = np.concatenate([np.float32([0, 0.25, 1, 4, 0.3, 1.7, 3.93, 3.99, 2.1, 1 / 41, 1 / 3, 1e-8, 1e-45, 255.9]),
+                             rng.uniform(0, 8, 40).astype(np.float32)])
+    steps = np.concatenate([[0, 1, 100, 33_443, 2**17, 2**24 + 1, 786_437, 3_495_263, 27_962_043, 2**31 - 1],
+                            rng.integers(0, 2**31, 40)]).astype(np.int64)
+    device = np.asarray(jax.jit(jax.vmap(jax.vmap(floor_product, (None, 0)), (0, None)))(
+        jnp.asarray(steps, jnp.int32), jnp.asarray(ratios)))
+    host = np.stack([dqn.updates_due_by(steps, r) for r in ratios], 1)
+    exact = np.array([[int(Fraction(int(t)) * Fraction(float(r))) for r in ratios] for t in steps], np.int64)
+    np.testing.assert_array_equal(host, exact)
+    np.testing.assert_array_equal(device.astype(np.int64), exact % 2**32)
+    assert exact[steps.tolist().index(33_443), ratios.tolist().index(np.float32(3.93))] == 131_430
+    assert np.floor(np.float32(33_443) * np.float32(3.93)) == 131_431  # the float32 product's count
+    for r in (0.25, 1.0, 4.0):
+        small = steps[(steps < 2**24) & (steps * r < 2**24)]  # (float32(t) rounds from 2**24 steps on)
+        np.testing.assert_array_equal(np.floor(small.astype(np.float32) * np.float32(r)), dqn.updates_due_by(small, r))
 
 
 def test_cli_lets_aer_grow_on_every_game_and_names_options_it_would_ignore(capsys):

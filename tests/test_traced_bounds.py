@@ -148,9 +148,11 @@ def test_a_dqn_summary_reads_the_fields_as_given_not_truncated():
 
 
 def test_a_traced_ratio_that_needs_one_more_slot_is_flagged_with_the_update_it_skipped():
-    """1.3 updates per step in units of 10 steps with 13 slots: float32 makes one unit of a 100-step run due 14
-    updates. ``check`` refuses it concretely; traced, the run makes 129 updates, not 130, and its summary says
-    so (``invalid_hyperparameters``; the state counts the skipped update). 1.25 fits and is not flagged."""
+    """0.3 updates per step in units of 10 steps with 3 slots: 0.3's float32 value is 0.30000001, whose excess
+    adds up to one update more in the unit ending at step 83,886,080 (4 due). ``check`` refuses such a run
+    concretely; traced, the unit makes 3, the state counts the skipped one and the summary says so
+    (``invalid_hyperparameters``). A segment of 100 steps from a state at step 83,886,000 shows it; from step
+    0 the same segment skips nothing."""
     setup = dqn.Setup(
         env_params=(("max_steps_in_episode", 30),),
         total_steps=100,
@@ -159,13 +161,21 @@ def test_a_traced_ratio_that_needs_one_more_slot_is_flagged_with_the_update_it_s
         max_capacity=100,
         batch_size=4,
         train_frequency=10,
-        max_updates_per_unit=13,
+        max_updates_per_unit=3,
     )
     hp = dqn.Hyperparameters(memory_size=100, learning_starts=0, target_period=50, epsilon_decay_steps=50)
-    run = jax.jit(lambda h: dqn.run(jax.random.key(1), h, setup, True)[1:])
-    for ratio, steps, skipped in ((1.3, 129, 1), (1.25, 125, 0)):
-        summary, state = run(hp._replace(replay_ratio=jnp.float32(ratio)))
-        assert (int(summary["gradient_steps"]), int(state.updates_skipped)) == (steps, skipped)
+
+    @jax.jit
+    def segment(h, start):
+        state = dqn.init(jax.random.key(1), h, setup)
+        state = dqn.advance(state._replace(step=start), h, setup)[0]
+        return state, dqn.summarize(state, h, setup)
+
+    due_then = int(dqn.updates_due_by(83_886_100, 0.3) - dqn.updates_due_by(83_886_000, 0.3))
+    assert due_then == 31
+    for start, made, skipped in ((83_886_000, 30, 1), (0, 30, 0)):
+        state, summary = segment(hp._replace(replay_ratio=jnp.float32(0.3)), jnp.int32(start))
+        assert (int(state.gradient_steps), int(state.updates_skipped)) == (made, skipped)
         assert bool(summary["invalid_hyperparameters"]) == bool(skipped) and not bool(summary["replay_ratio_clipped"])
 
 

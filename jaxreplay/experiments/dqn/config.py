@@ -357,11 +357,11 @@ class Hyperparameters(NamedTuple):
             Setup.max_replay_ratio]`` (a concrete 0 is refused; a traced
             one runs no updates and sets ``invalid_hyperparameters``);
             fractional ratios accumulate (0.25: one update every 4 steps).
-            After ``t`` steps ``floor(float32(t) × float32(ratio))``
-            updates were due (the updates of a unit are made at its end):
-            exact for dyadic ratios (0.25, 4); another ratio runs as its
-            float32 value (2.1 is 2.0999999), so where ``t × ratio`` is an
-            integer the count may be one short (2.1 after 100 steps: 209).
+            After ``t`` steps ``floor(t × float32(ratio))`` updates were
+            due, counted exactly in integers (the updates of a unit are made
+            at its end); a ratio runs as its float32 value (2.1 is
+            2.0999999), so where ``t × ratio`` is an integer the count may be
+            one short (2.1 after 100 steps: 209), never more.
             :func:`check` refuses a ratio whose rounding would make some
             unit due more updates than ``max_updates_per_unit`` slots
             (:func:`update_slots_needed`). ``learning_starts`` is read at a
@@ -472,19 +472,14 @@ def check(hparams: Hyperparameters, setup: Setup) -> None:
     _check_at_most("replay_ratio", h.replay_ratio, setup.max_replay_ratio, bound, advice)
     for r in np.unique(np.asarray(ratio, np.float32)) if ratio is not None else ():
         due = _most_updates_due(float(r), setup)
-        if due > setup.max_updates_per_unit:  # float32 rounding: one unit due ceil(ρF) + 1 updates
-            # (beyond 2**24 steps float32 counts t itself in steps of 2 or more: even ratio 1 makes some unit due 2)
-            beyond = (
-                f" (the run's {setup.total_steps:,} steps go beyond 2**24 = 16,777,216, past which float32 cannot "
-                "count each step)"
-                if setup.total_steps > 2**24
-                else ""
-            )
+        # (a float32 value just above slots / F: its excess adds up to one more in some unit of a long run)
+        if due > setup.max_updates_per_unit:
             raise _validation.FieldError(
                 "replay_ratio",
                 f"= {float(r):g} makes {due} updates due in some unit of {setup.train_frequency} steps (t × ratio "
-                f"rounded in float32{beyond}), more than Setup.max_updates_per_unit ({setup.max_updates_per_unit}) "
-                f"slots: raise max_updates_per_unit to {due}, or the run would silently skip updates.",
+                f"counted exactly for its float32 value, {float(r)!r}), more than Setup.max_updates_per_unit "
+                f"({setup.max_updates_per_unit}) slots: raise max_updates_per_unit to {due}, or the run would "
+                "silently skip updates.",
             )
 
 
@@ -670,9 +665,9 @@ def update_slots_needed(replay_ratio: float, setup: Setup) -> int:
     """The fewest update slots per unit (``max_updates_per_unit``) that run ``replay_ratio`` exactly as
     ``setup`` does: no unit of the run has more updates due than slots, and the ratio is not clipped.
 
-    Counted in float32 as the program counts (:func:`effective_replay_ratio`, and the updates due in the
-    unit ending after ``t`` steps, ``floor(float32(t) ρ) - floor(float32(t - F) ρ)``, for every unit of
-    the run), so a rounding that makes one unit due ``ceil(ρ F) + 1`` updates is covered. A ratio the
+    Counted as the program counts (:func:`effective_replay_ratio`, and the updates due in the unit ending
+    after ``t`` steps, ``D(t) - D(t - F)`` with :func:`updates_due_by`, for every unit of the run), so a
+    float32 ratio just above ``slots / F``, whose rare units are due one more, is covered. A ratio the
     setup itself clips (above ``setup.max_replay_ratio``, or NaN) needs the setup's own bound.
     """
     ratio, frequency, bound = np.float32(replay_ratio), setup.train_frequency, setup.max_updates_per_unit
@@ -685,8 +680,8 @@ def update_slots_needed(replay_ratio: float, setup: Setup) -> int:
 
 
 def _most_updates_due(replay_ratio: float, setup: Setup) -> int:
-    """The most updates due in one unit of ``setup``'s run at ``replay_ratio`` (at least 1), counted in
-    float32 as the program counts (:func:`_unit_dues`)."""
+    """The most updates due in one unit of ``setup``'s run at ``replay_ratio`` (at least 1), counted as the
+    program counts (:func:`_unit_dues`)."""
     due = 1
     for _, per_unit in _unit_dues(replay_ratio, setup.train_frequency, setup.train_frequency, setup.total_steps):
         due = max(due, int(per_unit.max()))
@@ -694,9 +689,13 @@ def _most_updates_due(replay_ratio: float, setup: Setup) -> int:
 
 
 def updates_due_by(step: ArrayLike, replay_ratio: float) -> np.ndarray:
-    """``D(t) = floor(float32(t) · ρ)``: the updates due in the first ``t`` environment steps at ``replay_ratio``,
-    in float32 as the program counts them (the unit ending after ``t`` steps is due ``D(t) − D(t − F)``)."""
-    return np.floor(np.asarray(step).astype(np.float32) * np.float32(replay_ratio))
+    """``D(t) = floor(t · ρ)`` (``int64``), exactly, with ``ρ`` the float32 value of ``replay_ratio``: the updates
+    due in the first ``t`` environment steps, as the program counts them
+    (:func:`jaxreplay.experiments.dqn.steps.floor_product`; the unit ending after ``t`` steps is due
+    ``D(t) − D(t − F)``). ``t`` an integer below ``2**31`` (a negative one floors below 0)."""
+    numerator, denominator = float(np.float32(replay_ratio)).as_integer_ratio()  # denominator = 2**shift
+    shift = min(denominator.bit_length() - 1, 63)  # (t · numerator < 2**55: past 63 bits the floor is 0 or -1)
+    return np.right_shift(np.asarray(step, np.int64) * np.int64(numerator), np.int64(shift))
 
 
 def _unit_dues(replay_ratio: float, frequency: int, first: int, last: int):

@@ -34,7 +34,7 @@ buffer leaves at every step (see ``_isolated``; 4.5x slower at 10^4 slots).
 
 The replay ratio ρ (traced) is gradient updates per environment step. The
 updates due in a unit that ends after ``t`` steps are ``D(t) - D(t - F)``
-(``F = train_frequency``, ``D(t) = floor(float32(t) · ρ)``), so ``D(T)``
+(``F = train_frequency``, ``D(t) = floor(t · ρ)`` exactly: :func:`floor_product`), so ``D(T)``
 updates are due in ``T`` steps whatever the unit, fractions carried over:
 ρ = 0.25 updates at every 4th step, ρ = 4 four times per step. The unit runs
 the static ``max_updates_per_unit`` slots and masks those beyond the due
@@ -391,13 +391,45 @@ def _train(ctx: _Context, carry: _Carry, slot: ArrayLike) -> _Carry:
 
 def _updates_due(ctx: _Context, step: jax.Array) -> jax.Array:
     """``int32[]``: the gradient updates due in the unit that ended after ``step`` environment steps:
-    ``D(step) - D(step - train_frequency)`` with ``D(t) = floor(float32(t) × ratio)``, so ``D(T)``
-    updates are due in the first ``T`` steps, the fractions carried from unit to unit."""
+    ``D(step) - D(step - train_frequency)`` with ``D(t) = floor(t × ratio)`` exactly
+    (:func:`floor_product`), so ``D(T)`` updates are due in the first ``T`` steps, the fractions carried
+    from unit to unit."""
+    due = floor_product(step, ctx.replay_ratio) - floor_product(step - ctx.setup.train_frequency, ctx.replay_ratio)
+    return due.astype(jnp.int32)  # (the difference of the low 32 bits of each: exact, the difference is small)
 
-    def due_after(t):
-        return jnp.floor(t.astype(jnp.float32) * ctx.replay_ratio)
 
-    return (due_after(step) - due_after(step - ctx.setup.train_frequency)).astype(jnp.int32)
+def floor_product(t: jax.Array, ratio: jax.Array) -> jax.Array:
+    """``uint32[]``: ``floor(t × ratio) mod 2**32``, exactly, for an integer ``0 <= t < 2**31`` and a float32
+    ``0 <= ratio < 2**23`` (:func:`~jaxreplay.experiments.dqn.config.updates_due_by` on the host).
+
+    A float32 product rounds: past ``2**17`` updates it can round a product like 131,430.99 up to the next
+    integer, one update too many, and past ``2**24`` the count drifts by more (found by a probe). Here
+    ``ratio`` is read as the integer ``m × 2**-s`` it is (its 24-bit significand and exponent), ``t × m`` is
+    formed in two 32-bit words from 16-bit halves, and shifted right by ``s``. Every step is integer
+    arithmetic, so it is the same on every device and batch size; where the float32 product was exact (a
+    dyadic ratio such as 0.25, 1 or 4, below ``2**24`` steps and updates) the two agree.
+    """
+    u32 = jnp.uint32
+    bits = jax.lax.bitcast_convert_type(jnp.asarray(ratio, jnp.float32), u32)
+    exponent = (bits >> u32(23)) & u32(0xFF)
+    significand = (bits & u32(0x7FFFFF)) | jnp.where(exponent > 0, u32(0x800000), u32(0))
+    shift = (u32(150) - jnp.maximum(exponent, u32(1))).astype(jnp.int32)  # ratio = significand × 2**-shift
+    t = jnp.maximum(jnp.asarray(t, jnp.int32), 0).astype(u32)
+    t_hi, t_lo, m_hi, m_lo = t >> u32(16), t & u32(0xFFFF), significand >> u32(16), significand & u32(0xFFFF)
+    middle = t_hi * m_lo + t_lo * m_hi  # < 2**31 + 2**24: no wrap
+    low = t_lo * m_lo
+    low_word = low + (middle << u32(16))  # modulo 2**32; the carry out goes to the high word
+    high_word = t_hi * m_hi + (middle >> u32(16)) + (low_word < low).astype(u32)
+
+    def right(x, by):  # x >> by with by clamped into [0, 31] (XLA leaves larger shifts to the target)
+        return x >> jnp.clip(by, 0, 31).astype(u32)
+
+    def left(x, by):
+        return x << jnp.clip(by, 0, 31).astype(u32)
+
+    below_32 = left(high_word, 32 - shift) | right(low_word, shift)
+    from_32 = right(high_word, shift - 32)
+    return jnp.where(shift >= 64, u32(0), jnp.where(shift >= 32, from_32, below_32))
 
 
 def _updates(ctx: _Context, carry: _Carry) -> _Carry:
