@@ -313,7 +313,13 @@ class Hyperparameters(NamedTuple):
             baseline does before its replay start), then ramps over
             ``epsilon_decay_steps``.
         learning_starts: no gradient step before this many environment steps (>= 0).
-        target_period: hard target copy every this many environment steps (>= 1).
+        target_period: hard target copy every this many environment steps (>= 1;
+            gradient updates with ``Setup.target_period_in_updates``). Counted in
+            steps, the copy is made at the end of a unit (after its updates)
+            into which a multiple of the period falls, once per such unit: with
+            ``target_period < train_frequency`` several multiples share one copy
+            (``target_copies`` counts copies made; the online network changes
+            only at units' ends, so more copies would copy the same weights).
         target_tau: Polyak coefficient τ in [0, 1] (``target_update="polyak"``).
         priority_exponent: α >= 0 of stored-priority replay.
         importance_exponent: β >= 0 of its importance weights (0: none, 1: full).

@@ -54,7 +54,8 @@ class State(NamedTuple):
         episodes: ``int32[]``; training episodes completed.
         step: ``int32[]``; environment steps done.
         gradient_steps: ``int32[]``; gradient steps made.
-        target_copies: ``int32[]``; hard target copies made (Polyak: updates).
+        target_copies: ``int32[]``; hard target copies made (Polyak: updates); counted in
+            steps, at most one per unit (``Hyperparameters.target_period``).
         copies_at_check: ``int32[]``; ``target_copies`` at aER's latest check.
         straddle_checks, straddle_grows: ``int32[]``; aER checks (and of them
             enlargements) with a target copy since the previous check.
