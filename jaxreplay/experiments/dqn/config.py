@@ -563,12 +563,12 @@ def smallest_memory(xp, memory_size, adaptive_interval, adaptive_rule, setup: Se
     size = xp.asarray(memory_size)
     if not setup.adaptive:
         return size
+    k = xp.maximum(xp.asarray(adaptive_interval), 1)
 
     def lowest(n):  # the smallest size reached by shrinking from n (by k, only from 2k up)
         return xp.where(n < 2 * k, n, k + n % k)
 
-    k = xp.maximum(xp.asarray(adaptive_interval), 1)
-    reach = xp.where(size < setup.max_capacity, xp.minimum(lowest(size), lowest(setup.max_capacity)), lowest(size))
+    reach = xp.minimum(lowest(size), lowest(setup.max_capacity))  # (memory_size <= max_capacity: check)
     return xp.where(xp.asarray(adaptive_rule) == RULE_FIXED, size, reach)
 
 

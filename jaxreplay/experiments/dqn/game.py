@@ -287,7 +287,7 @@ def evaluate(key: jax.Array, params: agent.Params, setup: Setup) -> jax.Array:
     def episode(episode_key):
         reset_key, steps_key = jax.random.split(episode_key)
         obs, env_state = env.reset(reset_key, env_params)
-        # The keys past the last step (the last block's padding) are never used: those steps are masked as ended.
+        # The last block's padding (steps past max_steps) reuses keys: those steps count as ended, their rewards 0.
         steps = jax.random.split(steps_key, max_steps)
         steps = jnp.concatenate([steps, steps[: blocks * block - max_steps]]).reshape(blocks, block)
 
