@@ -30,6 +30,10 @@ import time
 VARIANTS = {
     "engine": None,  # the experiment's own options
     "autotuned": {"xla_gpu_autotune_level": 4},  # XLA's default on a GPU
+    # Without autotuning XLA:GPU gives a dot a default Triton tiling; cuBLAS picks its kernel by a heuristic of the
+    # shapes, deterministic for a given library and GPU. On an H200 (2026-11-30) the DQN step's batched dots took
+    # 1.3-1.7x their autotuned time untuned (benchmarks/README.md): is cuBLAS both deterministic and fast?
+    "engine, cuBLAS dots": {"xla_gpu_enable_triton_gemm": False},
 }
 SIZES = (1_000, 10_000)
 
@@ -52,12 +56,12 @@ def _sweep(env: str, seeds: int, steps: int):
 
 def compile_as(variant: str) -> None:
     """Make this process's DQN experiment compile as ``variant`` says (for the rest of the process)."""
-    from jaxreplay.experiments import dqn
+    from jaxreplay.experiments import COMPILER_OPTIONS_GPU, dqn
 
-    options = VARIANTS[variant]
-    if options is not None:  # experiments.get reads the module's EXPERIMENT when a sweep asks for it
-        gpu = {**dqn.EXPERIMENT.compiler_options_on("gpu"), **options}
-        dqn.EXPERIMENT = dqn.EXPERIMENT._replace(compiler_options={**dqn.EXPERIMENT.compiler_options, "gpu": gpu})
+    # On the engine's own GPU options, not on those of an earlier call: a variant names all of its options.
+    gpu = {**COMPILER_OPTIONS_GPU, **(VARIANTS[variant] or {})}
+    # experiments.get reads the module's EXPERIMENT when a sweep asks for it
+    dqn.EXPERIMENT = dqn.EXPERIMENT._replace(compiler_options={**dqn.EXPERIMENT.compiler_options, "gpu": gpu})
 
 
 def compute(variant: str, out: pathlib.Path, env: str, seeds: int, steps: int) -> None:
@@ -90,6 +94,8 @@ def main(argv=None) -> int:
     parser.add_argument("--seeds", type=int, default=64)
     parser.add_argument("--steps", type=int, default=20_000)
     parser.add_argument("--env", default="Acrobot-v1")
+    parser.add_argument("--variant", action="append", choices=list(VARIANTS), dest="variants",
+                        help="compile only this way (repeatable; default: every variant)")
     parser.add_argument("--one", choices=sorted(VARIANTS), help=argparse.SUPPRESS)  # a child process
     args = parser.parse_args(argv)
     if args.one:
@@ -98,17 +104,24 @@ def main(argv=None) -> int:
     import jax
 
     rows, seconds = [], {}
-    for variant in VARIANTS:
-        folders = []
+    for variant in args.variants or VARIANTS:
+        folders, failed = [], None
         for process in (1, 2):
-            folder = args.out / f"{variant}-{process}"
+            folder = args.out / f"{variant.replace(' ', '_').replace(',', '')}-{process}"
             shutil.rmtree(folder, ignore_errors=True)  # an earlier call's: a resumed sweep would compute nothing
             t0 = time.perf_counter()
             command = [sys.executable, "-m", "benchmarks.determinism", str(folder), "--one", variant]
             command += ["--seeds", str(args.seeds), "--steps", str(args.steps), "--env", args.env]
-            subprocess.run(command, check=True)
+            rc = subprocess.run(command).returncode  # a flag this XLA rejects fails its row, not the others
             seconds[folder.name] = time.perf_counter() - t0
             folders.append(folder)
+            if rc != 0:
+                failed = f"failed (exit {rc}: the child's message is above)"
+                break
+        if failed:
+            rows.append(f"| {variant} | {failed} | – |")
+            print(rows[-1], flush=True)
+            continue
         same, runs = agreement(*folders)
         times = ", ".join(f"{seconds[f.name]:.1f} s" for f in folders)
         rows.append(f"| {variant} | {same} of {runs} | {times} |")
