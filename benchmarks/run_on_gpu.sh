@@ -14,14 +14,16 @@ mkdir -p "$OUT"
 python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --target /tmp/site .whl/*.whl
 export PYTHONPATH=/tmp/site:$PWD PYTHONUNBUFFERED=1 XLA_PYTHON_CLIENT_PREALLOCATE=false
 { nvidia-smi --query-gpu=name,memory.total --format=csv,noheader; python3 -m jaxreplay info; } > "$OUT/gpu_info.txt" 2>&1
-# First (about 3 minutes): does a DQN sweep give the same bits in two processes, as the engine compiles it
-# (no autotuning) and with XLA's autotuning, and what does turning it off cost? (benchmarks/determinism.py)
-# Acrobot's MLP, then Breakout-MinAtar's convolutional network (whose backward pass has kernels of its own).
+# First (about 4 minutes): does a DQN sweep give the same bits in two processes, as the engine compiles it
+# (no autotuning), with XLA's autotuning and with cuBLAS dots, and what does each cost? (benchmarks/determinism.py)
+# At 1,000 runs, where the batched dots bind the step (the H200 run of 2026-11-30: about 2x slower untuned):
+# CartPole's MLP, then Breakout-MinAtar's convolutional network (whose backward pass has kernels of its own).
 rm -rf /tmp/determinism /tmp/determinism-minatar  # (a warm machine keeps an earlier call's folders)
 if [ -z "${SKIP_DETERMINISM:-}" ]; then
-  timeout 200 python3 -m benchmarks.determinism /tmp/determinism > "$OUT/determinism.log" 2>&1
-  timeout 200 python3 -m benchmarks.determinism /tmp/determinism-minatar --env Breakout-MinAtar --seeds 16 \
-    --steps 4000 >> "$OUT/determinism.log" 2>&1
+  timeout 200 python3 -m benchmarks.determinism /tmp/determinism --env CartPole-v1 --seeds 500 --steps 4000 \
+    > "$OUT/determinism.log" 2>&1
+  timeout 200 python3 -m benchmarks.determinism /tmp/determinism-minatar --env Breakout-MinAtar --seeds 500 \
+    --steps 2000 >> "$OUT/determinism.log" 2>&1
 fi
 cp /tmp/determinism/determinism.md "$OUT/determinism.md" 2>/dev/null
 cp /tmp/determinism-minatar/determinism.md "$OUT/determinism_minatar.md" 2>/dev/null
