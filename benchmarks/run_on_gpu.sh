@@ -22,7 +22,7 @@ rm -rf /tmp/determinism /tmp/determinism-minatar  # (a warm machine keeps an ear
 if [ -z "${SKIP_DETERMINISM:-}" ]; then
   timeout 200 python3 -m benchmarks.determinism /tmp/determinism --env CartPole-v1 --seeds 500 --steps 4000 \
     > "$OUT/determinism.log" 2>&1
-  timeout 200 python3 -m benchmarks.determinism /tmp/determinism-minatar --env Breakout-MinAtar --seeds 500 \
+  timeout 200 python3 -m benchmarks.determinism /tmp/determinism-minatar --env Breakout-MinAtar --seeds 250 \
     --steps 2000 >> "$OUT/determinism.log" 2>&1
 fi
 cp /tmp/determinism/determinism.md "$OUT/determinism.md" 2>/dev/null
