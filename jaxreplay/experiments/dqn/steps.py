@@ -339,9 +339,9 @@ def _minibatch(ctx: _Context, memory: memory_lib.MemoryState, indices: jax.Array
     return n_step_batch, ctx.loss._replace(discount=pieces.discount)
 
 
-def _train(ctx: _Context, carry: _Carry, slot: ArrayLike) -> _Carry:
+def _train(ctx: _Context, due: jax.Array, carry: _Carry, slot: ArrayLike) -> _Carry:
     """Update slot ``slot`` of a unit: one gradient step on a sampled minibatch if the slot is among the
-    updates due in the unit (:func:`_updates_due`) and ``learning_starts`` is reached (else masked), the
+    ``due`` updates of the unit (:func:`_updates_due`) and ``learning_starts`` is reached (else masked), the
     sampled starts' priorities stored and the target network updated (:func:`_update_target`).
 
     ``slot`` is 0 (a Python int) or an unbatched scan index: slot 0 draws with
@@ -354,7 +354,7 @@ def _train(ctx: _Context, carry: _Carry, slot: ArrayLike) -> _Carry:
     _, _, sample_key, _ = _step_keys(s._replace(step=s.step - 1))
     if not (isinstance(slot, int) and slot == 0):
         sample_key = jax.lax.select(slot == 0, sample_key, jax.random.fold_in(sample_key, slot))
-    do_train = (s.step >= hp.learning_starts) & (slot < _updates_due(ctx, s.step))
+    do_train = (s.step >= hp.learning_starts) & (slot < due)
     memory = s.memory
     sample = ctx.replay.sample(sample_key, memory, setup.batch_size)
     batch, loss_options = _minibatch(ctx, memory, sample.indices)
@@ -436,13 +436,14 @@ def _updates(ctx: _Context, carry: _Carry) -> _Carry:
     """The unit's ``max_updates_per_unit`` update slots (those beyond the due ones masked), then the
     hard target copy counted in steps."""
     setup = ctx.setup
-    s, acc = carry  # updates due beyond the slots are not made: counted, so the summary can flag them
-    skipped = jnp.maximum(_updates_due(ctx, s.step) - setup.max_updates_per_unit, 0)
+    s, acc = carry
+    due = _updates_due(ctx, s.step)  # (once per unit, for every slot)
+    skipped = jnp.maximum(due - setup.max_updates_per_unit, 0)  # not made: counted, so the summary can flag them
     carry = (s._replace(updates_skipped=s.updates_skipped + skipped), acc)
     if setup.max_updates_per_unit == 1:
-        carry = _train(ctx, carry, 0)
+        carry = _train(ctx, due, carry, 0)
     else:
-        carry = _scan_indexed(functools.partial(_train, ctx), carry, 0, setup.max_updates_per_unit)
+        carry = _scan_indexed(functools.partial(_train, ctx, due), carry, 0, setup.max_updates_per_unit)
     if setup.target_update == "hard" and not setup.target_period_in_updates:
         carry = _copy_target_by_steps(ctx, carry)
     return carry
