@@ -432,12 +432,11 @@ def floor_product(t: jax.Array, ratio: jax.Array) -> jax.Array:
     return jnp.where(shift >= 64, u32(0), jnp.where(shift >= 32, from_32, below_32))
 
 
-def _updates(ctx: _Context, carry: _Carry) -> _Carry:
-    """The unit's ``max_updates_per_unit`` update slots (those beyond the due ones masked), then the
+def _updates(ctx: _Context, due: jax.Array, carry: _Carry) -> _Carry:
+    """The unit's ``max_updates_per_unit`` update slots (those beyond the ``due`` ones masked), then the
     hard target copy counted in steps."""
     setup = ctx.setup
     s, acc = carry
-    due = _updates_due(ctx, s.step)  # (once per unit, for every slot)
     skipped = jnp.maximum(due - setup.max_updates_per_unit, 0)  # not made: counted, so the summary can flag them
     carry = (s._replace(updates_skipped=s.updates_skipped + skipped), acc)
     if setup.max_updates_per_unit == 1:
@@ -452,7 +451,10 @@ def _updates(ctx: _Context, carry: _Carry) -> _Carry:
 def _unit(ctx: _Context, carry: _Carry, index: jax.Array) -> _Carry:
     """``train_frequency`` environment steps, then the update slots (isolated: :func:`_isolated`)."""
     carry = _repeat(functools.partial(_env_step, ctx), carry, ctx.setup.train_frequency)
-    return _isolated(index, functools.partial(_updates, ctx), carry)
+    # The updates due, computed here and passed into the conditional: computed inside, XLA copied their
+    # integer arithmetic into every fusion that selects on a slot's do_train (17 copies in CartPole's step).
+    due = _updates_due(ctx, carry[0].step)
+    return _isolated(index, functools.partial(_updates, ctx, due), carry)
 
 
 def _consult_adaptive(ctx: _Context, carry: _Carry) -> _Carry:
