@@ -672,8 +672,10 @@ def sample(
     Returns:
         A :class:`~jaxreplay.samplers.Sample` with ``int32[batch_size]``
         slots, their probabilities :func:`probabilities` and importance
-        weights in (0, 1] (all NaN if a traced ``importance_exponent`` is NaN,
-        infinite or negative: see :func:`jaxreplay.samplers.importance_weights`).
+        weights in [0, 1], exactly 1 at the batch's smallest probability and 0
+        only where ``(size · P(i))^-importance_exponent`` underflows (all NaN if a traced
+        ``importance_exponent`` is NaN, infinite or negative: see
+        :func:`jaxreplay.samplers.importance_weights`).
         If all live priorities are 0, uniform over the live
         window; if the memory is empty, arbitrary slots with probability and
         weight 0. Cost: O(batch_size · log max_capacity), with

@@ -292,8 +292,11 @@ def importance_weights(probabilities: ArrayLike, size: ArrayLike, exponent: Arra
     """Importance-sampling weights ``(size · P(i))^-exponent / max_batch``.
 
     Normalising by the largest weight in the batch (Schaul et al. 2016) keeps
-    every weight in (0, 1] so they only ever scale updates down. Entries with
-    probability 0 get weight 0. ``float32``, shape of ``probabilities``.
+    every weight in [0, 1] so they only ever scale updates down: the entry of
+    smallest ``size · P(i)`` gets exactly 1, jitted or not, and a weight is 0
+    only where it underflows float32 (``(ratio)^-exponent`` below ~1e-45, as
+    with a very large ``exponent``). Entries with probability 0 get weight 0.
+    ``float32``, shape of ``probabilities``.
 
     Invalid input that jitted code cannot refuse is made loud, not silent: an
     ``exponent`` that is NaN, infinite or negative (possible only when traced;
@@ -304,8 +307,13 @@ def importance_weights(probabilities: ArrayLike, size: ArrayLike, exponent: Arra
     """
     exponent = jnp.asarray(exponent, jnp.float32)
     scaled = jnp.maximum(size, 1).astype(jnp.float32) * probabilities
-    log_w = -exponent * jnp.log(jnp.where(scaled > 0, scaled, 1.0))
-    weights = jnp.exp(log_w - jnp.max(jnp.where(scaled > 0, log_w, -jnp.inf)))
-    weights = jnp.where(scaled > 0, weights, 0.0)
+    positive = scaled > 0
+    # Each weight is (scaled / smallest)^-exponent: the ratio is >= 1, and exactly 1 at the batch's smallest,
+    # whose weight is exp(-exponent * 0) = 1 whatever XLA fuses. The form exp(log_w - max(log_w)) computed
+    # -exponent * log twice, once inside a fused multiply-add, so the largest weight came out 1 +- ulps under
+    # jit, and at exponents near 1e10 whole batches of 0 or of inf (a probe).
+    smallest = jnp.min(jnp.where(positive, scaled, jnp.inf))
+    ratio = jnp.where(positive, scaled / jnp.where(positive, smallest, 1.0), 1.0)
+    weights = jnp.where(positive, jnp.exp(-exponent * jnp.log(ratio)), 0.0)
     invalid = ~((exponent >= 0) & jnp.isfinite(exponent)) | jnp.isnan(probabilities)
     return jnp.where(invalid, jnp.nan, weights).astype(jnp.float32)
