@@ -683,6 +683,26 @@ def test_traced_num_old_and_interval_outside_their_range_are_flagged(num_old, in
         assert int(capacity) == 8
 
 
+def test_a_traced_interval_above_max_capacity_is_flagged_and_its_checks_keep_the_capacity():
+    """A traced k above max_capacity ran every check forced up to max_capacity, unflagged, like an aER run that
+    always grew (a probe); a concrete one is refused."""
+    memory = buffer.add_batch(buffer.init(EXAMPLE, MAX_CAPACITY, capacity=8), {"index": jnp.arange(8)})  # full
+
+    def step(interval):
+        aer = adaptive.controller(interval=interval, num_old=2, max_num_old=MAX_NUM_OLD)
+        return aer.update(None, adaptive.init(), memory, lambda tr: tr["index"].astype(jnp.float32), 2 * MAX_CAPACITY + 2)
+
+    for interval, invalid in ((MAX_CAPACITY, False), (MAX_CAPACITY + 1, True), (2 * MAX_CAPACITY + 2, True)):
+        ctrl, capacity = jax.jit(step)(jnp.int32(interval))
+        fired = (2 * MAX_CAPACITY + 2) % interval == 0
+        assert bool(ctrl.diagnostics.invalid_parameters) == invalid, interval
+        assert int(ctrl.diagnostics.num_invalid) == int(invalid and fired), interval
+        assert int(capacity) == 8 or not invalid
+    with pytest.raises(ValueError, match="interval must be <= "):
+        adaptive.controller(interval=MAX_CAPACITY + 1, num_old=2, max_num_old=MAX_NUM_OLD).update(
+            None, adaptive.init(), memory, lambda tr: tr["index"].astype(jnp.float32), 4)
+
+
 def test_noise_diagnostics_measure_the_estimators_spread():
     # Paired draws see the k-step change of the same transitions: a small spread. Independent
     # draws also see the spread of |δ| across transitions (spread 10 vs steps of 0.1).
