@@ -204,7 +204,8 @@ def n_step(
         n: horizon, integer in ``[1, max_n_step]``; may be traced (then
             clipped and flagged, module docstring).
         discount: γ in ``[0, 1]``; may be traced (outside it: NaN pieces, module docstring).
-        max_n_step: static longest horizon (the window length read per start).
+        max_n_step: static longest horizon (the window length read per start), at most the
+            memory's ``max_capacity``.
         fields: the storage keys of the reward and the two episode-end flags.
 
     Returns:
@@ -215,12 +216,14 @@ def n_step(
         ``|S| · max_n_step`` scalars, no observation gathered.
 
     Raises:
-        ValueError: ``max_n_step`` is not a positive Python int; ``n`` is not
+        ValueError: ``max_n_step`` is not a Python int in ``[1, max_capacity]``; ``n`` is not
             a scalar; a concrete ``n``, ``discount`` or index out of range;
             the storage lacks a field or stores it with more than one number
             per transition.
     """
-    max_n_step = _validation.check_static_int("max_n_step", max_n_step, low=1)
+    # A window longer than the memory never holds more transitions, and its loop is unrolled: 4,000 steps on 8
+    # slots compiled for 17 s, 10**6 did not finish (a probe).
+    max_n_step = _validation.check_static_int("max_n_step", max_n_step, low=1, high=state.max_capacity)
     _check_horizon(n, max_n_step)
     _validation.check_float("discount", discount, low=0.0, high=1.0)
     storage = state.storage

@@ -430,6 +430,10 @@ def test_bad_concrete_n_or_max_n_step_is_refused_naming_the_argument():
     for max_n_step in (0, 2.0):
         with pytest.raises(ValueError, match="max_n_step must be"):
             returns.n_step(state, indices, 1, 0.9, max_n_step)
+    # A window longer than the memory (its loop unrolled: 4,000 steps on 8 slots compiled for 17 s, 10**6 hung).
+    for max_n_step in (MAX_CAPACITY + 1, 10**6):
+        with pytest.raises(ValueError, match=f"max_n_step must be <= {MAX_CAPACITY}"):
+            returns.n_step(state, indices, 1, 0.9, max_n_step)
     with pytest.raises(ValueError, match="discount must be <= 1"):
         returns.n_step(state, indices, 1, 1.5, MAX_N)
     with pytest.raises(ValueError, match="'truncated'"):
@@ -453,6 +457,7 @@ def test_bad_concrete_n_or_max_n_step_is_refused_naming_the_argument():
     with pytest.raises(ValueError, match=r"must have shape \(max_capacity,\) .* vmap n_step over them"):
         returns.n_step(batched, indices, 1, 0.9, MAX_N)
     assert COMPILE_EVENTS.lowerings == before
+    assert returns.n_step(state, indices, 1, 0.9, MAX_CAPACITY)[0].steps.shape == (3,)  # the whole ring: allowed
 
 
 def test_traced_n_out_of_range_is_clipped_and_flagged():
