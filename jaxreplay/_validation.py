@@ -278,6 +278,13 @@ def check_bounds(name: str, value: object, bounds: Bounds) -> None:
         raise FieldError(name, f"(runs as {_show(ran)}, a float32): {error.problem}", value) from None
 
 
+def is_subnormal(value: jax.typing.ArrayLike) -> jax.Array:
+    """``bool``, elementwise: whether a (possibly traced) float32 ``value`` is subnormal, which XLA flushes to 0
+    (compared by bits, not value: exponent field 0 with a nonzero fraction; as a value it compares equal to 0)."""
+    bits = jax.lax.bitcast_convert_type(jnp.asarray(value, jnp.float32), jnp.uint32)
+    return ((bits & 0x7F800000) == 0) & ((bits & 0x007FFFFF) != 0)
+
+
 def outside_bounds(value: object, bounds: Bounds) -> jax.Array:
     """``bool[]``: whether any entry of a (possibly traced) ``value`` is one :func:`check_bounds` refuses.
 
@@ -296,10 +303,8 @@ def outside_bounds(value: object, bounds: Bounds) -> jax.Array:
         if bounds.integer:  # (a float beyond int32 would run as another integer once cast; 2**31 is exact in
             # float32, INT32_MAX is not)
             bad = bad | (jnp.floor(arr) != arr) | (arr < -(2.0**31)) | (arr >= 2.0**31)
-        if arr.dtype == jnp.float32:  # check_float32's other half: a subnormal runs as 0 (XLA flushes it), so
-            # compare bits, not values: exponent field 0 with a nonzero fraction
-            bits = jax.lax.bitcast_convert_type(arr, jnp.uint32)
-            bad = bad | (((bits & 0x7F800000) == 0) & ((bits & 0x007FFFFF) != 0))
+        if arr.dtype == jnp.float32:  # check_float32's other half: a subnormal runs as 0 (XLA flushes it)
+            bad = bad | is_subnormal(arr)
     if bounds.low is not None:
         bad = bad | (arr < bounds.low)
     if bounds.high is not None:

@@ -113,8 +113,9 @@ enlarge).
 Invalid traced settings. Concrete bad ``tolerance`` and ``relative_tolerance`` values are refused
 (``ValueError``); traced ones cannot be. A traced ``ε`` that is NaN, infinite or negative, ``ρ`` NaN or
 outside ``[0, 1]``, an evidence setting out of range, an ``n_old`` not an integer in ``[1, max_num_old]`` or a
-``k`` not an integer in ``[1, max_capacity]`` would bias every decision without a trace (``n_old`` = 10 and 1000 ran as 4 under their own
-labels). Instead it sets the sticky flag ``invalid_parameters`` and its checks are treated like non-finite ones.
+``k`` not an integer in ``[1, max_capacity]`` would bias every decision without a trace (``n_old`` = 10 and
+1000 ran as 4 under their own labels; a ``k`` above ``max_capacity`` forced every check up to it). Instead it
+sets the sticky flag ``invalid_parameters`` and its checks are treated like non-finite ones.
 
 The random-walk control (``random_walk=True``). A fair coin instead of the comparison, same boundaries,
 interval and bookkeeping: aER's trajectory if the TD errors carried no information.
@@ -654,7 +655,7 @@ def _update(
     valid_evidence = evidence_lib.valid(config.evidence_threshold, config.evidence_allowance)
     valid_parameters = _valid_tolerances(config.tolerance, config.relative_tolerance) & valid_evidence & ~counts_clipped
     # A k above max_capacity forced every check up to max_capacity, unflagged (a probe); a concrete one is refused.
-    valid_parameters = valid_parameters & (arrays.interval <= buffer_state.max_capacity)
+    valid_parameters = valid_parameters & (jnp.asarray(arrays.interval) <= buffer_state.max_capacity)
     fire = (jnp.asarray(step, jnp.int32) % arrays.interval == 0) & buffer_lib.is_full(buffer_state)
 
     def check(state: AdaptiveState) -> tuple[AdaptiveState, jax.Array]:

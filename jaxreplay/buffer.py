@@ -187,6 +187,8 @@ def _check_storable(name: str, given: object, dtype: np.dtype) -> None:
     do not overflow (0.1 into ``float16`` rounds, as float32 rounds it; 7e4 would be inf). A narrowing
     that could wrap or overflow is refused for traced values, whose values are not known here (int32
     300 stored in ``int8`` is 44): the caller casts them, deciding what a value out of range becomes.
+    Traced integers go into a float type whose range holds their type's (int32 into float32: rounded
+    above 2**24, as a concrete one is).
     """
     given_dtype = jnp.result_type(given)
     kind, into = _validation.dtype_kind(given_dtype), _validation.dtype_kind(dtype)
@@ -196,7 +198,10 @@ def _check_storable(name: str, given: object, dtype: np.dtype) -> None:
             "without changing its kind; cast it first."
         )
     values = _validation.concrete_value(given)
-    if values is None:  # traced: only a type that holds every value of the given one
+    if values is None and kind in "iu" and into == "f":  # traced integers into a float type: they only round
+        # (as concrete ones do) unless the type's range is smaller than theirs (int32 into float16 can overflow)
+        lossless = float(np.iinfo(given_dtype).max) <= float(jnp.finfo(dtype).max)
+    elif values is None:  # traced: only a type that holds every value of the given one
         lossless = np.can_cast(given_dtype, dtype, casting="safe")
     elif into == "f":  # (an integer or a float: only an overflow to inf changes more than the rounding)
         finite = values[np.isfinite(values)]

@@ -116,6 +116,8 @@ def _plain(sampler: Callable[[jax.Array, buffer_lib.BufferState, int], samplers.
 def _prioritized(
     importance_exponent: ArrayLike = 0.0, priority_exponent: ArrayLike = 1.0, priority_floor: ArrayLike = 1e-6
 ) -> Memory:
+    prioritized.check_floor_power(priority_floor, priority_exponent)  # (concrete: refused here, before any call)
+
     def sample(key: jax.Array, state: prioritized.PrioritizedState, batch_size: int) -> samplers.Sample:
         return prioritized.sample(key, state, batch_size, importance_exponent)
 

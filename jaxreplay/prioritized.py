@@ -104,10 +104,12 @@ weights 0 (as in :mod:`jaxreplay.samplers`).
 
 from __future__ import annotations
 
+import math
 from typing import NamedTuple
 
 import jax
 import jax.numpy as jnp
+import numpy as np
 
 from jaxreplay import _validation, samplers
 from jaxreplay import buffer as buffer_lib
@@ -504,6 +506,33 @@ def resize(state: PrioritizedState, new_capacity: ArrayLike) -> PrioritizedState
     return state._replace(buffer=new_buffer, sum_tree=_build_tree(leaves))
 
 
+def floor_power_underflows(priority_floor: ArrayLike, priority_exponent: ArrayLike) -> jax.Array:
+    """``bool``, elementwise (broadcast; traced or not): ``ε > 0`` whose ``ε^α`` is below the smallest normal
+    float32 (``1.18e-38``), so that it runs as 0 and a transition whose TD error is 0 stores priority 0, never
+    to be replayed, against the floor's promise (:func:`update_priorities` flags it, :func:`check_floor_power`
+    refuses it)."""
+    floor = jnp.asarray(priority_floor, _FLOAT)
+    return (floor > 0) & (jnp.power(floor, jnp.asarray(priority_exponent, _FLOAT)) < _validation.FLOAT32_TINY)
+
+
+def check_floor_power(priority_floor: ArrayLike, priority_exponent: ArrayLike) -> None:
+    """Refuse (``ValueError`` naming ``priority_floor``) concrete values, scalars or arrays broadcast together,
+    for which :func:`floor_power_underflows`; traced ones pass (:func:`update_priorities` flags them)."""
+    floors, exponents = _validation.concrete_value(priority_floor), _validation.concrete_value(priority_exponent)
+    if floors is None or exponents is None:
+        return
+    floors, exponents = np.broadcast_arrays(np.asarray(floors, np.float64), np.asarray(exponents, np.float64))
+    for floor, exponent in zip(floors.reshape(-1), exponents.reshape(-1)):
+        # (in logs: 1e30 ** 1e30 overflows a Python float)
+        if floor > 0 and math.isfinite(exponent) and exponent * math.log(floor) < math.log(_validation.FLOAT32_TINY):
+            raise _validation.FieldError(
+                "priority_floor",
+                f"= {floor:g} raised to priority_exponent = {exponent:g} is {floor**exponent:.3g}, below float32's "
+                f"smallest normal number ({_validation.FLOAT32_TINY:.3g}): it would run as 0, and a transition whose "
+                "TD error is 0 would never be replayed; give a larger priority_floor (or 0, to mean no floor).",
+            )
+
+
 def update_priorities(
     state: PrioritizedState,
     indices: ArrayLike,
@@ -532,7 +561,9 @@ def update_priorities(
       ``max_priority``, as for a new transition; ``inf`` and huge priorities
       are clipped and tiny ones flushed to 0 (module docstring, Numerics);
     * a traced ``priority_exponent`` or ``priority_floor`` that is NaN,
-      infinite or negative makes the whole update a no-op and sets the
+      infinite, negative or subnormal (it would run as 0), or a floor whose
+      ``ε^α`` is below the smallest normal float32 (a TD error of 0 would
+      store 0), makes the whole update a no-op and sets the
       sticky flag ``invalid_parameters`` (it does not reset every priority
       to ``max_priority``, nor invert them);
     * ``max_priority`` becomes the maximum of itself and the stored
@@ -558,8 +589,8 @@ def update_priorities(
     Raises:
         ValueError: shapes differ, ``indices`` is not integer or (concrete)
             out of range, ``td_errors`` (concrete) is not finite, or
-            ``priority_exponent``/``priority_floor`` (concrete) is negative or
-            not finite.
+            ``priority_exponent``/``priority_floor`` (concrete) is negative, not
+            finite or not a normal float32, or ``ε^α`` is (:func:`check_floor_power`).
     """
     mode = _tree_mode(tree)
     max_capacity = state.max_capacity
@@ -570,7 +601,10 @@ def update_priorities(
     _validation.check_int("indices", indices, low=0, high=max_capacity - 1)
     _validation.check_float("td_errors", td_errors)
     _validation.check_float("priority_exponent", priority_exponent, low=0.0, scalar=True)
+    _validation.check_float32("priority_exponent", priority_exponent)  # 1e39 would run as inf, 1e-40 as 0
     _validation.check_float("priority_floor", priority_floor, low=0.0, scalar=True)
+    _validation.check_float32("priority_floor", priority_floor)  # 1e39 would run as inf, 1e-40 as 0
+    check_floor_power(priority_floor, priority_exponent)
     num_leaves, _ = _tree_shape(state.sum_tree)
     indices = jnp.ravel(jnp.asarray(indices)).astype(jnp.int32)
     td_errors = jnp.ravel(jnp.asarray(td_errors)).astype(_FLOAT)
@@ -587,10 +621,16 @@ def update_priorities(
         & jnp.isfinite(priority_exponent)
         & (priority_floor >= 0)
         & jnp.isfinite(priority_floor)
+        # Values that run as others, unflagged (a probe): a subnormal runs as 0, and a floor whose ε^α is below
+        # the smallest normal float32 stores 0 for a TD error of 0, never replayed, against the floor's promise.
+        & ~_validation.is_subnormal(priority_exponent)
+        & ~_validation.is_subnormal(priority_floor)
+        & ~floor_power_underflows(priority_floor, priority_exponent)
     )
     accepted = in_range & (age_order < state.buffer.size) & valid_parameters
     priorities = jnp.power(jnp.abs(td_errors) + priority_floor, priority_exponent)
-    priorities = jnp.where(jnp.isnan(priorities), state.max_priority, priorities)
+    # (A NaN TD error at α = 0 has priority NaN^0 = 1: tested on the error as well.)
+    priorities = jnp.where(jnp.isnan(priorities) | jnp.isnan(td_errors), state.max_priority, priorities)
     priorities = _clean_priorities(priorities, num_leaves)
 
     nodes = num_leaves + safe
@@ -688,6 +728,7 @@ def sample(
     mode = _tree_mode(tree)
     batch_size = _validation.check_static_int("batch_size", batch_size, low=1)
     _validation.check_float("importance_exponent", importance_exponent, low=0.0, scalar=True)
+    _validation.check_float32("importance_exponent", importance_exponent)  # 1e39 would run as inf, 1e-40 as 0
     sum_tree = state.sum_tree
     num_leaves, depth = _tree_shape(sum_tree)
     num_blocks = max(1, -(-depth // _LEVELS_PER_UNIFORM))

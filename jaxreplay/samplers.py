@@ -74,7 +74,9 @@ def uniform_from_draws(state: buffer_lib.BufferState, draws: ArrayLike) -> Sampl
 
     Args:
         state: the memory.
-        draws: ``float32[batch_size]`` in [0, 1).
+        draws: ``float32[batch_size]`` in [0, 1). Concrete ones outside are refused; traced ones are
+            clipped into the live window (NaN: its oldest transition), unflagged: they are meant to come
+            from :func:`uniform_draws`.
 
     Returns:
         A :class:`Sample` as :func:`uniform`'s. Cost: O(batch_size).
@@ -189,7 +191,9 @@ def _shifted_priorities(
     every live one 1 where all are 0), and whether the (possibly traced) settings are valid. Refuses concrete
     bad settings and ``td_errors`` of another shape."""
     _validation.check_float("priority_exponent", priority_exponent, low=0.0, high=MAX_PRIORITY_EXPONENT, scalar=True)
+    _validation.check_float32("priority_exponent", priority_exponent)  # 1e39 would run as inf, 1e-40 as 0
     _validation.check_float("error_floor", error_floor, low=0.0, scalar=True)
+    _validation.check_float32("error_floor", error_floor)  # 1e39 would run as inf, 1e-40 as 0
     td_errors = jnp.asarray(td_errors)
     if td_errors.shape != (state.max_capacity,):
         raise ValueError(f"td_errors must have shape ({state.max_capacity},) (one per slot), got {td_errors.shape}.")
@@ -208,6 +212,7 @@ def _shifted_priorities(
     shifted = jnp.where(live, jnp.where(top == -jnp.inf, 1.0, shifted), 0.0)
     exponent, floor = jnp.asarray(priority_exponent), jnp.asarray(error_floor)
     valid = (exponent >= 0) & (exponent <= MAX_PRIORITY_EXPONENT) & (floor >= 0) & jnp.isfinite(floor)
+    valid = valid & ~_validation.is_subnormal(exponent) & ~_validation.is_subnormal(floor)  # (they run as 0)
     return shifted, valid
 
 
@@ -275,6 +280,7 @@ def exact_prioritized(
     """
     batch_size = _validation.check_static_int("batch_size", batch_size, low=1)
     _validation.check_float("importance_exponent", importance_exponent, low=0.0, scalar=True)
+    _validation.check_float32("importance_exponent", importance_exponent)  # 1e39 would run as inf, 1e-40 as 0
     shifted, settings_valid = _shifted_priorities(state, td_errors, priority_exponent, error_floor)
     # One cumulative sum in age order (the live window is its prefix): the draws search it, and its value at
     # the newest transition is the total that normalises the drawn probabilities, as exact_priorities does.
@@ -315,5 +321,6 @@ def importance_weights(probabilities: ArrayLike, size: ArrayLike, exponent: Arra
     smallest = jnp.min(jnp.where(positive, scaled, jnp.inf))
     ratio = jnp.where(positive, scaled / jnp.where(positive, smallest, 1.0), 1.0)
     weights = jnp.where(positive, jnp.exp(-exponent * jnp.log(ratio)), 0.0)
-    invalid = ~((exponent >= 0) & jnp.isfinite(exponent)) | jnp.isnan(probabilities)
+    invalid = ~((exponent >= 0) & jnp.isfinite(exponent)) | _validation.is_subnormal(exponent)
+    invalid = invalid | jnp.isnan(probabilities)
     return jnp.where(invalid, jnp.nan, weights).astype(jnp.float32)

@@ -364,6 +364,12 @@ def test_a_transition_is_stored_as_itself_or_refused():
                                          r"cast it first \(e\.g\. \.astype\(jnp\.int8\)\)"):
         jax.jit(lambda x: buffer.add(state, {**fine, "a": x}))(jnp.int32(3))
     assert jax.jit(lambda x: buffer.add(state, {**fine, "a": x.astype(jnp.int8)}).storage["a"][0])(jnp.int32(3)) == 3
+    # Traced integers into a float leaf only round, as concrete ones do (they were refused as "would wrap or
+    # overflow", which an int32 in float32 cannot: a probe); into float16, whose range is smaller, they can.
+    o = jax.jit(lambda x: buffer.add(state, {**fine, "o": x}).storage["o"][0])(jnp.array([3, 2**24 + 1], jnp.int32))
+    assert o.dtype == jnp.float32 and o.tolist() == [3.0, 2.0**24]
+    with pytest.raises(ValueError, match=r"has dtype int32, whose values may fall outside what float16 holds"):
+        jax.jit(lambda x: buffer.add(state, {**fine, "h": x}))(jnp.int32(3))
     with pytest.raises(ValueError, match=r"values outside what int8 holds"):
         buffer.add_batch(state, {k: jnp.stack([v, v]) for k, v in {**fine, "a": jnp.int32(300)}.items()})
 

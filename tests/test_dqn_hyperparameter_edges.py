@@ -172,3 +172,17 @@ def test_the_no_update_warning_names_the_replay_ratio_when_it_is_the_cause(capsy
     assert ("no gradient step was taken: at replay ratio 0.0011 the first update due from learning_starts (1000) on "
             "comes at step 1,819 and the run has 1100; the 1 due before it are not made (raise --replay-ratio or use "
             "more --steps)") in capsys.readouterr().err
+
+
+def test_a_stored_priority_floor_that_runs_as_zero_is_refused_and_flagged_when_traced():
+    """ε = 1e-20 at α = 2 makes ε^α = 1e-40, which runs as 0: a TD error of 0 stored priority 0 and was never
+    replayed, unflagged (a probe); the memory now makes such an update a no-op, so DQN refuses or flags it."""
+    per = dataclasses.replace(CHAIN, sampler="prioritized")
+    bad = dqn.Hyperparameters(memory_size=16, priority_floor=1e-20, priority_exponent=np.array([1.0, 2.0]))
+    with pytest.raises(ValueError, match=r"priority_floor = 1e-20 raised to priority_exponent = 2 is 1e-40"):
+        dqn.check(bad, per)
+    dqn.check(bad, CHAIN)  # uniform replay never reads them
+    dqn.check(bad._replace(priority_exponent=1.0), per)
+    flags = jax.jit(jax.vmap(lambda a: config.invalid_hyperparameters(bad._replace(priority_exponent=a), per)))
+    assert np.asarray(flags(jnp.array([1.0, 2.0, 0.0]))).tolist() == [False, True, False]
+    assert not bool(jax.jit(lambda a: config.invalid_hyperparameters(bad._replace(priority_exponent=a), CHAIN))(2.0))

@@ -252,7 +252,10 @@ def test_saturated_priorities_keep_probabilities_and_weights_positive(td_error, 
 
 
 @pytest.mark.parametrize("alpha, floor", [(np.nan, FLOOR), (-1.0, FLOOR), (np.inf, FLOOR), (ALPHA, np.nan),
-                                          (ALPHA, -1.0), (ALPHA, np.inf)])
+                                          (ALPHA, -1.0), (ALPHA, np.inf),
+                                          # Ran as others, unflagged (a probe): a subnormal runs as 0, and ε^α
+                                          # below the smallest normal stored 0 for a TD error of 0.
+                                          (1e-40, FLOOR), (ALPHA, 1e-40), (2.0, 1e-20)])
 def test_traced_invalid_priority_parameters_are_flagged_and_ignored(alpha, floor):
     state = _update(_small(adds=4), jnp.arange(4), jnp.array([0.5, 2.0, 3.0, 0.1]), ALPHA)
     assert not bool(state.invalid_parameters)
@@ -264,6 +267,34 @@ def test_traced_invalid_priority_parameters_are_flagged_and_ignored(alpha, floor
     later = _update(_add(bad, jnp.float32(9)), jnp.array([0]), jnp.array([1.0]), ALPHA)
     assert bool(later.invalid_parameters), "the flag is sticky"
     assert _leaves(later)[0] == np.float32(_priority(1.0))  # valid updates still apply
+
+
+def test_a_nan_td_error_stores_max_priority_even_at_alpha_zero_and_concrete_settings_must_fit_float32():
+    """NaN^0 is 1: at α = 0 a NaN TD error stored 1, not max_priority as documented; and the direct calls took
+    concrete settings that run as inf or 0 in float32, which memory.make refuses (a probe)."""
+    from jaxreplay import memory, samplers
+
+    state = _update(_small(adds=4), jnp.arange(4), jnp.array([9.0, 1.0, 1.0, 1.0]), 1.0, 0.0)
+    assert float(state.max_priority) == 9.0
+    later = _update(state, jnp.arange(2, 4), jnp.array([np.nan, 2.0]), 0.0, FLOOR)
+    np.testing.assert_array_equal(_leaves(later)[:4], [9.0, 1.0, 9.0, 1.0])
+    # Concrete: refused before tracing, naming the setting.
+    td = jnp.zeros(S)
+    calls = {
+        "importance_exponent = 1e+39": lambda: prioritized.sample(jax.random.key(0), state, 4, 1e39),
+        "priority_exponent = 1e+39": lambda: prioritized.update_priorities(state, jnp.arange(2), jnp.ones(2), 1e39),
+        "priority_floor = 1e-40": lambda: prioritized.update_priorities(state, jnp.arange(2), jnp.ones(2), 1.0, 1e-40),
+        "priority_floor = 1e-20 raised to priority_exponent = 2 is 1e-40": lambda: prioritized.update_priorities(
+            state, jnp.arange(2), jnp.ones(2), 2.0, 1e-20),
+        "error_floor = 1e+39": lambda: samplers.exact_priorities(state.buffer, td, 1.0, 1e39),
+        "importance_exponent = 1e-40": lambda: samplers.exact_prioritized(
+            jax.random.key(0), state.buffer, td, 4, 1.0, importance_exponent=1e-40),
+        "priority_floor = 1e-20 raised": lambda: memory.make("prioritized", priority_floor=1e-20, priority_exponent=2),
+    }
+    for message, call in calls.items():
+        with pytest.raises(ValueError, match=message.replace("+", r"\+")):
+            call()
+    memory.make("prioritized", priority_floor=1e-20, priority_exponent=1.0)  # 1e-20 itself is a normal float32
 
 
 @pytest.mark.parametrize("beta", [np.nan, -0.5, np.inf])

@@ -176,6 +176,7 @@ def test_jitted_importance_weights_are_at_most_one_and_exactly_one_at_the_smalle
     (np.nan, 0.5, 1e-6), (-1.0, 0.5, 1e-6), (np.inf, 0.5, 1e-6), (1e37, 0.5, 1e-6),  # priority exponent
     (2.0, np.nan, 1e-6), (2.0, -0.5, 1e-6),  # importance exponent
     (2.0, 0.5, np.nan), (2.0, 0.5, -1.0),  # error floor
+    (1e-40, 0.5, 1e-6), (2.0, 1e-40, 1e-6), (2.0, 0.5, 1e-40),  # subnormal: ran as 0, unflagged (a probe)
 ])
 def test_traced_invalid_exponents_give_nan_not_silent_weights(beta, importance, floor):
     # Traced, so nothing can raise: every weight is NaN (a weighted loss turns NaN and the

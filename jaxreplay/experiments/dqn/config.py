@@ -18,7 +18,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from jaxreplay import _validation, adaptive, evidence
+from jaxreplay import _validation, adaptive, evidence, prioritized
 from jaxreplay import memory as memory_lib
 from jaxreplay._typing import ArrayLike
 from jaxreplay.agents import dqn as agent
@@ -458,6 +458,8 @@ def check(hparams: Hyperparameters, setup: Setup) -> None:
     # The upper bounds are static Setup fields: say which one to raise.
     _check_at_most("n_step", h.n_step, setup.max_n_step, f"Setup.max_n_step ({setup.max_n_step})", "raise max_n_step")
     _check_n_step_within_smallest_memory(h, setup)
+    if setup.sampler == "prioritized":  # (a floor whose ε^α runs as 0: a TD error of 0 would never be replayed)
+        prioritized.check_floor_power(h.priority_floor, h.priority_exponent)
     ratio = _validation.concrete_value(h.replay_ratio)
     if ratio is not None and np.any(ratio <= 0):  # no updates at all: not a DQN run (set learning_starts instead)
         bad = float(np.asarray(ratio).reshape(-1)[np.asarray(ratio).reshape(-1) <= 0][0])
@@ -531,7 +533,8 @@ def _bounds(setup: Setup) -> dict[str, _validation.Bounds]:
 
 def invalid_hyperparameters(hparams: Hyperparameters, setup: Setup) -> jax.Array:
     """``bool[]``: some (traced) field of ``hparams`` is a value :func:`check` refuses (NaN, ±inf, out of
-    range, a fractional integer, a ratio <= 0, an aER interval off the check grid).
+    range, a fractional integer, a ratio <= 0, an aER interval off the check grid, a stored-priority floor
+    whose ``ε^α`` runs as 0: :func:`jaxreplay.prioritized.floor_power_underflows`).
 
     Jitted code cannot raise: the run goes on (integers truncated, then memory size, n and the ratio clipped,
     the rest used as given) and this flag (the summary's ``invalid_hyperparameters``) says its numbers mean
@@ -548,6 +551,8 @@ def invalid_hyperparameters(hparams: Hyperparameters, setup: Setup) -> jax.Array
     if setup.adaptive:
         interval = jnp.asarray(hparams.adaptive_interval)
         flags.append(jnp.any(jnp.mod(interval, setup.adaptive_check_every) != 0))
+    if setup.sampler == "prioritized":  # (the memory then makes every priority update a no-op)
+        flags.append(jnp.any(prioritized.floor_power_underflows(hparams.priority_floor, hparams.priority_exponent)))
     return jnp.any(jnp.stack(flags))
 
 
