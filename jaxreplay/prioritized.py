@@ -507,17 +507,18 @@ def resize(state: PrioritizedState, new_capacity: ArrayLike) -> PrioritizedState
 
 
 def floor_power_underflows(priority_floor: ArrayLike, priority_exponent: ArrayLike) -> jax.Array:
-    """``bool``, elementwise (broadcast; traced or not): ``ε > 0`` whose ``ε^α`` is below the smallest normal
-    float32 (``1.18e-38``), so that it runs as 0 and a transition whose TD error is 0 stores priority 0, never
-    to be replayed, against the floor's promise (:func:`update_priorities` flags it, :func:`check_floor_power`
-    refuses it)."""
+    """``bool`` of the two arguments' broadcast shape (traced or not): ``ε > 0`` whose ``ε^α`` is below the
+    smallest normal float32 (``1.18e-38``), so that it runs as 0 and a transition whose TD error is 0 stores
+    priority 0, never to be replayed, against the floor's promise (:func:`update_priorities` flags it,
+    :func:`check_floor_power` refuses it)."""
     floor = jnp.asarray(priority_floor, _FLOAT)
     return (floor > 0) & (jnp.power(floor, jnp.asarray(priority_exponent, _FLOAT)) < _validation.FLOAT32_TINY)
 
 
 def check_floor_power(priority_floor: ArrayLike, priority_exponent: ArrayLike) -> None:
-    """Refuse (``ValueError`` naming ``priority_floor``) concrete values, scalars or arrays broadcast together,
-    for which :func:`floor_power_underflows`; traced ones pass (:func:`update_priorities` flags them)."""
+    """Refuse (``ValueError`` naming ``priority_floor``) concrete values, scalars or arrays of any shape
+    broadcast together, for which :func:`floor_power_underflows`; traced ones pass (:func:`update_priorities`
+    flags them)."""
     floors, exponents = _validation.concrete_value(priority_floor), _validation.concrete_value(priority_exponent)
     if floors is None or exponents is None:
         return

@@ -119,6 +119,8 @@ class _Context(NamedTuple):
         start_capacity: ``int32[]``; the memory's capacity when the segment starts.
         replay_ratio: ``float32[]``; ``hp.replay_ratio`` clipped into ``[0, setup.max_replay_ratio]``
             (:func:`~jaxreplay.experiments.dqn.config.effective_replay_ratio`).
+        updates_due: ``int32[]``; the updates due in the current unit (:func:`_updates_due`), set by
+            :func:`_unit` for its update slots (0 outside them).
     """
 
     setup: Setup
@@ -132,6 +134,7 @@ class _Context(NamedTuple):
     controller: adaptive.Controller
     start_capacity: jax.Array
     replay_ratio: jax.Array
+    updates_due: ArrayLike = 0
 
 
 # A carry of the step functions: the run's state and the segment's sums.
@@ -339,9 +342,9 @@ def _minibatch(ctx: _Context, memory: memory_lib.MemoryState, indices: jax.Array
     return n_step_batch, ctx.loss._replace(discount=pieces.discount)
 
 
-def _train(ctx: _Context, due: jax.Array, carry: _Carry, slot: ArrayLike) -> _Carry:
+def _train(ctx: _Context, carry: _Carry, slot: ArrayLike) -> _Carry:
     """Update slot ``slot`` of a unit: one gradient step on a sampled minibatch if the slot is among the
-    ``due`` updates of the unit (:func:`_updates_due`) and ``learning_starts`` is reached (else masked), the
+    ``ctx.updates_due`` updates of the unit and ``learning_starts`` is reached (else masked), the
     sampled starts' priorities stored and the target network updated (:func:`_update_target`).
 
     ``slot`` is 0 (a Python int) or an unbatched scan index: slot 0 draws with
@@ -354,7 +357,7 @@ def _train(ctx: _Context, due: jax.Array, carry: _Carry, slot: ArrayLike) -> _Ca
     _, _, sample_key, _ = _step_keys(s._replace(step=s.step - 1))
     if not (isinstance(slot, int) and slot == 0):
         sample_key = jax.lax.select(slot == 0, sample_key, jax.random.fold_in(sample_key, slot))
-    do_train = (s.step >= hp.learning_starts) & (slot < due)
+    do_train = (s.step >= hp.learning_starts) & (slot < jnp.asarray(ctx.updates_due))
     memory = s.memory
     sample = ctx.replay.sample(sample_key, memory, setup.batch_size)
     batch, loss_options = _minibatch(ctx, memory, sample.indices)
@@ -432,17 +435,18 @@ def floor_product(t: jax.Array, ratio: jax.Array) -> jax.Array:
     return jnp.where(shift >= 64, u32(0), jnp.where(shift >= 32, from_32, below_32))
 
 
-def _updates(ctx: _Context, due: jax.Array, carry: _Carry) -> _Carry:
-    """The unit's ``max_updates_per_unit`` update slots (those beyond the ``due`` ones masked), then the
+def _updates(ctx: _Context, carry: _Carry) -> _Carry:
+    """The unit's ``max_updates_per_unit`` update slots (those beyond ``ctx.updates_due`` masked), then the
     hard target copy counted in steps."""
     setup = ctx.setup
     s, acc = carry
-    skipped = jnp.maximum(due - setup.max_updates_per_unit, 0)  # not made: counted, so the summary can flag them
+    # Updates due beyond the slots are not made: counted, so the summary can flag them.
+    skipped = jnp.maximum(ctx.updates_due - setup.max_updates_per_unit, 0)
     carry = (s._replace(updates_skipped=s.updates_skipped + skipped), acc)
     if setup.max_updates_per_unit == 1:
-        carry = _train(ctx, due, carry, 0)
+        carry = _train(ctx, carry, 0)
     else:
-        carry = _scan_indexed(functools.partial(_train, ctx, due), carry, 0, setup.max_updates_per_unit)
+        carry = _scan_indexed(functools.partial(_train, ctx), carry, 0, setup.max_updates_per_unit)
     if setup.target_update == "hard" and not setup.target_period_in_updates:
         carry = _copy_target_by_steps(ctx, carry)
     return carry
@@ -453,8 +457,8 @@ def _unit(ctx: _Context, carry: _Carry, index: jax.Array) -> _Carry:
     carry = _repeat(functools.partial(_env_step, ctx), carry, ctx.setup.train_frequency)
     # The updates due, computed here and passed into the conditional: computed inside, XLA copied their
     # integer arithmetic into every fusion that selects on a slot's do_train (17 copies in CartPole's step).
-    due = _updates_due(ctx, carry[0].step)
-    return _isolated(index, functools.partial(_updates, ctx, due), carry)
+    ctx = ctx._replace(updates_due=_updates_due(ctx, carry[0].step))
+    return _isolated(index, functools.partial(_updates, ctx), carry)
 
 
 def _consult_adaptive(ctx: _Context, carry: _Carry) -> _Carry:
