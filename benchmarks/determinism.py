@@ -104,6 +104,24 @@ def main(argv=None) -> int:
     import jax
 
     rows, seconds = [], {}
+    device = jax.devices()[0]
+
+    def write() -> None:  # after every variant: a deadline (timeout on a lent GPU) keeps the finished rows
+        text = "\n".join(
+            [
+                f"# The same DQN sweep in two processes ({args.env}, memories {SIZES}, {args.seeds} seeds, "
+                f"{args.steps} steps)",
+                "",
+                f"Device: {device.device_kind} ({device.platform}), jax {jax.__version__}.",
+                "",
+                "| compiled | runs bit-identical in both processes | wall time of each process |",
+                "| --- | --- | --- |",
+                *rows,
+                "",
+            ]
+        )
+        (args.out / "determinism.md").write_text(text)
+
     for variant in args.variants or VARIANTS:
         folders, failed = [], None
         for process in (1, 2):
@@ -120,27 +138,12 @@ def main(argv=None) -> int:
                 break
         if failed:
             rows.append(f"| {variant} | {failed} | – |")
-            print(rows[-1], flush=True)
-            continue
-        same, runs = agreement(*folders)
-        times = ", ".join(f"{seconds[f.name]:.1f} s" for f in folders)
-        rows.append(f"| {variant} | {same} of {runs} | {times} |")
+        else:
+            same, runs = agreement(*folders)
+            times = ", ".join(f"{seconds[f.name]:.1f} s" for f in folders)
+            rows.append(f"| {variant} | {same} of {runs} | {times} |")
         print(rows[-1], flush=True)
-    device = jax.devices()[0]
-    text = "\n".join(
-        [
-            f"# The same DQN sweep in two processes ({args.env}, memories {SIZES}, {args.seeds} seeds, "
-            f"{args.steps} steps)",
-            "",
-            f"Device: {device.device_kind} ({device.platform}), jax {jax.__version__}.",
-            "",
-            "| compiled | runs bit-identical in both processes | wall time of each process |",
-            "| --- | --- | --- |",
-            *rows,
-            "",
-        ]
-    )
-    (args.out / "determinism.md").write_text(text)
+        write()
     print(f"wrote {args.out / 'determinism.md'}")
     return 0
 

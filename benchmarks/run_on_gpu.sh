@@ -16,13 +16,13 @@ export PYTHONPATH=/tmp/site:$PWD PYTHONUNBUFFERED=1 XLA_PYTHON_CLIENT_PREALLOCAT
 { nvidia-smi --query-gpu=name,memory.total --format=csv,noheader; python3 -m jaxreplay info; } > "$OUT/gpu_info.txt" 2>&1
 # First (about 4 minutes): does a DQN sweep give the same bits in two processes, as the engine compiles it
 # (no autotuning), with XLA's autotuning and with cuBLAS dots, and what does each cost? (benchmarks/determinism.py)
-# At 1,000 runs, where the batched dots bind the step (the H200 run of 2026-11-30: about 2x slower untuned):
+# At 1,000 CartPole runs and 300 MinAtar runs, where the batched dots weigh most (the H200 run of 2026-11-30: about 2x slower untuned):
 # CartPole's MLP, then Breakout-MinAtar's convolutional network (whose backward pass has kernels of its own).
 rm -rf /tmp/determinism /tmp/determinism-minatar  # (a warm machine keeps an earlier call's folders)
 if [ -z "${SKIP_DETERMINISM:-}" ]; then
   timeout 200 python3 -m benchmarks.determinism /tmp/determinism --env CartPole-v1 --seeds 500 --steps 4000 \
     > "$OUT/determinism.log" 2>&1
-  timeout 200 python3 -m benchmarks.determinism /tmp/determinism-minatar --env Breakout-MinAtar --seeds 250 \
+  timeout 200 python3 -m benchmarks.determinism /tmp/determinism-minatar --env Breakout-MinAtar --seeds 150 \
     --steps 2000 >> "$OUT/determinism.log" 2>&1
 fi
 cp /tmp/determinism/determinism.md "$OUT/determinism.md" 2>/dev/null
