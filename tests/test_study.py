@@ -278,9 +278,13 @@ def test_a_study_without_a_spread_of_sizes_says_why_and_sends_to_refresh_only_wi
     again (found by a probe). The refresh is advised only where no test was recorded (an older study.json)."""
     one = runs.differ_test(np.array([[1.0, 2.0, 3.0]]))
     unscored = runs.differ_test(np.array([[1.0, np.nan], [np.nan, 2.0]]))
-    assert one["observed"] is None and unscored["observed"] is None
-    reason = "fewer than 2 settings or no finite seed"
-    assert one["observed_null_reason"] == unscored["observed_null_reason"] == reason
+    none_at_one = runs.differ_test(np.array([[1.0, 2.0], [3.0, 4.0], [np.nan, np.nan]]))
+    assert one["observed"] is None and unscored["observed"] is None and none_at_one["observed"] is None
+    reason = "fewer than 2 settings"
+    assert one["observed_null_reason"] == reason
+    # (it said "fewer than 2 settings or no finite seed" where 7 of 8 sizes had every run scored: a probe)
+    assert unscored["observed_null_reason"] == "no seed has a score in every setting"
+    assert none_at_one["p_value_null_reason"] == "no seed has a score in every setting (one setting has none)"
     result = _committed()
     for test, why in ((one, reason), (None, "no test of every size recorded: run jaxreplay study refresh")):
         result["memory_size_test"] = test
@@ -439,6 +443,27 @@ def test_whether_memory_size_matters_is_a_test_of_every_size_not_of_the_two_chos
     effect = rng.normal(0, 1, (8, 20)) + np.linspace(0, 2, 8)[:, None]
     test = runs.differ_test(effect)
     assert test["p_value"] == pytest.approx(1 / 2000) and test["seeds"] == 20 and test["resamples"] == 1999
+
+
+def test_the_verdict_never_reads_one_ranked_size_as_equal_iqms_nor_says_beats_by_a_negative_number():
+    """From a probe of edited runs.csv files: (1) the only size with at most a quarter of its runs diverged was
+    also the lowest, so best == worst, and the verdict said "no: every static size has the same IQM" beside a
+    test of p = 0.0005; (2) ranked by each size's IQM over its own scored runs but paired over the seeds both
+    scored, the verdict said "the best static size 240 beats the worst 100 by -0.0251"."""
+    test = {"statistic": "IQM range", "observed": 0.99, "p_value": 0.0005, "seeds": 74, "resamples": 1999}
+    zero = {"estimate": 0.0, "low": 0.0, "high": 0.0, "significant": False}
+    matters, text, why = verdict._matters(240, 240, zero, test)
+    assert matters is True and why == "" and "same IQM" not in text
+    assert text.endswith("; 240 is the only size ranked and has the lowest IQM: no best − worst contrast")
+    negative = {"estimate": -0.0251, "low": -0.21, "high": 0.0126, "significant": False}
+    matters, text, _ = verdict._matters(240, 100, negative, test)
+    assert matters is True and "beats" not in text
+    assert "paired over the seeds both scored, the best static size 240 (by its IQM over its own scored runs) vs " \
+           "the worst 100 is -0.0251 [-0.21, 0.0126]: the ranking rests on runs without a score" in text
+    positive = dict(negative, estimate=0.1, low=0.05, high=0.2, significant=True)
+    assert verdict._matters(240, 100, positive, test)[1].endswith("the best static size 240 beats the worst 100 by "
+                                                                   "0.1 [0.05, 0.2]")
+    assert verdict._matters(240, 240, zero, dict(test, observed=0.0))[1].startswith("no: every static size has")
 
 
 def test_a_mostly_diverged_size_is_never_the_optimum_and_divergence_is_counted():

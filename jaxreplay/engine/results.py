@@ -5,7 +5,10 @@ other label, so ``mean_ci(ds.final_metric)`` is indexed by the grid axes.
 
 * :func:`mean_ci`: mean and a Student-t confidence interval over seeds.
 * :func:`iqm` and :func:`bootstrap_ci`: the interquartile mean (rliable's
-  robust aggregate) and a bootstrap interval of any statistic (SciPy's
+  robust aggregate, as its code computes it: ``scipy.stats.trim_mean(x, 0.25)``,
+  which cuts ``floor(n / 4)`` values at each end, so 4 of 6 seeds are kept and
+  at n <= 3 it is the plain mean; not the fractional weights at the quartiles of
+  Agarwal et al.'s text) and a bootstrap interval of any statistic (SciPy's
   ``scipy.stats.bootstrap``), by default the expanded percentile interval
   (:func:`expanded_confidence`), which keeps its coverage from 6 seeds on.
 * :func:`seed_interval`: one setting's mean (Student-t interval) or IQM
@@ -92,7 +95,8 @@ def mean_ci(data, dim: str = SEED_DIM, confidence: float = 0.95):
 
 
 def _iqm_numpy(x: np.ndarray, axis: int = -1) -> np.ndarray:
-    """Mean of the middle 50% (25%–75% trimmed mean) along ``axis``, NaNs dropped per slice."""
+    """``scipy.stats.trim_mean(x, 0.25)`` along ``axis`` (``floor(n / 4)`` values cut at each end of the
+    ``n`` finite ones: the middle half when 4 divides ``n``), non-finite entries dropped per slice."""
     from scipy import stats
 
     x = np.moveaxis(np.asarray(x, np.float64), axis, -1)

@@ -245,11 +245,16 @@ def differ_test(scores: np.ndarray, resamples: int = 1999, seed: int = 0) -> dic
     from jaxreplay.engine.results import _iqm_numpy, min_seeds_for_interval
 
     x = np.asarray(scores, np.float64)
+    unscored = [i for i, row in enumerate(x) if not np.isfinite(row).any()]
     x = x[:, np.isfinite(x).all(0)]
     out: dict = {"statistic": "IQM range", "observed": None, "p_value": None, "seeds": int(x.shape[1])}
     out["resamples"] = resamples
     if x.shape[0] < 2 or x.shape[1] == 0:
-        out["p_value_null_reason"] = out["observed_null_reason"] = "fewer than 2 settings or no finite seed"
+        # (say which: "no finite seed" read as no data where 7 of 8 sizes had every run scored, a probe)
+        why = "fewer than 2 settings" if x.shape[0] < 2 else "no seed has a score in every setting"
+        if x.shape[0] >= 2 and unscored:
+            why += " (one setting has none)" if len(unscored) == 1 else f" ({len(unscored)} settings have none)"
+        out["p_value_null_reason"] = out["observed_null_reason"] = why
         return out
 
     def spread(*samples, axis):
@@ -274,9 +279,12 @@ def differ_test(scores: np.ndarray, resamples: int = 1999, seed: int = 0) -> dic
 
 
 MAX_DIVERGED_SHARE = 0.25
-"""The largest share of a setting's runs that may diverge for its IQM to rank it best: the IQM leaves
-out a quarter of the runs at each end, so up to a quarter of diverged runs (the lowest scores there
-are) would have been left out anyway; beyond it the score stands on the survivors alone."""
+"""The largest share of a setting's runs without a score (diverged or unscored) for its IQM to rank it
+best. The IQM is taken over the runs that have a score, so even below this share it stands on the
+survivors: a size whose lowest-scoring quarter diverged has a higher IQM than its runs gave (a probe: 10.27
+over 100 runs, 10.98 over the 75 survivors, enough to rank the worst size best). Counting such runs as the
+lowest scores instead is an open design question (the issue's note); the verdict counts diverged runs by
+size so that a reader can see it."""
 
 
 def _without_score(values: np.ndarray) -> int:
@@ -315,13 +323,16 @@ def optimum(response: Runs) -> tuple[int, int]:
 
     A size of which more than :data:`MAX_DIVERGED_SHARE` of the runs diverged is never the best (its
     IQM stands on the survivors), unless every size is such (then the best IQM; the smallest where
-    none has one); a size whose runs all diverged (no IQM) is never the worst; a tie goes to the
-    smaller size."""
+    none has one), nor the worst where two sizes or more are ranked; a size whose runs all diverged
+    (no IQM) is never the worst; a tie goes to the smaller size."""
     sizes = [s.point["memory_size"] for s in response.settings]
     runs = [select(response, s.label).auc for s in response.settings]
     scores = [ci(r)["estimate"] for r in runs]
     iqms = np.array([-np.inf if x is None else x for x in scores])
     ranked = np.array([_without_score(r) <= MAX_DIVERGED_SHARE * r.size for r in runs])
     best = int(np.argmax(np.where(ranked, iqms, -np.inf) if ranked.any() else iqms))
-    worst = int(np.argmin(np.where(np.isfinite(iqms), iqms, np.inf)))
+    # The worst among the same candidates as the best (from all sizes, the only ranked size could be both
+    # best and worst, read as "every size has the same IQM": a probe), unless one size alone is ranked.
+    candidates = ranked & np.isfinite(iqms) if (ranked & np.isfinite(iqms)).sum() >= 2 else np.isfinite(iqms)
+    worst = int(np.argmin(np.where(candidates, iqms, np.inf)))
     return sizes[best], sizes[worst]

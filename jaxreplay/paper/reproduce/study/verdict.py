@@ -50,7 +50,9 @@ def _matters(best: int, worst: int, effect: dict, test: dict | None) -> tuple[bo
     if test.get("observed") is None:
         why = test.get("observed_null_reason", "no spread of the sizes' IQMs recorded")
         return None, f"{cannot_tell(why)}: {contrast}", why
-    if best == worst or test["observed"] == 0:
+    if best == worst and test["observed"] != 0:  # one size alone ranked (the others diverged too often)
+        contrast = f"{best} is the only size ranked and has the lowest IQM: no best − worst contrast"
+    if test["observed"] == 0:
         return False, f"no: every static size has the same IQM ({contrast})", ""
     if test["p_value"] is None:
         why = test.get("p_value_null_reason", "no test")
@@ -58,7 +60,17 @@ def _matters(best: int, worst: int, effect: dict, test: dict | None) -> tuple[bo
     spread = f"the sizes' IQMs spread by {fmt(test['observed'])} (p = {fmt(test['p_value'], '.2g')}, sizes relabelled"
     spread += " within seeds)"
     if test["p_value"] < SIGNIFICANCE:
-        return True, f"yes: {spread}; the best static size {best} beats the worst {worst} by {interval(effect)}", ""
+        estimate = effect.get("estimate")
+        if best == worst:
+            tail = contrast
+        elif estimate is None or estimate > 0:
+            tail = f"the best static size {best} beats the worst {worst} by {interval(effect)}"
+        else:  # ranked by each size's IQM over its own scored runs, paired over the seeds both scored (a probe)
+            tail = (
+                f"paired over the seeds both scored, the best static size {best} (by its IQM over its own scored "
+                f"runs) vs the worst {worst} is {interval(effect)}: the ranking rests on runs without a score"
+            )
+        return True, f"yes: {spread}; {tail}", ""
     return False, f"not detectably: {spread}, no more than relabelling gives; {contrast}", ""
 
 
