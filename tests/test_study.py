@@ -483,6 +483,13 @@ def test_a_mostly_diverged_size_is_never_the_optimum_and_divergence_is_counted()
     assert [(runs.diverged(s), runs.unscored(s)) for s in selected] == [(10, 8), (0, 0), (20, 0)]
     five = np.where(np.arange(20) < 5, np.nan, 50.0)  # a quarter diverged: the IQM would have trimmed them anyway
     assert runs.optimum(_fake_runs("response", settings, [five, np.full(20, 20.0), np.full(20, 10.0)])) == (100, 10000)
+    # A size whose lowest quarter diverged: its scored runs' IQM (13) is above the steady size's 12, but counted
+    # as its lowest scores they rank it at 10.5 (it was ranked best on its survivors: a probe).
+    lowest_lost = np.where(np.arange(20) < 5, np.nan, np.arange(1.0, 21.0))
+    assert runs.ci(lowest_lost)["estimate"] == 13.0 and runs.ranking_iqm(lowest_lost) == 10.5
+    assert runs.ranking_iqm(np.arange(1.0, 21.0)) == 10.5 and runs.ranking_iqm(np.full(20, np.nan)) == -np.inf
+    fake = _fake_runs("response", settings, [lowest_lost, np.full(20, 12.0), np.full(20, 11.0)])
+    assert runs.optimum(fake) == (1000, 100)
     result = _committed()
     result["response"][0]["diverged"] = 18
     result["diverged"] = {"response": 18, "adaptive": 0}
