@@ -864,3 +864,27 @@ def test_the_response_figure_says_which_starts_have_no_score_and_promises_no_int
     legend, _ = drawn["response.png"]
     assert legend == ["static memory (IQM; too few seeds for a CI)", "aER from 100 (at its mean size)",
                       "aER from 1600 (at its mean size)"]
+
+
+def test_refresh_says_when_the_earlier_stages_no_longer_choose_the_settings_a_stage_ran(tmp_path):
+    """A runs.csv whose static optimum moves (here one size's scores raised; in a probe, a ranking change) gives
+    aER starts the study never ran: refresh said "not this study's runs.csv" of the study's own file."""
+    import pathlib
+    import shutil
+
+    committed = pathlib.Path(__file__).resolve().parents[1] / "docs" / "study" / "CartPole-v1"
+    out = tmp_path / "cart"
+    shutil.copytree(committed, out, ignore=shutil.ignore_patterns("sweeps", "*.png"))
+    with open(out / "runs.csv", newline="") as f:
+        rows = list(csv.DictReader(f))
+    for row in rows:
+        if row["stage"] == "response" and row["memory_size"] == "3100":
+            row["auc"] = str(float(row["auc"]) + 5.0)
+    with open(out / "runs.csv", "w", newline="") as f:
+        writer = csv.DictWriter(f, fieldnames=list(rows[0]))
+        writer.writeheader()
+        writer.writerows(rows)
+    with pytest.raises(ValueError, match=r"stage 'adaptive' ran settings that the earlier stages' results no longer "
+                                         r"choose \(none of its rows is at \{'memory_size': 3100, .*'aER from 3100' now "
+                                         r"is\): how they are chosen \(the static optimum\) changed since the study ran"):
+        study_lib.refresh(out)

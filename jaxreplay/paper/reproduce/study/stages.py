@@ -244,6 +244,16 @@ def _from_rows(design, path, stages, point_keys) -> dict[str, Runs]:
             found = by_point.get(key(stage.label, setting.point, setting.label), [])
             found = sorted(found, key=lambda r: int(r["seed"]))
             used.update(id(r) for r in found)
+            chosen = {key(stage.label, other.point, "") for other in settings}
+            unchosen = {k for k in by_point if k[:2] == (stage.label, "")} - chosen  # (none in a file cut short)
+            if not found and not labelled and unchosen and done:
+                # (a stage whose settings the earlier stages choose: "not this study's runs.csv" misled where the
+                # statistics that choose them had changed since the study ran, a probe)
+                raise ValueError(
+                    f"{path}: stage {stage.label!r} ran settings that the earlier stages' results no longer choose "
+                    f"(none of its rows is at {setting.point}, where {setting.label!r} now is): how they are chosen "
+                    "(the static optimum) changed since the study ran; rerun the study to run the settings chosen now."
+                )
             if [int(r["seed"]) for r in found] != list(range(stage.seeds)):
                 raise ValueError(
                     f"{path}: stage {stage.label!r}, setting {setting.label!r} ({setting.point}) has "
