@@ -253,10 +253,17 @@ class Bounds(NamedTuple):
     high_inclusive: bool = True
 
 
-def check_bounds(name: str, value: object, bounds: Bounds) -> None:
+NONNEGATIVE = Bounds(integer=False, low=0.0)
+"""A real number ``>= 0`` that runs as itself in float32 (the replay memory's exponents and floors)."""
+
+
+def check_bounds(name: str, value: object, bounds: Bounds, *, scalar: bool = False) -> None:
     """:func:`check_int` within int32, or :func:`check_float` and :func:`check_float32` with the range read on
     the float32 that runs, of ``value`` against ``bounds`` (concrete values only): this refuses exactly what
-    :func:`outside_bounds` flags (``tests/test_traced_bounds.py``)."""
+    :func:`outside_bounds` flags (``tests/test_traced_bounds.py``). With ``scalar``, ``value`` must be one
+    number (:func:`check_scalar`)."""
+    if scalar:
+        check_scalar(name, value)
     if bounds.integer:  # within int32 too, the type it runs as (a NumPy int64 2**32 + 100 would wrap to 100)
         low = INT32_MIN if bounds.low is None else max(bounds.low, INT32_MIN)
         high = INT32_MAX if bounds.high is None else min(bounds.high, INT32_MAX)
@@ -273,16 +280,11 @@ def check_bounds(name: str, value: object, bounds: Bounds) -> None:
     try:
         _check_range(name, ran, bounds.low, bounds.high, bounds.high_inclusive)
     except FieldError as error:
-        if np.array_equal(ran, given):
-            raise
+        try:  # outside as given too (-1e-06 runs as -9.9999997e-07): said plainly, without the float32
+            _check_range(name, given, bounds.low, bounds.high, bounds.high_inclusive)
+        except FieldError:
+            raise error from None
         raise FieldError(name, f"(runs as {_show(ran)}, a float32): {error.problem}", value) from None
-
-
-def is_subnormal(value: jax.typing.ArrayLike) -> jax.Array:
-    """``bool``, elementwise: whether a (possibly traced) float32 ``value`` is subnormal, which XLA flushes to 0
-    (compared by bits, not value: exponent field 0 with a nonzero fraction; as a value it compares equal to 0)."""
-    bits = jax.lax.bitcast_convert_type(jnp.asarray(value, jnp.float32), jnp.uint32)
-    return ((bits & 0x7F800000) == 0) & ((bits & 0x007FFFFF) != 0)
 
 
 def outside_bounds(value: object, bounds: Bounds) -> jax.Array:
@@ -303,8 +305,10 @@ def outside_bounds(value: object, bounds: Bounds) -> jax.Array:
         if bounds.integer:  # (a float beyond int32 would run as another integer once cast; 2**31 is exact in
             # float32, INT32_MAX is not)
             bad = bad | (jnp.floor(arr) != arr) | (arr < -(2.0**31)) | (arr >= 2.0**31)
-        if arr.dtype == jnp.float32:  # check_float32's other half: a subnormal runs as 0 (XLA flushes it)
-            bad = bad | is_subnormal(arr)
+        if arr.dtype == jnp.float32:  # check_float32's other half: a subnormal runs as 0 (XLA flushes it), so
+            # compare bits, not values: exponent field 0 with a nonzero fraction
+            bits = jax.lax.bitcast_convert_type(arr, jnp.uint32)
+            bad = bad | (((bits & 0x7F800000) == 0) & ((bits & 0x007FFFFF) != 0))
     if bounds.low is not None:
         bad = bad | (arr < bounds.low)
     if bounds.high is not None:

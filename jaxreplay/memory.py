@@ -163,8 +163,8 @@ def make(kind: str, **hyperparameters: ArrayLike) -> Memory:
         takes = ", ".join(HYPERPARAMETERS[kind]) or "no hyperparameters"
         raise ValueError(f"memory.make({kind!r}) got unknown keyword(s) {', '.join(unknown)}; {kind!r} takes {takes}.")
     for name, value in hyperparameters.items():
-        _validation.check_float(name, value, low=0.0, scalar=True)
-        _validation.check_float32(name, value)  # 1e-40 would run as 0 (a floor of 0: never replayed)
+        # (as run: 1e-40 would run as 0, a floor of 0 never replayed)
+        _validation.check_bounds(name, value, _validation.NONNEGATIVE, scalar=True)
     if kind == "prioritized":
         return _prioritized(**hyperparameters)
     return _plain(samplers.uniform if kind == "uniform" else samplers.combined)

@@ -104,7 +104,6 @@ weights 0 (as in :mod:`jaxreplay.samplers`).
 
 from __future__ import annotations
 
-import math
 from typing import NamedTuple
 
 import jax
@@ -506,13 +505,15 @@ def resize(state: PrioritizedState, new_capacity: ArrayLike) -> PrioritizedState
     return state._replace(buffer=new_buffer, sum_tree=_build_tree(leaves))
 
 
-def floor_power_underflows(priority_floor: ArrayLike, priority_exponent: ArrayLike) -> jax.Array:
-    """``bool`` of the two arguments' broadcast shape (traced or not): ``ε > 0`` whose ``ε^α`` is below the
+def floor_power_underflows(priority_floor: ArrayLike, priority_exponent: ArrayLike, xp=jnp) -> jax.Array:
+    """``bool`` of the two arguments' broadcast shape: ``ε > 0`` whose ``ε^α``, in float32, is below the
     smallest normal float32 (``1.18e-38``), so that it runs as 0 and a transition whose TD error is 0 stores
-    priority 0, never to be replayed, against the floor's promise (:func:`update_priorities` flags it,
-    :func:`check_floor_power` refuses it)."""
-    floor = jnp.asarray(priority_floor, _FLOAT)
-    return (floor > 0) & (jnp.power(floor, jnp.asarray(priority_exponent, _FLOAT)) < _validation.FLOAT32_TINY)
+    priority 0, never to be replayed, against the floor's promise. ``xp`` is ``jnp`` (traced values:
+    :func:`update_priorities` flags them) or NumPy (concrete ones: :func:`check_floor_power` refuses them)."""
+    floor = xp.asarray(priority_floor, xp.float32)
+    with np.errstate(over="ignore", under="ignore"):  # (NumPy: 1e30 ** 1e30 is inf, 1e-20 ** 2 subnormal)
+        power = xp.power(floor, xp.asarray(priority_exponent, xp.float32))
+    return (floor > 0) & (power < _validation.FLOAT32_TINY)
 
 
 def check_floor_power(priority_floor: ArrayLike, priority_exponent: ArrayLike) -> None:
@@ -522,16 +523,16 @@ def check_floor_power(priority_floor: ArrayLike, priority_exponent: ArrayLike) -
     floors, exponents = _validation.concrete_value(priority_floor), _validation.concrete_value(priority_exponent)
     if floors is None or exponents is None:
         return
-    floors, exponents = np.broadcast_arrays(np.asarray(floors, np.float64), np.asarray(exponents, np.float64))
-    for floor, exponent in zip(floors.reshape(-1), exponents.reshape(-1)):
-        # (in logs: 1e30 ** 1e30 overflows a Python float)
-        if floor > 0 and math.isfinite(exponent) and exponent * math.log(floor) < math.log(_validation.FLOAT32_TINY):
-            raise _validation.FieldError(
-                "priority_floor",
-                f"= {floor:g} raised to priority_exponent = {exponent:g} is {floor**exponent:.3g}, below float32's "
-                f"smallest normal number ({_validation.FLOAT32_TINY:.3g}): it would run as 0, and a transition whose "
-                "TD error is 0 would never be replayed; give a larger priority_floor (or 0, to mean no floor).",
-            )
+    floors, exponents = np.broadcast_arrays(floors, exponents)
+    bad = np.flatnonzero(floor_power_underflows(floors, exponents, np))
+    if bad.size:
+        floor, exponent = float(floors.reshape(-1)[bad[0]]), float(exponents.reshape(-1)[bad[0]])
+        raise _validation.FieldError(
+            "priority_floor",
+            f"= {floor:g} raised to priority_exponent = {exponent:g} is {floor**exponent:.3g}, below float32's "
+            f"smallest normal number ({_validation.FLOAT32_TINY:.3g}): it would run as 0, and a transition whose "
+            "TD error is 0 would never be replayed; give a larger priority_floor (or 0, to mean no floor).",
+        )
 
 
 def update_priorities(
@@ -601,10 +602,9 @@ def update_priorities(
         raise ValueError(f"td_errors must have the shape of indices {jnp.shape(indices)}, got {jnp.shape(td_errors)}.")
     _validation.check_int("indices", indices, low=0, high=max_capacity - 1)
     _validation.check_float("td_errors", td_errors)
-    _validation.check_float("priority_exponent", priority_exponent, low=0.0, scalar=True)
-    _validation.check_float32("priority_exponent", priority_exponent)  # 1e39 would run as inf, 1e-40 as 0
-    _validation.check_float("priority_floor", priority_floor, low=0.0, scalar=True)
-    _validation.check_float32("priority_floor", priority_floor)  # 1e39 would run as inf, 1e-40 as 0
+    # (as run: 1e39 would run as inf, 1e-40 as 0; outside_bounds flags a traced one the same way)
+    _validation.check_bounds("priority_exponent", priority_exponent, _validation.NONNEGATIVE, scalar=True)
+    _validation.check_bounds("priority_floor", priority_floor, _validation.NONNEGATIVE, scalar=True)
     check_floor_power(priority_floor, priority_exponent)
     num_leaves, _ = _tree_shape(state.sum_tree)
     indices = jnp.ravel(jnp.asarray(indices)).astype(jnp.int32)
@@ -617,16 +617,11 @@ def update_priorities(
     age_order = (safe - buffer_lib.oldest_index(state.buffer)) % max_capacity
     priority_floor = jnp.asarray(priority_floor, _FLOAT)
     priority_exponent = jnp.asarray(priority_exponent, _FLOAT)
-    valid_parameters = (
-        (priority_exponent >= 0)
-        & jnp.isfinite(priority_exponent)
-        & (priority_floor >= 0)
-        & jnp.isfinite(priority_floor)
-        # Values that run as others, unflagged (a probe): a subnormal runs as 0, and a floor whose ε^α is below
-        # the smallest normal float32 stores 0 for a TD error of 0, never replayed, against the floor's promise.
-        & ~_validation.is_subnormal(priority_exponent)
-        & ~_validation.is_subnormal(priority_floor)
-        & ~floor_power_underflows(priority_floor, priority_exponent)
+    valid_parameters = ~(
+        _validation.outside_bounds(priority_exponent, _validation.NONNEGATIVE)  # (NaN, inf, < 0, subnormal)
+        | _validation.outside_bounds(priority_floor, _validation.NONNEGATIVE)
+        # A floor whose ε^α runs as 0 stores 0 for a TD error of 0, never replayed, against its promise (a probe).
+        | floor_power_underflows(priority_floor, priority_exponent)
     )
     accepted = in_range & (age_order < state.buffer.size) & valid_parameters
     priorities = jnp.power(jnp.abs(td_errors) + priority_floor, priority_exponent)
@@ -728,8 +723,7 @@ def sample(
     """
     mode = _tree_mode(tree)
     batch_size = _validation.check_static_int("batch_size", batch_size, low=1)
-    _validation.check_float("importance_exponent", importance_exponent, low=0.0, scalar=True)
-    _validation.check_float32("importance_exponent", importance_exponent)  # 1e39 would run as inf, 1e-40 as 0
+    _validation.check_bounds("importance_exponent", importance_exponent, _validation.NONNEGATIVE, scalar=True)
     sum_tree = state.sum_tree
     num_leaves, depth = _tree_shape(sum_tree)
     num_blocks = max(1, -(-depth // _LEVELS_PER_UNIFORM))

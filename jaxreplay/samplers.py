@@ -37,6 +37,8 @@ MAX_PRIORITY_EXPONENT = 1e30
 """The largest pER exponent β: ``β · log max(|δ|, floor)`` stays finite in float32 (``|log|`` of a float32 is at
 most 104). A larger one (4e36 overflowed) drew a slot of probability 0 with weight 0, or NaN weights."""
 
+_EXPONENT = _validation.Bounds(integer=False, low=0.0, high=MAX_PRIORITY_EXPONENT)  # (the pER exponent β)
+
 
 class Sample(NamedTuple):
     """A minibatch of slots.
@@ -190,10 +192,9 @@ def _shifted_priorities(
     """``(shifted, valid)``: each slot's priority divided by the largest live one (0 outside the live window;
     every live one 1 where all are 0), and whether the (possibly traced) settings are valid. Refuses concrete
     bad settings and ``td_errors`` of another shape."""
-    _validation.check_float("priority_exponent", priority_exponent, low=0.0, high=MAX_PRIORITY_EXPONENT, scalar=True)
-    _validation.check_float32("priority_exponent", priority_exponent)  # 1e39 would run as inf, 1e-40 as 0
-    _validation.check_float("error_floor", error_floor, low=0.0, scalar=True)
-    _validation.check_float32("error_floor", error_floor)  # 1e39 would run as inf, 1e-40 as 0
+    # (as run: 1e39 would run as inf, 1e-40 as 0; outside_bounds flags a traced one the same way)
+    _validation.check_bounds("priority_exponent", priority_exponent, _EXPONENT, scalar=True)
+    _validation.check_bounds("error_floor", error_floor, _validation.NONNEGATIVE, scalar=True)
     td_errors = jnp.asarray(td_errors)
     if td_errors.shape != (state.max_capacity,):
         raise ValueError(f"td_errors must have shape ({state.max_capacity},) (one per slot), got {td_errors.shape}.")
@@ -210,9 +211,10 @@ def _shifted_priorities(
     # Every live priority 0 (a floor of 0 and no TD error): uniform over the live window, as the
     # stored-priority sampler does, rather than probabilities that sum to 0.
     shifted = jnp.where(live, jnp.where(top == -jnp.inf, 1.0, shifted), 0.0)
-    exponent, floor = jnp.asarray(priority_exponent), jnp.asarray(error_floor)
-    valid = (exponent >= 0) & (exponent <= MAX_PRIORITY_EXPONENT) & (floor >= 0) & jnp.isfinite(floor)
-    valid = valid & ~_validation.is_subnormal(exponent) & ~_validation.is_subnormal(floor)  # (they run as 0)
+    valid = ~(
+        _validation.outside_bounds(priority_exponent, _EXPONENT)
+        | _validation.outside_bounds(error_floor, _validation.NONNEGATIVE)
+    )
     return shifted, valid
 
 
@@ -279,8 +281,7 @@ def exact_prioritized(
         stored-priority sampler, whose draws resolve P(i) level by level.
     """
     batch_size = _validation.check_static_int("batch_size", batch_size, low=1)
-    _validation.check_float("importance_exponent", importance_exponent, low=0.0, scalar=True)
-    _validation.check_float32("importance_exponent", importance_exponent)  # 1e39 would run as inf, 1e-40 as 0
+    _validation.check_bounds("importance_exponent", importance_exponent, _validation.NONNEGATIVE, scalar=True)
     shifted, settings_valid = _shifted_priorities(state, td_errors, priority_exponent, error_floor)
     # One cumulative sum in age order (the live window is its prefix): the draws search it, and its value at
     # the newest transition is the total that normalises the drawn probabilities, as exact_priorities does.
@@ -321,6 +322,5 @@ def importance_weights(probabilities: ArrayLike, size: ArrayLike, exponent: Arra
     smallest = jnp.min(jnp.where(positive, scaled, jnp.inf))
     ratio = jnp.where(positive, scaled / jnp.where(positive, smallest, 1.0), 1.0)
     weights = jnp.where(positive, jnp.exp(-exponent * jnp.log(ratio)), 0.0)
-    invalid = ~((exponent >= 0) & jnp.isfinite(exponent)) | _validation.is_subnormal(exponent)
-    invalid = invalid | jnp.isnan(probabilities)
+    invalid = _validation.outside_bounds(exponent, _validation.NONNEGATIVE) | jnp.isnan(probabilities)
     return jnp.where(invalid, jnp.nan, weights).astype(jnp.float32)

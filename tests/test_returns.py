@@ -457,7 +457,12 @@ def test_bad_concrete_n_or_max_n_step_is_refused_naming_the_argument():
     with pytest.raises(ValueError, match=r"must have shape \(max_capacity,\) .* vmap n_step over them"):
         returns.n_step(batched, indices, 1, 0.9, MAX_N)
     assert COMPILE_EVENTS.lowerings == before
-    assert returns.n_step(state, indices, 1, 0.9, MAX_CAPACITY)[0].steps.shape == (3,)  # the whole ring: allowed
+    # A window of the whole ring is allowed: from the oldest of a full memory it sums every transition.
+    full = buffer.add_batch(state, {**{k: jnp.zeros(MAX_CAPACITY, v.dtype) for k, v in EXAMPLE.items()},
+                                    "reward": jnp.ones(MAX_CAPACITY)})
+    pieces = returns.n_step(full, indices, MAX_CAPACITY, 1.0, MAX_CAPACITY)[0]
+    assert pieces.steps.tolist() == [MAX_CAPACITY, MAX_CAPACITY - 1, MAX_CAPACITY - 2]
+    assert pieces.reward.tolist() == [MAX_CAPACITY, MAX_CAPACITY - 1, MAX_CAPACITY - 2]
 
 
 def test_traced_n_out_of_range_is_clipped_and_flagged():

@@ -336,8 +336,11 @@ def optimum(response: Runs) -> tuple[int, int]:
     a tie goes to the smaller size. Without runs lacking a score, the ranking IQM is the reported IQM."""
     sizes = [s.point["memory_size"] for s in response.settings]
     runs = [select(response, s.label).auc for s in response.settings]
-    scores = [ci(r)["estimate"] for r in runs]
-    iqms = np.array([-np.inf if x is None else x for x in scores])  # over the scored runs (the tables')
+    from jaxreplay.engine.results import _iqm_numpy
+
+    with np.errstate(over="ignore", invalid="ignore"):  # (over the scored runs, the tables' IQM: no interval)
+        iqms = np.array([_iqm_numpy(r) for r in runs])
+    iqms = np.where(np.isfinite(iqms), iqms, -np.inf)
     ranking = np.array([ranking_iqm(r) for r in runs])
     ranked = np.isfinite(ranking)
     best = int(np.argmax(ranking) if ranked.any() else np.argmax(iqms))

@@ -239,13 +239,13 @@ def _from_rows(design, path, stages, point_keys) -> dict[str, Runs]:
     done: dict[str, Runs] = {}
     for stage in stages:
         settings = stage.settings(design, done)
+        chosen = {key(stage.label, setting.point, "") for setting in settings}
+        unchosen = {k for k in by_point if k[:2] == (stage.label, "")} - chosen  # (none in a file cut short)
         table = []
         for setting in settings:
             found = by_point.get(key(stage.label, setting.point, setting.label), [])
             found = sorted(found, key=lambda r: int(r["seed"]))
             used.update(id(r) for r in found)
-            chosen = {key(stage.label, other.point, "") for other in settings}
-            unchosen = {k for k in by_point if k[:2] == (stage.label, "")} - chosen  # (none in a file cut short)
             if not found and not labelled and unchosen and done:
                 # (a stage whose settings the earlier stages choose: "not this study's runs.csv" misled where the
                 # statistics that choose them had changed since the study ran, a probe)
