@@ -104,6 +104,7 @@ weights 0 (as in :mod:`jaxreplay.samplers`).
 
 from __future__ import annotations
 
+import types
 from typing import NamedTuple
 
 import jax
@@ -505,7 +506,9 @@ def resize(state: PrioritizedState, new_capacity: ArrayLike) -> PrioritizedState
     return state._replace(buffer=new_buffer, sum_tree=_build_tree(leaves))
 
 
-def floor_power_underflows(priority_floor: ArrayLike, priority_exponent: ArrayLike, xp=jnp) -> jax.Array:
+def floor_power_underflows(
+    priority_floor: ArrayLike, priority_exponent: ArrayLike, xp: types.ModuleType = jnp
+) -> jax.Array:
     """``bool`` of the two arguments' broadcast shape: ``ε > 0`` whose ``ε^α``, in float32, is below the
     smallest normal float32 (``1.18e-38``), so that it runs as 0 and a transition whose TD error is 0 stores
     priority 0, never to be replayed, against the floor's promise. ``xp`` is ``jnp`` (traced values:
