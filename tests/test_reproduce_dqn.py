@@ -28,6 +28,15 @@ def test_beats_static_average_counts_and_interval():
     assert rdqn.share_text(dict(stat, low=61.996), 62.0) == "72% [61.996%, 81%] (72/100 seeds)"
     assert rdqn.share_text(dict(stat, low=62.0), 62.0) == "72% [62%, 81%] (72/100 seeds)"
     assert rdqn.share_text(stat, 71.0) == rdqn.share_text(stat) == "72% [62%, 81%] (72/100 seeds)"
+    # A bound strictly inside (0, 100) never prints as 0% or 100%: "[0%, 64%]" read as an interval that
+    # includes 0 (1 of 6 seeds: 0.42%), and 49/50's upper bound 99.95% printed "100%" (a probe).
+    one = rdqn.beats_static_average(np.array([3.0, 1, 1, 1, 1, 1]), np.array([2.0]))
+    assert (one["low"], one["high"]) == pytest.approx((0.4211, 64.12), abs=0.01)
+    assert rdqn.share_text(one) == "17% [0.4%, 64%] (1/6 seeds)"
+    many = rdqn.beats_static_average(np.r_[np.full(49, 3.0), 1.0], np.array([2.0]))
+    assert rdqn.share_text(many) == "98% [89%, 99.9%] (49/50 seeds)"
+    assert rdqn.percent_text(0.0) == "0%" and rdqn.percent_text(100.0) == "100%"
+    assert rdqn.percent_text(0.004) == "0.004%" and rdqn.percent_text(99.99999) == "99.99999%"
     # A run without a score that did not diverge (no episode finished) is left out, not a loss (it was).
     out = rdqn.beats_static_average(scores, static, np.zeros(4, bool))
     assert (out["wins"], out["n"], out["unscored"]) == (2, 3, 1) and "unscored" not in rdqn.beats_static_average(scores[:3], static)
@@ -36,11 +45,11 @@ def test_beats_static_average_counts_and_interval():
     assert rdqn.share_text(out).endswith("(2/3 seeds; 1 unscored left out)")
     # No static run with a score: no share (it said "0% [0%, 84%]", the paper 62%).
     none = rdqn.beats_static_average(np.array([np.nan, np.nan]), np.full(4, np.nan))
-    assert np.isnan(none["percent"]) and none["reason"] == "no static run has a score (no episode finished)"
+    assert np.isnan(none["percent"]) and none["reason"] == "no static run has a score (each diverged or finished no episode)"
     from jaxreplay.paper.reproduce import paper
 
     row = paper.dqn_claims("MountainCar-v0", {20_000: none})[0]
-    assert row["agrees"] == "cannot tell" and row["ours"] == "no share: no static run has a score (no episode finished)"
+    assert row["agrees"] == "cannot tell" and row["ours"] == "no share: no static run has a score (each diverged or finished no episode)"
 
 
 def test_fixed_vs_adaptive_follows_the_paper():

@@ -156,7 +156,7 @@ def beats_static_average(
     wins = int(np.sum(np.where(np.isfinite(adaptive_scores), adaptive_scores, -np.inf) > static_mean))
     base = dict(wins=wins, n=n, static_mean=static_mean) | ({"unscored": int(unscored.sum())} if unscored.any() else {})
     reason = (
-        "no static run has a score (no episode finished)"
+        "no static run has a score (each diverged or finished no episode)"
         if not np.isfinite(static_mean)
         else "no aER run has a score (no episode finished)"
         if n == 0
@@ -168,13 +168,18 @@ def beats_static_average(
     return dict(base, percent=100.0 * wins / n, low=100.0 * ci.low, high=100.0 * ci.high)
 
 
-def _percent_beside(value: float, paper: float | None) -> str:
-    """``value`` in whole percent, or with the decimals that tell it apart from ``paper`` when whole
-    percents would print the two alike (a bound of 62.13% beside the paper's 62%: "62.1%")."""
+def percent_text(value: float, paper: float | None = None) -> str:
+    """``value`` (in percent) in whole percent, or with the decimals that tell it apart from ``paper`` when
+    whole percents would print the two alike (a bound of 62.13% beside the paper's 62%: "62.1%"). A value
+    strictly between 0 and 100 never prints as "0%" or "100%": a Clopper–Pearson bound of 0.42% is "0.4%",
+    since "[0%, 64%]" would read as an interval that includes 0."""
     for decimals in range(4):
+        text = f"{value:.{decimals}f}"
+        if 0 < value < 100 and float(text) in (0.0, 100.0):
+            continue
         if paper is None or value == paper or round(value, decimals) != round(paper, decimals):
-            return f"{value:.{decimals}f}%"
-    return f"{value:.4f}%"
+            return f"{text}%"
+    return f"{value:.10g}%"
 
 
 def share_text(stat: dict, paper: float | None = None) -> str:
@@ -187,8 +192,8 @@ def share_text(stat: dict, paper: float | None = None) -> str:
     if "reason" in stat:
         return f"no share: {stat['reason']}"
     unscored = f"; {stat['unscored']} unscored left out" if stat.get("unscored") else ""
-    low, high = _percent_beside(stat["low"], paper), _percent_beside(stat["high"], paper)
-    return f"{stat['percent']:.0f}% [{low}, {high}] ({stat['wins']}/{stat['n']} seeds{unscored})"
+    low, high = percent_text(stat["low"], paper), percent_text(stat["high"], paper)
+    return f"{percent_text(stat['percent'])} [{low}, {high}] ({stat['wins']}/{stat['n']} seeds{unscored})"
 
 
 def _sweep_dir(out: pathlib.Path, label: str, sweep) -> pathlib.Path:

@@ -3,6 +3,9 @@ and the README's summary table of several games (:func:`summary_table`)."""
 
 from __future__ import annotations
 
+import math
+
+from jaxreplay.paper.reproduce.dqn import percent_text
 from jaxreplay.paper.reproduce.study.text import (
     cannot_tell,
     find,
@@ -177,7 +180,9 @@ def _paper_share(result: dict) -> list[str]:
     ] + table(
         ["start", "share", "95% CI (Clopper–Pearson)"],
         [
-            [p["initial_size"], f"{fmt(p['percent'], '.0f')}%", f"[{fmt(p['low'], '.0f')}%, {fmt(p['high'], '.0f')}%]"]
+            [p["initial_size"], percent_text(p["percent"]), f"[{percent_text(p['low'])}, {percent_text(p['high'])}]"]
+            if p.get("percent") is not None and math.isfinite(p["percent"])
+            else [p["initial_size"], "n/a", f"no share: {p.get('reason', 'no reason stored')}"]
             for p in result["paper_share"]
         ],
     )

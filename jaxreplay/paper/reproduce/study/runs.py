@@ -11,6 +11,7 @@ static size) and :func:`differ_test` (whether settings differ at all, by relabel
 from __future__ import annotations
 
 import dataclasses
+import math
 from collections.abc import Mapping
 from typing import Any, NamedTuple
 
@@ -168,10 +169,18 @@ def paired(a: np.ndarray, b: np.ndarray) -> Interval:
     interval (:func:`ci`; the percentile bootstrap used before called 15% of null differences of 6 seeds
     significant, this 4–6%).
 
+    Seeds where ``a`` or ``b`` is not finite (a diverged or unscored run) are left out; a difference of two
+    finite values that overflows float64 is not: the result is then ``None`` with the reason.
+
     ``significant``: whether the interval excludes 0; ``None`` (with ``significant_null_reason``)
     where there is no interval, e.g. too few seeds."""
-    diff = np.asarray(a, np.float64) - np.asarray(b, np.float64)
-    out = ci(diff[np.isfinite(diff)], "mean")
+    a, b = np.asarray(a, np.float64), np.asarray(b, np.float64)
+    both = np.isfinite(a) & np.isfinite(b)
+    with np.errstate(over="ignore"):
+        diff = a[both] - b[both]
+    if not np.isfinite(diff).all():  # (it used to drop such a seed without a word, a probe)
+        return _overflowed(("estimate", "low", "high", "significant"), a[both], b[both])
+    out = ci(diff, "mean")
     if out["low"] is None:
         out.update(significant=None, significant_null_reason=out["low_null_reason"])
     else:
@@ -222,7 +231,17 @@ def paired_iqm(a: np.ndarray, b: np.ndarray, resamples: int = 2000, seed: int = 
             rng=np.random.default_rng(seed),
         )
         low, high = (float(x) for x in res.confidence_interval)
+    if not all(math.isfinite(x) for x in (estimate, low, high)):  # (it said "significant" at inf, a probe)
+        return _overflowed(("estimate", "low", "high", "significant"), a, b)
     return {"estimate": estimate, "low": low, "high": high, "significant": bool(low > 0 or high < 0)}
+
+
+def _overflowed(keys: tuple[str, ...], *values: np.ndarray) -> dict:
+    """``None`` for each of ``keys``, each with the reason: values of these sizes overflow float64 in the
+    differences and sums a statistic takes."""
+    largest = max((float(np.max(np.abs(v))) for v in values if v.size), default=float("nan"))
+    why = f"not finite in float64 (the values reach {largest:.3g}: rescale them)"
+    return {k: None for k in keys} | {f"{k}_null_reason": why for k in keys}
 
 
 def differ_test(scores: np.ndarray, resamples: int = 1999, seed: int = 0) -> dict:
@@ -261,7 +280,11 @@ def differ_test(scores: np.ndarray, resamples: int = 1999, seed: int = 0) -> dic
         iqms = np.stack([_iqm_numpy(s, axis) for s in samples])
         return iqms.max(0) - iqms.min(0)
 
-    out["observed"] = float(spread(*x, axis=-1))
+    with np.errstate(over="ignore", invalid="ignore"):
+        observed = float(spread(*x, axis=-1))
+    if not math.isfinite(observed):  # (the test said p = 0 from inf − inf, a probe)
+        return out | _overflowed(("observed", "p_value"), x)
+    out["observed"] = observed
     if x.shape[1] < min_seeds_for_interval():
         out["p_value_null_reason"] = f"too few seeds (n = {x.shape[1]}) for a test"
         return out
