@@ -700,3 +700,12 @@ def test_theory_inputs_that_gave_silent_nan_or_zero_are_named_or_flagged():
     sol = th.solve(memory_size=lambda t: jnp.where(t > 50, jnp.nan, 100.0), times=np.arange(101.0))
     assert not bool(sol.converged) and bool(sol.invalid_hyperparameters)
     assert not bool(th.solve(memory_size=lambda t: 100.0 + 0 * t, times=np.arange(101.0)).invalid_hyperparameters)
+    # A negative window size ran as 0 (online TD), converged and unflagged; a concrete schedule refuses it (a probe).
+    negative = th.solve(memory_size=lambda t: jnp.where(t > 50, -5.0, 100.0), times=np.arange(101.0))
+    assert bool(negative.converged) and bool(negative.invalid_hyperparameters)
+    with jax.enable_x64(True):
+        traced = jax.jit(lambda sizes: th.solve(memory_size=th.MemorySizeSchedule(jnp.array([0.0, 100.0]), sizes),
+                                                times=np.arange(101.0)).invalid_hyperparameters)
+        assert [bool(traced(jnp.array(v))) for v in ([10.0, 0.0], [10.0, -1.0], [10.0, np.inf])] == [False, True, True]
+    with pytest.raises(ValueError, match=r"^memory_size\.sizes must be >= 0"):
+        th.solve(memory_size=th.MemorySizeSchedule(np.array([0.0, 100.0]), np.array([10.0, -1.0])))
