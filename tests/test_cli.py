@@ -212,7 +212,7 @@ def test_linesearch_divergence_reports_the_experiment_and_strict_json(capsys, mo
     assert None in report["experiment"]["dtheta1_mean"] and len(report["experiment"]["t"]) == 200
     # Every null says why (the --json convention: a sibling <key>_null_reason).
     assert _nulls_without_reason(report) == []
-    no_theory = "solver did not converge (its step budget ran out: the ODE diverges)"
+    no_theory = "solver did not converge (its step budget ran out: the ODE diverges, or changes too abruptly for the budget)"
     assert report["theory"]["final_metric_null_reason"] == report["theory"]["dtheta1_null_reason"] == no_theory
     assert report["experiment"]["final_metric_null_reason"] == "2 of 2 seed(s) diverged (weights non-finite, or error over 1e6 times its start)"
     assert report["experiment"]["dtheta1_mean_null_reason"] == "2 of 2 seed(s) diverged (weights non-finite, or error over 1e6 times its start)"

@@ -8,7 +8,9 @@ from typing import Any, NamedTuple
 
 from jaxreplay.cli.common import NULLS, named_as_options, positive, run_sweep
 
-_NO_THEORY = "solver did not converge (its step budget ran out: the ODE diverges)"
+_NO_THEORY = (
+    "solver did not converge (its step budget ran out: the ODE diverges, or changes too abruptly for the budget)"
+)
 
 # Each field `jaxreplay linesearch` sets, as the library names it, and the option that sets it; a sweep names a
 # fixed value fixed.<field>.

@@ -55,14 +55,16 @@ class SolverOptions(NamedTuple):
             At the defaults (1e-10, 1e-13) the trajectories agree with an
             independent tight solve to ~1e-8 relative to max|Δθ|.
         max_steps: the step budget of one solve (int ≥ 1). A solve that needs
-            more (the dynamics diverge) is flagged: ``ODESolution.converged``
+            more (the dynamics diverge, or change too abruptly: pER at β ≈ 10⁶) is flagged: ``ODESolution.converged``
             false and its Δθ and metric NaN (the rest of a grid unaffected).
         chunk: configurations per compiled call of a batched solve (int ≥ 1), or
-            None for one call per batch. It does not change the numbers, only how
-            many programs are compiled: with an int every batch size shares one
-            compile (the last call is padded); with None each batch size is one
-            compile. :func:`~jaxreplay.paper.theory.solve` (one configuration)
-            ignores it; the cusp search defaults to :data:`~jaxreplay.paper.theory.cusps.CHUNK`.
+            None for one call per batch. With an int every batch size shares one
+            compile (the last call is padded) and a configuration's numbers are the
+            same bits in any grid; with None each batch size is one compile, whose
+            numbers differ from another size's within the solver's error (the ~1e-8
+            above: :func:`~jaxreplay.paper.theory.solve_grid` says why).
+            :func:`~jaxreplay.paper.theory.solve` (one configuration) ignores it; the cusp
+            search defaults to :data:`~jaxreplay.paper.theory.cusps.CHUNK`.
     """
 
     rtol: float = 1e-10
