@@ -178,6 +178,24 @@ def test_linesearch_refuses_floats_that_would_run_as_inf_or_zero(capsys, args, m
     assert _COMPILES.lowerings == before
 
 
+@pytest.mark.parametrize("args, message", [
+    (["--priority-exponent", "3"], "--priority-exponent applies to --sampler prioritized only; this run's sampler "
+                                   "is uniform."),
+    (["--sampler", "adaptive", "--priority-exponent", "2"], "--priority-exponent applies to --sampler prioritized"),
+    (["--adaptive-interval", "5"], "--adaptive-interval applies to --sampler adaptive only"),
+    (["--sampler", "prioritized", "--adaptive-num-old", "4"], "--adaptive-num-old applies to --sampler adaptive only; "
+                                                            "this run's sampler is prioritized."),
+])
+def test_linesearch_refuses_an_option_its_sampler_does_not_read(capsys, args, message):
+    """`--priority-exponent 3` with the uniform sampler ran uniform replay and printed its numbers as if the
+    option had been read (a probe); refused, in one line, before compiling."""
+    before = _COMPILES.lowerings
+    assert cli.main(["linesearch", "--steps", "10", "--seeds", "1", *args]) == 2
+    err = capsys.readouterr().err
+    assert message in err and len(err.strip().splitlines()) == 1, err
+    assert _COMPILES.lowerings == before
+
+
 def test_linesearch_divergence_reports_the_experiment_and_strict_json(capsys, monkeypatch):
     import json
 

@@ -51,9 +51,11 @@ def add_parser(commands) -> None:
     ls.add_argument("--step-size", type=float, default=0.01, help="alpha")
     ls.add_argument("--discount", type=float, default=0.0, help="gamma in [0, 1)")
     ls.add_argument("--sampler", choices=("uniform", "prioritized", "adaptive"), default="uniform")
-    ls.add_argument("--priority-exponent", type=float, default=2.0, help="beta of pER, P(i) ~ |delta_i|^beta")
-    ls.add_argument("--adaptive-interval", type=int, default=20, help="aER's k")
-    ls.add_argument("--adaptive-num-old", type=int, default=None, help="aER's n_old (default N0 / 2)")
+    ls.add_argument(
+        "--priority-exponent", type=float, help="beta of pER, P(i) ~ |delta_i|^beta (--sampler prioritized; default 2)"
+    )
+    ls.add_argument("--adaptive-interval", type=int, help="aER's k (--sampler adaptive; default 20)")
+    ls.add_argument("--adaptive-num-old", type=int, help="aER's n_old (--sampler adaptive; default N0 / 2)")
     ls.add_argument("--seeds", type=int, default=16)
     ls.add_argument("--seed", type=int, default=0, help="base seed; run i uses fold_in(key(seed), i)")
     ls.add_argument("--steps", type=int, default=1000, help="T")
@@ -82,6 +84,7 @@ def _read_sweep(args: argparse.Namespace):
     from jaxreplay.engine import sweep as sweep_lib
     from jaxreplay.experiments import linesearch as ls
 
+    _sampler_options(args)
     num_old = _num_old(args)
     hparams = ls.Hyperparameters(
         memory_size=args.memory_size,
@@ -115,6 +118,26 @@ def _read_sweep(args: argparse.Namespace):
             setup=setup,  # type: ignore[arg-type]  # Sweep.setup takes a Setup too; annotated Mapping only (engine)
             fixed={k: np.asarray(v).item() for k, v in hparams._asdict().items()},
         )
+
+
+# The options only one sampler reads: (that sampler, the value it runs with where none is given).
+_SAMPLER_OPTIONS = {
+    "priority_exponent": ("prioritized", 2.0),
+    "adaptive_interval": ("adaptive", 20),
+    "adaptive_num_old": ("adaptive", None),  # (None: N0 / 2, see _num_old)
+}
+
+
+def _sampler_options(args: argparse.Namespace) -> None:
+    """Refuse an option that ``--sampler`` does not read (``--priority-exponent 3`` with the uniform sampler ran
+    uniform replay without a word, a probe); give the others their defaults, in place."""
+    for name, (sampler, default) in _SAMPLER_OPTIONS.items():
+        value = getattr(args, name)
+        if value is not None and args.sampler != sampler:
+            option = "--" + name.replace("_", "-")
+            raise ValueError(f"{option} applies to --sampler {sampler} only; this run's sampler is {args.sampler}.")
+        if value is None:
+            setattr(args, name, default)
 
 
 def _num_old(args: argparse.Namespace) -> int:
