@@ -35,16 +35,34 @@ def experiment_settings() -> Iterator[None]:
         yield
 
 
+# JAX settings that change how XLA compiles a program without changing its lowered text (so no program
+# fingerprint sees them): (name, default, as said where set otherwise). A resume under
+# JAX_DISABLE_MOST_OPTIMIZATIONS=1 mixed runs that differed from the others by up to 15x (a probe).
+_COMPILE_SETTINGS = (
+    ("jax_disable_most_optimizations", False, "most optimizations disabled"),
+    ("jax_optimization_level", "UNKNOWN", "optimization level {}"),
+    ("jax_exec_time_optimization_effort", 0.0, "execution-time optimization effort {}"),
+    ("jax_memory_fitting_effort", 0.0, "memory-fitting effort {}"),
+)
+
+
 def lowering_settings() -> str:
     """The caller's JAX settings that change the programs a run is compiled into, as text:
-    ``"matmul precision default, shardy partitioner"``.
+    ``"matmul precision default, shardy partitioner"``, followed by each setting that changes how XLA compiles
+    them where it is not JAX's default (``", most optimizations disabled"``).
 
     They are the caller's choice, not scoped (``jax_default_matmul_precision="highest"`` keeps a GPU's float32
     products out of TF32, which rounds otherwise), so what keeps compiled programs or finished runs names them
-    (the engine's program cache, :class:`jaxreplay.engine.batch.Batch`)."""
+    (the engine's program cache, :class:`jaxreplay.engine.batch.Batch`). Settings at their defaults are left
+    out, so the text is what it was before they were named."""
     precision = getattr(jax.config, "jax_default_matmul_precision") or "default"
     shardy = getattr(jax.config, "jax_use_shardy_partitioner")
-    return f"matmul precision {precision}, {'shardy' if shardy else 'GSPMD'} partitioner"
+    text = f"matmul precision {precision}, {'shardy' if shardy else 'GSPMD'} partitioner"
+    for name, default, said in _COMPILE_SETTINGS:
+        value = jax.config.values.get(name, default)
+        if value != default:
+            text += ", " + said.format(value)
+    return text
 
 
 def in_experiment_settings(function: F) -> F:

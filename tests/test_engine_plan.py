@@ -211,6 +211,16 @@ def test_a_resume_under_another_matmul_precision_or_partitioner_is_refused_namin
             plan_lib.make_plan(SWEEP, done, PLENTY, out=out, recorded=recorded)
     finally:
         jax.config.update("jax_use_shardy_partitioner", shardy)
+    # JAX_DISABLE_MOST_OPTIMIZATIONS=1 compiles the same lowered text otherwise: a resume under it was accepted and
+    # its runs differed from the others' (a probe). Named where set, left out at JAX's default.
+    jax.config.update("jax_disable_most_optimizations", True)
+    try:
+        with pytest.raises(ValueError, match=r"this process has matmul precision default, shardy partitioner, most "
+                                             r"optimizations disabled, which lowers other programs"):
+            plan_lib.make_plan(SWEEP, done, PLENTY, out=out, recorded=recorded)
+    finally:
+        jax.config.update("jax_disable_most_optimizations", False)
+    assert plan_lib.make_plan(SWEEP, done, PLENTY, out=out, recorded=recorded).batch.jax_settings == recorded.jax_settings
     assert not out.exists()
 
 

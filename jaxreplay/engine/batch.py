@@ -134,8 +134,8 @@ class Batch(NamedTuple):
             implementation draws other numbers); ``""`` in records written before it was recorded, which then
             resume under any (nothing to compare).
         jax_settings: the JAX settings the programs were lowered under (:func:`jaxreplay._scope.lowering_settings`:
-            matmul precision, partitioner); ``""`` in records written before it was recorded, which then resume
-            under any (nothing to compare).
+            matmul precision, partitioner, optimization settings not at JAX's defaults); ``""`` in records written
+            before it was recorded, which then resume under any (nothing to compare).
     """
 
     platform: str
@@ -297,7 +297,8 @@ def _check_jax_settings(recorded: Batch, batch: Batch, where: str, keep: str) ->
             f"{where} with JAX's {recorded.jax_settings}; this process has {batch.jax_settings}, which lowers "
             'other programs. Set them back before the sweep (jax.config.update("jax_default_matmul_precision", '
             '...), jax.config.update("jax_use_shardy_partitioner", ...), or the JAX_DEFAULT_MATMUL_PRECISION '
-            f"and JAX_USE_SHARDY_PARTITIONER environment variables), or use a new output folder, {keep}."
+            "and JAX_USE_SHARDY_PARTITIONER environment variables; likewise JAX's optimization settings, such as "
+            f"JAX_DISABLE_MOST_OPTIMIZATIONS), or use a new output folder, {keep}."
         )
 
 
