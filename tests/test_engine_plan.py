@@ -158,7 +158,8 @@ def test_a_resume_at_another_batch_is_refused_by_the_plan_naming_what_differs(tm
     options = plan_lib.compiler_options_text(SWEEP.exp.compiler_options["cpu"])
     recorded = plan_lib.Batch("cpu", "cpu", 1, 2, "", compiler_options=options, xla_version=plan_lib.xla_version(),
                               prng="threefry2x32, partitionable",
-                              jax_settings="matmul precision default, shardy partitioner")
+                              jax_settings="matmul precision default, shardy partitioner",
+                              defaults=json.dumps(SWEEP.unset_hyperparameters()))
     # Without a chunk size the recorded one is asked for; with it, or on a finished sweep, anything goes.
     assert plan_lib.make_plan(SWEEP, done, PLENTY, out=out, recorded=recorded).chunk_size == 2
     assert plan_lib.make_plan(SWEEP, done, PLENTY, chunk_size=2, out=out, recorded=recorded).batch == recorded

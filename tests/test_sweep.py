@@ -1162,6 +1162,7 @@ def test_a_resume_computes_its_missing_runs_at_the_recorded_batch_or_refuses(tmp
                             xla_version=plan_lib.xla_version(), program=recorded["program"],
                             prng="threefry2x32, partitionable",
                             jax_settings="matmul precision default, shardy partitioner",
+                            defaults=json.dumps(sweep.unset_hyperparameters()),
                             **({"compiler_options": options} if options else {}),
                             **({"cpu_threads": batch_lib.cpu_thread_pool_size(1)} if device.platform == "cpu" else {}))
     assert re.fullmatch(r"[0-9a-f]{16}", recorded["program"])
@@ -1287,6 +1288,43 @@ def test_runs_computed_by_another_xla_are_never_mixed_into_a_resumed_sweep(tmp_p
     monkeypatch.undo()
     assert sw.run(sweep, old, chunk_size=2, progress=False).stats.runs_computed == 2
     assert sw.run(sweep, old, chunk_size=2, progress=False).stats.runs_computed == 0
+
+
+def test_a_resume_after_a_default_changed_is_refused_naming_it(tmp_path, monkeypatch):
+    """A hyperparameter the sweep leaves at its default runs at the experiment's default, which a later jaxreplay
+    may change: neither the config nor the programs (a traced input) show it, and a probe's resume after the
+    default step size changed mixed runs at 0.01 and at 0.02 in one results.nc. The folder records the values;
+    a resume under other defaults is refused, naming them; a folder recorded before resumes and stays one batch."""
+    sweep = sw.Sweep.from_toml(_write(tmp_path, TINY_TOML))
+    assert sweep.unset_hyperparameters() == {"adaptive_interval": 20, "adaptive_num_old": 50, "adaptive_tolerance": 0.0,
+                                             "discount": 0.0, "priority_exponent": 2.0}
+    out = tmp_path / "out"
+    sw.run(sweep, out, chunk_size=2, progress=False)
+    assert json.loads(json.loads((out / "sweep.json").read_text())["batch"]["defaults"]) == sweep.unset_hyperparameters()
+    sorted((out / "chunks").glob("*.npz"))[-1].unlink()
+    changed = ls.Hyperparameters()._replace(discount=0.5)
+    monkeypatch.setattr(ls.Hyperparameters.__new__, "__defaults__", tuple(changed))
+    assert sweep.unset_hyperparameters()["discount"] == 0.5
+    with pytest.raises(ValueError, match=r"the hyperparameters it does not set at that jaxreplay's defaults; this "
+                                         r"jaxreplay's differ \(discount 0\.0 there, 0\.5 here\), so its missing runs"):
+        sw.run(sweep, out, chunk_size=2, progress=False)
+    # Recorded before the defaults were (an older jaxreplay): resumed, and its new chunks record none either.
+    from jaxreplay.engine import plan as plan_lib
+
+    old = tmp_path / "old"
+    monkeypatch.undo()
+    monkeypatch.setattr(plan_lib.Batch, "__new__", _without_defaults(plan_lib.Batch.__new__))
+    sw.run(sweep, old, chunk_size=2, progress=False)
+    monkeypatch.undo()
+    sorted((old / "chunks").glob("*.npz"))[-1].unlink()
+    assert "defaults" not in json.loads((old / "sweep.json").read_text())["batch"]
+    assert sw.run(sweep, old, chunk_size=2, progress=False).stats.runs_computed == 2
+    assert sw.run(sweep, old, chunk_size=2, progress=False).stats.runs_computed == 0
+
+
+def _without_defaults(new):
+    """``Batch.__new__`` that records no defaults, as a jaxreplay did before it recorded them."""
+    return lambda cls, *args, **kwargs: new(cls, *args, **{**kwargs, "defaults": ""})
 
 
 def _shifted(env_params):

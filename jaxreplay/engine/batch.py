@@ -13,6 +13,7 @@ missing runs of a folder in another program.
 
 from __future__ import annotations
 
+import json
 import os
 import re
 from typing import Any, NamedTuple
@@ -136,6 +137,10 @@ class Batch(NamedTuple):
         jax_settings: the JAX settings the programs were lowered under (:func:`jaxreplay._scope.lowering_settings`:
             matmul precision, partitioner, optimization settings not at JAX's defaults); ``""`` in records written
             before it was recorded, which then resume under any (nothing to compare).
+        defaults: the values the runs took for the hyperparameters the sweep does not set, as JSON
+            (:meth:`~jaxreplay.engine.declaration.Sweep.unset_hyperparameters`): the experiment's defaults,
+            which a later jaxreplay may change without changing the sweep's config or programs (they are traced
+            inputs); ``""`` in records written before it was recorded, which then resume under any.
     """
 
     platform: str
@@ -150,6 +155,7 @@ class Batch(NamedTuple):
     cpu_threads: int = 0
     prng: str = ""
     jax_settings: str = ""
+    defaults: str = ""
 
     @property
     def chunk_size(self) -> int:
@@ -197,6 +203,10 @@ class Batch(NamedTuple):
 
 _REQUIRED = 5  # Batch's fields every record has (platform ... xla_flags); those after were added since, defaulted
 
+UNKNOWN_WHERE_UNRECORDED = ("xla_version", "cpu_threads", "prng", "jax_settings", "defaults")
+"""Batch fields a record written before they existed leaves empty: such a folder resumes under any value (nothing
+to compare), and its new chunks record none either, so that its old and new chunks stay one batch."""
+
 
 def xla_version() -> str:
     """``"jax 0.10.2, jaxlib 0.10.2"``: the versions whose XLA compiles this process's programs."""
@@ -216,11 +226,7 @@ def check_batch(recorded: Batch | None, batch: Batch, chunk_size: int | None, mi
     if recorded is not None:
         # A field recorded before it existed has nothing to compare; the programs are compared once they are
         # built (check_program).
-        unknown = {
-            name: getattr(batch, name)
-            for name in ("xla_version", "cpu_threads", "prng", "jax_settings")
-            if not getattr(recorded, name)
-        }
+        unknown = {name: getattr(batch, name) for name in UNKNOWN_WHERE_UNRECORDED if not getattr(recorded, name)}
         recorded = recorded._replace(**unknown, program=batch.program)
     if recorded is None or not missing or recorded == batch:
         return
@@ -242,6 +248,19 @@ def check_batch(recorded: Batch | None, batch: Batch, chunk_size: int | None, mi
             f"the versions that started it (pip install the jax and jaxlib named), or use a new output folder, {keep}."
         )
     _check_jax_settings(recorded, batch, where, keep)
+    if recorded.defaults != batch.defaults:
+        there, here = json.loads(recorded.defaults), json.loads(batch.defaults)
+        changed = "; ".join(
+            f"{name} {there.get(name, 'not a hyperparameter')} there, {here.get(name, 'not a hyperparameter')} here"
+            for name in sorted(set(there) | set(here))
+            if there.get(name) != here.get(name)
+        )
+        raise ValueError(
+            f"{where}, the hyperparameters it does not set at that jaxreplay's defaults; this jaxreplay's differ "
+            f"({changed}), so its missing runs would run at other values. Finish the sweep with the jaxreplay "
+            "that started it, or use a new output folder, so that runs computed at different values are never "
+            "mixed into one sweep."
+        )
     if recorded.compiler_options != batch.compiler_options:
         raise ValueError(
             f"{where}; this jaxreplay compiles the experiment with compiler options {batch.compiler_options!r} "

@@ -199,6 +199,15 @@ class Sweep:
                 fields[name] = np.full(runs.shape, self.fixed.get(name, getattr(defaults, name)), dtype=dtype)
         return exp.hyperparameters_type(**fields)
 
+    def unset_hyperparameters(self) -> dict[str, Any]:
+        """``{name: value}``, sorted by name: the hyperparameters the sweep does not set (neither ``fixed`` nor an
+        axis), at the experiment's defaults, which every run of this jaxreplay takes. Not in the fingerprint (a
+        sweep's config is what it sets); the engine records them with a folder's runs, so that a jaxreplay whose
+        defaults changed does not finish the folder with other values."""
+        defaults = self.exp.hyperparameters_type()
+        unset = set(self.exp.hyperparameter_names) - set(self.fixed) - set(self.axes)
+        return {name: _plain(np.asarray(getattr(defaults, name)).item()) for name in sorted(unset)}
+
     def to_dict(self) -> dict:
         """The canonical config (what determines the results), JSON-serialisable."""
         out = {

@@ -13,6 +13,7 @@ the shapes come from tracing (``jax.eval_shape``, ``jax.make_jaxpr``).
 
 from __future__ import annotations
 
+import json
 import math
 import pathlib
 from typing import TYPE_CHECKING, Any, NamedTuple
@@ -475,6 +476,7 @@ def make_plan(
         cpu_threads=resources.cpu_threads if resources.on_cpu else 0,
         prng=_prng.settings(),
         jax_settings=_scope.lowering_settings(),
+        defaults=json.dumps(sweep.unset_hyperparameters()),
     )
     host = _check_host_memory(
         runs, per_result, chunk, chunk * per_run if resources.on_cpu else 0, resources.host_memory

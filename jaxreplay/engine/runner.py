@@ -396,10 +396,11 @@ class _Planner(NamedTuple):
             scale *= factor
         if self.store is not None and found is not None and plan.batch is not None:
             # What the chunks are computed at (a finished sweep keeps what its chunks record; a folder recorded
-            # before versions were keeps recording none, so that its old and new chunks stay one batch).
+            # before a field was keeps recording none, so that its old and new chunks stay one batch).
             batch = plan.batch
-            if recorded is not None and not recorded.xla_version:
-                batch = batch._replace(xla_version="")
+            if recorded is not None:
+                unrecorded = [name for name in batch_lib.UNKNOWN_WHERE_UNRECORDED if not getattr(recorded, name)]
+                batch = batch._replace(**{name: batch_lib.Batch._field_defaults[name] for name in unrecorded})
             if plan.runs_done < plan.num_runs and self.devices:
                 program = self.program(plan)
                 batch_lib.check_program(recorded, program, plan.num_runs - plan.runs_done, self.out)
