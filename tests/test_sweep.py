@@ -1322,6 +1322,21 @@ def test_a_resume_after_a_default_changed_is_refused_naming_it(tmp_path, monkeyp
     assert sw.run(sweep, old, chunk_size=2, progress=False).stats.runs_computed == 0
 
 
+def test_a_sweep_of_more_runs_than_it_may_have_is_refused_before_its_configurations_are_checked():
+    """6 axes of 40 values (4.1e9 configurations) spent hours checking each configuration (3 s per 10^6) before
+    the plan refused the sweep for memory (a probe): refused at once, with the numbers."""
+    import time
+
+    grid = {name: [float(i) for i in range(1, 41)] for name in ("step_size", "discount", "priority_exponent")}
+    grid |= {name: list(range(1, 41)) for name in ("memory_size", "adaptive_num_old", "adaptive_interval")}
+    started = time.perf_counter()
+    with pytest.raises(ValueError, match=r"^the sweep has 4096000000 runs \(4096000000 configurations × 1 seeds\), "
+                                         r"more than a sweep may have \(2147483647; .* about 34 GiB of host memory\)"):
+        sw.Sweep.from_dict({"experiment": "linesearch", "seeds": 1, "grid": grid})
+    assert time.perf_counter() - started < 5
+    assert declaration.MAX_RUNS == 2**31 - 1
+
+
 def _without_defaults(new):
     """``Batch.__new__`` that records no defaults, as a jaxreplay did before it recorded them."""
     return lambda cls, *args, **kwargs: new(cls, *args, **{**kwargs, "defaults": ""})

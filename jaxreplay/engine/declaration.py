@@ -36,6 +36,9 @@ from jaxreplay.engine.records import Record
 __all__ = ["Sweep", "run_options"]
 
 _CHECK_BLOCK = 1 << 20  # configurations checked at once when a Sweep is made (about 100 MB of arrays)
+MAX_RUNS = _validation.INT32_MAX
+"""The most runs a sweep may have (configurations × seeds). A grid of 6 axes of 40 values (4.1e9 configurations)
+spent hours checking its configurations before the plan refused it for memory (a probe)."""
 _TOP_LEVEL_KEYS = ("experiment", "seeds", "seed", "setup", "fixed", "grid", "points", "record", "run")
 _RUN_OPTIONS = ("chunk_size", "memory_fraction", "memory_budget", "group_by_setup")
 
@@ -80,6 +83,13 @@ class Sweep:
         # The experiment's own range checks, on every configuration, before compiling (one run per
         # configuration: the seeds share their hyperparameters), a block of configurations at a time:
         # arrays of a whole huge grid could themselves exhaust the host's memory.
+        if self.num_runs > MAX_RUNS:  # (before the checks below, which take about 3 s per 10^6 configurations)
+            raise ValueError(
+                f"the sweep has {self.num_runs} runs ({self.num_configs} configurations × {self.seeds} seeds), more "
+                f"than a sweep may have ({MAX_RUNS}; keeping track of them alone would take about "
+                f"{9 * self.num_runs / 2**30:.0f} GiB of host memory): use fewer seeds or a smaller grid, or split "
+                "the sweep."
+            )
         exp, setup_obj = self.exp, self.make_setup()
         for start in range(0, self.num_configs, _CHECK_BLOCK):
             configs = range(start, min(start + _CHECK_BLOCK, self.num_configs))
