@@ -1337,6 +1337,28 @@ def test_a_sweep_of_more_runs_than_it_may_have_is_refused_before_its_configurati
     assert declaration.MAX_RUNS == 2**31 - 1
 
 
+def test_chunks_with_different_arrays_are_refused_naming_both(tmp_path):
+    """A chunk rewritten as a valid npz without one of its arrays read as zeros there (a run that had diverged, NaN,
+    then read 0.0), with no word; one with a shorter record or an extra array failed naming no file (a probe).
+    Which of the two is wrong cannot be told from the chunks: the sweep stops, naming both and the arrays."""
+    sweep = sw.Sweep.from_toml(_write(tmp_path, TINY_TOML))
+    out = tmp_path / "out"
+    sw.run(sweep, out, chunk_size=2, progress=False)
+    (out / "results.nc").unlink()
+    first, *_, last = sorted((out / "chunks").glob("*.npz"))
+    with np.load(last) as data:
+        arrays = {k: data[k] for k in data.files if k != "summary.final_metric"}
+    np.savez(last, **arrays)
+    with pytest.raises(ValueError, match=rf"^{re.escape(str(out))} holds chunks of one sweep with different arrays "
+                                         rf"\(summary\.final_metric only in chunks/{first.name}\): one of them was "
+                                         r"edited .* Delete the one that is wrong \(or both; their runs are then "
+                                         r"recomputed\) and rerun\.$"):
+        sw.run(sweep, out, chunk_size=2, progress=False)
+    assert not (out / "results.nc").exists()
+    last.unlink()  # (the wrong one deleted: its runs computed again, the results whole)
+    assert sw.run(sweep, out, chunk_size=2, progress=False).stats.runs_computed == 2
+
+
 def _without_defaults(new):
     """``Batch.__new__`` that records no defaults, as a jaxreplay did before it recorded them."""
     return lambda cls, *args, **kwargs: new(cls, *args, **{**kwargs, "defaults": ""})

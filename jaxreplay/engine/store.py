@@ -483,8 +483,15 @@ class ChunkStore:
         aside (if the folder is writable) and the sweep stops with a ValueError
         saying to rerun: its runs are then recomputed. Never are its contents used.
         """
+        first: tuple[pathlib.Path, dict] | None = None
         for path in self._chunk_paths():
-            yield self._read(path)
+            part = self._read(path)
+            layout = {k: (v.shape[1:], v.dtype.str) for k, v in part.items()}
+            if first is None:
+                first = path, layout
+            elif layout != first[1]:  # (a chunk without an array read as zeros there, a probe)
+                raise ValueError(_layouts_differ(first, (path, layout)))
+            yield part
 
     def write_results(self, write_dataset: Callable, summary: dict) -> None:
         """Write ``summary.json`` and ``results.nc`` (``write_dataset(f)`` streams it into the open file).
@@ -738,6 +745,24 @@ class ChunkStore:
     def _set_aside(path: pathlib.Path, reason: str) -> None:
         """Rename the damaged chunk ``path`` to ``*.npz.damaged`` (its runs are then recomputed)."""
         os.replace(path, path.with_name(path.name + ".damaged"))
+
+
+def _layouts_differ(first: tuple[pathlib.Path, dict], other: tuple[pathlib.Path, dict]) -> str:
+    """Why two chunks of one sweep cannot both be intact: they hold other arrays (``{key: (shape, dtype)}``)."""
+    (a, one), (b, two) = first, other
+    an, bn = f"{a.parent.name}/{a.name}", f"{b.parent.name}/{b.name}"
+    differences = [f"{k} only in {an}" for k in sorted(set(one) - set(two))]
+    differences += [f"{k} only in {bn}" for k in sorted(set(two) - set(one))]
+    differences += [
+        f"{k} of shape {one[k][0]} {one[k][1]} in {an}, {two[k][0]} {two[k][1]} in {bn}"
+        for k in sorted(set(one) & set(two))
+        if one[k] != two[k]
+    ]
+    return (
+        f"{a.parent.parent} holds chunks of one sweep with different arrays ({'; '.join(differences)}): one of them "
+        "was edited or written by another program. Delete the one that is wrong (or both; their runs are then "
+        "recomputed) and rerun."
+    )
 
 
 def _utc_now() -> str:
