@@ -939,6 +939,8 @@ def test_processes_that_disagree_or_fail_are_stopped_together_in_one_line(tmp_pa
     ('experiment = "linesearch"\n[setup]\ninitial_weights = [[0.0, 1.0], [2.0, 3.0]]\n',
      r"^setup: initial_weights must be two numbers \(θ1, θ2\), got \(\[0\.0, 1\.0\], \[2\.0, 3\.0\]\)\.$"),
     ('experiment = "linesearch"\n[setup]\ninitial_weights = [0, "x"]\n', r"^setup: initial_weights must be two numbers"),
+    # (a sweep ran the agent at speed 0, never moving, unflagged, where the game refuses it: a probe)
+    ('experiment = "linesearch"\n[setup]\nspeed = 0.0\n', r"^setup: speed must be > 0\.0, got 0\.0\.$"),
     ('experiment = "dqn"\n[setup]\nenv_params = [1, 2]\n',
      r"^setup: env_params must be a table of the environment's parameters \(\{name = value\}\), got \(1, 2\)\.$"),
     ('experiment = "linesearch"\n[record]\nreduce = ["q0.5", "q0.50"]\n', r"record\.reduce names a reduction twice"),

@@ -121,7 +121,7 @@ class Setup:
             _validation.check_choice(name, value, allowed)
         for name in ("initial_position", "reward_slope", "reward_intercept"):
             _validation.check_float(name, getattr(self, name))
-        _validation.check_float("speed", self.speed, low=0.0)
+        _validation.check_float("speed", self.speed, low=0.0, low_inclusive=False)  # (as the game: 0 never moves)
         try:  # (two real numbers: a nested list, a table or a string is none; 10**400 is beyond float64)
             weights = np.asarray(self.initial_weights, np.float64)
         except (TypeError, ValueError, OverflowError):
