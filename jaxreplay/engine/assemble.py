@@ -154,7 +154,15 @@ def to_dataset(sweep: Sweep, arrays: Mapping[str, np.ndarray]):
     reduced over seeds (``reduced.*``, leading axis C) have ``stat`` (the
     reductions' names) in place of ``seed``; a record's first dim keeps the
     coordinates of its kept points (``[::stride]``). Attributes:
-    ``config`` (JSON of :meth:`Sweep.to_dict`), ``fingerprint``, ``versions``.
+    ``config`` (JSON of :meth:`Sweep.to_dict`), ``fingerprint``, ``versions``
+    (the software of the process that assembled the results; ``sweep.json``
+    keeps those of the process that began the sweep, and a resume under other
+    JAX or jaxlib versions is refused).
+
+    The ``seed`` coordinate is the seed *index* i, 0 … seeds − 1: run i's key is
+    ``fold_in(key(seed), i)`` with the sweep's base ``seed`` (in ``config``). Two
+    sweeps of other base seeds label their runs alike, so combine them along a new
+    dimension (``xr.concat(..., dim="base_seed")``), never by aligning ``seed``.
     """
     import xarray as xr
 
