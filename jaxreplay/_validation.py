@@ -245,12 +245,14 @@ class Bounds(NamedTuple):
         integer: the field takes integers (a fractional value is outside).
         low, high: the closed range (None: unbounded on that side).
         high_inclusive: False for a half-open ``[low, high)``.
+        low_inclusive: False for a half-open ``(low, high]`` (a value that must be positive).
     """
 
     integer: bool
     low: float | None = None
     high: float | None = None
     high_inclusive: bool = True
+    low_inclusive: bool = True
 
 
 NONNEGATIVE = Bounds(integer=False, low=0.0)
@@ -278,10 +280,10 @@ def check_bounds(name: str, value: object, bounds: Bounds, *, scalar: bool = Fal
         return
     ran = given.astype(np.float32)
     try:
-        _check_range(name, ran, bounds.low, bounds.high, bounds.high_inclusive)
+        _check_range(name, ran, bounds.low, bounds.high, bounds.high_inclusive, bounds.low_inclusive)
     except FieldError as error:
         try:  # outside as given too (-1e-06 runs as -9.9999997e-07): said plainly, without the float32
-            _check_range(name, given, bounds.low, bounds.high, bounds.high_inclusive)
+            _check_range(name, given, bounds.low, bounds.high, bounds.high_inclusive, bounds.low_inclusive)
         except FieldError:
             raise error from None
         raise FieldError(name, f"(runs as {_show(ran)}, a float32): {error.problem}", value) from None
@@ -310,7 +312,7 @@ def outside_bounds(value: object, bounds: Bounds) -> jax.Array:
             bits = jax.lax.bitcast_convert_type(arr, jnp.uint32)
             bad = bad | (((bits & 0x7F800000) == 0) & ((bits & 0x007FFFFF) != 0))
     if bounds.low is not None:
-        bad = bad | (arr < bounds.low)
+        bad = bad | ((arr < bounds.low) if bounds.low_inclusive else (arr <= bounds.low))
     if bounds.high is not None:
         bad = bad | ((arr > bounds.high) if bounds.high_inclusive else (arr >= bounds.high))
     return jnp.any(bad)

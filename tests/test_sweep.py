@@ -1361,6 +1361,23 @@ def test_chunks_with_different_arrays_are_refused_naming_both(tmp_path):
     assert sw.run(sweep, out, chunk_size=2, progress=False).stats.runs_computed == 2
 
 
+def test_numpy_grids_and_a_byte_order_mark_are_read_as_what_they_hold(tmp_path):
+    """A grid given as a NumPy array (np.linspace, np.arange: the usual grid in Python) and a fixed value given as a
+    0-d array were refused ("must be a list of values"); a TOML file saved with a UTF-8 byte-order mark was "not
+    valid TOML: Invalid statement (at line 1, column 1)" (a probe). Each is the sweep of the values it holds."""
+    plain = sw.Sweep.from_toml(_write(tmp_path, TINY_TOML))
+    arrays = sw.Sweep("linesearch", seeds=2, setup=dict(plain.setup), fixed={"step_size": np.array(0.05)},
+                      grid={"memory_size": np.array([5, 20]), "batch_size": np.arange(1, 3)})
+    assert arrays.fingerprint() == plain.fingerprint()
+    marked = tmp_path / "marked.toml"
+    marked.write_bytes("\ufeff".encode() + TINY_TOML.encode())
+    assert sw.Sweep.from_toml(marked).fingerprint() == plain.fingerprint()
+    for grid, message in (({"memory_size": np.array([[5, 20]])}, r"^grid\.memory_size must be a list of values"),
+                          ({"memory_size": np.array([True, False])}, r"^grid\.memory_size must be a number, got")):
+        with pytest.raises(ValueError, match=message):
+            sw.Sweep("linesearch", grid=grid)
+
+
 def _without_defaults(new):
     """``Batch.__new__`` that records no defaults, as a jaxreplay did before it recorded them."""
     return lambda cls, *args, **kwargs: new(cls, *args, **{**kwargs, "defaults": ""})

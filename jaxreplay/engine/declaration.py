@@ -312,6 +312,8 @@ def _normalised(given: Sweep) -> dict[str, Any]:
     fixed = {k: _check_hparam(exp, f"fixed.{k}", k, v) for k, v in given.fixed.items()}
     grid = {}
     for k, values in given.grid.items():
+        if isinstance(values, np.ndarray) and values.ndim == 1:  # (the usual grid in Python: np.linspace, ...)
+            values = list(values)
         if isinstance(values, (str, bytes)) or not isinstance(values, Sequence):
             raise ValueError(f"grid.{k} must be a list of values, got {values!r}.")
         if len(values) == 0:
@@ -457,6 +459,9 @@ def parse_toml(text: str, name: str) -> dict:
     """``text`` read as TOML; a ``ValueError`` naming ``name`` (``"CONFIG path"``) where it is not TOML, or
     naming the key where it holds an integer beyond TOML's 64 bits (tomllib reads any size: 10**400 then
     failed as an OverflowError deep in a check)."""
+    # A byte-order mark (as some Windows editors save UTF-8) is no content: TOML's grammar has no place for it,
+    # and tomllib's "Invalid statement (at line 1, column 1)" did not say what was there (a probe).
+    text = text.removeprefix("\ufeff")
     try:
         config = tomllib.loads(text)
     except tomllib.TOMLDecodeError as e:
@@ -489,7 +494,9 @@ def _check_hparam(exp, where: str, name: str, value):
     fields = exp.hyperparameter_names
     if name not in fields:
         raise ValueError(f"{where}: unknown hyperparameter of {exp.name!r}; known: {', '.join(fields)}.")
-    if isinstance(value, bool) or not isinstance(value, (int, float, np.integer, np.floating)):
+    if isinstance(value, np.ndarray) and value.ndim == 0:  # (a 0-d array is one number, as NumPy scalars are)
+        value = value[()]
+    if isinstance(value, (bool, np.bool_)) or not isinstance(value, (int, float, np.integer, np.floating)):
         raise FieldError(where, f"must be a number, got {value!r} ({type(value).__name__}).")
     whole = isinstance(value, (int, np.integer))  # (a Python int may be beyond float64: not converted)
     if _is_int_field(exp.hyperparameters_type(), name):

@@ -351,7 +351,7 @@ class Hyperparameters(NamedTuple):
             (:func:`jaxreplay.adaptive.controller`).
         adaptive_equal_counts: 1 (default): both sums of a comparison cover
             equally many transitions; 0: the literal index ranges.
-        adam_epsilon: Adam's ε >= 0.
+        adam_epsilon: Adam's ε > 0 (at 0 a parameter whose gradient is 0 gets 0/0: NaN).
         n_step: the horizon n of the TD targets, an integer in ``[1,
             Setup.max_n_step]``: up to n rewards summed, then γ^k times the
             bootstrap value (:mod:`jaxreplay.returns`; n = 1 is the 1-step
@@ -525,7 +525,7 @@ def _bounds(setup: Setup) -> dict[str, _validation.Bounds]:
         "adaptive_td_target": flag,
         "adaptive_paired": flag,
         "adaptive_equal_counts": flag,
-        "adam_epsilon": b(False, 0.0),
+        "adam_epsilon": b(False, 0.0, low_inclusive=False),  # (0: a gradient of 0 became 0/0, NaN weights)
         "n_step": b(True, 1, setup.max_n_step),
         "replay_ratio": b(False, 0.0, float(np.float32(setup.max_replay_ratio))),
     }
