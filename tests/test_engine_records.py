@@ -58,7 +58,9 @@ def test_seed_mean_and_quantiles_on_the_device_match_numpy_for_any_chunk_size(fu
     assert ds.stat.values.tolist() == ["mean", "q0.1", "q0.5", "q1"] and ds.final_metric.dims[-1] == "seed"
     dtheta = full.dtheta.values[..., ::2, :]  # [4, 2, seed, step, weight]
     capacity = full.capacity.values[..., ::2].astype(np.float64)
-    np.testing.assert_allclose(ds.dtheta.sel(stat="mean").values, dtheta.mean(axis=2), rtol=1e-6, atol=1e-7)
+    # The mean is NumPy's to the bit, and nanmean's where nothing is NaN (jnp.mean rounded a third of the means an
+    # ulp otherwise, a probe).
+    np.testing.assert_array_equal(ds.dtheta.sel(stat="mean").values, dtheta.mean(axis=2))
     np.testing.assert_allclose(ds.capacity.sel(stat="mean").values, capacity.mean(axis=2), rtol=1e-6)
     for p in (0.1, 0.5, 1.0):
         name = f"q{p:g}"
