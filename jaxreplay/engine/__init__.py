@@ -14,8 +14,10 @@
   * :mod:`jaxreplay.engine.plan`: a pure function to a ``Plan`` (chunks, byte
     estimates); every refusal happens there, before anything is written or compiled;
   * :mod:`jaxreplay.engine.execute`: the compiled, sharded chunk programs;
-  * :mod:`jaxreplay.engine.store`: the output folder (``ChunkStore``: manifest,
+  * :mod:`jaxreplay.engine.store`: the output folder's contents (``ChunkStore``: manifest,
     atomic chunks, fingerprints, damaged chunks set aside);
+  * :mod:`jaxreplay.engine.folder`: the output folder as a place (one writer at a time:
+    ``lock_folder``; whether it can be written);
   * :mod:`jaxreplay.engine.assemble`: chunks into a labeled ``xarray.Dataset`` and NetCDF;
   * :mod:`jaxreplay.engine.records`: records on demand (which per-step records a run
     keeps, their stride, reductions over seeds), decided inside the compiled program.

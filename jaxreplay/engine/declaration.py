@@ -36,9 +36,10 @@ from jaxreplay.engine.records import Record
 __all__ = ["Sweep", "run_options"]
 
 _CHECK_BLOCK = 1 << 20  # configurations checked at once when a Sweep is made (about 100 MB of arrays)
-MAX_RUNS = _validation.INT32_MAX
-"""The most runs a sweep may have (configurations × seeds). A grid of 6 axes of 40 values (4.1e9 configurations)
-spent hours checking its configurations before the plan refused it for memory (a probe)."""
+MAX_CONFIGS = _validation.INT32_MAX
+"""The most configurations a sweep may have (``points``' ``config`` coordinate is int32). A grid of 6 axes of 40
+values (4.1e9 configurations) spent hours checking each one before the plan refused it for memory (a probe). A
+sweep of many seeds is refused by the plan, which knows the host's memory, before anything of its size is made."""
 _TOP_LEVEL_KEYS = ("experiment", "seeds", "seed", "setup", "fixed", "grid", "points", "record", "run")
 _RUN_OPTIONS = ("chunk_size", "memory_fraction", "memory_budget", "group_by_setup")
 
@@ -83,12 +84,10 @@ class Sweep:
         # The experiment's own range checks, on every configuration, before compiling (one run per
         # configuration: the seeds share their hyperparameters), a block of configurations at a time:
         # arrays of a whole huge grid could themselves exhaust the host's memory.
-        if self.num_runs > MAX_RUNS:  # (before the checks below, which take about 3 s per 10^6 configurations)
+        if self.num_configs > MAX_CONFIGS:  # (before the checks below, which take about 3 s per 10^6 of them)
             raise ValueError(
-                f"the sweep has {self.num_runs} runs ({self.num_configs} configurations × {self.seeds} seeds), more "
-                f"than a sweep may have ({MAX_RUNS}; keeping track of them alone would take about "
-                f"{9 * self.num_runs / 2**30:.0f} GiB of host memory): use fewer seeds or a smaller grid, or split "
-                "the sweep."
+                f"the sweep has {self.num_configs} configurations, more than a sweep may have ({MAX_CONFIGS}, "
+                "which the engine numbers as int32): use a smaller grid, or split the sweep."
             )
         exp, setup_obj = self.exp, self.make_setup()
         for start in range(0, self.num_configs, _CHECK_BLOCK):
