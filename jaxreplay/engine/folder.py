@@ -18,6 +18,7 @@ from jaxreplay._files import TEMP_PREFIX
 __all__ = ["LOCK_NAME", "FolderLock", "SweepWarning", "lock_folder", "writable"]
 
 LOCK_NAME = "sweep.lock"
+"""The lock file's name in a sweep's folder: its holder's pid, host and start time (JSON), held with ``flock``."""
 
 
 class SweepWarning(UserWarning):

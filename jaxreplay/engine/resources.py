@@ -19,8 +19,8 @@ from collections.abc import Sequence
 import jax
 
 from jaxreplay.engine import batch as batch_lib
+from jaxreplay.engine import folder as folder_lib
 from jaxreplay.engine import plan as plan_lib
-from jaxreplay.engine import store as store_lib
 
 __all__ = ["measure", "default_memory_budget", "host_memory_bytes", "free_disk_bytes", "writable"]
 
@@ -117,4 +117,4 @@ def free_disk_bytes(path: pathlib.Path) -> int:
 
 def writable(folder: pathlib.Path) -> bool:
     """Whether a file can be created in ``folder``, an existing folder (tried, so read-only mounts count)."""
-    return store_lib.writable(folder)
+    return folder_lib.writable(folder)

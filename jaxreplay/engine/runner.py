@@ -92,6 +92,7 @@ from jaxreplay import _scope
 from jaxreplay.engine import assemble as assemble_lib
 from jaxreplay.engine import batch as batch_lib
 from jaxreplay.engine import execute as execute_lib
+from jaxreplay.engine import folder as folder_lib
 from jaxreplay.engine import plan as plan_lib
 from jaxreplay.engine import resources as resources_lib
 from jaxreplay.engine import store as store_lib
@@ -533,7 +534,7 @@ def _check_folder_of_process_zero(out: pathlib.Path, holder: dict) -> None:
     if not holder:
         return
     try:
-        found = json.loads((out / store_lib.LOCK_NAME).read_text())
+        found = json.loads((out / folder_lib.LOCK_NAME).read_text())
     except (OSError, ValueError):
         found = None
     if found != holder:

@@ -52,7 +52,7 @@ from jaxreplay._files import (
     refuse_foreign_files,
     refuse_other_owner,
 )
-from jaxreplay.engine.folder import LOCK_NAME, FolderLock, SweepWarning, lock_folder, writable
+from jaxreplay.engine.folder import FolderLock, SweepWarning, lock_folder
 
 if TYPE_CHECKING:
     from jaxreplay.engine.declaration import Sweep
@@ -60,13 +60,11 @@ if TYPE_CHECKING:
 __all__ = [
     "ChunkStore",
     "FolderLock",
-    "LOCK_NAME",
     "Scan",
     "SweepWarning",
     "software_versions",
     "atomic_write",
     "lock_folder",
-    "writable",
 ]
 
 _OWN_FILES = ("sweep.json", "summary.json", "results.nc")  # what a sweep writes in its folder, beside chunks/

@@ -268,8 +268,12 @@ def adaptive_diagnostics(summary: _Entries) -> dict:
         standard errors of 0), ``change_mean`` and ``noise_mean`` (per compared
         check), ``forced_fraction`` (checks the floor rule decided: an
         enlargement whatever the sums) and ``free_grow_fraction`` (the grow
-        share of the valid checks it did not decide: what the TD errors, or the
-        coin of the random walk, chose; these two only where ``summary`` holds
+        share of the valid checks it did not decide: under aER and the random
+        walk, which act at every such check, what the TD errors or the coin
+        chose; under a rule that can keep the size, the accumulated evidence
+        (``adaptive_rule`` 3), a check that kept it counts as not grown, so the
+        share is not its votes' (a probe read 0.17 where it grew 18 times and
+        shrank 18 times, 39 checks keeping the size); these two only where ``summary`` holds
         ``adaptive_forced`` and ``adaptive_invalid``, which results written
         before them lack); ``None`` where nothing was counted.
     """
