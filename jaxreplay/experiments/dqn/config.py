@@ -751,7 +751,9 @@ def update_slot_groups(hparams: Hyperparameters, setup: Setup) -> tuple[np.ndarr
         ``setups`` the distinct setups, fewest slots first, each ``setup`` with ``max_updates_per_unit``
         lowered to :func:`update_slots_needed` (``setup`` itself where that is its own bound). A run's
         result is the same in its group's program as in ``setup``'s: the slots above its due updates
-        are masked, and slot ``j`` draws with ``fold_in(key, j)`` whatever the bound.
+        are masked, and slot ``j`` draws with ``fold_in(key, j)`` whatever the bound. (One known exception,
+        a diagnostic: with stored-priority replay the logged ``td_loss`` can differ in its last bit in a
+        record, from XLA:CPU's fused multiply-adds; docs/design.md §2 says why.)
     """
     ratios = np.asarray(hparams.replay_ratio, np.float32).reshape(-1)
     distinct, of_config = np.unique(ratios, return_inverse=True)
