@@ -276,7 +276,7 @@ DQN_REDUCED = dict(
                hidden_sizes=[8], max_updates_per_unit=4, adaptive=True, adaptive_check_every=20),
     fixed=dict(learning_starts=60, epsilon_decay_steps=200, target_period=50, adaptive_interval=20,
                adaptive_num_old=20, memory_size=60, adaptive_rule=1),
-    grid=dict(replay_ratio=[0.25, 1.0, 4.0]),
+    grid=dict(replay_ratio=[0.25, 0.5, 1.0]),  # (one update slot: one program, where grouping is not the question)
 )
 
 
