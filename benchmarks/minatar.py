@@ -13,11 +13,11 @@ evaluation off (it plays no training steps).
   seed; a few seeds are timed and the rate scaled (its cost is linear in the
   number of seeds), so the sequential rate is one seed's, whatever the count.
 * **published peer figure** (accelerators only, not measured here): rejax's
-  DQN on Breakout-MinAtar took about 12 minutes per agent for 10⁶ steps with
-  50 agents vmapped on one A100, about 7×10⁴ env steps/s in aggregate
-  (:data:`REJAX_STEPS_PER_S`). Its network and update schedule are rejax's
-  own, not this preset's: the row is a scale, not a like-for-like race. Goal:
-  our 1,000-seed aggregate ≥ 50× it.
+  DQN on Breakout-MinAtar took 12 min 19.3 s *per agent* for 10⁶ steps with
+  50 agents vmapped (its README's speedup plot, on the A100 the issue cites),
+  about 1.35×10³ env steps/s in aggregate (:data:`REJAX_STEPS_PER_S`). Its
+  network and update schedule are rejax's own, not this preset's: the row is
+  a scale, not a like-for-like race. Goal: our 1,000-seed aggregate ≥ 50× it.
 """
 
 from __future__ import annotations
@@ -41,9 +41,12 @@ MODES = {
 }
 ACCELERATOR_SEEDS = 1_000
 """The seed count added where the backend is an accelerator."""
-REJAX_STEPS_PER_S = 50 * 1_000_000 / (12 * 60)
-"""rejax's published DQN on Breakout-MinAtar: 50 agents × 10⁶ steps in about 12 minutes on one A100
-(~6.9×10⁴ env steps/s in aggregate). Not measured here."""
+REJAX_STEPS_PER_S = 50 * 1_000_000 / (50 * (12 * 60 + 19.3))
+"""rejax's published DQN on Breakout-MinAtar: 50 agents × 10⁶ steps at 12 min 19.3 s per agent, the time of
+the 50 vmapped agents amortised over them (~1.35×10³ env steps/s in aggregate). Not measured here. Read until
+2026-11-30 as the 50 agents' wall time (6.9×10⁴, 51× too many): the plot's own speedup over cleanRL, 1.67× at
+50 agents (cleanRL's 20 min 34 s ÷ 12 min 19 s), and its PPO panel (0.2 s per agent at 300 agents) are per
+agent (a review)."""
 GOAL = 50.0
 """Our 1,000-seed aggregate over :data:`REJAX_STEPS_PER_S`."""
 HEADLINES: list[list[str]] = []  # filled by run(): the summary rows of `python -m benchmarks`
@@ -136,7 +139,7 @@ def _report(mode_name: str, backend: str, steps: int, rows: list[dict], sequenti
             [
                 [f"ours, {largest['seeds']:,} seeds (measured)", f"{_rate(largest):,.0f}", f"**{ratio:.1f}×**"],
                 [
-                    "rejax DQN, 50 agents on one A100 (**published figure**, not measured here)",
+                    "rejax DQN, 50 agents on one A100, 12 min 19 s per agent (**published figure**, not measured here)",
                     f"{REJAX_STEPS_PER_S:,.0f}",
                     "1×",
                 ],
