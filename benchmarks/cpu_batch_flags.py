@@ -56,7 +56,9 @@ def child(mode_name: str) -> dict:
     out = {}
     for name, build in builds.items():
         fn, carry, steps, *_ = build()
-        program = _timing.compile_program(fn, carry)
+        # With the engine's options, as the roofline compiles them: without, the "without" side also lacked the
+        # engine's own YNNPACK setting, half of the flags measured (a review of the benchmarks).
+        program = _timing.compile_program(fn, carry, compiler_options=getattr(fn, "compiler_options", None))
         (timing,) = _timing.time_interleaved([program], repeats=mode["repeats"], min_repeats=1)
         out[name] = dict(step_us=timing.median_s / steps * 1e6, compile_s=program.compile_s)
     return out
