@@ -294,22 +294,22 @@ def test_window_averages_exact(beta):
 
 @pytest.mark.parametrize("beta", [200, 1000, 10_000])
 def test_window_averages_exact_at_large_exponents(beta):
-    """Against the antiderivatives in exact rational arithmetic (integer β, the float inputs' exact values). The
+    """Against the antiderivatives in 80-digit decimal arithmetic (integer β, the float inputs' exact values). The
     averages read |u|^β unscaled: at β = 200 they were off by 1e-4, from β ≈ 1000 they underflowed to (0, 0),
     so the pER theory stopped learning (M = 0.6 at β = 10^6 where the game reaches 0.49), a probe."""
-    from fractions import Fraction
+    import decimal
+
+    def G(u, p):  # sign(u)^(p+1) |u|^k / k, the antiderivative of |u|^β u^p
+        k = beta + p + 1
+        return (1 if u >= 0 else -1) ** (p + 1) * abs(u) ** k / k
 
     def exact(ya, yb, A, B):
-        ya, yb, A, B = map(Fraction, (ya, yb, A, B))
-        ua, ub = A * ya + B, A * yb + B
-
-        def G(u, p):  # sign(u)^(p+1) |u|^k / k, the antiderivative of |u|^β u^p
-            k = beta + p + 1
-            return (1 if u >= 0 else -1) ** (p + 1) * abs(u) ** k / k
-
-        e0, e1, e2 = ((G(ub, p) - G(ua, p)) / (ub - ua) for p in range(3))
-        ey = (ya + yb) / 2 * e1 + (e2 - (ua + ub) / 2 * e1) / A
-        return float(ey / e0), float(e1 / e0)
+        with decimal.localcontext(prec=80):
+            ya, yb, A, B = map(decimal.Decimal, (ya, yb, A, B))  # (a float's exact value)
+            ua, ub = A * ya + B, A * yb + B
+            e0, e1, e2 = ((G(ub, p) - G(ua, p)) / (ub - ua) for p in range(3))
+            ey = (ya + yb) / 2 * e1 + (e2 - (ua + ub) / 2 * e1) / A
+            return float(ey / e0), float(e1 / e0)
 
     cases = [(-5.0, -4.0, 0.3, 1.2), (-5.0, -4.0, 0.3, 1.4), (-5.0, 5.0, 0.1, 0.05), (1.0, 1.0001, 2.0, -2.0),
              (-5.0, -4.99, 0.1, 0.6), (-5.0, -3.0, -0.05, 0.45), (-2.0, 1.0, 0.25, 0.125)]
