@@ -401,16 +401,25 @@ def run(mode_name: str = "quick", progress: Callable[[str], None] = lambda s: pr
 HEADLINES: list[list[str]] = []  # filled by run(): the summary rows of `python -m benchmarks`
 
 
+def headline_ratio(ours: Result, theirs: Result) -> str:
+    """A summary row's measured column: the ratio, followed by the side whose output check failed, if any (its
+    time is then not that of a working buffer: flashbax's prioritised checksum came out non-finite on an H200,
+    and the ratio was published without a word in the summary, a review of the benchmarks)."""
+    failed = [r.case.impl for r in (ours, theirs) if r.note == "non-finite checksum"]
+    return f"{_ratio(ours, theirs):.1f}×" + (f" ({' and '.join(failed)}: non-finite checksum)" if failed else "")
+
+
 def _report(mode_name, mode, configs, results, mixed) -> str:
     out: list[str] = []
     B0, N0 = HEADLINE
     head_ratio = _ratio(results[("priority", "ours", B0, N0)], results[("priority", "flashbax", B0, N0)])
-    uniform_ratio = _ratio(results[("uniform", "ours", B0, N0)], results[("uniform", "flashbax", B0, N0)])
     HEADLINES[:] = [
         [f"uniform add+sample+gather, ours / flashbax (N = {N0}, B = {B0}, batch {BATCH_SIZE})",
-         f"{uniform_ratio:.1f}×", f"≥ {UNIFORM_TARGET_RATIO:.0f}×"],
+         headline_ratio(results[("uniform", "ours", B0, N0)], results[("uniform", "flashbax", B0, N0)]),
+         f"≥ {UNIFORM_TARGET_RATIO:.0f}×"],
         [f"stored-priority add+sample+update, ours / flashbax (N = {N0}, B = {B0}, batch {BATCH_SIZE})",
-         f"{head_ratio:.1f}×", f"≥ {TARGET_RATIO:.0f}×"],
+         headline_ratio(results[("priority", "ours", B0, N0)], results[("priority", "flashbax", B0, N0)]),
+         f"≥ {TARGET_RATIO:.0f}×"],
     ]
     if math.isfinite(head_ratio):
         verdict = "met" if head_ratio >= TARGET_RATIO else "**not met**"

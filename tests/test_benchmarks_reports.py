@@ -303,3 +303,19 @@ def test_the_cli_keeps_the_rows_of_a_benchmark_an_only_run_did_not_measure(monke
     assert [r[:4] for r in rows] == [["ok", "ok's quantity", "3.0×", "≥ 2×"],
                                      ["fails", "failed: RuntimeError: scaling sweep / ran out of memory", "–", "–"]]
     assert list(extras) == ["ok"] and extras["ok"][1] == "roofline of ok" and "cpu" in where
+
+
+def test_a_buffer_ratio_whose_side_failed_its_output_check_says_so_in_the_summary():
+    """flashbax's prioritised checksum came out non-finite on an H200, and the summary published 14.0× without a
+    word (only the section's note said it: a review of the benchmarks)."""
+    from benchmarks import _timing, buffer
+
+    def result(impl, seconds, note=""):
+        case = buffer.Case("priority", impl, 100, 1000, 100)
+        return buffer.Result(case, _timing.Timing(1.0, 0.1, (seconds,)), note=note)
+
+    assert buffer.headline_ratio(result("ours", 0.01), result("flashbax", 0.14)) == "14.0×"
+    assert (buffer.headline_ratio(result("ours", 0.01), result("flashbax", 0.14, "non-finite checksum"))
+            == "14.0× (flashbax: non-finite checksum)")
+    assert (buffer.headline_ratio(result("ours", 0.01, "non-finite checksum"), result("flashbax", 0.02, "x"))
+            == "2.0× (ours: non-finite checksum)")
