@@ -282,13 +282,19 @@ def markdown_table(header: list[str], rows: list[list[str]]) -> str:
     return "\n".join(lines)
 
 
-def engine_call_seconds(run: Callable, sweep) -> float:
-    """The wall time of ``run(sweep, None)`` (the engine's whole call: planning, the chunks, the dataset
-    assembled) less any compilation in it: what a user waits for once the programs are built. (The engine's own
-    ``run_seconds`` counts the chunk loop only: 6-15 % less at 10⁴ LineSearch runs on the 2-core CPU.)"""
+def engine_call(run: Callable, sweep) -> tuple[float, Any]:
+    """``(seconds, result)`` of ``run(sweep, None)``: the wall time of the engine's whole call (planning, the
+    chunks, the dataset assembled) less any compilation in it, what a user waits for once the programs are
+    built. (The engine's own ``run_seconds`` counts the chunk loop only: 6-15 % less at 10⁴ LineSearch runs on
+    the 2-core CPU.)"""
     t0 = time.perf_counter()
     result = run(sweep, None, progress=False)
-    return time.perf_counter() - t0 - result.stats.compile_seconds
+    return time.perf_counter() - t0 - result.stats.compile_seconds, result
+
+
+def engine_call_seconds(run: Callable, sweep) -> float:
+    """The seconds of :func:`engine_call`."""
+    return engine_call(run, sweep)[0]
 
 
 def compiled_as_the_engine(fn: Callable, experiment, *args, static_argnums=()) -> Callable:

@@ -302,13 +302,22 @@ def _prepare(case: Case) -> tuple[_timing.Program | None, Result]:
         return None, Result(case, state_bytes=state_bytes, note=note)
     carry = jax.jit(make_carry)(keys, capacities)
     program = _timing.compile_program(run, carry)
-    # Filled before it is timed, so every timed step overwrites the oldest transition as a full replay memory
-    # does: the headline N = 1000 buffer reached at most 802 of its slots over the warm-up and the timed rounds,
-    # and filled, uniform ours ÷ flashbax fell from 2.1× to 1.6-1.7× on 2 cores (a review of the benchmarks).
-    for _ in range(-(-case.N // case.T)):
+    for _ in range(fill_calls(case)):
         program.carry = program.compiled(program.carry)
     jax.block_until_ready(program.carry)
     return program, Result(case, state_bytes=state_bytes)
+
+
+def fill_calls(case: Case) -> int:
+    """Untimed calls of ``case``'s program (``T`` steps each) that fill its buffers before they are measured, so
+    every measured step overwrites the oldest transition, as a full replay memory does: the headline N = 1000
+    buffer reached at most 802 of its slots over the warm-up and the timed rounds, and filled, uniform ours ÷
+    flashbax fell from 2.1× to 1.6-1.7× on 2 cores (a review of the benchmarks)."""
+    return -(-case.N // case.T)
+
+
+NON_FINITE = "non-finite checksum"
+"""A :class:`Result`'s note where its program's output check failed: its time is not a working buffer's."""
 
 
 def measure(cases: list[Case], mode: dict[str, Any]) -> list[Result]:
@@ -326,7 +335,7 @@ def measure(cases: list[Case], mode: dict[str, Any]) -> list[Result]:
             result.timing = next(timings)
             checksum = np.asarray(program.carry[-1])
             if not np.all(np.isfinite(checksum)):
-                result.note = "non-finite checksum"
+                result.note = NON_FINITE
             program.carry = None  # free the state now
         results.append(result)
     return results
@@ -405,8 +414,8 @@ def headline_ratio(ours: Result, theirs: Result) -> str:
     """A summary row's measured column: the ratio, followed by the side whose output check failed, if any (its
     time is then not that of a working buffer: flashbax's prioritised checksum came out non-finite on an H200,
     and the ratio was published without a word in the summary, a review of the benchmarks)."""
-    failed = [r.case.impl for r in (ours, theirs) if r.note == "non-finite checksum"]
-    return f"{_ratio(ours, theirs):.1f}×" + (f" ({' and '.join(failed)}: non-finite checksum)" if failed else "")
+    failed = [r.case.impl for r in (ours, theirs) if r.note == NON_FINITE]
+    return f"{_ratio(ours, theirs):.1f}×" + (f" ({' and '.join(failed)}: {NON_FINITE})" if failed else "")
 
 
 def _report(mode_name, mode, configs, results, mixed) -> str:

@@ -390,7 +390,7 @@ def _buffer(workload: str, impl: str, B: int = 100, N: int = 1000, steps: int = 
     make_carry, run = bm._programs(case)  # the buffer benchmark's own program (imports flashbax if asked)
     carry = jax.jit(make_carry)(jax.random.split(jax.random.key(0), B), bm._capacities(case))
     fill = jax.jit(run)  # filled before it is measured, as the buffer benchmark is (every step overwrites)
-    for _ in range(-(-N // steps)):
+    for _ in range(bm.fill_calls(case)):
         carry = fill(carry)
     transition = _timing.tree_bytes(bm._example())
     per_buffer = (1 + bm.BATCH_SIZE) * transition  # write 1 transition, read the 50 sampled

@@ -161,11 +161,7 @@ def _engine(runs: int, repeats: int) -> dict:
     sweep = _sweep(runs)
     # The whole call less its compilation, as NumPy's side is timed whole (the engine's run_seconds, the chunk
     # loop alone, left out planning and assembly: 2-3 % of the call at 10⁴ runs, a review of the benchmarks).
-    results, seconds = [], []
-    for _ in range(repeats):
-        t0 = time.perf_counter()
-        results.append(sw.run(sweep, None, progress=False))
-        seconds.append(time.perf_counter() - t0 - results[-1].stats.compile_seconds)
+    seconds, results = zip(*(_timing.engine_call(sw.run, sweep) for _ in range(repeats)))
     run_s = float(np.median(seconds))
     stats = results[0].stats
     metric = float(results[0].dataset.final_metric.mean())

@@ -120,24 +120,24 @@ def _read_sweep(args: argparse.Namespace):
         )
 
 
-# The options only one sampler reads: (that sampler, the value it runs with where none is given).
-_SAMPLER_OPTIONS = {
-    "priority_exponent": ("prioritized", 2.0),
-    "adaptive_interval": ("adaptive", 20),
-    "adaptive_num_old": ("adaptive", None),  # (None: N0 / 2, see _num_old)
-}
+# The options only one sampler reads, and that sampler.
+_SAMPLER_OPTIONS = {"priority_exponent": "prioritized", "adaptive_interval": "adaptive", "adaptive_num_old": "adaptive"}
 
 
 def _sampler_options(args: argparse.Namespace) -> None:
     """Refuse an option that ``--sampler`` does not read (``--priority-exponent 3`` with the uniform sampler ran
-    uniform replay without a word, a probe); give the others their defaults, in place."""
-    for name, (sampler, default) in _SAMPLER_OPTIONS.items():
+    uniform replay without a word, a probe); give the others the experiment's defaults, in place (n_old's is
+    the command's own, N0 / 2: :func:`_num_old`)."""
+    from jaxreplay.experiments import linesearch as ls
+
+    defaults = ls.Hyperparameters()
+    for name, sampler in _SAMPLER_OPTIONS.items():
         value = getattr(args, name)
         if value is not None and args.sampler != sampler:
             option = "--" + name.replace("_", "-")
             raise ValueError(f"{option} applies to --sampler {sampler} only; this run's sampler is {args.sampler}.")
-        if value is None:
-            setattr(args, name, default)
+        if value is None and name != "adaptive_num_old":
+            setattr(args, name, getattr(defaults, name))
 
 
 def _num_old(args: argparse.Namespace) -> int:

@@ -157,6 +157,10 @@ class Batch(NamedTuple):
     jax_settings: str = ""
     defaults: str = ""
 
+    def unrecorded(self) -> tuple[str, ...]:
+        """The fields of :data:`UNKNOWN_WHERE_UNRECORDED` this record leaves empty (written before they existed)."""
+        return tuple(name for name in UNKNOWN_WHERE_UNRECORDED if not getattr(self, name))
+
     @property
     def chunk_size(self) -> int:
         """Runs per compiled call, over all local devices."""
@@ -226,7 +230,7 @@ def check_batch(recorded: Batch | None, batch: Batch, chunk_size: int | None, mi
     if recorded is not None:
         # A field recorded before it existed has nothing to compare; the programs are compared once they are
         # built (check_program).
-        unknown = {name: getattr(batch, name) for name in UNKNOWN_WHERE_UNRECORDED if not getattr(recorded, name)}
+        unknown = {name: getattr(batch, name) for name in recorded.unrecorded()}
         recorded = recorded._replace(**unknown, program=batch.program)
     if recorded is None or not missing or recorded == batch:
         return

@@ -400,8 +400,8 @@ class _Planner(NamedTuple):
             # before a field was keeps recording none, so that its old and new chunks stay one batch).
             batch = plan.batch
             if recorded is not None:
-                unrecorded = [name for name in batch_lib.UNKNOWN_WHERE_UNRECORDED if not getattr(recorded, name)]
-                batch = batch._replace(**{name: batch_lib.Batch._field_defaults[name] for name in unrecorded})
+                empty = batch_lib.Batch._field_defaults
+                batch = batch._replace(**{name: empty[name] for name in recorded.unrecorded()})
             if plan.runs_done < plan.num_runs and self.devices:
                 program = self.program(plan)
                 batch_lib.check_program(recorded, program, plan.num_runs - plan.runs_done, self.out)

@@ -119,9 +119,9 @@ class Setup:
             ("shrink_reading", self.shrink_reading, adaptive.SHRINK_READINGS),
         ):
             _validation.check_choice(name, value, allowed)
-        for name in ("initial_position", "reward_slope", "reward_intercept"):
-            _validation.check_float(name, getattr(self, name))
-        _validation.check_float("speed", self.speed, low=0.0, low_inclusive=False)  # (as the game: 0 never moves)
+        # The game's parameters, by the game's own check (finite, float32, speed > 0: it accepted 0 here, whose
+        # agent never moves, where the game refused it).
+        env_lib.make_params(**{name: getattr(self, name) for name in _GAME_PARAMS})
         try:  # (two real numbers: a nested list, a table or a string is none; 10**400 is beyond float64)
             weights = np.asarray(self.initial_weights, np.float64)
         except (TypeError, ValueError, OverflowError):
@@ -131,15 +131,17 @@ class Setup:
                 "initial_weights", f"must be two numbers (θ1, θ2), got {self.initial_weights!r}."
             )
         _validation.check_float("initial_weights", weights)
-        # float32 constants of the compiled program: refused where they would run as inf or 0
-        for name in ("initial_position", "speed", "reward_slope", "reward_intercept"):
-            _validation.check_float32(name, getattr(self, name))
+        # a float32 constant of the compiled program: refused where it would run as inf or 0
         _validation.check_float32("initial_weights", weights)
         # a tuple of plain numbers, as given: a list or an array would make the Setup unhashable (no jit
         # static argument), and the values kept as given keep a sweep's fingerprint
         object.__setattr__(
             self, "initial_weights", tuple(w.item() if hasattr(w, "item") else w for w in self.initial_weights)
         )
+
+
+_GAME_PARAMS = ("initial_position", "speed", "reward_slope", "reward_intercept")
+"""The Setup fields that are LineSearch's own parameters (:func:`jaxreplay.envs.linesearch.make_params`)."""
 
 
 class Hyperparameters(NamedTuple):

@@ -357,10 +357,10 @@ def optimum(response: Runs) -> tuple[int, int]:
     unless every size is such (then the best IQM of the scored runs; the smallest where none has one), nor
     the worst where two sizes or more are ranked; a size whose runs all diverged (no IQM) is never the worst;
     a tie goes to the smaller size. Without runs lacking a score, the ranking IQM is the reported IQM."""
-    sizes = [s.point["memory_size"] for s in response.settings]
-    runs = [select(response, s.label).auc for s in response.settings]
     from jaxreplay.engine.results import _iqm_numpy
 
+    sizes = [s.point["memory_size"] for s in response.settings]
+    runs = [select(response, s.label).auc for s in response.settings]
     with np.errstate(over="ignore", invalid="ignore"):  # (over the scored runs, the tables' IQM: no interval)
         iqms = np.array([_iqm_numpy(r) for r in runs])
     iqms = np.where(np.isfinite(iqms), iqms, -np.inf)
