@@ -28,7 +28,7 @@ from typing import TYPE_CHECKING, NamedTuple
 import numpy as np
 
 from jaxreplay.paper.reproduce.replay_study.settings import ReplayDesign, point
-from jaxreplay.paper.reproduce.study.runs import Runs, Setting, SettingRuns, paired, run_stage, select
+from jaxreplay.paper.reproduce.study.runs import Runs, Setting, SettingRuns, paired, select
 
 if TYPE_CHECKING:
     from jaxreplay.experiments.dqn import Setup
@@ -194,20 +194,9 @@ def run(design: ReplayDesign, out: pathlib.Path, *, progress: bool = True, chunk
     Returns:
         The runs of each stage, by stage label, in the order they ran.
     """
-    done: dict[str, Runs] = {}
-    for stage in declare(design):
-        settings = stage.settings(design, done)
-        done[stage.label] = run_stage(
-            out,
-            stage.label,
-            settings,
-            seeds=stage.seeds,
-            common=design.common,
-            setup=stage.setup,
-            progress=progress,
-            chunk_size=chunk_size,
-        )
-    return done
+    from jaxreplay.paper.reproduce.study.stages import run_stages
+
+    return run_stages(design, declare(design), out, progress=progress, chunk_size=chunk_size)
 
 
 def from_csv(design: ReplayDesign, path) -> dict[str, Runs]:

@@ -152,8 +152,18 @@ def run(design: StudyDesign, out: pathlib.Path, *, progress: bool = True, chunk_
     Returns:
         The runs of each stage, by stage label, in the order they ran.
     """
+    return run_stages(design, declare(design), out, progress=progress, chunk_size=chunk_size)
+
+
+def run_stages(design, stages, out: pathlib.Path, *, progress: bool, chunk_size: int) -> dict[str, Runs]:
+    """Run ``stages`` (a study's :func:`declare`) in order, each declaring its settings from the runs of the
+    stages before it, each a sweep persisted under ``out/sweeps/`` (:func:`run`, and the replay study's).
+
+    Returns:
+        The runs of each stage, by stage label, in the order they ran.
+    """
     done: dict[str, Runs] = {}
-    for stage in declare(design):
+    for stage in stages:
         settings = stage.settings(design, done)
         done[stage.label] = run_stage(
             out,
