@@ -762,8 +762,8 @@ def sample(
         nodes, _, value, total = _over_levels(depth, descend, start, mode)
     positive = total > 0
     drawn = _normalise(value, total)
-    # All priorities 0 (or empty memory): uniform over the live window,
-    # from the first row of uniforms (as samplers.uniform).
+    # All priorities 0 (or empty memory): uniform over the live window, from the first row of uniforms
+    # (floor(u · size): samplers.uniform's float grid, within size / 2**23 of uniform, at every size).
     size = state.buffer.size
     offsets = jnp.minimum((uniforms[0] * size.astype(_FLOAT)).astype(jnp.int32), size - 1)
     uniform_probability = jnp.where(size > 0, 1.0 / jnp.maximum(size, 1).astype(_FLOAT), 0.0)

@@ -28,6 +28,7 @@ from typing import NamedTuple
 
 import jax
 import jax.numpy as jnp
+import numpy as np
 
 from jaxreplay import _validation
 from jaxreplay import buffer as buffer_lib
@@ -47,7 +48,8 @@ class Sample(NamedTuple):
         indices: ``int32[batch_size]``; storage slots (pass to
             :func:`jaxreplay.buffer.get`).
         probabilities: ``float32[batch_size]``; the probability with which
-            each entry was drawn (per draw, over the live window).
+            each entry was drawn (per draw, over the live window; the uniform samplers
+            give the nominal ``1 / size``: :func:`uniform` says how close it is).
         weights: ``float32[batch_size]``; importance-sampling weights to
             multiply the per-transition losses with (all ones where the
             sampler makes no correction).
@@ -58,17 +60,45 @@ class Sample(NamedTuple):
     weights: jax.Array
 
 
+FLOAT_GRID_SIZES = 2**15
+"""Live sizes up to which :func:`uniform_from_draws` picks a slot from the float32 uniform in its random bits
+(each offset's probability then within ``size / 2**23`` of ``1 / size``, relative: 0.4 % at most); above,
+from the 32 bits themselves (``floor(bits · size / 2**32)``: within ``size / 2**32``, 0.03 % at 10^6, 0.2 % at
+10^7). A float32 uniform takes 2^23 values: its bound grows with the size (12 % at 10^6), and above 2^23 some
+offsets are never drawn. The switch is on the traced size (a run's draws do not depend on ``max_capacity``);
+it kept the bits of every memory size up to it."""
+
+
 def uniform_draws(key: jax.Array, batch_size: int) -> jax.Array:
-    """The random numbers of :func:`uniform`: ``float32[batch_size]``, uniform in [0, 1).
+    """The random numbers of :func:`uniform`: ``uint32[batch_size]``, uniform random bits.
 
     They do not depend on the memory, so a loop can make many steps' draws at
     once, ahead of the steps, and hand each step's to :func:`uniform_from_draws`:
     the same slots as :func:`uniform` with the same key. (On XLA:CPU that is
     faster when the draws would otherwise be computed inside the gather of the
-    minibatch: see :data:`jaxreplay.experiments.linesearch.DRAW_BLOCK`.)
+    minibatch: see :data:`jaxreplay.experiments.linesearch.DRAW_BLOCK`.) They are
+    ``jax.random.bits(key, (batch_size,), jnp.uint32)``, the bits of ``jax.random.uniform(key, (batch_size,))``.
     """
     batch_size = _validation.check_static_int("batch_size", batch_size, low=1)
-    return jax.random.uniform(key, (batch_size,), jnp.float32)  # (float32 under a global x64 mode too)
+    return jax.random.bits(key, (batch_size,), jnp.uint32)
+
+
+def _float_of_bits(bits: jax.Array) -> jax.Array:
+    """``float32`` in [0, 1) from ``uint32`` random bits, as ``jax.random.uniform`` makes it: the top 23 bits as
+    the mantissa of a number in [1, 2), less 1."""
+    one = jnp.asarray(np.array(1.0, np.float32).view(np.uint32))
+    return jax.lax.bitcast_convert_type((bits >> 9) | one, jnp.float32) - jnp.float32(1.0)
+
+
+def _scaled_bits(bits: jax.Array, size: jax.Array) -> jax.Array:
+    """``floor(bits · size / 2**32)`` exactly, both ``uint32``: the high word of their product, from 16-bit halves
+    (no 64-bit integers without x64; a remainder ``bits mod size`` made the LineSearch kernel 1.5 times slower on
+    XLA:CPU, which has no vector integer division)."""
+    low = jnp.uint32(0xFFFF)
+    a1, a0, b1, b0 = bits >> 16, bits & low, size >> 16, size & low
+    cross1, cross0 = a1 * b0, a0 * b1
+    carry = ((a0 * b0) >> 16) + (cross1 & low) + (cross0 & low)  # (< 3 · 2**16)
+    return a1 * b1 + (cross1 >> 16) + (cross0 >> 16) + (carry >> 16)
 
 
 def uniform_from_draws(state: buffer_lib.BufferState, draws: ArrayLike) -> Sample:
@@ -76,29 +106,40 @@ def uniform_from_draws(state: buffer_lib.BufferState, draws: ArrayLike) -> Sampl
 
     Args:
         state: the memory.
-        draws: ``float32[batch_size]`` in [0, 1). Concrete ones outside are refused; traced ones are
-            clipped into the live window (NaN: its oldest transition), unflagged: they are meant to come
-            from :func:`uniform_draws`.
+        draws: ``uint32[batch_size]`` random bits (:func:`uniform_draws`), or ``float32[batch_size]`` uniforms
+            in [0, 1) (concrete ones outside are refused; traced ones are clipped into the live window, NaN:
+            its oldest transition, unflagged). From float32 uniforms the offset is always ``floor(u · size)``,
+            whose probabilities are within ``size / 2**23`` of ``1 / size`` (relative) and leave offsets
+            undrawn above 2^23 live transitions; from bits, :data:`FLOAT_GRID_SIZES` says how.
 
     Returns:
         A :class:`Sample` as :func:`uniform`'s. Cost: O(batch_size).
     """
     draws = jnp.asarray(draws)
-    if draws.ndim != 1 or draws.dtype != jnp.float32:
-        raise ValueError(f"draws must be float32[batch_size] (uniform_draws), got {draws.dtype}{list(draws.shape)}.")
-    _validation.check_float("draws", draws, low=0.0, high=1.0, high_inclusive=False)
-    # One float draw per index is cheaper than randint (which needs two bit
-    # draws to stay unbiased for a traced span). A float32 uniform takes 2**23
-    # values, so each offset's probability is off by at most size / 2**23
-    # relative (1e-4 at size 1000; use stored-priority or randint beyond ~10**6).
+    if draws.ndim != 1 or draws.dtype not in (jnp.uint32, jnp.float32):
+        raise ValueError(
+            f"draws must be uint32[batch_size] (uniform_draws) or float32[batch_size] uniforms in [0, 1), got "
+            f"{draws.dtype}{list(draws.shape)}."
+        )
+    size = state.size
+    if draws.dtype == jnp.uint32:
+        uniforms = _float_of_bits(draws)
+        wide = _scaled_bits(draws, jnp.maximum(size, 0).astype(jnp.uint32)).astype(jnp.int32)
+    else:
+        _validation.check_float("draws", draws, low=0.0, high=1.0, high_inclusive=False)
+        uniforms, wide = draws, None
+    # One draw per index is cheaper than randint (which needs two bit draws to stay unbiased for a traced span);
+    # up to FLOAT_GRID_SIZES the offset is the float uniform's (the bits every committed result drew).
     # (Clipped below too: a traced draw outside [0, 1) must not reach a forgotten slot behind the window.)
-    offsets = jnp.clip((draws * state.size.astype(jnp.float32)).astype(jnp.int32), 0, state.size - 1)
+    offsets = jnp.clip((uniforms * size.astype(jnp.float32)).astype(jnp.int32), 0, size - 1)
+    if wide is not None:
+        offsets = jnp.where(size <= FLOAT_GRID_SIZES, offsets, wide)
     batch_size = draws.shape[0]
-    probability = jnp.where(state.size > 0, 1.0 / jnp.maximum(state.size, 1).astype(jnp.float32), 0.0)
+    probability = jnp.where(size > 0, 1.0 / jnp.maximum(size, 1).astype(jnp.float32), 0.0)
     return Sample(
         indices=buffer_lib.slot_of(state, offsets),
         probabilities=jnp.full((batch_size,), probability, jnp.float32),
-        weights=jnp.full((batch_size,), state.size > 0, jnp.float32),
+        weights=jnp.full((batch_size,), size > 0, jnp.float32),
     )
 
 
@@ -113,7 +154,9 @@ def uniform(key: jax.Array, state: buffer_lib.BufferState, batch_size: int) -> S
     Returns:
         A :class:`Sample` (``int32[batch_size]`` slots, ``float32[batch_size]``
         probabilities ``1 / size`` and weights 1; both 0 from an empty
-        memory). Cost: O(batch_size). Equal to
+        memory). Each live offset's probability is within ``size / 2**23`` of
+        ``1 / size`` (relative) up to :data:`FLOAT_GRID_SIZES` live transitions,
+        within ``size / 2**32`` above. Cost: O(batch_size). Equal to
         ``uniform_from_draws(state, uniform_draws(key, batch_size))``.
     """
     return uniform_from_draws(state, uniform_draws(key, batch_size))
@@ -124,7 +167,7 @@ def combined(key: jax.Array, state: buffer_lib.BufferState, batch_size: int) -> 
 
     Entry 0 is always the newest live transition (probability 1); entries
     ``1 .. batch_size - 1`` are uniform with replacement over the live window
-    (probability ``1 / size`` each). Weights are 1 (0 from an empty memory).
+    (probability ``1 / size`` each, as :func:`uniform` draws them). Weights are 1 (0 from an empty memory).
 
     Args:
         key: PRNG key.

@@ -186,3 +186,44 @@ def test_a_stored_priority_floor_that_runs_as_zero_is_refused_and_flagged_when_t
     flags = jax.jit(jax.vmap(lambda a: config.invalid_hyperparameters(bad._replace(priority_exponent=a), per)))
     assert np.asarray(flags(jnp.array([1.0, 2.0, 0.0]))).tolist() == [False, True, False]
     assert not bool(jax.jit(lambda a: config.invalid_hyperparameters(bad._replace(priority_exponent=a), CHAIN))(2.0))
+
+
+def test_a_segments_mean_capacity_is_exact_over_a_long_plateau():
+    """The mean capacity was a float32 sum of deviations: over a 10^6-step segment that grows 1 slot per step
+    for 2·10^5 steps and then stays, it was off by 1 %, since past 2^24 every add of the plateau's deviation
+    rounded the same way (a probe). The sum is now two int32 limbs."""
+    from jaxreplay.experiments.dqn import steps
+
+    start, total = 20_000, 1_000_000
+    deviations = jnp.minimum(jnp.arange(1, total + 1, dtype=jnp.int32), 200_000)
+    # and a walk of both signs, with deviations near ±2^31 / 2^16 (the limbs' carries and borrows)
+    walk = jnp.asarray(np.random.default_rng(0).integers(-(2**30), 2**30, 4096), jnp.int32)
+
+    @jax.jit
+    def summed(devs):
+        acc = jax.lax.fori_loop(0, devs.shape[0], lambda i, a: steps._add_capacity(a, devs[i]),
+                                steps._zero_accumulators())
+        return acc.capacity_high, acc.capacity_low, steps._capacity_sum(acc)
+
+    for devs in (deviations, walk):
+        high, low, as_float = summed(devs)
+        exact = int(np.asarray(devs, np.int64).sum())
+        assert int(high) * 2**16 + int(low) == exact and 0 <= int(low) < 2**16
+        assert float(as_float) == float(np.float32(exact))  # one rounding
+    exact = int(np.asarray(deviations, np.int64).sum())
+    mean = np.float32(start) + np.float32(summed(deviations)[2]) * np.float32(1 / total)  # (as _record forms it)
+    assert exact / total + start == 200_000.1
+    np.testing.assert_allclose(mean, 200_000.1, rtol=1e-7)
+    # The float32 sum it replaced, added in the same order, is off by 1 %.
+    drifted = np.add.accumulate(np.asarray(deviations, np.float32), dtype=np.float32)[-1]
+    assert abs(np.float32(start) + drifted * np.float32(1 / total) - 200_000.1) > 1_000
+
+
+def test_counts_that_would_wrap_int32_are_refused_naming_the_fields():
+    """Setup(total_steps=6e8, max_updates_per_unit=4) passed, and its gradient-step count would have wrapped
+    to -2,147,483,578 unflagged (a probe); a segment too long for the exact capacity sum is refused too."""
+    with pytest.raises(ValueError, match=r"^total_steps \(600000000\) allows 2400000000 gradient steps"):
+        dqn.Setup(total_steps=600_000_000, steps_per_segment=600_000, max_updates_per_unit=4)
+    dqn.Setup(total_steps=536_870_911, steps_per_segment=536_870_911, max_updates_per_unit=4, max_capacity=10)
+    with pytest.raises(ValueError, match=r"^steps_per_segment \(1000000\) × max_capacity \(2147483647\)"):
+        dqn.Setup(total_steps=10**6, steps_per_segment=10**6, max_capacity=2**31 - 1)

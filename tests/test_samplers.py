@@ -79,6 +79,54 @@ def test_uniform_from_draws_picks_the_offset_of_each_draw_in_age_order():
         assert _uniform(k, state, 9).indices.tolist() == samplers.uniform_from_draws(state, d).indices.tolist()
 
 
+def test_uniform_draws_are_the_bits_of_jax_uniform_so_small_memories_draw_what_they_always_drew():
+    """uniform_draws gives random bits; up to FLOAT_GRID_SIZES the slot is floor(u · size) of the float32
+    uniform jax.random.uniform makes from the same bits (every committed result drew those slots)."""
+    for impl in ("threefry2x32", "rbg"):
+        key = jax.random.key(3, impl=impl)
+        bits = samplers.uniform_draws(key, 4096)
+        assert bits.dtype == jnp.uint32
+        floats = np.asarray(jax.random.uniform(key, (4096,)))
+        assert np.array_equal(np.asarray(samplers._float_of_bits(bits)).view(np.uint32), floats.view(np.uint32))
+        state = _filled(12, 25)
+        assert samplers.uniform_from_draws(state, bits).indices.tolist() == (
+            samplers.uniform_from_draws(state, jnp.asarray(floats)).indices.tolist()
+        )
+
+
+def _full(size):
+    """A memory of ``size`` uint8 transitions written once: slot = offset from the oldest."""
+    return buffer.add_batch(buffer.init(jnp.uint8(0), size), jnp.zeros(size, jnp.uint8))
+
+
+@pytest.mark.parametrize("size", [samplers.FLOAT_GRID_SIZES, samplers.FLOAT_GRID_SIZES + 1, 10**7])
+def test_large_memories_draw_every_offset_from_all_32_bits(size):
+    """A float32 uniform takes 2**23 values: at 10^7 live transitions 1.6 million offsets could not be drawn,
+    and above 10^6 some were drawn 7 % more often than others, while the sample said 1 / size (a probe).
+    Above FLOAT_GRID_SIZES the offset is floor(bits · size / 2**32): every offset, the newest included, within
+    size / 2**32 of uniform."""
+    state = _full(size)
+    draw = jax.jit(samplers.uniform_from_draws)
+    bits = np.random.default_rng(size).integers(0, 2**32, 50_000, dtype=np.uint64).astype(np.uint32)
+    bits[:3] = [0, 2**31, 2**32 - 1]
+    sample = draw(state, jnp.asarray(bits))
+    if size <= samplers.FLOAT_GRID_SIZES:
+        uniforms = np.asarray(samplers._float_of_bits(jnp.asarray(bits)))
+        expected = (uniforms * np.float32(size)).astype(np.int64)
+    else:
+        expected = (bits.astype(np.int64) * size) >> 32
+    assert np.asarray(sample.indices).tolist() == expected.tolist()
+    np.testing.assert_allclose(sample.probabilities, 1 / size)
+    if size > 2**23:  # offsets the float grid cannot reach: just below the newest, and an odd one
+        for offset in (size - 1, size - 2, 8_388_608):  # the bits that start the offset's range, and its last
+            first, last = -(-offset * 2**32 // size), -(-(offset + 1) * 2**32 // size) - 1
+            assert draw(state, jnp.array([first, last], jnp.uint32)).indices.tolist() == [offset, offset]
+        # ... which no float32 uniform reaches: the grid's neighbours of 8,388,608 / 10^7 give 8,388,607 and
+        # 8,388,609.
+        grid = np.float32(2**-23) * np.array([7036874, 7036875], np.float32)
+        assert np.asarray(draw(state, jnp.asarray(grid)).indices).tolist() == [8_388_607, 8_388_609]
+
+
 def test_grown_window_holds_the_expected_values():
     contents, valid = buffer.in_age_order(STATES["grown"])
     assert contents[valid].tolist() == [20.0, 21.0, 22.0, 100.0, 101.0]
@@ -245,6 +293,7 @@ def test_empty_memory_gives_zero_probabilities_and_weights_in_every_sampler():
         (lambda s: samplers.uniform_draws(jax.random.key(0), 0), "batch_size"),
         (lambda s: samplers.uniform_from_draws(s, jnp.zeros((2, 3), jnp.float32)), "draws"),
         (lambda s: samplers.uniform_from_draws(s, jnp.zeros(3, jnp.int32)), "draws"),
+        (lambda s: samplers.uniform_from_draws(s, jnp.zeros(3, jnp.float16)), "draws"),
     ],
 )
 def test_bad_input(call, argument):

@@ -831,9 +831,14 @@ def test_processes_plan_one_chunking_and_share_a_refusal(tmp_path, aer_reference
             print("refused:", e)
         """)
     lines = _two_processes(script, str(out), str(config))
-    assert [line.split()[2:] for line in lines] == [["chunk", "8"]] * 2
+    # One chunking, from the smaller budget: 8 estimated runs, fewer where XLA's accounting of the compiled
+    # chunk exceeds the estimate (the runner then plans again with the estimate scaled to it).
+    chunks = {int(line.split()[3]) for line in lines}
+    assert len(chunks) == 1 and [line.split()[2] for line in lines] == ["chunk"] * 2
+    chunk = chunks.pop()
+    assert 4 <= chunk <= 8
     assert [int(line.split()[1]) for line in lines] == [36, 36]  # the call's runs, on both processes
-    assert len(list((out / "chunks").glob("runs-*.npz"))) == 5  # 36 runs in 8s: none computed twice
+    assert len(list((out / "chunks").glob("runs-*.npz"))) == -(-36 // chunk)  # none computed twice
     _same(sw.load(out), result.dataset)
     refused = _two_processes(script, str(out), str(other))
     said = f"{out} holds a different sweep (differs in: seed)."

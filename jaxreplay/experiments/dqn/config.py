@@ -218,6 +218,7 @@ class Setup:
             raise ValueError(
                 f"total_steps ({self.total_steps}) must be a multiple of steps_per_segment ({self.steps_per_segment})."
             )
+        _check_counts(self)
         if self.adaptive:
             _check_adaptive_grid(self)
         if self.steps_per_segment % self.cycle_length:
@@ -259,6 +260,25 @@ class Setup:
         """The largest ``replay_ratio``: ``max_updates_per_unit / train_frequency``, rounded to float32
         (the dtype it is compared with when traced)."""
         return float(np.float32(self.max_updates_per_unit / self.train_frequency))
+
+
+def _check_counts(setup: Setup) -> None:
+    """ValueError for a run whose int32 counts would wrap: its update slots (``gradient_steps`` counts
+    them: ``total_steps / train_frequency * max_updates_per_unit`` of them at most), and a segment's exact sum
+    of capacities (two int32 limbs: ``steps_per_segment * (max_capacity + 2**16)`` below ``2**47``)."""
+    slots = -(-setup.total_steps // setup.train_frequency) * setup.max_updates_per_unit
+    if slots > _validation.INT32_MAX:
+        raise ValueError(
+            f"total_steps ({setup.total_steps}) allows {slots} gradient steps (max_updates_per_unit "
+            f"{setup.max_updates_per_unit} per {setup.train_frequency} environment steps), above 2**31 - 1: the "
+            "run counts them in int32; run fewer steps or lower max_updates_per_unit."
+        )
+    if setup.steps_per_segment * (setup.max_capacity + 2**16) >= 2**47:
+        raise ValueError(
+            f"steps_per_segment ({setup.steps_per_segment}) × max_capacity ({setup.max_capacity}) is too large for "
+            "the segment's exact sum of capacities (int32 limbs: steps_per_segment × (max_capacity + 2**16) "
+            "below 2**47); record more segments (a smaller steps_per_segment)."
+        )
 
 
 def _check_adaptive_grid(setup: Setup) -> None:

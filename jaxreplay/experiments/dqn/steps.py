@@ -85,19 +85,45 @@ if TYPE_CHECKING:  # annotations only: the optional rl extra is checked by jaxre
 
 
 class _Accumulators(NamedTuple):
-    """Sums over one segment (reset by every :func:`advance`); each a scalar."""
+    """Sums over one segment (reset by every :func:`advance`); each a scalar.
+
+    The capacity's sum is kept exactly, in two ``int32`` limbs of its deviations from the segment's first
+    capacity (:func:`_add_capacity`): a float32 sum had drifted by 1 % over a 10^6-step segment (a plateau
+    adds the same deviation at every step, and past 2^24 every add rounds the same way).
+    """
 
     return_sum: jax.Array
     episodes: jax.Array
     loss_sum: jax.Array
     losses: jax.Array
-    capacity_sum: jax.Array
+    capacity_high: jax.Array
+    capacity_low: jax.Array
 
 
 def _zero_accumulators() -> _Accumulators:
-    """All sums 0: ``float32[]`` for the sums, ``int32[]`` for the counts."""
+    """All sums 0: ``float32[]`` for the sums, ``int32[]`` for the counts and the capacity's limbs."""
     zero_f, zero_i = jnp.zeros((), jnp.float32), jnp.zeros((), jnp.int32)
-    return _Accumulators(zero_f, zero_i, zero_f, zero_i, zero_f)
+    return _Accumulators(zero_f, zero_i, zero_f, zero_i, zero_i, zero_i)
+
+
+_LIMB = 16  # bits of the capacity sum's low limb
+
+
+def _add_capacity(acc: _Accumulators, deviation: jax.Array) -> _Accumulators:
+    """``acc`` with the ``int32[]`` ``deviation`` added to the capacity's sum, exactly.
+
+    The sum is ``capacity_high * 2**16 + capacity_low`` with ``0 <= capacity_low < 2**16``; the high limb
+    stays in int32 while ``steps_per_segment * max_capacity < 2**47`` (:class:`~jaxreplay.experiments.dqn.config.Setup`
+    checks it).
+    """
+    low = acc.capacity_low + (deviation & (2**_LIMB - 1))
+    high = acc.capacity_high + (deviation >> _LIMB) + (low >> _LIMB)  # (>>: floor division, negative too)
+    return acc._replace(capacity_high=high, capacity_low=low & (2**_LIMB - 1))
+
+
+def _capacity_sum(acc: _Accumulators) -> jax.Array:
+    """``float32[]``; the capacity's sum of deviations (exact while below 2**24, as the float32 sum was)."""
+    return acc.capacity_high.astype(jnp.float32) * jnp.float32(2**_LIMB) + acc.capacity_low.astype(jnp.float32)
 
 
 class _Context(NamedTuple):
@@ -278,17 +304,12 @@ def _env_step(ctx: _Context, carry: _Carry) -> _Carry:
         q_abs_max=jnp.where(trained, jnp.maximum(s.q_abs_max, q_abs), s.q_abs_max),
         reward_abs_max=jnp.maximum(s.reward_abs_max, jnp.abs(reward)),
     )
-    # The segment's mean capacity is summed as deviations from its first capacity: multiples of k,
-    # exact in float32 while the sum stays below 2^26 at k = 20 (~11,600 steps of steady growth; at
-    # MinAtar's 1e5-step segments off by at most 0.2 slots in 5e4). A float32 sum of capacities of 3e5
-    # drifted by ~1e-4 of itself.
-    capacity_step = (ctx.replay.buffer(memory).capacity - ctx.start_capacity).astype(jnp.float32)
     acc = acc._replace(
         return_sum=acc.return_sum + jnp.where(done, episode_return, 0.0),
         episodes=acc.episodes + done.astype(jnp.int32),
-        capacity_sum=acc.capacity_sum + capacity_step,
     )
-    return s, acc
+    # The segment's mean capacity, summed as exact deviations from its first capacity (_Accumulators).
+    return s, _add_capacity(acc, ctx.replay.buffer(memory).capacity - ctx.start_capacity)
 
 
 def _copy_target_by_steps(ctx: _Context, carry: _Carry) -> _Carry:
@@ -520,7 +541,7 @@ def _record(ctx: _Context, state: State, acc: _Accumulators) -> Record:
         # same bits at every batch size; a traced divisor is divided exactly in scalar
         # code but to 1 ulp in vectorised code, so a chunk of 1 run differed.
         capacity_mean=ctx.start_capacity.astype(jnp.float32)
-        + acc.capacity_sum * jnp.float32(1.0 / setup.steps_per_segment),
+        + _capacity_sum(acc) * jnp.float32(1.0 / setup.steps_per_segment),
         epsilon=_epsilon(state.step, hp),
         env_steps=state.step,
         eval_return=eval_return,

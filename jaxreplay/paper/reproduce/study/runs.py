@@ -164,6 +164,7 @@ def ci(values: np.ndarray, statistic: str = "iqm", seed: int = 0) -> Interval:
     return results.seed_interval(values, statistic, resamples=2000, seed=seed)
 
 
+@np.errstate(over="ignore", invalid="ignore")  # (values that overflow float64 give None and the reason, not warnings)
 def paired(a: np.ndarray, b: np.ndarray) -> Interval:
     """Mean over seeds of ``a - b`` (same seed index: common random numbers) with its paired Student-t 95%
     interval (:func:`ci`; the percentile bootstrap used before called 15% of null differences of 6 seeds
@@ -188,6 +189,7 @@ def paired(a: np.ndarray, b: np.ndarray) -> Interval:
     return out
 
 
+@np.errstate(over="ignore", invalid="ignore")  # (values that overflow float64 give None and the reason, not warnings)
 def paired_iqm(a: np.ndarray, b: np.ndarray, resamples: int = 2000, seed: int = 0) -> Interval:
     """IQM of ``a`` minus IQM of ``b`` over the seeds where both are finite (same seed index: common
     random numbers), with a 95% expanded percentile-bootstrap interval that resamples the seeds in pairs
@@ -244,6 +246,7 @@ def _overflowed(keys: tuple[str, ...], *values: np.ndarray) -> dict:
     return {k: None for k in keys} | {f"{k}_null_reason": why for k in keys}
 
 
+@np.errstate(over="ignore", invalid="ignore")  # (values that overflow float64 give None and the reason, not warnings)
 def differ_test(scores: np.ndarray, resamples: int = 1999, seed: int = 0) -> dict:
     """Whether settings differ at all: a permutation test of the spread of their IQMs (largest minus
     smallest) against relabelling the settings within each seed (the seeds that are finite in every
