@@ -119,13 +119,18 @@ def optimal_memory(memory_sizes: npt.ArrayLike, metric: np.ndarray, largest: boo
 def nonmonotone(metric: np.ndarray, tol: float = MONOTONE_TOL, strict: bool = True) -> np.ndarray:
     """Whether M(N) (axis 0, N increasing) fails to decrease monotonically.
 
-    ``strict=True``: some step between neighbouring N rises by more than
-    ``tol`` (any local bump counts). ``strict=False``: only the global optimum
-    matters, M(N_max) − min_N M > ``tol`` (an interior or small-N optimum).
+    ``strict=True``: M rises by more than ``tol`` above its lowest value at a
+    smaller N, ``max_j (M_j − min_{i ≤ j} M_i) > tol`` (any local bump counts,
+    however many grid steps it takes: a test of neighbouring N alone passes a
+    rise made of steps below ``tol``, so its answer followed the grid's step and
+    every curve passed on a fine enough grid; a probe). ``strict=False``: only
+    the global optimum matters, M(N_max) − min_N M > ``tol`` (an interior or
+    small-N optimum). NaNs are skipped.
     """
     metric = np.asarray(metric, dtype=np.float64)
     if strict:
-        return np.nanmax(np.diff(metric, axis=0), axis=0) > tol
+        lowest = np.fmin.accumulate(metric, axis=0)  # (fmin: a NaN does not reset the lowest value)
+        return np.nanmax(metric - lowest, axis=0) > tol
     return (metric[-1] - np.nanmin(metric, axis=0)) > tol
 
 

@@ -94,6 +94,7 @@ def numbers(s: Stages, claims: list[dict]) -> dict:
         fixed_theory_M=c.theory_fixed_metric,
         aer_mean_final_memory=float(s.aer.mean_memory[-1]),
         theta1_away_start=by_id["overshoot_theta1_N100"]["start"],
+        theta1_away_t10=by_id["overshoot_theta1_N100"]["t10"],
         theta1_away_end=by_id["overshoot_theta1_N100"]["end"],
         dtheta2_600=by_id["overshoot_theta2_N100"]["value"],
         diverged=diverged(s),
