@@ -752,7 +752,7 @@ def controller(
             is needed, a ``state`` that is not an :class:`AdaptiveState` of
             length ``s``, a non-callable ``td_error_fn``, or (at trace time) a
             ``td_error_fn`` output of the wrong shape. Traced values cannot raise: a ``num_old`` outside
-            ``[1, max_num_old]``, an ``interval`` below 1 and invalid tolerances are flagged
+            ``[1, max_num_old]``, an ``interval`` below 1 or above ``max_capacity`` and invalid tolerances are flagged
             (``Diagnostics.invalid_parameters``, module docstring) and their checks keep the capacity.
     """
     settings = (interval, num_old, max_num_old, subsample_size, tolerance, relative_tolerance, shrink_reading)

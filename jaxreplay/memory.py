@@ -155,7 +155,8 @@ def make(kind: str, **hyperparameters: ArrayLike) -> Memory:
     Raises:
         ValueError: an unknown ``kind``; a keyword ``kind`` does not take
             (named, with the ones it takes); a concrete value that is
-            negative or not finite.
+            negative, not finite or subnormal, or a priority floor whose
+            ``ε^α`` would run as 0 (``prioritized.floor_power_underflows``).
     """
     _validation.check_choice("kind", kind, KINDS)
     unknown = sorted(set(hyperparameters) - set(HYPERPARAMETERS[kind]))

@@ -184,9 +184,11 @@ class PrioritizedState(NamedTuple):
             :func:`update_priorities`, starting at 1.0. It never decreases.
         invalid_parameters: ``bool[]``; set (and kept) when
             :func:`update_priorities` was given a traced ``priority_exponent``
-            or ``priority_floor`` that is NaN, infinite or negative. That update
-            was ignored (no priority changed), like ``buffer.capacity_clipped``
-            a flag to check after a jitted run, since jitted code cannot raise.
+            or ``priority_floor`` that is NaN, infinite, negative or subnormal, or
+            a floor whose ``ε^α`` is below the smallest normal float32 (it would run
+            as 0). That update was ignored (no priority changed), like
+            ``buffer.capacity_clipped`` a flag to check after a jitted run, since
+            jitted code cannot raise.
     """
 
     buffer: buffer_lib.BufferState

@@ -63,7 +63,7 @@ class Sample(NamedTuple):
 FLOAT_GRID_SIZES = 2**15
 """Live sizes up to which :func:`uniform_from_draws` picks a slot from the float32 uniform in its random bits
 (each offset's probability then within ``size / 2**23`` of ``1 / size``, relative: 0.4 % at most); above,
-from the 32 bits themselves (``floor(bits · size / 2**32)``: within ``size / 2**32``, 0.03 % at 10^6, 0.2 % at
+from the 32 bits themselves (``floor(bits · size / 2**32)``: within ``size / 2**32``, 0.023 % at 10^6, 0.23 % at
 10^7). A float32 uniform takes 2^23 values: its bound grows with the size (12 % at 10^6), and above 2^23 some
 offsets are never drawn. The switch is on the traced size (a run's draws do not depend on ``max_capacity``);
 it kept the bits of every memory size up to it."""
