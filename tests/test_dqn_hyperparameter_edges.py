@@ -226,4 +226,6 @@ def test_counts_that_would_wrap_int32_are_refused_naming_the_fields():
         dqn.Setup(total_steps=600_000_000, steps_per_segment=600_000, max_updates_per_unit=4)
     dqn.Setup(total_steps=536_870_911, steps_per_segment=536_870_911, max_updates_per_unit=4, max_capacity=10)
     with pytest.raises(ValueError, match=r"^steps_per_segment \(1000000\) × max_capacity \(2147483647\)"):
-        dqn.Setup(total_steps=10**6, steps_per_segment=10**6, max_capacity=2**31 - 1)
+        dqn.Setup(total_steps=10**6, steps_per_segment=10**6, max_capacity=2**31 - 1, adaptive=True)
+    # A fixed memory sums zeros: its segment may be as long as it likes (it was refused, a probe).
+    dqn.Setup(total_steps=10**8, steps_per_segment=10**8, max_capacity=2 * 10**6)

@@ -287,6 +287,14 @@ def test_statistics_of_values_that_overflow_float64_are_none_with_the_reason():
     for out in results[:2]:
         assert out["estimate"] is None and out["significant"] is None and out["significant_null_reason"] == why
     test = results[2]
+    # Relabelled seeds can overflow where the observed spread does not: the p-value then moved (0.707 against
+    # 0.675 for the same scores rescaled) with no reason and, once the warnings were silenced, no warning.
+    scale = 1.7e308
+    rows = np.array([[1, 0, 0, 1, 0, -1, 0, 1], [0, -1, 0, -1, 0, 1, -1, 0], [0.5, -1, 1, 0, 0, 0, 1, -1]])
+    moved = runs.differ_test(rows * scale)
+    assert moved["observed"] == pytest.approx(0.5 * scale) and moved["p_value"] is None
+    assert moved["p_value_null_reason"].startswith("not finite in float64")
+    assert 0.5 < runs.differ_test(rows * 1e8)["p_value"] < 1  # (the same scores, rescaled: a p-value)
     assert test["observed"] is None and test["p_value"] is None and test["p_value_null_reason"] == why
     # Diverged runs (NaN) are still left out, and finite differences unchanged: 6 seeds of +1, one left out.
     ok = runs.paired(np.r_[np.arange(6.0) + 1, np.nan], np.r_[np.arange(6.0), 5.0])

@@ -264,8 +264,8 @@ class Setup:
 
 def _check_counts(setup: Setup) -> None:
     """ValueError for a run whose int32 counts would wrap: its update slots (``gradient_steps`` counts
-    them: ``total_steps / train_frequency * max_updates_per_unit`` of them at most), and a segment's exact sum
-    of capacities (two int32 limbs: ``steps_per_segment * (max_capacity + 2**16)`` below ``2**47``)."""
+    them: ``total_steps / train_frequency * max_updates_per_unit`` of them at most), and with aER a segment's
+    exact sum of capacities (two int32 limbs: ``steps_per_segment * (max_capacity + 2**16)`` below ``2**47``)."""
     slots = -(-setup.total_steps // setup.train_frequency) * setup.max_updates_per_unit
     if slots > _validation.INT32_MAX:
         raise ValueError(
@@ -273,7 +273,7 @@ def _check_counts(setup: Setup) -> None:
             f"{setup.max_updates_per_unit} per {setup.train_frequency} environment steps), above 2**31 - 1: the "
             "run counts them in int32; run fewer steps or lower max_updates_per_unit."
         )
-    if setup.steps_per_segment * (setup.max_capacity + 2**16) >= 2**47:
+    if setup.adaptive and setup.steps_per_segment * (setup.max_capacity + 2**16) >= 2**47:  # (a fixed one sums 0s)
         raise ValueError(
             f"steps_per_segment ({setup.steps_per_segment}) × max_capacity ({setup.max_capacity}) is too large for "
             "the segment's exact sum of capacities (int32 limbs: steps_per_segment × (max_capacity + 2**16) "

@@ -113,8 +113,8 @@ def _add_capacity(acc: _Accumulators, deviation: jax.Array) -> _Accumulators:
     """``acc`` with the ``int32[]`` ``deviation`` added to the capacity's sum, exactly.
 
     The sum is ``capacity_high * 2**16 + capacity_low`` with ``0 <= capacity_low < 2**16``; the high limb
-    stays in int32 while ``steps_per_segment * max_capacity < 2**47`` (:class:`~jaxreplay.experiments.dqn.config.Setup`
-    checks it).
+    stays in int32 while ``steps_per_segment * (max_capacity + 2**16) < 2**47``
+    (:class:`~jaxreplay.experiments.dqn.config.Setup` checks it with aER; a fixed memory adds 0).
     """
     low = acc.capacity_low + (deviation & (2**_LIMB - 1))
     high = acc.capacity_high + (deviation >> _LIMB) + (low >> _LIMB)  # (>>: floor division, negative too)

@@ -139,8 +139,9 @@ def report_markdown(
         "- Appendix 1-D figures: m = 5, α = 2e-5 (Fig. 1DLearning's values) also for steps-to-K and optimal N vs K; "
         "the target Δθ/Δθ⁰ = 0.05 is K = ln 20 ≈ 3.00. Fixed-slope example: α = 2e-5 (docs/paper_readings.md §2); "
         "fixed-intercept example: α = 5e-5.",
-        f"- Monotonicity: M(N) counts as non-monotone when M(N_max) − min_N M > {MONOTONE_TOL:g} "
-        "(min over the grid and the cusps of M(N), where a component of Δθ(T) changes sign, located in continuous N); "
+        f"- Monotonicity: M(N) is decreasing within {MONOTONE_TOL:g} when it never rises more than that above its "
+        f"lowest value at a smaller N, and has its optimum at N_max when M(N_max) − min_N M ≤ {MONOTONE_TOL:g} "
+        "(over the grid and the cusps of M(N), where a component of Δθ(T) changes sign, located in continuous N); "
         f"Fig. 2e white band |M_ER − M_pER| < {WHITE_THRESHOLD:g}.",
         "",
         "## Claims",

@@ -233,6 +233,8 @@ def paired_iqm(a: np.ndarray, b: np.ndarray, resamples: int = 2000, seed: int = 
             rng=np.random.default_rng(seed),
         )
         low, high = (float(x) for x in res.confidence_interval)
+        if not np.isfinite(res.bootstrap_distribution).all():  # (a resample overflowed: its interval is not one)
+            low = math.nan
     if not all(math.isfinite(x) for x in (estimate, low, high)):  # (it said "significant" at inf, a probe)
         return _overflowed(("estimate", "low", "high", "significant"), a, b)
     return {"estimate": estimate, "low": low, "high": high, "significant": bool(low > 0 or high < 0)}
@@ -246,7 +248,8 @@ def _overflowed(keys: tuple[str, ...], *values: np.ndarray) -> dict:
     return {k: None for k in keys} | {f"{k}_null_reason": why for k in keys}
 
 
-@np.errstate(over="ignore", invalid="ignore")  # (values that overflow float64 give None and the reason, not warnings)
+@np.errstate(over="ignore", invalid="ignore")  # (values that overflow float64 give None and the reason, not warnings:
+# the observed spread and every relabelled one are checked)
 def differ_test(scores: np.ndarray, resamples: int = 1999, seed: int = 0) -> dict:
     """Whether settings differ at all: a permutation test of the spread of their IQMs (largest minus
     smallest) against relabelling the settings within each seed (the seeds that are finite in every
@@ -300,6 +303,8 @@ def differ_test(scores: np.ndarray, resamples: int = 1999, seed: int = 0) -> dic
         alternative="greater",
         rng=np.random.default_rng(seed),
     )
+    if not np.isfinite(res.null_distribution).all():  # (relabelled seeds can overflow where the observed did not:
+        return out | _overflowed(("p_value",), x)  # the p-value moved without a word, a probe)
     out["p_value"] = float(res.pvalue)
     return out
 
