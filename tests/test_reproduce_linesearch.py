@@ -457,6 +457,9 @@ def test_optimal_memory_nonmonotone_and_threshold():
     tol = rl.MONOTONE_TOL
     creeping = np.array([0.5, 0.4, 0.4 + 0.6 * tol, 0.4 + 1.2 * tol, np.nan, 0.4 + 0.5 * tol])
     assert rl.nonmonotone(creeping) and not rl.nonmonotone(creeping, tol=1.3 * tol)
+    from jaxreplay.paper.reproduce.linesearch.numerics import largest_rise
+
+    assert largest_rise(creeping) == pytest.approx(1.2 * tol) and largest_rise(M[:, 0]) == 0.0
     assert not rl.nonmonotone(np.array([0.5, 0.4, np.nan, 0.4 + 0.9 * tol, 0.3]))
     # NaNs (e.g. a diverged run) are skipped by the optimum.
     assert rl.optimal_memory(N, np.array([np.nan, 0.3, 0.1, 0.2, 0.4])) == 250

@@ -116,21 +116,28 @@ def optimal_memory(memory_sizes: npt.ArrayLike, metric: np.ndarray, largest: boo
     return sizes[len(sizes) - 1 - index] if largest else sizes[index]
 
 
+def largest_rise(metric: np.ndarray) -> np.ndarray:
+    """``max_j (M_j − min_{i ≤ j} M_i)`` along axis 0 (N increasing): how far M(N) rises above its lowest value
+    at a smaller N (0 for a curve that never rises); NaNs skipped."""
+    metric = np.asarray(metric, dtype=np.float64)
+    lowest = np.fmin.accumulate(metric, axis=0)  # (fmin: a NaN does not reset the lowest value)
+    return np.nanmax(metric - lowest, axis=0)
+
+
 def nonmonotone(metric: np.ndarray, tol: float = MONOTONE_TOL, strict: bool = True) -> np.ndarray:
     """Whether M(N) (axis 0, N increasing) fails to decrease monotonically.
 
     ``strict=True``: M rises by more than ``tol`` above its lowest value at a
-    smaller N, ``max_j (M_j − min_{i ≤ j} M_i) > tol`` (any local bump counts,
+    smaller N, :func:`largest_rise` > ``tol`` (any local bump counts,
     however many grid steps it takes: a test of neighbouring N alone passes a
     rise made of steps below ``tol``, so its answer followed the grid's step and
     every curve passed on a fine enough grid; a probe). ``strict=False``: only
     the global optimum matters, M(N_max) − min_N M > ``tol`` (an interior or
     small-N optimum). NaNs are skipped.
     """
-    metric = np.asarray(metric, dtype=np.float64)
     if strict:
-        lowest = np.fmin.accumulate(metric, axis=0)  # (fmin: a NaN does not reset the lowest value)
-        return np.nanmax(metric - lowest, axis=0) > tol
+        return largest_rise(metric) > tol
+    metric = np.asarray(metric, dtype=np.float64)
     return (metric[-1] - np.nanmin(metric, axis=0)) > tol
 
 
