@@ -29,4 +29,5 @@ BENCHMARKS: dict[str, str] = {
     "theory": "benchmarks.theory",
     "xla_flags": "benchmarks.xla_flags",
     "cpu_batch_flags": "benchmarks.cpu_batch_flags",
+    "cpu_devices": "benchmarks.cpu_devices",
 }

@@ -71,6 +71,10 @@ def main(argv: list[str] | None = None) -> int:
     names = args.only or list(BENCHMARKS)
     block_name = _check_outputs(parser, args)
 
+    # As the `jaxreplay` command does: one CPU device per usable core, so the engine's sweeps use them all.
+    from jaxreplay.engine.batch import use_cpu_cores
+
+    use_cpu_cores()
     from benchmarks import _timing  # imports jax
 
     def progress(message: str) -> None:

@@ -112,11 +112,14 @@ def machine_markdown(info: dict[str, str] | None = None) -> str:
     return "\n".join(lines)
 
 
-def run_child_with_xla_flags(module: str, mode_name: str, flags: str, timeout: float) -> dict | str:
+def run_child_with_xla_flags(
+    module: str, mode_name: str, flags: str, timeout: float, environ: dict[str, str] | None = None
+) -> dict | str:
     """``python -m module --child mode_name`` in a fresh process with ``flags`` added to ``XLA_FLAGS`` (XLA
-    reads them once, when JAX's backend starts). Returns the JSON object the child prints last, or one line
-    saying how it failed (a flag XLA rejects is reported, never fatal to the benchmark)."""
-    env = dict(os.environ)
+    reads them once, when JAX's backend starts) and ``environ`` added to its environment. Returns the JSON
+    object the child prints last, or one line saying how it failed (a flag XLA rejects is reported, never
+    fatal to the benchmark)."""
+    env = dict(os.environ, **(environ or {}))
     env["XLA_FLAGS"] = " ".join(x for x in (env.get("XLA_FLAGS", ""), flags) if x)
     proc = subprocess.run(
         [sys.executable, "-m", module, "--child", mode_name], env=env, capture_output=True, text=True, timeout=timeout

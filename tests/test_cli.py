@@ -1,9 +1,9 @@
 """The ``jaxreplay`` command line."""
 
 import importlib.metadata
-import subprocess
 import os
 import pathlib
+import subprocess
 import sys
 
 import numpy as np
@@ -37,6 +37,34 @@ def test_console_entry_point_runs():
         [sys.executable, "-m", "jaxreplay", "--version"], capture_output=True, text=True, check=True
     ).stdout
     assert out.strip() == f"jaxreplay {jaxreplay.__version__}"
+
+
+def test_the_command_gives_jax_a_cpu_device_per_core_unless_a_count_was_chosen():
+    """`jaxreplay` shards a sweep on a CPU over every core: one JAX CPU device per thread of XLA:CPU's pool
+    (PJRT_NPROC here), unless the user chose a count; a Python session keeps its own devices."""
+    import jax
+
+    from jaxreplay.engine import batch as batch_lib
+
+    def devices(**env) -> int:
+        env = {k: v for k, v in os.environ.items() if k not in ("JAX_NUM_CPU_DEVICES", "XLA_FLAGS")} | env
+        out = subprocess.run([sys.executable, "-m", "jaxreplay", "info"], env=dict(env, JAX_PLATFORMS="cpu"),
+                             capture_output=True, text=True, check=True).stdout
+        return sum(line.startswith("device ") for line in out.splitlines())
+
+    assert devices(PJRT_NPROC="3") == 3
+    assert devices(PJRT_NPROC="1") == 1
+    assert devices(PJRT_NPROC="3", JAX_NUM_CPU_DEVICES="1") == 1
+    assert devices(PJRT_NPROC="3", XLA_FLAGS="--xla_force_host_platform_device_count=2") == 2
+    # Before JAX is imported it sets the variable JAX reads; once JAX computes, nothing can change.
+    code = ("import os, sys\nfrom jaxreplay.engine.batch import use_cpu_cores\nenv = {'PJRT_NPROC': '4'}\n"
+            "print(use_cpu_cores(env), env.get('JAX_NUM_CPU_DEVICES'), 'jax' in sys.modules)")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
+    assert out.split() == ["4", "4", "False"]
+    jax.devices()  # (this process's backends are running)
+    env = {"PJRT_NPROC": "3"}
+    assert batch_lib.use_cpu_cores(env) is None and env == {"PJRT_NPROC": "3"}
+    assert batch_lib.use_cpu_cores({"PJRT_NPROC": "3", "JAX_NUM_CPU_DEVICES": " 2 "}) is None
 
 
 def test_the_parser_imports_no_jax():

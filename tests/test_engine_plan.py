@@ -176,7 +176,9 @@ def test_a_resume_at_another_batch_is_refused_by_the_plan_naming_what_differs(tm
                                                               r"sweep on cpu \(cpu\)"),
         ({}, dict(xla_flags="--xla_cpu_max_isa=AVX2"), r"this process has XLA_FLAGS '--xla_cpu_max_isa=AVX2'\. Set "
                                                        r"XLA_FLAGS to '' before starting Python"),
-        ({}, dict(num_devices=2), r"this process shards over 2 device\(s\)\. Finish the sweep with 1 local device"),
+        ({}, dict(num_devices=2), r"this process shards over 2 device\(s\)\. Finish the sweep with 1 local device\(s\) "
+                                  r"\(set JAX_NUM_CPU_DEVICES=1 before starting Python, or "
+                                  r"jax.config.update\(\"jax_num_cpu_devices\", 1\) right after importing jax\)"),
         ({}, dict(memory_budget=plan_lib.estimate_bytes_per_run(SWEEP)),
          r"\(chunk_size 2\), but only 1 runs fit the memory budget now"),
     ]

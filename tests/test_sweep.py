@@ -543,7 +543,9 @@ def test_sweep_killed_with_sigkill_resumes_to_identical_results(tmp_path):
         memory_size = [16, 256]
         """)
     out = tmp_path / "out"
-    env = dict(os.environ, JAX_PLATFORMS="cpu")
+    # One CPU device, as this test process has (the command would give JAX one per core: resumed here, with
+    # one, the folder would be refused; tests/test_cli.py covers that).
+    env = dict(os.environ, JAX_PLATFORMS="cpu", JAX_NUM_CPU_DEVICES="1")
     proc = subprocess.Popen([sys.executable, "-m", "jaxreplay", "sweep", str(config), "--out", str(out),
                              "--chunk-size", "1", "--quiet"], env=env, cwd=REPO,
                             stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)

@@ -190,7 +190,15 @@ def entry() -> None:
     After a Ctrl-C the process ends at once (``os._exit``), its output flushed: XLA may still be compiling or
     computing in its own threads, and Python's shutdown beside them crashed the process after it said
     "interrupted" (SIGSEGV, SIGABRT "pure virtual method called", in 5 of 6 tries a probe timed into a study's
-    first compilation). By then every folder lock is released and every written file is whole."""
+    first compilation). By then every folder lock is released and every written file is whole.
+
+    Before anything runs, JAX gets one CPU device per usable core
+    (:func:`jaxreplay.engine.batch.use_cpu_cores`: a sweep on a CPU then uses every core; set
+    ``JAX_NUM_CPU_DEVICES=1`` for one device). Only here, not in :func:`main`: a program calling
+    :func:`main` keeps its own JAX devices."""
+    from jaxreplay.engine.batch import use_cpu_cores
+
+    use_cpu_cores()
     status = main()
     if status == 128 + signal.SIGINT:
         for stream in (sys.stdout, sys.stderr):

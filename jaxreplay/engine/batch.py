@@ -16,6 +16,7 @@ from __future__ import annotations
 import json
 import os
 import re
+import sys
 from typing import Any, NamedTuple
 
 __all__ = [
@@ -26,6 +27,7 @@ __all__ = [
     "compiler_options_text",
     "cpu_thread_pool_size",
     "program_fingerprint",
+    "use_cpu_cores",
     "xla_flags_in_environment",
     "xla_version",
 ]
@@ -36,8 +38,8 @@ measured: no fused multiply-add instructions (whose contraction of ``a·b + c`` 
 program; ``AVX``, also without them, crashed XLA with SIGFPE on a 10-run DQN program) and no YNNPACK fusions
 (benchmarks/README.md measures them; not a guarantee on other CPUs)."""
 
-# The forced host device count is recorded as Batch.devices, not as a flag.
-_DEVICE_COUNT_FLAG = "--xla_force_host_platform_device_count"
+DEVICE_COUNT_FLAG = "--xla_force_host_platform_device_count"
+"""XLA's flag forcing the number of CPU devices: recorded as :attr:`Batch.devices`, not as a flag."""
 
 
 def xla_flags_in_environment(environ=None) -> str:
@@ -52,7 +54,7 @@ def xla_flags_in_environment(environ=None) -> str:
     """
     flags = str((os.environ if environ is None else environ).get("XLA_FLAGS", "")).split()
     last = {flag.split("=", 1)[0]: flag for flag in flags}  # (a dict keeps each name's last value)
-    return " ".join(sorted(f for name, f in last.items() if name != _DEVICE_COUNT_FLAG))
+    return " ".join(sorted(f for name, f in last.items() if name != DEVICE_COUNT_FLAG))
 
 
 def cpu_thread_pool_size(cpu_devices: int, environ=None) -> int:
@@ -72,6 +74,46 @@ def cpu_thread_pool_size(cpu_devices: int, environ=None) -> int:
         if asked is not None:
             return max(asked, 0, cpu_devices)
     return max(_usable_cpus(), cpu_devices)
+
+
+def use_cpu_cores(environ=None) -> int | None:
+    """Give JAX one CPU device per thread of XLA:CPU's pool (:func:`cpu_thread_pool_size`: the usable cores),
+    so that a sweep on a CPU shards each chunk over every core. The ``jaxreplay`` command calls it as it
+    starts; in Python, call it before JAX's first computation.
+
+    XLA:CPU runs one program's small kernels one after another on one core. On the 2-core machine measured, a
+    LineSearch sweep ran 1.4× and a 100-seed DQN CartPole sweep 2.5× faster on two CPU devices than on one
+    (``benchmarks/README.md``), with the same bits: the pool keeps its size (the count chosen here is that
+    size), and the engine's runs are bit-identical across device counts (``docs/design.md`` §4).
+
+    Where JAX is not imported yet this sets ``JAX_NUM_CPU_DEVICES`` in ``environ`` (default ``os.environ``,
+    which JAX reads as it is imported, and which the processes started from this one inherit); else JAX's
+    ``jax_num_cpu_devices`` option. It leaves JAX as it is, returning None, where a count was chosen already
+    (``JAX_NUM_CPU_DEVICES``, the option, or ``--xla_force_host_platform_device_count`` in ``XLA_FLAGS``),
+    where the pool has one thread, or where JAX's backends are running (the count can no longer change). Set
+    ``JAX_NUM_CPU_DEVICES=1`` before starting for one CPU device.
+
+    Returns:
+        The number of CPU devices JAX will create, or None where this left JAX as it was.
+    """
+    environ = os.environ if environ is None else environ
+    jax = sys.modules.get("jax")
+    chosen = (
+        str(environ.get("JAX_NUM_CPU_DEVICES", "")).strip()
+        or DEVICE_COUNT_FLAG in str(environ.get("XLA_FLAGS", ""))
+        or (jax is not None and jax.config.jax_num_cpu_devices not in (-1, None))
+    )
+    devices = cpu_thread_pool_size(1, environ)
+    if chosen or devices < 2:
+        return None
+    if jax is None:  # (importing JAX here would cost `jaxreplay --help` a second)
+        environ["JAX_NUM_CPU_DEVICES"] = str(devices)
+        return devices
+    try:
+        jax.config.update("jax_num_cpu_devices", devices)
+    except RuntimeError:  # JAX's backends are running: its devices are what they are
+        return None
+    return devices
 
 
 def _integer(text) -> int | None:
@@ -283,9 +325,16 @@ def check_batch(recorded: Batch | None, batch: Batch, chunk_size: int | None, mi
             f"([run] group_by_setup in the TOML), or use a new output folder, {keep}."
         )
     if recorded.devices != batch.devices:
+        # (The jaxreplay command gives JAX a CPU device per core, a Python session one: say how to match.)
+        how = (
+            f" (set JAX_NUM_CPU_DEVICES={recorded.devices} before starting Python, or "
+            f'jax.config.update("jax_num_cpu_devices", {recorded.devices}) right after importing jax)'
+            if batch.platform == "cpu"
+            else ""
+        )
         raise ValueError(
             f"{where}; this process shards over {batch.devices} device(s). Finish the sweep with "
-            f"{recorded.devices} local device(s), or use a new output folder, {keep}."
+            f"{recorded.devices} local device(s){how}, or use a new output folder, {keep}."
         )
     if recorded.cpu_threads != batch.cpu_threads:
         raise ValueError(
