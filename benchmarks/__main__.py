@@ -69,12 +69,13 @@ def main(argv: list[str] | None = None) -> int:
     parser = build_parser()
     args = parser.parse_args(argv)
     names = args.only or list(BENCHMARKS)
-    block_name = _check_outputs(parser, args)
-
-    # As the `jaxreplay` command does: one CPU device per usable core, so the engine's sweeps use them all.
+    # As the `jaxreplay` command does, before JAX starts (_check_outputs starts it): one CPU device per usable
+    # core, so the engine's sweeps use them all.
     from jaxreplay.engine.batch import use_cpu_cores
 
     use_cpu_cores()
+    block_name = _check_outputs(parser, args)
+
     from benchmarks import _timing  # imports jax
 
     def progress(message: str) -> None:
