@@ -40,6 +40,11 @@
 # use, are in `docs/paper_readings.md` (cited below as "§n").
 
 # %%
+# One JAX CPU device per core, before anything starts JAX (the `jaxreplay` command does the same): on a CPU
+# the sweeps below then shard over every core, with the same results.
+from jaxreplay.engine.batch import use_cpu_cores
+
+use_cpu_cores()
 PAPER_SCALE = False  # True: paper resolution (N step 10, 12 simulated N per m) and seeds (128 ER / 32 pER per setting)
 
 # %% [markdown]

@@ -38,6 +38,11 @@
 # **Checks** cell that asserts the paper's claims on the numbers computed here.
 
 # %%
+# One JAX CPU device per core, before anything starts JAX (the `jaxreplay` command does the same): on a CPU
+# the sweeps below then shard over every core, with the same results.
+from jaxreplay.engine.batch import use_cpu_cores
+
+use_cpu_cores()
 # The one switch. False: a coarse map (about 15 N × 10 m grid points), a handful of
 # spot checks, 32 ER/aER seeds and 8 pER seeds; about a minute on 2 CPU cores.
 # True: the paper's grid resolution (N = 10…1000 step 10, m = 1…50), a dense spot-check

@@ -91,6 +91,11 @@
 # (all fixed sizes × seeds) of that game.
 
 # %%
+# One JAX CPU device per core, before anything starts JAX (the `jaxreplay` command does the same): on a CPU
+# the sweeps below then shard over every core, with the same results.
+from jaxreplay.engine.batch import use_cpu_cores
+
+use_cpu_cores()
 PAPER_SCALE = False  # True = 100 seeds, paper-length runs, all sizes: meant for a GPU
 
 # %% [markdown]

@@ -56,6 +56,11 @@ from jaxreplay.paper.reproduce import replay_study
 PAPER_SCALE = False
 
 import jaxreplay  # noqa: E402
+from jaxreplay.engine.batch import use_cpu_cores  # noqa: E402
+
+# One JAX CPU device per core, before anything starts JAX (the `jaxreplay` command does the same): on a CPU the
+# sweeps below then shard over every core, with the same results.
+use_cpu_cores()
 
 ROOT = pathlib.Path(jaxreplay.__file__).resolve().parents[1]  # the source checkout (docs/replay_study/ is there)
 if PAPER_SCALE:

@@ -81,10 +81,10 @@ def use_cpu_cores(environ=None) -> int | None:
     so that a sweep on a CPU shards each chunk over every core. The ``jaxreplay`` command calls it as it
     starts; in Python, call it before JAX's first computation.
 
-    XLA:CPU runs one program's small kernels one after another on one core. On the 2-core machine measured, a
-    LineSearch sweep ran 1.4× and a 100-seed DQN CartPole sweep 2.5× faster on two CPU devices than on one
-    (``benchmarks/README.md``), with the same bits: the pool keeps its size (the count chosen here is that
-    size), and the engine's runs are bit-identical across device counts (``docs/design.md`` §4).
+    XLA:CPU runs one program's small kernels one after another on one core, so with one device a sweep left
+    the other cores mostly idle (``python -m benchmarks --only cpu_devices`` measures the difference). The
+    results keep their bits: the pool keeps its size (the count chosen here is that size), and the engine's
+    runs are bit-identical across device counts (``docs/design.md`` §4; the benchmark checks it too).
 
     Where JAX is not imported yet this sets ``JAX_NUM_CPU_DEVICES`` in ``environ`` (default ``os.environ``,
     which JAX reads as it is imported, and which the processes started from this one inherit); else JAX's
@@ -325,16 +325,10 @@ def check_batch(recorded: Batch | None, batch: Batch, chunk_size: int | None, mi
             f"([run] group_by_setup in the TOML), or use a new output folder, {keep}."
         )
     if recorded.devices != batch.devices:
-        # (The jaxreplay command gives JAX a CPU device per core, a Python session one: say how to match.)
-        how = (
-            f" (set JAX_NUM_CPU_DEVICES={recorded.devices} before starting Python, or "
-            f'jax.config.update("jax_num_cpu_devices", {recorded.devices}) right after importing jax)'
-            if batch.platform == "cpu"
-            else ""
-        )
         raise ValueError(
             f"{where}; this process shards over {batch.devices} device(s). Finish the sweep with "
-            f"{recorded.devices} local device(s){how}, or use a new output folder, {keep}."
+            f"{recorded.devices} local device(s){_device_count_hint(recorded.devices, batch.platform)}, or use a "
+            f"new output folder, {keep}."
         )
     if recorded.cpu_threads != batch.cpu_threads:
         raise ValueError(
@@ -351,6 +345,17 @@ def check_batch(recorded: Batch | None, batch: Batch, chunk_size: int | None, mi
     raise ValueError(
         f"{where} (chunk_size {recorded.chunk_size}), but only {batch.chunk_size} runs fit the memory budget "
         f"now: free device memory or raise memory_budget / memory_fraction, or use a new output folder, {keep}."
+    )
+
+
+def _device_count_hint(devices: int, platform: str) -> str:
+    """How to get ``devices`` local devices: on a CPU, where the ``jaxreplay`` command gives JAX one device per
+    core and a Python session one, the setting that chooses it; elsewhere nothing."""
+    if platform != "cpu":
+        return ""
+    return (
+        f' (set JAX_NUM_CPU_DEVICES={devices} before starting Python, or jax.config.update("jax_num_cpu_devices", '
+        f"{devices}) right after importing jax)"
     )
 
 
