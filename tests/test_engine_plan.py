@@ -58,6 +58,14 @@ def test_a_refusal_names_the_fields_to_lower_in_the_parts_of_its_message():
     assert e.advice == ("Lower setup.max_capacity (replay storage dominates), shorten a segment, or raise "
                         "memory_budget / memory_fraction.")
     assert e.lower == ("setup.max_capacity",) and e.cause == "replay storage dominates"
+    # On a CPU of 4 devices (cores sharing the host's memory) where 2 runs fit, the numbers say how many would do.
+    with pytest.raises(plan_lib.ResourceError, match=r"4 device\(s\) need at least 4 runs per chunk .*\. On a CPU, 2 "
+                       r"device\(s\) would hold it: set JAX_NUM_CPU_DEVICES=2 before starting Python\. Lower"):
+        plan_lib.make_plan(SWEEP, np.zeros(8, bool), PLENTY._replace(memory_budget=per_run * 5 // 2, num_devices=4))
+    with pytest.raises(plan_lib.ResourceError) as gpu:
+        plan_lib.make_plan(SWEEP, np.zeros(8, bool), PLENTY._replace(memory_budget=per_run * 5 // 2, num_devices=4,
+                                                                     platform="gpu"))
+    assert "JAX_NUM_CPU_DEVICES" not in str(gpu.value)
     # A huge minibatch: its step's temporaries dominate, and the advice names the minibatch size.
     huge = sw.Sweep("linesearch", setup={"steps": 10, "max_batch_size": 10**8}, fixed={"batch_size": 10**8})
     with pytest.raises(plan_lib.ResourceError) as temporaries:

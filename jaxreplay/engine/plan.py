@@ -678,10 +678,16 @@ def _choose_chunk(
             wanted = min(fit, max(chunk_size, unit))  # asked for: at least one whole configuration per chunk
         return max(unit, wanted // unit * unit)
     if fit < num_devices:
+        # (On a CPU the devices are cores sharing the host's memory: the jaxreplay command makes one per core.)
+        fewer = (
+            f" On a CPU, {fit} device(s) would hold it: set JAX_NUM_CPU_DEVICES={fit} before starting Python."
+            if cpu_chunk_cap is not None and fit >= 1
+            else ""
+        )
         raise _too_large_a_run(
             f"one run needs about {mib(bytes_per_run)} of device memory and {num_devices} device(s) need at least "
             f"{num_devices} runs per chunk ({mib(bytes_per_run * num_devices)}), but the memory budget is "
-            f"{mib(budget)}.",
+            f"{mib(budget)}.{fewer}",
             fp,
         )
     if chunk_size is None:
