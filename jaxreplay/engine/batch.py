@@ -77,13 +77,13 @@ def cpu_thread_pool_size(cpu_devices: int, environ=None) -> int:
 
 
 def use_cpu_cores(environ=None) -> int | None:
-    """Give JAX one CPU device per thread of XLA:CPU's pool (:func:`cpu_thread_pool_size`: the usable cores),
+    """Give JAX one CPU device per usable core (at most the threads of XLA:CPU's pool, :func:`cpu_thread_pool_size`),
     so that a sweep on a CPU shards each chunk over every core. The ``jaxreplay`` command calls it as it
     starts; in Python, call it before JAX's first computation.
 
     XLA:CPU runs one program's small kernels one after another on one core, so with one device a sweep left
     the other cores mostly idle (``python -m benchmarks --only cpu_devices`` measures the difference). The
-    results keep their bits: the pool keeps its size (the count chosen here is that size), and the engine's
+    results keep their bits: the pool keeps its size (the count chosen here is at most that size), and the engine's
     runs are bit-identical across device counts (``docs/design.md`` §4; the benchmark checks it too).
 
     Where JAX is not imported yet this sets ``JAX_NUM_CPU_DEVICES`` in ``environ`` (default ``os.environ``,
@@ -103,7 +103,8 @@ def use_cpu_cores(environ=None) -> int | None:
         or DEVICE_COUNT_FLAG in str(environ.get("XLA_FLAGS", ""))
         or (jax is not None and jax.config.jax_num_cpu_devices not in (-1, None))
     )
-    devices = cpu_thread_pool_size(1, environ)
+    # (At most the usable cores: a PJRT_NPROC or NPROC above them sizes the pool, not the cores that run it.)
+    devices = min(cpu_thread_pool_size(1, environ), _usable_cpus())
     if chosen or devices < 2:
         return None
     if jax is None:  # (importing JAX here would cost `jaxreplay --help` a second)
