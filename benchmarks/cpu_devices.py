@@ -76,9 +76,9 @@ def child(mode_name: str) -> dict:
 
 def _cores() -> int:
     """The CPU devices :func:`~jaxreplay.engine.batch.use_cpu_cores` gives a process started here."""
-    from jaxreplay.engine.batch import cpu_thread_pool_size
+    from jaxreplay.engine.batch import cpu_core_devices
 
-    return cpu_thread_pool_size(1, os.environ)
+    return cpu_core_devices(os.environ)
 
 
 def run(mode_name: str = "quick", progress: Callable[[str], None] = lambda s: print(s, file=sys.stderr)) -> str:

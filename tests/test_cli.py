@@ -53,6 +53,8 @@ def test_the_command_gives_jax_a_cpu_device_per_core_unless_a_count_was_chosen()
         return sum(line.startswith("device ") for line in out.splitlines())
 
     cores = len(os.sched_getaffinity(0))
+    assert batch_lib.cpu_core_devices({"PJRT_NPROC": "1"}) == 1
+    assert batch_lib.cpu_core_devices({"PJRT_NPROC": str(cores + 3)}) == batch_lib.cpu_core_devices({}) == cores
     assert devices() == cores and devices(PJRT_NPROC=str(cores + 3)) == cores  # (a larger pool: the cores)
     assert devices(PJRT_NPROC="1") == 1
     assert devices(JAX_NUM_CPU_DEVICES="1") == 1

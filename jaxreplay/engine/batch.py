@@ -25,6 +25,7 @@ __all__ = [
     "check_batch",
     "check_program",
     "compiler_options_text",
+    "cpu_core_devices",
     "cpu_thread_pool_size",
     "program_fingerprint",
     "use_cpu_cores",
@@ -76,6 +77,13 @@ def cpu_thread_pool_size(cpu_devices: int, environ=None) -> int:
     return max(_usable_cpus(), cpu_devices)
 
 
+def cpu_core_devices(environ=None) -> int:
+    """The CPU devices :func:`use_cpu_cores` gives JAX: the usable cores, at most the threads of XLA:CPU's pool
+    (:func:`cpu_thread_pool_size`; a ``PJRT_NPROC`` or ``NPROC`` above the cores sizes the pool, not the cores
+    that run it)."""
+    return min(cpu_thread_pool_size(1, environ), _usable_cpus())
+
+
 def use_cpu_cores(environ=None) -> int | None:
     """Give JAX one CPU device per usable core (at most the threads of XLA:CPU's pool, :func:`cpu_thread_pool_size`),
     so that a sweep on a CPU shards each chunk over every core. The ``jaxreplay`` command calls it as it
@@ -103,8 +111,7 @@ def use_cpu_cores(environ=None) -> int | None:
         or DEVICE_COUNT_FLAG in str(environ.get("XLA_FLAGS", ""))
         or (jax is not None and jax.config.jax_num_cpu_devices not in (-1, None))
     )
-    # (At most the usable cores: a PJRT_NPROC or NPROC above them sizes the pool, not the cores that run it.)
-    devices = min(cpu_thread_pool_size(1, environ), _usable_cpus())
+    devices = cpu_core_devices(environ)
     if chosen or devices < 2:
         return None
     if jax is None:  # (importing JAX here would cost `jaxreplay --help` a second)
