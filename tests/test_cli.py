@@ -39,7 +39,7 @@ def test_console_entry_point_runs():
     assert out.strip() == f"jaxreplay {jaxreplay.__version__}"
 
 
-def test_the_command_gives_jax_a_cpu_device_per_core_unless_a_count_was_chosen():
+def test_the_command_gives_jax_a_cpu_device_per_core_unless_a_count_was_chosen(tmp_path):
     """`jaxreplay` shards a sweep on a CPU over every core: one JAX CPU device per thread of XLA:CPU's pool
     (PJRT_NPROC here), unless the user chose a count; a Python session keeps its own devices."""
     import jax
@@ -55,6 +55,12 @@ def test_the_command_gives_jax_a_cpu_device_per_core_unless_a_count_was_chosen()
     cores = len(os.sched_getaffinity(0))
     assert batch_lib.cpu_core_devices({"PJRT_NPROC": "1"}) == 1
     assert batch_lib.cpu_core_devices({"PJRT_NPROC": str(cores + 3)}) == batch_lib.cpu_core_devices({}) == cores
+    # A cgroup's CPU quota (a container's CPU limit) caps it, rounded up; "max" or no file: no cap.
+    cpu_max = tmp_path / "cpu.max"
+    for text, expected in [("150000 100000\n", min(cores, 2)), ("50000 100000", 1), ("max 100000", cores)]:
+        cpu_max.write_text(text)
+        assert batch_lib.cpu_core_devices({}, str(cpu_max)) == expected
+    assert batch_lib.cpu_core_devices({}, str(tmp_path / "none")) == cores
     assert devices() == cores and devices(PJRT_NPROC=str(cores + 3)) == cores  # (a larger pool: the cores)
     assert devices(PJRT_NPROC="1") == 1
     assert devices(JAX_NUM_CPU_DEVICES="1") == 1

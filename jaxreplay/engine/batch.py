@@ -77,11 +77,23 @@ def cpu_thread_pool_size(cpu_devices: int, environ=None) -> int:
     return max(_usable_cpus(), cpu_devices)
 
 
-def cpu_core_devices(environ=None) -> int:
+def cpu_core_devices(environ=None, cpu_max: str = "/sys/fs/cgroup/cpu.max") -> int:
     """The CPU devices :func:`use_cpu_cores` gives JAX: the usable cores, at most the threads of XLA:CPU's pool
     (:func:`cpu_thread_pool_size`; a ``PJRT_NPROC`` or ``NPROC`` above the cores sizes the pool, not the cores
-    that run it)."""
-    return min(cpu_thread_pool_size(1, environ), _usable_cpus())
+    that run it) and at most the CPU time a cgroup grants (``cpu_max``, cgroup v2's ``"quota period"``, rounded
+    up: a container limited to 2 CPUs on a 64-core host may run on every core, 2 at a time)."""
+    return max(1, min(cpu_thread_pool_size(1, environ), _usable_cpus(), _cgroup_cpus(cpu_max)))
+
+
+def _cgroup_cpus(cpu_max: str) -> int:
+    """The CPUs a cgroup v2 ``cpu.max`` file grants (quota ÷ period, rounded up), or a huge number where the file
+    is missing, unreadable or says ``max``."""
+    try:
+        with open(cpu_max) as f:
+            quota, period = f.read().split()[:2]
+        return -(-int(quota) // int(period)) if quota != "max" and int(period) > 0 else 2**31
+    except (OSError, ValueError):
+        return 2**31
 
 
 def use_cpu_cores(environ=None) -> int | None:
