@@ -40,8 +40,9 @@ def test_console_entry_point_runs():
 
 
 def test_the_command_gives_jax_a_cpu_device_per_core_unless_a_count_was_chosen(tmp_path):
-    """`jaxreplay` shards a sweep on a CPU over every core: one JAX CPU device per thread of XLA:CPU's pool
-    (PJRT_NPROC here), unless the user chose a count; a Python session keeps its own devices."""
+    """`jaxreplay` shards a sweep on a CPU over every core: one JAX CPU device per usable core (at most XLA:CPU's
+    pool, PJRT_NPROC here, and a cgroup's CPU quota), unless the user chose a count; a Python session keeps its
+    own devices."""
     import jax
 
     from jaxreplay.engine import batch as batch_lib
@@ -53,15 +54,24 @@ def test_the_command_gives_jax_a_cpu_device_per_core_unless_a_count_was_chosen(t
         return sum(line.startswith("device ") for line in out.splitlines())
 
     cores = len(os.sched_getaffinity(0))
+    machine = min(cores, batch_lib._cgroup_cpus("/sys/fs/cgroup/cpu.max"))  # (its quota, if any: tested below)
     assert batch_lib.cpu_core_devices({"PJRT_NPROC": "1"}) == 1
-    assert batch_lib.cpu_core_devices({"PJRT_NPROC": str(cores + 3)}) == batch_lib.cpu_core_devices({}) == cores
+    assert batch_lib.cpu_core_devices({"PJRT_NPROC": str(cores + 3)}) == batch_lib.cpu_core_devices({}) == machine
     # A cgroup's CPU quota (a container's CPU limit) caps it, rounded up; "max" or no file: no cap.
     cpu_max = tmp_path / "cpu.max"
     for text, expected in [("150000 100000\n", min(cores, 2)), ("50000 100000", 1), ("max 100000", cores)]:
         cpu_max.write_text(text)
         assert batch_lib.cpu_core_devices({}, str(cpu_max)) == expected
-    assert batch_lib.cpu_core_devices({}, str(tmp_path / "none")) == cores
-    assert devices() == cores and devices(PJRT_NPROC=str(cores + 3)) == cores  # (a larger pool: the cores)
+    none = str(tmp_path / "none")
+    assert batch_lib.cpu_core_devices({}, none, none) == cores
+    # cgroup v1: cpu.cfs_quota_us ÷ cpu.cfs_period_us (-1: no quota), read where there is no cpu.max.
+    v1 = tmp_path / "v1"
+    v1.mkdir()
+    (v1 / "cpu.cfs_period_us").write_text("100000\n")
+    for quota, expected in [("100000\n", 1), ("250000", min(cores, 3)), ("-1", cores)]:
+        (v1 / "cpu.cfs_quota_us").write_text(quota)
+        assert batch_lib.cpu_core_devices({}, none, str(v1)) == expected
+    assert devices() == machine and devices(PJRT_NPROC=str(cores + 3)) == machine  # (a larger pool: the cores)
     assert devices(PJRT_NPROC="1") == 1
     assert devices(JAX_NUM_CPU_DEVICES="1") == 1
     assert devices(XLA_FLAGS="--xla_force_host_platform_device_count=3") == 3
@@ -69,11 +79,18 @@ def test_the_command_gives_jax_a_cpu_device_per_core_unless_a_count_was_chosen(t
     code = ("import os, sys\nfrom jaxreplay.engine.batch import use_cpu_cores\nenv = {'PJRT_NPROC': '2'}\n"
             "print(use_cpu_cores(env), env.get('JAX_NUM_CPU_DEVICES'), 'jax' in sys.modules)")
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
-    assert out.split() == (["2", "2", "False"] if cores >= 2 else ["None", "None", "False"])
+    assert out.split() == (["2", "2", "False"] if machine >= 2 else ["None", "None", "False"])
     jax.devices()  # (this process's backends are running)
     env = {"PJRT_NPROC": "3"}
     assert batch_lib.use_cpu_cores(env) is None and env == {"PJRT_NPROC": "3"}
     assert batch_lib.use_cpu_cores({"PJRT_NPROC": "3", "JAX_NUM_CPU_DEVICES": " 2 "}) is None
+    # JAX's own "not chosen" (-1) is not a choice; a value merely naming the device-count flag is not one either.
+    code = ("import sys\nfrom jaxreplay.engine.batch import use_cpu_cores\n"
+            "for env in ({'JAX_NUM_CPU_DEVICES': '-1'}, {'XLA_FLAGS': '--xla_dump_to=/x--xla_force_host_platform_"
+            "device_count'}, {'XLA_FLAGS': '--xla_force_host_platform_device_count=1'}):\n"
+            "    print(use_cpu_cores(dict(env, PJRT_NPROC='2')))")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
+    assert out.split() == (["2", "2", "None"] if machine >= 2 else ["None"] * 3)
 
 
 def test_the_parser_imports_no_jax():

@@ -60,8 +60,21 @@ def test_a_refusal_names_the_fields_to_lower_in_the_parts_of_its_message():
     assert e.lower == ("setup.max_capacity",) and e.cause == "replay storage dominates"
     # On a CPU of 4 devices (cores sharing the host's memory) where 2 runs fit, the numbers say how many would do.
     with pytest.raises(plan_lib.ResourceError, match=r"4 device\(s\) need at least 4 runs per chunk .*\. On a CPU, 2 "
-                       r"device\(s\) would hold it: set JAX_NUM_CPU_DEVICES=2 before starting Python\. Lower"):
+                       r"device\(s\) would hold it: set JAX_NUM_CPU_DEVICES=2 before starting\. Lower"):
         plan_lib.make_plan(SWEEP, np.zeros(8, bool), PLENTY._replace(memory_budget=per_run * 5 // 2, num_devices=4))
+    # Not when resuming a folder: its runs keep their device count (the other refusal would send the user back).
+    four_done = plan_lib.make_plan(SWEEP, np.zeros(8, bool), PLENTY._replace(num_devices=4)).batch
+    with pytest.raises(plan_lib.ResourceError) as resumed:
+        plan_lib.make_plan(SWEEP, np.arange(8) < 4, PLENTY._replace(memory_budget=per_run * 5 // 2, num_devices=4),
+                           recorded=four_done)
+    assert "JAX_NUM_CPU_DEVICES" not in str(resumed.value)
+    # A seed reduction on 4 CPU devices needs 4 × seeds runs; the hint counts whole configurations per device.
+    reduced = sw.Sweep("linesearch", seeds=3, setup={"steps": 10}, grid={"memory_size": [10, 20]},
+                       record={"keep": ["dtheta"], "reduce": "mean"})
+    per_reduced = sw.estimate_bytes_per_run(reduced)
+    with pytest.raises(plan_lib.ResourceError, match=r"\(7 runs\)\. On a CPU, 2 device\(s\) would hold it: set "
+                       r"JAX_NUM_CPU_DEVICES=2 before starting\."):
+        plan_lib.make_plan(reduced, np.zeros(6, bool), PLENTY._replace(memory_budget=per_reduced * 7, num_devices=4))
     with pytest.raises(plan_lib.ResourceError) as gpu:
         plan_lib.make_plan(SWEEP, np.zeros(8, bool), PLENTY._replace(memory_budget=per_run * 5 // 2, num_devices=4,
                                                                      platform="gpu"))
@@ -90,6 +103,8 @@ def test_a_refusal_names_the_fields_to_lower_in_the_parts_of_its_message():
         plan_lib.make_plan(SWEEP, np.zeros(8, bool), PLENTY._replace(host_memory=8 * per_result))
     assert host.value.lower == ("seeds", "setup.steps") and host.value.cause is None
     assert host.value.problem.endswith("but only 2.0 KiB is available.")
+    # On a CPU the chunk's device memory is host memory: the advice names a smaller chunk size.
+    assert "or a smaller chunk_size (--chunk-size; a chunk's CPU device memory is host memory)" in host.value.advice
 
 
 def test_plan_refusals_carry_their_numbers_and_touch_nothing(tmp_path):
@@ -185,7 +200,8 @@ def test_a_resume_at_another_batch_is_refused_by_the_plan_naming_what_differs(tm
         ({}, dict(xla_flags="--xla_cpu_max_isa=AVX2"), r"this process has XLA_FLAGS '--xla_cpu_max_isa=AVX2'\. Set "
                                                        r"XLA_FLAGS to '' before starting Python"),
         ({}, dict(num_devices=2), r"this process shards over 2 device\(s\)\. Finish the sweep with 1 local device\(s\) "
-                                  r"\(set JAX_NUM_CPU_DEVICES=1 before starting Python, or "
+                                  r"\(set JAX_NUM_CPU_DEVICES=1 in the environment of the jaxreplay command or of "
+                                  r"Python, or "
                                   r"jax.config.update\(\"jax_num_cpu_devices\", 1\) right after importing jax\)"),
         ({}, dict(memory_budget=plan_lib.estimate_bytes_per_run(SWEEP)),
          r"\(chunk_size 2\), but only 1 runs fit the memory budget now"),

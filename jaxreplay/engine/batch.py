@@ -77,23 +77,42 @@ def cpu_thread_pool_size(cpu_devices: int, environ=None) -> int:
     return max(_usable_cpus(), cpu_devices)
 
 
-def cpu_core_devices(environ=None, cpu_max: str = "/sys/fs/cgroup/cpu.max") -> int:
+def cpu_core_devices(
+    environ=None, cpu_max: str = "/sys/fs/cgroup/cpu.max", cgroup_v1: str = "/sys/fs/cgroup/cpu"
+) -> int:
     """The CPU devices :func:`use_cpu_cores` gives JAX: the usable cores, at most the threads of XLA:CPU's pool
     (:func:`cpu_thread_pool_size`; a ``PJRT_NPROC`` or ``NPROC`` above the cores sizes the pool, not the cores
-    that run it) and at most the CPU time a cgroup grants (``cpu_max``, cgroup v2's ``"quota period"``, rounded
-    up: a container limited to 2 CPUs on a 64-core host may run on every core, 2 at a time)."""
-    return max(1, min(cpu_thread_pool_size(1, environ), _usable_cpus(), _cgroup_cpus(cpu_max)))
+    that run it) and at most the CPU time a cgroup grants (``cpu_max``, cgroup v2's ``"quota period"``, else
+    cgroup v1's files under ``cgroup_v1``; rounded up: a container limited to 2 CPUs on a 64-core host may run
+    on every core, 2 at a time)."""
+    return max(1, min(cpu_thread_pool_size(1, environ), _usable_cpus(), _cgroup_cpus(cpu_max, cgroup_v1)))
 
 
-def _cgroup_cpus(cpu_max: str) -> int:
-    """The CPUs a cgroup v2 ``cpu.max`` file grants (quota ÷ period, rounded up), or a huge number where the file
-    is missing, unreadable or says ``max``."""
-    try:
-        with open(cpu_max) as f:
-            quota, period = f.read().split()[:2]
-        return -(-int(quota) // int(period)) if quota != "max" and int(period) > 0 else 2**31
-    except (OSError, ValueError):
-        return 2**31
+def _cgroup_cpus(cpu_max: str, v1: str = "/sys/fs/cgroup/cpu") -> int:
+    """The CPUs a cgroup grants (quota ÷ period, rounded up): cgroup v2's ``cpu.max`` file (``"quota period"``),
+    else cgroup v1's ``cpu.cfs_quota_us`` and ``cpu.cfs_period_us`` under ``v1``; a huge number where neither
+    is there or readable, or where there is no quota (``max``, ``-1``)."""
+    unlimited = 2**31
+
+    def text(path: str) -> str:
+        with open(path) as f:
+            return f.read()
+
+    for read in (
+        lambda: text(cpu_max).split()[:2],
+        lambda: [text(f"{v1}/cpu.cfs_quota_us").strip(), text(f"{v1}/cpu.cfs_period_us").strip()],
+    ):
+        try:
+            quota, period = read()
+        except (OSError, ValueError):
+            continue
+        try:
+            if quota in ("max", "-1") or int(quota) <= 0 or int(period) <= 0:
+                return unlimited
+            return -(-int(quota) // int(period))
+        except ValueError:
+            return unlimited
+    return unlimited
 
 
 def use_cpu_cores(environ=None) -> int | None:
@@ -118,9 +137,10 @@ def use_cpu_cores(environ=None) -> int | None:
     """
     environ = os.environ if environ is None else environ
     jax = sys.modules.get("jax")
+    flags = str(environ.get("XLA_FLAGS", "")).split()
     chosen = (
-        str(environ.get("JAX_NUM_CPU_DEVICES", "")).strip()
-        or DEVICE_COUNT_FLAG in str(environ.get("XLA_FLAGS", ""))
+        str(environ.get("JAX_NUM_CPU_DEVICES", "")).strip() not in ("", "-1")  # (-1: JAX's own "not chosen")
+        or any(flag.split("=", 1)[0] == DEVICE_COUNT_FLAG for flag in flags)
         or (jax is not None and jax.config.jax_num_cpu_devices not in (-1, None))
     )
     devices = cpu_core_devices(environ)
@@ -374,8 +394,8 @@ def _device_count_hint(devices: int, platform: str) -> str:
     if platform != "cpu":
         return ""
     return (
-        f' (set JAX_NUM_CPU_DEVICES={devices} before starting Python, or jax.config.update("jax_num_cpu_devices", '
-        f"{devices}) right after importing jax)"
+        f" (set JAX_NUM_CPU_DEVICES={devices} in the environment of the jaxreplay command or of Python, or "
+        f'jax.config.update("jax_num_cpu_devices", {devices}) right after importing jax)'
     )
 
 

@@ -460,7 +460,16 @@ def make_plan(
         older = math.lcm(align, resources.num_devices)
         unit = older if recorded.chunk_size % older == 0 else unit
     chunk = _choose_chunk(
-        per_run, resources.memory_budget, resources.num_devices, runs, asked, cpu_cap, fp, align, unit
+        per_run,
+        resources.memory_budget,
+        resources.num_devices,
+        runs,
+        asked,
+        cpu_cap,
+        fp,
+        align,
+        unit,
+        fewer_cpu_devices=resources.on_cpu and recorded is None,  # (a folder's runs keep their device count)
     )
     least = _least_chunk(unit, resources.num_devices)
     chunk = least if chunk < least <= resources.memory_budget // max(per_run, 1) else chunk  # never 1 per device
@@ -602,8 +611,13 @@ def _check_host_memory(runs: int, result_bytes: int, chunk: int, chunk_device_by
             f"of results each = {mib(assembled)} assembled, plus a chunk of {chunk} runs"
             + (f" and its {mib(chunk_device_bytes)} of CPU device memory" if chunk_device_bytes else "")
             + f"), but only {mib(available)} is available.",
-            "Run fewer seeds or grid points, or record less (e.g. a shorter setup.steps / fewer segments), or "
-            "split the sweep into several.",
+            "Run fewer seeds or grid points, or record less (e.g. a shorter setup.steps / fewer segments), "
+            + (
+                "or a smaller chunk_size (--chunk-size; a chunk's CPU device memory is host memory), "
+                if chunk_device_bytes
+                else ""
+            )
+            + "or split the sweep into several.",
             lower=("seeds", "setup.steps"),
         )
     return need
@@ -657,17 +671,26 @@ def _choose_chunk(
     fp: Footprint | None = None,
     align: int = 1,
     unit: int = 1,
+    fewer_cpu_devices: bool = False,
 ) -> int:
     """Runs per chunk: what fits ``budget``, at most ``cpu_chunk_cap`` and the work unless asked for
     ``chunk_size``, a multiple of the devices (and with ``align`` seeds reduced, of ``unit``: the caller's
-    :func:`_chunk_unit`, or a resumed folder's older one); ResourceError if not one unit fits."""
+    :func:`_chunk_unit`, or a resumed folder's older one); ResourceError if not one unit fits, saying how many
+    CPU devices would hold it where ``fewer_cpu_devices`` (CPU devices share the host's memory, and the
+    ``jaxreplay`` command makes one per core)."""
     fit = budget // max(bytes_per_run, 1)
+
+    def fewer(devices: int) -> str:
+        if not fewer_cpu_devices or not 1 <= devices < num_devices:
+            return ""
+        return f" On a CPU, {devices} device(s) would hold it: set JAX_NUM_CPU_DEVICES={devices} before starting."
+
     if align > 1:
         if fit < unit:
             raise ResourceError(
                 f"a seed reduction (record.reduce) needs every seed of a configuration in one chunk on one device: "
                 f"{unit} runs ({align} seeds on {num_devices} device(s)) need about {mib(bytes_per_run * unit)} of "
-                f"device memory, but the memory budget is {mib(budget)} ({fit} runs).",
+                f"device memory, but the memory budget is {mib(budget)} ({fit} runs).{fewer(fit // align)}",
                 "Reduce on the host instead (no record.reduce), run fewer seeds or on fewer devices,",
                 lower=("record.reduce", "seeds"),
                 budget=True,
@@ -678,16 +701,10 @@ def _choose_chunk(
             wanted = min(fit, max(chunk_size, unit))  # asked for: at least one whole configuration per chunk
         return max(unit, wanted // unit * unit)
     if fit < num_devices:
-        # (On a CPU the devices are cores sharing the host's memory: the jaxreplay command makes one per core.)
-        fewer = (
-            f" On a CPU, {fit} device(s) would hold it: set JAX_NUM_CPU_DEVICES={fit} before starting Python."
-            if cpu_chunk_cap is not None and fit >= 1
-            else ""
-        )
         raise _too_large_a_run(
             f"one run needs about {mib(bytes_per_run)} of device memory and {num_devices} device(s) need at least "
             f"{num_devices} runs per chunk ({mib(bytes_per_run * num_devices)}), but the memory budget is "
-            f"{mib(budget)}.{fewer}",
+            f"{mib(budget)}.{fewer(fit)}",
             fp,
         )
     if chunk_size is None:
