@@ -15,7 +15,12 @@ def add_parser(commands) -> None:
     sw = commands.add_parser("sweep", help="run a sweep declared in a TOML file (resumable)")
     sw.add_argument("config", help="TOML file: experiment, seeds, [setup], [fixed], [grid] or [[points]], [run]")
     sw.add_argument("--out", required=True, help="output folder (rerun with the same config to resume)")
-    sw.add_argument("--chunk-size", type=int, default=None, help="most runs per compiled call")
+    sw.add_argument(
+        "--chunk-size",
+        type=int,
+        default=None,
+        help="most runs per compiled call, over all devices (at least 2 a device; on a CPU, one device per core)",
+    )
     sw.add_argument("--memory-fraction", type=float, default=None, help="fraction of free device memory to use")
     sw.add_argument("--memory-budget-mib", type=float, default=None, help="device memory budget in MiB")
     sw.add_argument("--quiet", action="store_true", help="no progress bar")
