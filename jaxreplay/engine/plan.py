@@ -459,17 +459,9 @@ def make_plan(
         # Begun when a reduction's chunks were a multiple of lcm(seeds, devices): finished at its own batch.
         older = math.lcm(align, resources.num_devices)
         unit = older if recorded.chunk_size % older == 0 else unit
+    hint = resources.on_cpu and recorded is None  # (fewer CPU devices: not for a folder, which keeps its count)
     chunk = _choose_chunk(
-        per_run,
-        resources.memory_budget,
-        resources.num_devices,
-        runs,
-        asked,
-        cpu_cap,
-        fp,
-        align,
-        unit,
-        fewer_cpu_devices=resources.on_cpu and recorded is None,  # (a folder's runs keep their device count)
+        per_run, resources.memory_budget, resources.num_devices, runs, asked, cpu_cap, fp, align, unit, hint
     )
     least = _least_chunk(unit, resources.num_devices)
     chunk = least if chunk < least <= resources.memory_budget // max(per_run, 1) else chunk  # never 1 per device
