@@ -25,7 +25,6 @@ from __future__ import annotations
 
 import hashlib
 import json
-import os
 import statistics
 import sys
 from collections.abc import Callable
@@ -74,18 +73,13 @@ def child(mode_name: str) -> dict:
     return out
 
 
-def _cores() -> int:
-    """The CPU devices :func:`~jaxreplay.engine.batch.use_cpu_cores` gives a process started here."""
-    from jaxreplay.engine.batch import cpu_core_devices
-
-    return cpu_core_devices(os.environ)
-
-
 def run(mode_name: str = "quick", progress: Callable[[str], None] = lambda s: print(s, file=sys.stderr)) -> str:
     HEADLINES[:] = []
     if jax.default_backend() != "cpu":
         return f"Backend `{jax.default_backend()}`: this measures JAX's CPU devices; nothing to measure here."
-    cores = _cores()
+    from jaxreplay.engine.batch import cpu_core_devices
+
+    cores = cpu_core_devices()  # (what use_cpu_cores gives a process started here)
     if cores < 2:
         return "XLA:CPU's pool has one thread here: one CPU device is all there is."
     variants = {"one CPU device": "1", f"{cores} CPU devices (one per core)": str(cores)}

@@ -60,7 +60,7 @@ def test_a_refusal_names_the_fields_to_lower_in_the_parts_of_its_message():
     assert e.lower == ("setup.max_capacity",) and e.cause == "replay storage dominates"
     # On a CPU of 4 devices (cores sharing the host's memory) where 2 runs fit, the numbers say how many would do.
     with pytest.raises(plan_lib.ResourceError, match=r"4 device\(s\) need at least 4 runs per chunk .*\. On a CPU, 2 "
-                       r"device\(s\) would hold it: set JAX_NUM_CPU_DEVICES=2 before starting\. Lower"):
+                       r"device\(s\) would hold it: set JAX_NUM_CPU_DEVICES=2 in the environment .* importing jax\. Lower"):
         plan_lib.make_plan(SWEEP, np.zeros(8, bool), PLENTY._replace(memory_budget=per_run * 5 // 2, num_devices=4))
     # Not when resuming a folder: its runs keep their device count (the other refusal would send the user back).
     four_done = plan_lib.make_plan(SWEEP, np.zeros(8, bool), PLENTY._replace(num_devices=4)).batch
@@ -73,7 +73,7 @@ def test_a_refusal_names_the_fields_to_lower_in_the_parts_of_its_message():
                        record={"keep": ["dtheta"], "reduce": "mean"})
     per_reduced = sw.estimate_bytes_per_run(reduced)
     with pytest.raises(plan_lib.ResourceError, match=r"\(7 runs\)\. On a CPU, 2 device\(s\) would hold it: set "
-                       r"JAX_NUM_CPU_DEVICES=2 before starting\."):
+                       r"JAX_NUM_CPU_DEVICES=2 in the environment .* importing jax\."):
         plan_lib.make_plan(reduced, np.zeros(6, bool), PLENTY._replace(memory_budget=per_reduced * 7, num_devices=4))
     with pytest.raises(plan_lib.ResourceError) as gpu:
         plan_lib.make_plan(SWEEP, np.zeros(8, bool), PLENTY._replace(memory_budget=per_run * 5 // 2, num_devices=4,

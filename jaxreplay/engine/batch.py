@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import json
 import os
+import pathlib
 import re
 import sys
 from typing import Any, NamedTuple
@@ -26,6 +27,7 @@ __all__ = [
     "check_program",
     "compiler_options_text",
     "cpu_core_devices",
+    "cpu_devices_setting",
     "cpu_thread_pool_size",
     "program_fingerprint",
     "use_cpu_cores",
@@ -53,9 +55,13 @@ def xla_flags_in_environment(environ=None) -> str:
     reads the environment now, so it is what was in force if nobody changed it after JAX's first computation
     (the CLI and the engine never change it).
     """
-    flags = str((os.environ if environ is None else environ).get("XLA_FLAGS", "")).split()
-    last = {flag.split("=", 1)[0]: flag for flag in flags}  # (a dict keeps each name's last value)
+    last = _xla_flags(os.environ if environ is None else environ)
     return " ".join(sorted(f for name, f in last.items() if name != DEVICE_COUNT_FLAG))
+
+
+def _xla_flags(environ) -> dict[str, str]:
+    """``XLA_FLAGS`` of ``environ`` as ``{name: flag}``, each name's last value (the one XLA applies)."""
+    return {flag.split("=", 1)[0]: flag for flag in str(environ.get("XLA_FLAGS", "")).split()}
 
 
 def cpu_thread_pool_size(cpu_devices: int, environ=None) -> int:
@@ -88,31 +94,21 @@ def cpu_core_devices(
     return max(1, min(cpu_thread_pool_size(1, environ), _usable_cpus(), _cgroup_cpus(cpu_max, cgroup_v1)))
 
 
-def _cgroup_cpus(cpu_max: str, v1: str = "/sys/fs/cgroup/cpu") -> int:
+def _cgroup_cpus(cpu_max: str = "/sys/fs/cgroup/cpu.max", v1: str = "/sys/fs/cgroup/cpu") -> int:
     """The CPUs a cgroup grants (quota ÷ period, rounded up): cgroup v2's ``cpu.max`` file (``"quota period"``),
     else cgroup v1's ``cpu.cfs_quota_us`` and ``cpu.cfs_period_us`` under ``v1``; a huge number where neither
     is there or readable, or where there is no quota (``max``, ``-1``)."""
-    unlimited = 2**31
-
-    def text(path: str) -> str:
-        with open(path) as f:
-            return f.read()
-
-    for read in (
-        lambda: text(cpu_max).split()[:2],
-        lambda: [text(f"{v1}/cpu.cfs_quota_us").strip(), text(f"{v1}/cpu.cfs_period_us").strip()],
-    ):
+    for files in ((cpu_max,), (f"{v1}/cpu.cfs_quota_us", f"{v1}/cpu.cfs_period_us")):
         try:
-            quota, period = read()
-        except (OSError, ValueError):
+            words = " ".join(pathlib.Path(f).read_text() for f in files).split()
+        except OSError:
             continue
         try:
-            if quota in ("max", "-1") or int(quota) <= 0 or int(period) <= 0:
-                return unlimited
-            return -(-int(quota) // int(period))
-        except ValueError:
-            return unlimited
-    return unlimited
+            quota, period = int(words[0]), int(words[1])
+        except (IndexError, ValueError):  # ("max": no quota)
+            break
+        return -(-quota // period) if quota > 0 and period > 0 else 2**31
+    return 2**31
 
 
 def use_cpu_cores(environ=None) -> int | None:
@@ -137,10 +133,9 @@ def use_cpu_cores(environ=None) -> int | None:
     """
     environ = os.environ if environ is None else environ
     jax = sys.modules.get("jax")
-    flags = str(environ.get("XLA_FLAGS", "")).split()
     chosen = (
         str(environ.get("JAX_NUM_CPU_DEVICES", "")).strip() not in ("", "-1")  # (-1: JAX's own "not chosen")
-        or any(flag.split("=", 1)[0] == DEVICE_COUNT_FLAG for flag in flags)
+        or DEVICE_COUNT_FLAG in _xla_flags(environ)
         or (jax is not None and jax.config.jax_num_cpu_devices not in (-1, None))
     )
     devices = cpu_core_devices(environ)
@@ -367,8 +362,9 @@ def check_batch(recorded: Batch | None, batch: Batch, chunk_size: int | None, mi
     if recorded.devices != batch.devices:
         raise ValueError(
             f"{where}; this process shards over {batch.devices} device(s). Finish the sweep with "
-            f"{recorded.devices} local device(s){_device_count_hint(recorded.devices, batch.platform)}, or use a "
-            f"new output folder, {keep}."
+            f"{recorded.devices} local device(s)"
+            + (f" ({cpu_devices_setting(recorded.devices)})" if batch.platform == "cpu" else "")
+            + f", or use a new output folder, {keep}."
         )
     if recorded.cpu_threads != batch.cpu_threads:
         raise ValueError(
@@ -388,14 +384,12 @@ def check_batch(recorded: Batch | None, batch: Batch, chunk_size: int | None, mi
     )
 
 
-def _device_count_hint(devices: int, platform: str) -> str:
-    """How to get ``devices`` local devices: on a CPU, where the ``jaxreplay`` command gives JAX one device per
-    core and a Python session one, the setting that chooses it; elsewhere nothing."""
-    if platform != "cpu":
-        return ""
+def cpu_devices_setting(devices: int) -> str:
+    """How to give a process ``devices`` CPU devices, in words for a refusal (the ``jaxreplay`` command gives
+    JAX one per core, a Python session one)."""
     return (
-        f" (set JAX_NUM_CPU_DEVICES={devices} in the environment of the jaxreplay command or of Python, or "
-        f'jax.config.update("jax_num_cpu_devices", {devices}) right after importing jax)'
+        f"set JAX_NUM_CPU_DEVICES={devices} in the environment of the jaxreplay command or of Python, or "
+        f'jax.config.update("jax_num_cpu_devices", {devices}) right after importing jax'
     )
 
 

@@ -24,7 +24,7 @@ import numpy as np
 from jaxreplay import _prng, _scope
 from jaxreplay._validation import INT32_MAX
 from jaxreplay.engine import records as records_lib
-from jaxreplay.engine.batch import Batch, check_batch, compiler_options_text, xla_version
+from jaxreplay.engine.batch import Batch, check_batch, compiler_options_text, cpu_devices_setting, xla_version
 
 if TYPE_CHECKING:  # (the declaration module imports this one)
     from jaxreplay.engine.declaration import Sweep
@@ -675,7 +675,7 @@ def _choose_chunk(
     def fewer(devices: int) -> str:
         if not fewer_cpu_devices or not 1 <= devices < num_devices:
             return ""
-        return f" On a CPU, {devices} device(s) would hold it: set JAX_NUM_CPU_DEVICES={devices} before starting."
+        return f" On a CPU, {devices} device(s) would hold it: {cpu_devices_setting(devices)}."
 
     if align > 1:
         if fit < unit:
