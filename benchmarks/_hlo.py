@@ -478,6 +478,26 @@ class Program:
                     found += self.loops(b, outermost_only)
         return found
 
+    def kernels(self, name: str | None = None) -> dict[str, str]:
+        """``{instruction: opcode}`` of every kernel computation ``name`` (default: the entry) can execute: its
+        top-level instructions that launch (module docstring) and those of the loops, branches and calls in it,
+        not the ``while``, ``conditional`` or ``call`` themselves (their time is their kernels')."""
+        found: dict[str, str] = {}
+        for inst in self.computations[self.entry if name is None else name]:
+            if inst.opcode in FREE_OPCODES or inst.opcode.endswith("-done"):
+                continue
+            if inst.opcode == "while":
+                for part in (inst.called("body"), inst.called("condition")):
+                    found.update(self.kernels(part) if part in self.computations else {})
+            elif inst.opcode == "conditional":
+                for branch in inst.branches():
+                    found.update(self.kernels(branch) if branch in self.computations else {})
+            elif inst.opcode == "call" and inst.called("to_apply") in self.computations:
+                found.update(self.kernels(inst.called("to_apply")))
+            else:
+                found[inst.name] = inst.opcode
+        return found
+
     def step_counts(self, steps: int) -> Counts:
         """Per-step counts of the step loop of a program running ``steps`` steps per call (module docstring)."""
         loops = self.loops()

@@ -26,9 +26,10 @@ the program together):
 * **bounds**: launch = kernels × t_kernel + host syncs × t_sync, memory =
   bytes ÷ bandwidth, compute = FLOPs ÷ peak, random access = random reads ×
   t_random (the marginal cost of one random row read from an array as large
-  as the workload's state, measured on the spot as the difference between two
-  gathers of different sizes: what a gather pays per row when its rows are
-  not in cache, without a call's fixed cost), traffic = inter-kernel bytes ÷ the bandwidth of an array
+  as the workload's state, at the workload's rows per step, measured on the
+  spot as the difference between loops gathering that many rows and 8 rows a
+  step: what a gather pays per row when its rows are not in cache, without a
+  kernel's fixed cost), traffic = inter-kernel bytes ÷ the bandwidth of an array
   the size of the step's typical kernel output (measured on the spot, see
   :func:`measure_traffic_bandwidth`: such arrays sit in cache), dot = Σ count ×
   the time of that ``dot_general`` alone, for each distinct dot the step runs
@@ -37,7 +38,11 @@ the program together):
   does for these matrix products, which for a batch of tiny matmuls is a few
   percent of the large-matmul peak the compute bound divides by); the binding
   limit is the largest, and measured ÷ bound says how far the measured step
-  time is above it.
+  time is above it;
+* **where the time goes**: one call traced by ``jax.profiler``, each kernel's
+  time per step (:func:`profile_kernels`): the costliest kernels, and so what
+  the bounds leave out (on a CPU a step's kernels run one after another, so
+  their times add up where the bounds take the largest).
 
 The device's figures: peak bandwidth and FP32 FLOP/s from the vendors' data
 sheets for the GPUs named in :data:`DEVICE_SPECS`; on anything else (a CPU),
@@ -54,8 +59,12 @@ bound stays a lower bound. Both chains' kernels are counted in their HLO.
 from __future__ import annotations
 
 import dataclasses
+import gzip
+import json
 import math
+import pathlib
 import sys
+import tempfile
 from collections.abc import Callable
 
 import jax
@@ -168,27 +177,44 @@ def measure_flops() -> float:
     return 2 * n**3 / seconds
 
 
-def measure_random_read(nbytes: int, rows: tuple[int, int] = (2**15, 2**17)) -> float:
-    """Seconds per random 16-byte row gathered from a ``float32[nbytes / 16, 4]`` array: the marginal cost of a
-    row, the difference between gathers of ``rows[1]`` and ``rows[0]`` rows over the difference in rows (fastest of
-    5 calls each; 0 where noise makes the difference negative).
+def _gather_loop(table_rows: int, rows: int, steps: int):
+    """A scan of ``steps`` steps, each one gather of ``rows`` rows at random places of a ``float32[table_rows, 4]``
+    table, the rows carried out whole (so all are read). The places move by 7 rows a step (a carried offset), so
+    XLA can hoist nothing out of the loop and no step reads the last one's rows."""
+    def body(c, _):
+        offset, _, table, places = c
+        i = places + offset
+        i = jnp.where(i >= table_rows, i - table_rows, i)  # (a select, not a remainder: integer division is slow)
+        return (jnp.where(offset + 7 >= table_rows, offset + 7 - table_rows, offset + 7), table[i], table, places), None
+
+    return lambda c: jax.lax.scan(body, c, None, length=steps)[0]
+
+
+def measure_random_read(nbytes: int, rows: int, steps: int = 100, few: int = 8) -> float:
+    """Seconds per random 16-byte row gathered from a ``float32[nbytes / 16, 4]`` array, ``rows`` rows a step: the
+    marginal cost of a row at the workload's own rows per step.
 
     The cost a step's random draws pay when the rows are not in cache: an array the size of the workload's
-    state is as likely to be in cache as that state. Rows are read, summed and carried, so none is skipped. A
-    difference, not one gather's time ÷ its rows: a call's fixed cost (launch, reduction) is not a row's, and on
-    a GPU, which reads rows in parallel, it is most of the call (the single-gather figure put the bound of a
-    10⁴-run LineSearch step at 5× its measured time on an H100). A lower bound still: a step with fewer rows
-    than ``rows[1]`` fills the device less, and pays more per row.
+    state is as likely to be in cache as that state. A scan of ``steps`` steps gathers ``rows`` rows a step
+    (:func:`_gather_loop`); the same loop gathering ``few`` rows a step is its own cost (launch, loop), taken
+    off, so a kernel's fixed cost is not counted per row (a call's time ÷ its rows put the bound of a 10⁴-run
+    LineSearch step at 5× its measured time on an H100). Fastest of 5 calls each, the smaller of two such
+    probes (fresh tables and places: one run of the roofline on the 2-core CPU read 14.8 ns a row where the
+    probes before and after it read 8 ns); 0 where noise makes the difference negative. At the workload's rows
+    per step, not at a fixed size: XLA:CPU splits a larger gather over more threads (a probe of 2¹⁷ rows paid
+    0.5 ns a row where the 10⁴-run LineSearch step's 50,000 paid 7.6 ns), so another size is another cost.
     """
-    table = jnp.ones((max(nbytes // 16, max(rows)), 4), jnp.float32)
+    table_rows = max(nbytes // 16, 2 * rows, 1024)
 
-    def gather_time(n: int) -> float:
-        indices = jax.random.randint(jax.random.key(0), (n,), 0, table.shape[0])
-        return _time(lambda c: (c[0] + table[indices + (c[0] > 0).astype(jnp.int32)].sum(), c[1]),
-                     (jnp.float32(0), jnp.int32(0)))
+    def step_time(n: int, seed: int) -> float:
+        places = jax.random.randint(jax.random.key(seed), (n,), 0, table_rows)
+        # A table a call: the timed calls donate their carry.
+        carry = (jnp.int32(0), jnp.zeros((n, 4), jnp.float32), jnp.ones((table_rows, 4), jnp.float32), places)
+        return _time(_gather_loop(table_rows, n, steps), carry) / steps
 
-    small, large = rows
-    return max(gather_time(large) - gather_time(small), 0.0) / (large - small)
+    if rows <= few:
+        return 0.0
+    return min(max(step_time(rows, seed) - step_time(few, seed), 0.0) / (rows - few) for seed in (0, 1))
 
 
 def _elementwise_loop(n: int, steps: int):
@@ -325,6 +351,48 @@ def measure_launch(steps: int = 2000, chains: tuple[int, int] = (32, 64)) -> dic
     (c1, t1), (c2, t2) = rows
     t_kernel, t_sync = launch_costs(c1, t1, c2, t2)
     return dict(t_kernel=t_kernel, t_sync=t_sync, kernels=(c1.kernels, c2.kernels), step_s=(t1, t2))
+
+
+def kernel_times(events: list[dict], kernels: dict[str, str], steps: int) -> list[tuple[str, float]]:
+    """``[(kernel, seconds per step)]``, the costliest first: the time each of a program's ``kernels``
+    (:meth:`benchmarks._hlo.Program.kernels`) took in the profiler's trace ``events`` of calls running ``steps``
+    steps in all.
+
+    A trace event names its kernel in ``args.hlo_op`` (else its name); events of names that are no kernel
+    (the executor, loops, Python) are left out. Where one kernel has events in several processes of the trace
+    (a GPU's host launch and its device kernel), the process with the most time counts, not both.
+    """
+    per_process: dict[tuple[object, str], float] = {}
+    for event in events:
+        if event.get("ph") != "X":
+            continue
+        name = (event.get("args") or {}).get("hlo_op") or event.get("name", "")
+        if name in kernels:
+            key = (event.get("pid"), name)
+            per_process[key] = per_process.get(key, 0.0) + float(event.get("dur", 0.0)) * 1e-6  # µs in the trace
+    best: dict[str, float] = {}
+    for (_, name), seconds in per_process.items():
+        best[name] = max(best.get(name, 0.0), seconds)
+    return sorted(((name, seconds / steps) for name, seconds in best.items()), key=lambda kv: -kv[1])
+
+
+def profile_kernels(program: _timing.Program, steps: int) -> list[tuple[str, float]]:
+    """:func:`kernel_times` of one call of ``program`` (``steps`` steps) traced by ``jax.profiler``: where a
+    step's time goes, kernel by kernel. The tracer's own cost per event weighs on the smallest kernels."""
+    kernels = _hlo.Program(program.compiled.as_text()).kernels()
+    with tempfile.TemporaryDirectory() as folder:
+        try:
+            with jax.profiler.trace(folder, create_perfetto_trace=True):
+                _timing._call(program)
+        except RuntimeError as error:  # a profiler already running, or none on this backend: no line
+            print(f"    not traced: {error}", file=sys.stderr)
+            return []
+        trace = next(pathlib.Path(folder).rglob("perfetto_trace.json.gz"), None)
+        if trace is None:
+            return []
+        with gzip.open(trace) as f:
+            events = json.load(f).get("traceEvents", [])
+    return kernel_times(events, kernels, steps)
 
 
 def _spec() -> tuple[str, dict] | None:
@@ -465,7 +533,7 @@ def _measure_workload(build: Callable, mode: dict, loop_once: bool, bandwidth: f
     """Counts, costs and the measured step of one workload; ``bandwidth``: the traffic bound's, or None to
     probe it at the workload's typical kernel output (:func:`measure_traffic_bandwidth`)."""
     fn, carry, steps, nbytes, random_reads, what = build()
-    t_random = measure_random_read(_timing.tree_bytes(carry))  # before the timed call donates the carry
+    t_random = measure_random_read(_timing.tree_bytes(carry), int(random_reads))  # before the timed call
     # The options the engine compiles the experiment with (LineSearch's on the CPU), so this is its program.
     options = getattr(fn, "compiler_options", None)
     program = _timing.compile_program(fn, carry, compiler_options=options)
@@ -479,12 +547,13 @@ def _measure_workload(build: Callable, mode: dict, loop_once: bool, bandwidth: f
                                       measure_traffic_bandwidth(counts.written / max(counts.kernels, 1)))
     (timing,) = _timing.time_interleaved([program], repeats=mode["repeats"], min_repeats=1,
                                          max_seconds=mode["max_seconds"])
+    profile = profile_kernels(program, steps)  # after the timing: the tracer slows what it traces
     # Loops nested in a step that XLA counted once: its FLOPs are a lower bound.
     nested = loop_once and counts.host_syncs > 1
     return dict(what=what, steps=steps, counts=counts, flops=flops, xla_bytes=xla_bytes, bytes=nbytes,
                 flops_lower=nested, step_s=timing.median_s / steps, compile_s=program.compile_s,
                 random_reads=random_reads, t_random=t_random, traffic_bandwidth=traffic_bandwidth,
-                probe_bytes=probe_bytes, dot_s=dot_s, dot_each=dot_each)
+                probe_bytes=probe_bytes, dot_s=dot_s, dot_each=dot_each, profile=profile)
 
 
 def run(mode_name: str = "quick", progress: Callable[[str], None] = lambda s: print(s, file=sys.stderr)) -> str:
@@ -556,6 +625,22 @@ def dot_lines(results: list[dict]) -> list[str]:
         if parts:
             lines.append(f"Dots of {r['name']} per step (count × lhs · rhs, time of one alone): " + "; ".join(parts)
                          + ".")
+    return lines
+
+
+def profile_lines(results: list[dict], top: int = 5) -> list[str]:
+    """Per workload traced, one line: its ``top`` costliest kernels per step (:func:`profile_kernels`), each
+    with its share of the traced kernels' time, and that time against the measured step."""
+    lines = []
+    for r in results:
+        profile = r.get("profile") or []
+        traced = sum(seconds for _, seconds in profile)
+        if not traced:
+            continue
+        parts = [f"`{name}` {_us(seconds)} µs ({100 * seconds / traced:.0f} %)" for name, seconds in profile[:top]]
+        lines.append(f"Where a step of {r['name']} goes (its {len(profile)} kernels traced by `jax.profiler` in one "
+                     f"call, {_us(traced)} µs a step against {_us(r['step_s'])} µs measured untraced; the costliest "
+                     f"{min(top, len(profile))}): " + "; ".join(parts) + ".")
     return lines
 
 
@@ -638,8 +723,10 @@ def _report(mode_name, measured, spec, device, loop_once, results, skipped) -> s
         "Launch bound = kernels × t_kernel + host syncs × t_sync; memory = compulsory bytes ÷ bandwidth; "
         "compute = FLOPs ÷ peak; random access = the rows a step reads or writes at data-dependent places (one "
         "per storage leaf) × t_random, the marginal cost of a random 16-byte row gathered from an array the "
-        "size of the workload's state (gathers of 2¹⁷ and 2¹⁵ rows: their time difference ÷ the difference in "
-        "rows, so a call's fixed cost is not counted per row), measured now; traffic = the bytes the step's kernels write and read from one another "
+        "size of the workload's state, at the workload's rows per step (loops gathering that many rows and 8 rows a "
+        "step: their step time difference ÷ the difference in rows, so a kernel's fixed cost is not counted per "
+        "row; XLA:CPU splits a larger gather over more threads, so a row's cost depends on the rows), measured "
+        "now; traffic = the bytes the step's kernels write and read from one another "
         "(counted in the optimized HLO, in-place updates and gathers as the slices they touch; "
         "`benchmarks/_hlo.py`) ÷ the bandwidth of `x * a + b` on an array of the step's mean kernel output "
         "(at least 4 kB; such arrays stay in cache), one kernel per loop iteration less the loop's own cost, "
@@ -650,10 +737,14 @@ def _report(mode_name, measured, spec, device, loop_once, results, skipped) -> s
         "step runs no dot). Measured ÷ bound: the measured step time over the largest bound. A bound is a lower "
         "bound only if no step beats it: where the measured time is below the largest bound (ratio < 1), that "
         "bound's model overstates the step (a cost charged that the device does not pay), the binding column "
-        "says so and names no limit."
+        "says so and names no limit. Where the time goes: one call traced by `jax.profiler`, each kernel's time "
+        "a step (the tracer's cost per event inflates the smallest kernels, so a traced step of small kernels "
+        "takes longer than the measured one); on a CPU a step's kernels run one after another, so their times "
+        "add up, where the binding column names only the largest bound."
     )
     return "\n\n".join([f"Backend `{jax.default_backend()}`, mode `{mode_name}`.", devices, used, table, notes,
                         *dot_lines(results),
+                        *profile_lines(results),
                         *skipped])
 
 

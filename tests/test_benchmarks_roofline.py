@@ -182,19 +182,77 @@ def test_table_reports_measured_over_bound():
                         "bound |")
 
 
-def test_random_read_cost_is_the_marginal_cost_of_a_row_not_a_calls_fixed_cost(monkeypatch):
-    # A gather call costs a fixed 80 µs (launch, reduction) plus 2 ns a row: a row costs 2 ns, which one
-    # call's time ÷ its rows overstates 2.2-fold at 2¹⁵ rows (on an H100 the bound came out 5× the step).
+def test_random_read_cost_is_the_marginal_cost_of_a_row_at_the_workloads_rows(monkeypatch):
+    # A step of the probe loop costs a fixed 80 µs (launch, loop) plus 2 ns a row gathered: a row costs 2 ns,
+    # which one step's time ÷ its rows overstates 1.7-fold at 60,000 rows (on an H100 the bound came out 5×
+    # the step). The probe gathers the workload's own rows a step, and 8 for the fixed cost, twice (the
+    # smaller of two probes counts: a transient load doubled one once).
     sizes = []
 
     def fake_time(fn, carry, **kw):
-        (gather,) = [e for e in jax.make_jaxpr(fn)(carry).eqns if e.primitive.name == "gather"]
-        rows = gather.outvars[0].aval.shape[0]  # the rows this probe gathers
+        rows = carry[1].shape[0]  # the rows this probe gathers a step (its carried result)
         sizes.append(rows)
-        return 80e-6 + 2e-9 * rows
+        return 100 * (80e-6 + 2e-9 * rows)  # 100 steps a call
 
     monkeypatch.setattr(roofline, "_time", fake_time)
-    assert roofline.measure_random_read(1 << 20) == pytest.approx(2e-9, rel=1e-6)
-    assert sorted(sizes) == [2**15, 2**17]
+    assert roofline.measure_random_read(1 << 20, 60_000) == pytest.approx(2e-9, rel=1e-6)
+    assert sorted(sizes) == [8, 8, 60_000, 60_000]
+    assert roofline.measure_random_read(1 << 20, 8) == 0.0  # no more rows than the fixed-cost probe: nothing
+    # A transient load doubles the first probe's rows: the second probe's 2 ns counts.
+    calls = []
+
+    def loaded_time(fn, carry, **kw):
+        calls.append(carry[1].shape[0])
+        return 100 * (80e-6 + (4e-9 if len(calls) <= 2 else 2e-9) * carry[1].shape[0])
+
+    monkeypatch.setattr(roofline, "_time", loaded_time)
+    assert roofline.measure_random_read(1 << 20, 60_000) == pytest.approx(2e-9, rel=1e-6)
     monkeypatch.setattr(roofline, "_time", lambda fn, carry, **kw: 1e-3)  # noise: no difference at all
-    assert roofline.measure_random_read(1 << 20) == 0.0
+    assert roofline.measure_random_read(1 << 20, 60_000) == 0.0
+
+
+def test_gather_probe_reads_new_places_every_step():
+    # 3 steps over a 16-row table, places moving by 7 rows a step (wrapping): the last step reads rows
+    # (places + 14) mod 16, and carries the offset 21 mod 16 = 5 out; every row is read whole.
+    table = jnp.arange(64, dtype=jnp.float32).reshape(16, 4)
+    places = jnp.array([0, 3, 9, 15], jnp.int32)
+    offset, rows, _, _ = jax.jit(roofline._gather_loop(16, 4, 3))(
+        (jnp.int32(0), jnp.zeros((4, 4), jnp.float32), table, places))
+    assert int(offset) == 5
+    assert rows.tolist() == table[jnp.array([14, 1, 7, 13])].tolist()
+
+
+def test_kernels_of_a_known_module():
+    # The kernels a step can run, by name: the loops', branches' and entry's launching instructions, not the
+    # while or conditional themselves, nor bookkeeping (this hand-written module reuses names across
+    # computations, so f1, c, f and lt each stand for several; XLA's names are unique in a module).
+    assert _hlo.Program(HLO).kernels() == {"c": "copy", "f1": "fusion", "f2": "fusion", "f": "fusion",
+                                           "lt": "fusion", "s": "sort"}
+
+
+def test_kernel_times_per_step_from_trace_events():
+    # Two kernels over a call of 10 steps: a, 3 events of 100, 200 and 300 µs (600 µs: 60 µs a step); b, traced
+    # on the host (40 µs) and on the device (90 µs): the device's process counts, not both (9 µs a step). The
+    # executor's and the loop's events, a metadata event and an instant event are no kernel time.
+    events = [
+        {"ph": "X", "pid": 1, "name": "a", "dur": 100.0, "args": {"hlo_op": "a"}},
+        {"ph": "X", "pid": 1, "name": "anything", "dur": 200.0, "args": {"hlo_op": "a"}},  # named by its args
+        {"ph": "X", "pid": 1, "name": "a", "dur": 300.0},
+        {"ph": "X", "pid": 1, "name": "b", "dur": 40.0},
+        {"ph": "X", "pid": 2, "name": "b", "dur": 90.0},
+        {"ph": "X", "pid": 1, "name": "ThunkExecutor::Execute", "dur": 5000.0},
+        {"ph": "X", "pid": 1, "name": "while.3", "dur": 900.0},
+        {"ph": "M", "pid": 1, "name": "a", "args": {"name": "thread"}},
+        {"ph": "i", "pid": 1, "name": "b"},
+    ]
+    times = roofline.kernel_times(events, {"a": "fusion", "b": "scatter"}, steps=10)
+    assert [name for name, _ in times] == ["a", "b"]
+    assert [t for _, t in times] == pytest.approx([60e-6, 9e-6])
+
+
+def test_profile_lines_name_the_costliest_kernels_and_their_shares():
+    result = dict(name="w", step_s=100e-6, profile=[("gather", 60e-6), ("scatter", 30e-6), ("copy", 10e-6)])
+    (line,) = roofline.profile_lines([result, dict(name="untraced", step_s=1e-6, profile=[])], top=2)
+    assert line == ("Where a step of w goes (its 3 kernels traced by `jax.profiler` in one call, 100 µs a step "
+                    "against 100 µs measured untraced; the costliest 2): `gather` 60 µs (60 %); `scatter` 30 µs "
+                    "(30 %).")
