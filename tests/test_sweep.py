@@ -740,25 +740,60 @@ def test_without_file_locks_the_pid_in_the_lock_file_decides(tmp_path, monkeypat
 # ----------------------------------------------------------------------------
 
 
+FEW_RUNS_TOML = """
+experiment = "linesearch"
+seeds = {seeds}
+seed = 3
+[setup]
+steps = 40
+max_capacity = 20
+max_batch_size = 2
+[fixed]
+step_size = 0.05
+memory_size = 10
+batch_size = 2
+"""
+
+
 def test_four_devices_and_any_chunk_size_match_one_device(tmp_path, aer_reference):
+    # Also, on 4 devices: a folder begun on 1 or 2 of them resumes on that many (its missing runs computed in
+    # the program its finished ones were), and a new sweep of 1 or 3 runs takes 1 or 2 devices (2 runs a
+    # device at least), unless the chunk size or the devices were asked for: the same bits every way.
     _, result = aer_reference
     config = _write(tmp_path, AER_TOML)
+    tiny = [_write(tmp_path, FEW_RUNS_TOML.format(seeds=seeds), f"tiny{seeds}.toml") for seeds in (1, 3)]
     script = textwrap.dedent(f"""
+        import pathlib
         import jax
         from jaxreplay.engine import sweep as sw
         assert jax.device_count() == 4
+        tmp, sweep = {str(tmp_path)!r}, sw.Sweep.from_toml({str(config)!r})
         for chunk in (100, 8):
-            r = sw.run(sw.Sweep.from_toml({str(config)!r}), {str(tmp_path)!r} + f"/d4_{{chunk}}", chunk_size=chunk,
-                       progress=False)
+            r = sw.run(sweep, tmp + f"/d4_{{chunk}}", chunk_size=chunk, progress=False)
             print("devices", r.stats.devices, "chunks", r.stats.chunks)
+        for k in (1, 2):
+            sw.run(sweep, tmp + f"/begun_{{k}}", chunk_size=8, devices=jax.local_devices()[:k], progress=False)
+            sorted(pathlib.Path(tmp, f"begun_{{k}}", "chunks").glob("*.npz"))[-1].unlink()
+            r = sw.run(sweep, tmp + f"/begun_{{k}}", progress=False)
+            print("resumed", r.stats.devices, r.stats.runs_computed)
+        for i, path in enumerate({[str(t) for t in tiny]!r}):
+            tiny = sw.Sweep.from_toml(path)
+            print("tiny", sw.run(tiny, tmp + f"/tiny_{{i}}", progress=False).stats.devices,
+                  sw.run(tiny, tmp + f"/tiny_{{i}}_chunk", chunk_size=8, progress=False).stats.devices,
+                  sw.run(tiny, tmp + f"/tiny_{{i}}_devices", devices=jax.local_devices(), progress=False).stats.devices)
         """)
     env = dict(os.environ, JAX_PLATFORMS="cpu", XLA_FLAGS="--xla_force_host_platform_device_count=4")
     proc = subprocess.run([sys.executable, "-c", script], env=env, cwd=REPO, capture_output=True, text=True,
                           timeout=240)
     assert proc.returncode == 0, proc.stderr
-    assert proc.stdout.split() == ["devices", "4", "chunks", "1", "devices", "4", "chunks", "5"]
-    for chunk in (100, 8):
-        _same(sw.load(tmp_path / f"d4_{chunk}"), result.dataset)
+    assert proc.stdout.splitlines() == ["devices 4 chunks 1", "devices 4 chunks 5", "resumed 1 4", "resumed 2 4",
+                                        "tiny 1 4 4", "tiny 2 4 4"]
+    for folder in ("d4_100", "d4_8", "begun_1", "begun_2"):
+        _same(sw.load(tmp_path / folder), result.dataset)
+    for i in range(2):
+        _same(sw.load(tmp_path / f"tiny_{i}"), sw.load(tmp_path / f"tiny_{i}_devices"))
+        _same(sw.load(tmp_path / f"tiny_{i}_chunk"), sw.load(tmp_path / f"tiny_{i}_devices"))
+    assert [json.loads((tmp_path / f"tiny_{i}" / "sweep.json").read_text())["batch"]["devices"] for i in (0, 1)] == [1, 2]
 
 
 def _free_port() -> int:
