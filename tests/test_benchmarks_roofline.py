@@ -256,3 +256,24 @@ def test_profile_lines_name_the_costliest_kernels_and_their_shares():
     assert line == ("Where a step of w goes (its 3 kernels traced by `jax.profiler` in one call, 100 µs a step "
                     "against 100 µs measured untraced; the costliest 2): `gather` 60 µs (60 %); `scatter` 30 µs "
                     "(30 %).")
+
+
+def test_profile_kernels_traces_a_compiled_loop_and_survives_a_profiler_failure(monkeypatch):
+    # A scan of 50 steps whose step is one sine fusion: the trace names that loop-body kernel (a kernel of the
+    # optimized HLO, not the while loop) with a time per step; a profiler that fails gives no line, not an error.
+    from benchmarks import _timing
+
+    def fn(x):
+        return jax.lax.scan(lambda c, _: (jnp.sin(c) * 1.5, None), x, None, length=50)[0]
+
+    program = _timing.compile_program(fn, jnp.ones(4096))
+    kernels = _hlo.Program(program.compiled.as_text()).kernels()
+    times = roofline.profile_kernels(program, 50)
+    assert times and all(name in kernels and kernels[name] != "while" for name, _ in times)
+    assert all(t > 0 for _, t in times) and times == sorted(times, key=lambda kv: -kv[1])
+
+    def broken(*args, **kwargs):
+        raise RuntimeError("no profiler here")
+
+    monkeypatch.setattr(jax.profiler, "trace", broken)
+    assert roofline.profile_kernels(program, 50) == []
