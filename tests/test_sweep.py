@@ -765,7 +765,7 @@ def test_four_devices_and_any_chunk_size_match_one_device(tmp_path, aer_referenc
     script = textwrap.dedent(f"""
         import pathlib
         import jax
-        from jaxreplay.engine import sweep as sw
+        from jaxreplay.engine import plan as plan_lib, sweep as sw
         assert jax.device_count() == 4
         tmp, sweep = {str(tmp_path)!r}, sw.Sweep.from_toml({str(config)!r})
         for chunk in (100, 8):
@@ -781,13 +781,24 @@ def test_four_devices_and_any_chunk_size_match_one_device(tmp_path, aer_referenc
             print("tiny", sw.run(tiny, tmp + f"/tiny_{{i}}", progress=False).stats.devices,
                   sw.run(tiny, tmp + f"/tiny_{{i}}_chunk", chunk_size=8, progress=False).stats.devices,
                   sw.run(tiny, tmp + f"/tiny_{{i}}_devices", devices=jax.local_devices(), progress=False).stats.devices)
+        # The fewer CPU devices keep the whole memory budget (the host's memory is theirs): a lone run with room
+        # for 5 runs is not squeezed into a program of one, and a folder begun on 1 device with chunks of 8
+        # resumes within a budget of 10 runs (a quarter of it held 2).
+        lone = sw.Sweep.from_toml({str(tiny[0])!r})
+        per = plan_lib.estimate_bytes_per_run(lone)
+        print("budget", sw.run(lone, None, memory_budget=5 * per, progress=False).stats.chunk_size,
+              sw.run(lone, None, memory_budget=5 * per, devices=jax.local_devices()[:1], progress=False).stats.chunk_size)
+        sorted(pathlib.Path(tmp, "begun_1", "chunks").glob("*.npz"))[0].unlink()
+        per = plan_lib.estimate_bytes_per_run(sweep)
+        r = sw.run(sweep, tmp + "/begun_1", memory_budget=10 * per, progress=False)
+        print("resumed", r.stats.devices, r.stats.runs_computed)
         """)
     env = dict(os.environ, JAX_PLATFORMS="cpu", XLA_FLAGS="--xla_force_host_platform_device_count=4")
     proc = subprocess.run([sys.executable, "-c", script], env=env, cwd=REPO, capture_output=True, text=True,
                           timeout=240)
     assert proc.returncode == 0, proc.stderr
     assert proc.stdout.splitlines() == ["devices 4 chunks 1", "devices 4 chunks 5", "resumed 1 4", "resumed 2 4",
-                                        "tiny 1 4 4", "tiny 2 4 4"]
+                                        "tiny 1 4 4", "tiny 2 4 4", "budget 2 2", "resumed 1 8"]
     for folder in ("d4_100", "d4_8", "begun_1", "begun_2"):
         _same(sw.load(tmp_path / folder), result.dataset)
     for i in range(2):

@@ -393,7 +393,11 @@ class _Planner(NamedTuple):
         missing = self.sweep.num_runs - (int(np.count_nonzero(found.done)) if found is not None else 0)
         fewer = self._fewer_devices(recorded, missing)
         if fewer < len(self.devices):
-            budget = self.resources.memory_budget * fewer // len(self.devices)
+            # CPU devices share the host's memory: the fewer have all of it (a budget cut to their share refused a
+            # resume that fit, or squeezed a lone run into a program of one, which rounds otherwise). An
+            # accelerator's memory is its own: the fewer have their share.
+            budget = self.resources.memory_budget
+            budget = budget if self.resources.on_cpu else budget * fewer // len(self.devices)
             resources = self.resources._replace(num_devices=fewer, memory_budget=budget)
             return self._replace(devices=list(self.devices[:fewer]), resources=resources).plan(found)
         scale = 1.0
