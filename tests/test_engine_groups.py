@@ -210,3 +210,10 @@ def test_grouping_leaves_the_logged_loss_alone_over_a_long_run():
     grouped = sw.run(sweep, None, progress=False).dataset
     mixed = sw.run(sweep, None, progress=False, group_by_setup=False).dataset
     assert as_bits(grouped) == as_bits(mixed)
+
+
+def test_a_new_grouped_sweep_takes_the_devices_its_largest_group_fills():
+    # SWEEP's groups hold 4 runs (ratios 0.25 and 1) and 2 (ratio 4): 2 devices of 4 give its larger group 2
+    # runs each; one program for all 6 runs fills 3.
+    assert plan_lib.devices_for(SWEEP, 4) == 2
+    assert plan_lib.devices_for(SWEEP, 4, group_by_setup=False) == 3

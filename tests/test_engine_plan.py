@@ -283,7 +283,9 @@ def test_a_cpu_plan_records_xlas_thread_pool_and_refuses_to_finish_a_folder_begu
     older = plan_lib.Batch.from_dict({k: v for k, v in batch.to_dict().items() if k != "cpu_threads"})
     assert plan_lib.make_plan(SWEEP, done, here._replace(cpu_threads=4), out=out, recorded=older).chunk_size == 2
     with pytest.raises(ValueError, match=r"with XLA:CPU's thread pool of 2 threads; this process has 4 \(XLA:CPU "
-                                         r"splits large matrix products over them.*Set PJRT_NPROC=2 before starting Python"):
+                                         r"splits large matrix products over them.*Set PJRT_NPROC=2 before starting Python, "
+                                         r"with at most 2 CPU device\(s\) \(XLA gives each CPU device a thread of the "
+                                         r"pool at least: set JAX_NUM_CPU_DEVICES=2"):
         plan_lib.make_plan(SWEEP, done, here._replace(cpu_threads=4), out=out, recorded=batch)
     gpu = PLENTY._replace(platform="gpu", device_kind="NVIDIA H200", cpu_threads=2)
     assert plan_lib.make_plan(SWEEP, done, gpu, chunk_size=2, out=out).batch.cpu_threads == 0
@@ -348,3 +350,18 @@ def test_the_recorded_xla_flags_leave_out_the_device_count_and_name_the_batch_in
     assert not batch._replace(xla_flags=flags.replace("=SSE4_2", "=AVX2")).batch_independence_flags
     with pytest.raises(ValueError, match="not a recorded batch"):
         plan_lib.Batch.from_dict(dict(batch.to_dict(), devices="4"))
+
+
+def test_a_new_sweep_takes_the_devices_that_hold_two_runs_each_in_whole_configurations():
+    # 1 run: 1 device of 4; 3 runs: 2; the 8-run SWEEP: all 4 (and no more than there are). Under a seed
+    # reduction a device holds whole configurations: 1 configuration × 3 seeds fills 1 device (not 3 seeds on
+    # each of 2), 3 × 4 seeds fill 3 of 4.
+    fixed = {"step_size": 0.05, "memory_size": 5, "batch_size": 2}
+    lone = sw.Sweep("linesearch", seeds=1, setup=SWEEP.setup, fixed=fixed)
+    three = sw.Sweep("linesearch", seeds=3, setup=SWEEP.setup, fixed=fixed)
+    assert [plan_lib.devices_for(s, 4) for s in (lone, three, SWEEP)] == [1, 2, 4]
+    assert plan_lib.devices_for(SWEEP, 2) == 2 and plan_lib.devices_for(three, 1) == 1
+    reduced = dict(record={"keep": ["dtheta"], "reduce": "mean"}, setup=SWEEP.setup)
+    assert plan_lib.devices_for(sw.Sweep("linesearch", seeds=3, fixed=fixed, **reduced), 4) == 1
+    assert plan_lib.devices_for(sw.Sweep("linesearch", seeds=4, fixed={"step_size": 0.05, "batch_size": 2},
+                                         grid={"memory_size": [5, 10, 20]}, **reduced), 4) == 3

@@ -370,7 +370,9 @@ def check_batch(recorded: Batch | None, batch: Batch, chunk_size: int | None, mi
         raise ValueError(
             f"{where} with XLA:CPU's thread pool of {recorded.cpu_threads} threads; this process has "
             f"{batch.cpu_threads} (XLA:CPU splits large matrix products over them, which changes how they "
-            f"round). Set PJRT_NPROC={recorded.cpu_threads} before starting Python, or use a new output folder, {keep}."
+            f"round). Set PJRT_NPROC={recorded.cpu_threads} before starting Python, with at most "
+            f"{recorded.cpu_threads} CPU device(s) (XLA gives each CPU device a thread of the pool at least: "
+            f"{cpu_devices_setting(recorded.cpu_threads)}), or use a new output folder, {keep}."
         )
     if chunk_size is not None:
         raise ValueError(

@@ -391,6 +391,23 @@ batch (measured on the CPU: CartPole's TD losses at chunk 1 differed from chunks
 agreed; at 4,000 steps the returns too). A lone run is padded with a copy of itself instead."""
 
 
+def devices_for(sweep: Sweep, num_devices: int, group_by_setup: bool = True) -> int:
+    """The devices, of ``num_devices``, a new sweep needs: enough that each holds :data:`MIN_RUNS_PER_DEVICE`
+    runs of the sweep's largest group of runs (its runs, where the experiment makes no groups), in whole
+    configurations under a seed reduction; at least 1.
+
+    Used by :func:`jaxreplay.engine.sweep.run` (no ``chunk_size`` or devices given): a chunk holds at least
+    that many runs a device, so a lone run on every core of a CPU was padded to a batch on each, and a
+    configuration of 3 seeds reduced on the device to 3 seeds on each of 2 (a 1-seed MinAtar run on both cores
+    of a 2-core CPU took 15-20 % longer than on one). A run's bits do not depend on it (docs/design.md §4).
+    """
+    setups, config_group = setup_groups(sweep, group_by_setup)
+    align = sweep.seeds if sweep.record.reduce else 1
+    per_device = -(-MIN_RUNS_PER_DEVICE // align) * align  # (whole configurations)
+    largest = int(np.bincount(config_group, minlength=len(setups)).max()) * sweep.seeds
+    return max(1, min(num_devices, -(-largest // per_device)))
+
+
 def _least_chunk(unit: int, num_devices: int) -> int:
     """The smallest multiple of ``unit`` (a multiple of ``num_devices``) with :data:`MIN_RUNS_PER_DEVICE` runs
     per device."""

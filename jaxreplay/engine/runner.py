@@ -442,9 +442,9 @@ class _Planner(NamedTuple):
           missing runs are computed in the program its finished ones were (more than this process has is
           refused by the plan, naming the setting);
         * a new sweep (no chunk_size asked for) of fewer runs than
-          :data:`~jaxreplay.engine.plan.MIN_RUNS_PER_DEVICE` per device: one device per that many runs, so a
-          lone run is not padded to a batch on every device (a 1-seed MinAtar run on both cores of a 2-core
-          CPU took 15-20 % longer than on one).
+          :data:`~jaxreplay.engine.plan.MIN_RUNS_PER_DEVICE` per device: the devices
+          :func:`~jaxreplay.engine.plan.devices_for` its largest group needs, so a lone run is not padded to a
+          batch on every device.
 
         A run's bits do not depend on the device count (docs/design.md §4). Devices the caller named, and a
         sweep over several processes, are used as they are.
@@ -457,7 +457,7 @@ class _Planner(NamedTuple):
             same_kind = (recorded.platform, recorded.device_kind) == here
             return recorded.devices if same_kind and 1 <= recorded.devices < n else n
         if self.chunk_size is None and missing > 0:
-            return min(n, -(-missing // plan_lib.MIN_RUNS_PER_DEVICE))
+            return plan_lib.devices_for(self.sweep, n, bool(self.group_by_setup))
         return n
 
     def program(self, plan: plan_lib.Plan) -> str:
