@@ -335,24 +335,30 @@ def _run(sweep, out_dir, chunk_size, memory_budget, memory_fraction, progress, d
 
         # Assemble: one chunk in memory at a time.
         dataset = assemble_lib.assemble(sweep, store.parts()) if store is not None else assembler.dataset()
-        if store is not None and store.folder_config is not None:  # (results.nc, sweep.json and chunks agree)
-            dataset.attrs.update(fingerprint=store.fingerprint, config=json.dumps(store.folder_config, sort_keys=True))
         stats = _stats(plan, execution, dataset, len(devices))
-        if store is not None and process == 0 and writable:
-            store.write_results(lambda f: assemble_lib.write_netcdf(dataset, f), dataclasses.asdict(stats))
-        elif out is not None and process == 0 and not (out / "results.nc").exists():
-            warnings.warn(
-                f"{out} is not writable: results.nc was not written (the results are returned; save them "
-                "elsewhere with dataset.to_netcdf).",
-                SweepWarning,
-                stacklevel=2,
-            )
-        if progress and process == 0:
-            print(stats.describe(), file=sys.stderr)
+        _save(dataset, stats, store, out, writable and process == 0, process == 0 and progress)
         return SweepResult(dataset, stats)
     finally:
         for lock in locks:
             lock.release()
+
+
+def _save(dataset, stats: SweepStats, store, out, write: bool, report: bool) -> None:
+    """Write ``results.nc`` and the call's summary into ``store``'s folder where ``write`` (process 0 of a
+    writable folder; a folder not writable: warned, the results returned), and print the summary if ``report``."""
+    if store is not None and store.folder_config is not None:  # (results.nc, sweep.json and chunks agree)
+        dataset.attrs.update(fingerprint=store.fingerprint, config=json.dumps(store.folder_config, sort_keys=True))
+    if store is not None and write:
+        store.write_results(lambda f: assemble_lib.write_netcdf(dataset, f), dataclasses.asdict(stats))
+    elif out is not None and jax.process_index() == 0 and not (out / "results.nc").exists():
+        warnings.warn(
+            f"{out} is not writable: results.nc was not written (the results are returned; save them "
+            "elsewhere with dataset.to_netcdf).",
+            SweepWarning,
+            stacklevel=4,
+        )
+    if report:
+        print(stats.describe(), file=sys.stderr)
 
 
 class _Planner(NamedTuple):
