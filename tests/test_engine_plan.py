@@ -365,3 +365,7 @@ def test_a_new_sweep_takes_the_devices_that_hold_two_runs_each_in_whole_configur
     assert plan_lib.devices_for(sw.Sweep("linesearch", seeds=3, fixed=fixed, **reduced), 4) == 1
     assert plan_lib.devices_for(sw.Sweep("linesearch", seeds=4, fixed={"step_size": 0.05, "batch_size": 2},
                                          grid={"memory_size": [5, 10, 20]}, **reduced), 4) == 3
+    # CPU devices share the memory budget: no more than hold 2 runs each in it (at least 1, which the plan then
+    # sizes or refuses).
+    per_run = plan_lib.estimate_bytes_per_run(SWEEP)
+    assert [plan_lib.devices_for(SWEEP, 4, memory_budget=b * per_run) for b in (100, 5, 4, 1)] == [4, 2, 2, 1]

@@ -792,14 +792,17 @@ def test_four_devices_and_any_chunk_size_match_one_device(tmp_path, aer_referenc
         per = plan_lib.estimate_bytes_per_run(sweep)
         r = sw.run(sweep, tmp + "/begun_1", memory_budget=10 * per, progress=False)
         print("resumed", r.stats.devices, r.stats.runs_computed)
+        # A new sweep whose runs do not fit 2 a device on all 4 (a budget of 3 runs) runs on 1, where it was refused.
+        r = sw.run(sweep, tmp + "/fit", memory_budget=3 * per, progress=False)
+        print("fit", r.stats.devices, r.stats.chunk_size >= 2)  # (XLA's accounting may cut the chunk below 3)
         """)
     env = dict(os.environ, JAX_PLATFORMS="cpu", XLA_FLAGS="--xla_force_host_platform_device_count=4")
     proc = subprocess.run([sys.executable, "-c", script], env=env, cwd=REPO, capture_output=True, text=True,
                           timeout=240)
     assert proc.returncode == 0, proc.stderr
     assert proc.stdout.splitlines() == ["devices 4 chunks 1", "devices 4 chunks 5", "resumed 1 4", "resumed 2 4",
-                                        "tiny 1 4 4", "tiny 2 4 4", "budget 2 2", "resumed 1 8"]
-    for folder in ("d4_100", "d4_8", "begun_1", "begun_2"):
+                                        "tiny 1 4 4", "tiny 2 4 4", "budget 2 2", "resumed 1 8", "fit 1 True"]
+    for folder in ("d4_100", "d4_8", "begun_1", "begun_2", "fit"):
         _same(sw.load(tmp_path / folder), result.dataset)
     for i in range(2):
         _same(sw.load(tmp_path / f"tiny_{i}"), sw.load(tmp_path / f"tiny_{i}_devices"))

@@ -391,21 +391,27 @@ batch (measured on the CPU: CartPole's TD losses at chunk 1 differed from chunks
 agreed; at 4,000 steps the returns too). A lone run is padded with a copy of itself instead."""
 
 
-def devices_for(sweep: Sweep, num_devices: int, group_by_setup: bool = True) -> int:
+def devices_for(sweep: Sweep, num_devices: int, group_by_setup: bool = True, memory_budget: int | None = None) -> int:
     """The devices, of ``num_devices``, a new sweep needs: enough that each holds :data:`MIN_RUNS_PER_DEVICE`
     runs of the sweep's largest group of runs (its runs, where the experiment makes no groups), in whole
-    configurations under a seed reduction; at least 1.
+    configurations under a seed reduction; with ``memory_budget`` (CPU devices, which share it), no more than
+    hold that many runs each within it; at least 1.
 
     Used by :func:`jaxreplay.engine.sweep.run` (no ``chunk_size`` or devices given): a chunk holds at least
     that many runs a device, so a lone run on every core of a CPU was padded to a batch on each, and a
     configuration of 3 seeds reduced on the device to 3 seeds on each of 2 (a 1-seed MinAtar run on both cores
-    of a 2-core CPU took 15-20 % longer than on one). A run's bits do not depend on it (docs/design.md §4).
+    of a 2-core CPU took 15-20 % longer than on one); and a run too large for one a core was refused where
+    fewer cores held it. A run's bits do not depend on it (docs/design.md §4).
     """
     setups, config_group = setup_groups(sweep, group_by_setup)
     align = sweep.seeds if sweep.record.reduce else 1
     per_device = -(-MIN_RUNS_PER_DEVICE // align) * align  # (whole configurations)
     largest = int(np.bincount(config_group, minlength=len(setups)).max()) * sweep.seeds
-    return max(1, min(num_devices, -(-largest // per_device)))
+    fewest = -(-largest // per_device)
+    if memory_budget is not None:
+        per_run = max(device_bytes(footprint(sweep, setup)) for setup in setups)
+        fewest = min(fewest, memory_budget // max(per_run * per_device, 1))
+    return max(1, min(num_devices, fewest))
 
 
 def _least_chunk(unit: int, num_devices: int) -> int:

@@ -448,9 +448,11 @@ class _Planner(NamedTuple):
           missing runs are computed in the program its finished ones were (more than this process has is
           refused by the plan, naming the setting);
         * a new sweep (no chunk_size asked for) of fewer runs than
-          :data:`~jaxreplay.engine.plan.MIN_RUNS_PER_DEVICE` per device: the devices
+          :data:`~jaxreplay.engine.plan.MIN_RUNS_PER_DEVICE` per device, or on a CPU of runs too large for that
+          many on every device: the devices
           :func:`~jaxreplay.engine.plan.devices_for` its largest group needs, so a lone run is not padded to a
-          batch on every device.
+          batch on every device; on a CPU, and no more than hold 2 runs each within the memory budget (a run
+          too large for one a core runs on fewer).
 
         A run's bits do not depend on the device count (docs/design.md §4). Devices the caller named, and a
         sweep over several processes, are used as they are.
@@ -463,7 +465,8 @@ class _Planner(NamedTuple):
             same_kind = (recorded.platform, recorded.device_kind) == here
             return recorded.devices if same_kind and 1 <= recorded.devices < n else n
         if self.chunk_size is None and missing > 0:
-            return plan_lib.devices_for(self.sweep, n, bool(self.group_by_setup))
+            budget = self.resources.memory_budget if self.resources.on_cpu else None
+            return plan_lib.devices_for(self.sweep, n, bool(self.group_by_setup), budget)
         return n
 
     def program(self, plan: plan_lib.Plan) -> str:
