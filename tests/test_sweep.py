@@ -1600,3 +1600,35 @@ def test_a_sweep_refuses_another_commands_folder_and_counts_only_its_own_calls(t
         f"{sweep_folder} holds results.nc, the results of another sweep (its summary.json records another fingerprint), "
         "and `jaxreplay sweep` would replace it: move it or give another folder.\n")
     assert (sweep_folder / "results.nc").read_bytes() == results_before
+
+
+def test_runs_computed_one_a_device_for_want_of_memory_are_warned_about():
+    # Budgets from 4 runs down to about 1 (XLA's accounting of the compiled chunk decides where 2 stop fitting):
+    # a call that computes its runs 1 a device, in the program XLA compiles with the run axis squeezed away
+    # (other kernels, other last bits for DQN), warns naming the budget; one that computes them 2 a device
+    # does not. Both happen.
+    import warnings
+
+    from jaxreplay.engine import plan as plan_lib
+
+    sweep = sw.Sweep("linesearch", seeds=2, setup={"steps": 20, "max_capacity": 20, "max_batch_size": 2},
+                     fixed={"step_size": 0.05, "memory_size": 5, "batch_size": 2})
+    per = plan_lib.estimate_bytes_per_run(sweep)
+    seen, datasets = set(), []
+    for budget in (per * 4, per * 3, per * 2, per * 3 // 2, per * 5 // 4):
+        with warnings.catch_warnings(record=True) as caught:
+            warnings.simplefilter("always")
+            try:
+                result = sw.run(sweep, None, memory_budget=budget, progress=False)
+            except MemoryError:  # (not even one run fits what XLA counts)
+                continue
+        warned = [w for w in caught if issubclass(w.category, sw.SweepWarning)]
+        assert len(warned) == (result.stats.chunk_size == 1), (budget, result.stats.chunk_size, warned)
+        if warned:
+            assert re.match(rf"runs are computed 1 a device: the memory budget \({budget:,} bytes\) holds no more "
+                            r".* Raise memory_budget / memory_fraction", str(warned[0].message))
+        seen.add(result.stats.chunk_size)
+        datasets.append(result.dataset)
+    assert seen == {1, 2}
+    for dataset in datasets[1:]:  # (LineSearch on the CPU: its compiler options make the chunk not matter)
+        _same(dataset, datasets[0])

@@ -312,6 +312,7 @@ def _run(sweep, out_dir, chunk_size, memory_budget, memory_fraction, progress, d
 
         plan = _plan_everywhere(planner, locks)
         devices = devices[: plan.batch.devices] if plan.batch is not None else devices  # (_Planner._fewer_devices)
+        _warn_if_one_a_device(plan, len(devices), process == 0)
         if processes > 1:
             _agree(lambda: _check_same_chunking(plan))
         # Execute: finished chunks go to the store, or (in memory) straight into the assembled arrays.
@@ -341,6 +342,26 @@ def _run(sweep, out_dir, chunk_size, memory_budget, memory_fraction, progress, d
     finally:
         for lock in locks:
             lock.release()
+
+
+def _warn_if_one_a_device(plan: plan_lib.Plan, devices: int, warn: bool) -> None:
+    """Warn (on process 0) where runs are computed in a program of 1 run a device: the memory budget held no
+    more (:data:`~jaxreplay.engine.plan.MIN_RUNS_PER_DEVICE`, docs/design.md §4). XLA compiles it with the run
+    axis squeezed away, into kernels that round otherwise: such runs may differ in their last bits from the same
+    runs computed 2 or more a device (DQN's TD losses did), which is not to pass silently."""
+    if not warn or not plan.runs_to_compute:
+        return
+    chunk_sizes = [plan.groups[g].chunk_size for g in set(plan.chunk_groups)] if plan.groups else [plan.chunk_size]
+    if any(size // devices == 1 for size in chunk_sizes):
+        warnings.warn(
+            f"runs are computed 1 a device: the memory budget ({plan.memory_budget:,} bytes) holds no more "
+            f"(about {plan.bytes_per_run:,} bytes a run). XLA compiles a program of one run into other kernels, so "
+            "these runs may differ in their last bits from the same runs computed 2 or more a device. Raise "
+            "memory_budget / memory_fraction (--memory-budget-mib / --memory-fraction), or make the runs smaller, "
+            "to compute them 2 a device.",
+            SweepWarning,
+            stacklevel=4,
+        )
 
 
 def _save(dataset, stats: SweepStats, store, out, write: bool, report: bool) -> None:
