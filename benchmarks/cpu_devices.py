@@ -18,6 +18,9 @@ times, through the engine (compilation excluded, the median of its timed calls):
 * the ``dqn`` benchmark's DQN CartPole sweep over 100 seeds (aggregate env steps/s);
 
 and digests the results (every record), which must not depend on the device count.
+The children with one device per core also time a lone run (one seed of Breakout-MinAtar's
+preset), which the engine puts on one device, against the same run given every device
+(``devices=``: padded to 2 runs on each), with the same digest check.
 CPU only, and only where XLA:CPU's pool has more than one thread.
 """
 
@@ -37,8 +40,8 @@ from benchmarks import _timing
 TITLE = "One JAX CPU device per core vs one (the engine's sweeps)"
 
 MODES = {
-    "quick": dict(linesearch_runs=10_000, dqn_steps=2_000, dqn_seeds=100, repeats=3, rounds=2),
-    "full": dict(linesearch_runs=30_000, dqn_steps=10_000, dqn_seeds=100, repeats=5, rounds=3),
+    "quick": dict(linesearch_runs=10_000, dqn_steps=2_000, dqn_seeds=100, lone_steps=1_000, repeats=3, rounds=2),
+    "full": dict(linesearch_runs=30_000, dqn_steps=10_000, dqn_seeds=100, lone_steps=5_000, repeats=5, rounds=3),
 }
 HEADLINES: list[list[str]] = []
 
@@ -64,13 +67,35 @@ def child(mode_name: str) -> dict:
         "dqn": (sw.Sweep("dqn", seeds=mode["dqn_seeds"], setup=setup, fixed=hparams._asdict()),
                 mode["dqn_seeds"] * setup.total_steps),
     }
-    out = dict(devices=jax.local_device_count())
+    out: dict = dict(devices=jax.local_device_count())
     for name, (declared, steps) in workloads.items():
         result = sw.run(declared, None, progress=False)  # compiles
         seconds = [_timing.engine_call_seconds(sw.run, declared) for _ in range(mode["repeats"])]
         out[name] = dict(seconds=statistics.median(seconds), steps=steps, chunk=result.stats.chunk_size,
                          digest=_digest(result.dataset))
+    if out["devices"] > 1:
+        out["lone"] = _lone_run(mode)
     return out
+
+
+def _lone_run(mode: dict) -> dict:
+    """A lone run (one seed of Breakout-MinAtar's preset) as the engine places it (one device) and given every
+    device (padded to 2 runs on each), interleaved: seconds (median), devices used and digest of each."""
+    import functools
+
+    from benchmarks import minatar
+    from jaxreplay.engine import sweep as sw
+
+    setup, hparams = minatar._setup(mode["lone_steps"])
+    lone = sw.Sweep("dqn", seeds=1, setup=setup, fixed=hparams._asdict())
+    ways = {"engine": sw.run, "every device": functools.partial(sw.run, devices=jax.local_devices())}
+    results = {way: run(lone, None, progress=False) for way, run in ways.items()}  # compiles
+    seconds: dict[str, list[float]] = {way: [] for way in ways}
+    for _ in range(mode["repeats"]):
+        for way, run in ways.items():
+            seconds[way].append(_timing.engine_call_seconds(run, lone))
+    return {way: dict(seconds=statistics.median(seconds[way]), devices=results[way].stats.devices,
+                      digest=_digest(results[way].dataset), steps=mode["lone_steps"]) for way in ways}
 
 
 def run(mode_name: str = "quick", progress: Callable[[str], None] = lambda s: print(s, file=sys.stderr)) -> str:
@@ -115,6 +140,17 @@ def _report(mode_name: str, results: dict[str, list[dict | str]]) -> str:
                           f"{t_one / t_many:.2f}×", "–"])
         HEADLINES.append([f"{title}, {many[0]['devices']} CPU devices vs one: results bit-identical",
                           "yes" if same else "no", "yes"])
+    lone = [r["lone"] for r in many if "lone" in r]
+    if lone:
+        t = {way: statistics.median(r[way]["seconds"] for r in lone) for way in ("engine", "every device")}
+        same = len({r[way]["digest"] for r in lone for way in t}) == 1
+        steps = lone[0]["engine"]["steps"]
+        rows.append([f"a lone run, Breakout-MinAtar, {steps:,} env steps ({lone[0]['engine']['devices']} device: the "
+                     f"engine's choice; {lone[0]['every device']['devices']}: all given, the run padded to 2 on each)",
+                     f"{t['engine']:.3g} s", f"{t['every device']:.3g} s", f"{t['engine'] / t['every device']:.2f}×",
+                     "yes" if same else "**no**"])
+        HEADLINES.append(["a lone MinAtar run given every core ÷ on the one the engine picks: speed-up (< 1: one is faster)",
+                          f"{t['engine'] / t['every device']:.2f}×", "–"])
     rounds = MODES[mode_name]["rounds"]
     return "\n\n".join([
         f"Mode `{mode_name}`; `JAX_NUM_CPU_DEVICES=1` vs `{many[0]['devices']}`, each in its own process, "

@@ -319,3 +319,29 @@ def test_a_buffer_ratio_whose_side_failed_its_output_check_says_so_in_the_summar
             == "14.0× (flashbax: non-finite checksum)")
     assert (buffer.headline_ratio(result("ours", 0.01, "non-finite checksum"), result("flashbax", 0.02, "x"))
             == "2.0× (ours: non-finite checksum)")
+
+
+def test_cpu_devices_report_compares_medians_and_digests_and_the_lone_run():
+    # Two children a variant. LineSearch: medians 1.0 s on one device, 0.5 s on two (2.00×); DQN: 4 and 2 s, but
+    # one child's digest differs: "no". The lone run (timed in the two-device children only): 1.5 s on the
+    # engine's one device, 2.0 s given both: 0.75×, same digest.
+    from benchmarks import cpu_devices
+
+    def child(devices, ls, dqn_s, dqn_digest="d", lone=None):
+        out = dict(devices=devices, linesearch=dict(seconds=ls, steps=1000, chunk=256, digest="l"),
+                   dqn=dict(seconds=dqn_s, steps=2000, chunk=100, digest=dqn_digest))
+        if lone:
+            out["lone"] = {way: dict(seconds=t, devices=d, digest="m", steps=1000)
+                           for way, (t, d) in zip(("engine", "every device"), lone)}
+        return out
+
+    results = {"one CPU device": [child(1, 1.0, 4.0), child(1, 1.0, 4.0)],
+               "2 CPU devices (one per core)": [child(2, 0.5, 2.0, lone=((1.5, 1), (2.0, 2))),
+                                                child(2, 0.5, 2.0, "other", lone=((1.5, 1), (2.0, 2)))]}
+    text = cpu_devices._report("quick", results)
+    rows = [line for line in text.splitlines() if line.startswith("| ") and not line.startswith(("| sweep", "| ---"))]
+    assert rows[0].endswith("| 1 s (1 k run steps/s) | 0.5 s (2 k run steps/s) | 2.00× | yes |")
+    assert rows[1].endswith("| 2.00× | **no** |")
+    assert rows[2].startswith("| a lone run, Breakout-MinAtar, 1,000 env steps (1 device: the engine's choice; 2: all")
+    assert rows[2].endswith("| 1.5 s | 2 s | 0.75× | yes |")
+    assert cpu_devices.HEADLINES[-1][1:] == ["0.75×", "–"]
