@@ -203,7 +203,8 @@ def run(
         progress: show a progress bar (runs/s, ETA) and print a summary.
         devices: local devices to shard over, used as given (default: all local devices; fewer where
             ``out_dir``'s runs were computed on fewer, which then shard its missing runs, or where a new sweep
-            without ``chunk_size`` has fewer than 2 runs a device: one device per 2 runs).
+            without ``chunk_size`` has fewer than 2 runs a device, or on a CPU runs too large for 2 a device in
+            the memory budget: :func:`~jaxreplay.engine.plan.devices_for`).
         group_by_setup: where the experiment groups runs by the static setup
             they need (``Experiment.setup_groups``; DQN: the update slots of
             each replay ratio), compile one program per group and chunk each
@@ -470,10 +471,9 @@ class _Planner(NamedTuple):
           refused by the plan, naming the setting);
         * a new sweep (no chunk_size asked for) of fewer runs than
           :data:`~jaxreplay.engine.plan.MIN_RUNS_PER_DEVICE` per device, or on a CPU of runs too large for that
-          many on every device: the devices
-          :func:`~jaxreplay.engine.plan.devices_for` its largest group needs, so a lone run is not padded to a
-          batch on every device; on a CPU, and no more than hold 2 runs each within the memory budget (a run
-          too large for one a core runs on fewer).
+          many on every device within the memory budget: the devices
+          :func:`~jaxreplay.engine.plan.devices_for` gives, so a lone run is not padded to a batch on every
+          device, and a run too large for 2 a core runs on fewer cores instead of being refused.
 
         A run's bits do not depend on the device count (docs/design.md §4). Devices the caller named, and a
         sweep over several processes, are used as they are.
