@@ -463,19 +463,30 @@ class Program:
         cond = self.counts(loop.called("condition"))
         return body + cond + Counts(host_syncs=1)
 
+    def _callees(self, inst: Instruction) -> list[str]:
+        """The computations of this module a control instruction runs: a ``while``'s body and condition, a
+        ``conditional``'s branches, a ``call``'s callee; none for any other instruction (a fusion's computation
+        is its kernel, not kernels of its own)."""
+        if inst.opcode == "while":
+            called = [inst.called("body"), inst.called("condition")]
+        elif inst.opcode == "conditional":
+            called = list(inst.branches())
+        elif inst.opcode == "call":
+            called = [inst.called("to_apply")]
+        else:
+            return []
+        return [c for c in called if c in self.computations]
+
     def loops(self, name: str | None = None, outermost_only: bool = True) -> list[Instruction]:
-        """The ``while`` instructions reachable from ``name`` (default: the entry) outside any loop."""
+        """The ``while`` instructions reachable from ``name`` (default: the entry) outside any loop (all of them,
+        nested ones too, unless ``outermost_only``)."""
         found = []
         for inst in self.computations[self.entry if name is None else name]:
             if inst.opcode == "while":
                 found.append(inst)
-                if not outermost_only:
-                    found += self.loops(inst.called("body"), outermost_only)
-            elif inst.opcode == "call" and inst.called("to_apply") in self.computations:
-                found += self.loops(inst.called("to_apply"), outermost_only)
-            elif inst.opcode == "conditional":
-                for b in inst.branches():
-                    found += self.loops(b, outermost_only)
+            if inst.opcode != "while" or not outermost_only:
+                for callee in self._callees(inst):
+                    found += self.loops(callee, outermost_only)
         return found
 
     def kernels(self, name: str | None = None) -> dict[str, str]:
@@ -484,17 +495,11 @@ class Program:
         not the ``while``, ``conditional`` or ``call`` themselves (their time is their kernels')."""
         found: dict[str, str] = {}
         for inst in self.computations[self.entry if name is None else name]:
-            if inst.opcode in FREE_OPCODES or inst.opcode.endswith("-done"):
-                continue
-            if inst.opcode == "while":
-                for part in (inst.called("body"), inst.called("condition")):
-                    found.update(self.kernels(part) if part in self.computations else {})
-            elif inst.opcode == "conditional":
-                for branch in inst.branches():
-                    found.update(self.kernels(branch) if branch in self.computations else {})
-            elif inst.opcode == "call" and inst.called("to_apply") in self.computations:
-                found.update(self.kernels(inst.called("to_apply")))
-            else:
+            callees = self._callees(inst)
+            for callee in callees:
+                found.update(self.kernels(callee))
+            launches = inst.opcode not in FREE_OPCODES and not inst.opcode.endswith("-done")
+            if not callees and launches and inst.opcode not in ("while", "conditional"):
                 found[inst.name] = inst.opcode
         return found
 

@@ -270,6 +270,7 @@ def test_profile_kernels_traces_a_compiled_loop_and_survives_a_profiler_failure(
     kernels = _hlo.Program(program.compiled.as_text()).kernels()
     times = roofline.profile_kernels(program, 50)
     assert times and all(name in kernels and kernels[name] != "while" for name, _ in times)
+    assert kernels[times[0][0]] == "fusion"  # (the costliest: the step's sine, a loop fusion)
     assert all(t > 0 for _, t in times) and times == sorted(times, key=lambda kv: -kv[1])
 
     def broken(*args, **kwargs):

@@ -83,9 +83,12 @@ def cpu_thread_pool_size(cpu_devices: int, environ=None) -> int:
     return max(_usable_cpus(), cpu_devices)
 
 
-def cpu_core_devices(
-    environ=None, cpu_max: str = "/sys/fs/cgroup/cpu.max", cgroup_v1: str = "/sys/fs/cgroup/cpu"
-) -> int:
+CGROUP_V2_CPU_MAX = "/sys/fs/cgroup/cpu.max"
+CGROUP_V1_CPU = "/sys/fs/cgroup/cpu"
+"""Where a cgroup's CPU quota is read (v2's file; v1's folder): :func:`cpu_core_devices`."""
+
+
+def cpu_core_devices(environ=None, cpu_max: str = CGROUP_V2_CPU_MAX, cgroup_v1: str = CGROUP_V1_CPU) -> int:
     """The CPU devices :func:`use_cpu_cores` gives JAX: the usable cores, at most the threads of XLA:CPU's pool
     (:func:`cpu_thread_pool_size`; a ``PJRT_NPROC`` or ``NPROC`` above the cores sizes the pool, not the cores
     that run it) and at most the CPU time a cgroup grants (``cpu_max``, cgroup v2's ``"quota period"``, else
@@ -94,7 +97,7 @@ def cpu_core_devices(
     return max(1, min(cpu_thread_pool_size(1, environ), _usable_cpus(), _cgroup_cpus(cpu_max, cgroup_v1)))
 
 
-def _cgroup_cpus(cpu_max: str = "/sys/fs/cgroup/cpu.max", v1: str = "/sys/fs/cgroup/cpu") -> int:
+def _cgroup_cpus(cpu_max: str = CGROUP_V2_CPU_MAX, v1: str = CGROUP_V1_CPU) -> int:
     """The CPUs a cgroup grants (quota ÷ period, rounded up): cgroup v2's ``cpu.max`` file (``"quota period"``),
     else cgroup v1's ``cpu.cfs_quota_us`` and ``cpu.cfs_period_us`` under ``v1``; a huge number where neither
     is there or readable, or where there is no quota (``max``, ``-1``)."""

@@ -404,14 +404,19 @@ def devices_for(sweep: Sweep, num_devices: int, group_by_setup: bool = True, mem
     fewer cores held it. A run's bits do not depend on it (docs/design.md §4).
     """
     setups, config_group = setup_groups(sweep, group_by_setup)
-    align = sweep.seeds if sweep.record.reduce else 1
-    per_device = -(-MIN_RUNS_PER_DEVICE // align) * align  # (whole configurations)
+    per_device = _least_chunk(_chunk_unit(_align(sweep), 1), 1)  # (one device's least chunk: whole configurations)
     largest = int(np.bincount(config_group, minlength=len(setups)).max()) * sweep.seeds
     fewest = -(-largest // per_device)
     if memory_budget is not None:
         per_run = max(device_bytes(footprint(sweep, setup)) for setup in setups)
         fewest = min(fewest, memory_budget // max(per_run * per_device, 1))
     return max(1, min(num_devices, fewest))
+
+
+def _align(sweep: Sweep) -> int:
+    """The runs a chunk keeps together: a seed reduction needs every seed of a configuration in the chunk (and
+    on the device) that reduces them; 1 without one."""
+    return sweep.seeds if sweep.record.reduce else 1
 
 
 def _least_chunk(unit: int, num_devices: int) -> int:
@@ -470,8 +475,7 @@ def make_plan(
     per_result = result_bytes(sweep, fp)
     runs = sweep.num_runs
     cpu_cap = CPU_RUNS_PER_DEVICE * resources.num_devices if resources.on_cpu else None
-    # A seed reduction needs every seed of a configuration in the chunk that reduces them.
-    align = sweep.seeds if sweep.record.reduce else 1
+    align = _align(sweep)
     # Sized for the whole sweep, not for the runs still missing: a resumed sweep then runs its
     # remaining runs in programs of the same batch size as the first attempt (XLA may round a
     # run differently at another batch size, docs/design.md), at the cost of padding. Where the

@@ -313,7 +313,8 @@ def _run(sweep, out_dir, chunk_size, memory_budget, memory_fraction, progress, d
 
         plan = _plan_everywhere(planner, locks)
         devices = devices[: plan.batch.devices] if plan.batch is not None else devices  # (_Planner._fewer_devices)
-        _warn_if_one_a_device(plan, len(devices), process == 0)
+        if process == 0:
+            _warn_if_one_a_device(plan)
         if processes > 1:
             _agree(lambda: _check_same_chunking(plan))
         # Execute: finished chunks go to the store, or (in memory) straight into the assembled arrays.
@@ -338,22 +339,20 @@ def _run(sweep, out_dir, chunk_size, memory_budget, memory_fraction, progress, d
         # Assemble: one chunk in memory at a time.
         dataset = assemble_lib.assemble(sweep, store.parts()) if store is not None else assembler.dataset()
         stats = _stats(plan, execution, dataset, len(devices))
-        _save(dataset, stats, store, out, writable and process == 0, process == 0 and progress)
+        _save(dataset, stats, store, out, writable, process == 0, progress)
         return SweepResult(dataset, stats)
     finally:
         for lock in locks:
             lock.release()
 
 
-def _warn_if_one_a_device(plan: plan_lib.Plan, devices: int, warn: bool) -> None:
-    """Warn (on process 0) where runs are computed in a program of 1 run a device: the memory budget held no
-    more (:data:`~jaxreplay.engine.plan.MIN_RUNS_PER_DEVICE`, docs/design.md §4). XLA compiles it with the run
-    axis squeezed away, into kernels that round otherwise: such runs may differ in their last bits from the same
-    runs computed 2 or more a device (DQN's TD losses did), which is not to pass silently."""
-    if not warn or not plan.runs_to_compute:
-        return
-    chunk_sizes = [plan.groups[g].chunk_size for g in set(plan.chunk_groups)] if plan.groups else [plan.chunk_size]
-    if any(size // devices == 1 for size in chunk_sizes):
+def _warn_if_one_a_device(plan: plan_lib.Plan) -> None:
+    """Warn where runs are computed in a program of 1 run a device: the memory budget held no more
+    (:data:`~jaxreplay.engine.plan.MIN_RUNS_PER_DEVICE`, docs/design.md §4). XLA compiles it with the run axis
+    squeezed away, into kernels that round otherwise: such runs may differ in their last bits from the same runs
+    computed 2 or more a device (DQN's TD losses did), which is not to pass silently. (A group's chunk is 1 a
+    device only where the plan's is: the plan gives a group at least 2 a device where the chunk has them.)"""
+    if plan.runs_to_compute and plan.batch is not None and plan.batch.runs_per_device == 1:
         warnings.warn(
             f"runs are computed 1 a device: the memory budget ({plan.memory_budget:,} bytes) holds no more "
             f"(about {plan.bytes_per_run:,} bytes a run). XLA compiles a program of one run into other kernels, so "
@@ -365,21 +364,24 @@ def _warn_if_one_a_device(plan: plan_lib.Plan, devices: int, warn: bool) -> None
         )
 
 
-def _save(dataset, stats: SweepStats, store, out, write: bool, report: bool) -> None:
-    """Write ``results.nc`` and the call's summary into ``store``'s folder where ``write`` (process 0 of a
-    writable folder; a folder not writable: warned, the results returned), and print the summary if ``report``."""
+def _save(dataset, stats: SweepStats, store, out, writable: bool, main: bool, progress: bool) -> None:
+    """On the ``main`` process (0): write ``results.nc`` and the call's summary into ``store``'s folder if it is
+    ``writable`` (else warn: the results are returned), and print the summary with ``progress``. Every process
+    labels ``dataset`` with the folder's fingerprint and config."""
     if store is not None and store.folder_config is not None:  # (results.nc, sweep.json and chunks agree)
         dataset.attrs.update(fingerprint=store.fingerprint, config=json.dumps(store.folder_config, sort_keys=True))
-    if store is not None and write:
+    if not main:
+        return
+    if store is not None and writable:
         store.write_results(lambda f: assemble_lib.write_netcdf(dataset, f), dataclasses.asdict(stats))
-    elif out is not None and jax.process_index() == 0 and not (out / "results.nc").exists():
+    elif out is not None and not (out / "results.nc").exists():
         warnings.warn(
             f"{out} is not writable: results.nc was not written (the results are returned; save them "
             "elsewhere with dataset.to_netcdf).",
             SweepWarning,
             stacklevel=4,
         )
-    if report:
+    if progress:
         print(stats.describe(), file=sys.stderr)
 
 
