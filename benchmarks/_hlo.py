@@ -477,16 +477,16 @@ class Program:
             return []
         return [c for c in called if c in self.computations]
 
-    def loops(self, name: str | None = None, outermost_only: bool = True) -> list[Instruction]:
-        """The ``while`` instructions reachable from ``name`` (default: the entry) outside any loop (all of them,
-        nested ones too, unless ``outermost_only``)."""
+    def loops(self, name: str | None = None) -> list[Instruction]:
+        """The outermost ``while`` instructions reachable from ``name`` (default: the entry): those outside any
+        loop, found through the branches and calls around them."""
         found = []
         for inst in self.computations[self.entry if name is None else name]:
             if inst.opcode == "while":
                 found.append(inst)
-            if inst.opcode != "while" or not outermost_only:
+            else:
                 for callee in self._callees(inst):
-                    found += self.loops(callee, outermost_only)
+                    found += self.loops(callee)
         return found
 
     def kernels(self, name: str | None = None) -> dict[str, str]:

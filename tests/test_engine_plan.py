@@ -199,10 +199,9 @@ def test_a_resume_at_another_batch_is_refused_by_the_plan_naming_what_differs(tm
                                                               r"sweep on cpu \(cpu\)"),
         ({}, dict(xla_flags="--xla_cpu_max_isa=AVX2"), r"this process has XLA_FLAGS '--xla_cpu_max_isa=AVX2'\. Set "
                                                        r"XLA_FLAGS to '' before starting Python"),
+        # More devices than recorded are only planned where run was given them: it names its devices argument.
         ({}, dict(num_devices=2), r"this process shards over 2 device\(s\)\. Finish the sweep with 1 local device\(s\) "
-                                  r"\(set JAX_NUM_CPU_DEVICES=1 in the environment of the jaxreplay command or of "
-                                  r"Python, or "
-                                  r"jax.config.update\(\"jax_num_cpu_devices\", 1\) right after importing jax\)"),
+                                  r"\(pass 1 of them as run's devices, or none: run then takes 1\), or use a new"),
         ({}, dict(memory_budget=plan_lib.estimate_bytes_per_run(SWEEP)),
          r"\(chunk_size 2\), but only 1 runs fit the memory budget now"),
     ]
@@ -210,6 +209,12 @@ def test_a_resume_at_another_batch_is_refused_by_the_plan_naming_what_differs(tm
         where = rf"^{out} holds runs computed at 2 run\(s\) per device on 1 × cpu \(cpu\), XLA_FLAGS '', compiler options"
         with pytest.raises(ValueError, match=rf"{where}.*{message}"):
             plan_lib.make_plan(SWEEP, done, PLENTY._replace(**machine), out=out, recorded=recorded, **options)
+    # Fewer devices than recorded: the process needs more, which only its environment gives.
+    with pytest.raises(ValueError, match=r"1 run\(s\) per device on 2 × cpu .*this process shards over 1 device\(s\)\. "
+                                         r"Finish the sweep with 2 local device\(s\) \(set JAX_NUM_CPU_DEVICES=2 in the "
+                                         r"environment of the jaxreplay command or of Python, or jax\.config\.update\("
+                                         r"\"jax_num_cpu_devices\", 2\) right after importing jax\), or use a new"):
+        plan_lib.make_plan(SWEEP, done, PLENTY, out=out, recorded=recorded._replace(devices=2, runs_per_device=1))
     assert not out.exists()
 
 

@@ -363,11 +363,16 @@ def check_batch(recorded: Batch | None, batch: Batch, chunk_size: int | None, mi
             f"([run] group_by_setup in the TOML), or use a new output folder, {keep}."
         )
     if recorded.devices != batch.devices:
+        if recorded.devices < batch.devices:
+            # Only where devices were given: without, the engine resumes on the recorded count by itself.
+            how = f" (pass {recorded.devices} of them as run's devices, or none: run then takes {recorded.devices})"
+        elif batch.platform == "cpu":
+            how = f" ({cpu_devices_setting(recorded.devices)})"
+        else:
+            how = ""
         raise ValueError(
             f"{where}; this process shards over {batch.devices} device(s). Finish the sweep with "
-            f"{recorded.devices} local device(s)"
-            + (f" ({cpu_devices_setting(recorded.devices)})" if batch.platform == "cpu" else "")
-            + f", or use a new output folder, {keep}."
+            f"{recorded.devices} local device(s){how}, or use a new output folder, {keep}."
         )
     if recorded.cpu_threads != batch.cpu_threads:
         raise ValueError(
