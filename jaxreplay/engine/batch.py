@@ -362,18 +362,7 @@ def check_batch(recorded: Batch | None, batch: Batch, chunk_size: int | None, mi
             f"{where}; this call {now}. Rerun with group_by_setup {'false' if batch.grouping else 'true'} "
             f"([run] group_by_setup in the TOML), or use a new output folder, {keep}."
         )
-    if recorded.devices != batch.devices:
-        if recorded.devices < batch.devices:
-            # Only where devices were given: without, the engine resumes on the recorded count by itself.
-            how = f" (pass {recorded.devices} of them as run's devices, or none: run then takes {recorded.devices})"
-        elif batch.platform == "cpu":
-            how = f" ({cpu_devices_setting(recorded.devices)})"
-        else:
-            how = ""
-        raise ValueError(
-            f"{where}; this process shards over {batch.devices} device(s). Finish the sweep with "
-            f"{recorded.devices} local device(s){how}, or use a new output folder, {keep}."
-        )
+    _check_devices(recorded, batch, where, keep)
     if recorded.cpu_threads != batch.cpu_threads:
         raise ValueError(
             f"{where} with XLA:CPU's thread pool of {recorded.cpu_threads} threads; this process has "
@@ -400,6 +389,24 @@ def cpu_devices_setting(devices: int) -> str:
     return (
         f"set JAX_NUM_CPU_DEVICES={devices} in the environment of the jaxreplay command or of Python, or "
         f'jax.config.update("jax_num_cpu_devices", {devices}) right after importing jax'
+    )
+
+
+def _check_devices(recorded: Batch, batch: Batch, where: str, keep: str) -> None:
+    """:func:`check_batch`'s refusal of a resume on another number of local devices, saying how to get the
+    recorded number."""
+    if recorded.devices == batch.devices:
+        return
+    if recorded.devices < batch.devices:
+        # Only where devices were given: without, the engine resumes on the recorded count by itself.
+        how = f" (pass {recorded.devices} of them as run's devices, or none: run then takes {recorded.devices})"
+    elif batch.platform == "cpu":
+        how = f" ({cpu_devices_setting(recorded.devices)})"
+    else:
+        how = ""
+    raise ValueError(
+        f"{where}; this process shards over {batch.devices} device(s). Finish the sweep with "
+        f"{recorded.devices} local device(s){how}, or use a new output folder, {keep}."
     )
 
 
