@@ -199,9 +199,11 @@ def test_a_resume_at_another_batch_is_refused_by_the_plan_naming_what_differs(tm
                                                               r"sweep on cpu \(cpu\)"),
         ({}, dict(xla_flags="--xla_cpu_max_isa=AVX2"), r"this process has XLA_FLAGS '--xla_cpu_max_isa=AVX2'\. Set "
                                                        r"XLA_FLAGS to '' before starting Python"),
-        # More devices than recorded are only planned where run was given them: it names its devices argument.
+        # More devices than recorded are only planned where run was given them (or over processes): it names
+        # its devices argument.
         ({}, dict(num_devices=2), r"this process shards over 2 device\(s\)\. Finish the sweep with 1 local device\(s\) "
-                                  r"\(pass 1 of them as run's devices, or none: run then takes 1\), or use a new"),
+                                  r"\(pass 1 of them as run's devices or, in a single process, none: run then takes 1\), "
+                                  r"or use a new"),
         ({}, dict(memory_budget=plan_lib.estimate_bytes_per_run(SWEEP)),
          r"\(chunk_size 2\), but only 1 runs fit the memory budget now"),
     ]

@@ -398,8 +398,12 @@ def _check_devices(recorded: Batch, batch: Batch, where: str, keep: str) -> None
     if recorded.devices == batch.devices:
         return
     if recorded.devices < batch.devices:
-        # Only where devices were given: without, the engine resumes on the recorded count by itself.
-        how = f" (pass {recorded.devices} of them as run's devices, or none: run then takes {recorded.devices})"
+        # Planned only where devices were given or processes are several: one process given none resumes on the
+        # recorded count by itself (runner._Planner._fewer_devices).
+        how = (
+            f" (pass {recorded.devices} of them as run's devices or, in a single process, none: run then takes "
+            f"{recorded.devices})"
+        )
     elif batch.platform == "cpu":
         how = f" ({cpu_devices_setting(recorded.devices)})"
     else:
