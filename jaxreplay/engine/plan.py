@@ -408,9 +408,15 @@ def devices_for(sweep: Sweep, num_devices: int, group_by_setup: bool = True, mem
     largest = int(np.bincount(config_group, minlength=len(setups)).max()) * sweep.seeds
     fewest = -(-largest // per_device)
     if memory_budget is not None:
-        per_run = max(device_bytes(footprint(sweep, setup)) for setup in setups)
+        per_run = max(_run_sizes([footprint(sweep, setup) for setup in setups]))
         fewest = min(fewest, memory_budget // max(per_run * per_device, 1))
     return max(1, min(num_devices, fewest))
+
+
+def _run_sizes(footprints: list[Footprint], memory_scale: float = 1.0) -> list[int]:
+    """Device bytes of a run of each of ``footprints`` (one a group): :func:`device_bytes` scaled by
+    ``memory_scale`` (:attr:`Resources.memory_scale`), rounded up."""
+    return [math.ceil(memory_scale * device_bytes(f)) for f in footprints]
 
 
 def _align(sweep: Sweep) -> int:
@@ -468,7 +474,7 @@ def make_plan(
     setups, config_group = setup_groups(sweep, group_by_setup)
     footprints = [footprint(sweep, setup) for setup in setups]
     _check_groups_agree(sweep, setups, footprints)
-    sizes = [math.ceil(resources.memory_scale * device_bytes(f)) for f in footprints]
+    sizes = _run_sizes(footprints, resources.memory_scale)
     fp = footprints[int(np.argmax(sizes))]  # the largest run: the chunk must fit it
     per_run = max(sizes)
     points = segment_points(sweep, fp)
