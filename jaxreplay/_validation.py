@@ -78,10 +78,16 @@ def dtype_kind(dtype) -> str:
 
 
 def check_choice(name: str, value: object, allowed: Iterable[object]) -> None:
-    """Raise :class:`FieldError` naming ``name`` unless ``value`` is one of ``allowed`` (static options: strings)."""
+    """Raise :class:`FieldError` naming ``name`` unless ``value`` is one of ``allowed`` (static options: strings).
+
+    Only a string is an option: ``value in allowed`` with an array raised NumPy's "truth value of an array is
+    ambiguous", naming nothing, and a large value's repr filled the message (it is named by its type instead)."""
     allowed = tuple(allowed)
-    if value not in allowed:
-        raise FieldError(name, f"must be one of {allowed}, got {value!r}.")
+    if not isinstance(value, str) or value not in allowed:
+        shown = repr(value)
+        if len(shown) > 80:
+            shown = f"a value of type {type(value).__name__}"
+        raise FieldError(name, f"must be one of {allowed}, got {shown}.")
 
 
 def check_int(

@@ -186,6 +186,14 @@ def test_a_bad_concrete_hyperparameter_is_named_by_make(hyperparameters, message
 def test_unknown_kind_is_named():
     with pytest.raises(ValueError, match=r"kind must be one of \('uniform', 'prioritized', 'cer'\), got 'lifo'"):
         memory.make("lifo")
+    # Not a string (an example transition passed first, by mistake): named by its type, not by NumPy's
+    # "truth value of an array is ambiguous" nor by a page of its values; a short one by its repr.
+    with pytest.raises(ValueError, match=r"^kind must be one of \(.*\), got a value of type ndarray\.$"):
+        memory.make(np.zeros(1000))
+    with pytest.raises(ValueError, match=r"^kind must be one of \(.*\), got a value of type dict\.$"):
+        memory.make({"obs": np.zeros(1000)})
+    with pytest.raises(ValueError, match=r"^kind must be one of \(.*\), got None\.$"):
+        memory.make(None)
 
 
 # ----------------------------------------------------------------------------
