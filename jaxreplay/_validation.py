@@ -78,12 +78,13 @@ def dtype_kind(dtype) -> str:
 
 
 def check_choice(name: str, value: object, allowed: Iterable[object]) -> None:
-    """Raise :class:`FieldError` naming ``name`` unless ``value`` is one of ``allowed`` (static options: strings).
+    """Raise :class:`FieldError` naming ``name`` unless ``value`` is one of ``allowed`` (static options: strings,
+    or ``None`` where it is one).
 
-    Only a string is an option: ``value in allowed`` with an array raised NumPy's "truth value of an array is
-    ambiguous", naming nothing, and a large value's repr filled the message (it is named by its type instead)."""
+    Only a string or ``None`` is an option: ``value in allowed`` with an array raised NumPy's "truth value of an
+    array is ambiguous", naming nothing, and a large value's repr filled the message (it is named by its type)."""
     allowed = tuple(allowed)
-    if not isinstance(value, str) or value not in allowed:
+    if not isinstance(value, (str, type(None))) or value not in allowed:
         shown = repr(value)
         if len(shown) > 80:
             shown = f"a value of type {type(value).__name__}"
