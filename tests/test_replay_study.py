@@ -102,9 +102,12 @@ def test_cells_are_the_iqm_of_the_runs_in_runs_csv(tiny):
         assert x["soft_diverged"] in ("True", "False")
         counted[x["stage"]] = counted.get(x["stage"], 0) + (x["soft_diverged"] == "True" and x["diverged"] == "False")
     assert result["soft_diverged"] == counted
-    # The IQM of six seeds: the mean of the middle four.
-    v = np.sort([float(x["auc"]) for x in rows if x["setting"] == stages.cell(2, 1.0, 1)])
-    assert result["cells"][4]["auc_iqm"] == pytest.approx(np.mean(v[1:5]), rel=1e-12)
+    # The IQM of six seeds: the mean of the middle four (the cells run n, then ratio, then capacity).
+    smallest = result["capacities"][0]
+    entry = result["cells"][4]
+    assert (entry["memory_size"], entry["replay_ratio"], entry["n_step"]) == (smallest, 1.0, 1)
+    v = np.sort([float(x["auc"]) for x in rows if x["setting"] == stages.cell(smallest, 1.0, 1)])
+    assert v.size == SEEDS and entry["auc_iqm"] == pytest.approx(np.mean(v[1:5]), rel=1e-12)
 
 
 @pytest.mark.slow  # the tiny study: five programs compiled (about 5 min on a loaded 2-core CPU)
@@ -187,12 +190,13 @@ def test_a_rerun_computes_nothing(tiny, monkeypatch):
     from jaxreplay.engine import sweep as sweep_lib
 
     out, result, rows = tiny
-    computed = []
+    computed, swept = [], []
     run = sweep_lib.run
 
     def counted(*args, **kwargs):
         outcome = run(*args, **kwargs)
         computed.append(outcome.stats.runs_computed)
+        swept.append(outcome.stats.runs)
         return outcome
 
     monkeypatch.setattr(sweep_lib, "run", counted)
@@ -200,10 +204,14 @@ def test_a_rerun_computes_nothing(tiny, monkeypatch):
     assert computed == [0] * 5  # three grid programs, the adaptive stage and its fixed-at-mean control
     for key in ("cells", "capacity_effect", "interaction", "adaptive", "verdict"):
         assert again[key] == result[key]
-    # The first call computed every run (runs.csv: a row per run of every stage); the rerun found them all.
-    assert result["runs_resumed"] == 0 and again["runs_resumed"] == again["runs"] == result["runs"] == len(rows)
+    # The first call computed every run; the rerun found them all. A run is counted once where two settings read
+    # it (runs.csv has a row per setting and seed: two controls whose runs averaged one memory size share theirs),
+    # so that the report does not say that runs were left to compute (it said 228 of 240).
+    runs = sum(swept)
+    assert result["runs_resumed"] == 0 and again["runs_resumed"] == again["runs"] == result["runs"] == runs
+    assert runs <= len(rows) and len({(x["stage"], x["setting"], x["seed"]) for x in rows}) == len(rows)
     report = (out / "report.md").read_text()
-    assert f"which found {len(rows):,} of its {len(rows):,} runs computed by earlier calls" in report
+    assert f"which found {runs:,} of its {runs:,} runs computed by earlier calls" in report
 
 
 def test_the_report_says_whose_time_its_runtime_is():
@@ -643,7 +651,14 @@ def test_refresh_recomputes_a_replay_study_from_its_runs_csv(tiny, tmp_path, cap
     statistics needed the study rerun, on a GPU for the full one)."""
     import shutil
 
-    out, result, _ = tiny
+    from jaxreplay.engine import sweep as sweep_lib
+
+    out, result, rows = tiny
+    # A run read by two settings (two controls whose runs averaged one memory size) is one run of the study:
+    # counted as its sweep computed it, as runs_resumed is (a rerun said "found 228 of its 240 runs").
+    folders = sorted((out / "sweeps").iterdir())
+    swept = sum(ds.sizes["config"] * ds.sizes["seed"] for ds in map(sweep_lib.load, folders))
+    assert len(folders) == 5 and result["runs"] == swept <= len(rows)
     copy = tmp_path / "copy"
     shutil.copytree(out, copy, ignore=shutil.ignore_patterns("sweeps"))  # (the runs.csv alone)
     stored = json.loads((copy / "study.json").read_text())

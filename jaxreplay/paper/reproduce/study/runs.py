@@ -79,6 +79,14 @@ class Runs:
     mean_size: np.ndarray
     final_size: np.ndarray
     runs_resumed: int = 0  # of the stage's runs, those an earlier call had computed into its folder
+    # The stage's runs as its sweep computed them (None: a run per row): fewer than its rows where two settings
+    # read one configuration, so that ``runs_resumed`` (the sweep's count) is a part of it.
+    runs: int | None = None
+
+    @property
+    def run_count(self) -> int:
+        """The stage's distinct runs: :attr:`runs`, or a run per setting and seed where it is None."""
+        return int(self.auc.size) if self.runs is None else self.runs
 
     @classmethod
     def of(cls, stage: str, settings: tuple[Setting, ...], ds) -> Runs:
@@ -123,7 +131,8 @@ def run_stage(
     )
     result = sweep_lib.run(sweep, _sweep_dir(out, label, sweep), **run_options)
     ds = result.dataset if len(configurations) == len(settings) else result.dataset.isel(config=row_of)
-    return dataclasses.replace(Runs.of(label, settings, ds), runs_resumed=result.stats.runs_resumed)
+    stats = result.stats
+    return dataclasses.replace(Runs.of(label, settings, ds), runs_resumed=stats.runs_resumed, runs=stats.runs)
 
 
 def select(runs: Runs, label: str) -> SettingRuns:

@@ -438,7 +438,7 @@ def run_study(out_dir, owner: str, outputs: tuple[str, ...], chosen, parts: Stud
         parts.writer.write_csvs(out, chosen, runs)  # (first: the runs are kept whatever a figure does)
         names = parts.figures.draw(out, chosen, result, runs)
         result["runtime_s"] = time.perf_counter() - t0
-        result["runs"] = sum(int(r.auc.size) for r in runs.values())
+        result["runs"] = sum(r.run_count for r in runs.values())  # (a run read by two settings counted once)
         result["runs_resumed"] = sum(r.runs_resumed for r in runs.values())
         result["figures"] = sorted(names)
         return parts.writer.write(out, result)
