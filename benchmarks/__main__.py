@@ -19,7 +19,7 @@ from benchmarks import BENCHMARKS
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="python -m benchmarks", description=__doc__.splitlines()[0])
     mode = parser.add_mutually_exclusive_group()
-    mode.add_argument("--quick", dest="mode", action="store_const", const="quick", help="fewer configurations, about 4 minutes on 2 cores (default)")
+    mode.add_argument("--quick", dest="mode", action="store_const", const="quick", help="fewer configurations, about 10 minutes on 2 cores (default)")
     mode.add_argument("--full", dest="mode", action="store_const", const="full", help="every configuration (longer: minatar alone ~3 min on 2 cores)")
     parser.set_defaults(mode="quick")
     parser.add_argument(
