@@ -69,8 +69,7 @@ def test_uniform_runs_are_identical_in_chunks_below_and_above_the_ynnpack_thresh
     assert np.isfinite(np.asarray(large["final_metric"])).all() and float(np.asarray(large["final_metric"]).std()) > 0
 
 
-@pytest.mark.slow
-def test_prioritized_runs_are_identical_in_chunks_of_8_and_80():
+def test_prioritized_runs_are_identical_in_chunks_of_8_and_80():  # (4 s on 2 cores: no longer marked slow)
     sweep = sw.Sweep(
         "linesearch",
         seeds=40,

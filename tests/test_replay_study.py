@@ -22,6 +22,8 @@ from jaxreplay.paper.reproduce.study import runs as runs_lib
 STEPS, SEEDS = 200, 6
 
 
+# The tiny study (five programs compiled, about 1.5 min of the default run on 2 cores) is computed once for the
+# module; the tests that read it add seconds (they were marked slow, so CI never ran them: two had gone stale).
 @pytest.fixture(scope="module")
 def tiny(tmp_path_factory):
     out = tmp_path_factory.mktemp("replay_study")
@@ -76,7 +78,6 @@ def test_the_design_is_a_log_grid_of_capacity_times_ratio_times_n_with_equal_age
         assert max(stages.starts(short)) == max(short.capacities) <= short.adaptive_setup.max_capacity
 
 
-@pytest.mark.slow  # the tiny study: five programs compiled (about 5 min on a loaded 2-core CPU)
 def test_cells_are_the_iqm_of_the_runs_in_runs_csv(tiny):
     _, result, rows = tiny
     for entry in result["cells"]:
@@ -110,7 +111,6 @@ def test_cells_are_the_iqm_of_the_runs_in_runs_csv(tiny):
     assert v.size == SEEDS and entry["auc_iqm"] == pytest.approx(np.mean(v[1:5]), rel=1e-12)
 
 
-@pytest.mark.slow  # the tiny study: five programs compiled (about 5 min on a loaded 2-core CPU)
 def test_contrasts_are_paired_differences_recomputed_from_runs_csv(tiny):
     _, result, rows = tiny
     top, low = max(result["capacities"]), min(result["capacities"])
@@ -139,7 +139,6 @@ def _keys(pairs):
     return [(parse(a), parse(b)) for a, b in pairs]
 
 
-@pytest.mark.slow  # the tiny study: five programs compiled (about 5 min on a loaded 2-core CPU)
 def test_the_adaptive_stage_runs_every_rule_of_the_table_with_its_controls(tiny):
     out, result, rows = tiny
     a = result["adaptive"]
@@ -185,7 +184,6 @@ def verdict_estimate(result, n):
     return next(e["estimate"] for e in result["capacity_effect"] if e["n_step"] == n)
 
 
-@pytest.mark.slow  # the tiny study: five programs compiled (about 5 min on a loaded 2-core CPU)
 def test_a_rerun_computes_nothing(tiny, monkeypatch):
     from jaxreplay.engine import sweep as sweep_lib
 
@@ -225,7 +223,6 @@ def test_the_report_says_whose_time_its_runtime_is():
     )
 
 
-@pytest.mark.slow  # the tiny study: five programs compiled (about 5 min on a loaded 2-core CPU)
 def test_the_readme_block_is_generated_from_study_json(tiny, tmp_path, capsys):
     out, result, _ = tiny
     readme = tmp_path / "README.md"
