@@ -60,7 +60,7 @@ def add_reproduce_parser(commands) -> None:
     rdq.set_defaults(handler=_reproduce)
     ral = targets.add_parser("all", help="LineSearch and the three DQN games: every figure and one claims report")
     ral.add_argument("--out", required=True, help="output folder (rerun the same command to resume)")
-    _scale(ral, "full", "CPU scale: about 3-7 minutes on 2 cores", "the paper's scale (the default)")
+    _scale(ral, "full", "CPU scale: about 3 minutes on 2 cores", "the paper's scale (the default)")
     ral.add_argument("--seeds", type=int, default=None, help="DQN seeds per setting (default 4 quick, 100 otherwise)")
     ral.add_argument("--env", action="append", choices=ENVS, help="only this DQN game (repeatable; default all three)")
     ral.add_argument(
