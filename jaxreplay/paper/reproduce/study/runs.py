@@ -11,6 +11,7 @@ static size) and :func:`differ_test` (whether settings differ at all, by relabel
 from __future__ import annotations
 
 import dataclasses
+import json
 import math
 from collections.abc import Mapping
 from typing import Any, NamedTuple
@@ -43,6 +44,12 @@ class Setting(NamedTuple):
 
     label: str
     point: dict
+
+    @property
+    def configuration(self) -> str:
+        """The sweep point as one string: two settings with one configuration (two controls whose runs averaged
+        the same memory size) have the same one and share their runs."""
+        return json.dumps(self.point, sort_keys=True, default=float)
 
 
 class SettingRuns(NamedTuple):
@@ -79,14 +86,12 @@ class Runs:
     mean_size: np.ndarray
     final_size: np.ndarray
     runs_resumed: int = 0  # of the stage's runs, those an earlier call had computed into its folder
-    # The stage's runs as its sweep computed them (None: a run per row): fewer than its rows where two settings
-    # read one configuration, so that ``runs_resumed`` (the sweep's count) is a part of it.
-    runs: int | None = None
 
     @property
     def run_count(self) -> int:
-        """The stage's distinct runs: :attr:`runs`, or a run per setting and seed where it is None."""
-        return int(self.auc.size) if self.runs is None else self.runs
+        """The stage's runs as its sweep computed them: configurations × seeds, fewer than settings × seeds where
+        two settings share a :attr:`Setting.configuration` (so that :attr:`runs_resumed` is a part of it)."""
+        return len({s.configuration for s in self.settings}) * int(self.auc.shape[1])
 
     @classmethod
     def of(cls, stage: str, settings: tuple[Setting, ...], ds) -> Runs:
@@ -110,15 +115,13 @@ def run_stage(
     """The runs of one stage: its ``settings`` × ``seeds`` as one DQN sweep (the hyperparameters ``common``
     with each setting's point, the static ``setup``), persisted under ``out/sweeps/`` so a rerun resumes;
     ``run_options`` (``progress``, ``chunk_size``) go to :func:`jaxreplay.engine.sweep.run`."""
-    import json
-
     from jaxreplay.engine import sweep as sweep_lib
     from jaxreplay.paper.reproduce.dqn import _sweep_dir
 
     # Two settings may be one configuration (two rules whose runs averaged the same memory size give the same
     # fixed-at-mean point): the engine refuses a repeated point, so each configuration runs once and every
     # setting reads its row (a run's key depends on its seed only: the runs are the same).
-    keys = [json.dumps(s.point, sort_keys=True, default=float) for s in settings]
+    keys = [s.configuration for s in settings]
     configurations = list(dict.fromkeys(keys))  # each once, in first-seen order
     row_of = [configurations.index(k) for k in keys]
     sweep = sweep_lib.Sweep(
@@ -131,8 +134,7 @@ def run_stage(
     )
     result = sweep_lib.run(sweep, _sweep_dir(out, label, sweep), **run_options)
     ds = result.dataset if len(configurations) == len(settings) else result.dataset.isel(config=row_of)
-    stats = result.stats
-    return dataclasses.replace(Runs.of(label, settings, ds), runs_resumed=stats.runs_resumed, runs=stats.runs)
+    return dataclasses.replace(Runs.of(label, settings, ds), runs_resumed=result.stats.runs_resumed)
 
 
 def select(runs: Runs, label: str) -> SettingRuns:
